@@ -1,0 +1,201 @@
+// Package domain holds the types every other package of seckill shares:
+// sales, reservations, orders, their statuses, error codes and the names of
+// workflows, updates and queries. It imports nothing of the project.
+package domain
+
+import (
+	"time"
+)
+
+// ReservationStatus is a reservation's place in its life, exactly the
+// contract's names. It moves only along
+// QUEUED -> PENDING_PAYMENT -> PAID | EXPIRED | CANCELLED and QUEUED -> FAILED
+// (or QUEUED -> CANCELLED when cancelled before the order exists).
+type ReservationStatus string
+
+const (
+	StatusQueued         ReservationStatus = "QUEUED"
+	StatusPendingPayment ReservationStatus = "PENDING_PAYMENT"
+	StatusPaid           ReservationStatus = "PAID"
+	StatusExpired        ReservationStatus = "EXPIRED"
+	StatusCancelled      ReservationStatus = "CANCELLED"
+	StatusFailed         ReservationStatus = "FAILED"
+)
+
+// AllStatuses lists every status in the order reports print them.
+var AllStatuses = []ReservationStatus{StatusQueued, StatusPendingPayment, StatusPaid, StatusExpired, StatusCancelled, StatusFailed}
+
+// Terminal reports whether no further transition is possible.
+func (s ReservationStatus) Terminal() bool {
+	switch s {
+	case StatusPaid, StatusExpired, StatusCancelled, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// HoldsUnit reports whether a reservation in this status keeps the user from
+// buying again: it holds a unit or has paid for one.
+func (s ReservationStatus) HoldsUnit() bool {
+	return s == StatusQueued || s == StatusPendingPayment || s == StatusPaid
+}
+
+// Valid reports whether s is one of the contract's statuses.
+func (s ReservationStatus) Valid() bool {
+	for _, v := range AllStatuses {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// SaleControl is what an operator decided about a sale.
+type SaleControl string
+
+const (
+	ControlActive  SaleControl = "active"
+	ControlPaused  SaleControl = "paused"
+	ControlStopped SaleControl = "stopped"
+)
+
+// SaleMode says which store takes a sale's reservations. A sale is in one
+// mode at a time; the epoch grows at every switch so that Redis can tell that
+// its copy of the sale is stale.
+type SaleMode string
+
+const (
+	ModeRedis    SaleMode = "redis"
+	ModeDatabase SaleMode = "database"
+)
+
+// SaleState is the public state of a sale in the sale view.
+type SaleState string
+
+const (
+	StateUpcoming SaleState = "upcoming"
+	StateLive     SaleState = "live"
+	StateSoldOut  SaleState = "sold_out"
+	StateEnded    SaleState = "ended"
+)
+
+// ReservationPath says which path took a reservation.
+type ReservationPath string
+
+const (
+	PathRedis    ReservationPath = "redis"
+	PathDatabase ReservationPath = "database"
+)
+
+// Sale is a flash sale of one goods item.
+type Sale struct {
+	ID                   int64
+	GoodsID              int64
+	Title                string
+	PriceCents           int64
+	StockTotal           int64
+	Buckets              int
+	StartsAt             time.Time
+	EndsAt               time.Time
+	PaymentWindowSeconds int
+	PerUserLimit         int
+	Control              SaleControl
+	Mode                 SaleMode
+	ModeEpoch            int64
+	CreatedAt            time.Time
+}
+
+// PaymentWindow is how long a placed order waits for payment.
+func (s *Sale) PaymentWindow() time.Duration {
+	return time.Duration(s.PaymentWindowSeconds) * time.Second
+}
+
+// StateAt is the public state of the sale at now given the units left.
+func (s *Sale) StateAt(now time.Time, stockLeft int64) SaleState {
+	switch {
+	case s.Control == ControlStopped || !now.Before(s.EndsAt):
+		return StateEnded
+	case now.Before(s.StartsAt):
+		return StateUpcoming
+	case stockLeft <= 0:
+		return StateSoldOut
+	}
+	return StateLive
+}
+
+// SaleView is the contract's public view of a sale.
+type SaleView struct {
+	SaleID               int64     `json:"sale_id"`
+	GoodsID              int64     `json:"goods_id"`
+	Title                string    `json:"title"`
+	PriceCents           int64     `json:"price_cents"`
+	StockTotal           int64     `json:"stock_total"`
+	StockLeft            int64     `json:"stock_left"`
+	StartsAt             time.Time `json:"starts_at"`
+	EndsAt               time.Time `json:"ends_at"`
+	PaymentWindowSeconds int       `json:"payment_window_seconds"`
+	PerUserLimit         int       `json:"per_user_limit"`
+	State                SaleState `json:"state"`
+}
+
+// View renders the sale for clients.
+func (s *Sale) View(now time.Time, stockLeft int64) SaleView {
+	if stockLeft < 0 {
+		stockLeft = 0
+	}
+	return SaleView{
+		SaleID:               s.ID,
+		GoodsID:              s.GoodsID,
+		Title:                s.Title,
+		PriceCents:           s.PriceCents,
+		StockTotal:           s.StockTotal,
+		StockLeft:            stockLeft,
+		StartsAt:             s.StartsAt.UTC(),
+		EndsAt:               s.EndsAt.UTC(),
+		PaymentWindowSeconds: s.PaymentWindowSeconds,
+		PerUserLimit:         s.PerUserLimit,
+		State:                s.StateAt(now, stockLeft),
+	}
+}
+
+// Reservation is one user's claim on one unit of a sale, named by its token.
+type Reservation struct {
+	Token       string
+	SaleID      int64
+	UserID      int64
+	RequestID   string
+	Path        ReservationPath
+	Status      ReservationStatus
+	OrderNo     string
+	AmountCents int64
+	PayBy       *time.Time
+	PaymentRef  string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// ReservationView is the contract's view of a reservation.
+type ReservationView struct {
+	Token       string            `json:"token"`
+	SaleID      int64             `json:"sale_id"`
+	Status      ReservationStatus `json:"status"`
+	OrderNo     string            `json:"order_no,omitempty"`
+	AmountCents int64             `json:"amount_cents"`
+	PayBy       *time.Time        `json:"pay_by,omitempty"`
+}
+
+// View renders the reservation for its owner.
+func (r *Reservation) View() ReservationView {
+	v := ReservationView{
+		Token:       r.Token,
+		SaleID:      r.SaleID,
+		Status:      r.Status,
+		OrderNo:     r.OrderNo,
+		AmountCents: r.AmountCents,
+	}
+	if r.PayBy != nil {
+		t := r.PayBy.UTC()
+		v.PayBy = &t
+	}
+	return v
+}

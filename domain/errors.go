@@ -1,0 +1,68 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes of the contract. Each maps to one HTTP status in api/errors.go.
+const (
+	EInvalid          = "invalid_request"
+	EUnauthorized     = "unauthorized"
+	EForbidden        = "forbidden"
+	ENotFound         = "not_found"
+	EMethodNotAllowed = "method_not_allowed"
+	ETooLarge         = "request_too_large"
+	ESoldOut          = "sold_out"
+	EAlreadyPurchased = "already_purchased"
+	ESaleNotStarted   = "sale_not_started"
+	ESaleEnded        = "sale_ended"
+	ESalePaused       = "sale_paused"
+	EBlacklisted      = "blacklisted"
+	ERateLimited      = "rate_limited"
+	EUnavailable      = "unavailable"
+	ENotPayable       = "not_payable"
+	ENotCancellable   = "not_cancellable"
+	EAmountMismatch   = "amount_mismatch"
+	EAlreadyLive      = "already_live"
+	EInsufficient     = "insufficient_stock"
+	EConflict         = "conflict"
+	EInternal         = "internal"
+)
+
+// Error is the project's one error type: a contract code and a message safe
+// to show to the client.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf builds an *Error with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EInternal
+// for any other error and "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EInternal
+}
+
+// ErrorMessage returns the client-safe message of err; internal errors get a
+// generic text so that no detail leaks.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

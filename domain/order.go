@@ -1,0 +1,148 @@
+package domain
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The order workflow's public contract: names, ids, inputs and results that
+// the API, the worker, the relay and operators share.
+const (
+	// TaskQueue is the one task queue of seckill's workers.
+	TaskQueue = "seckill"
+
+	OrderWorkflowName = "OrderWorkflow"
+	SaleWorkflowName  = "SaleWorkflow"
+
+	// Updates of OrderWorkflow. The update id of "pay" is the payment_ref, so
+	// Temporal deduplicates a repeated payment as well.
+	UpdatePay    = "pay"
+	UpdateCancel = "cancel"
+	UpdateExpire = "expire"
+
+	// QueryStatus answers the reservation's OrderState.
+	QueryStatus = "status"
+
+	// Search attributes, registered by the dev server at start.
+	SearchAttrSaleID      = "SaleId"
+	SearchAttrUserID      = "UserId"
+	SearchAttrOrderStatus = "OrderStatus"
+)
+
+// OrderWorkflowID names the one workflow of a reservation token.
+func OrderWorkflowID(token string) string { return "order:" + token }
+
+// SaleWorkflowID names the one workflow of a sale.
+func SaleWorkflowID(saleID int64) string { return "sale:" + strconv.FormatInt(saleID, 10) }
+
+// OrderInput starts an OrderWorkflow.
+type OrderInput struct {
+	Token     string          `json:"token"`
+	SaleID    int64           `json:"sale_id"`
+	UserID    int64           `json:"user_id"`
+	RequestID string          `json:"request_id"`
+	Path      ReservationPath `json:"path"`
+	// Deducted is true when the database path already deducted the unit and
+	// placed the order in its own transaction; there is no Redis hold then.
+	Deducted bool `json:"deducted"`
+}
+
+// OrderState is what the status query and the updates answer.
+type OrderState struct {
+	Token       string            `json:"token"`
+	SaleID      int64             `json:"sale_id"`
+	UserID      int64             `json:"user_id"`
+	Status      ReservationStatus `json:"status"`
+	OrderNo     string            `json:"order_no,omitempty"`
+	AmountCents int64             `json:"amount_cents"`
+	PayBy       *time.Time        `json:"pay_by,omitempty"`
+	PaymentRef  string            `json:"payment_ref,omitempty"`
+	FailReason  string            `json:"fail_reason,omitempty"`
+}
+
+// PayRequest is the argument of the pay update.
+type PayRequest struct {
+	PaymentRef string `json:"payment_ref"`
+}
+
+// CancelRequest is the argument of the cancel and expire updates.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Application error types of the order activities. They are non-retryable:
+// retrying cannot change the answer.
+const (
+	ErrTypeNoStock          = "NoStock"
+	ErrTypeAlreadyPurchased = "AlreadyPurchased"
+	ErrTypeSaleClosed       = "SaleClosed"
+	ErrTypeNotPayable       = "NotPayable"
+	ErrTypeNotCancellable   = "NotCancellable"
+)
+
+// Redis token states: held -> ordered -> paid | released.
+const (
+	TokenHeld     = "held"
+	TokenOrdered  = "ordered"
+	TokenPaid     = "paid"
+	TokenReleased = "released"
+)
+
+// DeriveToken derives a reservation token from (sale, user, request_id)
+// under the server key, so a retry, either reservation path, the relay and a
+// repair all name the same reservation and so the same workflow. The sale id
+// leads the token so that a lookup knows the sale's keys without a search.
+func DeriveToken(key []byte, saleID, userID int64, requestID string) string {
+	mac := hmac.New(sha256.New, key)
+	var buf []byte
+	buf = strconv.AppendInt(buf, saleID, 10)
+	buf = append(buf, '|')
+	buf = strconv.AppendInt(buf, userID, 10)
+	buf = append(buf, '|')
+	buf = append(buf, requestID...)
+	mac.Write(buf)
+	sum := mac.Sum(nil)
+	return strconv.FormatInt(saleID, 10) + "-" + hex.EncodeToString(sum[:16])
+}
+
+// ParseToken returns the sale id of a well-formed token.
+func ParseToken(token string) (saleID int64, ok bool) {
+	prefix, mac, found := strings.Cut(token, "-")
+	if !found || len(mac) != 32 || len(prefix) == 0 || len(prefix) > 19 || prefix[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(mac); i++ {
+		c := mac[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseInt(prefix, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, false
+	}
+	return id, true
+}
+
+// ValidRequestID reports whether s is 8..64 of A-Z a-z 0-9 _ -.
+func ValidRequestID(s string) bool { return validID(s, 8, 64) }
+
+// ValidPaymentRef reports whether s is 1..64 of A-Z a-z 0-9 _ -.
+func ValidPaymentRef(s string) bool { return validID(s, 1, 64) }
+
+func validID(s string, min, max int) bool {
+	if len(s) < min || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,243 @@
+// Package lua holds seckill's Redis scripts (embedded) and the key layout
+// they work on. Every key of a sale carries the hash tag {sale:ID}, so all
+// of a sale's keys live in one cluster slot and no script fails CROSSSLOT.
+package lua
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed reserve.lua
+	reserveSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed advance.lua
+	advanceSrc string
+	//go:embed warmup.lua
+	warmupSrc string
+	//go:embed adjust.lua
+	adjustSrc string
+)
+
+// InboxGroup is the consumer group of every sale's inbox stream.
+const InboxGroup = "relay"
+
+// Keys are the Redis keys of one sale.
+type Keys struct {
+	Meta     string // hash: starts_ms, ends_ms, control, epoch, mode
+	Stock    string // units Redis may still hand out
+	Buyers   string // set of users holding or having paid a unit
+	Tokens   string // hash: token -> "state:user"
+	Requests string // hash: "user:request_id" -> token (replays)
+	Inbox    string // stream of reservations for the relay
+	Dead     string // stream of inbox entries that failed too often
+	Released string // counter bumped at every release
+	Reserved string // counter of holds ever taken
+	Started  string // set of tokens whose workflow is known started
+}
+
+// SaleKeys returns the keys of a sale.
+func SaleKeys(saleID int64) Keys {
+	p := "{sale:" + strconv.FormatInt(saleID, 10) + "}:"
+	return Keys{
+		Meta:     p + "meta",
+		Stock:    p + "stock",
+		Buyers:   p + "buyers",
+		Tokens:   p + "tokens",
+		Requests: p + "requests",
+		Inbox:    p + "inbox",
+		Dead:     p + "dead",
+		Released: p + "released",
+		Reserved: p + "reserved",
+		Started:  p + "started",
+	}
+}
+
+// All lists every key of the sale, for tear-down.
+func (k Keys) All() []string {
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started}
+}
+
+// Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
+type Scripts struct {
+	reserve *redis.Script
+	release *redis.Script
+	advance *redis.Script
+	warmup  *redis.Script
+	adjust  *redis.Script
+}
+
+// New prepares the scripts.
+func New() *Scripts {
+	return &Scripts{
+		reserve: redis.NewScript(reserveSrc),
+		release: redis.NewScript(releaseSrc),
+		advance: redis.NewScript(advanceSrc),
+		warmup:  redis.NewScript(warmupSrc),
+		adjust:  redis.NewScript(adjustSrc),
+	}
+}
+
+// ReserveSource is the reserve script's text, for the benchmark's baseline.
+func ReserveSource() string { return reserveSrc }
+
+// Reserve outcomes.
+const (
+	OutcomeOK         = "ok"
+	OutcomeReplay     = "replay"
+	OutcomeNotReady   = "not_ready"
+	OutcomePaused     = "paused"
+	OutcomeEnded      = "ended"
+	OutcomeNotStarted = "not_started"
+	OutcomeAlready    = "already"
+	OutcomeSoldOut    = "sold_out"
+)
+
+// ReserveResult is what the reserve script decided.
+type ReserveResult struct {
+	Outcome   string
+	Token     string
+	StockLeft int64
+}
+
+// ReserveArgs are the arguments of Reserve.
+type ReserveArgs struct {
+	SaleID    int64
+	UserID    int64
+	RequestID string
+	Token     string
+	Epoch     int64
+}
+
+// ReserveKeys returns the reserve script's keys, in its order.
+func ReserveKeys(k Keys) []string {
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved}
+}
+
+// Reserve runs the reservation script.
+func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs) (ReserveResult, error) {
+	k := SaleKeys(a.SaleID)
+	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
+		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10)).Slice()
+	if err != nil {
+		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
+	}
+	if len(v) != 3 {
+		return ReserveResult{}, fmt.Errorf("reserve script: unexpected reply %v", v)
+	}
+	outcome, _ := v[0].(string)
+	token, _ := v[1].(string)
+	left, _ := v[2].(int64)
+	return ReserveResult{Outcome: outcome, Token: token, StockLeft: left}, nil
+}
+
+// Release releases a token's hold (see release.lua). restore returns the
+// unit to Redis's stock; pass false when no order ever took the unit.
+func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore bool) (bool, error) {
+	k := SaleKeys(saleID)
+	r := "0"
+	if restore {
+		r = "1"
+	}
+	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released},
+		token, strconv.FormatInt(userID, 10), r).Int64()
+	if err != nil {
+		return false, fmt.Errorf("release script: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Advance moves a token's Redis state to `to` if it is in one of `from`.
+func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64, token, to string, from ...string) (bool, error) {
+	k := SaleKeys(saleID)
+	args := make([]any, 0, 2+len(from))
+	args = append(args, token, to)
+	for _, f := range from {
+		args = append(args, f)
+	}
+	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens}, args...).Int64()
+	if err != nil {
+		return false, fmt.Errorf("advance script: %w", err)
+	}
+	return n == 1, nil
+}
+
+// WarmupArgs describe the sale to load.
+type WarmupArgs struct {
+	SaleID   int64
+	StartsMS int64
+	EndsMS   int64
+	Control  string
+	Epoch    int64
+	Mode     string
+	Stock    int64
+	Buyers   []int64
+}
+
+// Warmup outcomes.
+const (
+	WarmupOK          = "ok"
+	WarmupAlreadyLive = "already_live"
+)
+
+// Warmup loads a sale into Redis; it answers WarmupAlreadyLive and changes
+// nothing once the sale has taken a reservation.
+func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) (outcome string, stock int64, err error) {
+	k := SaleKeys(a.SaleID)
+	args := []any{a.StartsMS, a.EndsMS, a.Control, a.Epoch, a.Mode, a.Stock, InboxGroup}
+	for _, b := range a.Buyers {
+		args = append(args, b)
+	}
+	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox}, args...).Slice()
+	if err != nil {
+		return "", 0, fmt.Errorf("warmup script: %w", err)
+	}
+	if len(v) != 2 {
+		return "", 0, fmt.Errorf("warmup script: unexpected reply %v", v)
+	}
+	outcome, _ = v[0].(string)
+	stock, _ = v[1].(int64)
+	return outcome, stock, nil
+}
+
+// Adjust outcomes.
+const (
+	AdjustOK           = "ok"
+	AdjustInsufficient = "insufficient"
+	AdjustNotReady     = "not_ready"
+)
+
+// Adjust adds delta to the sale's Redis stock, never below zero.
+func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64) (outcome string, stock int64, err error) {
+	k := SaleKeys(saleID)
+	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock}, delta).Slice()
+	if err != nil {
+		return "", 0, fmt.Errorf("adjust script: %w", err)
+	}
+	if len(v) != 2 {
+		return "", 0, fmt.Errorf("adjust script: unexpected reply %v", v)
+	}
+	outcome, _ = v[0].(string)
+	stock, _ = v[1].(int64)
+	return outcome, stock, nil
+}
+
+// TokenState splits a tokens-hash value "state:user".
+func TokenState(v string) (state string, userID int64, ok bool) {
+	for i := 0; i < len(v); i++ {
+		if v[i] == ':' {
+			u, err := strconv.ParseInt(v[i+1:], 10, 64)
+			if err != nil {
+				return "", 0, false
+			}
+			return v[:i], u, true
+		}
+	}
+	return "", 0, false
+}

@@ -1,0 +1,50 @@
+-- Reserve one unit of a sale for a user, atomically. Redis runs a script
+-- without interleaving, so the check and the decrement cannot race.
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved
+-- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in
+-- Returns {outcome, token, stock_left}.
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode')
+local stock = redis.call('GET', KEYS[2])
+-- A missing key is "not warmed", never "zero left".
+if not meta[1] or not stock then
+  return {'not_ready', '', -1}
+end
+stock = tonumber(stock)
+-- A replay gets its token whatever happened since (sold out, paused, ended).
+local reqfield = ARGV[1] .. ':' .. ARGV[2]
+local prior = redis.call('HGET', KEYS[5], reqfield)
+if prior then
+  return {'replay', prior, stock}
+end
+-- Redis's copy of the sale is stale while the database path owns the sale.
+if meta[5] ~= 'redis' or meta[4] ~= ARGV[4] then
+  return {'not_ready', '', stock}
+end
+if meta[3] == 'paused' then
+  return {'paused', '', stock}
+end
+if meta[3] == 'stopped' then
+  return {'ended', '', stock}
+end
+-- The authoritative window check runs on Redis's clock, one clock for all.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(meta[1]) then
+  return {'not_started', '', stock}
+end
+if now >= tonumber(meta[2]) then
+  return {'ended', '', stock}
+end
+if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
+  return {'already', '', stock}
+end
+if stock <= 0 then
+  return {'sold_out', '', stock}
+end
+redis.call('DECR', KEYS[2])
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[3], 'held:' .. ARGV[1])
+redis.call('HSET', KEYS[5], reqfield, ARGV[3])
+redis.call('INCR', KEYS[7])
+redis.call('XADD', KEYS[6], '*', 'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2])
+return {'ok', ARGV[3], stock - 1}

@@ -1,0 +1,22 @@
+-- Load a sale into Redis: metadata, stock, buyers and the inbox's consumer
+-- group, in one step. Refused once the sale has taken a reservation, so a
+-- repeated warm-up can never reset what Redis holds.
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 reserved, 5 inbox
+-- ARGV: 1 starts_ms, 2 ends_ms, 3 control, 4 epoch, 5 mode, 6 stock,
+--       7 consumer group, 8.. user ids of live orders
+-- Returns {outcome, stock}.
+local reserved = tonumber(redis.call('GET', KEYS[4]) or '0')
+if reserved > 0 then
+  return {'already_live', tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+redis.call('DEL', KEYS[3])
+for i = 8, #ARGV do
+  redis.call('SADD', KEYS[3], ARGV[i])
+end
+redis.call('HSET', KEYS[1], 'starts_ms', ARGV[1], 'ends_ms', ARGV[2], 'control', ARGV[3], 'epoch', ARGV[4], 'mode', ARGV[5])
+redis.call('SET', KEYS[2], ARGV[6])
+local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[5], ARGV[7], '0', 'MKSTREAM')
+if not ok and not string.find(tostring(err), 'BUSYGROUP') then
+  return redis.error_reply(tostring(err))
+end
+return {'ok', tonumber(ARGV[6])}

@@ -1,0 +1,119 @@
+// Package schema holds the MySQL (MariaDB) DDL as versioned migrations,
+// embedded in the binary and recorded in the schema_migrations table.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migration is one versioned DDL file.
+type Migration struct {
+	Version string
+	SQL     string
+}
+
+// Migrations returns the embedded migrations in version order.
+func Migrations() ([]Migration, error) {
+	entries, err := fs.ReadDir(migrations, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		b, err := migrations.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+		}
+		out = append(out, Migration{Version: strings.TrimSuffix(e.Name(), ".sql"), SQL: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// Migrate applies the migrations not yet recorded, one at a time, under a
+// named lock so that several processes starting together apply each once.
+// MariaDB commits DDL implicitly, so each statement must be safe to find
+// half-applied only if the process dies mid-file; the record is written last.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: connect: %w", err)
+	}
+	defer conn.Close()
+
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('seckill_migrate', 60)").Scan(&got); err != nil {
+		return fmt.Errorf("migrate: lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return fmt.Errorf("migrate: lock not granted within 60s")
+	}
+	defer func() {
+		// A dropped connection releases the lock too; this is the tidy path.
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK('seckill_migrate')")
+	}()
+
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version VARCHAR(64) NOT NULL PRIMARY KEY,
+		applied_at DATETIME(3) NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	all, err := Migrations()
+	if err != nil {
+		return err
+	}
+	for _, m := range all {
+		var n int
+		if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = ?", m.Version).Scan(&n); err != nil {
+			return fmt.Errorf("migrate %s: check: %w", m.Version, err)
+		}
+		if n > 0 {
+			continue
+		}
+		for _, stmt := range splitStatements(m.SQL) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.Version, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)", m.Version, time.Now().UTC()); err != nil {
+			return fmt.Errorf("migrate %s: record: %w", m.Version, err)
+		}
+	}
+	return nil
+}
+
+// splitStatements splits a migration on semicolons at line ends, dropping
+// comment-only lines. Migrations do not put semicolons inside strings.
+func splitStatements(src string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(trimmed, ";") {
+			stmt := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			if stmt != "" {
+				out = append(out, stmt)
+			}
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,375 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/uptrace/bun"
+
+	"github.com/seckill/seckill/domain"
+)
+
+type reservationRow struct {
+	bun.BaseModel `bun:"table:reservations"`
+
+	Token       string     `bun:"token,pk"`
+	SaleID      int64      `bun:"sale_id"`
+	UserID      int64      `bun:"user_id"`
+	RequestID   string     `bun:"request_id"`
+	Path        string     `bun:"path"`
+	Status      string     `bun:"status"`
+	OrderNo     *string    `bun:"order_no"`
+	AmountCents int64      `bun:"amount_cents"`
+	PayBy       *time.Time `bun:"pay_by"`
+	PaymentRef  *string    `bun:"payment_ref"`
+	FailReason  *string    `bun:"fail_reason"`
+	CreatedAt   time.Time  `bun:"created_at"`
+	UpdatedAt   time.Time  `bun:"updated_at"`
+}
+
+func (r *reservationRow) domain() *domain.Reservation {
+	out := &domain.Reservation{
+		Token:       r.Token,
+		SaleID:      r.SaleID,
+		UserID:      r.UserID,
+		RequestID:   r.RequestID,
+		Path:        domain.ReservationPath(r.Path),
+		Status:      domain.ReservationStatus(r.Status),
+		AmountCents: r.AmountCents,
+		CreatedAt:   r.CreatedAt.UTC(),
+		UpdatedAt:   r.UpdatedAt.UTC(),
+	}
+	if r.OrderNo != nil {
+		out.OrderNo = *r.OrderNo
+	}
+	if r.PaymentRef != nil {
+		out.PaymentRef = *r.PaymentRef
+	}
+	if r.PayBy != nil {
+		t := r.PayBy.UTC()
+		out.PayBy = &t
+	}
+	return out
+}
+
+// querier is what both *bun.DB and bun.Tx offer.
+type querier interface {
+	NewSelect() *bun.SelectQuery
+}
+
+func getReservation(ctx context.Context, q querier, token string, forUpdate bool) (*reservationRow, error) {
+	row := new(reservationRow)
+	sel := q.NewSelect().Model(row).Where("token = ?", token)
+	if forUpdate {
+		sel = sel.For("UPDATE")
+	}
+	err := sel.Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// RecordReservation records a reservation as QUEUED, or leaves the row that
+// is there; either way it returns where the reservation stands now.
+func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error) {
+	now := time.Now().UTC()
+	_, err := s.DB.ExecContext(ctx, `INSERT IGNORE INTO reservations
+		(token, sale_id, user_id, request_id, path, status, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		in.Token, in.SaleID, in.UserID, in.RequestID, string(in.Path), string(domain.StatusQueued), now, now)
+	if err != nil {
+		return nil, fmt.Errorf("record reservation %s: %w", in.Token, err)
+	}
+	return s.GetReservation(ctx, in.Token)
+}
+
+// GetReservation reads one reservation; ErrNotFound when there is none.
+func (s *Store) GetReservation(ctx context.Context, token string) (*domain.Reservation, error) {
+	row, err := getReservation(ctx, s.DB, token, false)
+	if err != nil {
+		return nil, fmt.Errorf("get reservation %s: %w", token, err)
+	}
+	return row.domain(), nil
+}
+
+// FindReservation finds a reservation by its replay key.
+func (s *Store) FindReservation(ctx context.Context, saleID, userID int64, requestID string) (*domain.Reservation, error) {
+	row := new(reservationRow)
+	err := s.DB.NewSelect().Model(row).Where("sale_id = ? AND user_id = ? AND request_id = ?", saleID, userID, requestID).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("find reservation: %w", ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find reservation: %w", err)
+	}
+	return row.domain(), nil
+}
+
+// ListReservations lists a user's reservations, newest first, of one sale
+// when saleID > 0.
+func (s *Store) ListReservations(ctx context.Context, userID, saleID int64, limit int) ([]*domain.Reservation, error) {
+	var rows []reservationRow
+	q := s.DB.NewSelect().Model(&rows).Where("user_id = ?", userID)
+	if saleID > 0 {
+		q = q.Where("sale_id = ?", saleID)
+	}
+	if err := q.Order("created_at DESC", "token DESC").Limit(int64(limit)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("list reservations of user %d: %w", userID, err)
+	}
+	out := make([]*domain.Reservation, len(rows))
+	for i := range rows {
+		out[i] = rows[i].domain()
+	}
+	return out, nil
+}
+
+// CountReservations counts a sale's reservations by status.
+func (s *Store) CountReservations(ctx context.Context, saleID int64) (map[domain.ReservationStatus]int64, error) {
+	var rows []struct {
+		Status string `bun:"status"`
+		N      int64  `bun:"n"`
+	}
+	if err := s.DB.NewRaw("SELECT status, COUNT(*) AS n FROM reservations WHERE sale_id = ? GROUP BY status", saleID).Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("count reservations of sale %d: %w", saleID, err)
+	}
+	out := map[domain.ReservationStatus]int64{}
+	for _, r := range rows {
+		out[domain.ReservationStatus(r.Status)] = r.N
+	}
+	return out, nil
+}
+
+// PlaceOrder turns a QUEUED reservation into a PENDING_PAYMENT order in one
+// transaction: lock the reservation row, insert the order (the unique
+// live_user key refuses a second live order of the user), deduct one unit
+// from a bucket with a conditional update checked by affected rows, and
+// write the ledger row. Rerun on a reservation that is no longer QUEUED it
+// changes nothing and returns where the reservation stands.
+func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservation, error) {
+	var out *domain.Reservation
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := getReservation(ctx, tx, token, true)
+		if err != nil {
+			return fmt.Errorf("lock reservation: %w", err)
+		}
+		if res.Status != string(domain.StatusQueued) {
+			out = res.domain()
+			return nil
+		}
+		var sale struct {
+			PriceCents           int64 `bun:"price_cents"`
+			PaymentWindowSeconds int   `bun:"payment_window_seconds"`
+			Buckets              int   `bun:"buckets"`
+		}
+		if err := tx.NewRaw("SELECT price_cents, payment_window_seconds, buckets FROM sales WHERE id = ?", res.SaleID).Scan(ctx, &sale); err != nil {
+			return fmt.Errorf("read sale: %w", err)
+		}
+		now := time.Now().UTC()
+		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
+		orderNo := ulid.Make().String()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders
+			(order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, -1, ?, ?, ?)`,
+			orderNo, token, res.SaleID, res.UserID, sale.PriceCents, string(domain.StatusPendingPayment), payBy, now, now); err != nil {
+			if IsDuplicate(err) {
+				return ErrAlreadyPurchased
+			}
+			return fmt.Errorf("insert order: %w", err)
+		}
+		bucket, err := deductBucket(ctx, tx, res.SaleID, sale.Buckets)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, orderNo); err != nil {
+			return fmt.Errorf("record bucket: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+			VALUES (?, 'deduct', ?, ?, -1, ?)`, token, res.SaleID, bucket, now); err != nil {
+			return fmt.Errorf("ledger deduct: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ?
+			WHERE token = ?`, string(domain.StatusPendingPayment), orderNo, sale.PriceCents, payBy, now, token); err != nil {
+			return fmt.Errorf("update reservation: %w", err)
+		}
+		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &orderNo, sale.PriceCents, &payBy, now
+		out = res.domain()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("place order %s: %w", token, err)
+	}
+	return out, nil
+}
+
+// deductBucket takes one unit from a bucket of the sale. It starts at a
+// random bucket and skips buckets other transactions hold, so concurrent
+// orders spread over the buckets instead of queueing on one row lock; only
+// when every bucket with stock is locked does it wait for one. The
+// conditional UPDATE, checked by affected rows, is what makes a unit
+// impossible to take twice.
+func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int) (int, error) {
+	start := 0
+	if buckets > 1 {
+		start = rand.IntN(buckets)
+	}
+	queries := []struct {
+		sql  string
+		args []any
+	}{
+		{"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED", []any{saleID, start}},
+		{"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED", []any{saleID, start}},
+		{"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE", []any{saleID}},
+	}
+	for _, q := range queries {
+		var bucket int
+		err := tx.QueryRowContext(ctx, q.sql, q.args...).Scan(&bucket)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("pick bucket: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = ? AND stock >= 1", saleID, bucket)
+		if err != nil {
+			return 0, fmt.Errorf("deduct bucket: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("deduct bucket: %w", err)
+		}
+		if n == 1 {
+			return bucket, nil
+		}
+	}
+	return 0, ErrNoStock
+}
+
+// MarkPaid records the payment of a PENDING_PAYMENT order. Paying a PAID
+// order again with the same payment_ref returns it unchanged; anything else
+// is ErrNotPayable.
+func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain.Reservation, error) {
+	var out *domain.Reservation
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := getReservation(ctx, tx, token, true)
+		if err != nil {
+			return fmt.Errorf("lock reservation: %w", err)
+		}
+		if res.Status == string(domain.StatusPaid) && res.PaymentRef != nil && *res.PaymentRef == paymentRef {
+			out = res.domain()
+			return nil
+		}
+		if res.Status != string(domain.StatusPendingPayment) {
+			return ErrNotPayable
+		}
+		now := time.Now().UTC()
+		r, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND status = ?",
+			string(domain.StatusPaid), paymentRef, now, token, string(domain.StatusPendingPayment))
+		if err != nil {
+			return fmt.Errorf("update order: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return fmt.Errorf("order of %s is not pending payment: %w", token, ErrNotPayable)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ?",
+			string(domain.StatusPaid), paymentRef, now, token); err != nil {
+			return fmt.Errorf("update reservation: %w", err)
+		}
+		res.Status, res.PaymentRef, res.UpdatedAt = string(domain.StatusPaid), &paymentRef, now
+		out = res.domain()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark paid %s: %w", token, err)
+	}
+	return out, nil
+}
+
+// ReleaseOrder ends a PENDING_PAYMENT order as EXPIRED or CANCELLED and
+// returns its unit to its bucket with a 'restore' ledger row. Rerun after
+// it succeeded it changes nothing. Any other status is ErrNotCancellable.
+func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.ReservationStatus) (*domain.Reservation, error) {
+	if to != domain.StatusExpired && to != domain.StatusCancelled {
+		return nil, fmt.Errorf("release order %s: bad target status %s", token, to)
+	}
+	var out *domain.Reservation
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := getReservation(ctx, tx, token, true)
+		if err != nil {
+			return fmt.Errorf("lock reservation: %w", err)
+		}
+		if res.Status == string(to) {
+			out = res.domain()
+			return nil
+		}
+		if res.Status != string(domain.StatusPendingPayment) {
+			return ErrNotCancellable
+		}
+		now := time.Now().UTC()
+		var bucket int
+		if err := tx.QueryRowContext(ctx, "SELECT bucket_no FROM orders WHERE token = ? FOR UPDATE", token).Scan(&bucket); err != nil {
+			return fmt.Errorf("lock order: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, updated_at = ? WHERE token = ? AND status = ?",
+			string(to), now, token, string(domain.StatusPendingPayment)); err != nil {
+			return fmt.Errorf("update order: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock + 1 WHERE sale_id = ? AND bucket_no = ?", res.SaleID, bucket); err != nil {
+			return fmt.Errorf("restore bucket: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+			VALUES (?, 'restore', ?, ?, 1, ?)`, token, res.SaleID, bucket, now); err != nil {
+			return fmt.Errorf("ledger restore: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ?", string(to), now, token); err != nil {
+			return fmt.Errorf("update reservation: %w", err)
+		}
+		res.Status, res.UpdatedAt = string(to), now
+		out = res.domain()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release order %s: %w", token, err)
+	}
+	return out, nil
+}
+
+// EndQueued ends a QUEUED reservation that never got an order, as FAILED
+// (no stock, already purchased) or CANCELLED (cancelled while queued). No
+// stock moves: no order took a unit. Rerun it changes nothing.
+func (s *Store) EndQueued(ctx context.Context, token string, to domain.ReservationStatus, reason string) (*domain.Reservation, error) {
+	if to != domain.StatusFailed && to != domain.StatusCancelled {
+		return nil, fmt.Errorf("end queued %s: bad target status %s", token, to)
+	}
+	var out *domain.Reservation
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := getReservation(ctx, tx, token, true)
+		if err != nil {
+			return fmt.Errorf("lock reservation: %w", err)
+		}
+		if res.Status != string(domain.StatusQueued) {
+			out = res.domain()
+			return nil
+		}
+		now := time.Now().UTC()
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ?",
+			string(to), reason, now, token); err != nil {
+			return fmt.Errorf("update reservation: %w", err)
+		}
+		res.Status, res.UpdatedAt = string(to), now
+		out = res.domain()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("end queued %s: %w", token, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,121 @@
+// Package store is seckill's MySQL (MariaDB) layer: sales and their stock
+// buckets, reservations, orders and the stock ledger. The database, not
+// Redis, is the source of truth; every write here is idempotent under retry
+// and takes its row locks in one order — reservation row, order row, a
+// bucket, the ledger — so the paths cannot deadlock with each other.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/mysqldialect"
+
+	"github.com/seckill/seckill/schema"
+)
+
+// Store wraps the database.
+type Store struct {
+	DB *bun.DB
+}
+
+// Open connects to MySQL with times in UTC and every call bounded.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: parse MYSQL_DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.Params["transaction_isolation"] = "'READ-COMMITTED'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	sqldb := sql.OpenDB(connector)
+	sqldb.SetMaxOpenConns(64)
+	sqldb.SetMaxIdleConns(64)
+	sqldb.SetConnMaxLifetime(30 * time.Minute)
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sqldb.PingContext(pingCtx); err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("open store: ping: %w", err)
+	}
+	return &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.DB.Close() }
+
+// Migrate applies the embedded schema migrations.
+func (s *Store) Migrate(ctx context.Context) error {
+	return schema.Migrate(ctx, s.DB.DB)
+}
+
+// Ping checks the database answers, for readiness.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.DB.PingContext(ctx)
+}
+
+// MySQL error numbers this package reacts to.
+const (
+	errDupEntry     = 1062
+	errLockWait     = 1205
+	errDeadlock     = 1213
+	errCheckFailed  = 4025
+	errReadOnly     = 1290
+	errServerGone   = 2006
+	errLostDuring   = 2013
+	errQueryAborted = 1317
+)
+
+func mysqlErrNo(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+// IsDuplicate reports a unique-key violation.
+func IsDuplicate(err error) bool { return mysqlErrNo(err) == errDupEntry }
+
+// IsRetryable reports errors a retry can cure: deadlocks, lock waits and a
+// lost connection. Activities let Temporal retry these.
+func IsRetryable(err error) bool {
+	switch mysqlErrNo(err) {
+	case errDeadlock, errLockWait, errServerGone, errLostDuring, errQueryAborted:
+		return true
+	}
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
+}
+
+// Business outcomes of the order transactions. They are final: a retry
+// cannot change them.
+var (
+	ErrNoStock          = errors.New("no stock left in any bucket")
+	ErrAlreadyPurchased = errors.New("user already holds a live or paid order for this sale")
+	ErrNotPayable       = errors.New("reservation is not payable")
+	ErrNotCancellable   = errors.New("reservation is not cancellable")
+	ErrNotFound         = errors.New("not found")
+	ErrInsufficient     = errors.New("insufficient unsold stock")
+)
