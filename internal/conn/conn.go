@@ -1,0 +1,86 @@
+// Package conn opens seckill's connections to Redis, MySQL and Temporal from
+// the configuration, the same way for the API, the worker and the tools.
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/store"
+)
+
+// Redis returns a client for one Redis or, with several addresses, a Redis
+// Cluster. Every call is bounded by the client's timeouts.
+func Redis(cfg *config.Config) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:        cfg.RedisAddrs,
+		Password:     cfg.RedisPassword,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
+		PoolSize:     256,
+		MinIdleConns: 16,
+		// A cluster is selected by several addresses only.
+		IsClusterMode: len(cfg.RedisAddrs) > 1,
+	})
+}
+
+// Store opens the database and applies the migrations.
+func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	st, err := store.Open(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return nil, err
+	}
+	migrateCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := st.Migrate(migrateCtx); err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, nil
+}
+
+// TemporalOptions are the client options of the configuration.
+func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
+	opts := client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(logger),
+	}
+	if cfg.TemporalTLS {
+		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cfg.TemporalAPIKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.TemporalAPIKey)
+	}
+	return opts
+}
+
+// Temporal dials Temporal, waiting at most timeout for it to answer.
+func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, timeout time.Duration) (client.Client, error) {
+	dialCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := client.DialContext(dialCtx, TemporalOptions(cfg, logger))
+	if err != nil {
+		return nil, fmt.Errorf("dial temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
+
+// LazyTemporal returns a client that connects on first use, so a process
+// starts and serves while Temporal is down.
+func LazyTemporal(cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+	c, err := client.NewLazyClient(TemporalOptions(cfg, logger))
+	if err != nil {
+		return nil, fmt.Errorf("temporal lazy client: %w", err)
+	}
+	return c, nil
+}

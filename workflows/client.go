@@ -1,0 +1,56 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// Typed search attribute keys of the order workflow.
+var (
+	SaleIDKey      = temporal.NewSearchAttributeKeyInt64(domain.SearchAttrSaleID)
+	UserIDKey      = temporal.NewSearchAttributeKeyInt64(domain.SearchAttrUserID)
+	OrderStatusKey = temporal.NewSearchAttributeKeyKeyword(domain.SearchAttrOrderStatus)
+)
+
+// OrderStartOptions are the start options of a reservation's workflow: its
+// one id, the conflict policy that returns the running execution, and the
+// reuse policy that allows a new run only after a failed one (so an
+// operator's terminate can be repaired, while a completed order never runs
+// twice).
+func OrderStartOptions(in domain.OrderInput) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       domain.OrderWorkflowID(in.Token),
+		TaskQueue:                domain.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			SaleIDKey.ValueSet(in.SaleID),
+			UserIDKey.ValueSet(in.UserID),
+			OrderStatusKey.ValueSet(string(domain.StatusQueued)),
+		),
+	}
+}
+
+// StartOrder starts the reservation's OrderWorkflow, or finds it started.
+// It is idempotent: the API's starter, the inbox relay, the outbox relay and
+// reconciliation's repairs all call it for the same token and reach the
+// same workflow. A workflow that already completed counts as started.
+func StartOrder(ctx context.Context, c client.Client, in domain.OrderInput) error {
+	_, err := c.ExecuteWorkflow(ctx, OrderStartOptions(in), domain.OrderWorkflowName, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("start order workflow %s: %w", in.Token, err)
+	}
+	return nil
+}
