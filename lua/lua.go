@@ -216,7 +216,7 @@ const (
 // Adjust adds delta to the sale's Redis stock, never below zero.
 func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64) (outcome string, stock int64, err error) {
 	k := SaleKeys(saleID)
-	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock}, delta).Slice()
+	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock, k.Released}, delta).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("adjust script: %w", err)
 	}
