@@ -61,7 +61,7 @@ func (s *Store) CreateSale(ctx context.Context, sale *domain.Sale) error {
 	if sale.Buckets < 1 {
 		return fmt.Errorf("create sale: buckets must be at least 1")
 	}
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Millisecond).Truncate(time.Millisecond)
 	row := &saleRow{
 		GoodsID:              sale.GoodsID,
 		Title:                sale.Title,

@@ -36,7 +36,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	cfg.Params["transaction_isolation"] = "'READ-COMMITTED'"
+	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}

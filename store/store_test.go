@@ -1,0 +1,246 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+func ctx(tb testing.TB) context.Context {
+	tb.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	tb.Cleanup(cancel)
+	return c
+}
+
+// mustQueued records a QUEUED reservation for a fresh user.
+func mustQueued(tb testing.TB, st *store.Store, sale *domain.Sale, userID int64, requestID string) domain.OrderInput {
+	tb.Helper()
+	in := domain.OrderInput{
+		Token:     domain.DeriveToken([]byte("test-key"), sale.ID, userID, requestID),
+		SaleID:    sale.ID,
+		UserID:    userID,
+		RequestID: requestID,
+		Path:      domain.PathRedis,
+	}
+	r, err := st.RecordReservation(ctx(tb), in)
+	require.NoError(tb, err)
+	require.Equal(tb, domain.StatusQueued, r.Status)
+	return in
+}
+
+func ledgerCount(tb testing.TB, st *store.Store, saleID int64, op string) int {
+	tb.Helper()
+	var n int
+	require.NoError(tb, st.DB.QueryRowContext(ctx(tb), "SELECT COUNT(*) FROM stock_ledger WHERE sale_id = ? AND operation = ?", saleID, op).Scan(&n))
+	return n
+}
+
+func TestCreateSaleSpreadsStockOverBuckets(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 10, func(s *domain.Sale) { s.Buckets = 4 })
+	var stocks []int64
+	require.NoError(t, st.DB.NewRaw("SELECT stock FROM stock_buckets WHERE sale_id = ? ORDER BY bucket_no", sale.ID).Scan(ctx(t), &stocks))
+	require.Equal(t, []int64{3, 3, 2, 2}, stocks)
+
+	// More buckets than units: the extra buckets start empty.
+	small := testenv.MustSale(t, st, 2, func(s *domain.Sale) { s.Buckets = 5 })
+	stocks = nil
+	require.NoError(t, st.DB.NewRaw("SELECT stock FROM stock_buckets WHERE sale_id = ? ORDER BY bucket_no", small.ID).Scan(ctx(t), &stocks))
+	require.Equal(t, []int64{1, 1, 0, 0, 0}, stocks)
+}
+
+// The third defence: the conditional UPDATE checked by affected rows lets
+// exactly the stock through, however many transactions race for it.
+func TestPlaceOrderNeverOversellsUnderConcurrency(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock, buyers = 20, 60
+	sale := testenv.MustSale(t, st, stock, func(s *domain.Sale) { s.Buckets = 3 })
+	base := testenv.UniqueUser() * 1000
+
+	inputs := make([]domain.OrderInput, buyers)
+	for i := range inputs {
+		inputs[i] = mustQueued(t, st, sale, base+int64(i), fmt.Sprintf("req-%08d", i))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	placed, noStock := 0, 0
+	for _, in := range inputs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r, err := st.PlaceOrder(ctx(t), in.Token)
+				mu.Lock()
+				switch {
+				case err == nil:
+					require.Equal(t, domain.StatusPendingPayment, r.Status)
+					placed++
+				case errors.Is(err, store.ErrNoStock):
+					noStock++
+				case store.IsRetryable(err):
+					mu.Unlock()
+					continue
+				default:
+					t.Errorf("place order: %v", err)
+				}
+				mu.Unlock()
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, stock, placed)
+	require.Equal(t, buyers-stock, noStock)
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Zero(t, left)
+	require.Equal(t, stock, ledgerCount(t, st, sale.ID, "deduct"))
+	var negative int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM stock_buckets WHERE sale_id = ? AND stock < 0", sale.ID).Scan(&negative))
+	require.Zero(t, negative)
+}
+
+func TestConditionalUpdateTouchesNoEmptyBucket(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 1, func(s *domain.Sale) { s.Buckets = 2 })
+	res, err := st.DB.ExecContext(ctx(t), "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = 1 AND stock >= 1", sale.ID)
+	require.NoError(t, err)
+	n, err := res.RowsAffected()
+	require.NoError(t, err)
+	require.Zero(t, n, "an empty bucket must not be decremented")
+}
+
+func TestPlaceOrderIsIdempotent(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	in := mustQueued(t, st, sale, testenv.UniqueUser(), "idem-0001")
+
+	first, err := st.PlaceOrder(ctx(t), in.Token)
+	require.NoError(t, err)
+	second, err := st.PlaceOrder(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.Equal(t, first.OrderNo, second.OrderNo)
+	require.Equal(t, first.PayBy, second.PayBy)
+	require.Equal(t, 1, ledgerCount(t, st, sale.ID, "deduct"))
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, left)
+
+	// Recording the reservation again does not reset it.
+	again, err := st.RecordReservation(ctx(t), in)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusPendingPayment, again.Status)
+}
+
+// The fourth defence: one live or paid order per user and sale, by a unique
+// key on a generated column that is NULL for ended orders.
+func TestOneLiveOrderPerUserAndSale(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	user := testenv.UniqueUser()
+	first := mustQueued(t, st, sale, user, "live-0001")
+	second := mustQueued(t, st, sale, user, "live-0002")
+
+	_, err := st.PlaceOrder(ctx(t), first.Token)
+	require.NoError(t, err)
+	_, err = st.PlaceOrder(ctx(t), second.Token)
+	require.ErrorIs(t, err, store.ErrAlreadyPurchased)
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, left, "the refused order must not take a unit")
+
+	// Once the first order expired, the user may buy again.
+	_, err = st.ReleaseOrder(ctx(t), first.Token, domain.StatusExpired)
+	require.NoError(t, err)
+	third := mustQueued(t, st, sale, user, "live-0003")
+	r, err := st.PlaceOrder(ctx(t), third.Token)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusPendingPayment, r.Status)
+
+	// A raw second live row is refused by the key itself.
+	_, err = st.DB.ExecContext(ctx(t), `INSERT INTO orders (order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by)
+		VALUES ('01TESTTESTTESTTESTTESTTEST', 'raw-token', ?, ?, 1, 'PAID', 0, NOW())`, sale.ID, user)
+	require.True(t, store.IsDuplicate(err), "want a duplicate-key error, got %v", err)
+}
+
+func TestPayAndReleaseLifecycle(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 3)
+	paid := mustQueued(t, st, sale, testenv.UniqueUser(), "life-0001")
+	cancelled := mustQueued(t, st, sale, testenv.UniqueUser(), "life-0002")
+	for _, in := range []domain.OrderInput{paid, cancelled} {
+		_, err := st.PlaceOrder(ctx(t), in.Token)
+		require.NoError(t, err)
+	}
+
+	r, err := st.MarkPaid(ctx(t), paid.Token, "pay-ref-1")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusPaid, r.Status)
+	r, err = st.MarkPaid(ctx(t), paid.Token, "pay-ref-1")
+	require.NoError(t, err, "the same payment_ref is accepted again")
+	require.Equal(t, "pay-ref-1", r.PaymentRef)
+	_, err = st.MarkPaid(ctx(t), paid.Token, "pay-ref-2")
+	require.ErrorIs(t, err, store.ErrNotPayable)
+	_, err = st.ReleaseOrder(ctx(t), paid.Token, domain.StatusCancelled)
+	require.ErrorIs(t, err, store.ErrNotCancellable)
+
+	r, err = st.ReleaseOrder(ctx(t), cancelled.Token, domain.StatusCancelled)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusCancelled, r.Status)
+	_, err = st.ReleaseOrder(ctx(t), cancelled.Token, domain.StatusCancelled)
+	require.NoError(t, err, "a second release changes nothing")
+	_, err = st.MarkPaid(ctx(t), cancelled.Token, "late")
+	require.ErrorIs(t, err, store.ErrNotPayable)
+
+	require.Equal(t, 1, ledgerCount(t, st, sale.ID, "restore"))
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, left, "3 units - 2 orders + 1 restored")
+
+	counts, err := st.CountReservations(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, counts[domain.StatusPaid])
+	require.EqualValues(t, 1, counts[domain.StatusCancelled])
+}
+
+func TestEndQueued(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 1)
+	in := mustQueued(t, st, sale, testenv.UniqueUser(), "endq-0001")
+	r, err := st.EndQueued(ctx(t), in.Token, domain.StatusFailed, "no stock")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusFailed, r.Status)
+	r, err = st.PlaceOrder(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusFailed, r.Status, "a failed reservation never gets an order")
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, left)
+}
+
+func TestAdjustStock(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 10, func(s *domain.Sale) { s.Buckets = 4 })
+	require.NoError(t, st.AdjustStock(ctx(t), sale.ID, 7, "adjust-test-1"))
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 17, left)
+	require.NoError(t, st.AdjustStock(ctx(t), sale.ID, -15, "adjust-test-2"))
+	left, err = st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, left)
+	require.ErrorIs(t, st.AdjustStock(ctx(t), sale.ID, -3, "adjust-test-3"), store.ErrInsufficient)
+	got, err := st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, got.StockTotal)
+}
