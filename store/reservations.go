@@ -81,7 +81,7 @@ func getReservation(ctx context.Context, q querier, token string, forUpdate bool
 // RecordReservation records a reservation as QUEUED, or leaves the row that
 // is there; either way it returns where the reservation stands now.
 func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error) {
-	now := time.Now().UTC().Truncate(time.Millisecond).Truncate(time.Millisecond)
+	now := time.Now().UTC().Truncate(time.Millisecond)
 	_, err := s.DB.ExecContext(ctx, `INSERT IGNORE INTO reservations
 		(token, sale_id, user_id, request_id, path, status, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -173,7 +173,7 @@ func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservati
 		if err := tx.NewRaw("SELECT price_cents, payment_window_seconds, buckets FROM sales WHERE id = ?", res.SaleID).Scan(ctx, &sale); err != nil {
 			return fmt.Errorf("read sale: %w", err)
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond).Truncate(time.Millisecond)
+		now := time.Now().UTC().Truncate(time.Millisecond)
 		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
 		orderNo := ulid.Make().String()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO orders
@@ -270,7 +270,7 @@ func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain
 		if res.Status != string(domain.StatusPendingPayment) {
 			return ErrNotPayable
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond).Truncate(time.Millisecond)
+		now := time.Now().UTC().Truncate(time.Millisecond)
 		r, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND status = ?",
 			string(domain.StatusPaid), paymentRef, now, token, string(domain.StatusPendingPayment))
 		if err != nil {
@@ -313,7 +313,7 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 		if res.Status != string(domain.StatusPendingPayment) {
 			return ErrNotCancellable
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond).Truncate(time.Millisecond)
+		now := time.Now().UTC().Truncate(time.Millisecond)
 		var bucket int
 		if err := tx.QueryRowContext(ctx, "SELECT bucket_no FROM orders WHERE token = ? FOR UPDATE", token).Scan(&bucket); err != nil {
 			return fmt.Errorf("lock order: %w", err)
@@ -359,7 +359,7 @@ func (s *Store) EndQueued(ctx context.Context, token string, to domain.Reservati
 			out = res.domain()
 			return nil
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond).Truncate(time.Millisecond)
+		now := time.Now().UTC().Truncate(time.Millisecond)
 		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ?",
 			string(to), reason, now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)

@@ -61,7 +61,7 @@ func (s *Store) CreateSale(ctx context.Context, sale *domain.Sale) error {
 	if sale.Buckets < 1 {
 		return fmt.Errorf("create sale: buckets must be at least 1")
 	}
-	now := time.Now().UTC().Truncate(time.Millisecond).Truncate(time.Millisecond)
+	now := time.Now().UTC().Truncate(time.Millisecond)
 	row := &saleRow{
 		GoodsID:              sale.GoodsID,
 		Title:                sale.Title,
@@ -204,7 +204,8 @@ func (s *Store) LiveBuyers(ctx context.Context, saleID int64) ([]int64, error) {
 
 // AdjustStock adds delta units to the sale's buckets (spread over them) or
 // withdraws -delta unsold units, never taking a bucket below zero, and moves
-// stock_total with it, in one transaction with a ledger row under ref.
+// stock_total with it, in one transaction with a ledger row under ref. A
+// retry with the same ref finds its ledger row and changes nothing.
 func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string) error {
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var buckets []struct {
@@ -246,15 +247,23 @@ func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at) VALUES (?, 'adjust', ?, -1, ?, ?)",
 			ref, saleID, delta, time.Now().UTC()); err != nil {
+			if IsDuplicate(err) {
+				return errAlreadyApplied
+			}
 			return fmt.Errorf("ledger: %w", err)
 		}
 		return nil
 	})
+	if errors.Is(err, errAlreadyApplied) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("adjust stock of sale %d by %d: %w", saleID, delta, err)
 	}
 	return nil
 }
+
+var errAlreadyApplied = errors.New("already applied")
 
 // SetBlacklisted adds or removes a user from the blacklist.
 func (s *Store) SetBlacklisted(ctx context.Context, userID int64, on bool) error {
