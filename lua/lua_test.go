@@ -1,0 +1,239 @@
+package lua_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+)
+
+func ctx(tb testing.TB) context.Context {
+	tb.Helper()
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	tb.Cleanup(cancel)
+	return c
+}
+
+// saleSeq gives each test its own sale id; ids far above the database's
+// keep these Redis-only tests off real sales' keys.
+var saleSeq = time.Now().UnixNano() % 1_000_000_000 * 1000
+
+type fixture struct {
+	rdb     redis.UniversalClient
+	scripts *lua.Scripts
+	saleID  int64
+	keys    lua.Keys
+}
+
+func mustWarmSale(tb testing.TB, stock int64, edit ...func(*lua.WarmupArgs)) *fixture {
+	tb.Helper()
+	saleSeq++
+	f := &fixture{rdb: testenv.MustRedis(tb), scripts: lua.New(), saleID: saleSeq, keys: lua.SaleKeys(saleSeq)}
+	now := time.Now()
+	args := lua.WarmupArgs{
+		SaleID:   f.saleID,
+		StartsMS: now.Add(-time.Minute).UnixMilli(),
+		EndsMS:   now.Add(time.Hour).UnixMilli(),
+		Control:  string(domain.ControlActive),
+		Epoch:    1,
+		Mode:     string(domain.ModeRedis),
+		Stock:    stock,
+	}
+	for _, e := range edit {
+		e(&args)
+	}
+	outcome, got, err := f.scripts.Warmup(ctx(tb), f.rdb, args)
+	require.NoError(tb, err)
+	require.Equal(tb, lua.WarmupOK, outcome)
+	require.Equal(tb, stock, got)
+	tb.Cleanup(func() { f.rdb.Del(context.Background(), f.keys.All()...) })
+	return f
+}
+
+func (f *fixture) reserve(tb testing.TB, user int64, req string) lua.ReserveResult {
+	tb.Helper()
+	r, err := f.scripts.Reserve(ctx(tb), f.rdb, lua.ReserveArgs{
+		SaleID: f.saleID, UserID: user, RequestID: req,
+		Token: domain.DeriveToken([]byte("k"), f.saleID, user, req), Epoch: 1,
+	})
+	require.NoError(tb, err)
+	return r
+}
+
+// The first two defences: the check and the decrement are one script, and
+// Redis runs scripts without interleaving, so concurrent callers can never
+// take more than the stock.
+func TestReserveLetsExactlyTheStockThrough(t *testing.T) {
+	const stock, users = 50, 400
+	f := mustWarmSale(t, stock)
+	var wg sync.WaitGroup
+	results := make([]lua.ReserveResult, users*2)
+	for i := 0; i < users*2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := int64(i%users + 1) // every user twice, with different request ids
+			results[i] = f.reserve(t, user, fmt.Sprintf("request-%06d", i))
+		}()
+	}
+	wg.Wait()
+	ok := map[int64]string{}
+	counts := map[string]int{}
+	for i, r := range results {
+		counts[r.Outcome]++
+		if r.Outcome == lua.OutcomeOK {
+			user := int64(i%users + 1)
+			require.NotContains(t, ok, user, "user %d got two units", user)
+			ok[user] = r.Token
+		}
+	}
+	require.Equal(t, stock, counts[lua.OutcomeOK])
+	require.Equal(t, users*2-stock, counts[lua.OutcomeSoldOut]+counts[lua.OutcomeAlready])
+	left, err := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
+	require.NoError(t, err)
+	require.Zero(t, left)
+	require.EqualValues(t, stock, f.rdb.SCard(ctx(t), f.keys.Buyers).Val())
+	require.EqualValues(t, stock, f.rdb.XLen(ctx(t), f.keys.Inbox).Val())
+	require.EqualValues(t, stock, f.rdb.HLen(ctx(t), f.keys.Tokens).Val())
+}
+
+func TestReservePrecedence(t *testing.T) {
+	f := mustWarmSale(t, 1)
+	first := f.reserve(t, 7, "request-a1")
+	require.Equal(t, lua.OutcomeOK, first.Outcome)
+	require.EqualValues(t, 0, first.StockLeft)
+
+	// A holder with a new request id: 409, not 410.
+	require.Equal(t, lua.OutcomeAlready, f.reserve(t, 7, "request-a2").Outcome)
+	// Another user: sold out.
+	require.Equal(t, lua.OutcomeSoldOut, f.reserve(t, 8, "request-b1").Outcome)
+	// A replay after sell-out gets its token.
+	replay := f.reserve(t, 7, "request-a1")
+	require.Equal(t, lua.OutcomeReplay, replay.Outcome)
+	require.Equal(t, first.Token, replay.Token)
+	// Replays survive a pause too, while new requests do not.
+	require.NoError(t, f.rdb.HSet(ctx(t), f.keys.Meta, "control", "paused").Err())
+	require.Equal(t, lua.OutcomeReplay, f.reserve(t, 7, "request-a1").Outcome)
+	require.Equal(t, lua.OutcomePaused, f.reserve(t, 9, "request-c1").Outcome)
+	require.NoError(t, f.rdb.HSet(ctx(t), f.keys.Meta, "control", "stopped").Err())
+	require.Equal(t, lua.OutcomeEnded, f.reserve(t, 9, "request-c1").Outcome)
+	require.EqualValues(t, 1, f.rdb.XLen(ctx(t), f.keys.Inbox).Val(), "only the one reservation reached the inbox")
+}
+
+func TestReserveWindowOnRedisClock(t *testing.T) {
+	early := mustWarmSale(t, 5, func(a *lua.WarmupArgs) { a.StartsMS = time.Now().Add(time.Hour).UnixMilli() })
+	require.Equal(t, lua.OutcomeNotStarted, early.reserve(t, 1, "request-01").Outcome)
+	late := mustWarmSale(t, 5, func(a *lua.WarmupArgs) {
+		a.StartsMS = time.Now().Add(-2 * time.Hour).UnixMilli()
+		a.EndsMS = time.Now().Add(-time.Hour).UnixMilli()
+	})
+	require.Equal(t, lua.OutcomeEnded, late.reserve(t, 1, "request-01").Outcome)
+	for _, f := range []*fixture{early, late} {
+		left, err := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
+		require.NoError(t, err)
+		require.EqualValues(t, 5, left)
+	}
+}
+
+func TestReserveNotReady(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	// A missing stock key is "not warmed", never "sold out".
+	require.NoError(t, f.rdb.Del(ctx(t), f.keys.Stock).Err())
+	require.Equal(t, lua.OutcomeNotReady, f.reserve(t, 1, "request-01").Outcome)
+
+	g := mustWarmSale(t, 5)
+	// An epoch other than Redis's, or the database mode: Redis's copy is stale.
+	r, err := g.scripts.Reserve(ctx(t), g.rdb, lua.ReserveArgs{SaleID: g.saleID, UserID: 1, RequestID: "request-01", Token: "t", Epoch: 2})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeNotReady, r.Outcome)
+	require.NoError(t, g.rdb.HSet(ctx(t), g.keys.Meta, "mode", "database").Err())
+	require.Equal(t, lua.OutcomeNotReady, g.reserve(t, 1, "request-01").Outcome)
+	require.EqualValues(t, 0, g.rdb.XLen(ctx(t), g.keys.Inbox).Val())
+}
+
+func TestReleaseIsIdempotentAndRestoresOnlyWhenAsked(t *testing.T) {
+	f := mustWarmSale(t, 2)
+	a := f.reserve(t, 1, "request-01")
+	b := f.reserve(t, 2, "request-02")
+	require.Equal(t, lua.OutcomeOK, a.Outcome)
+	require.Equal(t, lua.OutcomeOK, b.Outcome)
+
+	moved, err := f.scripts.Advance(ctx(t), f.rdb, f.saleID, a.Token, domain.TokenOrdered, domain.TokenHeld)
+	require.NoError(t, err)
+	require.True(t, moved)
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true)
+	require.NoError(t, err)
+	require.True(t, released)
+	again, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true)
+	require.NoError(t, err)
+	require.False(t, again, "a second release does nothing")
+	left, _ := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
+	require.EqualValues(t, 1, left)
+
+	// A hold whose order never took a unit: released without stock.
+	released, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 2, b.Token, false)
+	require.NoError(t, err)
+	require.True(t, released)
+	left, _ = f.rdb.Get(ctx(t), f.keys.Stock).Int64()
+	require.EqualValues(t, 1, left)
+	require.EqualValues(t, 0, f.rdb.SCard(ctx(t), f.keys.Buyers).Val())
+	require.EqualValues(t, "2", f.rdb.Get(ctx(t), f.keys.Released).Val())
+
+	// A released token cannot move forward again.
+	moved, err = f.scripts.Advance(ctx(t), f.rdb, f.saleID, a.Token, domain.TokenPaid, domain.TokenOrdered)
+	require.NoError(t, err)
+	require.False(t, moved)
+	state, user, ok := lua.TokenState(f.rdb.HGet(ctx(t), f.keys.Tokens, a.Token).Val())
+	require.True(t, ok)
+	require.Equal(t, domain.TokenReleased, state)
+	require.EqualValues(t, 1, user)
+
+	// The user may buy again with a new request id.
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 1, "request-03").Outcome)
+}
+
+func TestWarmupRefusedOnceLive(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	again := lua.WarmupArgs{SaleID: f.saleID, StartsMS: 0, EndsMS: time.Now().Add(time.Hour).UnixMilli(), Control: "active", Epoch: 1, Mode: "redis", Stock: 3}
+	outcome, _, err := f.scripts.Warmup(ctx(t), f.rdb, again)
+	require.NoError(t, err)
+	require.Equal(t, lua.WarmupOK, outcome, "repeatable before the first reservation")
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 1, "request-01").Outcome)
+	again.Stock = 100
+	outcome, stock, err := f.scripts.Warmup(ctx(t), f.rdb, again)
+	require.NoError(t, err)
+	require.Equal(t, lua.WarmupAlreadyLive, outcome)
+	require.EqualValues(t, 2, stock, "what Redis holds is not reset")
+	groups, err := f.rdb.XInfoGroups(ctx(t), f.keys.Inbox).Result()
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	require.Equal(t, lua.InboxGroup, groups[0].Name)
+}
+
+func TestAdjust(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rdb, f.saleID, -4)
+	require.NoError(t, err)
+	require.Equal(t, lua.AdjustInsufficient, outcome)
+	require.EqualValues(t, 3, stock)
+	outcome, stock, err = f.scripts.Adjust(ctx(t), f.rdb, f.saleID, 5)
+	require.NoError(t, err)
+	require.Equal(t, lua.AdjustOK, outcome)
+	require.EqualValues(t, 8, stock)
+	require.Equal(t, "1", f.rdb.Get(ctx(t), f.keys.Released).Val(), "adding stock clears sold-out marks")
+}
+
+func TestKeysShareOneSlot(t *testing.T) {
+	k := lua.SaleKeys(42)
+	for _, key := range k.All() {
+		require.Contains(t, key, "{sale:42}")
+	}
+}
