@@ -55,6 +55,8 @@ type Config struct {
 	RelayConsumer    string
 	RelayMaxDelivery int64 // deliveries before an inbox entry is dead-lettered
 	RelayMinIdle     time.Duration
+
+	WorkerMetricsAddr string // listen address of the worker's /metrics
 }
 
 // Dev reports whether development mode is on.
@@ -176,6 +178,7 @@ func load(get func(string) string) (*Config, error) {
 	c.RelayConsumer = str("SECKILL_RELAY_CONSUMER", fmt.Sprintf("%s-%d", host, os.Getpid()))
 	c.RelayMaxDelivery = int64(num("SECKILL_RELAY_MAX_DELIVERY", 10))
 	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
+	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(errs...))
