@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,6 +24,10 @@ var (
 	warmupSrc string
 	//go:embed adjust.lua
 	adjustSrc string
+	//go:embed snapshot.lua
+	snapshotSrc string
+	//go:embed setstock.lua
+	setStockSrc string
 )
 
 // InboxGroup is the consumer group of every sale's inbox stream.
@@ -71,6 +76,9 @@ type Scripts struct {
 	advance *redis.Script
 	warmup  *redis.Script
 	adjust  *redis.Script
+
+	snapshot *redis.Script
+	setStock *redis.Script
 }
 
 // New prepares the scripts.
@@ -81,6 +89,9 @@ func New() *Scripts {
 		advance: redis.NewScript(advanceSrc),
 		warmup:  redis.NewScript(warmupSrc),
 		adjust:  redis.NewScript(adjustSrc),
+
+		snapshot: redis.NewScript(snapshotSrc),
+		setStock: redis.NewScript(setStockSrc),
 	}
 }
 
@@ -240,4 +251,81 @@ func TokenState(v string) (state string, userID int64, ok bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// Snapshot is a sale's Redis state read at one instant.
+type Snapshot struct {
+	Exists   bool // the stock key exists (the sale is warmed)
+	Stock    int64
+	Buyers   map[int64]bool
+	Tokens   map[string]TokenEntry
+	Pending  int64 // inbox entries delivered but not acknowledged
+	Lag      int64 // inbox entries not yet delivered; -1 when unknown
+	Dead     int64 // dead-lettered inbox entries
+	Released int64
+	Reserved int64
+	Stale    int64 // pending entries idle longer than asked (at most 1000)
+}
+
+// TokenEntry is a token's Redis state and owner.
+type TokenEntry struct {
+	State  string
+	UserID int64
+}
+
+// ReadSnapshot reads the sale's Redis state in one script.
+// Pending inbox entries idle longer than staleAfter are counted as stale.
+func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID int64, staleAfter time.Duration) (*Snapshot, error) {
+	k := SaleKeys(saleID)
+	v, err := s.snapshot.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Inbox, k.Dead, k.Released, k.Reserved}, InboxGroup, staleAfter.Milliseconds()).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot script: %w", err)
+	}
+	if len(v) != 9 {
+		return nil, fmt.Errorf("snapshot script: unexpected reply of %d items", len(v))
+	}
+	num := func(x any) int64 { n, _ := x.(int64); return n }
+	snap := &Snapshot{
+		Stock:    num(v[0]),
+		Buyers:   map[int64]bool{},
+		Tokens:   map[string]TokenEntry{},
+		Pending:  num(v[3]),
+		Lag:      num(v[4]),
+		Dead:     num(v[5]),
+		Released: num(v[6]),
+		Reserved: num(v[7]),
+		Stale:    num(v[8]),
+	}
+	snap.Exists = snap.Stock >= 0
+	buyers, _ := v[1].([]any)
+	for _, b := range buyers {
+		str, _ := b.(string)
+		id, err := strconv.ParseInt(str, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot script: bad buyer %q", str)
+		}
+		snap.Buyers[id] = true
+	}
+	flat, _ := v[2].([]any)
+	for i := 0; i+1 < len(flat); i += 2 {
+		token, _ := flat[i].(string)
+		val, _ := flat[i+1].(string)
+		state, user, ok := TokenState(val)
+		if !ok {
+			return nil, fmt.Errorf("snapshot script: bad token state %q", val)
+		}
+		snap.Tokens[token] = TokenEntry{State: state, UserID: user}
+	}
+	return snap, nil
+}
+
+// SetStock sets the sale's Redis stock to stock if stock and the hold
+// counter are still as a snapshot saw them; it reports whether it did.
+func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expectStock, expectReserved, stock int64) (bool, error) {
+	k := SaleKeys(saleID)
+	n, err := s.setStock.Run(ctx, rdb, []string{k.Stock, k.Reserved, k.Released}, expectStock, expectReserved, stock).Int64()
+	if err != nil {
+		return false, fmt.Errorf("set stock script: %w", err)
+	}
+	return n == 1, nil
 }

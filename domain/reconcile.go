@@ -1,0 +1,61 @@
+package domain
+
+import "time"
+
+// Discrepancy kinds reconciliation reports. The set is documented in the
+// OpenAPI document and the runbook.
+const (
+	// A user in Redis's buyer set with no live order and no hold.
+	KindRedisMarkWithoutOrder = "redis_mark_without_order"
+	// A live Redis-path order whose user is missing from the buyer set.
+	KindOrderWithoutRedisMark = "order_without_redis_mark"
+	// A Redis hold whose workflow does not exist (repaired by starting it).
+	KindHoldWithoutWorkflow = "hold_without_workflow"
+	// An order that ended in the database but whose Redis hold was not
+	// released, and whose workflow is no longer running (repaired by
+	// running the token's workflow again).
+	KindReleaseNotFinished = "release_not_finished"
+	// Buckets disagree with the ledger: sum(buckets) != stock_total -
+	// deducts + restores, or deducts - restores != live and paid orders.
+	KindLedgerBucketMismatch = "ledger_bucket_mismatch"
+	// redis_stock + in_flight + PENDING_PAYMENT + PAID != stock_total.
+	KindRedisStockDrift = "redis_stock_drift"
+	// db_stock + PENDING_PAYMENT + PAID != stock_total.
+	KindDBStockDrift = "db_stock_drift"
+	// A Redis token whose database reservation disagrees beyond what a
+	// workflow in flight explains (e.g. paid in Redis, not in the database).
+	KindTokenStateMismatch = "token_state_mismatch"
+	// Inbox entries dead-lettered after too many failed deliveries.
+	KindInboxDeadLetter = "inbox_dead_letter"
+	// Inbox entries delivered but not acknowledged.
+	KindInboxUnacked = "inbox_unacked"
+)
+
+// Discrepancy is one disagreement reconciliation saw in two passes.
+type Discrepancy struct {
+	UserID   int64  `json:"user_id,omitempty"`
+	Token    string `json:"token,omitempty"`
+	Kind     string `json:"kind"`
+	Detail   string `json:"detail"`
+	Repaired bool   `json:"repaired,omitempty"`
+}
+
+// ReconciliationReport is the contract's reconciliation answer, with a few
+// documented extra fields.
+type ReconciliationReport struct {
+	SaleID        int64            `json:"sale_id"`
+	StockTotal    int64            `json:"stock_total"`
+	RedisStock    int64            `json:"redis_stock"`
+	DBStock       int64            `json:"db_stock"`
+	Orders        map[string]int64 `json:"orders"`
+	InFlight      int64            `json:"in_flight"`
+	Discrepancies []Discrepancy    `json:"discrepancies"`
+	Consistent    bool             `json:"consistent"`
+
+	InboxPending int64     `json:"inbox_pending"`
+	InboxLag     int64     `json:"inbox_lag"`
+	DeadLetters  int64     `json:"dead_letters"`
+	Refunds      int64     `json:"refunds"`
+	RedisLoaded  bool      `json:"redis_loaded"`
+	CheckedAt    time.Time `json:"checked_at"`
+}

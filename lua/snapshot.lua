@@ -1,0 +1,38 @@
+-- Read everything reconciliation needs of a sale's Redis state at one
+-- instant: Redis runs the script without interleaving.
+-- KEYS: 1 stock, 2 buyers, 3 tokens, 4 inbox, 5 dead, 6 released, 7 reserved
+-- ARGV: 1 consumer group, 2 idle ms after which a pending entry is stale
+-- Returns {stock or -1, buyers, tokens (flat field/value list), pending,
+--          undelivered-or--1, dead, released, reserved, stale pending (max 1000)}.
+local stock = redis.call('GET', KEYS[1])
+local buyers = redis.call('SMEMBERS', KEYS[2])
+local tokens = redis.call('HGETALL', KEYS[3])
+local pending = 0
+local lag = -1
+local stale = 0
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  local ok, summary = pcall(redis.call, 'XPENDING', KEYS[4], ARGV[1])
+  if ok then
+    pending = summary[1]
+  end
+  local oks, old = pcall(redis.call, 'XPENDING', KEYS[4], ARGV[1], 'IDLE', tonumber(ARGV[2]), '-', '+', 1000)
+  if oks then
+    stale = #old
+  end
+  local okg, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[4])
+  if okg then
+    for _, g in ipairs(groups) do
+      local name, glag
+      for i = 1, #g, 2 do
+        if g[i] == 'name' then name = g[i + 1] end
+        if g[i] == 'lag' then glag = g[i + 1] end
+      end
+      if name == ARGV[1] and type(glag) == 'number' then
+        lag = glag
+      end
+    end
+  end
+end
+local dead = redis.call('XLEN', KEYS[5])
+return {tonumber(stock or '-1'), buyers, tokens, pending, lag, dead,
+        tonumber(redis.call('GET', KEYS[6]) or '0'), tonumber(redis.call('GET', KEYS[7]) or '0'), stale}

@@ -1,0 +1,353 @@
+// Package reconcile proves that a sale's Redis state, its orders, its stock
+// buckets and its ledger agree, down to the user, and repairs what is safe
+// and idempotent to repair: always through the token's own workflow, or by
+// rebuilding a drifted Redis stock from the database while no hold is in
+// flight. Redis is read in one script and the database in one snapshot; a
+// discrepancy is reported only when two passes both see it, so a report
+// taken during a live sale is meaningful.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// Reconciler reconciles sales.
+type Reconciler struct {
+	Store   *store.Store
+	Redis   redis.UniversalClient
+	Scripts *lua.Scripts
+	// Temporal tells whether a token's workflow exists. Required.
+	Temporal client.Client
+	// Start starts (or finds) a token's OrderWorkflow; nil reports only.
+	Start func(ctx context.Context, in domain.OrderInput) error
+	// Gap separates the two passes (default 1s).
+	Gap time.Duration
+	// StaleAfter is how long an inbox entry may stay unacknowledged before
+	// it is reported (default 30s).
+	StaleAfter time.Duration
+	Logger     *slog.Logger
+}
+
+// observation is one pass.
+type observation struct {
+	report  domain.ReconciliationReport
+	redis   *lua.Snapshot
+	db      *store.Snapshot
+	found   map[string]domain.Discrepancy
+	holding map[int64]bool // users with a Redis token still held or ordered
+}
+
+func key(d domain.Discrepancy) string {
+	return d.Kind + "|" + d.Token + "|" + strconv.FormatInt(d.UserID, 10)
+}
+
+func (o *observation) add(d domain.Discrepancy) { o.found[key(d)] = d }
+
+// Run reconciles one sale. With repair, it repairs what is safe; repaired
+// discrepancies stay in this report (marked) and are gone from the next.
+func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domain.ReconciliationReport, error) {
+	gap := r.Gap
+	if gap <= 0 {
+		gap = time.Second
+	}
+	first, err := r.observe(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("reconcile sale %d: %w", saleID, ctx.Err())
+	case <-time.After(gap):
+	}
+	second, err := r.observe(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	rep := second.report
+	var seen []domain.Discrepancy
+	for k, d := range second.found {
+		if _, ok := first.found[k]; ok {
+			seen = append(seen, d)
+		}
+	}
+	seen, err = r.confirmWithWorkflows(ctx, saleID, seen, repair)
+	if err != nil {
+		return nil, err
+	}
+	if repair {
+		seen = r.repairStock(ctx, saleID, first, second, seen)
+	}
+	sort.Slice(seen, func(i, j int) bool { return key(seen[i]) < key(seen[j]) })
+	rep.Discrepancies = seen
+	if rep.Discrepancies == nil {
+		rep.Discrepancies = []domain.Discrepancy{}
+	}
+	rep.Consistent = len(seen) == 0 && identitiesHold(&rep)
+	return &rep, nil
+}
+
+// identitiesHold checks the contract's two identities on a report.
+func identitiesHold(rep *domain.ReconciliationReport) bool {
+	live := rep.Orders[string(domain.StatusPendingPayment)] + rep.Orders[string(domain.StatusPaid)]
+	dbOK := rep.DBStock+live == rep.StockTotal
+	if !rep.RedisLoaded {
+		return dbOK
+	}
+	return dbOK && rep.RedisStock+rep.InFlight+live == rep.StockTotal
+}
+
+func (r *Reconciler) staleAfter() time.Duration {
+	if r.StaleAfter > 0 {
+		return r.StaleAfter
+	}
+	return 30 * time.Second
+}
+
+// observe takes one pass: Redis first, then the database. A hold made
+// between the two reads can show up in the database but not in Redis; the
+// second pass exists for such moments.
+func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, error) {
+	rs, err := r.Scripts.ReadSnapshot(ctx, r.Redis, saleID, r.staleAfter())
+	if err != nil {
+		return nil, fmt.Errorf("reconcile sale %d: %w", saleID, err)
+	}
+	ds, err := r.Store.ReadSnapshot(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile sale %d: %w", saleID, err)
+	}
+	o := &observation{redis: rs, db: ds, found: map[string]domain.Discrepancy{}, holding: map[int64]bool{}}
+	rep := &o.report
+	rep.SaleID = saleID
+	rep.StockTotal = ds.StockTotal
+	rep.DBStock = ds.DBStock
+	rep.RedisLoaded = rs.Exists
+	if rs.Exists {
+		rep.RedisStock = rs.Stock
+	}
+	rep.Orders = map[string]int64{}
+	for _, st := range []domain.ReservationStatus{domain.StatusPendingPayment, domain.StatusPaid, domain.StatusExpired, domain.StatusCancelled, domain.StatusFailed} {
+		rep.Orders[string(st)] = ds.Statuses[st]
+	}
+	rep.InboxPending = rs.Pending
+	rep.InboxLag = max(rs.Lag, 0)
+	rep.DeadLetters = rs.Dead
+	rep.Refunds = ds.Refunds
+	rep.CheckedAt = time.Now().UTC()
+
+	for token, e := range rs.Tokens {
+		d, ok := ds.Reservations[token]
+		switch e.State {
+		case domain.TokenHeld:
+			o.holding[e.UserID] = true
+			switch {
+			case !ok:
+				rep.InFlight++
+				o.add(domain.Discrepancy{Kind: domain.KindHoldWithoutWorkflow, UserID: e.UserID, Token: token, Detail: "Redis holds a unit for this token but the database has no reservation"})
+			case d.Status == domain.StatusQueued:
+				rep.InFlight++
+			case d.Status == domain.StatusPendingPayment || d.Status == domain.StatusPaid:
+				// Placed; the workflow has yet to mark the token ordered.
+			default:
+				rep.InFlight++
+				o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("reservation is %s but Redis still holds it", d.Status)})
+			}
+		case domain.TokenOrdered:
+			o.holding[e.UserID] = true
+			switch {
+			case ok && (d.Status == domain.StatusPendingPayment || d.Status == domain.StatusPaid):
+			case ok && d.Status.Terminal():
+				rep.InFlight++
+				o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("order is %s but Redis still holds it", d.Status)})
+			default:
+				o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says ordered, the database " + describe(d, ok)})
+			}
+		case domain.TokenPaid:
+			if !ok || d.Status != domain.StatusPaid {
+				o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says paid, the database " + describe(d, ok)})
+			}
+		case domain.TokenReleased:
+			if ok && d.Status.HoldsUnit() {
+				o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says released, the database " + describe(d, ok)})
+			}
+		}
+	}
+
+	if rs.Exists {
+		for user := range rs.Buyers {
+			if _, live := ds.LiveUsers[user]; !live && !o.holding[user] {
+				o.add(domain.Discrepancy{Kind: domain.KindRedisMarkWithoutOrder, UserID: user, Detail: "user is in the buyer set without a live order or a hold"})
+			}
+		}
+		for user, token := range ds.LiveUsers {
+			if ds.Reservations[token].Path == domain.PathRedis && !rs.Buyers[user] {
+				o.add(domain.Discrepancy{Kind: domain.KindOrderWithoutRedisMark, UserID: user, Token: token, Detail: "live order whose user is missing from the buyer set"})
+			}
+		}
+	}
+
+	live := ds.Statuses[domain.StatusPendingPayment] + ds.Statuses[domain.StatusPaid]
+	if rs.Exists && rs.Stock+rep.InFlight+live != ds.StockTotal {
+		o.add(domain.Discrepancy{Kind: domain.KindRedisStockDrift, Detail: fmt.Sprintf("redis_stock %d + in_flight %d + live orders %d != stock_total %d", rs.Stock, rep.InFlight, live, ds.StockTotal)})
+	}
+	if ds.DBStock+live != ds.StockTotal {
+		o.add(domain.Discrepancy{Kind: domain.KindDBStockDrift, Detail: fmt.Sprintf("db_stock %d + live orders %d != stock_total %d", ds.DBStock, live, ds.StockTotal)})
+	}
+	if want := ds.StockTotal - ds.Deducts + ds.Restores; ds.DBStock != want {
+		o.add(domain.Discrepancy{Kind: domain.KindLedgerBucketMismatch, Detail: fmt.Sprintf("buckets hold %d, the ledger says %d", ds.DBStock, want)})
+	}
+	if ds.Deducts-ds.Restores != live {
+		o.add(domain.Discrepancy{Kind: domain.KindLedgerBucketMismatch, Token: "orders", Detail: fmt.Sprintf("ledger deducts %d - restores %d != live orders %d", ds.Deducts, ds.Restores, live)})
+	}
+	if rs.Dead > 0 {
+		o.add(domain.Discrepancy{Kind: domain.KindInboxDeadLetter, Detail: fmt.Sprintf("%d inbox entries were dead-lettered", rs.Dead)})
+	}
+	if rs.Stale > 0 {
+		o.add(domain.Discrepancy{Kind: domain.KindInboxUnacked, Detail: fmt.Sprintf("%d inbox entries unacknowledged for over %s", rs.Stale, r.staleAfter())})
+	}
+	return o, nil
+}
+
+func describe(d store.SnapshotReservation, ok bool) string {
+	if !ok {
+		return "has no reservation"
+	}
+	return "says " + string(d.Status)
+}
+
+// confirmWithWorkflows drops hold and release findings that a running
+// workflow explains, and repairs the others by starting the token's own
+// workflow (idempotent: same id, same workflow).
+func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, seen []domain.Discrepancy, repair bool) ([]domain.Discrepancy, error) {
+	out := seen[:0]
+	for _, d := range seen {
+		if d.Kind != domain.KindHoldWithoutWorkflow && d.Kind != domain.KindReleaseNotFinished {
+			out = append(out, d)
+			continue
+		}
+		running, exists, err := r.workflowState(ctx, d.Token)
+		if err != nil {
+			return nil, err
+		}
+		if running || (d.Kind == domain.KindHoldWithoutWorkflow && exists) {
+			continue // in flight, not a discrepancy
+		}
+		if repair && r.Start != nil {
+			in, err := r.orderInput(ctx, saleID, d)
+			if err != nil {
+				r.log().Warn("reconcile: cannot build repair", "sale_id", saleID, "token", d.Token, "err", err)
+			} else if err := r.Start(ctx, in); err != nil {
+				r.log().Warn("reconcile: repair start failed", "sale_id", saleID, "token", d.Token, "err", err)
+			} else {
+				d.Repaired = true
+				r.log().Info("reconcile: repaired by starting the token's workflow", "sale_id", saleID, "token", d.Token, "kind", d.Kind)
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// workflowState describes order:<token>.
+func (r *Reconciler) workflowState(ctx context.Context, token string) (running, exists bool, err error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := r.Temporal.DescribeWorkflowExecution(dctx, domain.OrderWorkflowID(token), "")
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("describe workflow of %s: %w", token, err)
+	}
+	st := resp.GetWorkflowExecutionInfo().GetStatus()
+	return st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, true, nil
+}
+
+// orderInput rebuilds a token's workflow input: from the database row when
+// there is one, else from Redis's replay map (the request id is the field
+// "user:request_id" whose value is the token).
+func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Discrepancy) (domain.OrderInput, error) {
+	if res, err := r.Store.GetReservation(ctx, d.Token); err == nil {
+		return domain.OrderInput{Token: res.Token, SaleID: res.SaleID, UserID: res.UserID, RequestID: res.RequestID, Path: res.Path}, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return domain.OrderInput{}, err
+	}
+	k := lua.SaleKeys(saleID)
+	prefix := strconv.FormatInt(d.UserID, 10) + ":"
+	iter := r.Redis.HScan(ctx, k.Requests, 0, prefix+"*", 100).Iterator()
+	for {
+		field, ok, err := nextPair(ctx, iter)
+		if err != nil {
+			return domain.OrderInput{}, fmt.Errorf("scan requests of %s: %w", d.Token, err)
+		}
+		if !ok {
+			break
+		}
+		if field[1] == d.Token {
+			return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: strings.TrimPrefix(field[0], prefix), Path: domain.PathRedis}, nil
+		}
+	}
+	return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
+}
+
+func nextPair(ctx context.Context, it *redis.ScanIterator) ([2]string, bool, error) {
+	var pair [2]string
+	for i := 0; i < 2; i++ {
+		if !it.Next(ctx) {
+			return pair, false, it.Err()
+		}
+		pair[i] = it.Val()
+	}
+	return pair, true, nil
+}
+
+// repairStock rebuilds a drifted Redis stock from the database, only while
+// no hold is in flight in either pass and only if nothing moved since.
+func (r *Reconciler) repairStock(ctx context.Context, saleID int64, first, second *observation, seen []domain.Discrepancy) []domain.Discrepancy {
+	for i, d := range seen {
+		if d.Kind != domain.KindRedisStockDrift {
+			continue
+		}
+		if first.report.InFlight != 0 || second.report.InFlight != 0 {
+			continue
+		}
+		live := second.db.Statuses[domain.StatusPendingPayment] + second.db.Statuses[domain.StatusPaid]
+		target := second.db.StockTotal - live
+		if target != second.db.DBStock || target < 0 {
+			continue // the database disagrees with itself: report, do not copy
+		}
+		ok, err := r.Scripts.SetStock(ctx, r.Redis, saleID, second.redis.Stock, second.redis.Reserved, target)
+		if err != nil {
+			r.log().Warn("reconcile: stock repair failed", "sale_id", saleID, "err", err)
+			continue
+		}
+		if ok {
+			seen[i].Repaired = true
+			r.log().Info("reconcile: rebuilt Redis stock from the database", "sale_id", saleID, "from", second.redis.Stock, "to", target)
+		}
+	}
+	return seen
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,212 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/store"
+)
+
+var tokenKey = []byte("reconcile-test-key")
+
+type fixture struct {
+	t       *testing.T
+	st      *store.Store
+	scripts *lua.Scripts
+	rec     *reconcile.Reconciler
+	sale    *domain.Sale
+	keys    lua.Keys
+
+	mu      sync.Mutex
+	started []domain.OrderInput
+}
+
+func ctx(tb testing.TB) context.Context {
+	tb.Helper()
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	tb.Cleanup(cancel)
+	return c
+}
+
+// mustWarmSale creates and warms a sale; its reconciler records repairs
+// instead of starting workflows, so each test sees exactly what it asked.
+func mustWarmSale(t *testing.T, stock int64) *fixture {
+	t.Helper()
+	st := testenv.MustStore(t)
+	rdb := testenv.MustRedis(t)
+	f := &fixture{t: t, st: st, scripts: lua.New()}
+	f.sale = testenv.MustSale(t, st, stock)
+	f.keys = lua.SaleKeys(f.sale.ID)
+	f.rec = &reconcile.Reconciler{
+		Store: st, Redis: rdb, Scripts: f.scripts, Temporal: testenv.MustTemporal(t),
+		Gap: 50 * time.Millisecond,
+		Start: func(_ context.Context, in domain.OrderInput) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.started = append(f.started, in)
+			return nil
+		},
+	}
+	outcome, _, err := f.scripts.Warmup(ctx(t), rdb, lua.WarmupArgs{
+		SaleID: f.sale.ID, StartsMS: f.sale.StartsAt.UnixMilli(), EndsMS: f.sale.EndsAt.UnixMilli(),
+		Control: "active", Epoch: 1, Mode: "redis", Stock: stock,
+	})
+	require.NoError(t, err)
+	require.Equal(t, lua.WarmupOK, outcome)
+	t.Cleanup(func() { rdb.Del(context.Background(), f.keys.All()...) })
+	return f
+}
+
+// hold reserves in Redis only, like the API's script.
+func (f *fixture) hold(user int64, req string) domain.OrderInput {
+	f.t.Helper()
+	in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), SaleID: f.sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis}
+	r, err := f.scripts.Reserve(ctx(f.t), f.rec.Redis, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: 1})
+	require.NoError(f.t, err)
+	require.Equal(f.t, lua.OutcomeOK, r.Outcome)
+	return in
+}
+
+// order does what the order workflow does up to PENDING_PAYMENT.
+func (f *fixture) order(in domain.OrderInput) {
+	f.t.Helper()
+	_, err := f.st.RecordReservation(ctx(f.t), in)
+	require.NoError(f.t, err)
+	_, err = f.st.PlaceOrder(ctx(f.t), in.Token)
+	require.NoError(f.t, err)
+	_, err = f.scripts.Advance(ctx(f.t), f.rec.Redis, f.sale.ID, in.Token, domain.TokenOrdered, domain.TokenHeld)
+	require.NoError(f.t, err)
+}
+
+func (f *fixture) run(repair bool) *domain.ReconciliationReport {
+	f.t.Helper()
+	rep, err := f.rec.Run(ctx(f.t), f.sale.ID, repair)
+	require.NoError(f.t, err)
+	return rep
+}
+
+func kinds(rep *domain.ReconciliationReport) []string {
+	var out []string
+	for _, d := range rep.Discrepancies {
+		out = append(out, d.Kind)
+	}
+	return out
+}
+
+func TestConsistentAfterOrdersPaymentsAndReleases(t *testing.T) {
+	f := mustWarmSale(t, 10)
+	user := testenv.UniqueUser() * 100
+	var ins []domain.OrderInput
+	for i := 0; i < 6; i++ {
+		in := f.hold(user+int64(i), fmt.Sprintf("request-%04d", i))
+		f.order(in)
+		ins = append(ins, in)
+	}
+	_, err := f.st.MarkPaid(ctx(t), ins[0].Token, "ref-1")
+	require.NoError(t, err)
+	_, err = f.scripts.Advance(ctx(t), f.rec.Redis, f.sale.ID, ins[0].Token, domain.TokenPaid, domain.TokenOrdered)
+	require.NoError(t, err)
+	for i, to := range map[int]domain.ReservationStatus{1: domain.StatusExpired, 2: domain.StatusCancelled} {
+		_, err := f.st.ReleaseOrder(ctx(t), ins[i].Token, to)
+		require.NoError(t, err)
+		_, err = f.scripts.Release(ctx(t), f.rec.Redis, f.sale.ID, ins[i].UserID, ins[i].Token, true)
+		require.NoError(t, err)
+	}
+
+	rep := f.run(false)
+	require.True(t, rep.Consistent, "%+v", rep)
+	require.Empty(t, rep.Discrepancies)
+	require.EqualValues(t, 3, rep.Orders["PENDING_PAYMENT"])
+	require.EqualValues(t, 1, rep.Orders["PAID"])
+	require.EqualValues(t, 1, rep.Orders["EXPIRED"])
+	require.EqualValues(t, 1, rep.Orders["CANCELLED"])
+	require.EqualValues(t, 6, rep.RedisStock)
+	require.EqualValues(t, 6, rep.DBStock)
+	require.Zero(t, rep.InFlight)
+}
+
+func TestHoldsInFlightAreNotDiscrepancies(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	user := testenv.UniqueUser() * 100
+	in := f.hold(user, "request-0001")
+	// Recorded by its workflow but not yet ordered: in flight.
+	_, err := f.st.RecordReservation(ctx(t), in)
+	require.NoError(t, err)
+	rep := f.run(false)
+	require.True(t, rep.Consistent, "%+v", rep)
+	require.EqualValues(t, 1, rep.InFlight)
+	require.EqualValues(t, 4, rep.RedisStock)
+}
+
+func TestLeakedHoldIsFoundAndRepaired(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	user := testenv.UniqueUser()
+	leaked := f.hold(user, "request-leak")
+
+	rep := f.run(true)
+	require.False(t, rep.Consistent)
+	require.Equal(t, []string{domain.KindHoldWithoutWorkflow}, kinds(rep))
+	require.True(t, rep.Discrepancies[0].Repaired)
+	require.Equal(t, []domain.OrderInput{leaked}, f.started, "the repair starts the token's own workflow with its request id")
+}
+
+func TestDroppedReleaseIsFoundAndRepaired(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	in := f.hold(testenv.UniqueUser(), "request-drop")
+	f.order(in)
+	// The order expired in the database, but the Redis release never ran.
+	_, err := f.st.ReleaseOrder(ctx(t), in.Token, domain.StatusExpired)
+	require.NoError(t, err)
+
+	rep := f.run(true)
+	require.False(t, rep.Consistent)
+	require.Contains(t, kinds(rep), domain.KindReleaseNotFinished)
+	require.EqualValues(t, 1, rep.InFlight, "the unfinished release is in flight")
+	require.Len(t, f.started, 1)
+	require.Equal(t, in.Token, f.started[0].Token)
+}
+
+func TestRedisStockDriftIsRepairedWhenNothingIsInFlight(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	in := f.hold(testenv.UniqueUser(), "request-0001")
+	f.order(in)
+	// Lose a unit in Redis, as a truncated AOF could.
+	require.NoError(t, f.rec.Redis.DecrBy(ctx(t), f.keys.Stock, 2).Err())
+
+	rep := f.run(true)
+	require.Equal(t, []string{domain.KindRedisStockDrift}, kinds(rep))
+	require.True(t, rep.Discrepancies[0].Repaired)
+	after := f.run(false)
+	require.True(t, after.Consistent, "%+v", after)
+	require.EqualValues(t, 4, after.RedisStock)
+}
+
+func TestBuyerMarkWithoutOrder(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	require.NoError(t, f.rec.Redis.SAdd(ctx(t), f.keys.Buyers, 987654321).Err())
+	rep := f.run(false)
+	require.False(t, rep.Consistent)
+	require.Equal(t, []string{domain.KindRedisMarkWithoutOrder}, kinds(rep))
+	require.EqualValues(t, 987654321, rep.Discrepancies[0].UserID)
+}
+
+func TestTransientStateSeenOnceIsNotReported(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	// A buyer mark that appears only after the first pass.
+	f.rec.Gap = 300 * time.Millisecond
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		f.rec.Redis.SAdd(context.Background(), f.keys.Buyers, 123456789)
+	}()
+	rep := f.run(false)
+	require.Empty(t, rep.Discrepancies, "seen in one pass only")
+}
