@@ -57,6 +57,11 @@ type Config struct {
 	RelayMinIdle     time.Duration
 
 	WorkerMetricsAddr string // listen address of the worker's /metrics
+
+	// FaultExitAfterReserve (SECKILL_FAULT_EXIT_AFTER_RESERVE=1, honoured only
+	// in development mode) kills the API right after a successful reserve
+	// script, before the workflow start is queued: for the fault suite.
+	FaultExitAfterReserve bool
 }
 
 // Dev reports whether development mode is on.
@@ -179,6 +184,7 @@ func load(get func(string) string) (*Config, error) {
 	c.RelayMaxDelivery = int64(num("SECKILL_RELAY_MAX_DELIVERY", 10))
 	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
+	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(errs...))
