@@ -1,0 +1,107 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/store"
+)
+
+// SaleActivities are the sale workflow's activities.
+type SaleActivities struct {
+	Store      *store.Store
+	Redis      redis.UniversalClient
+	Scripts    *lua.Scripts
+	Temporal   client.Client
+	Reconciler *reconcile.Reconciler
+}
+
+// ErrTypeSaleMissing marks a sale row that does not exist.
+const ErrTypeSaleMissing = "SaleMissing"
+
+// SaleTimes is what the sale workflow needs of its sale.
+type SaleTimes struct {
+	StartsAt      time.Time `json:"starts_at"`
+	EndsAt        time.Time `json:"ends_at"`
+	PaymentWindow time.Duration
+	Stopped       bool `json:"stopped"`
+}
+
+// LoadSale reads the sale's times.
+func (a *SaleActivities) LoadSale(ctx context.Context, saleID int64) (SaleTimes, error) {
+	s, err := a.Store.GetSale(ctx, saleID)
+	if errors.Is(err, store.ErrNotFound) {
+		return SaleTimes{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSaleMissing, err)
+	}
+	if err != nil {
+		return SaleTimes{}, fmt.Errorf("load sale: %w", err)
+	}
+	return SaleTimes{StartsAt: s.StartsAt, EndsAt: s.EndsAt, PaymentWindow: s.PaymentWindow(), Stopped: s.Control == domain.ControlStopped}, nil
+}
+
+// WarmupSale loads the sale into Redis; a sale that already took a
+// reservation is left as it is.
+func (a *SaleActivities) WarmupSale(ctx context.Context, saleID int64) (int64, error) {
+	_, stock, err := sales.Warmup(ctx, a.Store, a.Redis, a.Scripts, saleID)
+	if err != nil {
+		return 0, fmt.Errorf("warm up: %w", err)
+	}
+	return stock, nil
+}
+
+// ReconcileSale reconciles the sale, repairing what is safe, and stores the
+// report.
+func (a *SaleActivities) ReconcileSale(ctx context.Context, saleID int64, final bool) (*domain.ReconciliationReport, error) {
+	rep, err := a.Reconciler.Run(ctx, saleID, true)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	if err := a.storeReport(ctx, rep, final); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// RunningOrders counts the sale's order workflows still running, and its
+// inbox entries not yet handed on.
+func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND %s = %d AND ExecutionStatus = 'Running'", domain.OrderWorkflowName, domain.SearchAttrSaleID, saleID)
+	resp, err := a.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q})
+	if err != nil {
+		return 0, fmt.Errorf("count running orders: %w", err)
+	}
+	n := resp.GetCount()
+	snap, err := a.Scripts.ReadSnapshot(ctx, a.Redis, saleID, time.Minute)
+	if err != nil {
+		return 0, fmt.Errorf("count running orders: %w", err)
+	}
+	return n + snap.Pending + max(snap.Lag, 0), nil
+}
+
+// TeardownSale removes the sale's Redis keys and streams.
+func (a *SaleActivities) TeardownSale(ctx context.Context, saleID int64) error {
+	return sales.Teardown(ctx, a.Store, a.Redis, saleID)
+}
+
+func (a *SaleActivities) storeReport(ctx context.Context, rep *domain.ReconciliationReport, final bool) error {
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return fmt.Errorf("store report: %w", err)
+	}
+	if err := a.Store.SaveReport(ctx, rep.SaleID, rep.Consistent, final, body); err != nil {
+		return fmt.Errorf("store report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package domain
+
+import "time"
+
+// The sale workflow's public contract.
+const (
+	// QueryReport answers the sale's latest reconciliation report.
+	QueryReport = "report"
+	// QuerySalePhase answers where the sale workflow stands.
+	QuerySalePhase = "phase"
+
+	// DefaultWarmLead is how long before starts_at the sale is warmed up:
+	// never at the moment it opens.
+	DefaultWarmLead = 30 * time.Second
+	// DefaultReconcileEvery is the live reconciliation period.
+	DefaultReconcileEvery = time.Minute
+)
+
+// Sale workflow phases.
+const (
+	PhaseWaiting     = "waiting"     // before warm-up
+	PhaseLive        = "live"        // warmed, reconciling periodically
+	PhaseDraining    = "draining"    // ended, waiting for order workflows
+	PhaseFinished    = "finished"    // final report stored, Redis torn down
+	PhaseSaleMissing = "sale_missing" // the sale row is gone
+)
+
+// SaleInput starts (or continues) a SaleWorkflow.
+type SaleInput struct {
+	SaleID int64 `json:"sale_id"`
+	// Zero means the default; tests shorten them.
+	WarmLead       time.Duration `json:"warm_lead,omitempty"`
+	ReconcileEvery time.Duration `json:"reconcile_every,omitempty"`
+	// Carried across continue-as-new.
+	Warmed     bool                  `json:"warmed,omitempty"`
+	LastReport *ReconciliationReport `json:"last_report,omitempty"`
+}
+
+// SaleResult is what a finished SaleWorkflow returns.
+type SaleResult struct {
+	SaleID      int64                 `json:"sale_id"`
+	FinalReport *ReconciliationReport `json:"final_report"`
+}

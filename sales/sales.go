@@ -1,0 +1,67 @@
+// Package sales holds the operations on a sale that touch Redis and the
+// database together — warm-up, tear-down — so that the admin API and the
+// sale workflow do them the same way.
+package sales
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// Warmup loads a sale's stock, buyers, metadata and inbox consumer group
+// into Redis in one script. Before the first reservation it may be repeated;
+// afterwards it answers lua.WarmupAlreadyLive and changes nothing.
+func Warmup(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID int64) (outcome string, redisStock int64, err error) {
+	sale, err := st.GetSale(ctx, saleID)
+	if err != nil {
+		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
+	}
+	dbStock, err := st.DBStock(ctx, saleID)
+	if err != nil {
+		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
+	}
+	buyers, err := st.LiveBuyers(ctx, saleID)
+	if err != nil {
+		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
+	}
+	outcome, redisStock, err = scripts.Warmup(ctx, rdb, lua.WarmupArgs{
+		SaleID:   saleID,
+		StartsMS: sale.StartsAt.UnixMilli(),
+		EndsMS:   sale.EndsAt.UnixMilli(),
+		Control:  string(sale.Control),
+		Epoch:    sale.ModeEpoch,
+		Mode:     string(sale.Mode),
+		Stock:    dbStock,
+		Buyers:   buyers,
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
+	}
+	if outcome == lua.WarmupOK {
+		if err := st.MarkWarmed(ctx, saleID); err != nil {
+			return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
+		}
+	}
+	return outcome, redisStock, nil
+}
+
+// Teardown removes a finished sale's Redis keys and streams and records it;
+// the reports and every row stay in the database.
+func Teardown(ctx context.Context, st *store.Store, rdb redis.UniversalClient, saleID int64) error {
+	// One key at a time: DEL of several keys is fine in one slot, but the
+	// per-key form also works across a cluster reshard.
+	for _, k := range lua.SaleKeys(saleID).All() {
+		if err := rdb.Del(ctx, k).Err(); err != nil {
+			return fmt.Errorf("tear down sale %d: delete %s: %w", saleID, k, err)
+		}
+	}
+	if err := st.MarkFinished(ctx, saleID); err != nil {
+		return fmt.Errorf("tear down sale %d: %w", saleID, err)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/domain"
+)
+
+// saleActs names the sale activities for ExecuteActivity; the methods are
+// bound to real dependencies by the worker's registration.
+var saleActs *activities.SaleActivities
+
+// continueAsNewAfter bounds the sale workflow's history: a long sale
+// reconciling every minute continues as new well before it grows large.
+const continueAsNewAfter = 2000
+
+// SaleWorkflow owns one sale's life: it warms Redis up ahead of starts_at,
+// reconciles every minute while the sale is live, waits once ends_at plus
+// the payment window has passed until no order workflow of the sale is
+// running, stores a final reconciliation report, and removes the sale's
+// Redis keys and streams.
+func SaleWorkflow(ctx workflow.Context, in domain.SaleInput) (domain.SaleResult, error) {
+	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport}
+	if err := w.setup(ctx); err != nil {
+		return domain.SaleResult{}, err
+	}
+	return w.run(ctx)
+}
+
+type saleWorkflow struct {
+	in    domain.SaleInput
+	phase string
+	last  *domain.ReconciliationReport
+}
+
+func (w *saleWorkflow) setup(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (*domain.ReconciliationReport, error) {
+		return w.last, nil
+	}); err != nil {
+		return fmt.Errorf("register report query: %w", err)
+	}
+	if err := workflow.SetQueryHandler(ctx, domain.QuerySalePhase, func() (string, error) {
+		return w.phase, nil
+	}); err != nil {
+		return fmt.Errorf("register phase query: %w", err)
+	}
+	return nil
+}
+
+func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeSaleMissing},
+		},
+	})
+	result := domain.SaleResult{SaleID: w.in.SaleID}
+	sale, err := w.loadSale(ctx)
+	if err != nil {
+		return result, err
+	}
+	if sale == nil {
+		w.phase = domain.PhaseSaleMissing
+		return result, nil
+	}
+
+	if !w.in.Warmed {
+		lead := w.in.WarmLead
+		if lead <= 0 {
+			lead = domain.DefaultWarmLead
+		}
+		// Warm up ahead of the opening, never at the moment it opens; a
+		// sale created with a past start is warmed at once.
+		if wait := sale.StartsAt.Add(-lead).Sub(workflow.Now(ctx)); wait > 0 {
+			if err := workflow.Sleep(ctx, wait); err != nil {
+				return result, fmt.Errorf("wait for warm-up: %w", err)
+			}
+		}
+		if err := workflow.ExecuteActivity(ctx, saleActs.WarmupSale, w.in.SaleID).Get(ctx, nil); err != nil {
+			return result, fmt.Errorf("warm up: %w", err)
+		}
+		w.in.Warmed = true
+	}
+	w.phase = domain.PhaseLive
+
+	every := w.in.ReconcileEvery
+	if every <= 0 {
+		every = domain.DefaultReconcileEvery
+	}
+	for {
+		sale, err = w.loadSale(ctx)
+		if err != nil {
+			return result, err
+		}
+		if sale == nil {
+			w.phase = domain.PhaseSaleMissing
+			return result, nil
+		}
+		closesAt := sale.EndsAt.Add(sale.PaymentWindow)
+		now := workflow.Now(ctx)
+		if sale.Stopped || !now.Before(sale.EndsAt) {
+			if !now.Before(closesAt) {
+				break
+			}
+			// Ended: no reconciliation needed until the payments close.
+			w.phase = domain.PhaseDraining
+			if err := workflow.Sleep(ctx, min(closesAt.Sub(now), every)); err != nil {
+				return result, fmt.Errorf("wait for the payment window: %w", err)
+			}
+			continue
+		}
+		if now.After(sale.StartsAt) {
+			if err := w.reconcile(ctx, false); err != nil {
+				return result, err
+			}
+		}
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
+			next := w.in
+			next.LastReport = w.last
+			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
+		}
+		if err := workflow.Sleep(ctx, every); err != nil {
+			return result, fmt.Errorf("wait to reconcile: %w", err)
+		}
+	}
+
+	// Wait until every order workflow of the sale has finished and the
+	// inbox is empty, then reconcile one last time.
+	w.phase = domain.PhaseDraining
+	for {
+		var running int64
+		if err := workflow.ExecuteActivity(ctx, saleActs.RunningOrders, w.in.SaleID).Get(ctx, &running); err != nil {
+			return result, fmt.Errorf("count running orders: %w", err)
+		}
+		if running == 0 {
+			break
+		}
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
+			next := w.in
+			next.LastReport = w.last
+			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
+		}
+		if err := workflow.Sleep(ctx, 10*time.Second); err != nil {
+			return result, fmt.Errorf("wait for orders: %w", err)
+		}
+	}
+	if err := w.reconcile(ctx, true); err != nil {
+		return result, err
+	}
+	if err := workflow.ExecuteActivity(ctx, saleActs.TeardownSale, w.in.SaleID).Get(ctx, nil); err != nil {
+		return result, fmt.Errorf("tear down: %w", err)
+	}
+	w.phase = domain.PhaseFinished
+	result.FinalReport = w.last
+	return result, nil
+}
+
+// loadSale returns nil when the sale row does not exist.
+func (w *saleWorkflow) loadSale(ctx workflow.Context) (*activities.SaleTimes, error) {
+	var sale activities.SaleTimes
+	err := workflow.ExecuteActivity(ctx, saleActs.LoadSale, w.in.SaleID).Get(ctx, &sale)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeSaleMissing {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load sale: %w", err)
+	}
+	return &sale, nil
+}
+
+func (w *saleWorkflow) reconcile(ctx workflow.Context, final bool) error {
+	var rep domain.ReconciliationReport
+	if err := workflow.ExecuteActivity(ctx, saleActs.ReconcileSale, w.in.SaleID, final).Get(ctx, &rep); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	// Keep the query answer small: the full list is in the stored report.
+	if len(rep.Discrepancies) > 50 {
+		rep.Discrepancies = rep.Discrepancies[:50]
+	}
+	w.last = &rep
+	return nil
+}
+
+// RegisterSale registers the sale workflow and its activities.
+func RegisterSale(r worker.Registry, a *activities.SaleActivities) {
+	r.RegisterWorkflowWithOptions(SaleWorkflow, workflow.RegisterOptions{Name: domain.SaleWorkflowName})
+	r.RegisterActivity(a)
+}
+
+// StartSale starts a sale's workflow, or finds it started or finished.
+func StartSale(ctx context.Context, c client.Client, in domain.SaleInput) error {
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       domain.SaleWorkflowID(in.SaleID),
+		TaskQueue:                domain.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
+	}, domain.SaleWorkflowName, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("start sale workflow %d: %w", in.SaleID, err)
+	}
+	return nil
+}

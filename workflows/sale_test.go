@@ -1,0 +1,136 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/domain"
+)
+
+type saleCalls struct {
+	warmedAt     []time.Time
+	reconciledAt []time.Time
+	finals       int
+	teardownAt   time.Time
+	running      int
+}
+
+// newSaleEnv runs SaleWorkflow with its activities replaced by recorders.
+func newSaleEnv(t *testing.T, times activities.SaleTimes, runningChecks int) (*testsuite.TestWorkflowEnvironment, *saleCalls) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.SaleActivities{})
+	calls := &saleCalls{}
+	env.OnActivity(saleActs.LoadSale, mock.Anything, mock.Anything).Return(times, nil)
+	env.OnActivity(saleActs.WarmupSale, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ int64) (int64, error) {
+			calls.warmedAt = append(calls.warmedAt, env.Now())
+			return 10, nil
+		})
+	env.OnActivity(saleActs.ReconcileSale, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, saleID int64, final bool) (*domain.ReconciliationReport, error) {
+			calls.reconciledAt = append(calls.reconciledAt, env.Now())
+			if final {
+				calls.finals++
+			}
+			return &domain.ReconciliationReport{SaleID: saleID, Consistent: true}, nil
+		})
+	env.OnActivity(saleActs.RunningOrders, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ int64) (int64, error) {
+			calls.running++
+			if calls.running <= runningChecks {
+				return 3, nil
+			}
+			return 0, nil
+		})
+	env.OnActivity(saleActs.TeardownSale, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ int64) error {
+			calls.teardownAt = env.Now()
+			return nil
+		})
+	return env, calls
+}
+
+func TestSaleWorkflowWarmsAheadReconcilesAndTearsDown(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := activities.SaleTimes{
+		StartsAt:      start.Add(10 * time.Minute),
+		EndsAt:        start.Add(15 * time.Minute),
+		PaymentWindow: 5 * time.Minute,
+	}
+	env, calls := newSaleEnv(t, times, 2)
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 7})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	require.Len(t, calls.warmedAt, 1)
+	warm := calls.warmedAt[0]
+	require.True(t, warm.Before(times.StartsAt), "warmed at %s, opens at %s", warm, times.StartsAt)
+	require.False(t, warm.Before(times.StartsAt.Add(-domain.DefaultWarmLead)), "warmed too early: %s", warm)
+
+	// About once a minute while live, then the final one.
+	require.GreaterOrEqual(t, len(calls.reconciledAt), 5)
+	live := calls.reconciledAt[:len(calls.reconciledAt)-1]
+	for _, at := range live {
+		require.True(t, at.After(times.StartsAt) && at.Before(times.EndsAt), "live reconciliation at %s", at)
+	}
+	require.Equal(t, 1, calls.finals)
+	final := calls.reconciledAt[len(calls.reconciledAt)-1]
+	require.False(t, final.Before(times.EndsAt.Add(times.PaymentWindow)), "final report before the payment window closed: %s", final)
+	require.Equal(t, 3, calls.running, "waits while order workflows still run")
+	require.False(t, calls.teardownAt.Before(final))
+
+	var result domain.SaleResult
+	require.NoError(t, env.GetWorkflowResult(&result))
+	require.NotNil(t, result.FinalReport)
+	require.True(t, result.FinalReport.Consistent)
+}
+
+func TestSaleWorkflowWarmsAPastSaleAtOnce(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := activities.SaleTimes{
+		StartsAt:      start.Add(-time.Hour),
+		EndsAt:        start.Add(2 * time.Minute),
+		PaymentWindow: time.Minute,
+	}
+	env, calls := newSaleEnv(t, times, 0)
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 8})
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, calls.warmedAt, 1)
+	require.Equal(t, start, calls.warmedAt[0])
+	require.Equal(t, 1, calls.finals)
+}
+
+func TestSaleWorkflowAnswersItsLatestReport(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := activities.SaleTimes{StartsAt: start.Add(-time.Minute), EndsAt: start.Add(10 * time.Minute), PaymentWindow: time.Minute}
+	env, _ := newSaleEnv(t, times, 0)
+	env.SetStartTime(start)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(domain.QueryReport)
+		require.NoError(t, err)
+		var rep *domain.ReconciliationReport
+		require.NoError(t, v.Get(&rep))
+		require.NotNil(t, rep)
+		require.EqualValues(t, 9, rep.SaleID)
+		v, err = env.QueryWorkflow(domain.QuerySalePhase)
+		require.NoError(t, err)
+		var phase string
+		require.NoError(t, v.Get(&phase))
+		require.Equal(t, domain.PhaseLive, phase)
+	}, 3*time.Minute)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 9})
+	require.NoError(t, env.GetWorkflowError())
+}
