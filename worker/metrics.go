@@ -1,0 +1,53 @@
+package worker
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the relay's Prometheus metrics.
+type Metrics struct {
+	Started     prometheus.Counter
+	Acked       prometheus.Counter
+	StartErrors prometheus.Counter
+	DeadLetters *prometheus.CounterVec
+	Lag         *prometheus.GaugeVec
+	Pending     *prometheus.GaugeVec
+}
+
+// NewMetrics creates the relay's metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Started: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_inbox_started_total",
+			Help: "Order workflows the inbox relay started (or found started).",
+		}),
+		Acked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_inbox_acked_total",
+			Help: "Inbox entries acknowledged after their workflow was known started.",
+		}),
+		StartErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_inbox_start_errors_total",
+			Help: "Workflow starts of the inbox relay that failed; the entry stays pending.",
+		}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_inbox_dead_letters_total",
+			Help: "Inbox entries moved to the dead-letter stream.",
+		}, []string{"sale"}),
+		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_inbox_lag",
+			Help: "Inbox entries not yet delivered to the relay group (XINFO GROUPS lag).",
+		}, []string{"sale"}),
+		Pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_inbox_pending",
+			Help: "Inbox entries delivered but not yet acknowledged.",
+		}, []string{"sale"}),
+	}
+	for _, c := range []prometheus.Collector{m.Started, m.Acked, m.StartErrors, m.DeadLetters, m.Lag, m.Pending} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register relay metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,517 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// Relay defaults, used when the matching field is zero.
+const (
+	defaultBatchSize    = 256
+	defaultBlock        = time.Second
+	defaultConcurrency  = 32
+	defaultStartTimeout = 10 * time.Second
+	defaultReclaimEvery = 5 * time.Second
+	defaultRefreshEvery = 3 * time.Second
+	defaultMinIdle      = 30 * time.Second
+	defaultMaxDelivery  = 10
+
+	// redisTimeout bounds every non-blocking Redis call of the relay.
+	redisTimeout = 3 * time.Second
+	// reclaimPages bounds the XAUTOCLAIM pages of one reclaim pass, so a huge
+	// backlog of failures cannot starve the reading of new entries.
+	reclaimPages = 4
+)
+
+// errNoInbox says the sale's inbox or its consumer group is gone (not warmed
+// yet, or torn down); the sale's loop ends and the refresh starts it again.
+var errNoInbox = errors.New("inbox or consumer group missing")
+
+// Starter starts a reservation's order workflow; it must be idempotent.
+type Starter func(ctx context.Context, in domain.OrderInput) error
+
+// Relay hands every sale's Redis inbox over to Temporal. A Redis stream is an
+// inbox, not a message queue: an entry leaves it (XACK) only after its order
+// workflow is known started, so a crash anywhere re-delivers the entry and the
+// idempotent start (workflow id order:<token>) makes the re-delivery harmless.
+// The relay never trims the inbox: an unacknowledged entry is the only record
+// of a hold that has no workflow yet, and the stream is bounded by the sale's
+// stock anyway; the sale's tear-down deletes it.
+type Relay struct {
+	Redis       redis.UniversalClient
+	Store       *store.Store
+	Starter     Starter
+	Consumer    string
+	MinIdle     time.Duration // idle time before a pending entry is reclaimed
+	MaxDelivery int64         // deliveries before an entry is dead-lettered
+	Logger      *slog.Logger
+	Metrics     *Metrics
+
+	BatchSize    int64         // entries per read; 256 when zero
+	Block        time.Duration // XREADGROUP BLOCK; 1s when zero
+	Concurrency  int           // starts in flight per batch; 32 when zero
+	StartTimeout time.Duration // per start; 10s when zero
+	ReclaimEvery time.Duration // 5s when zero
+	RefreshEvery time.Duration // open-sales refresh; 3s when zero
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Run relays every open sale's inbox until stop is cancelled. Reads stop at
+// once then; the batch in flight finishes under work, which bounds the calls
+// that hand entries over (cancel it when the shutdown deadline passes).
+func (r *Relay) Run(stop, work context.Context) {
+	type loop struct{ cancel context.CancelFunc }
+	var (
+		mu      sync.Mutex
+		running = map[int64]*loop{}
+		wg      sync.WaitGroup
+	)
+	refresh := func() {
+		lctx, cancel := context.WithTimeout(work, 5*time.Second)
+		defer cancel()
+		sales, err := r.Store.ListOpenSales(lctx)
+		if err != nil {
+			r.Logger.Warn("relay: list open sales", "err", err)
+			return
+		}
+		open := make(map[int64]bool, len(sales))
+		for _, s := range sales {
+			open[s.ID] = true
+		}
+		mu.Lock()
+		for id, l := range running {
+			if !open[id] {
+				l.cancel()
+			}
+		}
+		var candidates []int64
+		for id := range open {
+			if running[id] == nil {
+				candidates = append(candidates, id)
+			}
+		}
+		mu.Unlock()
+		for _, id := range candidates {
+			exists, err := r.inboxExists(lctx, id)
+			if err != nil {
+				r.Logger.Warn("relay: check inbox", "sale", id, "err", err)
+				return
+			}
+			if !exists {
+				continue // not warmed yet: skipped quietly
+			}
+			sctx, cancel := context.WithCancel(stop)
+			l := &loop{cancel: cancel}
+			mu.Lock()
+			running[id] = l
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer cancel()
+				r.runSale(sctx, work, id)
+				mu.Lock()
+				if running[id] == l {
+					delete(running, id)
+				}
+				mu.Unlock()
+				label := strconv.FormatInt(id, 10)
+				r.Metrics.Lag.DeleteLabelValues(label)
+				r.Metrics.Pending.DeleteLabelValues(label)
+			}()
+		}
+	}
+
+	ticker := time.NewTicker(orDefault(r.RefreshEvery, defaultRefreshEvery))
+	defer ticker.Stop()
+	for {
+		refresh()
+		select {
+		case <-stop.Done():
+			wg.Wait()
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
+	n, err := r.Redis.Exists(ctx, lua.SaleKeys(saleID).Inbox).Result()
+	if err != nil {
+		return false, fmt.Errorf("exists inbox of sale %d: %w", saleID, err)
+	}
+	return n == 1, nil
+}
+
+// runSale reads one sale's inbox until stop is cancelled or the inbox goes.
+func (r *Relay) runSale(stop, work context.Context, saleID int64) {
+	log := r.Logger.With("sale", saleID)
+	log.Info("relay: sale started")
+	defer log.Info("relay: sale stopped")
+	reclaimEvery := orDefault(r.ReclaimEvery, defaultReclaimEvery)
+	var lastReclaim time.Time
+	backoff := time.Duration(0)
+	for stop.Err() == nil {
+		if time.Since(lastReclaim) >= reclaimEvery {
+			lastReclaim = time.Now()
+			if _, err := r.Reclaim(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
+				log.Warn("relay: reclaim", "err", err)
+			}
+			if err := r.ObserveLag(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
+				log.Warn("relay: observe lag", "err", err)
+			}
+		}
+		// The read is bounded but not cancelled by stop: entries Redis hands
+		// this consumer are processed, never left behind by the shutdown.
+		_, err := r.ReadOnce(work, saleID)
+		if errors.Is(err, errNoInbox) {
+			log.Debug("relay: inbox gone")
+			return
+		}
+		if err != nil {
+			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+			log.Warn("relay: read inbox", "err", err, "retry_in", backoff)
+			select {
+			case <-stop.Done():
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+	}
+}
+
+func isNoGroup(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
+}
+
+// ReadOnce reads one batch of new entries (blocking up to Block) and hands
+// it over. It answers how many entries it read.
+func (r *Relay) ReadOnce(ctx context.Context, saleID int64) (int, error) {
+	k := lua.SaleKeys(saleID)
+	block := orDefault(r.Block, defaultBlock)
+	rctx, cancel := context.WithTimeout(ctx, block+2*time.Second)
+	streams, err := r.Redis.XReadGroup(rctx, &redis.XReadGroupArgs{
+		Group:    lua.InboxGroup,
+		Consumer: r.Consumer,
+		Streams:  []string{k.Inbox, ">"},
+		Count:    orDefault(r.BatchSize, defaultBatchSize),
+		Block:    block,
+	}).Result()
+	cancel()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if isNoGroup(err) {
+		return 0, errNoInbox
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read inbox of sale %d: %w", saleID, err)
+	}
+	var msgs []redis.XMessage
+	for _, s := range streams {
+		msgs = append(msgs, s.Messages...)
+	}
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	return len(msgs), r.process(ctx, saleID, msgs, nil)
+}
+
+// Reclaim takes over entries pending longer than MinIdle — from consumers
+// that died, or this one's own failed starts — and hands them over again;
+// an entry delivered more than MaxDelivery times goes to the dead letters.
+// It answers how many entries it claimed.
+func (r *Relay) Reclaim(ctx context.Context, saleID int64) (int, error) {
+	k := lua.SaleKeys(saleID)
+	start := "0-0"
+	total := 0
+	for range reclaimPages {
+		cctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		msgs, next, err := r.Redis.XAutoClaim(cctx, &redis.XAutoClaimArgs{
+			Stream:   k.Inbox,
+			Group:    lua.InboxGroup,
+			MinIdle:  orDefault(r.MinIdle, defaultMinIdle),
+			Start:    start,
+			Count:    orDefault(r.BatchSize, defaultBatchSize),
+			Consumer: r.Consumer,
+		}).Result()
+		cancel()
+		if isNoGroup(err) {
+			return total, errNoInbox
+		}
+		if err != nil {
+			return total, fmt.Errorf("reclaim inbox of sale %d: %w", saleID, err)
+		}
+		if len(msgs) > 0 {
+			total += len(msgs)
+			deliveries, err := r.deliveries(ctx, k.Inbox, msgs)
+			if err != nil {
+				return total, err
+			}
+			if err := r.process(ctx, saleID, msgs, deliveries); err != nil {
+				return total, err
+			}
+		}
+		if next == "0-0" || next == "" {
+			break
+		}
+		start = next
+	}
+	return total, nil
+}
+
+// deliveries reads the delivery counts of freshly claimed entries (XAUTOCLAIM
+// has just counted this delivery too).
+func (r *Relay) deliveries(ctx context.Context, inbox string, msgs []redis.XMessage) (map[string]int64, error) {
+	pctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	pending, err := r.Redis.XPendingExt(pctx, &redis.XPendingExtArgs{
+		Stream:   inbox,
+		Group:    lua.InboxGroup,
+		Start:    msgs[0].ID,
+		End:      msgs[len(msgs)-1].ID,
+		Count:    int64(2 * len(msgs)),
+		Consumer: r.Consumer,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("delivery counts of %s: %w", inbox, err)
+	}
+	out := make(map[string]int64, len(pending))
+	for _, p := range pending {
+		out[p.ID] = p.RetryCount
+	}
+	return out, nil
+}
+
+type inboxEntry struct {
+	msg redis.XMessage
+	in  domain.OrderInput
+}
+
+type deadEntry struct {
+	msg       redis.XMessage
+	reason    string
+	delivered int64
+}
+
+func parseEntry(saleID int64, m redis.XMessage) (domain.OrderInput, error) {
+	token, _ := m.Values["token"].(string)
+	user, _ := m.Values["user"].(string)
+	request, _ := m.Values["request"].(string)
+	if token == "" {
+		return domain.OrderInput{}, errors.New("no token")
+	}
+	userID, err := strconv.ParseInt(user, 10, 64)
+	if err != nil || userID <= 0 {
+		return domain.OrderInput{}, fmt.Errorf("bad user %q", user)
+	}
+	return domain.OrderInput{
+		Token:     token,
+		SaleID:    saleID,
+		UserID:    userID,
+		RequestID: request,
+		Path:      domain.PathRedis,
+	}, nil
+}
+
+// process hands a batch over: entries already in the started set are only
+// acknowledged, the others are started (bounded concurrency) and acknowledged
+// only when their start succeeded. A failed start leaves its entry pending
+// for a later reclaim. deliveries is nil for first deliveries.
+func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage, deliveries map[string]int64) error {
+	maxDelivery := orDefault(r.MaxDelivery, defaultMaxDelivery)
+	var (
+		entries []inboxEntry
+		dead    []deadEntry
+	)
+	for _, m := range msgs {
+		in, err := parseEntry(saleID, m)
+		n := deliveries[m.ID]
+		switch {
+		case err != nil:
+			// Retrying cannot fix a malformed entry.
+			dead = append(dead, deadEntry{msg: m, reason: "malformed entry: " + err.Error(), delivered: n})
+		case n > maxDelivery:
+			dead = append(dead, deadEntry{msg: m, reason: fmt.Sprintf("no workflow start succeeded in %d deliveries", n-1), delivered: n})
+		default:
+			entries = append(entries, inboxEntry{msg: m, in: in})
+		}
+	}
+	var errs []error
+	if len(dead) > 0 {
+		if err := r.deadLetter(ctx, saleID, dead); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(entries) == 0 {
+		return errors.Join(errs...)
+	}
+
+	k := lua.SaleKeys(saleID)
+	tokens := make([]any, len(entries))
+	for i, e := range entries {
+		tokens[i] = e.in.Token
+	}
+	sctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	known, err := r.Redis.SMIsMember(sctx, k.Started, tokens...).Result()
+	cancel()
+	if err != nil {
+		// Nothing is acknowledged; the entries stay pending and come back.
+		errs = append(errs, fmt.Errorf("started set of sale %d: %w", saleID, err))
+		return errors.Join(errs...)
+	}
+
+	var (
+		mu        sync.Mutex
+		ackIDs    []string
+		newTokens []any
+		failed    int
+		firstErr  error
+		wg        sync.WaitGroup
+		sem       = make(chan struct{}, orDefault(r.Concurrency, defaultConcurrency))
+	)
+	startTimeout := orDefault(r.StartTimeout, defaultStartTimeout)
+	for i, e := range entries {
+		if known[i] {
+			ackIDs = append(ackIDs, e.msg.ID)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			stctx, cancel := context.WithTimeout(ctx, startTimeout)
+			err := r.Starter(stctx, e.in)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				r.Metrics.StartErrors.Inc()
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			r.Metrics.Started.Inc()
+			ackIDs = append(ackIDs, e.msg.ID)
+			newTokens = append(newTokens, e.in.Token)
+		}()
+	}
+	wg.Wait()
+	if failed > 0 {
+		// One line per batch, not per entry: a Temporal outage fails them all.
+		r.Logger.Warn("relay: workflow starts failed; entries stay pending",
+			"sale", saleID, "failed", failed, "batch", len(entries), "err", firstErr)
+	}
+	if err := r.ack(ctx, saleID, ackIDs, newTokens); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ack records the newly started tokens and acknowledges the entries, in one
+// MULTI (all of a sale's keys share a hash slot).
+func (r *Relay) ack(ctx context.Context, saleID int64, ids []string, started []any) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	k := lua.SaleKeys(saleID)
+	actx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	var xack *redis.IntCmd
+	_, err := r.Redis.TxPipelined(actx, func(p redis.Pipeliner) error {
+		if len(started) > 0 {
+			p.SAdd(actx, k.Started, started...)
+		}
+		xack = p.XAck(actx, k.Inbox, lua.InboxGroup, ids...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ack %d inbox entries of sale %d: %w", len(ids), saleID, err)
+	}
+	r.Metrics.Acked.Add(float64(xack.Val()))
+	return nil
+}
+
+// deadLetter copies entries to the dead-letter stream and acknowledges them,
+// in one MULTI so that an entry is never both dead and pending.
+func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []deadEntry) error {
+	k := lua.SaleKeys(saleID)
+	dctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	ids := make([]string, len(dead))
+	_, err := r.Redis.TxPipelined(dctx, func(p redis.Pipeliner) error {
+		for i, d := range dead {
+			ids[i] = d.msg.ID
+			values := make(map[string]any, len(d.msg.Values)+3)
+			for f, v := range d.msg.Values {
+				values[f] = v
+			}
+			values["reason"] = d.reason
+			values["delivered"] = d.delivered
+			values["entry"] = d.msg.ID
+			p.XAdd(dctx, &redis.XAddArgs{Stream: k.Dead, Values: values})
+		}
+		p.XAck(dctx, k.Inbox, lua.InboxGroup, ids...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dead-letter %d inbox entries of sale %d: %w", len(dead), saleID, err)
+	}
+	r.Metrics.DeadLetters.WithLabelValues(strconv.FormatInt(saleID, 10)).Add(float64(len(dead)))
+	for _, d := range dead {
+		token, _ := d.msg.Values["token"].(string)
+		r.Logger.Error("relay: inbox entry dead-lettered", "sale", saleID, "entry", d.msg.ID,
+			"token", token, "delivered", d.delivered, "reason", d.reason)
+	}
+	return nil
+}
+
+// ObserveLag updates the sale's lag and pending gauges from XINFO GROUPS.
+func (r *Relay) ObserveLag(ctx context.Context, saleID int64) error {
+	ictx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	groups, err := r.Redis.XInfoGroups(ictx, lua.SaleKeys(saleID).Inbox).Result()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return errNoInbox
+		}
+		return fmt.Errorf("xinfo groups of sale %d: %w", saleID, err)
+	}
+	label := strconv.FormatInt(saleID, 10)
+	for _, g := range groups {
+		if g.Name != lua.InboxGroup {
+			continue
+		}
+		r.Metrics.Pending.WithLabelValues(label).Set(float64(g.Pending))
+		// -1: Redis cannot tell (entries were deleted mid-stream); keep the
+		// last value rather than report a wrong one.
+		if g.Lag >= 0 {
+			r.Metrics.Lag.WithLabelValues(label).Set(float64(g.Lag))
+		}
+		return nil
+	}
+	return errNoInbox
+}

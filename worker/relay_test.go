@@ -1,0 +1,324 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+var testKey = []byte("worker-test-token-key")
+
+func testCtx(tb testing.TB) context.Context {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// warmSale is a fresh sale loaded into Redis the way the sale workflow's
+// warm-up does it, its inbox and consumer group created.
+type warmSale struct {
+	*domain.Sale
+	rdb     redis.UniversalClient
+	st      *store.Store
+	scripts *lua.Scripts
+	keys    lua.Keys
+}
+
+// MustWarmSale creates a live sale with stock units and warms it in Redis.
+func MustWarmSale(tb testing.TB, stock int64) *warmSale {
+	tb.Helper()
+	rdb := testenv.MustRedis(tb)
+	st := testenv.MustStore(tb)
+	sale := testenv.MustSale(tb, st, stock)
+	scripts := lua.New()
+	outcome, _, err := scripts.Warmup(testCtx(tb), rdb, lua.WarmupArgs{
+		SaleID:   sale.ID,
+		StartsMS: sale.StartsAt.UnixMilli(),
+		EndsMS:   sale.EndsAt.UnixMilli(),
+		Control:  string(domain.ControlActive),
+		Epoch:    1,
+		Mode:     string(domain.ModeRedis),
+		Stock:    stock,
+	})
+	require.NoError(tb, err)
+	require.Equal(tb, lua.WarmupOK, outcome)
+	return &warmSale{Sale: sale, rdb: rdb, st: st, scripts: scripts, keys: lua.SaleKeys(sale.ID)}
+}
+
+// MustReserve reserves a unit for a new user through the real reserve
+// script, which appends the inbox entry, and answers the token.
+func (w *warmSale) MustReserve(tb testing.TB) (token string, userID int64) {
+	tb.Helper()
+	userID = testenv.UniqueUser()
+	reqID := "req-" + strconv.FormatInt(userID, 10)
+	token = domain.DeriveToken(testKey, w.ID, userID, reqID)
+	res, err := w.scripts.Reserve(testCtx(tb), w.rdb, lua.ReserveArgs{
+		SaleID: w.ID, UserID: userID, RequestID: reqID, Token: token, Epoch: 1,
+	})
+	require.NoError(tb, err)
+	require.Equal(tb, lua.OutcomeOK, res.Outcome)
+	return token, userID
+}
+
+// pending answers how many inbox entries are delivered but not acknowledged.
+func (w *warmSale) pending(tb testing.TB) int64 {
+	tb.Helper()
+	p, err := w.rdb.XPending(testCtx(tb), w.keys.Inbox, lua.InboxGroup).Result()
+	require.NoError(tb, err)
+	return p.Count
+}
+
+// recorder is an injected Starter that counts the starts of each token and
+// fails them while fail says so.
+type recorder struct {
+	mu    sync.Mutex
+	calls map[string]int
+	ins   map[string]domain.OrderInput
+	fail  func(token string, call int) bool
+}
+
+func newRecorder(fail func(token string, call int) bool) *recorder {
+	return &recorder{calls: map[string]int{}, ins: map[string]domain.OrderInput{}, fail: fail}
+}
+
+func (r *recorder) start(_ context.Context, in domain.OrderInput) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls[in.Token]++
+	r.ins[in.Token] = in
+	if r.fail != nil && r.fail(in.Token, r.calls[in.Token]) {
+		return errors.New("injected start failure")
+	}
+	return nil
+}
+
+func (r *recorder) count(token string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[token]
+}
+
+func (r *recorder) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.calls {
+		n += c
+	}
+	return n
+}
+
+// MustRelay builds a relay with a short idle time and its own metrics.
+func MustRelay(tb testing.TB, w *warmSale, starter Starter) *Relay {
+	tb.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(tb, err)
+	return &Relay{
+		Redis:        w.rdb,
+		Store:        w.st,
+		Starter:      starter,
+		Consumer:     fmt.Sprintf("test-%d", testenv.UniqueUser()),
+		MinIdle:      50 * time.Millisecond,
+		MaxDelivery:  3,
+		Logger:       testLogger(),
+		Metrics:      m,
+		Block:        100 * time.Millisecond,
+		ReclaimEvery: 100 * time.Millisecond,
+	}
+}
+
+func TestRelayStartsEachEntryOnceAndAcks(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	rec := newRecorder(nil)
+	r := MustRelay(t, w, rec.start)
+	users := map[string]int64{}
+	for range 5 {
+		tok, u := w.MustReserve(t)
+		users[tok] = u
+	}
+
+	n, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 5, n)
+	for tok, u := range users {
+		assert.Equal(t, 1, rec.count(tok), "starts of %s", tok)
+		in := rec.ins[tok]
+		assert.Equal(t, domain.OrderInput{Token: tok, SaleID: w.ID, UserID: u, RequestID: "req-" + strconv.FormatInt(u, 10), Path: domain.PathRedis}, in)
+	}
+	assert.Zero(t, w.pending(t), "every started entry is acknowledged")
+	assert.Equal(t, 5.0, testutil.ToFloat64(r.Metrics.Started))
+	assert.Equal(t, 5.0, testutil.ToFloat64(r.Metrics.Acked))
+	started, err := w.rdb.SMembers(testCtx(t), w.keys.Started).Result()
+	require.NoError(t, err)
+	assert.Len(t, started, 5, "the relay records the tokens it started")
+
+	// Nothing new and nothing pending: no start happens again.
+	n, err = r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	n, err = r.Reclaim(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Equal(t, 5, rec.total())
+}
+
+func TestRelayAcksStartedTokensWithoutStarting(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	rec := newRecorder(nil)
+	r := MustRelay(t, w, rec.start)
+	known, _ := w.MustReserve(t)
+	fresh, _ := w.MustReserve(t)
+	// The API started this one's workflow itself.
+	require.NoError(t, w.rdb.SAdd(testCtx(t), w.keys.Started, known).Err())
+
+	n, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	assert.Zero(t, rec.count(known), "a token in the started set is not started again")
+	assert.Equal(t, 1, rec.count(fresh))
+	assert.Zero(t, w.pending(t))
+	assert.Equal(t, 2.0, testutil.ToFloat64(r.Metrics.Acked))
+	assert.Equal(t, 1.0, testutil.ToFloat64(r.Metrics.Started))
+}
+
+func TestRelayRetriesFailedStartAfterReclaim(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	ok, _ := w.MustReserve(t)
+	flaky, _ := w.MustReserve(t)
+	// The flaky token's first start fails; its second succeeds.
+	rec := newRecorder(func(token string, call int) bool { return token == flaky && call == 1 })
+	r := MustRelay(t, w, rec.start)
+
+	_, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rec.count(ok))
+	assert.Equal(t, 1, rec.count(flaky))
+	assert.Equal(t, int64(1), w.pending(t), "the failed entry stays pending")
+	assert.Equal(t, 1.0, testutil.ToFloat64(r.Metrics.StartErrors))
+	isStarted, err := w.rdb.SIsMember(testCtx(t), w.keys.Started, flaky).Result()
+	require.NoError(t, err)
+	assert.False(t, isStarted)
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := r.Reclaim(testCtx(t), w.ID)
+		assert.NoError(c, err)
+		assert.Zero(c, w.pending(t))
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, 2, rec.count(flaky), "retried once after the reclaim")
+	assert.Equal(t, 1, rec.count(ok), "the acknowledged entry is never redelivered")
+}
+
+func TestRelayDeadLettersAfterMaxDelivery(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	tok, user := w.MustReserve(t)
+	rec := newRecorder(func(string, int) bool { return true })
+	r := MustRelay(t, w, rec.start)
+	dead := r.Metrics.DeadLetters.WithLabelValues(strconv.FormatInt(w.ID, 10))
+
+	_, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := r.Reclaim(testCtx(t), w.ID)
+		assert.NoError(c, err)
+		n, err := w.rdb.XLen(testCtx(t), w.keys.Dead).Result()
+		assert.NoError(c, err)
+		assert.Equal(c, int64(1), n)
+	}, 10*time.Second, 50*time.Millisecond)
+
+	assert.Equal(t, int(r.MaxDelivery), rec.count(tok), "started MaxDelivery times, then given up")
+	assert.Zero(t, w.pending(t), "the dead-lettered entry is acknowledged")
+	assert.Equal(t, 1.0, testutil.ToFloat64(dead))
+	assert.Equal(t, float64(r.MaxDelivery), testutil.ToFloat64(r.Metrics.StartErrors))
+
+	msgs, err := w.rdb.XRange(testCtx(t), w.keys.Dead, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	v := msgs[0].Values
+	assert.Equal(t, tok, v["token"])
+	assert.Equal(t, strconv.FormatInt(user, 10), v["user"])
+	assert.Equal(t, "req-"+strconv.FormatInt(user, 10), v["request"])
+	assert.Equal(t, strconv.FormatInt(r.MaxDelivery+1, 10), v["delivered"])
+	assert.NotEmpty(t, v["reason"])
+	assert.NotEmpty(t, v["entry"])
+
+	// Once dead, the entry is not delivered again.
+	n, err := r.Reclaim(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+func TestRelayDeadLettersMalformedEntryAtOnce(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	rec := newRecorder(nil)
+	r := MustRelay(t, w, rec.start)
+	require.NoError(t, w.rdb.XAdd(testCtx(t), &redis.XAddArgs{
+		Stream: w.keys.Inbox, Values: map[string]any{"token": "x", "user": "not-a-number"},
+	}).Err())
+
+	n, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Zero(t, rec.total())
+	assert.Zero(t, w.pending(t))
+	dl, err := w.rdb.XLen(testCtx(t), w.keys.Dead).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), dl)
+}
+
+func TestRelayLoopRelaysNewEntriesAndStops(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	rec := newRecorder(func(_ string, call int) bool { return call == 1 })
+	r := MustRelay(t, w, rec.start)
+	var tokens []string
+	for range 3 {
+		tok, _ := w.MustReserve(t)
+		tokens = append(tokens, tok)
+	}
+
+	stop, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.runSale(stop, context.Background(), w.ID)
+	}()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, tok := range tokens {
+			assert.Equal(c, 2, rec.count(tok), "first start fails, the reclaim retries")
+		}
+		assert.Zero(c, w.pending(t))
+	}, 20*time.Second, 50*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		// The gauge exists (the loop observed the group) and reads zero.
+		assert.Equal(c, 1, testutil.CollectAndCount(r.Metrics.Pending))
+		assert.Zero(c, testutil.ToFloat64(r.Metrics.Pending.WithLabelValues(strconv.FormatInt(w.ID, 10))))
+	}, 10*time.Second, 50*time.Millisecond)
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sale's relay loop did not stop after cancel")
+	}
+}

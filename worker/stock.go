@@ -1,0 +1,92 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// StockRecorder copies every open sale's Redis stock into the database each
+// tick: when Redis goes away the database path caps its sales by the last
+// stock Redis was seen to hold, so the two paths together cannot oversell.
+type StockRecorder struct {
+	Redis  redis.UniversalClient
+	Store  *store.Store
+	Logger *slog.Logger
+	Every  time.Duration // 1s when zero
+}
+
+// Run records until ctx is cancelled.
+func (s *StockRecorder) Run(ctx context.Context) {
+	every := orDefault(s.Every, time.Second)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		// One tick's work never outlives the next tick.
+		tctx, cancel := context.WithTimeout(ctx, every)
+		_, err := s.RecordOnce(tctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			// Logged once per outage, not every second.
+			s.Logger.Warn("stock recorder: failing", "err", err)
+			failing = true
+		case err == nil && failing:
+			s.Logger.Info("stock recorder: recovered")
+			failing = false
+		}
+	}
+}
+
+// RecordOnce records the stock of every open sale whose Redis stock key
+// exists, and answers how many sales it recorded.
+func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
+	sales, err := s.Store.ListOpenSales(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("record redis stock: %w", err)
+	}
+	if len(sales) == 0 {
+		return 0, nil
+	}
+	pipe := s.Redis.Pipeline()
+	cmds := make([]*redis.StringCmd, len(sales))
+	for i, sale := range sales {
+		cmds[i] = pipe.Get(ctx, lua.SaleKeys(sale.ID).Stock)
+	}
+	// Exec reports the first command error, redis.Nil included; each command
+	// is checked below instead.
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("record redis stock: read stock: %w", err)
+	}
+	var errs []error
+	n := 0
+	for i, sale := range sales {
+		v, err := cmds[i].Int64()
+		if errors.Is(err, redis.Nil) {
+			continue // not warmed, or torn down
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stock of sale %d: %w", sale.ID, err))
+			continue
+		}
+		if err := s.Store.RecordRedisStock(ctx, sale.ID, v); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
