@@ -16,11 +16,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 var testKey = []byte("worker-test-token-key")
@@ -321,4 +325,67 @@ func TestRelayLoopRelaysNewEntriesAndStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the sale's relay loop did not stop after cancel")
 	}
+}
+
+func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	tc := testenv.MustTemporal(t)
+	tok, user := w.MustReserve(t)
+	wfID := domain.OrderWorkflowID(tok)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// Leave no order workflow of a test sale behind; it may already be gone.
+		_ = tc.TerminateWorkflow(ctx, wfID, "", "worker test cleanup")
+	})
+
+	// A consumer reads the entry, starts the workflow and dies before its ack.
+	streams, err := w.rdb.XReadGroup(testCtx(t), &redis.XReadGroupArgs{
+		Group: lua.InboxGroup, Consumer: "died-before-ack", Streams: []string{w.keys.Inbox, ">"}, Count: 10,
+	}).Result()
+	require.NoError(t, err)
+	require.Len(t, streams, 1)
+	require.Len(t, streams[0].Messages, 1)
+	in, err := parseEntry(w.ID, streams[0].Messages[0])
+	require.NoError(t, err)
+	require.NoError(t, workflows.StartOrder(testCtx(t), tc, in))
+	first, err := tc.DescribeWorkflowExecution(testCtx(t), wfID, "")
+	require.NoError(t, err)
+	runID := first.WorkflowExecutionInfo.Execution.RunId
+
+	// The relay reclaims the entry from the dead consumer and starts it again.
+	r := MustRelay(t, w, func(ctx context.Context, in domain.OrderInput) error {
+		return workflows.StartOrder(ctx, tc, in)
+	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := r.Reclaim(testCtx(t), w.ID)
+		assert.NoError(c, err)
+		assert.Positive(c, n)
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Zero(t, w.pending(t), "the reclaimed entry is acknowledged")
+	assert.Equal(t, 1.0, testutil.ToFloat64(r.Metrics.Started))
+
+	// Exactly one execution carries the reservation's workflow id.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := tc.ListWorkflow(testCtx(t), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowId = '%s'", wfID),
+		})
+		if !assert.NoError(c, err) {
+			return
+		}
+		if assert.Len(c, resp.Executions, 1) {
+			assert.Equal(c, runID, resp.Executions[0].Execution.RunId)
+			assert.Equal(c, user, mustSearchAttrInt(c, resp.Executions[0], domain.SearchAttrUserID))
+		}
+	}, 10*time.Second, 100*time.Millisecond)
+}
+
+func mustSearchAttrInt(c *assert.CollectT, e *workflowpb.WorkflowExecutionInfo, name string) int64 {
+	p := e.GetSearchAttributes().GetIndexedFields()[name]
+	if !assert.NotNil(c, p, "search attribute %s", name) {
+		return 0
+	}
+	var v int64
+	assert.NoError(c, converter.GetDefaultDataConverter().FromPayload(p, &v))
+	return v
 }
