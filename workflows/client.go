@@ -44,7 +44,15 @@ func OrderStartOptions(in domain.OrderInput) client.StartWorkflowOptions {
 // reconciliation's repairs all call it for the same token and reach the
 // same workflow. A workflow that already completed counts as started.
 func StartOrder(ctx context.Context, c client.Client, in domain.OrderInput) error {
-	_, err := c.ExecuteWorkflow(ctx, OrderStartOptions(in), domain.OrderWorkflowName, in)
+	return StartOrderOn(ctx, c, domain.TaskQueue, in)
+}
+
+// StartOrderOn is StartOrder on another task queue; tests use their own
+// queue so that other packages' workers do not take their tasks.
+func StartOrderOn(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
+	opts := OrderStartOptions(in)
+	opts.TaskQueue = taskQueue
+	_, err := c.ExecuteWorkflow(ctx, opts, domain.OrderWorkflowName, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return nil

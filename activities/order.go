@@ -1,0 +1,166 @@
+// Package activities holds the side effects of seckill's workflows: short
+// MySQL transactions and Redis scripts. Each activity is idempotent, because
+// Temporal runs an activity at least once.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// Activities are the order workflow's activities. The workflow calls them
+// as local activities through method values of a nil *Activities; the
+// worker registers a real instance, whose methods the SDK then runs.
+type Activities struct {
+	Store   *store.Store
+	Redis   redis.UniversalClient
+	Scripts *lua.Scripts
+}
+
+// Per-call bounds inside an attempt; the workflow's StartToCloseTimeout
+// bounds the attempt as a whole.
+const (
+	dbTimeout    = 8 * time.Second
+	redisTimeout = 3 * time.Second
+)
+
+// NonRetryableErrorTypes are the application error types whose answer a
+// retry cannot change.
+var NonRetryableErrorTypes = []string{
+	domain.ErrTypeNoStock,
+	domain.ErrTypeAlreadyPurchased,
+	domain.ErrTypeNotPayable,
+	domain.ErrTypeNotCancellable,
+}
+
+// classify wraps err with the operation and turns the store's business
+// sentinels into non-retryable application errors; everything else (lost
+// connections, deadlocks, timeouts) stays retryable.
+func classify(op string, err error) error {
+	for _, m := range []struct {
+		sentinel error
+		typ      string
+	}{
+		{store.ErrNoStock, domain.ErrTypeNoStock},
+		{store.ErrAlreadyPurchased, domain.ErrTypeAlreadyPurchased},
+		{store.ErrNotPayable, domain.ErrTypeNotPayable},
+		{store.ErrNotCancellable, domain.ErrTypeNotCancellable},
+	} {
+		if errors.Is(err, m.sentinel) {
+			return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), m.typ, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// StateOf is the OrderState of a stored reservation.
+func StateOf(r *domain.Reservation) domain.OrderState {
+	st := domain.OrderState{
+		Token:       r.Token,
+		SaleID:      r.SaleID,
+		UserID:      r.UserID,
+		Status:      r.Status,
+		OrderNo:     r.OrderNo,
+		AmountCents: r.AmountCents,
+		PaymentRef:  r.PaymentRef,
+	}
+	if r.PayBy != nil {
+		t := r.PayBy.UTC()
+		st.PayBy = &t
+	}
+	return st
+}
+
+// RecordReservation records the reservation as QUEUED, or finds the row a
+// previous run (or the database path) wrote, and says where it stands.
+func (a *Activities) RecordReservation(ctx context.Context, in domain.OrderInput) (domain.OrderState, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	r, err := a.Store.RecordReservation(ctx, in)
+	if err != nil {
+		return domain.OrderState{}, classify("record reservation", err)
+	}
+	return StateOf(r), nil
+}
+
+// PlaceOrder creates the order and deducts its unit from a bucket in one
+// transaction; rerun it returns the order it placed.
+func (a *Activities) PlaceOrder(ctx context.Context, token string) (domain.OrderState, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	r, err := a.Store.PlaceOrder(ctx, token)
+	if err != nil {
+		return domain.OrderState{}, classify("place order", err)
+	}
+	return StateOf(r), nil
+}
+
+// MarkPaid records the payment; repeated with the same ref it returns the
+// same state.
+func (a *Activities) MarkPaid(ctx context.Context, token, paymentRef string) (domain.OrderState, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	r, err := a.Store.MarkPaid(ctx, token, paymentRef)
+	if err != nil {
+		return domain.OrderState{}, classify("mark paid", err)
+	}
+	return StateOf(r), nil
+}
+
+// ReleaseOrder ends a pending order as EXPIRED or CANCELLED and puts its
+// unit back into its bucket.
+func (a *Activities) ReleaseOrder(ctx context.Context, token string, to domain.ReservationStatus) (domain.OrderState, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	r, err := a.Store.ReleaseOrder(ctx, token, to)
+	if err != nil {
+		return domain.OrderState{}, classify("release order", err)
+	}
+	return StateOf(r), nil
+}
+
+// EndQueued ends a reservation that never got an order, as FAILED or
+// CANCELLED.
+func (a *Activities) EndQueued(ctx context.Context, token string, to domain.ReservationStatus, reason string) (domain.OrderState, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	r, err := a.Store.EndQueued(ctx, token, to, reason)
+	if err != nil {
+		return domain.OrderState{}, classify("end queued", err)
+	}
+	return StateOf(r), nil
+}
+
+// RedisAdvance moves the token's Redis state to `to` if it is in one of
+// from; it reports whether it moved (false on a rerun).
+func (a *Activities) RedisAdvance(ctx context.Context, saleID int64, token, to string, from []string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	moved, err := a.Scripts.Advance(ctx, a.Redis, saleID, token, to, from...)
+	if err != nil {
+		return false, fmt.Errorf("redis advance %s to %s: %w", token, to, err)
+	}
+	return moved, nil
+}
+
+// RedisRelease releases the token's hold: the buyer mark goes, the token is
+// marked released and, when restore, the unit goes back to Redis's stock.
+// It reports whether it released now (false on a rerun).
+func (a *Activities) RedisRelease(ctx context.Context, saleID, userID int64, token string, restore bool) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	released, err := a.Scripts.Release(ctx, a.Redis, saleID, userID, token, restore)
+	if err != nil {
+		return false, fmt.Errorf("redis release %s: %w", token, err)
+	}
+	return released, nil
+}

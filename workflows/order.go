@@ -1,0 +1,505 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/domain"
+)
+
+// Register registers the order workflow under its contract name and the
+// order activities. The workflow calls the activities as local activities
+// by method reference; registering them also lets them run as regular
+// activities.
+func Register(r worker.Registry, a *activities.Activities) {
+	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+	r.RegisterActivity(a)
+}
+
+// Activity options. Every call is a local activity: the writes are short,
+// and a local activity costs no server round trip, so a drain of many
+// thousand reservations is bound by MySQL, not by Temporal. Retries back
+// off to 30s and go on for a day, long enough to ride out an outage of
+// Redis or MySQL; after that the workflow fails and reconciliation reruns
+// it (the id reuse policy allows a new run after a failed one).
+const (
+	activityAttemptTimeout = 10 * time.Second
+	activityTotalTimeout   = 24 * time.Hour
+)
+
+func withLocal(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    activityAttemptTimeout,
+		ScheduleToCloseTimeout: activityTotalTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        200 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+		},
+	})
+}
+
+// a is only a source of method values: the SDK looks the method up by name
+// among the registered activities and runs the worker's instance.
+var a *activities.Activities
+
+// Fail reasons stored with a FAILED reservation.
+const (
+	ReasonNoStock          = "no_stock"
+	ReasonAlreadyPurchased = "already_purchased"
+)
+
+// OrderWorkflow carries one reservation (one token) from QUEUED to its end:
+// it places the order, waits for payment until pay_by, and releases the
+// unit on expiry or cancellation, in the database and in Redis.
+//
+// Any future change to the sequence of commands (activities, timers,
+// search attribute upserts) must be guarded by workflow.GetVersion, so that
+// workflows running across a deploy replay their history unchanged.
+func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderState, error) {
+	w := &orderWorkflow{
+		in: in,
+		// Database-path reservations have no Redis hold: their order was
+		// placed in the reserving transaction.
+		skipRedis: in.Deducted || in.Path == domain.PathDatabase,
+		st: domain.OrderState{
+			Token:  in.Token,
+			SaleID: in.SaleID,
+			UserID: in.UserID,
+			Status: domain.StatusQueued,
+		},
+		upserted: domain.StatusQueued, // the start options set QUEUED
+	}
+	if err := w.setup(ctx); err != nil {
+		return w.st, err
+	}
+	return w.run(ctx)
+}
+
+type orderWorkflow struct {
+	in        domain.OrderInput
+	skipRedis bool
+	st        domain.OrderState
+	upserted  domain.ReservationStatus
+
+	// paying is true from the moment an accepted pay handler starts until
+	// it has recorded the payment (or failed to).
+	paying    bool
+	payingRef string
+	// timerFired is true once the payment window has closed.
+	timerFired bool
+	// releaseTo is the end (CANCELLED or EXPIRED) a release was asked for;
+	// empty while none was.
+	releaseTo     domain.ReservationStatus
+	releaseReason string
+}
+
+func rejectf(typ, code, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(code+": "+fmt.Sprintf(format, args...), typ, nil)
+}
+
+func (w *orderWorkflow) setup(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, domain.QueryStatus, func() (domain.OrderState, error) {
+		return w.st, nil
+	}); err != nil {
+		return fmt.Errorf("set query handler: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, domain.UpdatePay, w.pay,
+		workflow.UpdateHandlerOptions{Validator: w.validatePay}); err != nil {
+		return fmt.Errorf("set pay handler: %w", err)
+	}
+	for _, u := range []struct {
+		name string
+		to   domain.ReservationStatus
+	}{
+		{domain.UpdateCancel, domain.StatusCancelled},
+		{domain.UpdateExpire, domain.StatusExpired},
+	} {
+		name, to := u.name, u.to
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, name,
+			func(ctx workflow.Context, req domain.CancelRequest) (domain.OrderState, error) {
+				return w.cancel(ctx, to, req)
+			},
+			workflow.UpdateHandlerOptions{Validator: func(req domain.CancelRequest) error {
+				return w.validateCancel(to)
+			}}); err != nil {
+			return fmt.Errorf("set %s handler: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (w *orderWorkflow) run(ctx workflow.Context) (domain.OrderState, error) {
+	logger := workflow.GetLogger(ctx)
+	var rec domain.OrderState
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.RecordReservation, w.in).Get(ctx, &rec); err != nil {
+		return w.st, fmt.Errorf("record reservation: %w", err)
+	}
+	w.adopt(ctx, rec)
+
+	switch {
+	case w.st.Status.Terminal():
+		// Only a rerun (after a terminate or a failed run) finds its
+		// reservation ended. The run before may have stopped between the
+		// database write and the Redis one, so finish the Redis side; both
+		// scripts act only from the states they expect, so this is safe
+		// when nothing is left to do.
+		if err := w.finishRedis(ctx); err != nil {
+			return w.st, err
+		}
+		return w.finish(ctx)
+
+	case w.st.Status == domain.StatusQueued:
+		// A cancel accepted before the order exists ends the reservation
+		// without an order, and the hold goes back on sale. (An operator's
+		// expire of a QUEUED reservation lets the order be placed and then
+		// expires it, so the status moves only along the contract's arrows.)
+		if w.releaseTo == domain.StatusCancelled {
+			if err := w.cancelQueued(ctx); err != nil {
+				return w.st, err
+			}
+			if w.st.Status.Terminal() {
+				return w.finish(ctx)
+			}
+		} else {
+			if err := w.placeOrder(ctx); err != nil {
+				return w.st, err
+			}
+			if w.st.Status.Terminal() {
+				return w.finish(ctx)
+			}
+		}
+
+	case w.st.Status == domain.StatusPendingPayment:
+		// A rerun: the order exists, so wait with the pay_by decided when
+		// it was placed. Redis may still say held if the run before
+		// stopped right after placing the order.
+		if err := w.advanceRedis(ctx, domain.TokenOrdered, domain.TokenHeld); err != nil {
+			return w.st, err
+		}
+	}
+
+	if w.st.Status != domain.StatusPendingPayment {
+		return w.st, fmt.Errorf("reservation %s is %s where PENDING_PAYMENT was expected", w.in.Token, w.st.Status)
+	}
+	if err := w.awaitPayment(ctx); err != nil {
+		return w.st, err
+	}
+	logger.Info("order ended", "token", w.in.Token, "status", string(w.st.Status))
+	return w.finish(ctx)
+}
+
+// finish waits for every update handler, so that none is cut off by the
+// workflow's completion, and returns the final state.
+func (w *orderWorkflow) finish(ctx workflow.Context) (domain.OrderState, error) {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return w.st, fmt.Errorf("await handlers: %w", err)
+	}
+	return w.st, nil
+}
+
+// adopt takes an activity's answer as the workflow's state, keeping what
+// only the workflow knows, and upserts the status.
+func (w *orderWorkflow) adopt(ctx workflow.Context, got domain.OrderState) {
+	reason := w.st.FailReason
+	w.st = got
+	if w.st.FailReason == "" {
+		w.st.FailReason = reason
+	}
+	w.setStatus(ctx, got.Status)
+}
+
+// setStatus records a transition and upserts the search attributes, so a
+// visibility query (OrderStatus = 'PENDING_PAYMENT') finds the workflow
+// by the contract's status name.
+func (w *orderWorkflow) setStatus(ctx workflow.Context, s domain.ReservationStatus) {
+	w.st.Status = s
+	if s == w.upserted {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		SaleIDKey.ValueSet(w.in.SaleID),
+		UserIDKey.ValueSet(w.in.UserID),
+		OrderStatusKey.ValueSet(string(s)),
+	); err != nil {
+		// Visibility only; the order itself is unaffected.
+		workflow.GetLogger(ctx).Error("upsert search attributes", "token", w.in.Token, "error", err)
+		return
+	}
+	w.upserted = s
+}
+
+func isAppErr(err error, typ string) bool {
+	var ae *temporal.ApplicationError
+	return errors.As(err, &ae) && ae.Type() == typ
+}
+
+// placeOrder creates the order. No stock or a second live order of the
+// user ends the reservation FAILED (a business outcome; the workflow still
+// completes normally) and releases the Redis hold.
+func (w *orderWorkflow) placeOrder(ctx workflow.Context) error {
+	var got domain.OrderState
+	err := workflow.ExecuteLocalActivity(withLocal(ctx), a.PlaceOrder, w.in.Token).Get(ctx, &got)
+	switch {
+	case err == nil:
+	case isAppErr(err, domain.ErrTypeNoStock):
+		// The database had no unit for this hold (Redis ran ahead of it,
+		// e.g. after losing writes), so Redis must not get one back:
+		// restoring it would sell a unit that does not exist.
+		return w.failQueued(ctx, ReasonNoStock, false)
+	case isAppErr(err, domain.ErrTypeAlreadyPurchased):
+		// The user's unit is taken by another order; this hold's unit was
+		// never sold, so it goes back on sale.
+		return w.failQueued(ctx, ReasonAlreadyPurchased, true)
+	default:
+		return fmt.Errorf("place order: %w", err)
+	}
+	w.adopt(ctx, got)
+	if got.Status == domain.StatusPendingPayment {
+		return w.advanceRedis(ctx, domain.TokenOrdered, domain.TokenHeld)
+	}
+	return nil
+}
+
+func (w *orderWorkflow) failQueued(ctx workflow.Context, reason string, restore bool) error {
+	var got domain.OrderState
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.EndQueued, w.in.Token, domain.StatusFailed, reason).Get(ctx, &got); err != nil {
+		return fmt.Errorf("end queued as failed: %w", err)
+	}
+	if got.Status == domain.StatusFailed {
+		w.st.FailReason = reason
+		if err := w.releaseRedis(ctx, restore); err != nil {
+			return err
+		}
+	}
+	w.adopt(ctx, got)
+	return nil
+}
+
+// cancelQueued ends a reservation cancelled before its order existed. The
+// database status is written first, then the hold goes back on sale; the
+// workflow status changes last, so the cancel answers only once the unit
+// can be reserved again.
+func (w *orderWorkflow) cancelQueued(ctx workflow.Context) error {
+	var got domain.OrderState
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.EndQueued, w.in.Token, domain.StatusCancelled, w.releaseReason).Get(ctx, &got); err != nil {
+		return fmt.Errorf("end queued as cancelled: %w", err)
+	}
+	if got.Status == domain.StatusCancelled {
+		if err := w.releaseRedis(ctx, true); err != nil {
+			return err
+		}
+	}
+	w.adopt(ctx, got)
+	return nil
+}
+
+// awaitPayment races the payment window against the updates.
+//
+// Race rules:
+//   - A pay whose validator accepted it before the timer fired wins: the
+//     handler sets paying before it awaits anything, and the expiry path,
+//     when the timer fires meanwhile, waits for !paying and then sees PAID.
+//   - Once the timer has fired, or a release was asked for, the pay
+//     validator rejects (not_payable).
+//   - Cancel and expire are rejected while a payment is being recorded.
+//   - The first accepted of cancel, expire or the timer decides the end;
+//     later ones of another kind are rejected (not_cancellable).
+func (w *orderWorkflow) awaitPayment(ctx workflow.Context) error {
+	if w.st.PayBy == nil {
+		return fmt.Errorf("reservation %s is pending payment without pay_by", w.in.Token)
+	}
+	timerCtx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	// pay_by was decided once, when the order was placed; a rerun waits
+	// only for what is left of it.
+	if d := w.st.PayBy.Sub(workflow.Now(ctx)); d > 0 {
+		timer := workflow.NewTimer(timerCtx, d)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			if err := timer.Get(gctx, nil); err == nil {
+				w.timerFired = true
+			}
+		})
+	} else {
+		w.timerFired = true
+	}
+
+	if err := workflow.Await(ctx, func() bool {
+		return w.st.Status == domain.StatusPaid || w.releaseTo != "" || (w.timerFired && !w.paying)
+	}); err != nil {
+		return fmt.Errorf("await payment: %w", err)
+	}
+	cancelTimer()
+	if w.st.Status == domain.StatusPaid {
+		return nil
+	}
+	if w.releaseTo == "" {
+		w.releaseTo, w.releaseReason = domain.StatusExpired, "payment window passed"
+	}
+	return w.release(ctx, w.releaseTo)
+}
+
+// release ends a pending order as EXPIRED or CANCELLED: the database
+// first (order status, bucket +1, ledger restore), then Redis (stock +1,
+// buyer mark removed), then the workflow status, which wakes the cancel
+// handler: by then the unit is back on sale.
+func (w *orderWorkflow) release(ctx workflow.Context, to domain.ReservationStatus) error {
+	var got domain.OrderState
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.ReleaseOrder, w.in.Token, to).Get(ctx, &got); err != nil {
+		return fmt.Errorf("release order as %s: %w", to, err)
+	}
+	if err := w.releaseRedis(ctx, true); err != nil {
+		return err
+	}
+	w.adopt(ctx, got)
+	return nil
+}
+
+// finishRedis completes the Redis side of an ended reservation on a rerun.
+func (w *orderWorkflow) finishRedis(ctx workflow.Context) error {
+	switch w.st.Status {
+	case domain.StatusPaid:
+		return w.advanceRedis(ctx, domain.TokenPaid, domain.TokenHeld, domain.TokenOrdered)
+	case domain.StatusExpired, domain.StatusCancelled:
+		return w.releaseRedis(ctx, true)
+	case domain.StatusFailed:
+		// The reason is not known here; not restoring can only leave a
+		// unit unsold (reconciliation reports the drift), restoring
+		// wrongly would sell a unit the database does not have.
+		return w.releaseRedis(ctx, false)
+	}
+	return nil
+}
+
+func (w *orderWorkflow) releaseRedis(ctx workflow.Context, restore bool) error {
+	if w.skipRedis {
+		return nil
+	}
+	var released bool
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.RedisRelease, w.in.SaleID, w.in.UserID, w.in.Token, restore).Get(ctx, &released); err != nil {
+		return fmt.Errorf("redis release: %w", err)
+	}
+	return nil
+}
+
+func (w *orderWorkflow) advanceRedis(ctx workflow.Context, to string, from ...string) error {
+	if w.skipRedis {
+		return nil
+	}
+	var moved bool
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.RedisAdvance, w.in.SaleID, w.in.Token, to, from).Get(ctx, &moved); err != nil {
+		return fmt.Errorf("redis advance to %s: %w", to, err)
+	}
+	return nil
+}
+
+// validatePay accepts a payment only while it can still win: the order is
+// pending, the window is open and no release has begun. A replay of the
+// accepted payment (same ref) is accepted and answered with the same state.
+// Validators do not run on replay, so they only read state.
+func (w *orderWorkflow) validatePay(req domain.PayRequest) error {
+	if !domain.ValidPaymentRef(req.PaymentRef) {
+		return rejectf(domain.ErrTypeNotPayable, domain.EInvalid, "bad payment_ref")
+	}
+	switch {
+	case w.st.Status == domain.StatusPaid:
+		if req.PaymentRef == w.st.PaymentRef {
+			return nil
+		}
+		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "already paid with another payment_ref")
+	case w.paying:
+		if req.PaymentRef == w.payingRef {
+			return nil
+		}
+		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "another payment is being recorded")
+	case w.st.Status != domain.StatusPendingPayment:
+		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is %s", w.st.Status)
+	case w.timerFired:
+		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "payment window has closed")
+	case w.releaseTo != "":
+		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is being released as %s", w.releaseTo)
+	}
+	return nil
+}
+
+func (w *orderWorkflow) pay(ctx workflow.Context, req domain.PayRequest) (domain.OrderState, error) {
+	if w.st.Status == domain.StatusPaid {
+		if req.PaymentRef == w.st.PaymentRef {
+			return w.st, nil
+		}
+		return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "already paid with another payment_ref")
+	}
+	if w.paying {
+		// The same payment again while it is being recorded: answer with
+		// the first one's outcome.
+		if err := workflow.Await(ctx, func() bool { return !w.paying }); err != nil {
+			return w.st, fmt.Errorf("await payment: %w", err)
+		}
+		if w.st.Status == domain.StatusPaid && req.PaymentRef == w.st.PaymentRef {
+			return w.st, nil
+		}
+		return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is %s", w.st.Status)
+	}
+	if w.st.Status != domain.StatusPendingPayment || w.timerFired || w.releaseTo != "" {
+		// Only reached on a history the validator never saw.
+		return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is %s", w.st.Status)
+	}
+	// Set before the first await: from here on the expiry waits for us.
+	w.paying, w.payingRef = true, req.PaymentRef
+	defer func() { w.paying = false }()
+
+	var got domain.OrderState
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.MarkPaid, w.in.Token, req.PaymentRef).Get(ctx, &got); err != nil {
+		if isAppErr(err, domain.ErrTypeNotPayable) {
+			return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is not payable")
+		}
+		return w.st, fmt.Errorf("mark paid: %w", err)
+	}
+	w.adopt(ctx, got)
+	if err := w.advanceRedis(ctx, domain.TokenPaid, domain.TokenOrdered, domain.TokenHeld); err != nil {
+		// The payment is recorded in the database, which decides; a
+		// rerun or reconciliation moves the Redis token later.
+		workflow.GetLogger(ctx).Error("redis advance to paid", "token", w.in.Token, "error", err)
+	}
+	return w.st, nil
+}
+
+// validateCancel accepts a cancel or an expire while the reservation holds
+// a unit that is not being paid, and a repeat once it ended that way.
+func (w *orderWorkflow) validateCancel(to domain.ReservationStatus) error {
+	switch {
+	case w.st.Status == to, w.releaseTo == to:
+		return nil
+	case w.paying:
+		return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "a payment is being recorded")
+	case w.releaseTo != "":
+		return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "reservation is being released as %s", w.releaseTo)
+	case w.timerFired:
+		return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "payment window has closed")
+	case w.st.Status == domain.StatusQueued, w.st.Status == domain.StatusPendingPayment:
+		return nil
+	}
+	return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "reservation is %s", w.st.Status)
+}
+
+// cancel asks for the release and answers once it is done, so the unit is
+// back on sale when the caller hears CANCELLED.
+func (w *orderWorkflow) cancel(ctx workflow.Context, to domain.ReservationStatus, req domain.CancelRequest) (domain.OrderState, error) {
+	if w.releaseTo == "" && !w.st.Status.Terminal() {
+		w.releaseTo, w.releaseReason = to, req.Reason
+	}
+	if err := workflow.Await(ctx, func() bool { return w.st.Status.Terminal() }); err != nil {
+		return w.st, fmt.Errorf("await release: %w", err)
+	}
+	if w.st.Status != to {
+		return w.st, rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "reservation is %s", w.st.Status)
+	}
+	return w.st, nil
+}
