@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Redis, MariaDB and Temporal of a profile: scripts/services.sh up|down dev|test
+#   dev:  .data/       Redis 6379,  MariaDB 3306 (seckill),       Temporal 7233, UI 8233
+#   test: .data/test/  Redis 16379, MariaDB 13306 (seckill_test), Temporal 17233, headless
+# For dev, REDIS_ADDR(S), MYSQL_DSN or TEMPORAL_ADDRESS point at servers of
+# your own; we then start none of that kind.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+LOG_TAG=services
+
+[[ $# -eq 2 ]] || die "usage: $0 up|down dev|test"
+action="$1"
+profile="$2"
+here="$ROOT/scripts"
+
+case "$profile" in
+dev)
+	data="$ROOT/.data" redis_port=6379 mysql_port=3306 db=seckill temporal_port=7233 ui_port=8233 headless=""
+	;;
+test)
+	data="$ROOT/.data/test" redis_port=16379 mysql_port=13306 db=seckill_test temporal_port=17233 ui_port=18233 headless=--headless
+	;;
+*) die "unknown profile $profile (dev or test)" ;;
+esac
+
+up() {
+	local names=() pids=()
+	if [[ "$profile" == dev && -n "${REDIS_ADDR:-}${REDIS_ADDRS:-}" ]]; then
+		log "REDIS_ADDR(S) is set: using ${REDIS_ADDRS:-$REDIS_ADDR}, not starting Redis"
+	else
+		"$here/redis.sh" start "$data" "$redis_port" &
+		names+=(redis) pids+=($!)
+	fi
+	if [[ "$profile" == dev && -n "${MYSQL_DSN:-}" ]]; then
+		log "MYSQL_DSN is set: using it, not starting MariaDB"
+	else
+		"$here/mariadb.sh" start "$data" "$mysql_port" "$db" &
+		names+=(mariadb) pids+=($!)
+	fi
+	if [[ "$profile" == dev && -n "${TEMPORAL_ADDRESS:-}" ]]; then
+		log "TEMPORAL_ADDRESS is set: using $TEMPORAL_ADDRESS, not starting Temporal"
+	else
+		"$here/temporal.sh" start "$data" "$temporal_port" "$ui_port" $headless &
+		names+=(temporal) pids+=($!)
+	fi
+	# The three start in parallel; any failure fails the whole.
+	local i failed=()
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || failed+=("${names[$i]}")
+	done
+	((${#failed[@]} == 0)) || die "failed to start: ${failed[*]}"
+	log "$profile services ready under $data"
+}
+
+down() {
+	"$here/temporal.sh" stop "$data" "$temporal_port" "$ui_port"
+	"$here/mariadb.sh" stop "$data" "$mysql_port"
+	"$here/redis.sh" stop "$data" "$redis_port"
+}
+
+case "$action" in
+up) up ;;
+down) down ;;
+*) die "usage: $0 up|down dev|test" ;;
+esac

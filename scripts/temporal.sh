@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Our own Temporal dev server: scripts/temporal.sh start|stop DATA PORT UIPORT [--headless]
+# (the same as `go tool -modfile=temporal-dev/go.mod temporal server start-dev ...`,
+# but run as a built binary so the pid file holds the server's pid).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+LOG_TAG=temporal
+
+[[ $# -ge 4 ]] || die "usage: $0 start|stop DATA PORT UIPORT [--headless]"
+action="$1"
+data="$(abs "$2")"
+port="$3"
+uiport="$4"
+headless="${5:-}"
+bin="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
+
+healthy() {
+	[[ "$("$bin" operator cluster health --address "127.0.0.1:$port" --command-timeout 3s 2>/dev/null)" == SERVING ]] || return 1
+	# The workflows need these search attributes registered.
+	local attrs
+	attrs="$("$bin" operator search-attribute list --address "127.0.0.1:$port" --command-timeout 3s 2>/dev/null)" || return 1
+	local a
+	for a in SaleId UserId OrderStatus; do
+		grep -qw "$a" <<<"$attrs" || return 1
+	done
+}
+
+build() {
+	[[ -x "$bin" ]] && return 0
+	log "building $bin from temporal-dev/go.mod (takes a few minutes the first time)"
+	mkdir -p "$(dirname "$bin")"
+	(cd "$ROOT/temporal-dev" && go build -o "$bin" github.com/temporalio/cli/cmd/temporal) ||
+		die "building the Temporal CLI failed"
+}
+
+start() {
+	build
+	local pid logf pf
+	logf="$(log_file "$data" temporal)"
+	pf="$(pid_file "$data" temporal)"
+	if pid="$(our_pid "$data" temporal "server start-dev")"; then
+		wait_for "temporal on 127.0.0.1:$port" "$START_TIMEOUT" "$pid" "$logf" healthy
+		log "already running (pid $pid, 127.0.0.1:$port)"
+		return 0
+	fi
+	if healthy; then
+		log "127.0.0.1:$port already answers and is not ours: reusing it, will not stop it"
+		return 0
+	fi
+	mkdir -p "$data/temporal" "$data/pids" "$data/logs"
+	local args=(server start-dev --ip 127.0.0.1 --port "$port" --ui-port "$uiport"
+		--db-filename "$data/temporal/temporal.db"
+		--sqlite-pragma journal_mode=WAL --sqlite-pragma synchronous=NORMAL
+		--search-attribute SaleId=Int --search-attribute UserId=Int --search-attribute OrderStatus=Keyword
+		--log-level warn)
+	[[ "$headless" != --headless ]] || args+=(--headless)
+	local ui="UI http://127.0.0.1:$uiport"
+	[[ "$headless" != --headless ]] || ui="headless"
+	log "starting on 127.0.0.1:$port ($ui), data $data/temporal"
+	nohup "$bin" "${args[@]}" >>"$logf" 2>&1 </dev/null &
+	pid=$!
+	echo "$pid" >"$pf"
+	wait_for "temporal on 127.0.0.1:$port" "$START_TIMEOUT" "$pid" "$logf" healthy
+	log "ready (pid $pid)"
+}
+
+case "$action" in
+start) start ;;
+stop) stop_pid "$data" temporal "server start-dev" ;;
+*) die "usage: $0 start|stop DATA PORT UIPORT [--headless]" ;;
+esac

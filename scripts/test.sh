@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Everything CI runs: the test services on their own ports, go vet, then all
+# tests in one `go test`. The services this run started are stopped at the
+# end, also on failure or interruption; ones that were already serving are
+# left alone.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+LOG_TAG="test"
+cd "$ROOT"
+
+# step NAME CMD...: runs CMD and prints its wall time.
+step() {
+	local name="$1" start=$SECONDS rc=0
+	shift
+	log "== $name"
+	"$@" || rc=$?
+	if ((rc == 0)); then
+		log "== $name: $((SECONDS - start))s"
+	else
+		log "== $name: $((SECONDS - start))s, FAILED (exit $rc)"
+	fi
+	return "$rc"
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	step "stop test services" "$ROOT/scripts/services.sh" down test || rc=1
+	log "total: $((SECONDS - total_start))s, exit $rc"
+	exit "$rc"
+}
+
+total_start=$SECONDS
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+step "start test services" "$ROOT/scripts/services.sh" up test
+
+export SECKILL_TEST_REDIS_ADDR=127.0.0.1:16379
+export SECKILL_TEST_MYSQL_DSN='root@tcp(127.0.0.1:13306)/seckill_test'
+export SECKILL_TEST_TEMPORAL_ADDRESS=127.0.0.1:17233
+export SECKILL_TEMPORAL_BIN="$ROOT/.data/bin/temporal"
+
+step "go vet" go vet ./...
+# One invocation over all packages; go test prints each package's time.
+step "go test" go test -count=1 -timeout 30m ./...

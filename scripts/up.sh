@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `go tool task up`: the whole system on this machine, in development mode.
+# Safe to run again: what already runs is left alone.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+LOG_TAG=up
+cd "$ROOT"
+export SECKILL_ENV="${SECKILL_ENV:-dev}"
+
+need_packages redis-server:redis-server redis-cli:redis-tools mariadbd:mariadb-server \
+	mariadb:mariadb-client curl:curl
+"$ROOT/scripts/services.sh" up dev
+
+log "building bin/seckill"
+go build -o bin/seckill ./cmd/seckill
+log "applying migrations"
+bin/seckill migrate
+"$ROOT/scripts/app.sh" start worker
+"$ROOT/scripts/app.sh" start api
+
+api_addr="${API_ADDR:-127.0.0.1:8080}"
+sale_id="$(bin/seckill demo --api "http://$api_addr" --id-file "$ROOT/.data/demo-sale-id")"
+
+cat <<INFO
+
+seckill is running (development mode; \`go tool task down\` stops it).
+  API          http://$api_addr        (log .data/logs/api.log)
+  worker       metrics http://${WORKER_METRICS_ADDR:-127.0.0.1:9091}/metrics  (log .data/logs/worker.log)
+  Temporal UI  http://127.0.0.1:8233
+  Redis ${REDIS_ADDRS:-${REDIS_ADDR:-127.0.0.1:6379}}, MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
+  demo sale    $sale_id
+
+Try it:
+  TOKEN=\$(SECKILL_ENV=dev bin/seckill token --user 42)
+  curl -s http://$api_addr/api/v1/sales/$sale_id
+  curl -s -X POST http://$api_addr/api/v1/sales/$sale_id/reservations \\
+    -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' \\
+    -d '{"request_id":"try-'\$RANDOM'-0001"}'
+  curl -s http://$api_addr/api/v1/me/reservations?sale_id=$sale_id -H "Authorization: Bearer \$TOKEN"
+An admin token: SECKILL_ENV=dev bin/seckill token --user 1 --admin
+INFO
