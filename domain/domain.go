@@ -67,6 +67,9 @@ type SaleMode string
 const (
 	ModeRedis    SaleMode = "redis"
 	ModeDatabase SaleMode = "database"
+	// ModeResync is the short step back from database to Redis mode:
+	// neither path sells while Redis is rebuilt from the database.
+	ModeResync SaleMode = "resync"
 )
 
 // SaleState is the public state of a sale in the sale view.

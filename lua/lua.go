@@ -6,6 +6,7 @@ package lua
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -28,6 +29,8 @@ var (
 	snapshotSrc string
 	//go:embed setstock.lua
 	setStockSrc string
+	//go:embed rebuild.lua
+	rebuildSrc string
 )
 
 // InboxGroup is the consumer group of every sale's inbox stream.
@@ -79,6 +82,7 @@ type Scripts struct {
 
 	snapshot *redis.Script
 	setStock *redis.Script
+	rebuild  *redis.Script
 }
 
 // New prepares the scripts.
@@ -92,6 +96,7 @@ func New() *Scripts {
 
 		snapshot: redis.NewScript(snapshotSrc),
 		setStock: redis.NewScript(setStockSrc),
+		rebuild:  redis.NewScript(rebuildSrc),
 	}
 }
 
@@ -328,4 +333,37 @@ func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expe
 		return false, fmt.Errorf("set stock script: %w", err)
 	}
 	return n == 1, nil
+}
+
+// RebuildData is a sale's state as the database knows it, for Rebuild.
+type RebuildData struct {
+	Stock    int64             `json:"stock"`
+	Epoch    int64             `json:"epoch"`
+	Buyers   []string          `json:"buyers"`
+	Tokens   map[string]string `json:"tokens"`
+	Requests map[string]string `json:"requests"`
+}
+
+// Rebuild loads a sale into Redis from the database after an outage (see
+// rebuild.lua) and returns the stock it set.
+func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64, d RebuildData) (int64, error) {
+	if d.Buyers == nil {
+		d.Buyers = []string{}
+	}
+	if d.Tokens == nil {
+		d.Tokens = map[string]string{}
+	}
+	if d.Requests == nil {
+		d.Requests = map[string]string{}
+	}
+	body, err := json.Marshal(d)
+	if err != nil {
+		return 0, fmt.Errorf("rebuild script: %w", err)
+	}
+	k := SaleKeys(saleID)
+	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released}, string(body)).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("rebuild script: %w", err)
+	}
+	return n, nil
 }

@@ -332,6 +332,10 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ?", string(to), now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
+		// In database mode the returned unit may be sold again by that path.
+		if _, err := tx.ExecContext(ctx, "UPDATE sales SET db_quota = db_quota + 1 WHERE id = ? AND mode = ?", res.SaleID, string(domain.ModeDatabase)); err != nil {
+			return fmt.Errorf("return quota: %w", err)
+		}
 		res.Status, res.UpdatedAt = string(to), now
 		out = res.domain()
 		return nil

@@ -1,0 +1,48 @@
+-- Rebuild a sale in Redis from the database after an outage, in one step:
+-- stock net of holds, buyer set, token states, replay keys, epoch and mode.
+-- Holds Redis has that the database does not know yet (inbox entries whose
+-- workflow has not recorded them) are kept, and their units stay held.
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released
+-- ARGV: 1 JSON {stock, epoch, buyers: [user], tokens: {token: "state:user"},
+--               requests: {"user:request_id": token}}
+-- Returns the stock set.
+local data = cjson.decode(ARGV[1])
+local stock = tonumber(data.stock)
+local old = redis.call('HGETALL', KEYS[4])
+local kept = {}
+for i = 1, #old, 2 do
+  local token, v = old[i], old[i + 1]
+  local state, user = string.match(v, '^(%a+):(%d+)$')
+  if state == 'held' and data.tokens[token] == nil then
+    kept[token] = v
+    table.insert(data.buyers, user)
+    stock = stock - 1
+  end
+end
+if stock < 0 then
+  stock = 0
+end
+redis.call('DEL', KEYS[3], KEYS[4])
+for _, user in ipairs(data.buyers) do
+  redis.call('SADD', KEYS[3], user)
+end
+for token, v in pairs(data.tokens) do
+  redis.call('HSET', KEYS[4], token, v)
+end
+for token, v in pairs(kept) do
+  redis.call('HSET', KEYS[4], token, v)
+end
+for field, token in pairs(data.requests) do
+  redis.call('HSET', KEYS[5], field, token)
+end
+redis.call('SET', KEYS[2], stock)
+redis.call('HSET', KEYS[1], 'epoch', tostring(data.epoch), 'mode', 'redis')
+local n = 0
+for _ in pairs(data.tokens) do
+  n = n + 1
+end
+if tonumber(redis.call('GET', KEYS[6]) or '0') < n then
+  redis.call('SET', KEYS[6], n)
+end
+redis.call('INCR', KEYS[7])
+return stock

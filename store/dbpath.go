@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/uptrace/bun"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// Outcomes of the database reservation path besides success.
+var (
+	// ErrNotDatabaseMode: the sale is not (or no longer) in database mode.
+	ErrNotDatabaseMode = errors.New("sale is not in database mode")
+	// ErrQuotaExhausted: the database path sold what it may.
+	ErrQuotaExhausted = errors.New("database path quota exhausted")
+)
+
+// SwitchToDatabase moves a sale from Redis mode to database mode, bumping
+// its epoch so that Redis's copy reads as stale, and sets the database
+// path's quota to what Redis had unsold when last seen. It is a no-op when
+// the sale is already in database mode. It returns the sale as it is now.
+func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64) (*domain.Sale, error) {
+	_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1,
+		db_quota = LEAST(COALESCE(redis_stock_seen, 0), (SELECT COALESCE(SUM(stock), 0) FROM stock_buckets WHERE sale_id = ?))
+		WHERE id = ? AND mode = ?`, string(domain.ModeDatabase), saleID, saleID, string(domain.ModeRedis))
+	if err != nil {
+		return nil, fmt.Errorf("switch sale %d to database mode: %w", saleID, err)
+	}
+	return s.GetSale(ctx, saleID)
+}
+
+// ReserveInDB is the database reservation path: in one transaction, with
+// the same lock order as order placement (reservation row, order row, a
+// bucket, the ledger, then the sale row for the quota), it records the
+// reservation with its replay key, places the order, deducts a bucket
+// conditionally, writes the ledger and an outbox row, and takes one unit of
+// the quota. A replay of (sale, user, request_id) returns the first answer
+// and reserves nothing. The order workflow starts afterwards, from the
+// caller or from the outbox relay.
+func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, replay bool, err error) {
+	if prior, err := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID); err == nil {
+		return prior, true, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, false, fmt.Errorf("reserve in db: %w", err)
+	}
+	var sale struct {
+		PriceCents           int64         `bun:"price_cents"`
+		PaymentWindowSeconds int           `bun:"payment_window_seconds"`
+		Buckets              int           `bun:"buckets"`
+		Mode                 string        `bun:"mode"`
+		Quota                sql.NullInt64 `bun:"db_quota"`
+	}
+	if err := s.DB.NewRaw("SELECT price_cents, payment_window_seconds, buckets, mode, db_quota FROM sales WHERE id = ?", in.SaleID).Scan(ctx, &sale); err != nil {
+		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
+	}
+	if sale.Mode != string(domain.ModeDatabase) {
+		return nil, false, ErrNotDatabaseMode
+	}
+	if !sale.Quota.Valid || sale.Quota.Int64 < 1 {
+		return nil, false, ErrQuotaExhausted // cheap early answer; the UPDATE below decides
+	}
+	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
+		orderNo := ulid.Make().String()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO reservations
+			(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
+			orderNo, sale.PriceCents, payBy, now, now); err != nil {
+			if IsDuplicate(err) {
+				return errReplayRace
+			}
+			return fmt.Errorf("insert reservation: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO orders
+			(order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, -1, ?, ?, ?)`,
+			orderNo, in.Token, in.SaleID, in.UserID, sale.PriceCents, string(domain.StatusPendingPayment), payBy, now, now); err != nil {
+			if IsDuplicate(err) {
+				return ErrAlreadyPurchased
+			}
+			return fmt.Errorf("insert order: %w", err)
+		}
+		bucket, err := deductBucket(ctx, tx, in.SaleID, sale.Buckets)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, orderNo); err != nil {
+			return fmt.Errorf("record bucket: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+			VALUES (?, 'deduct', ?, ?, -1, ?)`, in.Token, in.SaleID, bucket, now); err != nil {
+			return fmt.Errorf("ledger deduct: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", in.Token, in.SaleID, now); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		q, err := tx.ExecContext(ctx, "UPDATE sales SET db_quota = db_quota - 1 WHERE id = ? AND mode = ? AND db_quota >= 1", in.SaleID, string(domain.ModeDatabase))
+		if err != nil {
+			return fmt.Errorf("take quota: %w", err)
+		}
+		if n, err := q.RowsAffected(); err != nil || n != 1 {
+			if err != nil {
+				return fmt.Errorf("take quota: %w", err)
+			}
+			return ErrQuotaExhausted
+		}
+		res = &domain.Reservation{
+			Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
+			Path: domain.PathDatabase, Status: domain.StatusPendingPayment, OrderNo: orderNo,
+			AmountCents: sale.PriceCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now,
+		}
+		return nil
+	})
+	if errors.Is(err, errReplayRace) {
+		prior, ferr := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID)
+		if ferr != nil {
+			return nil, false, fmt.Errorf("reserve in db: replay: %w", ferr)
+		}
+		return prior, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reserve in db: %w", err)
+	}
+	return res, false, nil
+}
+
+var errReplayRace = errors.New("replay raced")
+
+// OutboxEntry is a database-path reservation whose workflow may not have
+// started yet.
+type OutboxEntry struct {
+	ID     int64
+	Token  string
+	SaleID int64
+	UserID int64
+	Req    string
+}
+
+// PendingOutbox lists undispatched outbox entries older than minAge.
+func (s *Store) PendingOutbox(ctx context.Context, minAge time.Duration, limit int) ([]OutboxEntry, error) {
+	var rows []struct {
+		ID        int64  `bun:"id"`
+		Token     string `bun:"token"`
+		SaleID    int64  `bun:"sale_id"`
+		UserID    int64  `bun:"user_id"`
+		RequestID string `bun:"request_id"`
+	}
+	err := s.DB.NewRaw(`SELECT o.id, o.token, o.sale_id, r.user_id, r.request_id FROM outbox o
+		JOIN reservations r ON r.token = o.token
+		WHERE o.dispatched_at IS NULL AND o.created_at <= ? ORDER BY o.id LIMIT ?`,
+		time.Now().UTC().Add(-minAge), limit).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("pending outbox: %w", err)
+	}
+	out := make([]OutboxEntry, len(rows))
+	for i, r := range rows {
+		out[i] = OutboxEntry{ID: r.ID, Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, Req: r.RequestID}
+	}
+	return out, nil
+}
+
+// MarkDispatched records that an outbox entry's workflow started.
+func (s *Store) MarkDispatched(ctx context.Context, token string) error {
+	if _, err := s.DB.ExecContext(ctx, "UPDATE outbox SET dispatched_at = ? WHERE token = ? AND dispatched_at IS NULL",
+		time.Now().UTC().Truncate(time.Millisecond), token); err != nil {
+		return fmt.Errorf("mark outbox %s dispatched: %w", token, err)
+	}
+	return nil
+}
+
+// BeginResync moves a sale from database mode to the short "resync" mode
+// with a new epoch: neither path sells while Redis is rebuilt, and any
+// database-path transaction still running finds the mode changed and rolls
+// back. It returns the new epoch, or ErrNotDatabaseMode when the sale is not
+// in database mode (another instance resynchronises it, or already did).
+func (s *Store) BeginResync(ctx context.Context, saleID int64) (int64, error) {
+	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1 WHERE id = ? AND mode = ?",
+		string(domain.ModeResync), saleID, string(domain.ModeDatabase))
+	if err != nil {
+		return 0, fmt.Errorf("begin resync of sale %d: %w", saleID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return 0, ErrNotDatabaseMode
+	}
+	sale, err := s.GetSale(ctx, saleID)
+	if err != nil {
+		return 0, fmt.Errorf("begin resync of sale %d: %w", saleID, err)
+	}
+	return sale.ModeEpoch, nil
+}
+
+// FinishResync returns a resynchronised sale to Redis mode, if its epoch is
+// still the one the resync began with.
+func (s *Store) FinishResync(ctx context.Context, saleID, epoch int64) error {
+	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, db_quota = NULL WHERE id = ? AND mode = ? AND mode_epoch = ?",
+		string(domain.ModeRedis), saleID, string(domain.ModeResync), epoch)
+	if err != nil {
+		return fmt.Errorf("finish resync of sale %d: %w", saleID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("finish resync of sale %d: epoch %d is no longer current", saleID, epoch)
+	}
+	return nil
+}
+
+// RedisState is what Redis should hold of a sale, computed from the
+// database: the stock net of holds (reservations recorded but not yet
+// ordered), the buyers (live orders and holds), every token's state and
+// every replay key.
+type RedisState struct {
+	Stock    int64
+	Buyers   []int64
+	Tokens   map[string]string // token -> "state:user"
+	Requests map[string]string // "user:request_id" -> token
+}
+
+// ReadRedisState reads a sale's Redis state from the database in one
+// snapshot.
+func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, error) {
+	st := &RedisState{Tokens: map[string]string{}, Requests: map[string]string{}}
+	err := s.DB.RunInTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(ctx context.Context, tx bun.Tx) error {
+		var dbStock sql.NullInt64
+		if err := tx.QueryRowContext(ctx, "SELECT SUM(stock) FROM stock_buckets WHERE sale_id = ?", saleID).Scan(&dbStock); err != nil {
+			return fmt.Errorf("buckets: %w", err)
+		}
+		var rows []struct {
+			Token     string `bun:"token"`
+			UserID    int64  `bun:"user_id"`
+			RequestID string `bun:"request_id"`
+			Status    string `bun:"status"`
+		}
+		if err := tx.NewRaw("SELECT token, user_id, request_id, status FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
+			return fmt.Errorf("reservations: %w", err)
+		}
+		holds := int64(0)
+		buyers := map[int64]bool{}
+		for _, r := range rows {
+			state := domain.TokenReleased
+			switch domain.ReservationStatus(r.Status) {
+			case domain.StatusQueued:
+				state = domain.TokenHeld
+				holds++
+				buyers[r.UserID] = true
+			case domain.StatusPendingPayment:
+				state = domain.TokenOrdered
+				buyers[r.UserID] = true
+			case domain.StatusPaid:
+				state = domain.TokenPaid
+				buyers[r.UserID] = true
+			}
+			user := fmt.Sprint(r.UserID)
+			st.Tokens[r.Token] = state + ":" + user
+			st.Requests[user+":"+r.RequestID] = r.Token
+		}
+		st.Stock = max(dbStock.Int64-holds, 0)
+		for u := range buyers {
+			st.Buyers = append(st.Buyers, u)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read redis state of sale %d: %w", saleID, err)
+	}
+	return st, nil
+}

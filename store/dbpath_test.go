@@ -1,0 +1,194 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+func dbInput(sale *domain.Sale, user int64, req string) domain.OrderInput {
+	return domain.OrderInput{
+		Token: domain.DeriveToken([]byte("test-key"), sale.ID, user, req), SaleID: sale.ID,
+		UserID: user, RequestID: req, Path: domain.PathDatabase, Deducted: true,
+	}
+}
+
+func TestDatabasePathRefusedOutsideDatabaseMode(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	_, _, err := st.ReserveInDB(ctx(t), dbInput(sale, testenv.UniqueUser(), "dbpath-0001"))
+	require.ErrorIs(t, err, store.ErrNotDatabaseMode)
+}
+
+// The invariant of the two paths: units sold by both together never exceed
+// the stock. The database path sells at most what Redis had unsold when
+// last seen, so the holds Redis already promised keep their units.
+func TestDatabasePathSellsOnlyWhatRedisHadUnsold(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock = 10
+	sale := testenv.MustSale(t, st, stock)
+	base := testenv.UniqueUser() * 1000
+
+	// Redis took 4 holds; 2 of them are already orders, 2 are in flight.
+	var holds []domain.OrderInput
+	for i := 0; i < 4; i++ {
+		holds = append(holds, mustQueued(t, st, sale, base+int64(i), fmt.Sprintf("redis-%04d", i)))
+	}
+	for _, in := range holds[:2] {
+		_, err := st.PlaceOrder(ctx(t), in.Token)
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock-4))
+
+	switched, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeDatabase, switched.Mode)
+	require.EqualValues(t, 2, switched.ModeEpoch)
+	again, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, again.ModeEpoch, "switching twice is one switch")
+
+	// 30 buyers race for the 6 units Redis had unsold.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	sold, refused := 0, 0
+	for i := 0; i < 30; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := dbInput(sale, base+100+int64(i), fmt.Sprintf("dbpath-%04d", i))
+			for {
+				_, replay, err := st.ReserveInDB(ctx(t), in)
+				if err != nil && store.IsRetryable(err) {
+					continue
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					require.False(t, replay)
+					sold++
+				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
+					refused++
+				default:
+					t.Errorf("reserve in db: %v", err)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 6, sold)
+	require.Equal(t, 24, refused)
+
+	// The two holds in flight still find their units.
+	for _, in := range holds[2:] {
+		r, err := st.PlaceOrder(ctx(t), in.Token)
+		require.NoError(t, err)
+		require.Equal(t, domain.StatusPendingPayment, r.Status)
+	}
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Zero(t, left)
+	counts, err := st.CountReservations(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, stock, counts[domain.StatusPendingPayment], "exactly the stock sold by both paths")
+
+	pending, err := st.PendingOutbox(ctx(t), 0, 100)
+	require.NoError(t, err)
+	n := 0
+	for _, e := range pending {
+		if e.SaleID == sale.ID {
+			n++
+		}
+	}
+	require.Equal(t, 6, n, "every database-path reservation has an outbox row")
+}
+
+func TestDatabasePathReplayAndOneLiveOrder(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	require.NoError(t, err)
+	user := testenv.UniqueUser()
+
+	first, replay, err := st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-a"))
+	require.NoError(t, err)
+	require.False(t, replay)
+	second, replay, err := st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-a"))
+	require.NoError(t, err)
+	require.True(t, replay)
+	require.Equal(t, first.Token, second.Token)
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-b"))
+	require.ErrorIs(t, err, store.ErrAlreadyPurchased)
+
+	// A release in database mode gives the unit back to the path's quota.
+	_, err = st.ReleaseOrder(ctx(t), first.Token, domain.StatusCancelled)
+	require.NoError(t, err)
+	got, err := st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeDatabase, got.Mode)
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-c"))
+	require.NoError(t, err)
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, left)
+}
+
+func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
+	st := testenv.MustStore(t)
+	rdb := testenv.MustRedis(t)
+	scripts := lua.New()
+	sale := testenv.MustSale(t, st, 6)
+	keys := lua.SaleKeys(sale.ID)
+	t.Cleanup(func() { rdb.Del(ctx(t), keys.All()...) })
+	base := testenv.UniqueUser() * 1000
+
+	queued := mustQueued(t, st, sale, base+1, "resync-01")
+	ordered := mustQueued(t, st, sale, base+2, "resync-02")
+	_, err := st.PlaceOrder(ctx(t), ordered.Token)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4))
+	_, err = st.SwitchToDatabase(ctx(t), sale.ID)
+	require.NoError(t, err)
+	viaDB, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base+3, "resync-03"))
+	require.NoError(t, err)
+
+	epoch, err := st.BeginResync(ctx(t), sale.ID)
+	require.NoError(t, err)
+	_, err = st.BeginResync(ctx(t), sale.ID)
+	require.ErrorIs(t, err, store.ErrNotDatabaseMode, "one instance resynchronises")
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base+4, "resync-04"))
+	require.ErrorIs(t, err, store.ErrNotDatabaseMode, "the database path stops during the resync")
+
+	state, err := st.ReadRedisState(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, state.Stock, "6 - 2 ordered - 1 hold in flight")
+	var buyers []string
+	for _, b := range state.Buyers {
+		buyers = append(buyers, fmt.Sprint(b))
+	}
+	got, err := scripts.Rebuild(ctx(t), rdb, sale.ID, lua.RebuildData{Stock: state.Stock, Epoch: epoch, Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, got)
+	require.NoError(t, st.FinishResync(ctx(t), sale.ID, epoch))
+
+	require.Equal(t, "held:"+fmt.Sprint(base+1), rdb.HGet(ctx(t), keys.Tokens, queued.Token).Val())
+	require.Equal(t, "ordered:"+fmt.Sprint(base+3), rdb.HGet(ctx(t), keys.Tokens, viaDB.Token).Val())
+	require.EqualValues(t, 3, rdb.SCard(ctx(t), keys.Buyers).Val())
+	require.Equal(t, viaDB.Token, rdb.HGet(ctx(t), keys.Requests, fmt.Sprintf("%d:resync-03", base+3)).Val())
+	mode := rdb.HMGet(ctx(t), keys.Meta, "mode", "epoch").Val()
+	require.Equal(t, []any{"redis", fmt.Sprint(epoch)}, mode)
+	sale2, err := st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, sale2.Mode)
+}
