@@ -18,10 +18,10 @@ const (
 
 // Sale workflow phases.
 const (
-	PhaseWaiting     = "waiting"     // before warm-up
-	PhaseLive        = "live"        // warmed, reconciling periodically
-	PhaseDraining    = "draining"    // ended, waiting for order workflows
-	PhaseFinished    = "finished"    // final report stored, Redis torn down
+	PhaseWaiting     = "waiting"      // before warm-up
+	PhaseLive        = "live"         // warmed, reconciling periodically
+	PhaseDraining    = "draining"     // ended, waiting for order workflows
+	PhaseFinished    = "finished"     // final report stored, Redis torn down
 	PhaseSaleMissing = "sale_missing" // the sale row is gone
 )
 
