@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+func devEnv(t *testing.T) {
+	t.Helper()
+	t.Setenv("SECKILL_ENV", "dev")
+	t.Setenv("MYSQL_DSN", testenv.MySQLDSN())
+}
+
+func TestTokenMintsTheContractsJWT(t *testing.T) {
+	devEnv(t)
+	var out, errOut bytes.Buffer
+	code := run([]string{"token", "--user", "42", "--admin", "--ttl", "1h"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+
+	claims := jwt.MapClaims{}
+	_, err := jwt.ParseWithClaims(strings.TrimSpace(out.String()), claims, func(*jwt.Token) (any, error) {
+		return []byte(config.DevJWTSecret), nil
+	}, jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+	require.NoError(t, err)
+	assert.Equal(t, "42", claims["sub"])
+	assert.Equal(t, "admin", claims["role"])
+	exp, err := claims.GetExpirationTime()
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now().Add(time.Hour), exp.Time, time.Minute)
+}
+
+func TestTokenRejectsANonPositiveUser(t *testing.T) {
+	devEnv(t)
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 1, run([]string{"token", "--user", "0"}, &out, &errOut))
+	assert.Empty(t, out.String())
+	assert.Contains(t, errOut.String(), "user id must be positive")
+}
+
+func TestUnknownOrMissingCommandIsAUsageError(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 2, run([]string{"nope"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "unknown command")
+	assert.Equal(t, 2, run(nil, &out, &errOut))
+}
+
+func TestConfigErrorsFailTheCommand(t *testing.T) {
+	t.Setenv("SECKILL_ENV", "production")
+	t.Setenv("SECKILL_JWT_SECRET", "short")
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 1, run([]string{"token", "--user", "1"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "at least 32 bytes")
+	assert.NotContains(t, errOut.String(), `"short"`, "secrets are never logged")
+}
+
+func TestMigrateAppliesTheMigrations(t *testing.T) {
+	devEnv(t)
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"migrate"}, &out, &errOut), errOut.String())
+	assert.Contains(t, errOut.String(), "migrations applied")
+	// Applying them again is harmless.
+	require.Equal(t, 0, run([]string{"migrate"}, &out, &errOut), errOut.String())
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestServeStopsGracefullyWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- serve(ctx, 5*time.Second, quiet(), func(ctx context.Context, _ *slog.Logger) error {
+			<-ctx.Done()
+			return ctx.Err() // a component may report the cancellation itself
+		})
+	}()
+	cancel()
+	require.NoError(t, <-errc)
+}
+
+func TestServeFailsWhenShutdownOverrunsItsTimeout(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	defer close(release)
+	cancel()
+	err := serve(ctx, 50*time.Millisecond, quiet(), func(context.Context, *slog.Logger) error {
+		<-release // ignores the cancellation
+		return nil
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "shutdown timeout")
+}
+
+func TestServeReportsAComponentsFailure(t *testing.T) {
+	boom := errors.New("boom")
+	err := serve(context.Background(), time.Second, quiet(), func(context.Context, *slog.Logger) error { return boom })
+	require.ErrorIs(t, err, boom)
+}
+
+// fakeAdminAPI stands in for the API's sale endpoints (the API is another
+// package's job); it checks the demo speaks the contract.
+type fakeAdminAPI struct {
+	mu      sync.Mutex
+	sales   map[int64]string // id -> state
+	creates int
+	warmups int
+}
+
+func (f *fakeAdminAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fail := func(status int, code string) {
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": code}})
+	}
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		fail(http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/admin/v1/sales":
+		var body map[string]any
+		dec := json.NewDecoder(r.Body)
+		if err := dec.Decode(&body); err != nil || body["title"] != demoTitle || body["stock"] == nil || body["starts_at"] == nil {
+			fail(http.StatusBadRequest, "invalid_request")
+			return
+		}
+		f.creates++
+		id := int64(100 + len(f.sales))
+		f.sales[id] = "live"
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"sale_id": id, "title": demoTitle, "state": "live"})
+	case len(parts) == 4 && parts[0] == "api" && r.Method == http.MethodGet:
+		id, _ := strconv.ParseInt(parts[3], 10, 64)
+		state, ok := f.sales[id]
+		if !ok {
+			fail(http.StatusNotFound, "not_found")
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"sale_id": id, "title": demoTitle, "state": state})
+	case len(parts) == 5 && parts[4] == "warmup" && r.Method == http.MethodPost:
+		f.warmups++
+		if f.warmups > 1 {
+			fail(http.StatusConflict, "already_live")
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"sale_id": parts[3], "redis_stock": 1000})
+	default:
+		fail(http.StatusNotFound, "not_found")
+	}
+}
+
+func TestDemoCreatesOnceThenReusesWhileTheSaleIsOpen(t *testing.T) {
+	devEnv(t)
+	fake := &fakeAdminAPI{sales: map[int64]string{}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	idFile := filepath.Join(t.TempDir(), "demo-sale-id")
+	demoRun := func() string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run([]string{"demo", "--api", srv.URL, "--id-file", idFile}, &out, &errOut), errOut.String())
+		return strings.TrimSpace(out.String())
+	}
+
+	first := demoRun()
+	assert.Equal(t, "100", first)
+	saved, err := os.ReadFile(idFile)
+	require.NoError(t, err)
+	assert.Equal(t, first, strings.TrimSpace(string(saved)))
+
+	// Again: the same sale, no new one; the repeated warm-up's 409 is fine.
+	assert.Equal(t, first, demoRun())
+	assert.Equal(t, 1, fake.creates)
+	assert.Equal(t, 2, fake.warmups)
+
+	// Once the demo sale has ended, a new one is created.
+	fake.mu.Lock()
+	fake.sales[100] = "ended"
+	fake.mu.Unlock()
+	assert.Equal(t, "101", demoRun())
+	assert.Equal(t, 2, fake.creates)
+}
+
+func TestDemoFailsClearlyWhenTheAPIRefuses(t *testing.T) {
+	devEnv(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"not ready"}}`))
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 1, run([]string{"demo", "--api", srv.URL, "--id-file", filepath.Join(t.TempDir(), "id")}, &out, &errOut))
+	assert.Empty(t, out.String())
+	assert.Contains(t, errOut.String(), "unavailable")
+}
