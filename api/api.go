@@ -1,18 +1,280 @@
-// Package api is seckill's Fiber HTTP interface.
+// Package api is seckill's Fiber HTTP interface: the reservation hot path
+// (cheapest filter first), the reservation and sale reads, payment and
+// cancellation through the order workflow, and the operators' admin routes.
 package api
 
 import (
 	"context"
+	_ "embed"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/cors"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
 )
 
-// Run serves the API until ctx is cancelled. (Placeholder until the API lands.)
+//go:embed openapi.yaml
+var openAPI []byte
+
+// BodyLimit is the contract's largest request body.
+const BodyLimit = 8 << 10
+
+// Deps are what the API needs. Temporal may be a lazy client (or nil: then
+// workflow starts are left to the relay and payment answers 503).
+type Deps struct {
+	Config   *config.Config
+	Logger   *slog.Logger
+	Store    *store.Store
+	Redis    redis.UniversalClient
+	Scripts  *lua.Scripts
+	Temporal client.Client
+	// Registry receives the API's metrics and serves /metrics; nil makes a
+	// fresh one.
+	Registry *prometheus.Registry
+}
+
+type server struct {
+	cfg      *config.Config
+	logger   *slog.Logger
+	st       *store.Store
+	rdb      redis.UniversalClient
+	scripts  *lua.Scripts
+	temporal client.Client
+	m        *metrics
+	cache    *saleCache
+	starter  *starter
+
+	global    *rate.Limiter
+	perAddr   *keyedLimiters[netip.Addr]
+	perUser   *keyedLimiters[int64]
+	faultExit bool
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	drainCtx context.Context
+	bg       sync.WaitGroup
+}
+
+// New builds the app and starts its background work (the cache refresher,
+// the limiter sweeper and the workflow starter); app.Shutdown stops them.
+func New(d Deps) *fiber.App {
+	cfg := d.Config
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	reg := d.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	scripts := d.Scripts
+	if scripts == nil {
+		scripts = lua.New()
+	}
+	s := &server{
+		cfg:       cfg,
+		logger:    logger,
+		st:        d.Store,
+		rdb:       d.Redis,
+		scripts:   scripts,
+		temporal:  d.Temporal,
+		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
+		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		perAddr:   newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
+		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
+		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
+		stop:      make(chan struct{}),
+	}
+	var queued func() float64
+	m, err := newMetrics(reg, func() float64 {
+		if queued == nil {
+			return 0
+		}
+		return queued()
+	})
+	if err != nil {
+		// Only a programming error (a clashing metric) gets here.
+		panic(fmt.Sprintf("api metrics: %v", err))
+	}
+	s.m = m
+	s.starter = newStarter(cfg.StarterQueue, d.Temporal, d.Redis, cfg.RedisTimeout, logger, m)
+	queued = func() float64 { return float64(len(s.starter.q)) }
+
+	app := fiber.New(fiber.Config{
+		AppName:               "seckill",
+		BodyLimit:             BodyLimit,
+		ErrorHandler:          errorHandler(logger),
+		DisableStartupMessage: true,
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          20 * time.Second,
+		IdleTimeout:           60 * time.Second,
+	})
+	app.Use(s.countRequests)
+	if len(cfg.CORSOrigins) > 0 {
+		app.Use(cors.New(cors.Config{
+			AllowOrigins: strings.Join(cfg.CORSOrigins, ","),
+			AllowHeaders: "Authorization, Content-Type",
+			AllowMethods: "GET,POST,PUT,DELETE",
+		}))
+	}
+	s.routes(app, reg)
+
+	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
+	s.bg.Add(1)
+	go s.background()
+	app.Hooks().OnShutdown(func() error {
+		s.stopOnce.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			defer cancel()
+			s.drainCtx = ctx // published to the starter by closing stop
+			close(s.stop)
+			s.bg.Wait()
+			s.starter.wait()
+		})
+		return nil
+	})
+	return app
+}
+
+func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
+	user := s.authenticate(false)
+	admin := s.authenticate(true)
+
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", s.readyz)
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, "application/yaml")
+		return c.Send(openAPI)
+	})
+
+	app.Get("/api/v1/sales/:sale_id", s.getSale)
+	app.Post("/api/v1/sales/:sale_id/reservations", user, s.reserve)
+	app.Get("/api/v1/reservations/:token", user, s.getReservation)
+	app.Post("/api/v1/reservations/:token/payment", user, s.pay)
+	app.Post("/api/v1/reservations/:token/cancel", user, s.cancel)
+	app.Get("/api/v1/me/reservations", user, s.listReservations)
+
+	app.Post("/admin/v1/sales", admin, s.createSale)
+	app.Post("/admin/v1/sales/:sale_id/warmup", admin, s.warmup)
+	app.Post("/admin/v1/sales/:sale_id/pause", admin, s.control(domain.ControlPaused))
+	app.Post("/admin/v1/sales/:sale_id/resume", admin, s.control(domain.ControlActive))
+	app.Post("/admin/v1/sales/:sale_id/stop", admin, s.control(domain.ControlStopped))
+	app.Post("/admin/v1/sales/:sale_id/stock", admin, s.adjustStock)
+	app.Put("/admin/v1/blacklist/:user_id", admin, s.blacklist(true))
+	app.Delete("/admin/v1/blacklist/:user_id", admin, s.blacklist(false))
+}
+
+// countRequests counts every answer by route pattern (not raw path, so the
+// label set stays bounded).
+func (s *server) countRequests(c *fiber.Ctx) error {
+	err := c.Next()
+	route := "unmatched"
+	if r := c.Route(); r != nil && r.Path != "/" {
+		route = r.Path
+	}
+	status := c.Response().StatusCode()
+	if err != nil {
+		var fe *fiber.Error
+		if errors.As(err, &fe) {
+			status = fe.Code
+		}
+	}
+	s.m.request(route, status)
+	return err
+}
+
+// background refreshes the cache every second and sweeps idle limiters.
+func (s *server) background() {
+	defer s.bg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
+	if err := s.cache.refresh(ctx); err != nil {
+		s.logger.Warn("sale cache refresh", "err", err)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-tick.C:
+			if err := s.cache.refresh(ctx); err != nil && ctx.Err() == nil {
+				s.logger.Warn("sale cache refresh", "err", err)
+			}
+			if now.Second()%30 == 0 {
+				s.perAddr.sweep(now)
+				s.perUser.sweep(now)
+			}
+		}
+	}
+}
+
+func (s *server) readyz(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.Context(), time.Second)
+	defer cancel()
+	if err := s.st.Ping(ctx); err != nil {
+		s.logger.Warn("readiness: mysql", "err", err)
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"mysql"}})
+	}
+	return c.JSON(fiber.Map{"status": "ok"})
+}
+
+// Run serves the API on cfg.APIAddr until ctx is cancelled, then shuts down
+// gracefully: stop accepting, finish in-flight requests within
+// cfg.ShutdownTimeout, drain the workflow starter best-effort.
 func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
-	_ = ctx
-	_ = cfg
-	_ = logger
-	return errors.New("api: not built yet")
+	st, err := conn.Store(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	defer func() { _ = st.Close() }()
+	rdb := conn.Redis(cfg)
+	defer func() { _ = rdb.Close() }()
+	tc, err := conn.LazyTemporal(cfg, logger)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	defer tc.Close()
+
+	app := New(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)
+	}
+	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env)
+	served := make(chan error, 1)
+	go func() { served <- app.Listener(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("api: serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("api shutting down", "timeout", cfg.ShutdownTimeout)
+	if err := app.ShutdownWithTimeout(cfg.ShutdownTimeout); err != nil {
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	if err := <-served; err != nil {
+		return fmt.Errorf("api: serve: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,275 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/oklog/ulid/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+const adminTimeout = 10 * time.Second
+
+type createSaleRequest struct {
+	GoodsID              *int64     `json:"goods_id"`
+	Title                *string    `json:"title"`
+	PriceCents           *int64     `json:"price_cents"`
+	Stock                *int64     `json:"stock"`
+	Buckets              *int       `json:"buckets"`
+	StartsAt             *time.Time `json:"starts_at"`
+	EndsAt               *time.Time `json:"ends_at"`
+	PaymentWindowSeconds *int       `json:"payment_window_seconds"`
+	PerUserLimit         *int       `json:"per_user_limit"`
+}
+
+func invalidField(field, rule string) error {
+	return domain.Errorf(domain.EInvalid, "%s: %s", field, rule)
+}
+
+// saleFromRequest validates every field, naming the first bad one.
+func saleFromRequest(r *createSaleRequest) (*domain.Sale, error) {
+	s := &domain.Sale{Buckets: 16, PaymentWindowSeconds: 900, PerUserLimit: 1}
+	switch {
+	case r.GoodsID == nil || *r.GoodsID <= 0:
+		return nil, invalidField("goods_id", "required, a positive integer")
+	case r.Title == nil || len(*r.Title) == 0 || len(*r.Title) > 200:
+		return nil, invalidField("title", "required, 1..200 bytes")
+	case r.PriceCents == nil || *r.PriceCents < 0:
+		return nil, invalidField("price_cents", "required, a non-negative integer")
+	case r.Stock == nil || *r.Stock < 1 || *r.Stock > 10_000_000:
+		return nil, invalidField("stock", "required, 1..10000000")
+	case r.Buckets != nil && (*r.Buckets < 1 || *r.Buckets > 1024):
+		return nil, invalidField("buckets", "1..1024")
+	case r.StartsAt == nil:
+		return nil, invalidField("starts_at", "required, RFC 3339")
+	case r.EndsAt == nil:
+		return nil, invalidField("ends_at", "required, RFC 3339")
+	case !r.EndsAt.After(*r.StartsAt):
+		return nil, invalidField("ends_at", "must be after starts_at")
+	case r.PaymentWindowSeconds != nil && (*r.PaymentWindowSeconds < 1 || *r.PaymentWindowSeconds > 86400):
+		return nil, invalidField("payment_window_seconds", "1..86400")
+	case r.PerUserLimit != nil && *r.PerUserLimit != 1:
+		return nil, invalidField("per_user_limit", "only 1 is supported")
+	}
+	s.GoodsID, s.Title, s.PriceCents, s.StockTotal = *r.GoodsID, *r.Title, *r.PriceCents, *r.Stock
+	s.StartsAt, s.EndsAt = r.StartsAt.UTC(), r.EndsAt.UTC()
+	if r.Buckets != nil {
+		s.Buckets = *r.Buckets
+	}
+	if r.PaymentWindowSeconds != nil {
+		s.PaymentWindowSeconds = *r.PaymentWindowSeconds
+	}
+	return s, nil
+}
+
+// POST /admin/v1/sales
+func (s *server) createSale(c *fiber.Ctx) error {
+	var req createSaleRequest
+	if err := decodeStrict(c.Body(), &req); err != nil {
+		return sendErr(c, err)
+	}
+	sale, err := saleFromRequest(&req)
+	if err != nil {
+		return sendErr(c, err)
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+	defer cancel()
+	if err := s.st.CreateSale(ctx, sale); err != nil {
+		s.logger.Error("create sale", "err", err)
+		return unavailable(c, 1, "could not create the sale")
+	}
+	s.cache.put(sale)
+	s.onSaleCreated(ctx, sale)
+	s.logger.Info("sale created", "sale", sale.ID, "stock", sale.StockTotal)
+	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal))
+}
+
+// onSaleCreated is the hook where the sale's SaleWorkflow will be started.
+func (s *server) onSaleCreated(context.Context, *domain.Sale) {}
+
+// adminSale loads the sale of the path, answering 404 for an unknown one.
+func (s *server) adminSale(ctx context.Context, c *fiber.Ctx) (*domain.Sale, error) {
+	id, err := saleIDParam(c, "sale_id")
+	if err != nil {
+		return nil, err
+	}
+	sale, err := s.st.GetSale(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, domain.Errorf(domain.ENotFound, "no such sale")
+	}
+	if err != nil {
+		s.logger.Error("admin: get sale", "sale", id, "err", err)
+		return nil, domain.Errorf(domain.EUnavailable, "database unavailable")
+	}
+	return sale, nil
+}
+
+// POST /admin/v1/sales/{sale_id}/warmup
+func (s *server) warmup(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+	defer cancel()
+	sale, err := s.adminSale(ctx, c)
+	if err != nil {
+		return s.sendMaybeUnavailable(c, err)
+	}
+	buyers, err := s.st.LiveBuyers(ctx, sale.ID)
+	if err != nil {
+		s.logger.Error("warmup: live buyers", "sale", sale.ID, "err", err)
+		return unavailable(c, 1, "database unavailable")
+	}
+	// Before the first reservation the buckets hold every unsold unit.
+	stock, err := s.st.DBStock(ctx, sale.ID)
+	if err != nil {
+		s.logger.Error("warmup: db stock", "sale", sale.ID, "err", err)
+		return unavailable(c, 1, "database unavailable")
+	}
+	outcome, redisStock, err := s.scripts.Warmup(ctx, s.rdb, lua.WarmupArgs{
+		SaleID: sale.ID, StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(),
+		Control: string(sale.Control), Epoch: sale.ModeEpoch, Mode: string(sale.Mode), Stock: stock, Buyers: buyers,
+	})
+	if err != nil {
+		s.logger.Error("warmup script", "sale", sale.ID, "err", err)
+		return unavailable(c, 1, "redis unavailable")
+	}
+	if outcome == lua.WarmupAlreadyLive {
+		return sendError(c, domain.EAlreadyLive, "the sale has taken reservations; warm-up would reset it")
+	}
+	if err := s.st.MarkWarmed(ctx, sale.ID); err != nil {
+		s.logger.Warn("warmup: mark warmed", "sale", sale.ID, "err", err)
+	}
+	e := s.cache.put(sale)
+	e.stockLeft.Store(redisStock)
+	e.mark.Store(nil)
+	s.logger.Info("sale warmed", "sale", sale.ID, "redis_stock", redisStock)
+	return c.JSON(fiber.Map{"sale_id": sale.ID, "redis_stock": redisStock})
+}
+
+// setControl writes the control into the sale's Redis metadata only when
+// the sale is warmed, so it never creates half a sale.
+var setControl = redis.NewScript(`if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'control', ARGV[1])
+  return 1
+end
+return 0`)
+
+// POST /admin/v1/sales/{sale_id}/pause|resume|stop
+func (s *server) control(to domain.SaleControl) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := saleIDParam(c, "sale_id")
+		if err != nil {
+			return sendErr(c, err)
+		}
+		ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+		defer cancel()
+		sale, err := s.st.SetSaleControl(ctx, id, to)
+		if errors.Is(err, store.ErrNotFound) {
+			return sendError(c, domain.ENotFound, "no such sale")
+		}
+		if err != nil {
+			s.logger.Error("set sale control", "sale", id, "err", err)
+			return unavailable(c, 1, "database unavailable")
+		}
+		if err := setControl.Run(ctx, s.rdb, []string{lua.SaleKeys(id).Meta}, string(to)).Err(); err != nil {
+			// The database holds the decision; this instance enforces it
+			// at once from its cache, others within a second.
+			s.logger.Error("set sale control in redis", "sale", id, "err", err)
+			return unavailable(c, 1, "recorded, but redis did not take it; retry")
+		}
+		e := s.cache.put(sale)
+		s.logger.Info("sale control", "sale", id, "control", to)
+		return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
+	}
+}
+
+// POST /admin/v1/sales/{sale_id}/stock
+func (s *server) adjustStock(c *fiber.Ctx) error {
+	id, err := saleIDParam(c, "sale_id")
+	if err != nil {
+		return sendErr(c, err)
+	}
+	var req struct {
+		Delta *int64 `json:"delta"`
+	}
+	if err := decodeStrict(c.Body(), &req); err != nil {
+		return sendErr(c, err)
+	}
+	if req.Delta == nil || *req.Delta == 0 {
+		return sendError(c, domain.EInvalid, "delta: required, a non-zero integer")
+	}
+	delta := *req.Delta
+	ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+	defer cancel()
+	if _, err := s.adminSale(ctx, c); err != nil {
+		return s.sendMaybeUnavailable(c, err)
+	}
+	ref := "adjust-" + ulid.Make().String()
+	insufficient := func() error {
+		return sendError(c, domain.EInsufficient, "cannot withdraw more than the unsold units")
+	}
+	if delta > 0 {
+		if err := s.st.AdjustStock(ctx, id, delta, ref); err != nil {
+			s.logger.Error("adjust stock in db", "sale", id, "err", err)
+			return unavailable(c, 1, "database unavailable")
+		}
+		if _, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta); err != nil {
+			s.logger.Error("adjust stock in redis after the database; reconciliation repairs it", "sale", id, "delta", delta, "err", err)
+			return unavailable(c, 1, "database changed but redis did not; reconciliation will repair")
+		}
+		s.cache.dropMark(id)
+	} else {
+		outcome, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta)
+		if err != nil {
+			s.logger.Error("adjust stock in redis", "sale", id, "err", err)
+			return unavailable(c, 1, "redis unavailable")
+		}
+		if outcome == lua.AdjustInsufficient {
+			return insufficient()
+		}
+		if err := s.st.AdjustStock(ctx, id, delta, ref); err != nil {
+			if outcome == lua.AdjustOK {
+				// Give the units back to Redis: the database refused them.
+				if _, _, gerr := s.scripts.Adjust(context.WithoutCancel(ctx), s.rdb, id, -delta); gerr != nil {
+					s.logger.Error("give units back to redis", "sale", id, "delta", -delta, "err", gerr)
+				}
+			}
+			if errors.Is(err, store.ErrInsufficient) {
+				return insufficient()
+			}
+			s.logger.Error("adjust stock in db", "sale", id, "err", err)
+			return unavailable(c, 1, "database unavailable")
+		}
+	}
+	sale, err := s.st.GetSale(ctx, id)
+	if err != nil {
+		s.logger.Error("get sale after adjust", "sale", id, "err", err)
+		return unavailable(c, 1, "database unavailable")
+	}
+	e := s.cache.put(sale)
+	e.stockLeft.Store(s.cache.readStock(ctx, id))
+	s.logger.Info("stock adjusted", "sale", id, "delta", delta)
+	return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
+}
+
+// PUT|DELETE /admin/v1/blacklist/{user_id}
+func (s *server) blacklist(on bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		uid, ok := parsePositiveID(c.Params("user_id"))
+		if !ok {
+			return sendError(c, domain.ENotFound, "no such user")
+		}
+		ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+		defer cancel()
+		if err := s.st.SetBlacklisted(ctx, uid, on); err != nil {
+			s.logger.Error("blacklist", "user", uid, "err", err)
+			return unavailable(c, 1, "database unavailable")
+		}
+		s.cache.setBlacklisted(uid, on)
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+}

@@ -1,0 +1,349 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// saleEntry is one sale in the in-process cache. The entry lives as long as
+// the sale is cached; its fields are swapped atomically, so the hot path
+// reads them without locks.
+type saleEntry struct {
+	sale      atomic.Pointer[domain.Sale]
+	stockLeft atomic.Int64 // Redis stock when warmed, else the database's
+	mark      atomic.Pointer[soldOutMark]
+	loading   atomic.Bool // one sold-out mark load at a time
+}
+
+// soldOutMark is an immutable picture of a sold-out sale taken in one
+// MULTI/EXEC: while the release counter has not moved, no unit can be
+// reserved, so the buyers and the replay map are exact.
+type soldOutMark struct {
+	released int64
+	buyers   map[int64]struct{}
+	requests map[string]string // "user:request_id" -> token
+}
+
+// markAnswer is what a sold-out mark says about a request.
+type markAnswer int
+
+const (
+	markNone    markAnswer = iota // no mark: go on to the script
+	markReplay                    // a replay: answer its token from memory
+	markBuyer                     // the user holds a unit: the script answers
+	markSoldOut                   // anyone else: 410 at once
+)
+
+// check consults the mark without allocating.
+func (e *saleEntry) check(userID int64, requestID string) (markAnswer, string) {
+	m := e.mark.Load()
+	if m == nil {
+		return markNone, ""
+	}
+	var buf [96]byte
+	k := strconv.AppendInt(buf[:0], userID, 10)
+	k = append(k, ':')
+	k = append(k, requestID...)
+	if tok, ok := m.requests[string(k)]; ok {
+		return markReplay, tok
+	}
+	if _, ok := m.buyers[userID]; ok {
+		return markBuyer, ""
+	}
+	return markSoldOut, ""
+}
+
+// saleCache holds sales, their stock and the blacklist, refreshed every second.
+type saleCache struct {
+	st      *store.Store
+	rdb     redis.UniversalClient
+	timeout time.Duration
+
+	mu      sync.RWMutex
+	entries map[int64]*saleEntry
+	misses  map[int64]time.Time // unknown ids, remembered for a second
+
+	blacklist atomic.Pointer[map[int64]struct{}]
+}
+
+func newSaleCache(st *store.Store, rdb redis.UniversalClient, timeout time.Duration) *saleCache {
+	c := &saleCache{st: st, rdb: rdb, timeout: timeout, entries: map[int64]*saleEntry{}, misses: map[int64]time.Time{}}
+	empty := map[int64]struct{}{}
+	c.blacklist.Store(&empty)
+	return c
+}
+
+const missTTL = time.Second
+
+var errUnknownSale = domain.Errorf(domain.ENotFound, "no such sale")
+
+// get returns the sale's entry, loading it from the database on a miss.
+func (c *saleCache) get(ctx context.Context, id int64) (*saleEntry, error) {
+	c.mu.RLock()
+	e := c.entries[id]
+	missAt, missed := c.misses[id]
+	c.mu.RUnlock()
+	if e != nil {
+		return e, nil
+	}
+	if missed && time.Since(missAt) < missTTL {
+		return nil, errUnknownSale
+	}
+	return c.load(ctx, id)
+}
+
+// load reads one sale and its stock into the cache.
+func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	sale, err := c.st.GetSale(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		c.mu.Lock()
+		if len(c.misses) > 10000 {
+			clear(c.misses) // bounded: a flood of unknown ids costs one query each per second at worst
+		}
+		c.misses[id] = time.Now()
+		c.mu.Unlock()
+		return nil, errUnknownSale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load sale %d: %w", id, err)
+	}
+	stock := c.readStock(ctx, id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[id]
+	if e == nil {
+		e = &saleEntry{}
+		c.entries[id] = e
+	}
+	e.sale.Store(sale)
+	e.stockLeft.Store(stock)
+	delete(c.misses, id)
+	return e, nil
+}
+
+// readStock is the Redis stock of a warmed sale, else the database's.
+func (c *saleCache) readStock(ctx context.Context, id int64) int64 {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	n, err := c.rdb.Get(rctx, lua.SaleKeys(id).Stock).Int64()
+	cancel()
+	if err == nil {
+		return n
+	}
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	n, err = c.st.DBStock(dctx, id)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// put replaces the cached sale at once (operator actions on this instance).
+func (c *saleCache) put(sale *domain.Sale) *saleEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[sale.ID]
+	if e == nil {
+		e = &saleEntry{}
+		c.entries[sale.ID] = e
+	}
+	e.sale.Store(sale)
+	delete(c.misses, sale.ID)
+	return e
+}
+
+// dropMark forgets a sale's sold-out mark (units came back on this instance).
+func (c *saleCache) dropMark(id int64) {
+	c.mu.RLock()
+	e := c.entries[id]
+	c.mu.RUnlock()
+	if e != nil {
+		e.mark.Store(nil)
+	}
+}
+
+func (c *saleCache) blacklisted(userID int64) bool {
+	_, ok := (*c.blacklist.Load())[userID]
+	return ok
+}
+
+// setBlacklisted applies an operator's change on this instance at once.
+func (c *saleCache) setBlacklisted(userID int64, on bool) {
+	for {
+		old := c.blacklist.Load()
+		next := make(map[int64]struct{}, len(*old)+1)
+		for k := range *old {
+			next[k] = struct{}{}
+		}
+		if on {
+			next[userID] = struct{}{}
+		} else {
+			delete(next, userID)
+		}
+		if c.blacklist.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// markSoldOut loads the sold-out picture of a sale in one MULTI/EXEC on its
+// keys (one hash slot) and stores it unless units are left.
+func (c *saleCache) markSoldOut(ctx context.Context, id int64, e *saleEntry) error {
+	if !e.loading.CompareAndSwap(false, true) {
+		return nil
+	}
+	defer e.loading.Store(false)
+	k := lua.SaleKeys(id)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var released, stock *redis.StringCmd
+	var buyers *redis.StringSliceCmd
+	var requests *redis.MapStringStringCmd
+	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		released = p.Get(ctx, k.Released)
+		stock = p.Get(ctx, k.Stock)
+		buyers = p.SMembers(ctx, k.Buyers)
+		requests = p.HGetAll(ctx, k.Requests)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("load sold-out mark of sale %d: %w", id, err)
+	}
+	n, err := stock.Int64()
+	if err != nil || n > 0 {
+		return nil // not warmed, or units are back: no mark
+	}
+	rel, err := released.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("sold-out mark of sale %d: release counter: %w", id, err)
+	}
+	m := &soldOutMark{released: rel, buyers: map[int64]struct{}{}, requests: requests.Val()}
+	for _, b := range buyers.Val() {
+		u, err := strconv.ParseInt(b, 10, 64)
+		if err != nil {
+			return fmt.Errorf("sold-out mark of sale %d: bad buyer %q", id, b)
+		}
+		m.buyers[u] = struct{}{}
+	}
+	e.mark.Store(m)
+	return nil
+}
+
+// refresh re-reads the open sales, their Redis stock and release counters,
+// and the blacklist. A moved release counter or stock above zero drops a
+// sold-out mark, so released units sell again even if no one told us.
+func (c *saleCache) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var errs []error
+	if ids, err := c.st.Blacklist(ctx); err != nil {
+		errs = append(errs, err)
+	} else {
+		m := make(map[int64]struct{}, len(ids))
+		for _, id := range ids {
+			m[id] = struct{}{}
+		}
+		c.blacklist.Store(&m)
+	}
+	sales, err := c.st.ListOpenSales(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	open := make(map[int64]*domain.Sale, len(sales))
+	for _, s := range sales {
+		open[s.ID] = s
+	}
+
+	// Redis: the stock of each open sale and the counter of each marked one.
+	rctx, rcancel := context.WithTimeout(ctx, time.Second)
+	defer rcancel()
+	pipe := c.rdb.Pipeline()
+	stocks := make(map[int64]*redis.StringCmd, len(sales))
+	counters := map[int64]*redis.StringCmd{}
+	c.mu.RLock()
+	for id := range open {
+		k := lua.SaleKeys(id)
+		stocks[id] = pipe.Get(rctx, k.Stock)
+		if e := c.entries[id]; e != nil && e.mark.Load() != nil {
+			counters[id] = pipe.Get(rctx, k.Released)
+		}
+	}
+	c.mu.RUnlock()
+	redisOK := true
+	if len(stocks) > 0 {
+		if _, err := pipe.Exec(rctx); err != nil && !errors.Is(err, redis.Nil) {
+			redisOK = false
+			errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
+		}
+	}
+
+	c.mu.Lock()
+	for id := range c.entries {
+		if _, ok := open[id]; !ok {
+			delete(c.entries, id) // finished or gone: reloaded on demand
+		}
+	}
+	var needDB []int64
+	for id, s := range open {
+		e := c.entries[id]
+		if e == nil {
+			e = &saleEntry{}
+			c.entries[id] = e
+		}
+		e.sale.Store(s)
+		delete(c.misses, id)
+		if !redisOK {
+			continue
+		}
+		n, err := stocks[id].Int64()
+		if err != nil {
+			if errors.Is(err, redis.Nil) {
+				needDB = append(needDB, id)
+			}
+			continue
+		}
+		e.stockLeft.Store(n)
+		m := e.mark.Load()
+		if m == nil {
+			continue
+		}
+		if n > 0 {
+			e.mark.CompareAndSwap(m, nil)
+			continue
+		}
+		if cmd, ok := counters[id]; ok {
+			if rel, err := cmd.Int64(); (err == nil && rel != m.released) || (errors.Is(err, redis.Nil) && m.released != 0) {
+				e.mark.CompareAndSwap(m, nil)
+			}
+		}
+	}
+	c.mu.Unlock()
+
+	// Sales not in Redis show the database's unsold units.
+	for _, id := range needDB {
+		n, err := c.st.DBStock(ctx, id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.mu.RLock()
+		if e := c.entries[id]; e != nil {
+			e.stockLeft.Store(n)
+		}
+		c.mu.RUnlock()
+	}
+	return errors.Join(errs...)
+}

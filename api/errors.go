@@ -1,0 +1,115 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// statusOf is the one mapping from the contract's error codes to HTTP statuses.
+func statusOf(code string) int {
+	switch code {
+	case domain.EInvalid:
+		return fiber.StatusBadRequest
+	case domain.EUnauthorized:
+		return fiber.StatusUnauthorized
+	case domain.EForbidden, domain.ESaleNotStarted, domain.ESaleEnded, domain.ESalePaused, domain.EBlacklisted:
+		return fiber.StatusForbidden
+	case domain.ENotFound:
+		return fiber.StatusNotFound
+	case domain.EMethodNotAllowed:
+		return fiber.StatusMethodNotAllowed
+	case domain.ETooLarge:
+		return fiber.StatusRequestEntityTooLarge
+	case domain.ESoldOut:
+		return fiber.StatusGone
+	case domain.EAlreadyPurchased, domain.ENotPayable, domain.ENotCancellable, domain.EAmountMismatch,
+		domain.EAlreadyLive, domain.EInsufficient, domain.EConflict:
+		return fiber.StatusConflict
+	case domain.ERateLimited:
+		return fiber.StatusTooManyRequests
+	case domain.EUnavailable:
+		return fiber.StatusServiceUnavailable
+	}
+	return fiber.StatusInternalServerError
+}
+
+// codeOfStatus names Fiber's own errors (routing, body limit) in the contract's codes.
+func codeOfStatus(status int) string {
+	switch status {
+	case fiber.StatusNotFound:
+		return domain.ENotFound
+	case fiber.StatusMethodNotAllowed:
+		return domain.EMethodNotAllowed
+	case fiber.StatusRequestEntityTooLarge:
+		return domain.ETooLarge
+	case fiber.StatusUnauthorized:
+		return domain.EUnauthorized
+	case fiber.StatusForbidden:
+		return domain.EForbidden
+	case fiber.StatusTooManyRequests:
+		return domain.ERateLimited
+	case fiber.StatusServiceUnavailable, fiber.StatusRequestTimeout:
+		return domain.EUnavailable
+	}
+	if status >= 400 && status < 500 {
+		return domain.EInvalid
+	}
+	return domain.EInternal
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// sendError writes the contract's error body for code.
+func sendError(c *fiber.Ctx, code, message string) error {
+	return c.Status(statusOf(code)).JSON(errorBody{Error: errorDetail{Code: code, Message: message}})
+}
+
+// sendErr writes err (a *domain.Error or an internal error) as an error body.
+func sendErr(c *fiber.Ctx, err error) error {
+	return sendError(c, domain.ErrorCode(err), domain.ErrorMessage(err))
+}
+
+// unavailable answers 503 with Retry-After: the outcome is unknown, retry.
+func unavailable(c *fiber.Ctx, retryAfter int, message string) error {
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(max(retryAfter, 1)))
+	return sendError(c, domain.EUnavailable, message)
+}
+
+// errorHandler is Fiber's ErrorHandler: every error that escapes a handler,
+// and Fiber's own 404/405/413, leave with the contract's error body.
+func errorHandler(logger *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		var fe *fiber.Error
+		if errors.As(err, &fe) {
+			code := codeOfStatus(fe.Code)
+			msg := fe.Message
+			if code == domain.ENotFound {
+				msg = "no such resource"
+			}
+			if code == domain.EMethodNotAllowed {
+				msg = "method not allowed on this resource"
+			}
+			if code == domain.ETooLarge {
+				msg = "request body over 8 KiB"
+			}
+			return c.Status(statusOf(code)).JSON(errorBody{Error: errorDetail{Code: code, Message: msg}})
+		}
+		var de *domain.Error
+		if !errors.As(err, &de) {
+			logger.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+		}
+		return sendErr(c, err)
+	}
+}

@@ -1,0 +1,162 @@
+package api
+
+import (
+	"math"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"golang.org/x/time/rate"
+)
+
+// limitOf turns a configured rate into a limiter rate; 0 means unlimited.
+func limitOf(rps float64) rate.Limit {
+	if rps <= 0 {
+		return rate.Inf
+	}
+	return rate.Limit(rps)
+}
+
+// retryAfterSeconds is how long a rejected client should wait: one token's
+// refill time, rounded up, at least one second.
+func retryAfterSeconds(rps float64) int {
+	if rps <= 0 {
+		return 1
+	}
+	return max(1, int(math.Ceil(1/rps)))
+}
+
+// keyedLimiters is a bounded map of per-key token buckets. Idle entries are
+// evicted by sweep; when the map is full even after a sweep, new keys share
+// one overflow bucket so memory stays bounded under a flood of new keys.
+type keyedLimiters[K comparable] struct {
+	limit    rate.Limit
+	burst    int
+	maxKeys  int
+	idle     time.Duration
+	shards   [32]limiterShard[K]
+	overflow *rate.Limiter
+	hash     func(K) uint32
+}
+
+type limiterShard[K comparable] struct {
+	mu sync.Mutex
+	m  map[K]*limiterEntry
+}
+
+type limiterEntry struct {
+	lim      *rate.Limiter
+	lastSeen int64 // unix nanos
+}
+
+func newKeyedLimiters[K comparable](rps float64, burst, maxKeys int, idle time.Duration, hash func(K) uint32) *keyedLimiters[K] {
+	k := &keyedLimiters[K]{
+		limit:   limitOf(rps),
+		burst:   max(burst, 1),
+		maxKeys: max(maxKeys/32, 1),
+		idle:    idle,
+		hash:    hash,
+	}
+	k.overflow = rate.NewLimiter(k.limit, k.burst)
+	for i := range k.shards {
+		k.shards[i].m = make(map[K]*limiterEntry)
+	}
+	return k
+}
+
+// allow takes a token from key's bucket.
+func (k *keyedLimiters[K]) allow(key K, now time.Time) bool {
+	if k.limit == rate.Inf {
+		return true
+	}
+	sh := &k.shards[k.hash(key)%uint32(len(k.shards))]
+	sh.mu.Lock()
+	e, ok := sh.m[key]
+	if !ok {
+		if len(sh.m) >= k.maxKeys {
+			sweepShard(sh, now, k.idle)
+		}
+		if len(sh.m) >= k.maxKeys {
+			sh.mu.Unlock()
+			return k.overflow.AllowN(now, 1)
+		}
+		e = &limiterEntry{lim: rate.NewLimiter(k.limit, k.burst)}
+		sh.m[key] = e
+	}
+	e.lastSeen = now.UnixNano()
+	ok = e.lim.AllowN(now, 1)
+	sh.mu.Unlock()
+	return ok
+}
+
+// sweep drops entries idle for longer than the idle time; a bucket idle that
+// long has refilled, so dropping it changes no answer.
+func (k *keyedLimiters[K]) sweep(now time.Time) {
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		sweepShard(sh, now, k.idle)
+		sh.mu.Unlock()
+	}
+}
+
+func sweepShard[K comparable](sh *limiterShard[K], now time.Time, idle time.Duration) {
+	cut := now.Add(-idle).UnixNano()
+	for key, e := range sh.m {
+		if e.lastSeen < cut {
+			delete(sh.m, key)
+		}
+	}
+}
+
+func hashAddr(a netip.Addr) uint32 {
+	b := a.As16()
+	var h uint32 = 2166136261
+	for _, x := range b {
+		h = (h ^ uint32(x)) * 16777619
+	}
+	return h
+}
+
+func hashUser(u int64) uint32 { return uint32(u) ^ uint32(u>>32) }
+
+func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientAddr is the socket peer, or, only when the peer is a trusted proxy,
+// the rightmost address of the proxy header that is not a trusted proxy.
+func (s *server) clientAddr(c *fiber.Ctx) netip.Addr {
+	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+	peer = peer.Unmap()
+	if len(s.cfg.TrustedProxies) == 0 || !inPrefixes(peer, s.cfg.TrustedProxies) {
+		return peer
+	}
+	hdr := c.Get(s.cfg.ProxyHeader)
+	addr := peer
+	for hdr != "" {
+		var part string
+		if i := strings.LastIndexByte(hdr, ','); i >= 0 {
+			part, hdr = hdr[i+1:], hdr[:i]
+		} else {
+			part, hdr = hdr, ""
+		}
+		a, err := netip.ParseAddr(strings.TrimSpace(part))
+		if err != nil {
+			// A garbled hop: trust nothing left of it.
+			return addr
+		}
+		addr = a.Unmap()
+		if !inPrefixes(addr, s.cfg.TrustedProxies) {
+			return addr
+		}
+	}
+	return addr
+}

@@ -1,0 +1,94 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Filter layers of the reservation path, cheapest first.
+const (
+	layerValidation = "validation"
+	layerGlobal     = "global_limit"
+	layerAddr       = "addr_limit"
+	layerSale       = "sale_cache"
+	layerSoldOut    = "sold_out_mark"
+	layerUser       = "user_limit"
+	layerBlacklist  = "blacklist"
+	layerRedis      = "redis"
+)
+
+type metrics struct {
+	filter   *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	starter  *prometheus.CounterVec
+	queueLen prometheus.GaugeFunc
+}
+
+func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
+	m := &metrics{
+		filter: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_filter_total",
+			Help: "Reservation requests by filter layer and outcome (pass or the rejection).",
+		}, []string{"layer", "outcome"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_http_requests_total",
+			Help: "HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		starter: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_starter_total",
+			Help: "Workflow starts handed to the in-process starter, by outcome.",
+		}, []string{"outcome"}),
+		queueLen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "seckill_starter_queue_length",
+			Help: "Workflow starts waiting in the in-process queue.",
+		}, queueLen),
+	}
+	var err error
+	if m.filter, err = register(reg, m.filter); err != nil {
+		return nil, err
+	}
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.starter, err = register(reg, m.starter); err != nil {
+		return nil, err
+	}
+	// A second app on one registry keeps the first queue gauge.
+	if _, err = register[prometheus.Collector](reg, m.queueLen); err != nil {
+		return nil, err
+	}
+	if _, err = register(reg, collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if _, err = register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered in its
+// place (several apps in one process, as in tests, share a registry).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			if existing, ok := already.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("register metrics: %w", err)
+	}
+	return c, nil
+}
+
+func (m *metrics) pass(layer string) { m.filter.WithLabelValues(layer, "pass").Inc() }
+
+func (m *metrics) reject(layer, outcome string) { m.filter.WithLabelValues(layer, outcome).Inc() }
+
+func (m *metrics) request(route string, status int) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+}

@@ -1,0 +1,241 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+)
+
+// reservationRequest is the body of POST .../reservations.
+type reservationRequest struct {
+	RequestID *string          `json:"request_id"`
+	Quantity  *json.RawMessage `json:"quantity"`
+}
+
+// ParseReservationRequest decodes the body strictly: one JSON object, no
+// unknown fields, request_id valid, quantity absent or exactly 1.
+func ParseReservationRequest(body []byte) (requestID string, err error) {
+	var req reservationRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return "", err
+	}
+	if req.RequestID == nil {
+		return "", domain.Errorf(domain.EInvalid, "request_id is required")
+	}
+	if !domain.ValidRequestID(*req.RequestID) {
+		return "", domain.Errorf(domain.EInvalid, "request_id must be 8..64 of A-Z a-z 0-9 _ -")
+	}
+	if req.Quantity != nil && string(bytes.TrimSpace(*req.Quantity)) != "1" {
+		return "", domain.Errorf(domain.EInvalid, "quantity must be 1")
+	}
+	return *req.RequestID, nil
+}
+
+// decodeStrict decodes exactly one JSON value into v, refusing unknown
+// fields and trailing data.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return domain.Errorf(domain.EInvalid, "invalid JSON body: %s", jsonProblem(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return domain.Errorf(domain.EInvalid, "invalid JSON body: exactly one JSON value expected")
+	}
+	return nil
+}
+
+// jsonProblem names what was wrong without echoing the body.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %s has the wrong type", te.Field)
+		}
+		return "the body must be a JSON object"
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at offset %d", se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "empty or truncated body"
+	}
+	const unknown = "json: unknown field "
+	if msg := err.Error(); len(msg) > len(unknown) && msg[:len(unknown)] == unknown {
+		return "unknown field " + msg[len(unknown):]
+	}
+	return "malformed body"
+}
+
+// saleIDParam reads a positive decimal sale id from the path, else 404.
+func saleIDParam(c *fiber.Ctx, name string) (int64, error) {
+	id, ok := parsePositiveID(c.Params(name))
+	if !ok {
+		return 0, domain.Errorf(domain.ENotFound, "no such sale")
+	}
+	return id, nil
+}
+
+// timeSlack is how far the in-process window check stays from the edges:
+// the authoritative check runs on Redis's clock in the script.
+const timeSlack = 2 * time.Second
+
+// reserve is POST /api/v1/sales/{sale_id}/reservations: cheapest filter first.
+func (s *server) reserve(c *fiber.Ctx) error {
+	p := principal(c)
+
+	// 1. validation
+	saleID, ok := parsePositiveID(c.Params("sale_id"))
+	if !ok {
+		s.m.reject(layerValidation, "not_found")
+		return sendError(c, domain.ENotFound, "no such sale")
+	}
+	requestID, err := ParseReservationRequest(c.Body())
+	if err != nil {
+		s.m.reject(layerValidation, "invalid")
+		return sendErr(c, err)
+	}
+	s.m.pass(layerValidation)
+
+	// 2. global and per-address buckets
+	now := time.Now()
+	if !s.global.AllowN(now, 1) {
+		s.m.reject(layerGlobal, "rate_limited")
+		return s.rateLimited(c, s.cfg.GlobalRPS)
+	}
+	s.m.pass(layerGlobal)
+	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.allow(addr, now) {
+		s.m.reject(layerAddr, "rate_limited")
+		return s.rateLimited(c, s.cfg.PerAddrRPS)
+	}
+	s.m.pass(layerAddr)
+
+	// 3. sale metadata from the cache
+	entry, err := s.cache.get(c.Context(), saleID)
+	if err != nil {
+		if domain.ErrorCode(err) == domain.ENotFound {
+			s.m.reject(layerSale, "not_found")
+			return sendErr(c, err)
+		}
+		s.m.reject(layerSale, "unavailable")
+		s.logger.Warn("reserve: sale cache", "sale", saleID, "err", err)
+		return unavailable(c, 1, "sale data unavailable, retry with the same request_id")
+	}
+	sale := entry.sale.Load()
+	switch {
+	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(timeSlack)):
+		s.m.reject(layerSale, "ended")
+		return sendError(c, domain.ESaleEnded, "the sale has ended")
+	case now.Before(sale.StartsAt.Add(-timeSlack)):
+		s.m.reject(layerSale, "not_started")
+		return sendError(c, domain.ESaleNotStarted, "the sale has not started")
+	case sale.Control == domain.ControlPaused:
+		s.m.reject(layerSale, "paused")
+		return sendError(c, domain.ESalePaused, "the sale is paused")
+	}
+	s.m.pass(layerSale)
+
+	// 4. the in-process sold-out mark
+	switch ans, tok := entry.check(p.UserID, requestID); ans {
+	case markReplay:
+		s.m.reject(layerSoldOut, "replay")
+		return s.accepted(c, tok, saleID, requestID)
+	case markSoldOut:
+		s.m.reject(layerSoldOut, "sold_out")
+		return sendError(c, domain.ESoldOut, "sold out")
+	}
+	s.m.pass(layerSoldOut)
+
+	// 5. per-user bucket and blacklist
+	if !s.perUser.allow(p.UserID, now) {
+		s.m.reject(layerUser, "rate_limited")
+		return s.rateLimited(c, s.cfg.PerUserRPS)
+	}
+	s.m.pass(layerUser)
+	if s.cache.blacklisted(p.UserID) {
+		s.m.reject(layerBlacklist, "blacklisted")
+		return sendError(c, domain.EBlacklisted, "this user may not take part")
+	}
+	s.m.pass(layerBlacklist)
+
+	// 6. the atomic script
+	token := domain.DeriveToken(s.cfg.TokenKey, saleID, p.UserID, requestID)
+	res, err := s.reserveViaRedis(c.Context(), lua.ReserveArgs{
+		SaleID: saleID, UserID: p.UserID, RequestID: requestID, Token: token, Epoch: sale.ModeEpoch,
+	})
+	if err != nil {
+		s.m.reject(layerRedis, "error")
+		s.logger.Warn("reserve: redis", "sale", saleID, "err", err)
+		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+	}
+	s.m.reject(layerRedis, res.Outcome)
+	switch res.Outcome {
+	case lua.OutcomeOK:
+		if s.faultExit {
+			// Fault suite: die like a SIGKILL between the hold and the start.
+			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+		}
+		s.starter.enqueue(domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
+		if res.StockLeft >= 0 {
+			entry.stockLeft.Store(res.StockLeft)
+		}
+		return s.accepted(c, token, saleID, requestID)
+	case lua.OutcomeReplay:
+		return s.accepted(c, res.Token, saleID, requestID)
+	case lua.OutcomeAlready:
+		return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
+	case lua.OutcomeSoldOut:
+		entry.stockLeft.Store(0)
+		go func() {
+			if err := s.cache.markSoldOut(context.Background(), saleID, entry); err != nil {
+				s.logger.Warn("sold-out mark", "sale", saleID, "err", err)
+			}
+		}()
+		return sendError(c, domain.ESoldOut, "sold out")
+	case lua.OutcomeNotStarted:
+		return sendError(c, domain.ESaleNotStarted, "the sale has not started")
+	case lua.OutcomeEnded:
+		return sendError(c, domain.ESaleEnded, "the sale has ended")
+	case lua.OutcomePaused:
+		return sendError(c, domain.ESalePaused, "the sale is paused")
+	case lua.OutcomeNotReady:
+		return unavailable(c, 1, "the sale is not ready yet, retry with the same request_id")
+	}
+	s.logger.Error("reserve: unexpected script outcome", "outcome", res.Outcome)
+	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+}
+
+// reserveViaRedis is the one Redis call of the hot path, kept small so that
+// a circuit breaker and the database path can wrap it.
+func (s *server) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	return s.scripts.Reserve(ctx, s.rdb, a)
+}
+
+type reservationAccepted struct {
+	Token     string                   `json:"token"`
+	Status    domain.ReservationStatus `json:"status"`
+	SaleID    int64                    `json:"sale_id"`
+	RequestID string                   `json:"request_id"`
+}
+
+func (s *server) accepted(c *fiber.Ctx, token string, saleID int64, requestID string) error {
+	return c.Status(fiber.StatusAccepted).JSON(reservationAccepted{Token: token, Status: domain.StatusQueued, SaleID: saleID, RequestID: requestID})
+}
+
+func (s *server) rateLimited(c *fiber.Ctx, rps float64) error {
+	c.Set(fiber.HeaderRetryAfter, fmt.Sprint(retryAfterSeconds(rps)))
+	return sendError(c, domain.ERateLimited, "too many requests")
+}

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/workflows"
+)
+
+const (
+	starterWorkers = 4
+	startTimeout   = 5 * time.Second
+)
+
+// starter starts order workflows off the request path. The queue is bounded
+// and never blocks a request: an entry that does not fit is dropped, and the
+// worker's inbox relay starts that workflow from the Redis stream instead.
+type starter struct {
+	q       chan domain.OrderInput
+	tc      client.Client
+	rdb     redis.UniversalClient
+	timeout time.Duration
+	logger  *slog.Logger
+	m       *metrics
+	wg      sync.WaitGroup
+}
+
+func newStarter(capacity int, tc client.Client, rdb redis.UniversalClient, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
+	return &starter{q: make(chan domain.OrderInput, max(capacity, 1)), tc: tc, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
+}
+
+// enqueue hands a start to the queue without waiting.
+func (s *starter) enqueue(in domain.OrderInput) {
+	if s.tc == nil {
+		s.m.starter.WithLabelValues("no_temporal").Inc()
+		return
+	}
+	select {
+	case s.q <- in:
+		s.m.starter.WithLabelValues("queued").Inc()
+	default:
+		s.m.starter.WithLabelValues("dropped").Inc()
+	}
+}
+
+// run serves the queue until stop closes, then drains what is queued while
+// the drain context lasts (best effort: the relay covers whatever is left).
+func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
+	for range starterWorkers {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for {
+				select {
+				case in := <-s.q:
+					s.start(context.Background(), in)
+				case <-stop:
+					dctx := drain()
+					for dctx.Err() == nil {
+						select {
+						case in := <-s.q:
+							s.start(dctx, in)
+						default:
+							return
+						}
+					}
+					return
+				}
+			}
+		}()
+	}
+}
+
+func (s *starter) start(parent context.Context, in domain.OrderInput) {
+	sctx, cancel := context.WithTimeout(parent, startTimeout)
+	defer cancel()
+	if err := workflows.StartOrder(sctx, s.tc, in); err != nil {
+		s.m.starter.WithLabelValues("failed").Inc()
+		s.logger.Warn("workflow start failed; the inbox relay will start it", "token", in.Token, "err", err)
+		return
+	}
+	s.m.starter.WithLabelValues("started").Inc()
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(parent), max(s.timeout, time.Second))
+	defer rcancel()
+	if err := s.rdb.SAdd(rctx, lua.SaleKeys(in.SaleID).Started, in.Token).Err(); err != nil {
+		// Only an optimisation for the relay: it finds the workflow started.
+		s.logger.Warn("mark workflow started", "token", in.Token, "err", err)
+	}
+}
+
+func (s *starter) wait() { s.wg.Wait() }
