@@ -349,9 +349,10 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 	in, err := parseEntry(w.ID, streams[0].Messages[0])
 	require.NoError(t, err)
 	require.NoError(t, workflows.StartOrder(testCtx(t), tc, in))
-	first, err := tc.DescribeWorkflowExecution(testCtx(t), wfID, "")
+	first, err := tc.DescribeWorkflow(testCtx(t), wfID, "")
 	require.NoError(t, err)
-	runID := first.WorkflowExecutionInfo.Execution.RunId
+	runID := first.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	require.NotEmpty(t, runID)
 
 	// The relay reclaims the entry from the dead consumer and starts it again.
 	r := MustRelay(t, w, func(ctx context.Context, in domain.OrderInput) error {

@@ -1,18 +1,206 @@
-// Package worker wires seckill's Temporal worker and inbox relay.
+// Package worker wires seckill's worker process: the Temporal worker of the
+// order and sale workflows, the inbox relay that hands Redis reservations to
+// Temporal, the Redis-stock recorder and the worker's metrics endpoint.
 package worker
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+	tworker "go.temporal.io/sdk/worker"
+
+	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/workflows"
 )
 
-// Run runs the worker until ctx is cancelled. (Placeholder until it lands.)
+// Temporal dial bounds: each attempt, and the pause between attempts.
+const (
+	temporalDialTimeout = 10 * time.Second
+	temporalMaxBackoff  = 15 * time.Second
+)
+
+// Run runs the worker until ctx is cancelled, then shuts down within
+// cfg.ShutdownTimeout: the relay stops reading and finishes its batch, the
+// Temporal worker stops, the clients close. A cancelled ctx is a clean stop
+// (nil), during start-up too.
 func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
-	_ = ctx
-	_ = cfg
-	_ = logger
-	return errors.New("worker: not built yet")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	// Bind first: a taken port fails the start before anything else opens.
+	ln, err := net.Listen("tcp", cfg.WorkerMetricsAddr)
+	if err != nil {
+		return fmt.Errorf("worker: listen for metrics on %s: %w", cfg.WorkerMetricsAddr, err)
+	}
+	srv := metricsServer(reg)
+	serveDone := make(chan struct{})
+	go func() {
+		defer close(serveDone)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("worker: metrics server", "err", err)
+		}
+	}()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			logger.Warn("worker: metrics server shutdown", "err", err)
+		}
+		<-serveDone
+	}()
+
+	rdb := conn.Redis(cfg)
+	defer closeLogged(logger, "redis", rdb.Close)
+	st, err := conn.Store(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer closeLogged(logger, "store", st.Close)
+	tc, err := dialTemporal(ctx, cfg, logger)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer tc.Close()
+
+	start := func(ctx context.Context, in domain.OrderInput) error { return workflows.StartOrder(ctx, tc, in) }
+	scripts := lua.New()
+	w := tworker.New(tc, domain.TaskQueue, tworker.Options{
+		// Leave part of the budget for the relay and the clients.
+		WorkerStopTimeout: cfg.ShutdownTimeout * 8 / 10,
+	})
+	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts})
+	// This is the project's one worker process, so the sale workflow runs
+	// here too.
+	workflows.RegisterSale(w, &activities.SaleActivities{
+		Store:    st,
+		Redis:    rdb,
+		Scripts:  scripts,
+		Temporal: tc,
+		Reconciler: &reconcile.Reconciler{
+			Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Start: start, Logger: logger,
+		},
+	})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("worker: start temporal worker: %w", err)
+	}
+
+	relay := &Relay{
+		Redis:       rdb,
+		Store:       st,
+		Starter:     start,
+		Consumer:    cfg.RelayConsumer,
+		MinIdle:     cfg.RelayMinIdle,
+		MaxDelivery: cfg.RelayMaxDelivery,
+		Logger:      logger,
+		Metrics:     metrics,
+	}
+	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: logger}
+	// work bounds the relay's in-flight batch; it outlives ctx until the
+	// shutdown deadline.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var bg sync.WaitGroup
+	relayDone := make(chan struct{})
+	bg.Go(func() {
+		defer close(relayDone)
+		relay.Run(ctx, work)
+	})
+	bg.Go(func() { recorder.Run(ctx) })
+	logger.Info("worker: running", "task_queue", domain.TaskQueue, "relay_consumer", cfg.RelayConsumer,
+		"metrics_addr", ln.Addr().String())
+
+	<-ctx.Done()
+	logger.Info("worker: shutting down", "timeout", cfg.ShutdownTimeout)
+	deadline, cancelDeadline := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancelDeadline()
+	// The Temporal worker drains while the relay finishes its batch.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		w.Stop()
+	}()
+	select {
+	case <-relayDone:
+	case <-deadline.Done():
+		logger.Warn("worker: relay batch unfinished at the shutdown deadline; its entries stay pending")
+		cancelWork()
+	}
+	select {
+	case <-stopped:
+	case <-deadline.Done():
+		logger.Warn("worker: temporal worker still stopping at the shutdown deadline")
+	}
+	bg.Wait()
+	logger.Info("worker: stopped")
+	return nil
+}
+
+// metricsServer serves /metrics and a liveness /healthz.
+func metricsServer(reg *prometheus.Registry) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, Timeout: 10 * time.Second}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	})
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+}
+
+// dialTemporal dials until Temporal answers or ctx ends, logging each failed
+// attempt: the worker may start before the Temporal server does.
+func dialTemporal(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+	backoff := time.Second
+	for attempt := 1; ; attempt++ {
+		c, err := conn.Temporal(ctx, cfg, logger, temporalDialTimeout)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("dial temporal: %w", ctx.Err())
+		}
+		logger.Warn("worker: temporal not answering", "attempt", attempt, "addr", cfg.TemporalAddress,
+			"err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dial temporal: %w", ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, temporalMaxBackoff)
+	}
+}
+
+func closeLogged(logger *slog.Logger, what string, closeFn func() error) {
+	if err := closeFn(); err != nil {
+		logger.Warn("worker: close "+what, "err", err)
+	}
 }
