@@ -18,8 +18,8 @@ import (
 
 // reservationRequest is the body of POST .../reservations.
 type reservationRequest struct {
-	RequestID *string          `json:"request_id"`
-	Quantity  *json.RawMessage `json:"quantity"`
+	RequestID *string         `json:"request_id"`
+	Quantity  json.RawMessage `json:"quantity"` // raw, so null is seen
 }
 
 // ParseReservationRequest decodes the body strictly: one JSON object, no
@@ -35,7 +35,7 @@ func ParseReservationRequest(body []byte) (requestID string, err error) {
 	if !domain.ValidRequestID(*req.RequestID) {
 		return "", domain.Errorf(domain.EInvalid, "request_id must be 8..64 of A-Z a-z 0-9 _ -")
 	}
-	if req.Quantity != nil && string(bytes.TrimSpace(*req.Quantity)) != "1" {
+	if req.Quantity != nil && string(bytes.TrimSpace(req.Quantity)) != "1" {
 		return "", domain.Errorf(domain.EInvalid, "quantity must be 1")
 	}
 	return *req.RequestID, nil
