@@ -31,7 +31,8 @@ start() {
 	fi
 	mkdir -p "$data/pids" "$data/logs"
 	log "starting $bin $name (log $logf)"
-	SECKILL_ENV="${SECKILL_ENV:-dev}" nohup "$bin" "$name" >>"$logf" 2>&1 </dev/null &
+	# Own session: a Ctrl-C in the terminal must not reach it; we stop it by pid.
+	SECKILL_ENV="${SECKILL_ENV:-dev}" setsid nohup "$bin" "$name" >>"$logf" 2>&1 </dev/null &
 	pid=$!
 	echo "$pid" >"$(pid_file "$data" "$name")"
 	if [[ "$name" == api ]]; then

@@ -51,7 +51,8 @@ start() {
 	log "starting on 127.0.0.1:$port, data $datadir"
 	# Run mariadbd itself (no mysqld_safe) so the pid is the server's. The pid
 	# file option keeps it off /run/mysqld, which may not exist without systemd.
-	nohup mariadbd --datadir="$datadir" --port="$port" --bind-address=127.0.0.1 \
+	# Own session: a Ctrl-C in the terminal must not reach it; we stop it by pid.
+	setsid nohup mariadbd --datadir="$datadir" --port="$port" --bind-address=127.0.0.1 \
 		--socket="$data/mysqld.sock" --pid-file="$data/mariadb/mariadbd.pid" --user=root \
 		--skip-name-resolve --innodb-flush-log-at-trx-commit=2 --max-connections=500 \
 		>>"$logf" 2>&1 </dev/null &

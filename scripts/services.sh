@@ -19,7 +19,12 @@ dev)
 	data="$ROOT/.data" redis_port=6379 mysql_port=3306 db=seckill temporal_port=7233 ui_port=8233 headless=""
 	;;
 test)
-	data="$ROOT/.data/test" redis_port=16379 mysql_port=13306 db=seckill_test temporal_port=17233 ui_port=18233 headless=--headless
+	# The ports can move (SECKILL_TEST_*_PORT), e.g. to try a cold start
+	# while the usual test ports are served.
+	data="$(abs "${SECKILL_TEST_DATA:-.data/test}")"
+	redis_port="${SECKILL_TEST_REDIS_PORT:-16379}" mysql_port="${SECKILL_TEST_MYSQL_PORT:-13306}"
+	temporal_port="${SECKILL_TEST_TEMPORAL_PORT:-17233}" ui_port=$((temporal_port + 1000))
+	db=seckill_test headless=--headless
 	;;
 *) die "unknown profile $profile (dev or test)" ;;
 esac

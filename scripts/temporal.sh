@@ -58,7 +58,8 @@ start() {
 	local ui="UI http://127.0.0.1:$uiport"
 	[[ "$headless" != --headless ]] || ui="headless"
 	log "starting on 127.0.0.1:$port ($ui), data $data/temporal"
-	nohup "$bin" "${args[@]}" >>"$logf" 2>&1 </dev/null &
+	# Own session: a Ctrl-C in the terminal must not reach it; we stop it by pid.
+	setsid nohup "$bin" "${args[@]}" >>"$logf" 2>&1 </dev/null &
 	pid=$!
 	echo "$pid" >"$pf"
 	wait_for "temporal on 127.0.0.1:$port" "$START_TIMEOUT" "$pid" "$logf" healthy

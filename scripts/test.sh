@@ -38,11 +38,11 @@ trap 'exit 143' TERM
 
 step "start test services" "$ROOT/scripts/services.sh" up test
 
-export SECKILL_TEST_REDIS_ADDR=127.0.0.1:16379
-export SECKILL_TEST_MYSQL_DSN='root@tcp(127.0.0.1:13306)/seckill_test'
-export SECKILL_TEST_TEMPORAL_ADDRESS=127.0.0.1:17233
+export SECKILL_TEST_REDIS_ADDR="127.0.0.1:${SECKILL_TEST_REDIS_PORT:-16379}"
+export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:${SECKILL_TEST_MYSQL_PORT:-13306})/seckill_test"
+export SECKILL_TEST_TEMPORAL_ADDRESS="127.0.0.1:${SECKILL_TEST_TEMPORAL_PORT:-17233}"
 export SECKILL_TEMPORAL_BIN="$ROOT/.data/bin/temporal"
 
 step "go vet" go vet ./...
 # One invocation over all packages; go test prints each package's time.
-step "go test" go test -count=1 -timeout 30m ./...
+step "go test" go test -count=1 -timeout 30m ${SECKILL_TEST_RUN:+-run "$SECKILL_TEST_RUN"} ./...
