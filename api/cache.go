@@ -35,6 +35,17 @@ type soldOutMark struct {
 	requests map[string]string // "user:request_id" -> token
 }
 
+// lowerStock records a stock seen by a script answer; concurrent answers
+// arrive out of order, so only a lower value wins (the refresher raises it).
+func (e *saleEntry) lowerStock(n int64) {
+	for {
+		cur := e.stockLeft.Load()
+		if n < 0 || n >= cur || e.stockLeft.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
 // markAnswer is what a sold-out mark says about a request.
 type markAnswer int
 

@@ -158,3 +158,28 @@ func (h *harness) dbStock(saleID int64) int64 {
 	require.NoError(h.tb, err)
 	return n
 }
+
+func newRequest(method, path string) (*http.Request, error) {
+	return http.NewRequest(method, "http://api.test"+path, nil)
+}
+
+func newRequestBody(method, path, token, body string) (*http.Request, error) {
+	req, err := http.NewRequest(method, "http://api.test"+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
+}
+
+// doApp runs one request through app.Test.
+func doApp(tb testing.TB, app *fiber.App, req *http.Request) response {
+	tb.Helper()
+	resp, err := app.Test(req, 15000)
+	require.NoError(tb, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(tb, err)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}

@@ -187,9 +187,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
 		s.starter.enqueue(domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
-		if res.StockLeft >= 0 {
-			entry.stockLeft.Store(res.StockLeft)
-		}
+		entry.lowerStock(res.StockLeft)
 		return s.accepted(c, token, saleID, requestID)
 	case lua.OutcomeReplay:
 		return s.accepted(c, res.Token, saleID, requestID)

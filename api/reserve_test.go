@@ -124,9 +124,11 @@ func TestReserveConcurrentSellOut(t *testing.T) {
 	require.EqualValues(t, stock, h.xlen(keys.Inbox), "nothing more reserved")
 
 	// The sale view shows it sold out.
-	v := h.do("GET", "/api/v1/sales/"+strconv.FormatInt(sale.ID, 10), "", "").json(t)
-	require.Equal(t, "sold_out", v["state"])
-	require.EqualValues(t, 0, v["stock_left"])
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		v := h.do("GET", "/api/v1/sales/"+strconv.FormatInt(sale.ID, 10), "", "").json(t)
+		assert.Equal(c, "sold_out", v["state"])
+		assert.EqualValues(c, 0, v["stock_left"])
+	}, 5*time.Second, 100*time.Millisecond)
 }
 
 // TestReserveMissingStockKeyIsUnavailable: a sale whose stock key is gone
