@@ -78,7 +78,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
 	if err := s.st.CreateSale(ctx, sale); err != nil {
 		s.logger.Error("create sale", "err", err)
@@ -112,7 +112,7 @@ func (s *server) adminSale(ctx context.Context, c *fiber.Ctx) (*domain.Sale, err
 
 // POST /admin/v1/sales/{sale_id}/warmup
 func (s *server) warmup(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
 	sale, err := s.adminSale(ctx, c)
 	if err != nil {
@@ -165,7 +165,7 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 		if err != nil {
 			return sendErr(c, err)
 		}
-		ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
 		sale, err := s.st.SetSaleControl(ctx, id, to)
 		if errors.Is(err, store.ErrNotFound) {
@@ -203,7 +203,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		return sendError(c, domain.EInvalid, "delta: required, a non-zero integer")
 	}
 	delta := *req.Delta
-	ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
 	if _, err := s.adminSale(ctx, c); err != nil {
 		return s.sendMaybeUnavailable(c, err)
@@ -263,7 +263,7 @@ func (s *server) blacklist(on bool) fiber.Handler {
 		if !ok {
 			return sendError(c, domain.ENotFound, "no such user")
 		}
-		ctx, cancel := context.WithTimeout(c.Context(), adminTimeout)
+		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
 		if err := s.st.SetBlacklisted(ctx, uid, on); err != nil {
 			s.logger.Error("blacklist", "user", uid, "err", err)

@@ -230,7 +230,7 @@ func (s *server) background() {
 }
 
 func (s *server) readyz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.Context(), time.Second)
+	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
 	defer cancel()
 	if err := s.st.Ping(ctx); err != nil {
 		s.logger.Warn("readiness: mysql", "err", err)

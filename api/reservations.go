@@ -81,17 +81,17 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	if state, owner, ok := s.redisHold(c.Context(), saleID, token); ok && state == domain.TokenHeld {
+	if state, owner, ok := s.redisHold(c.UserContext(), saleID, token); ok && state == domain.TokenHeld {
 		if owner != p.UserID {
 			return sendErr(c, errNoReservation)
 		}
-		v, err := s.queuedView(c.Context(), token, saleID)
+		v, err := s.queuedView(c.UserContext(), token, saleID)
 		if err != nil {
 			return sendErr(c, err)
 		}
 		return c.JSON(v)
 	}
-	r, err := s.dbReservation(c.Context(), token)
+	r, err := s.dbReservation(c.UserContext(), token)
 	if err != nil {
 		s.logger.Warn("get reservation", "err", err)
 		return unavailable(c, 1, "reservation store unavailable")
@@ -113,7 +113,7 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 		}
 		saleID = id
 	}
-	ctx, cancel := context.WithTimeout(c.Context(), dbTimeout)
+	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
 	defer cancel()
 	rs, err := s.st.ListReservations(ctx, p.UserID, saleID, listLimit)
 	if err != nil {
@@ -164,15 +164,15 @@ func (s *server) pay(c *fiber.Ctx) error {
 		return sendError(c, domain.EInvalid, "payment_ref must be 1..64 of A-Z a-z 0-9 _ -")
 	}
 	ref := *req.PaymentRef
-	if _, err := s.ownReservation(c.Context(), p, token, saleID); err != nil {
+	if _, err := s.ownReservation(c.UserContext(), p, token, saleID); err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	st, err := s.update(c.Context(), token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	st, err := s.update(c.UserContext(), token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
 	switch {
 	case err == nil:
 		return c.JSON(stateView(st))
 	case errors.Is(err, errWorkflowClosed):
-		r, derr := s.dbReservation(c.Context(), token)
+		r, derr := s.dbReservation(c.UserContext(), token)
 		if derr != nil {
 			return unavailable(c, 1, "reservation store unavailable")
 		}
@@ -197,10 +197,10 @@ func (s *server) cancel(c *fiber.Ctx) error {
 			return sendErr(c, err)
 		}
 	}
-	if _, err := s.ownReservation(c.Context(), p, token, saleID); err != nil {
+	if _, err := s.ownReservation(c.UserContext(), p, token, saleID); err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	st, err := s.update(c.Context(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
+	st, err := s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
 	switch {
 	case err == nil:
 		if st.Status == domain.StatusCancelled {
@@ -208,7 +208,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		}
 		return c.JSON(stateView(st))
 	case errors.Is(err, errWorkflowClosed):
-		r, derr := s.dbReservation(c.Context(), token)
+		r, derr := s.dbReservation(c.UserContext(), token)
 		if derr != nil {
 			return unavailable(c, 1, "reservation store unavailable")
 		}
@@ -285,7 +285,7 @@ func (s *server) getSale(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	e, err := s.cache.get(c.Context(), id)
+	e, err := s.cache.get(c.UserContext(), id)
 	if err != nil {
 		return s.saleLookupError(c, err)
 	}

@@ -122,7 +122,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	s.m.pass(layerAddr)
 
 	// 3. sale metadata from the cache
-	entry, err := s.cache.get(c.Context(), saleID)
+	entry, err := s.cache.get(c.UserContext(), saleID)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.ENotFound {
 			s.m.reject(layerSale, "not_found")
@@ -171,7 +171,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 
 	// 6. the atomic script
 	token := domain.DeriveToken(s.cfg.TokenKey, saleID, p.UserID, requestID)
-	res, err := s.reserveViaRedis(c.Context(), lua.ReserveArgs{
+	res, err := s.reserveViaRedis(c.UserContext(), lua.ReserveArgs{
 		SaleID: saleID, UserID: p.UserID, RequestID: requestID, Token: token, Epoch: sale.ModeEpoch,
 	})
 	if err != nil {
