@@ -339,6 +339,10 @@ func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expe
 type RebuildData struct {
 	Stock    int64             `json:"stock"`
 	Epoch    int64             `json:"epoch"`
+	StartsMS int64             `json:"starts_ms"`
+	EndsMS   int64             `json:"ends_ms"`
+	Control  string            `json:"control"`
+	Group    string            `json:"group"`
 	Buyers   []string          `json:"buyers"`
 	Tokens   map[string]string `json:"tokens"`
 	Requests map[string]string `json:"requests"`
@@ -356,12 +360,13 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 	if d.Requests == nil {
 		d.Requests = map[string]string{}
 	}
+	d.Group = InboxGroup
 	body, err := json.Marshal(d)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}
 	k := SaleKeys(saleID)
-	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released}, string(body)).Int64()
+	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox}, string(body)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}

@@ -2,9 +2,10 @@
 -- stock net of holds, buyer set, token states, replay keys, epoch and mode.
 -- Holds Redis has that the database does not know yet (inbox entries whose
 -- workflow has not recorded them) are kept, and their units stay held.
--- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released
--- ARGV: 1 JSON {stock, epoch, buyers: [user], tokens: {token: "state:user"},
---               requests: {"user:request_id": token}}
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released,
+--       8 inbox
+-- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, buyers: [user],
+--               tokens: {token: "state:user"}, requests: {"user:request_id": token}}
 -- Returns the stock set.
 local data = cjson.decode(ARGV[1])
 local stock = tonumber(data.stock)
@@ -36,7 +37,12 @@ for field, token in pairs(data.requests) do
   redis.call('HSET', KEYS[5], field, token)
 end
 redis.call('SET', KEYS[2], stock)
-redis.call('HSET', KEYS[1], 'epoch', tostring(data.epoch), 'mode', 'redis')
+redis.call('HSET', KEYS[1], 'epoch', tostring(data.epoch), 'mode', 'redis',
+  'starts_ms', tostring(data.starts_ms), 'ends_ms', tostring(data.ends_ms), 'control', data.control)
+local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[8], data.group, '0', 'MKSTREAM')
+if not ok and not string.find(tostring(err), 'BUSYGROUP') then
+  return redis.error_reply(tostring(err))
+end
 local n = 0
 for _ in pairs(data.tokens) do
   n = n + 1

@@ -5,7 +5,9 @@ package sales
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -64,4 +66,55 @@ func Teardown(ctx context.Context, st *store.Store, rdb redis.UniversalClient, s
 		return fmt.Errorf("tear down sale %d: %w", saleID, err)
 	}
 	return nil
+}
+
+// Resync brings a sale in database mode back to Redis: it stops both paths
+// (resync mode, new epoch — the database's conditional mode update is the
+// lock, so one instance wins), rebuilds the sale in Redis from the database
+// in one script, and returns the sale to Redis mode. On failure it rolls
+// back to database mode. It reports false when the sale was not in
+// database mode.
+//
+// The invariant this keeps: units sold by both paths together never exceed
+// the stock. Redis is rebuilt as stock net of holds from the database, which
+// no path can change during the rebuild; a hold Redis promised that the
+// database cannot honour ends FAILED, never as a unit sold twice.
+func Resync(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID int64) (bool, error) {
+	epoch, err := st.BeginResync(ctx, saleID)
+	if errors.Is(err, store.ErrNotDatabaseMode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("resync sale %d: %w", saleID, err)
+	}
+	if err := rebuild(ctx, st, rdb, scripts, saleID, epoch); err != nil {
+		if _, aerr := st.AbortResync(context.WithoutCancel(ctx), saleID, epoch, 0); aerr != nil {
+			return false, fmt.Errorf("resync sale %d: %w (and rolling back: %v)", saleID, err, aerr)
+		}
+		return false, fmt.Errorf("resync sale %d: %w", saleID, err)
+	}
+	return true, nil
+}
+
+func rebuild(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID, epoch int64) error {
+	sale, err := st.GetSale(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	state, err := st.ReadRedisState(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	buyers := make([]string, len(state.Buyers))
+	for i, b := range state.Buyers {
+		buyers[i] = strconv.FormatInt(b, 10)
+	}
+	if _, err := scripts.Rebuild(ctx, rdb, saleID, lua.RebuildData{
+		Stock: state.Stock, Epoch: epoch,
+		StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(), Control: string(sale.Control),
+		Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests,
+	}); err != nil {
+		return err
+	}
+	return st.FinishResync(ctx, saleID, epoch)
 }

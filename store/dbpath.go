@@ -26,9 +26,9 @@ var (
 // path's quota to what Redis had unsold when last seen. It is a no-op when
 // the sale is already in database mode. It returns the sale as it is now.
 func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64) (*domain.Sale, error) {
-	_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1,
+	_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ?,
 		db_quota = LEAST(COALESCE(redis_stock_seen, 0), (SELECT COALESCE(SUM(stock), 0) FROM stock_buckets WHERE sale_id = ?))
-		WHERE id = ? AND mode = ?`, string(domain.ModeDatabase), saleID, saleID, string(domain.ModeRedis))
+		WHERE id = ? AND mode = ?`, string(domain.ModeDatabase), nowMS(), saleID, saleID, string(domain.ModeRedis))
 	if err != nil {
 		return nil, fmt.Errorf("switch sale %d to database mode: %w", saleID, err)
 	}
@@ -182,8 +182,8 @@ func (s *Store) MarkDispatched(ctx context.Context, token string) error {
 // back. It returns the new epoch, or ErrNotDatabaseMode when the sale is not
 // in database mode (another instance resynchronises it, or already did).
 func (s *Store) BeginResync(ctx context.Context, saleID int64) (int64, error) {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1 WHERE id = ? AND mode = ?",
-		string(domain.ModeResync), saleID, string(domain.ModeDatabase))
+	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ? WHERE id = ? AND mode = ?",
+		string(domain.ModeResync), nowMS(), saleID, string(domain.ModeDatabase))
 	if err != nil {
 		return 0, fmt.Errorf("begin resync of sale %d: %w", saleID, err)
 	}
@@ -200,8 +200,8 @@ func (s *Store) BeginResync(ctx context.Context, saleID int64) (int64, error) {
 // FinishResync returns a resynchronised sale to Redis mode, if its epoch is
 // still the one the resync began with.
 func (s *Store) FinishResync(ctx context.Context, saleID, epoch int64) error {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, db_quota = NULL WHERE id = ? AND mode = ? AND mode_epoch = ?",
-		string(domain.ModeRedis), saleID, string(domain.ModeResync), epoch)
+	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, db_quota = NULL, mode_changed_at = ? WHERE id = ? AND mode = ? AND mode_epoch = ?",
+		string(domain.ModeRedis), nowMS(), saleID, string(domain.ModeResync), epoch)
 	if err != nil {
 		return fmt.Errorf("finish resync of sale %d: %w", saleID, err)
 	}
@@ -271,3 +271,30 @@ func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, 
 	}
 	return st, nil
 }
+
+// AbortResync returns a sale whose resync did not finish to database mode
+// with a new epoch, so the database path sells again and a later resync
+// starts over. It acts only on the epoch given, or, with epoch 0, on a
+// resync older than staleAfter (its instance died).
+func (s *Store) AbortResync(ctx context.Context, saleID, epoch int64, staleAfter time.Duration) (bool, error) {
+	q := "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ? WHERE id = ? AND mode = ?"
+	args := []any{string(domain.ModeDatabase), nowMS(), saleID, string(domain.ModeResync)}
+	if epoch > 0 {
+		q += " AND mode_epoch = ?"
+		args = append(args, epoch)
+	} else {
+		q += " AND mode_changed_at < ?"
+		args = append(args, nowMS().Add(-staleAfter))
+	}
+	res, err := s.DB.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, fmt.Errorf("abort resync of sale %d: %w", saleID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("abort resync of sale %d: %w", saleID, err)
+	}
+	return n == 1, nil
+}
+
+func nowMS() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }

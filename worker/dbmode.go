@@ -1,0 +1,186 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/store"
+)
+
+// OutboxRelay starts the workflows of database-path reservations whose
+// start the API did not confirm: the outbox row was committed with the
+// reservation, so a crash between commit and start loses nothing.
+type OutboxRelay struct {
+	Store   *store.Store
+	Starter func(ctx context.Context, in domain.OrderInput) error
+	// MinAge leaves fresh rows to the API's own start.
+	MinAge time.Duration
+	Every  time.Duration
+	Logger *slog.Logger
+}
+
+// Run relays until ctx ends.
+func (o *OutboxRelay) Run(ctx context.Context) {
+	tick := time.NewTicker(o.Every)
+	defer tick.Stop()
+	for {
+		if _, err := o.Once(ctx); err != nil && ctx.Err() == nil {
+			o.Logger.Warn("outbox relay", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Once relays one batch and returns how many workflows it started.
+func (o *OutboxRelay) Once(ctx context.Context) (int, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	entries, err := o.Store.PendingOutbox(qctx, o.MinAge, 256)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	started := 0
+	for _, e := range entries {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := o.Starter(sctx, domain.OrderInput{Token: e.Token, SaleID: e.SaleID, UserID: e.UserID, RequestID: e.Req, Path: domain.PathDatabase, Deducted: true})
+		cancel()
+		if err != nil {
+			return started, err // Temporal is down: try again next tick
+		}
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = o.Store.MarkDispatched(mctx, e.Token)
+		cancel()
+		if err != nil {
+			return started, err
+		}
+		started++
+	}
+	return started, nil
+}
+
+// Resyncer returns sales from database mode to Redis once Redis has
+// answered for a while, and rolls back resyncs that stalled.
+type Resyncer struct {
+	Store   *store.Store
+	Redis   redis.UniversalClient
+	Scripts *lua.Scripts
+	// Healthy is how long Redis must answer before a sale goes back.
+	Healthy time.Duration
+	// StaleResync is how long a resync may take before it is rolled back.
+	StaleResync time.Duration
+	Every       time.Duration
+	Logger      *slog.Logger
+
+	healthySince time.Time
+}
+
+// Run resyncs until ctx ends.
+func (r *Resyncer) Run(ctx context.Context) {
+	tick := time.NewTicker(r.Every)
+	defer tick.Stop()
+	for {
+		r.Once(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Once checks every open sale once.
+func (r *Resyncer) Once(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	open, err := r.Store.ListOpenSales(lctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.Logger.Warn("resync: list sales", "err", err)
+		}
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	pingErr := r.Redis.Ping(pctx).Err()
+	cancel()
+	now := time.Now()
+	switch {
+	case pingErr != nil:
+		r.healthySince = time.Time{}
+	case r.healthySince.IsZero():
+		r.healthySince = now
+	}
+	for _, s := range open {
+		switch s.Mode {
+		case domain.ModeResync:
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			rolled, err := r.Store.AbortResync(actx, s.ID, 0, r.StaleResync)
+			cancel()
+			if err != nil {
+				r.Logger.Warn("resync: roll back a stalled resync", "sale_id", s.ID, "err", err)
+			} else if rolled {
+				r.Logger.Warn("resync: rolled back a stalled resync to database mode", "sale_id", s.ID)
+			}
+		case domain.ModeDatabase:
+			if r.healthySince.IsZero() || now.Sub(r.healthySince) < r.Healthy {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			done, err := sales.Resync(rctx, r.Store, r.Redis, r.Scripts, s.ID)
+			cancel()
+			if err != nil {
+				r.Logger.Error("resync: sale stays in database mode", "sale_id", s.ID, "err", err)
+			} else if done {
+				r.Logger.Info("resync: sale is back on Redis", "sale_id", s.ID)
+			}
+		}
+	}
+}
+
+// SaleSweeper makes sure every open sale has its SaleWorkflow, also when
+// the API could not start it at creation (Temporal down).
+type SaleSweeper struct {
+	Store  *store.Store
+	Start  func(ctx context.Context, in domain.SaleInput) error
+	Every  time.Duration
+	Logger *slog.Logger
+}
+
+// Run sweeps until ctx ends.
+func (s *SaleSweeper) Run(ctx context.Context) {
+	tick := time.NewTicker(s.Every)
+	defer tick.Stop()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		open, err := s.Store.ListOpenSales(lctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.Logger.Warn("sale sweeper: list sales", "err", err)
+		}
+		for _, sale := range open {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := s.Start(sctx, domain.SaleInput{SaleID: sale.ID})
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					s.Logger.Warn("sale sweeper: start sale workflow", "sale_id", sale.ID, "err", err)
+				}
+				break // Temporal is down: try again next round
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/store"
+)
+
+// mustDatabaseModeSale creates a sale in the worker's own database, warms
+// it and switches it to database mode with one database-path reservation.
+func mustDatabaseModeSale(t *testing.T, st *store.Store) (*domain.Sale, domain.OrderInput) {
+	t.Helper()
+	rdb := testenv.MustRedis(t)
+	sale := testenv.MustSale(t, st, 5)
+	t.Cleanup(func() { rdb.Del(context.Background(), lua.SaleKeys(sale.ID).All()...) })
+	_, _, err := sales.Warmup(testCtx(t), st, rdb, lua.New(), sale.ID)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordRedisStock(testCtx(t), sale.ID, 5))
+	_, err = st.SwitchToDatabase(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	user := testenv.UniqueUser()
+	in := domain.OrderInput{Token: domain.DeriveToken([]byte("k"), sale.ID, user, "outbox-01"), SaleID: sale.ID, UserID: user, RequestID: "outbox-01", Path: domain.PathDatabase, Deducted: true}
+	_, _, err = st.ReserveInDB(testCtx(t), in)
+	require.NoError(t, err)
+	return sale, in
+}
+
+func TestOutboxRelayStartsWhatTheAPIDidNot(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	_, in := mustDatabaseModeSale(t, st)
+	var mu sync.Mutex
+	var started []domain.OrderInput
+	o := &OutboxRelay{Store: st, MinAge: 0, Every: time.Second, Logger: slog.Default(),
+		Starter: func(_ context.Context, got domain.OrderInput) error {
+			mu.Lock()
+			defer mu.Unlock()
+			started = append(started, got)
+			return nil
+		}}
+	_, err := o.Once(testCtx(t))
+	require.NoError(t, err)
+	require.Contains(t, started, in, "started with the database path's input")
+	n := len(started)
+	_, err = o.Once(testCtx(t))
+	require.NoError(t, err)
+	require.Len(t, started, n, "a dispatched row is not started again")
+
+	// A failing start leaves the row for the next round.
+	_, in2 := mustDatabaseModeSale(t, st)
+	o.Starter = func(context.Context, domain.OrderInput) error { return fmt.Errorf("temporal down") }
+	_, err = o.Once(testCtx(t))
+	require.Error(t, err)
+	pending, err := st.PendingOutbox(testCtx(t), 0, 1000)
+	require.NoError(t, err)
+	var tokens []string
+	for _, e := range pending {
+		tokens = append(tokens, e.Token)
+	}
+	require.Contains(t, tokens, in2.Token)
+}
+
+func TestResyncerReturnsASaleToRedis(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	sale, in := mustDatabaseModeSale(t, st)
+	rdb := testenv.MustRedis(t)
+	r := &Resyncer{Store: st, Redis: rdb, Scripts: lua.New(), Healthy: 0, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r.Once(testCtx(t)) // first sight of a healthy Redis
+	r.Once(testCtx(t))
+	got, err := st.GetSale(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+	keys := lua.SaleKeys(sale.ID)
+	require.Equal(t, fmt.Sprint(got.ModeEpoch), rdb.HGet(testCtx(t), keys.Meta, "epoch").Val())
+	require.Equal(t, "4", rdb.Get(testCtx(t), keys.Stock).Val(), "5 units - 1 sold on the database path")
+	require.Equal(t, fmt.Sprintf("ordered:%d", in.UserID), rdb.HGet(testCtx(t), keys.Tokens, in.Token).Val())
+
+	// The Redis path works again with the new epoch and knows the buyer.
+	res, err := lua.New().Reserve(testCtx(t), rdb, lua.ReserveArgs{SaleID: sale.ID, UserID: in.UserID, RequestID: "after-01", Token: "x", Epoch: got.ModeEpoch})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeAlready, res.Outcome)
+}
+
+func TestResyncerRollsBackAStalledResync(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	sale, _ := mustDatabaseModeSale(t, st)
+	_, err := st.BeginResync(testCtx(t), sale.ID) // its instance "dies" here
+	require.NoError(t, err)
+	r := &Resyncer{Store: st, Redis: testenv.MustRedis(t), Scripts: lua.New(), Healthy: time.Hour, StaleResync: time.Millisecond, Every: time.Second, Logger: slog.Default()}
+	time.Sleep(5 * time.Millisecond)
+	r.Once(testCtx(t))
+	got, err := st.GetSale(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeDatabase, got.Mode, "back to database mode, where a later resync starts over")
+}
