@@ -31,6 +31,8 @@ start() {
 	fi
 	mkdir -p "$data/pids" "$data/logs"
 	log "starting $bin $name (log $logf)"
+	# A marker, so a failure's log tail shows where this run begins.
+	echo "--- $(date -u +%FT%TZ) starting seckill $name" >>"$logf"
 	# Own session: a Ctrl-C in the terminal must not reach it; we stop it by pid.
 	SECKILL_ENV="${SECKILL_ENV:-dev}" setsid nohup "$bin" "$name" >>"$logf" 2>&1 </dev/null &
 	pid=$!

@@ -37,6 +37,6 @@ Try it:
   curl -s -X POST http://$api_addr/api/v1/sales/$sale_id/reservations \\
     -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' \\
     -d '{"request_id":"try-'\$RANDOM'-0001"}'
-  curl -s http://$api_addr/api/v1/me/reservations?sale_id=$sale_id -H "Authorization: Bearer \$TOKEN"
+  curl -s "http://$api_addr/api/v1/me/reservations?sale_id=$sale_id" -H "Authorization: Bearer \$TOKEN"
 An admin token: SECKILL_ENV=dev bin/seckill token --user 1 --admin
 INFO
