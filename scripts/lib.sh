@@ -134,8 +134,18 @@ need_packages() {
 	((EUID == 0)) || sudo=(sudo)
 	log "installing ${pkgs[*]} with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
-	"${sudo[@]}" apt-get update -q
-	"${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+	# Keep the packages' init scripts from starting system-wide servers on
+	# our ports: a policy-rc.d answering 101 forbids it, for the install only.
+	local policy=/usr/sbin/policy-rc.d added=""
+	if [[ ! -e "$policy" ]]; then
+		printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+		"${sudo[@]}" chmod 755 "$policy"
+		added=1
+	fi
+	local rc=0
+	{ "${sudo[@]}" apt-get update -q && "${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}"; } || rc=$?
+	[[ -z "$added" ]] || "${sudo[@]}" rm -f "$policy"
+	((rc == 0)) || die "apt-get could not install ${pkgs[*]} (exit $rc)"
 }
 
 # abs PATH: PATH made absolute against the repository root.
