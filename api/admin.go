@@ -11,7 +11,9 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 const adminTimeout = 10 * time.Second
@@ -90,8 +92,23 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal))
 }
 
-// onSaleCreated is the hook where the sale's SaleWorkflow will be started.
-func (s *server) onSaleCreated(context.Context, *domain.Sale) {}
+// onSaleCreated starts the sale's SaleWorkflow (warm-up ahead of the
+// opening, reconciliation, tear-down) without holding up the answer; when
+// Temporal is down the worker's sweeper starts it later.
+func (s *server) onSaleCreated(_ context.Context, sale *domain.Sale) {
+	if s.temporal == nil {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := workflows.StartSale(ctx, s.temporal, s.cfg.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
+			s.logger.Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
+		}
+	}()
+}
 
 // adminSale loads the sale of the path, answering 404 for an unknown one.
 func (s *server) adminSale(ctx context.Context, c *fiber.Ctx) (*domain.Sale, error) {
@@ -118,30 +135,13 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	buyers, err := s.st.LiveBuyers(ctx, sale.ID)
+	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, s.scripts, sale.ID)
 	if err != nil {
-		s.logger.Error("warmup: live buyers", "sale", sale.ID, "err", err)
-		return unavailable(c, 1, "database unavailable")
-	}
-	// Before the first reservation the buckets hold every unsold unit.
-	stock, err := s.st.DBStock(ctx, sale.ID)
-	if err != nil {
-		s.logger.Error("warmup: db stock", "sale", sale.ID, "err", err)
-		return unavailable(c, 1, "database unavailable")
-	}
-	outcome, redisStock, err := s.scripts.Warmup(ctx, s.rdb, lua.WarmupArgs{
-		SaleID: sale.ID, StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(),
-		Control: string(sale.Control), Epoch: sale.ModeEpoch, Mode: string(sale.Mode), Stock: stock, Buyers: buyers,
-	})
-	if err != nil {
-		s.logger.Error("warmup script", "sale", sale.ID, "err", err)
-		return unavailable(c, 1, "redis unavailable")
+		s.logger.Error("warmup", "sale", sale.ID, "err", err)
+		return unavailable(c, 1, "warm-up failed; retry")
 	}
 	if outcome == lua.WarmupAlreadyLive {
 		return sendError(c, domain.EAlreadyLive, "the sale has taken reservations; warm-up would reset it")
-	}
-	if err := s.st.MarkWarmed(ctx, sale.ID); err != nil {
-		s.logger.Warn("warmup: mark warmed", "sale", sale.ID, "err", err)
 	}
 	e := s.cache.put(sale)
 	e.stockLeft.Store(redisStock)

@@ -115,7 +115,7 @@ func New(d Deps) *fiber.App {
 		panic(fmt.Sprintf("api metrics: %v", err))
 	}
 	s.m = m
-	s.starter = newStarter(cfg.StarterQueue, d.Temporal, d.Redis, cfg.RedisTimeout, logger, m)
+	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Redis, cfg.RedisTimeout, logger, m)
 	queued = func() float64 { return float64(len(s.starter.q)) }
 
 	app := fiber.New(fiber.Config{

@@ -25,6 +25,7 @@ const (
 type starter struct {
 	q       chan domain.OrderInput
 	tc      client.Client
+	queue   string // Temporal task queue
 	rdb     redis.UniversalClient
 	timeout time.Duration
 	logger  *slog.Logger
@@ -32,8 +33,8 @@ type starter struct {
 	wg      sync.WaitGroup
 }
 
-func newStarter(capacity int, tc client.Client, rdb redis.UniversalClient, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
-	return &starter{q: make(chan domain.OrderInput, max(capacity, 1)), tc: tc, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
+func newStarter(capacity int, tc client.Client, taskQueue string, rdb redis.UniversalClient, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
+	return &starter{q: make(chan domain.OrderInput, max(capacity, 1)), tc: tc, queue: taskQueue, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
 }
 
 // enqueue hands a start to the queue without waiting.
@@ -81,7 +82,7 @@ func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
 func (s *starter) start(parent context.Context, in domain.OrderInput) {
 	sctx, cancel := context.WithTimeout(parent, startTimeout)
 	defer cancel()
-	if err := workflows.StartOrder(sctx, s.tc, in); err != nil {
+	if err := workflows.StartOrder(sctx, s.tc, s.queue, in); err != nil {
 		s.m.starter.WithLabelValues("failed").Inc()
 		s.logger.Warn("workflow start failed; the inbox relay will start it", "token", in.Token, "err", err)
 		return

@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/seckill/seckill/domain"
 	"net/netip"
 	"os"
 	"strconv"
@@ -30,6 +31,7 @@ type Config struct {
 	MySQLDSN          string
 	TemporalAddress   string
 	TemporalNamespace string
+	TaskQueue         string // task queue of the order and sale workflows
 	TemporalAPIKey    string
 	TemporalTLS       bool
 
@@ -142,6 +144,7 @@ func load(get func(string) string) (*Config, error) {
 	}
 	c.TemporalAddress = str("TEMPORAL_ADDRESS", "127.0.0.1:7233")
 	c.TemporalNamespace = str("TEMPORAL_NAMESPACE", "default")
+	c.TaskQueue = str("SECKILL_TASK_QUEUE", domain.TaskQueue)
 	c.TemporalAPIKey = get("TEMPORAL_API_KEY")
 	c.TemporalTLS = get("TEMPORAL_TLS") == "true" || c.TemporalAPIKey != ""
 

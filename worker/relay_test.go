@@ -348,7 +348,7 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 	require.Len(t, streams[0].Messages, 1)
 	in, err := parseEntry(w.ID, streams[0].Messages[0])
 	require.NoError(t, err)
-	require.NoError(t, workflows.StartOrder(testCtx(t), tc, in))
+	require.NoError(t, workflows.StartOrder(testCtx(t), tc, domain.TaskQueue, in))
 	first, err := tc.DescribeWorkflow(testCtx(t), wfID, "")
 	require.NoError(t, err)
 	runID := first.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
@@ -356,7 +356,7 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 
 	// The relay reclaims the entry from the dead consumer and starts it again.
 	r := MustRelay(t, w, func(ctx context.Context, in domain.OrderInput) error {
-		return workflows.StartOrder(ctx, tc, in)
+		return workflows.StartOrder(ctx, tc, domain.TaskQueue, in)
 	})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		n, err := r.Reclaim(testCtx(t), w.ID)

@@ -86,9 +86,9 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer tc.Close()
 
-	start := func(ctx context.Context, in domain.OrderInput) error { return workflows.StartOrder(ctx, tc, in) }
+	start := func(ctx context.Context, in domain.OrderInput) error { return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in) }
 	scripts := lua.New()
-	w := tworker.New(tc, domain.TaskQueue, tworker.Options{
+	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{
 		// Leave part of the budget for the relay and the clients.
 		WorkerStopTimeout: cfg.ShutdownTimeout * 8 / 10,
 	})
@@ -135,9 +135,9 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	resyncer := &Resyncer{Store: st, Redis: rdb, Scripts: scripts, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
 	sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
-		Start: func(ctx context.Context, in domain.SaleInput) error { return workflows.StartSale(ctx, tc, in) }}
+		Start: func(ctx context.Context, in domain.SaleInput) error { return workflows.StartSale(ctx, tc, cfg.TaskQueue, in) }}
 	bg.Go(func() { sweeper.Run(ctx) })
-	logger.Info("worker: running", "task_queue", domain.TaskQueue, "relay_consumer", cfg.RelayConsumer,
+	logger.Info("worker: running", "task_queue", cfg.TaskQueue, "relay_consumer", cfg.RelayConsumer,
 		"metrics_addr", ln.Addr().String())
 
 	<-ctx.Done()

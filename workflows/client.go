@@ -43,13 +43,9 @@ func OrderStartOptions(in domain.OrderInput) client.StartWorkflowOptions {
 // It is idempotent: the API's starter, the inbox relay, the outbox relay and
 // reconciliation's repairs all call it for the same token and reach the
 // same workflow. A workflow that already completed counts as started.
-func StartOrder(ctx context.Context, c client.Client, in domain.OrderInput) error {
-	return StartOrderOn(ctx, c, domain.TaskQueue, in)
-}
-
-// StartOrderOn is StartOrder on another task queue; tests use their own
-// queue so that other packages' workers do not take their tasks.
-func StartOrderOn(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
+// The task queue is the configuration's (SECKILL_TASK_QUEUE); tests use
+// their own so that other packages' workers do not take their tasks.
+func StartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
 	opts := OrderStartOptions(in)
 	opts.TaskQueue = taskQueue
 	_, err := c.ExecuteWorkflow(ctx, opts, domain.OrderWorkflowName, in)

@@ -112,7 +112,7 @@ func (s *stack) MustOrder(sale *domain.Sale, user int64, requestID string) domai
 	outcome, token := s.reserve(sale, user, requestID)
 	require.Equal(s.t, lua.OutcomeOK, outcome, "reserve for user %d", user)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: requestID, Path: domain.PathRedis}
-	require.NoError(s.t, StartOrderOn(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	return in
 }
 

@@ -203,10 +203,10 @@ func RegisterSale(r worker.Registry, a *activities.SaleActivities) {
 }
 
 // StartSale starts a sale's workflow, or finds it started or finished.
-func StartSale(ctx context.Context, c client.Client, in domain.SaleInput) error {
+func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain.SaleInput) error {
 	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       domain.SaleWorkflowID(in.SaleID),
-		TaskQueue:                domain.TaskQueue,
+		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
