@@ -1,0 +1,92 @@
+// Package e2e runs the real API and worker processes against the test
+// services and checks the whole pipeline as a client sees it.
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+var httpClient = &http.Client{Timeout: 15 * time.Second}
+
+// call sends a JSON request as the given user (0: no token; -1: admin).
+func call(t *testing.T, method, url string, user int64, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if user != 0 {
+		role, id := authtoken.RoleUser, user
+		if user < 0 {
+			role, id = authtoken.RoleAdmin, 1
+		}
+		tok, err := authtoken.Mint([]byte(config.DevJWTSecret), id, role, time.Hour)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, &out), "body %s", raw)
+	}
+	return resp.StatusCode, out
+}
+
+func TestReserveOrderPayThroughRealProcesses(t *testing.T) {
+	env := testenv.ProcEnv(t, "e2e-"+fmt.Sprint(time.Now().UnixNano()), nil)
+	api := testenv.MustAPI(t, "api", env)
+	testenv.MustWorker(t, "worker", env)
+
+	now := time.Now().UTC()
+	code, sale := call(t, "POST", api.URL+"/admin/v1/sales", -1, map[string]any{
+		"goods_id": 1, "title": "e2e", "price_cents": 500, "stock": 3, "buckets": 2,
+		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(time.Hour).Format(time.RFC3339),
+		"payment_window_seconds": 600,
+	})
+	require.Equal(t, http.StatusCreated, code, "%v", sale)
+	saleID := int64(sale["sale_id"].(float64))
+	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", api.URL, saleID), -1, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+
+	user := testenv.UniqueUser()
+	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, saleID), user, map[string]any{"request_id": "e2e-request-1"})
+	require.Equal(t, http.StatusAccepted, code, "%v", body)
+	token := body["token"].(string)
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body := call(t, "GET", api.URL+"/api/v1/reservations/"+token, user, nil)
+		assert.Equal(c, http.StatusOK, code)
+		assert.Equal(c, "PENDING_PAYMENT", body["status"])
+	}, 30*time.Second, 200*time.Millisecond)
+
+	code, body = call(t, "POST", api.URL+"/api/v1/reservations/"+token+"/payment", user, map[string]any{"payment_ref": "e2e-pay-1"})
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	require.Equal(t, "PAID", body["status"])
+	code, body = call(t, "POST", api.URL+"/api/v1/reservations/"+token+"/payment", user, map[string]any{"payment_ref": "e2e-pay-1"})
+	require.Equal(t, http.StatusOK, code, "the same payment again: %v", body)
+	code, body = call(t, "POST", api.URL+"/api/v1/reservations/"+token+"/cancel", user, nil)
+	require.Equal(t, http.StatusConflict, code)
+	require.Equal(t, "not_cancellable", body["error"].(map[string]any)["code"])
+}
