@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +25,11 @@ type Activities struct {
 	Store   *store.Store
 	Redis   redis.UniversalClient
 	Scripts *lua.Scripts
+	// FailAfterCommit (fault suite, development mode only) makes the first
+	// PlaceOrder of each token fail after its transaction committed, so the
+	// retry must find the order instead of deducting again.
+	FailAfterCommit bool
+	failed          sync.Map // token -> struct{}: PlaceOrder already failed once
 }
 
 // Per-call bounds inside an attempt; the workflow's StartToCloseTimeout
@@ -100,6 +106,11 @@ func (a *Activities) PlaceOrder(ctx context.Context, token string) (domain.Order
 	r, err := a.Store.PlaceOrder(ctx, token)
 	if err != nil {
 		return domain.OrderState{}, classify("place order", err)
+	}
+	if a.FailAfterCommit {
+		if _, done := a.failed.LoadOrStore(token, struct{}{}); !done {
+			return domain.OrderState{}, fmt.Errorf("place order %s: injected failure after commit", token)
+		}
 	}
 	return StateOf(r), nil
 }

@@ -64,6 +64,9 @@ type Config struct {
 	// in development mode) kills the API right after a successful reserve
 	// script, before the workflow start is queued: for the fault suite.
 	FaultExitAfterReserve bool
+	// FaultFailAfterCommit (SECKILL_FAULT_FAIL_AFTER_COMMIT=1, development
+	// mode only) fails each token's first PlaceOrder after its commit.
+	FaultFailAfterCommit bool
 }
 
 // Dev reports whether development mode is on.
@@ -188,6 +191,7 @@ func load(get func(string) string) (*Config, error) {
 	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
+	c.FaultFailAfterCommit = dev && get("SECKILL_FAULT_FAIL_AFTER_COMMIT") == "1"
 
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(errs...))

@@ -92,7 +92,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		// Leave part of the budget for the relay and the clients.
 		WorkerStopTimeout: cfg.ShutdownTimeout * 8 / 10,
 	})
-	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts})
+	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts, FailAfterCommit: cfg.FaultFailAfterCommit})
 	// This is the project's one worker process, so the sale workflow runs
 	// here too.
 	workflows.RegisterSale(w, &activities.SaleActivities{
