@@ -1,0 +1,64 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/workflows"
+)
+
+// reconcileTimeout bounds one on-demand reconciliation: two passes a second
+// apart plus a Temporal describe per suspicious token; it stays under the
+// server's write timeout.
+const reconcileTimeout = 15 * time.Second
+
+// GET /admin/v1/sales/{sale_id}/reconciliation[?repair=true]
+//
+// A fresh two-pass reconciliation. It only reports unless repair=true: then
+// it also repairs what is safe (starting the token's own workflow, or
+// rebuilding a drifted Redis stock while nothing is in flight), exactly as
+// the sale workflow does every minute.
+func (s *server) reconciliation(c *fiber.Ctx) error {
+	var repair bool
+	switch c.Query("repair") {
+	case "", "false", "0":
+	case "true", "1":
+		repair = true
+	default:
+		return sendError(c, domain.EInvalid, "repair: true or false")
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), reconcileTimeout)
+	defer cancel()
+	sale, err := s.adminSale(ctx, c)
+	if err != nil {
+		return s.sendMaybeUnavailable(c, err)
+	}
+	if s.temporal == nil {
+		// Holds and releases are judged against their workflows.
+		return unavailable(c, 5, "temporal is not configured; reconciliation needs it")
+	}
+	r := &reconcile.Reconciler{
+		Store:    s.st,
+		Redis:    s.rdb,
+		Scripts:  s.scripts,
+		Temporal: s.temporal,
+		Logger:   s.logger,
+	}
+	if repair {
+		r.Start = func(ctx context.Context, in domain.OrderInput) error {
+			return workflows.StartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+		}
+	}
+	rep, err := r.Run(ctx, sale.ID, repair)
+	if err != nil {
+		s.logger.Error("reconciliation", "sale", sale.ID, "repair", repair, "err", err)
+		return unavailable(c, 5, "reconciliation could not read Redis, the database or Temporal; retry")
+	}
+	s.logger.Info("reconciliation", "sale", sale.ID, "repair", repair, "consistent", rep.Consistent,
+		"discrepancies", len(rep.Discrepancies))
+	return c.JSON(rep)
+}
