@@ -1,0 +1,210 @@
+// Package faults is seckill's fault and bad-input suite: scenarios against
+// the real processes and services (killed, restarted, fed duplicates and
+// hostile requests), each followed by the invariant check of this file.
+package faults
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// Reservation is one reservation row with its order, as the checker sees it.
+type Reservation struct {
+	Token       string
+	UserID      int64
+	Status      domain.ReservationStatus
+	OrderStatus domain.ReservationStatus // "" when no order exists
+}
+
+// State is everything the checker needs about one sale, collected once the
+// scenario is idle.
+type State struct {
+	SaleID int64
+	// Report is reconciliation's report (reconcile.Reconciler.Run).
+	Report *domain.ReconciliationReport
+	// Reservations are the sale's database rows, orders joined.
+	Reservations []Reservation
+	// Orders counts order rows per token (at most one is allowed).
+	Orders map[string]int
+	// Deducts counts ledger deduct rows per token (at most one).
+	Deducts map[string]int
+	// Workflows counts order:* executions (all runs) per workflow id, as
+	// listed by the search attribute SaleId.
+	Workflows map[string]int
+	// ClientTokens are the tokens clients were given (202 answers).
+	ClientTokens []string
+	// WindowsPassed says every payment window has closed, so every
+	// reservation must have ended.
+	WindowsPassed bool
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Kind   string
+	Detail string
+}
+
+func (v Violation) String() string { return v.Kind + ": " + v.Detail }
+
+// Violation kinds.
+const (
+	VNoReport          = "no_report"
+	VInconsistent      = "reconciliation_inconsistent"
+	VDiscrepancy       = "discrepancy"
+	VInFlight          = "in_flight_when_idle"
+	VRedisIdentity     = "redis_identity"
+	VDBIdentity        = "db_identity"
+	VOversold          = "oversold"
+	VTwoUnits          = "user_holds_two_units"
+	VDoubleOrder       = "order_twice"
+	VDoubleDeduct      = "deducted_twice"
+	VNoWorkflow        = "reservation_without_workflow"
+	VManyWorkflows     = "workflow_runs_twice"
+	VStrayWorkflow     = "workflow_without_reservation"
+	VLostToken         = "client_token_lost"
+	VNotEnded          = "reservation_not_ended"
+	VOrderStatusDiffer = "order_status_differs"
+)
+
+// Check returns every invariant State breaks; none means the sale is sound.
+func Check(s State) []Violation {
+	var out []Violation
+	add := func(kind, format string, args ...any) {
+		out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+
+	rep := s.Report
+	if rep == nil {
+		add(VNoReport, "sale %d: no reconciliation report", s.SaleID)
+	} else {
+		live := rep.Orders[string(domain.StatusPendingPayment)] + rep.Orders[string(domain.StatusPaid)]
+		if !rep.Consistent {
+			add(VInconsistent, "sale %d: reconciliation says inconsistent", s.SaleID)
+		}
+		for _, d := range rep.Discrepancies {
+			add(VDiscrepancy, "%s user %d token %s: %s", d.Kind, d.UserID, d.Token, d.Detail)
+		}
+		if rep.InFlight != 0 {
+			add(VInFlight, "%d holds or releases still in flight", rep.InFlight)
+		}
+		if rep.RedisLoaded && rep.RedisStock+rep.InFlight+live != rep.StockTotal {
+			add(VRedisIdentity, "redis_stock %d + in_flight %d + live %d != stock_total %d", rep.RedisStock, rep.InFlight, live, rep.StockTotal)
+		}
+		if rep.DBStock+live != rep.StockTotal {
+			add(VDBIdentity, "db_stock %d + live %d != stock_total %d", rep.DBStock, live, rep.StockTotal)
+		}
+		if live > rep.StockTotal {
+			add(VOversold, "%d live orders for %d units", live, rep.StockTotal)
+		}
+	}
+
+	byToken := map[string]Reservation{}
+	perUser := map[int64][]string{}
+	for _, r := range s.Reservations {
+		byToken[r.Token] = r
+		if r.Status.HoldsUnit() || (r.OrderStatus != "" && r.OrderStatus.HoldsUnit()) {
+			perUser[r.UserID] = append(perUser[r.UserID], r.Token)
+		}
+		if r.OrderStatus != "" && r.OrderStatus != r.Status {
+			add(VOrderStatusDiffer, "token %s: reservation %s, order %s", r.Token, r.Status, r.OrderStatus)
+		}
+		if s.WindowsPassed && !r.Status.Terminal() {
+			add(VNotEnded, "token %s is %s after its payment window", r.Token, r.Status)
+		}
+		if n := s.Workflows[domain.OrderWorkflowID(r.Token)]; n == 0 {
+			add(VNoWorkflow, "token %s has no workflow", r.Token)
+		}
+	}
+	for _, user := range sortedKeys(perUser) {
+		if toks := perUser[user]; len(toks) > 1 {
+			add(VTwoUnits, "user %d holds %d units: %s", user, len(toks), strings.Join(toks, ", "))
+		}
+	}
+	for _, tok := range sortedKeys(s.Orders) {
+		if n := s.Orders[tok]; n > 1 {
+			add(VDoubleOrder, "token %s has %d orders", tok, n)
+		}
+	}
+	for _, tok := range sortedKeys(s.Deducts) {
+		if n := s.Deducts[tok]; n > 1 {
+			add(VDoubleDeduct, "token %s deducted %d times", tok, n)
+		}
+	}
+	for _, id := range sortedKeys(s.Workflows) {
+		n := s.Workflows[id]
+		if n > 1 {
+			add(VManyWorkflows, "%s has %d executions", id, n)
+		}
+		if _, ok := byToken[strings.TrimPrefix(id, "order:")]; !ok {
+			add(VStrayWorkflow, "%s has no reservation", id)
+		}
+	}
+	for _, tok := range s.ClientTokens {
+		if _, ok := byToken[tok]; !ok {
+			add(VLostToken, "token %s was given to a client but has no reservation", tok)
+		}
+	}
+	return out
+}
+
+func sortedKeys[K int64 | string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
+
+// Row is one line of the suite's summary table.
+type Row struct {
+	Scenario string
+	Requests int // reservation requests sent
+	Reserved int // distinct tokens clients got
+	Sold     int64
+	Released int64
+	Oversold int64
+	Lost     int
+	Result   string
+}
+
+// Summarize fills a row's counts from a checked state.
+func Summarize(scenario string, requests int, s State, violations []Violation) Row {
+	r := Row{Scenario: scenario, Requests: requests, Reserved: len(uniq(s.ClientTokens)), Result: "ok"}
+	if s.Report != nil {
+		o := s.Report.Orders
+		r.Sold = o[string(domain.StatusPaid)] + o[string(domain.StatusPendingPayment)]
+		r.Released = o[string(domain.StatusExpired)] + o[string(domain.StatusCancelled)] + o[string(domain.StatusFailed)]
+		r.Oversold = max(r.Sold-s.Report.StockTotal, 0)
+	}
+	for _, v := range violations {
+		if v.Kind == VLostToken {
+			r.Lost++
+		}
+	}
+	if len(violations) > 0 {
+		r.Result = fmt.Sprintf("FAIL (%d)", len(violations))
+	}
+	return r
+}
+
+func uniq(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// Table renders rows as a fixed-width table.
+func Table(rows []Row) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-34s %8s %8s %6s %8s %8s %5s  %s\n", "scenario", "requests", "reserved", "sold", "released", "oversold", "lost", "result")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%-34s %8d %8d %6d %8d %8d %5d  %s\n", r.Scenario, r.Requests, r.Reserved, r.Sold, r.Released, r.Oversold, r.Lost, r.Result)
+	}
+	return b.String()
+}
