@@ -63,6 +63,8 @@ type server struct {
 	starter  *starter
 
 	global    *rate.Limiter
+	fallback  *rate.Limiter // the global rate while a sale is in database mode
+	breaker   *redisBreaker
 	perAddr   *keyedLimiters[netip.Addr]
 	perUser   *keyedLimiters[int64]
 	faultExit bool
@@ -98,6 +100,7 @@ func New(d Deps) *fiber.App {
 		temporal:  d.Temporal,
 		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
 		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		fallback:  rate.NewLimiter(limitOf(cfg.FallbackRPS), max(int(cfg.FallbackRPS/10), 1)),
 		perAddr:   newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
 		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
 		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
@@ -115,7 +118,11 @@ func New(d Deps) *fiber.App {
 		panic(fmt.Sprintf("api metrics: %v", err))
 	}
 	s.m = m
-	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Redis, cfg.RedisTimeout, logger, m)
+	s.breaker = newRedisBreaker(logger, m.breaker)
+	if _, err := register[prometheus.Collector](reg, newSaleModeCollector(s.cache)); err != nil {
+		panic(fmt.Sprintf("api metrics: %v", err))
+	}
+	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
 	queued = func() float64 { return float64(len(s.starter.q)) }
 
 	app := fiber.New(fiber.Config{
@@ -140,6 +147,11 @@ func New(d Deps) *fiber.App {
 	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
 	s.bg.Add(1)
 	go s.background()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.breaker.probe(s.stop, func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() })
+	}()
 	app.Hooks().OnShutdown(func() error {
 		s.stopOnce.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

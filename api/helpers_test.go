@@ -40,11 +40,17 @@ type harness struct {
 // MustHarness starts the API against the test Redis and MariaDB.
 func MustHarness(tb testing.TB, mutate ...func(*config.Config)) *harness {
 	tb.Helper()
+	return MustHarnessWithRedis(tb, testenv.MustRedis(tb), mutate...)
+}
+
+// MustHarnessWithRedis starts the API on the given Redis client.
+func MustHarnessWithRedis(tb testing.TB, rdb redis.UniversalClient, mutate ...func(*config.Config)) *harness {
+	tb.Helper()
 	cfg := testenv.Config(tb)
 	for _, m := range mutate {
 		m(cfg)
 	}
-	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: testenv.MustRedis(tb), scripts: lua.New()}
+	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h.app = New(Deps{Config: cfg, Logger: logger, Store: h.st, Redis: h.rdb, Scripts: h.scripts})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -19,6 +19,7 @@ const (
 	layerUser       = "user_limit"
 	layerBlacklist  = "blacklist"
 	layerRedis      = "redis"
+	layerDatabase   = "database"
 )
 
 type metrics struct {
@@ -26,6 +27,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	starter  *prometheus.CounterVec
 	queueLen prometheus.GaugeFunc
+	breaker  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
@@ -42,6 +44,10 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "seckill_starter_total",
 			Help: "Workflow starts handed to the in-process starter, by outcome.",
 		}, []string{"outcome"}),
+		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "seckill_redis_breaker_state",
+			Help: "State of the Redis circuit breaker of the reservation path: 0 closed, 1 half-open, 2 open.",
+		}),
 		queueLen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "seckill_starter_queue_length",
 			Help: "Workflow starts waiting in the in-process queue.",
@@ -55,6 +61,9 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		return nil, err
 	}
 	if m.starter, err = register(reg, m.starter); err != nil {
+		return nil, err
+	}
+	if m.breaker, err = register(reg, m.breaker); err != nil {
 		return nil, err
 	}
 	// A second app on one registry keeps the first queue gauge.

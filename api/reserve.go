@@ -146,8 +146,12 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	}
 	s.m.pass(layerSale)
 
-	// 4. the in-process sold-out mark
-	switch ans, tok := entry.check(p.UserID, requestID); ans {
+	// 4. the in-process sold-out mark (a picture of Redis: only in Redis mode)
+	ans, tok := markNone, ""
+	if sale.Mode == domain.ModeRedis {
+		ans, tok = entry.check(p.UserID, requestID)
+	}
+	switch ans {
 	case markReplay:
 		s.m.reject(layerSoldOut, "replay")
 		return s.accepted(c, tok, saleID, requestID)
@@ -169,12 +173,29 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	}
 	s.m.pass(layerBlacklist)
 
-	// 6. the atomic script
+	// 6. the atomic script, or the database path when the sale is in
+	// database mode or Redis's breaker is open. Either way the token is the
+	// same, so a retry on the other path reaches the same reservation.
 	token := domain.DeriveToken(s.cfg.TokenKey, saleID, p.UserID, requestID)
-	res, err := s.reserveViaRedis(c.UserContext(), lua.ReserveArgs{
-		SaleID: saleID, UserID: p.UserID, RequestID: requestID, Token: token, Epoch: sale.ModeEpoch,
+	switch sale.Mode {
+	case domain.ModeDatabase:
+		return s.reserveViaDatabase(c, entry, sale, s.dbInput(token, saleID, p.UserID, requestID))
+	case domain.ModeResync:
+		s.m.reject(layerRedis, "resync")
+		return unavailable(c, 1, "the sale is switching back to Redis; retry with the same request_id")
+	}
+	res, err := s.breaker.execute(func() (lua.ReserveResult, error) {
+		return s.reserveViaRedis(c.UserContext(), lua.ReserveArgs{
+			SaleID: saleID, UserID: p.UserID, RequestID: requestID, Token: token, Epoch: sale.ModeEpoch,
+		})
 	})
+	if isBreakerRefusal(err) {
+		// Redis is failing: no call was made, so the database path is safe.
+		return s.reserveViaDatabase(c, entry, sale, s.dbInput(token, saleID, p.UserID, requestID))
+	}
 	if err != nil {
+		// The script may or may not have run: never retried on the other
+		// path; the client retries with the same request_id.
 		s.m.reject(layerRedis, "error")
 		s.logger.Warn("reserve: redis", "sale", saleID, "err", err)
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
@@ -212,6 +233,10 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	}
 	s.logger.Error("reserve: unexpected script outcome", "outcome", res.Outcome)
 	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+}
+
+func (s *server) dbInput(token string, saleID, userID int64, requestID string) domain.OrderInput {
+	return domain.OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: domain.PathDatabase, Deducted: true}
 }
 
 // reserveViaRedis is the one Redis call of the hot path, kept small so that

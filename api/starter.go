@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -26,6 +27,7 @@ type starter struct {
 	q       chan domain.OrderInput
 	tc      client.Client
 	queue   string // Temporal task queue
+	st      *store.Store
 	rdb     redis.UniversalClient
 	timeout time.Duration
 	logger  *slog.Logger
@@ -33,8 +35,8 @@ type starter struct {
 	wg      sync.WaitGroup
 }
 
-func newStarter(capacity int, tc client.Client, taskQueue string, rdb redis.UniversalClient, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
-	return &starter{q: make(chan domain.OrderInput, max(capacity, 1)), tc: tc, queue: taskQueue, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
+func newStarter(capacity int, tc client.Client, taskQueue string, st *store.Store, rdb redis.UniversalClient, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
+	return &starter{q: make(chan domain.OrderInput, max(capacity, 1)), tc: tc, queue: taskQueue, st: st, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
 }
 
 // enqueue hands a start to the queue without waiting.
@@ -84,10 +86,19 @@ func (s *starter) start(parent context.Context, in domain.OrderInput) {
 	defer cancel()
 	if err := workflows.StartOrder(sctx, s.tc, s.queue, in); err != nil {
 		s.m.starter.WithLabelValues("failed").Inc()
-		s.logger.Warn("workflow start failed; the inbox relay will start it", "token", in.Token, "err", err)
+		s.logger.Warn("workflow start failed; the inbox or outbox relay will start it", "token", in.Token, "err", err)
 		return
 	}
 	s.m.starter.WithLabelValues("started").Inc()
+	if in.Path == domain.PathDatabase {
+		// The outbox relay need not start it again.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(parent), 2*time.Second)
+		defer dcancel()
+		if err := s.st.MarkDispatched(dctx, in.Token); err != nil {
+			s.logger.Warn("mark outbox dispatched", "token", in.Token, "err", err)
+		}
+		return
+	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(parent), max(s.timeout, time.Second))
 	defer rcancel()
 	if err := s.rdb.SAdd(rctx, lua.SaleKeys(in.SaleID).Started, in.Token).Err(); err != nil {

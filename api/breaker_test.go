@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
+)
+
+// cutProxy forwards TCP to Redis until cut: then it drops every connection
+// and refuses new ones, as a dead Redis would.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]struct{}
+}
+
+func mustCutProxy(tb testing.TB, target string) *cutProxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	tb.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
+	go p.serve()
+	return p
+}
+
+func (p *cutProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+	}
+}
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// The breaker issue's story in one process: Redis dies mid-sale, the
+// breaker opens, the sale moves to the database path at the fallback rate,
+// Redis comes back, the sale is resynchronised, and units sold by both paths
+// together never exceed the stock.
+func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
+	proxy := mustCutProxy(t, testenv.RedisAddr())
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{proxy.ln.Addr().String()}, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) {
+		c.FallbackRPS = 20
+		c.RedisTimeout = 200 * time.Millisecond
+	})
+	const stock = 12
+	sale := h.MustWarmSale(stock)
+	base := testenv.UniqueUser() * 1000
+	tokens := map[int64]string{}
+	reserveAs := func(user int64, req string) response {
+		return h.reserve(sale.ID, h.MustToken(user, authtoken.RoleUser), req)
+	}
+	// patiently waits out the fallback rate limit.
+	patiently := func(user int64, req string) response {
+		for {
+			r := reserveAs(user, req)
+			if r.Status != 429 {
+				return r
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	// Four units through Redis.
+	for i := int64(0); i < 4; i++ {
+		r := reserveAs(base+i, "outage-req-1")
+		require.Equal(t, 202, r.Status, string(r.Body))
+		tokens[base+i] = r.json(t)["token"].(string)
+	}
+	ctx := context.Background()
+	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, stock-4))
+
+	// Redis dies: the first requests fail with 503 (outcome unknown) until
+	// the breaker opens; then the database path takes over.
+	proxy.setCut(true)
+	var unavailable, accepted int
+	for i := int64(4); i < 40 && accepted < 3; i++ {
+		r := reserveAs(base+i, "outage-req-1")
+		switch r.Status {
+		case 503:
+			unavailable++
+		case 202:
+			accepted++
+			tokens[base+i] = r.json(t)["token"].(string)
+		case 429: // the fallback rate: wait for the bucket
+			time.Sleep(100 * time.Millisecond)
+		default:
+			t.Fatalf("unexpected %d %s", r.Status, r.Body)
+		}
+	}
+	require.Equal(t, 3, accepted, "the database path sells while Redis is down")
+	require.GreaterOrEqual(t, unavailable, breakerTrip)
+	got, err := h.st.GetSale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeDatabase, got.Mode)
+	require.EqualValues(t, 2, got.ModeEpoch)
+
+	// A replay on the database path gets the same token; a holder gets 409.
+	var someone int64
+	for u := range tokens {
+		if u >= base+4 {
+			someone = u
+			break
+		}
+	}
+	r := patiently(someone, "outage-req-1")
+	require.Equal(t, 202, r.Status)
+	require.Equal(t, tokens[someone], r.json(t)["token"])
+	require.Equal(t, 409, patiently(someone, "outage-req-2").Status)
+
+	// The lowered rate: a burst beyond SECKILL_FALLBACK_RPS gets 429.
+	limited := 0
+	for i := int64(100); i < 160; i++ {
+		r := reserveAs(base+i, "outage-req-1")
+		if r.Status == 429 {
+			limited++
+			require.NotEmpty(t, r.Header.Get("Retry-After"))
+		} else if r.Status == 202 {
+			tokens[base+i] = r.json(t)["token"].(string)
+		}
+	}
+	require.Positive(t, limited, "the database path is rate limited")
+
+	// Redis comes back; one instance resynchronises the sale (the worker's
+	// Resyncer does this in production).
+	proxy.setCut(false)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ok, err := sales.Resync(ctx, h.st, rdb, h.scripts, sale.ID)
+		assert.NoError(c, err)
+		assert.True(c, ok)
+	}, 10*time.Second, 200*time.Millisecond)
+	// Within a second the instance sees Redis mode and the breaker closed.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r := reserveAs(base+500, "after-outage-1")
+		assert.Contains(c, []int{202, 410}, r.Status, string(r.Body))
+	}, 10*time.Second, 200*time.Millisecond)
+	// Sell out the rest through Redis.
+	for i := int64(501); i < 530; i++ {
+		reserveAs(base+i, "after-outage-1")
+	}
+
+	// Never more than the stock, by both paths together.
+	left := h.redisInt(lua.SaleKeys(sale.ID).Stock)
+	require.Zero(t, left, "Redis sold out")
+	buyers, err := h.rdb.SCard(ctx, lua.SaleKeys(sale.ID).Buyers).Result()
+	require.NoError(t, err)
+	counts, err := h.st.CountReservations(ctx, sale.ID)
+	require.NoError(t, err)
+	dbPath := counts[domain.StatusPendingPayment]
+	redisHolds := h.xlen(lua.SaleKeys(sale.ID).Inbox)
+	require.EqualValues(t, stock, dbPath+redisHolds, "database-path orders %d + Redis holds %d: exactly the stock", dbPath, redisHolds)
+	require.EqualValues(t, stock, buyers, "every unit has exactly one buyer")
+}

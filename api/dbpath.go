@@ -1,0 +1,94 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/store"
+)
+
+// dbPathTimeout bounds one database-path reservation.
+const dbPathTimeout = 3 * time.Second
+
+// reserveViaDatabase is the reservation path while Redis is out: one
+// transaction in MySQL (store.ReserveInDB), behind the lowered fallback rate
+// so the database is not flooded: beyond SECKILL_FALLBACK_RPS clients get
+// 429, not a slow database. The first database-path reservation of a sale
+// switches the sale's mode in MySQL with a new epoch; every instance learns
+// it within a second and stops using Redis for that sale.
+func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain.Sale, in domain.OrderInput) error {
+	if !s.fallback.Allow() {
+		s.m.reject(layerDatabase, "rate_limited")
+		return s.rateLimited(c, s.cfg.FallbackRPS)
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), dbPathTimeout)
+	defer cancel()
+	if sale.Mode == domain.ModeRedis {
+		switched, err := s.st.SwitchToDatabase(ctx, sale.ID)
+		if err != nil {
+			s.m.reject(layerDatabase, "error")
+			s.logger.Error("switch sale to database mode", "sale", sale.ID, "err", err)
+			return unavailable(c, 1, "neither Redis nor the database can take the reservation now; retry with the same request_id")
+		}
+		s.logger.Warn("sale moved to the database path", "sale", sale.ID, "epoch", switched.ModeEpoch)
+		entry.sale.Store(switched)
+		entry.mark.Store(nil)
+	}
+	res, replay, err := s.st.ReserveInDB(ctx, in)
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrAlreadyPurchased):
+		s.m.reject(layerDatabase, "already")
+		return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
+	case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
+		s.m.reject(layerDatabase, "sold_out")
+		return sendError(c, domain.ESoldOut, "sold out")
+	case errors.Is(err, store.ErrNotDatabaseMode):
+		// The sale is going back to Redis (resync): a moment's pause.
+		s.m.reject(layerDatabase, "not_ready")
+		return unavailable(c, 1, "the sale is switching back to Redis; retry with the same request_id")
+	default:
+		s.m.reject(layerDatabase, "error")
+		s.logger.Error("reserve: database path", "sale", sale.ID, "err", err)
+		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+	}
+	if replay {
+		s.m.reject(layerDatabase, "replay")
+		return s.accepted(c, res.Token, sale.ID, in.RequestID)
+	}
+	s.m.reject(layerDatabase, "ok")
+	s.starter.enqueue(in)
+	return s.accepted(c, res.Token, sale.ID, in.RequestID)
+}
+
+// saleModeCollector exports, per cached sale, whether it is in database
+// mode (1) or not (0).
+type saleModeCollector struct {
+	cache *saleCache
+	desc  *prometheus.Desc
+}
+
+func newSaleModeCollector(cache *saleCache) *saleModeCollector {
+	return &saleModeCollector{cache: cache, desc: prometheus.NewDesc("seckill_sale_database_mode",
+		"1 while the sale takes reservations on the database path (or is switching back), else 0.", []string{"sale"}, nil)}
+}
+
+func (c *saleModeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *saleModeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.cache.mu.RLock()
+	defer c.cache.mu.RUnlock()
+	for id, e := range c.cache.entries {
+		v := 0.0
+		if s := e.sale.Load(); s != nil && s.Mode != domain.ModeRedis {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, strconv.FormatInt(id, 10))
+	}
+}
