@@ -96,6 +96,9 @@ func (s *Store) ReadSnapshot(ctx context.Context, saleID int64) (*Snapshot, erro
 		for _, l := range live {
 			snap.LiveUsers[l.UserID] = l.Token
 		}
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM refunds WHERE sale_id = ?", saleID).Scan(&snap.Refunds); err != nil {
+			return fmt.Errorf("refunds: %w", err)
+		}
 		return nil
 	})
 	if err != nil {
