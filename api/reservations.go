@@ -167,21 +167,34 @@ func (s *server) pay(c *fiber.Ctx) error {
 	if _, err := s.ownReservation(c.UserContext(), p, token, saleID); err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	st, err := s.update(c.UserContext(), token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	v, err := s.payToken(c.UserContext(), token, ref)
+	if err != nil {
+		return s.sendMaybeUnavailable(c, err)
+	}
+	return c.JSON(v)
+}
+
+// payToken records payment ref on the reservation through its workflow's
+// pay update; once the workflow has closed, the database answers (the same
+// ref on a PAID row is a replay). The user's payment call and the provider's
+// webhook share it. Refusals are *domain.Error (not_payable, unavailable).
+func (s *server) payToken(ctx context.Context, token, ref string) (domain.ReservationView, error) {
+	st, err := s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
 	switch {
 	case err == nil:
-		return c.JSON(stateView(st))
+		return stateView(st), nil
 	case errors.Is(err, errWorkflowClosed):
-		r, derr := s.dbReservation(c.UserContext(), token)
+		r, derr := s.dbReservation(ctx, token)
 		if derr != nil {
-			return unavailable(c, 1, "reservation store unavailable")
+			s.logger.Warn("pay: read reservation", "token", token, "err", derr)
+			return domain.ReservationView{}, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 		}
 		if r != nil && r.Status == domain.StatusPaid && r.PaymentRef == ref {
-			return c.JSON(r.View())
+			return r.View(), nil
 		}
-		return sendError(c, domain.ENotPayable, "the reservation is not awaiting payment")
+		return domain.ReservationView{}, domain.Errorf(domain.ENotPayable, "the reservation is not awaiting payment")
 	}
-	return s.sendMaybeUnavailable(c, err)
+	return domain.ReservationView{}, err
 }
 
 // POST /api/v1/reservations/{token}/cancel
