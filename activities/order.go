@@ -29,7 +29,9 @@ type Activities struct {
 	// PlaceOrder of each token fail after its transaction committed, so the
 	// retry must find the order instead of deducting again.
 	FailAfterCommit bool
-	failed          sync.Map // token -> struct{}: PlaceOrder already failed once
+	// Metrics, when set, count ended orders.
+	Metrics *Metrics
+	failed  sync.Map // token -> struct{}: PlaceOrder already failed once
 }
 
 // Per-call bounds inside an attempt; the workflow's StartToCloseTimeout
@@ -120,10 +122,12 @@ func (a *Activities) PlaceOrder(ctx context.Context, token string) (domain.Order
 func (a *Activities) MarkPaid(ctx context.Context, token, paymentRef string) (domain.OrderState, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
+	before, known := a.statusBefore(ctx, token)
 	r, err := a.Store.MarkPaid(ctx, token, paymentRef)
 	if err != nil {
 		return domain.OrderState{}, classify("mark paid", err)
 	}
+	a.countEnd(before, known, r.Status)
 	return StateOf(r), nil
 }
 
@@ -132,10 +136,12 @@ func (a *Activities) MarkPaid(ctx context.Context, token, paymentRef string) (do
 func (a *Activities) ReleaseOrder(ctx context.Context, token string, to domain.ReservationStatus) (domain.OrderState, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
+	before, known := a.statusBefore(ctx, token)
 	r, err := a.Store.ReleaseOrder(ctx, token, to)
 	if err != nil {
 		return domain.OrderState{}, classify("release order", err)
 	}
+	a.countEnd(before, known, r.Status)
 	return StateOf(r), nil
 }
 
@@ -144,10 +150,12 @@ func (a *Activities) ReleaseOrder(ctx context.Context, token string, to domain.R
 func (a *Activities) EndQueued(ctx context.Context, token string, to domain.ReservationStatus, reason string) (domain.OrderState, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
+	before, known := a.statusBefore(ctx, token)
 	r, err := a.Store.EndQueued(ctx, token, to, reason)
 	if err != nil {
 		return domain.OrderState{}, classify("end queued", err)
 	}
+	a.countEnd(before, known, r.Status)
 	return StateOf(r), nil
 }
 

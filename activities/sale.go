@@ -26,6 +26,8 @@ type SaleActivities struct {
 	Scripts    *lua.Scripts
 	Temporal   client.Client
 	Reconciler *reconcile.Reconciler
+	// Metrics, when set, export each sale's latest reconciliation.
+	Metrics *Metrics
 }
 
 // ErrTypeSaleMissing marks a sale row that does not exist.
@@ -68,6 +70,7 @@ func (a *SaleActivities) ReconcileSale(ctx context.Context, saleID int64, final 
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	a.Metrics.reconciled(rep)
 	if err := a.storeReport(ctx, rep, final); err != nil {
 		return nil, err
 	}
@@ -92,7 +95,11 @@ func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64
 
 // TeardownSale removes the sale's Redis keys and streams.
 func (a *SaleActivities) TeardownSale(ctx context.Context, saleID int64) error {
-	return sales.Teardown(ctx, a.Store, a.Redis, saleID)
+	if err := sales.Teardown(ctx, a.Store, a.Redis, saleID); err != nil {
+		return fmt.Errorf("teardown sale %d: %w", saleID, err)
+	}
+	a.Metrics.forget(saleID)
+	return nil
 }
 
 func (a *SaleActivities) storeReport(ctx context.Context, rep *domain.ReconciliationReport, final bool) error {

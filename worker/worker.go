@@ -45,6 +45,10 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	actMetrics, err := activities.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	// Bind first: a taken port fails the start before anything else opens.
 	ln, err := net.Listen("tcp", cfg.WorkerMetricsAddr)
 	if err != nil {
@@ -86,13 +90,15 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer tc.Close()
 
-	start := func(ctx context.Context, in domain.OrderInput) error { return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in) }
+	start := func(ctx context.Context, in domain.OrderInput) error {
+		return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in)
+	}
 	scripts := lua.New()
 	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{
 		// Leave part of the budget for the relay and the clients.
 		WorkerStopTimeout: cfg.ShutdownTimeout * 8 / 10,
 	})
-	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts, FailAfterCommit: cfg.FaultFailAfterCommit})
+	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts, FailAfterCommit: cfg.FaultFailAfterCommit, Metrics: actMetrics})
 	// This is the project's one worker process, so the sale workflow runs
 	// here too.
 	workflows.RegisterSale(w, &activities.SaleActivities{
@@ -100,6 +106,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		Redis:    rdb,
 		Scripts:  scripts,
 		Temporal: tc,
+		Metrics:  actMetrics,
 		Reconciler: &reconcile.Reconciler{
 			Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Start: start, Logger: logger,
 		},
@@ -135,7 +142,9 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	resyncer := &Resyncer{Store: st, Redis: rdb, Scripts: scripts, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
 	sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
-		Start: func(ctx context.Context, in domain.SaleInput) error { return workflows.StartSale(ctx, tc, cfg.TaskQueue, in) }}
+		Start: func(ctx context.Context, in domain.SaleInput) error {
+			return workflows.StartSale(ctx, tc, cfg.TaskQueue, in)
+		}}
 	bg.Go(func() { sweeper.Run(ctx) })
 	logger.Info("worker: running", "task_queue", cfg.TaskQueue, "relay_consumer", cfg.RelayConsumer,
 		"metrics_addr", ln.Addr().String())
