@@ -267,7 +267,7 @@ func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, see
 func (r *Reconciler) workflowState(ctx context.Context, token string) (running, exists bool, err error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := r.Temporal.DescribeWorkflowExecution(dctx, domain.OrderWorkflowID(token), "")
+	desc, err := r.Temporal.DescribeWorkflow(dctx, domain.OrderWorkflowID(token), "")
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return false, false, nil
@@ -275,7 +275,7 @@ func (r *Reconciler) workflowState(ctx context.Context, token string) (running, 
 	if err != nil {
 		return false, false, fmt.Errorf("describe workflow of %s: %w", token, err)
 	}
-	st := resp.GetWorkflowExecutionInfo().GetStatus()
+	st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 	return st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, true, nil
 }
 
