@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -111,6 +112,7 @@ func (a *Activities) PlaceOrder(ctx context.Context, token string) (domain.Order
 	}
 	if a.FailAfterCommit {
 		if _, done := a.failed.LoadOrStore(token, struct{}{}); !done {
+			slog.Warn("fault hook: place order fails after its commit", "token", token)
 			return domain.OrderState{}, fmt.Errorf("place order %s: injected failure after commit", token)
 		}
 	}

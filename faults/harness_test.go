@@ -1,0 +1,400 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
+)
+
+// The summary table, one row per checked scenario, printed by TestMain.
+var (
+	rowsMu sync.Mutex
+	rows   []Row
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	rowsMu.Lock()
+	if len(rows) > 0 {
+		fmt.Printf("\nfault suite summary:\n%s\n", Table(rows))
+	}
+	rowsMu.Unlock()
+	os.Exit(code)
+}
+
+var httpClient = &http.Client{Timeout: 15 * time.Second}
+
+// stack is one scenario's processes and the clients the checker reads with.
+type stack struct {
+	t        *testing.T
+	queue    string
+	env      map[string]string
+	st       *store.Store
+	rdb      redis.UniversalClient
+	tc       client.Client
+	api      *testenv.API
+	worker   *testenv.Worker
+	saleID   int64
+	stock    int64
+	mu       sync.Mutex
+	tokens   []string // tokens clients got (202)
+	requests int      // reservation requests sent
+	repair   bool     // reconcile with repair while waiting for idle
+}
+
+// stackOpts chooses the services of a scenario; empty fields mean the shared
+// test services.
+type stackOpts struct {
+	redisAddr, mysqlDSN, temporalAddr string
+	apiEnv, workerEnv                 map[string]string
+}
+
+// MustStack starts an API and a worker on a task queue of their own.
+func MustStack(t *testing.T, o stackOpts) *stack {
+	t.Helper()
+	queue := fmt.Sprintf("faults-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+	over := map[string]string{"SECKILL_RELAY_MIN_IDLE": "2s"}
+	if o.redisAddr != "" {
+		over["REDIS_ADDR"] = o.redisAddr
+	}
+	if o.mysqlDSN != "" {
+		over["MYSQL_DSN"] = o.mysqlDSN
+	}
+	if o.temporalAddr != "" {
+		over["TEMPORAL_ADDRESS"] = o.temporalAddr
+	}
+	env := testenv.ProcEnv(t, queue, over)
+	s := &stack{t: t, queue: queue, env: env}
+	s.st = mustStoreAt(t, env["MYSQL_DSN"])
+	s.rdb = mustRedisAt(t, env["REDIS_ADDR"])
+	s.tc = mustTemporalAt(t, env["TEMPORAL_ADDRESS"])
+	s.api = testenv.MustAPI(t, "api", merge(env, o.apiEnv))
+	s.worker = testenv.MustWorker(t, "worker", merge(env, o.workerEnv))
+	return s
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func mustStoreAt(tb testing.TB, dsn string) *store.Store {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, dsn)
+	require.NoError(tb, err, "open %s", dsn)
+	require.NoError(tb, st.Migrate(ctx))
+	tb.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func mustRedisAt(tb testing.TB, addr string) redis.UniversalClient {
+	tb.Helper()
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(tb, rdb.Ping(ctx).Err(), "redis at %s", addr)
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func mustTemporalAt(tb testing.TB, addr string) client.Client {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: testenv.TemporalLogger{}})
+	require.NoError(tb, err, "temporal at %s", addr)
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// bearer mints a token for a user (admin when user < 0).
+func bearer(tb testing.TB, user int64) string {
+	tb.Helper()
+	role, id := authtoken.RoleUser, user
+	if user < 0 {
+		role, id = authtoken.RoleAdmin, 1
+	}
+	tok, err := authtoken.Mint([]byte(config.DevJWTSecret), id, role, time.Hour)
+	require.NoError(tb, err)
+	return "Bearer " + tok
+}
+
+// call sends a JSON request as user (0: no token; -1: admin). A transport
+// error comes back as err; the body is decoded when it is JSON.
+func call(tb testing.TB, method, url string, user int64, body any) (int, map[string]any, error) {
+	tb.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(tb, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	require.NoError(tb, err)
+	req.Header.Set("Content-Type", "application/json")
+	if user != 0 {
+		req.Header.Set("Authorization", bearer(tb, user))
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("read body: %w", err)
+	}
+	var out map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return resp.StatusCode, nil, fmt.Errorf("body %q: %w", raw, err)
+		}
+	}
+	return resp.StatusCode, out, nil
+}
+
+// mustCall is call that fails the test on a transport error.
+func mustCall(tb testing.TB, method, url string, user int64, body any) (int, map[string]any) {
+	tb.Helper()
+	code, out, err := call(tb, method, url, user, body)
+	require.NoError(tb, err)
+	return code, out
+}
+
+// MustSale creates and warms a live sale through the admin API.
+func (s *stack) MustSale(stock int64, windowSeconds int) {
+	t := s.t
+	t.Helper()
+	now := time.Now().UTC()
+	code, sale := mustCall(t, "POST", s.api.URL+"/admin/v1/sales", -1, map[string]any{
+		"goods_id": 8, "title": "faults " + t.Name(), "price_cents": 100, "stock": stock, "buckets": 4,
+		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(30 * time.Minute).Format(time.RFC3339),
+		"payment_window_seconds": windowSeconds,
+	})
+	require.Equal(t, http.StatusCreated, code, "%v", sale)
+	s.saleID = int64(sale["sale_id"].(float64))
+	s.stock = stock
+	code, body := mustCall(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", s.api.URL, s.saleID), -1, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+}
+
+// reserve sends one reservation request; a 202's token is recorded.
+func (s *stack) reserve(user int64, requestID string) (int, map[string]any, error) {
+	s.mu.Lock()
+	s.requests++
+	s.mu.Unlock()
+	code, body, err := call(s.t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", s.api.URL, s.saleID), user, map[string]any{"request_id": requestID})
+	if err == nil && code == http.StatusAccepted {
+		s.addToken(body["token"].(string))
+	}
+	return code, body, err
+}
+
+func (s *stack) addToken(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens = append(s.tokens, tok)
+}
+
+// burst reserves for n fresh users at once; it returns the users that got
+// a 202 with their tokens. Transport errors and 503s are expected in fault
+// scenarios and not retried here.
+func (s *stack) burst(n int) map[int64]string {
+	var mu sync.Mutex
+	got := map[int64]string{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		user := testenv.UniqueUser()
+		wg.Go(func() {
+			code, body, err := s.reserve(user, fmt.Sprintf("burst-%d", user))
+			if err == nil && code == http.StatusAccepted {
+				mu.Lock()
+				got[user] = body["token"].(string)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return got
+}
+
+// status reads a reservation as its user.
+func (s *stack) status(user int64, token string) (string, error) {
+	code, body, err := call(s.t, "GET", s.api.URL+"/api/v1/reservations/"+token, user, nil)
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusOK {
+		return "", fmt.Errorf("GET reservation: %d %v", code, body)
+	}
+	st, _ := body["status"].(string)
+	return st, nil
+}
+
+// payWhenPending waits for PENDING_PAYMENT and pays; it reports whether the
+// payment was accepted (a short window may pass first: that is allowed).
+func (s *stack) payWhenPending(user int64, token string) bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := s.status(user, token)
+		if err == nil && st == string(domain.StatusPendingPayment) {
+			code, _, err := call(s.t, "POST", s.api.URL+"/api/v1/reservations/"+token+"/payment", user, map[string]any{"payment_ref": "pay-" + token[:8]})
+			return err == nil && code == http.StatusOK
+		}
+		if err == nil && domain.ReservationStatus(st).Terminal() {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+func (s *stack) reconciler() *reconcile.Reconciler {
+	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: lua.New(), Temporal: s.tc, Gap: 300 * time.Millisecond}
+	if s.repair {
+		r.Start = func(ctx context.Context, in domain.OrderInput) error {
+			return workflows.StartOrder(ctx, s.tc, s.queue, in)
+		}
+	}
+	return r
+}
+
+// collect reads the sale's state for the checker.
+func (s *stack) collect(ctx context.Context) (State, error) {
+	st := State{SaleID: s.saleID, Orders: map[string]int{}, Deducts: map[string]int{}, Workflows: map[string]int{}, WindowsPassed: true}
+	s.mu.Lock()
+	st.ClientTokens = append([]string(nil), s.tokens...)
+	s.mu.Unlock()
+	rep, err := s.reconciler().Run(ctx, s.saleID, s.repair)
+	if err != nil {
+		return st, fmt.Errorf("reconcile: %w", err)
+	}
+	st.Report = rep
+	rows, err := s.st.DB.QueryContext(ctx, `SELECT r.token, r.user_id, r.status, COALESCE(o.status, '')
+		FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, s.saleID)
+	if err != nil {
+		return st, fmt.Errorf("reservations: %w", err)
+	}
+	for rows.Next() {
+		var r Reservation
+		if err := rows.Scan(&r.Token, &r.UserID, &r.Status, &r.OrderStatus); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("scan reservation: %w", err)
+		}
+		st.Reservations = append(st.Reservations, r)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return st, fmt.Errorf("reservations: %w", err)
+	}
+	for q, m := range map[string]map[string]int{
+		"SELECT token, COUNT(*) FROM orders WHERE sale_id = ? GROUP BY token":                                st.Orders,
+		"SELECT token, COUNT(*) FROM stock_ledger WHERE sale_id = ? AND operation = 'deduct' GROUP BY token": st.Deducts,
+	} {
+		if err := countRows(ctx, s.st, q, s.saleID, m); err != nil {
+			return st, err
+		}
+	}
+	var next []byte
+	for {
+		resp, err := s.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("%s = %d", domain.SearchAttrSaleID, s.saleID), PageSize: 1000, NextPageToken: next,
+		})
+		if err != nil {
+			return st, fmt.Errorf("list workflows: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if id := e.GetExecution().GetWorkflowId(); strings.HasPrefix(id, "order:") {
+				st.Workflows[id]++
+			}
+		}
+		if next = resp.GetNextPageToken(); len(next) == 0 {
+			break
+		}
+	}
+	return st, nil
+}
+
+func countRows(ctx context.Context, st *store.Store, q string, saleID int64, into map[string]int) error {
+	rows, err := st.DB.QueryContext(ctx, q, saleID)
+	if err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tok string
+		var n int
+		if err := rows.Scan(&tok, &n); err != nil {
+			return fmt.Errorf("scan: %w", err)
+		}
+		into[tok] = n
+	}
+	return rows.Err()
+}
+
+// checkIdle waits until the sale is idle and every invariant holds (each
+// payment window passes, workflows finish, visibility catches up), records
+// the scenario's summary row, and fails the test with the violations still
+// seen when it gives up.
+func (s *stack) checkIdle(scenario string) State {
+	t := s.t
+	t.Helper()
+	var last State
+	var lastV []Violation
+	var lastErr error
+	ok := assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		last, lastErr = s.collect(ctx)
+		if !assert.NoError(c, lastErr) {
+			return
+		}
+		lastV = Check(last)
+		assert.Empty(c, lastV)
+	}, 150*time.Second, 500*time.Millisecond)
+	if !ok {
+		t.Errorf("%s: invariants still broken: err %v\n%v", scenario, lastErr, lastV)
+		if lastErr != nil {
+			lastV = append(lastV, Violation{Kind: "collect", Detail: lastErr.Error()})
+		}
+	}
+	s.mu.Lock()
+	req := s.requests
+	s.mu.Unlock()
+	row := Summarize(scenario, req, last, lastV)
+	rowsMu.Lock()
+	rows = append(rows, row)
+	rowsMu.Unlock()
+	return last
+}
