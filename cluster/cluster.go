@@ -1,0 +1,210 @@
+// Package cluster runs seckill on a Redis Cluster in tests: it starts a
+// local three-master cluster (redis-server --cluster-enabled yes, one temp
+// dir each), and measures the reservation rate of API instances on it.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Masters is the number of master nodes MustRedisCluster starts.
+const Masters = 3
+
+// RedisCluster is a local Redis Cluster started by a test.
+type RedisCluster struct {
+	Addrs []string // client addresses of the masters
+	dirs  []string
+}
+
+// AddrList is the cluster's addresses as REDIS_ADDRS expects them.
+func (c *RedisCluster) AddrList() string { return strings.Join(c.Addrs, ",") }
+
+// Client returns a cluster client, closed at the end of the test.
+func (c *RedisCluster) Client(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:        c.Addrs,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  5 * time.Second,
+		WriteTimeout: 5 * time.Second,
+		PoolSize:     64,
+	})
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// Logs returns the tail of every node's log, for a failure message.
+func (c *RedisCluster) Logs() string {
+	var b strings.Builder
+	for i, d := range c.dirs {
+		raw, _ := os.ReadFile(filepath.Join(d, "redis.log"))
+		s := string(raw)
+		if len(s) > 2000 {
+			s = s[len(s)-2000:]
+		}
+		fmt.Fprintf(&b, "--- node %d (%s) ---\n%s\n", i, c.Addrs[i], s)
+	}
+	return b.String()
+}
+
+// MustRedisCluster starts three redis-server processes with cluster mode on
+// free ports, joins them with `redis-cli --cluster create`, waits for
+// cluster_state:ok on every node and stops them at the end of the test.
+func MustRedisCluster(tb testing.TB) *RedisCluster {
+	tb.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			tb.Fatalf("cluster: %s not found (scripts/redis.sh installs it): %v", bin, err)
+		}
+	}
+	c := &RedisCluster{}
+	for i := range Masters {
+		port, bus := freePort(tb), freePort(tb)
+		dir := tb.TempDir()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		c.Addrs = append(c.Addrs, addr)
+		c.dirs = append(c.dirs, dir)
+		startNode(tb, fmt.Sprintf("node%d", i), dir, port, bus)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, addr := range c.Addrs {
+		if err := waitPing(ctx, addr); err != nil {
+			tb.Fatalf("cluster: node %s: %v\n%s", addr, err, c.Logs())
+		}
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("cluster: redis-cli --cluster create: %v\n%s\n%s", err, out, c.Logs())
+	}
+	for _, addr := range c.Addrs {
+		if err := waitClusterOK(ctx, addr); err != nil {
+			tb.Fatalf("cluster: node %s: %v\n%s\n%s", addr, err, out, c.Logs())
+		}
+	}
+	// The client learns the slot map from any node; make sure it sees all
+	// three masters before the test starts using it.
+	rdb := c.Client(tb)
+	for {
+		n := 0
+		err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			n++
+			return m.Ping(ctx).Err()
+		})
+		if err == nil && n == Masters {
+			break
+		}
+		rdb.ReloadState(ctx)
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("cluster: client sees %d masters (err %v)\n%s", n, err, c.Logs())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return c
+}
+
+// freePort is a free loopback port (the kernel's pick; closed at once).
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("cluster: free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startNode starts one cluster node in dir; SIGKILLed and reaped at cleanup.
+func startNode(tb testing.TB, name, dir string, port, bus int) {
+	tb.Helper()
+	cmd := exec.Command("redis-server",
+		"--bind", "127.0.0.1",
+		"--port", strconv.Itoa(port),
+		"--cluster-enabled", "yes",
+		"--cluster-port", strconv.Itoa(bus),
+		"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--cluster-node-timeout", "5000",
+		"--dir", dir,
+		"--logfile", filepath.Join(dir, "redis.log"),
+		"--save", "",
+		"--appendonly", "no",
+		"--protected-mode", "no",
+		"--daemonize", "no",
+	)
+	// Its own process group: a Ctrl-C of the test does not hit it first, and
+	// the kill below reaches only this process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("cluster: start %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			tb.Errorf("cluster: %s (pid %d) did not exit after SIGKILL", name, cmd.Process.Pid)
+		}
+	})
+}
+
+func waitPing(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer rdb.Close()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := rdb.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no PONG: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func waitClusterOK(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer rdb.Close()
+	last := ""
+	for {
+		ictx, cancel := context.WithTimeout(ctx, time.Second)
+		info, err := rdb.ClusterInfo(ictx).Result()
+		cancel()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = info
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster_state not ok: %s", last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
