@@ -24,6 +24,7 @@ func TestFaults(t *testing.T) {
 	t.Run("worker_killed", testWorkerKilled)
 	t.Run("fail_after_commit", testFailAfterCommit)
 	t.Run("inbox_delivered_twice", testInboxDeliveredTwice)
+	t.Run("hostile_requests", testHostileRequests)
 }
 
 // 1. The API dies (SIGKILL) between a successful reserve script and the
