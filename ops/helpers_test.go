@@ -98,7 +98,15 @@ type stack struct {
 // MustStack starts the real API and worker processes.
 func MustStack(tb testing.TB, name string, overrides map[string]string) *stack {
 	tb.Helper()
-	queue := fmt.Sprintf("ops-%s-%d", name, time.Now().UnixNano())
+	return MustStackOn(tb, newQueue(name), overrides)
+}
+
+// newQueue names a task queue no other test uses.
+func newQueue(name string) string { return fmt.Sprintf("ops-%s-%d", name, time.Now().UnixNano()) }
+
+// MustStackOn starts the real processes on the given task queue.
+func MustStackOn(tb testing.TB, queue string, overrides map[string]string) *stack {
+	tb.Helper()
 	o := map[string]string{
 		// Every request of a test comes from 127.0.0.1.
 		"SECKILL_PER_ADDR_RPS":   "100000",
