@@ -194,6 +194,7 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Get("/admin/v1/sales/:sale_id/reconciliation", admin, s.reconciliation)
 	app.Put("/admin/v1/blacklist/:user_id", admin, s.blacklist(true))
 	app.Delete("/admin/v1/blacklist/:user_id", admin, s.blacklist(false))
+	s.storefrontRoutes(app, admin)
 }
 
 // countRequests counts every answer by route pattern (not raw path, so the

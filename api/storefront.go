@@ -1,0 +1,132 @@
+package api
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
+)
+
+// web is the storefront: static HTML, CSS and plain JavaScript, no build step.
+//
+//go:embed web
+var web embed.FS
+
+// devTokenTTL is how long a development login lasts.
+const devTokenTTL = 12 * time.Hour
+
+// storefrontCSP keeps the page to its own origin: no inline script, no
+// third-party resource.
+const storefrontCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+// storefrontRoutes adds the payment webhook, the refunds listing, the
+// storefront page and, in development mode only, the development login.
+func (s *server) storefrontRoutes(app *fiber.App, admin fiber.Handler) {
+	app.Post("/webhooks/payments", s.paymentWebhook)
+	app.Get("/admin/v1/refunds", admin, s.listRefunds)
+	app.Get("/", s.storefront)
+	app.Get("/web/:file", s.webAsset)
+	if s.cfg.Dev() {
+		app.Post("/dev/login", s.devLogin)
+	}
+}
+
+// GET /: the storefront of ?sale=ID; without it, a redirect to the newest
+// open sale (the page itself says when there is none).
+func (s *server) storefront(c *fiber.Ctx) error {
+	if c.Query("sale") == "" {
+		if id, err := s.newestOpenSale(c.UserContext()); err != nil {
+			s.logger.Warn("storefront: newest open sale", "err", err)
+		} else if id > 0 {
+			return c.Redirect("/?sale="+strconv.FormatInt(id, 10), fiber.StatusFound)
+		}
+	}
+	return s.sendWeb(c, "index.html")
+}
+
+// newestOpenSale is the id of the newest sale not finished nor past its
+// end; 0 when there is none.
+func (s *server) newestOpenSale(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	sales, err := s.st.ListOpenSales(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	var newest int64
+	for _, sl := range sales {
+		if sl.EndsAt.After(now) && sl.Control != domain.ControlStopped && sl.ID > newest {
+			newest = sl.ID
+		}
+	}
+	return newest, nil
+}
+
+// GET /web/{file}: the page's script and style sheet.
+func (s *server) webAsset(c *fiber.Ctx) error {
+	name := c.Params("file")
+	if name == "index.html" || path.Base(name) != name {
+		return sendError(c, domain.ENotFound, "no such resource")
+	}
+	return s.sendWeb(c, name)
+}
+
+func (s *server) sendWeb(c *fiber.Ctx, name string) error {
+	b, err := web.ReadFile("web/" + name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sendError(c, domain.ENotFound, "no such resource")
+	}
+	if err != nil {
+		return fmt.Errorf("read embedded %s: %w", name, err)
+	}
+	switch path.Ext(name) {
+	case ".html":
+		c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+		c.Set("Content-Security-Policy", storefrontCSP)
+	case ".js":
+		c.Set(fiber.HeaderContentType, "text/javascript; charset=utf-8")
+	case ".css":
+		c.Set(fiber.HeaderContentType, "text/css; charset=utf-8")
+	default:
+		c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
+	}
+	// Small files: always revalidate so a new binary's page is seen at once.
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	return c.Send(b)
+}
+
+type devLoginRequest struct {
+	UserID *int64 `json:"user_id"`
+}
+
+// POST /dev/login (development mode only): a user token for anyone who
+// asks, so the storefront can be tried by hand.
+func (s *server) devLogin(c *fiber.Ctx) error {
+	var req devLoginRequest
+	if err := decodeStrict(c.Body(), &req); err != nil {
+		return sendErr(c, err)
+	}
+	if req.UserID == nil || *req.UserID <= 0 {
+		return sendError(c, domain.EInvalid, "user_id must be a positive integer")
+	}
+	tok, err := authtoken.Mint(s.cfg.JWTSecret, *req.UserID, authtoken.RoleUser, devTokenTTL)
+	if err != nil {
+		return fmt.Errorf("mint development token: %w", err)
+	}
+	return c.JSON(fiber.Map{
+		"token":      tok,
+		"user_id":    *req.UserID,
+		"expires_at": time.Now().Add(devTokenTTL).UTC().Truncate(time.Second),
+	})
+}

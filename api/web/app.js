@@ -1,0 +1,327 @@
+// seckill storefront: plain JavaScript, no build step. Every time shown is
+// computed on the server's clock (from the Date header), never the browser's.
+'use strict';
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const saleId = new URLSearchParams(location.search).get('sale');
+  const SETTLED = ['PAID', 'EXPIRED', 'CANCELLED', 'FAILED'];
+
+  // Server clock: Date has whole seconds, so each answer bounds the offset
+  // (server minus browser) from both sides; we keep the tightest bounds.
+  let offsetLow = -Infinity;
+  let offsetHigh = Infinity;
+  const serverNow = () => {
+    if (offsetLow === -Infinity) return Date.now();
+    const off = offsetHigh >= offsetLow ? (offsetLow + offsetHigh) / 2 : offsetLow;
+    return Date.now() + off;
+  };
+
+  let jwt = sessionStorage.getItem('seckill.jwt') || '';
+  let who = sessionStorage.getItem('seckill.user') || '';
+  let sale = null;
+  // Buying: 'idle' (the button may be pressed), 'busy' (a request is out),
+  // 'wait' (blocked until waitUntil), 'done' (nothing more to buy).
+  let buyState = 'idle';
+  let waitUntil = 0;
+  let pendingRequestId = null; // kept so a retry re-sends the same request
+  let reservation = null;
+  let payRef = null; // kept so a retried payment is the same payment
+  let paying = false;
+
+  async function call(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (jwt) headers.Authorization = 'Bearer ' + jwt;
+    const sent = Date.now();
+    const resp = await fetch(path, {
+      method, headers, cache: 'no-store',
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const received = Date.now();
+    const date = Date.parse(resp.headers.get('Date') || '');
+    if (!Number.isNaN(date)) {
+      offsetLow = Math.max(offsetLow, date - received);
+      offsetHigh = Math.min(offsetHigh, date + 1000 - sent);
+    }
+    const text = await resp.text();
+    let json = null;
+    try { json = text ? JSON.parse(text) : null; } catch (e) { json = null; }
+    const retryAfter = parseInt(resp.headers.get('Retry-After') || '', 10);
+    return { status: resp.status, body: json, retryAfter: Number.isNaN(retryAfter) ? 1 : Math.max(retryAfter, 1) };
+  }
+
+  const code = (r) => (r.body && r.body.error && r.body.error.code) || 'http_' + r.status;
+
+  const MESSAGES = {
+    sold_out: () => 'Sold out: every unit has been taken.',
+    already_purchased: () => 'You already hold this item: one per customer.',
+    rate_limited: (r) => `Too many requests right now. Please wait ${r.retryAfter} s and try again.`,
+    sale_not_started: () => 'The sale has not started yet. The button opens when the countdown ends.',
+    sale_ended: () => 'The sale has ended.',
+    sale_paused: () => 'The sale is paused by the shop. Please try again shortly.',
+    blacklisted: () => 'This account may not take part in the sale.',
+    unavailable: (r) => `The shop is busy; the outcome is unknown. Retrying the same request in ${r.retryAfter} s…`,
+    unauthorized: () => 'Please log in first (your session may have expired).',
+    forbidden: () => 'This account may not do that.',
+    not_found: () => 'No such sale or reservation.',
+    invalid_request: (r) => 'The request was refused: ' + ((r.body && r.body.error && r.body.error.message) || 'invalid'),
+    not_payable: () => 'This reservation cannot be paid now (it is not awaiting payment).',
+    not_cancellable: () => 'This reservation can no longer be cancelled.',
+    network: () => 'Network error: the outcome is unknown. Press "Retry" to send the same request again.',
+    no_sale: () => 'No sale is open right now.',
+  };
+
+  function say(kind, codeName, text) {
+    const m = $('message');
+    m.dataset.kind = kind;
+    m.dataset.code = codeName || '';
+    m.textContent = text;
+  }
+  function sayError(r, c) {
+    c = c || code(r);
+    const f = MESSAGES[c];
+    say('error', c, f ? f(r) : `Unexpected answer (${r.status}).`);
+  }
+
+  const money = (cents) => '¥' + (cents / 100).toFixed(2);
+  function duration(ms) {
+    if (ms <= 0) return '0s';
+    const s = Math.ceil(ms / 1000);
+    const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60), sec = s % 60;
+    const pad = (n) => String(n).padStart(2, '0');
+    return (d ? d + 'd ' : '') + (d || h ? pad(h) + ':' : '') + pad(m) + ':' + pad(sec);
+  }
+
+  // Sale state on the server's clock: the view's state may be a second old.
+  function saleState() {
+    if (!sale) return null;
+    if (sale.state === 'upcoming' && serverNow() >= Date.parse(sale.starts_at)) return 'live';
+    if (sale.state === 'live' && serverNow() >= Date.parse(sale.ends_at)) return 'ended';
+    return sale.state;
+  }
+
+  function render() {
+    const st = saleState();
+    if (sale) {
+      $('title').textContent = sale.title;
+      $('price').textContent = money(sale.price_cents);
+      $('stock').textContent = sale.stock_left;
+      $('stock-total').textContent = sale.stock_total;
+      $('state').textContent = st.replace('_', ' ');
+      $('state').dataset.state = st;
+      const now = serverNow();
+      if (st === 'upcoming') {
+        $('countdown-label').textContent = 'Starts in';
+        $('countdown').textContent = duration(Date.parse(sale.starts_at) - now);
+      } else if (st === 'live' || st === 'sold_out') {
+        $('countdown-label').textContent = 'Ends in';
+        $('countdown').textContent = duration(Date.parse(sale.ends_at) - now);
+      } else {
+        $('countdown-label').textContent = 'Ended';
+        $('countdown').textContent = new Date(sale.ends_at).toLocaleString();
+      }
+    }
+    if (buyState === 'wait' && serverNow() >= waitUntil) buyState = 'idle';
+    const buy = $('buy');
+    if (buyState !== 'busy') buy.textContent = pendingRequestId ? 'Retry' : 'Buy now';
+    buy.disabled = !jwt || !sale || buyState !== 'idle' || (st !== 'live' && !pendingRequestId);
+    if (sale && st === 'sold_out' && buyState === 'idle' && !reservation) sayError({ status: 410 }, 'sold_out');
+    $('who').textContent = who ? 'Logged in as user ' + who : '';
+    $('clock').textContent = 'Server clock: ' + new Date(serverNow()).toISOString().slice(11, 19) + ' UTC';
+    renderReservation();
+  }
+
+  function renderReservation() {
+    const box = $('reservation');
+    if (!reservation) { box.hidden = true; return; }
+    box.hidden = false;
+    const s = $('res-status');
+    s.textContent = reservation.status;
+    s.dataset.status = reservation.status;
+    $('res-order').textContent = reservation.order_no || '–';
+    $('res-amount').textContent = money(reservation.amount_cents);
+    const pending = reservation.status === 'PENDING_PAYMENT';
+    $('pay-by-row').hidden = !(pending && reservation.pay_by);
+    if (pending && reservation.pay_by) $('pay-by').textContent = duration(Date.parse(reservation.pay_by) - serverNow());
+    const pay = $('pay');
+    pay.hidden = !pending;
+    pay.disabled = paying || !pending || Date.parse(reservation.pay_by || 0) <= serverNow();
+  }
+
+  async function loadSale() {
+    if (!saleId) { say('error', 'no_sale', MESSAGES.no_sale()); $('title').textContent = 'No open sale'; return; }
+    try {
+      const r = await call('GET', '/api/v1/sales/' + encodeURIComponent(saleId));
+      if (r.status === 200) sale = r.body;
+      else if (r.status === 404) { say('error', 'not_found', 'This sale does not exist.'); $('title').textContent = 'Unknown sale'; return; }
+    } catch (e) { /* keep the last view; the next poll retries */ }
+    render();
+    setTimeout(loadSale, 2000);
+  }
+
+  function newId(prefix) {
+    const b = new Uint8Array(12);
+    crypto.getRandomValues(b);
+    return prefix + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  }
+
+  async function buy() {
+    if (buyState !== 'idle' || !jwt) return;
+    buyState = 'busy'; // the first filter: one click, one request
+    const button = $('buy');
+    button.disabled = true;
+    button.textContent = 'Reserving…';
+    if (!pendingRequestId) pendingRequestId = newId('web-');
+    say('info', 'pending', 'Reserving…');
+    let r;
+    try {
+      r = await call('POST', `/api/v1/sales/${encodeURIComponent(saleId)}/reservations`, { request_id: pendingRequestId });
+    } catch (e) {
+      buyState = 'idle'; // pendingRequestId stays: "Retry" re-sends it
+      sayError({ status: 0 }, 'network');
+      render();
+      return;
+    }
+    if (r.status === 202) {
+      pendingRequestId = null;
+      buyState = 'done';
+      say('ok', 'reserved', 'Reserved! Creating your order…');
+      reservation = { token: r.body.token, status: r.body.status, amount_cents: sale ? sale.price_cents : 0 };
+      sessionStorage.setItem('seckill.reservation.' + saleId, r.body.token);
+      render();
+      pollReservation();
+      return;
+    }
+    const c = code(r);
+    sayError(r, c);
+    switch (c) {
+      case 'unavailable': // outcome unknown: the same request_id again, after the wait
+        buyState = 'wait';
+        waitUntil = serverNow() + r.retryAfter * 1000;
+        setTimeout(() => { if (buyState === 'idle' || buyState === 'wait') { buyState = 'idle'; buy(); } }, r.retryAfter * 1000);
+        break;
+      case 'rate_limited': // nothing was reserved
+        pendingRequestId = null;
+        buyState = 'wait';
+        waitUntil = serverNow() + r.retryAfter * 1000;
+        break;
+      case 'already_purchased':
+        pendingRequestId = null;
+        buyState = 'done';
+        findMine();
+        break;
+      case 'sold_out': case 'sale_ended': case 'blacklisted':
+        pendingRequestId = null;
+        buyState = 'done';
+        break;
+      case 'unauthorized':
+        pendingRequestId = null;
+        buyState = 'idle';
+        logout();
+        break;
+      default:
+        pendingRequestId = null;
+        buyState = 'idle';
+    }
+    render();
+  }
+
+  // findMine shows the reservation the user already holds for this sale.
+  async function findMine() {
+    try {
+      const r = await call('GET', '/api/v1/me/reservations?sale_id=' + encodeURIComponent(saleId));
+      if (r.status !== 200 || !r.body.reservations.length) return;
+      const mine = r.body.reservations.find((x) => !SETTLED.includes(x.status) || x.status === 'PAID') || r.body.reservations[0];
+      reservation = mine;
+      render();
+      if (!SETTLED.includes(mine.status)) pollReservation();
+    } catch (e) { /* best effort */ }
+  }
+
+  let polling = false;
+  async function pollReservation() {
+    if (polling || !reservation) return;
+    polling = true;
+    let delay = 1000;
+    try {
+      const r = await call('GET', '/api/v1/reservations/' + encodeURIComponent(reservation.token));
+      if (r.status === 200) {
+        reservation = r.body;
+        if (r.body.status === 'PENDING_PAYMENT' && $('message').dataset.code === 'reserved') say('ok', 'order', 'Your order is ready: please pay before the time runs out.');
+        if (r.body.status === 'EXPIRED') say('error', 'expired', 'The payment window has passed; the unit went back on sale.');
+        if (r.body.status === 'FAILED') say('error', 'failed', 'The order could not be created; the unit went back on sale.');
+        if (r.body.status === 'CANCELLED') say('error', 'cancelled', 'The reservation was cancelled.');
+        if (SETTLED.includes(r.body.status)) buyState = r.body.status === 'PAID' ? 'done' : 'idle';
+      } else {
+        delay = r.retryAfter * 1000;
+      }
+    } catch (e) {
+      delay = 2000;
+    } finally {
+      polling = false;
+    }
+    render();
+    if (reservation && !SETTLED.includes(reservation.status)) setTimeout(pollReservation, delay);
+  }
+
+  async function pay() {
+    if (paying || !reservation || reservation.status !== 'PENDING_PAYMENT') return;
+    paying = true;
+    render();
+    if (!payRef) payRef = newId('dev-pay-');
+    say('info', 'paying', 'Paying…');
+    try {
+      const r = await call('POST', `/api/v1/reservations/${encodeURIComponent(reservation.token)}/payment`, { payment_ref: payRef });
+      if (r.status === 200) {
+        reservation = r.body;
+        buyState = 'done';
+        say('ok', 'paid', 'Paid. Thank you!');
+      } else {
+        sayError(r);
+        if (code(r) !== 'unavailable') payRef = null;
+        pollReservation();
+      }
+    } catch (e) {
+      sayError({ status: 0 }, 'network'); // payRef stays: the retry is the same payment
+    } finally {
+      paying = false;
+      render();
+    }
+  }
+
+  async function login(ev) {
+    ev.preventDefault();
+    const id = parseInt($('user-id').value, 10);
+    if (!(id > 0)) { say('error', 'invalid_request', 'Enter a positive user id.'); return; }
+    try {
+      const r = await call('POST', '/dev/login', { user_id: id });
+      if (r.status === 404) { say('error', 'not_found', 'Development login is off on this server.'); return; }
+      if (r.status !== 200) { sayError(r); return; }
+      jwt = r.body.token;
+      who = String(id);
+      sessionStorage.setItem('seckill.jwt', jwt);
+      sessionStorage.setItem('seckill.user', who);
+      reservation = null; buyState = 'idle'; pendingRequestId = null; payRef = null;
+      say('info', 'logged_in', 'Logged in as user ' + id + '.');
+      render();
+      if (saleId) findMine();
+    } catch (e) {
+      sayError({ status: 0 }, 'network');
+    }
+  }
+
+  function logout() {
+    jwt = ''; who = '';
+    sessionStorage.removeItem('seckill.jwt');
+    sessionStorage.removeItem('seckill.user');
+  }
+
+  $('buy').addEventListener('click', buy);
+  $('pay').addEventListener('click', pay);
+  $('login-form').addEventListener('submit', login);
+  if (who) $('user-id').value = who;
+  loadSale();
+  if (jwt && saleId) findMine();
+  setInterval(render, 250);
+})();
