@@ -25,6 +25,9 @@ func TestFaults(t *testing.T) {
 	t.Run("fail_after_commit", testFailAfterCommit)
 	t.Run("inbox_delivered_twice", testInboxDeliveredTwice)
 	t.Run("hostile_requests", testHostileRequests)
+	t.Run("temporal_restarted", testTemporalRestarted)
+	t.Run("mariadb_restarted", testMariaDBRestarted)
+	t.Run("redis_aof_lost_last_second", testRedisAOFLost)
 }
 
 // 1. The API dies (SIGKILL) between a successful reserve script and the

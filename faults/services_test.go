@@ -1,0 +1,222 @@
+package faults
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// server is a service process a scenario owns (its own Redis, MariaDB or
+// Temporal), so killing it touches no other package's tests.
+type server struct {
+	name    string
+	bin     string
+	args    []string
+	logPath string
+	ready   func(ctx context.Context) error
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startServer starts bin with args and waits until ready answers; the
+// process is killed at the end of the test.
+func startServer(tb testing.TB, name, bin string, ready func(ctx context.Context) error, args ...string) *server {
+	tb.Helper()
+	s := &server{name: name, bin: bin, args: args, logPath: filepath.Join(tb.TempDir(), name+".log"), ready: ready}
+	s.Start(tb)
+	tb.Cleanup(func() {
+		s.Kill(tb)
+		if tb.Failed() {
+			if b, err := os.ReadFile(s.logPath); err == nil {
+				tail := string(b)
+				if len(tail) > 3000 {
+					tail = tail[len(tail)-3000:]
+				}
+				tb.Logf("--- %s log tail ---\n%s", name, tail)
+			}
+		}
+	})
+	return s
+}
+
+// Start starts the process (again) and waits until it answers.
+func (s *server) Start(tb testing.TB) {
+	tb.Helper()
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(tb, err)
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		tb.Fatalf("start %s: %v", s.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		err := s.ready(rctx)
+		rcancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(s.logPath)
+			tb.Fatalf("%s exited before it was ready: %v\n%s", s.name, err, b)
+		case <-ctx.Done():
+			b, _ := os.ReadFile(s.logPath)
+			tb.Fatalf("%s not ready within 90s: %v\n%s", s.name, err, b)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Kill sends SIGKILL to the process group and waits for the exit.
+func (s *server) Kill(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		tb.Errorf("%s did not exit within 20s of SIGKILL", s.name)
+	}
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// MustOwnRedis starts a redis-server with AOF on (appendfsync everysec) in a
+// temp dir; it returns the server, its address and its data dir.
+func MustOwnRedis(tb testing.TB) (*server, string, string) {
+	tb.Helper()
+	addr := testenv.FreeAddr(tb)
+	dir := tb.TempDir()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	tb.Cleanup(func() { _ = rdb.Close() })
+	s := startServer(tb, "redis", "redis-server", func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		"--port", port(addr), "--bind", "127.0.0.1", "--appendonly", "yes", "--appendfsync", "everysec",
+		"--dir", dir, "--save", "", "--protected-mode", "no")
+	return s, addr, dir
+}
+
+// MustOwnMariaDB initialises a datadir and starts a mariadbd on a free port
+// with the database seckill_faults; it returns the server and the DSN.
+func MustOwnMariaDB(tb testing.TB) (*server, string) {
+	tb.Helper()
+	addr := testenv.FreeAddr(tb)
+	dir := tb.TempDir()
+	data := filepath.Join(dir, "data")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "mariadb-install-db", "--datadir="+data, "--auth-root-authentication-method=normal",
+		"--user="+currentUser(), "--skip-test-db").CombinedOutput()
+	require.NoError(tb, err, "mariadb-install-db: %s", out)
+	root, err := sql.Open("mysql", "root@tcp("+addr+")/?timeout=2s")
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = root.Close() })
+	s := startServer(tb, "mariadb", "mariadbd", func(ctx context.Context) error {
+		_, err := root.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS seckill_faults")
+		return err
+	}, "--no-defaults", "--datadir="+data, "--port="+port(addr), "--bind-address=127.0.0.1",
+		"--socket="+filepath.Join(dir, "mysqld.sock"), "--pid-file="+filepath.Join(dir, "mariadbd.pid"),
+		"--user="+currentUser(), "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=2", "--max-connections=300",
+		"--innodb-buffer-pool-size=64M", "--skip-log-bin")
+	return s, "root@tcp(" + addr + ")/seckill_faults"
+}
+
+func currentUser() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "root"
+}
+
+// temporalBin is the Temporal CLI: SECKILL_TEMPORAL_BIN or the repo's build.
+func temporalBin(tb testing.TB) string {
+	tb.Helper()
+	if b := os.Getenv("SECKILL_TEMPORAL_BIN"); b != "" {
+		return b
+	}
+	_, file, _, _ := runtime.Caller(0)
+	b := filepath.Join(filepath.Dir(file), "..", ".data", "bin", "temporal")
+	_, err := os.Stat(b)
+	require.NoError(tb, err, "the Temporal CLI (go tool task temporal:build)")
+	return b
+}
+
+// MustOwnTemporal starts a Temporal dev server with file persistence on a
+// free port; it returns the server and its address.
+func MustOwnTemporal(tb testing.TB) (*server, string) {
+	tb.Helper()
+	addr := testenv.FreeAddr(tb)
+	ui := testenv.FreeAddr(tb)
+	db := filepath.Join(tb.TempDir(), "t.db")
+	ready := func(ctx context.Context) error {
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: testenv.TemporalLogger{}})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// The dev server answers before its search attributes exist.
+		_, err = c.CountWorkflow(ctx, countReq("SaleId = 1"))
+		return err
+	}
+	s := startServer(tb, "temporal", temporalBin(tb), ready, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+		"--port", port(addr), "--ui-port", port(ui), "--db-filename", db, "--log-level", "warn",
+		"--search-attribute", "SaleId=Int", "--search-attribute", "UserId=Int", "--search-attribute", "OrderStatus=Keyword",
+		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL")
+	return s, addr
+}
+
+// aofIncr returns the path of the multi-part AOF's incr file.
+func aofIncr(tb testing.TB, dir string) string {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "appendonlydir", "*.incr.aof"))
+	require.NoError(tb, err)
+	require.Len(tb, files, 1, "one incr AOF file: %s", strings.Join(files, ", "))
+	return files[0]
+}
+
+func countReq(q string) *workflowservice.CountWorkflowExecutionsRequest {
+	return &workflowservice.CountWorkflowExecutionsRequest{Query: q}
+}
