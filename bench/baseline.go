@@ -1,0 +1,40 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/lua"
+)
+
+// BaselineApp is the in-stock scenario's baseline: a bare Fiber handler
+// that runs one EVALSHA of the very reserve script on the same key layout,
+// with none of the API's auth, filters, limits or workflow start. The user
+// comes from the X-Bench-User header, the request id from X-Bench-Request.
+func BaselineApp(rdb redis.UniversalClient, saleID int64, epoch int64) *fiber.App {
+	script := redis.NewScript(lua.ReserveSource())
+	keys := lua.ReserveKeys(lua.SaleKeys(saleID))
+	ep := strconv.FormatInt(epoch, 10)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	app.Post("/reserve", func(c *fiber.Ctx) error {
+		user := c.Get("X-Bench-User")
+		req := c.Get("X-Bench-Request")
+		ctx, cancel := context.WithTimeout(c.UserContext(), 250*time.Millisecond)
+		defer cancel()
+		v, err := script.Run(ctx, rdb, keys, user, req, "bench-"+user+"-"+req, ep).Slice()
+		if err != nil || len(v) != 3 {
+			return c.Status(fiber.StatusServiceUnavailable).SendString(fmt.Sprint(err))
+		}
+		if v[0] == lua.OutcomeOK {
+			return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"token": v[1], "stock_left": v[2]})
+		}
+		return c.Status(fiber.StatusGone).JSON(fiber.Map{"outcome": v[0]})
+	})
+	return app
+}

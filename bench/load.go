@@ -1,0 +1,273 @@
+// Package bench is seckill's load generator and benchmark suite: closed- and
+// open-loop HTTP load with HDR histograms, a latency-injecting TCP proxy,
+// the baselines each scenario is measured against, and the report (JSON,
+// Markdown, chart). cmd/seckill-bench runs it; `go tool task bench` wraps it.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/schollz/progressbar/v3"
+)
+
+// Op is one request of a load run; i is the request's sequence number (use
+// it to pick a distinct user). It returns the HTTP status (or any code the
+// scenario defines) and an error for transport failures.
+type Op func(ctx context.Context, i int64) (status int, err error)
+
+// Result summarises one load run. Latencies are in milliseconds.
+type Result struct {
+	Name        string           `json:"name"`
+	Mode        string           `json:"mode"` // closed or open
+	Connections int              `json:"connections"`
+	OfferedRPS  float64          `json:"offered_rps,omitempty"`
+	Requests    int64            `json:"requests"`
+	Errors      int64            `json:"errors"`
+	Status      map[string]int64 `json:"status"`
+	Seconds     float64          `json:"seconds"`
+	RPS         float64          `json:"rps"`
+	MeanMS      float64          `json:"mean_ms"`
+	P50MS       float64          `json:"p50_ms"`
+	P90MS       float64          `json:"p90_ms"`
+	P99MS       float64          `json:"p99_ms"`
+	P999MS      float64          `json:"p999_ms"`
+	MaxMS       float64          `json:"max_ms"`
+}
+
+// Latencies are recorded in microseconds, 1 µs .. 60 s, 3 significant digits.
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
+
+// recorder is one load worker's private tally, merged at the end (no locks
+// on the request path).
+type recorder struct {
+	h      *hdrhistogram.Histogram
+	status map[int]int64
+	errs   int64
+}
+
+func newRecorder() *recorder { return &recorder{h: newHist(), status: map[int]int64{}} }
+
+func (r *recorder) record(d time.Duration, status int, err error) {
+	us := d.Microseconds()
+	if us < 1 {
+		us = 1
+	}
+	_ = r.h.RecordValue(us) // values beyond 60 s are clamped by the caller's timeout
+	if err != nil {
+		r.errs++
+		return
+	}
+	r.status[status]++
+}
+
+// Summarise merges the recorders into a Result.
+func summarise(name, mode string, conns int, elapsed time.Duration, recs []*recorder) Result {
+	h := newHist()
+	res := Result{Name: name, Mode: mode, Connections: conns, Status: map[string]int64{}, Seconds: elapsed.Seconds()}
+	for _, r := range recs {
+		h.Merge(r.h)
+		res.Errors += r.errs
+		for s, n := range r.status {
+			res.Status[fmt.Sprint(s)] += n
+		}
+	}
+	res.Requests = h.TotalCount()
+	fillLatency(&res, h)
+	if res.Seconds > 0 {
+		res.RPS = float64(res.Requests) / res.Seconds
+	}
+	return res
+}
+
+// fillLatency copies the histogram's percentiles (µs) into res (ms).
+func fillLatency(res *Result, h *hdrhistogram.Histogram) {
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	res.MeanMS = h.Mean() / 1000
+	res.P50MS = ms(h.ValueAtQuantile(50))
+	res.P90MS = ms(h.ValueAtQuantile(90))
+	res.P99MS = ms(h.ValueAtQuantile(99))
+	res.P999MS = ms(h.ValueAtQuantile(99.9))
+	res.MaxMS = ms(h.Max())
+}
+
+// Count returns how many answers had the given status.
+func (r Result) Count(status int) int64 { return r.Status[fmt.Sprint(status)] }
+
+// StatusLine renders the status counts in a stable order.
+func (r Result) StatusLine() string {
+	keys := make([]string, 0, len(r.Status))
+	for k := range r.Status {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s := ""
+	for _, k := range keys {
+		s += fmt.Sprintf("%s×%d ", k, r.Status[k])
+	}
+	if r.Errors > 0 {
+		s += fmt.Sprintf("err×%d", r.Errors)
+	}
+	return s
+}
+
+// bar draws progress over a duration on stderr.
+func bar(name string, d time.Duration, done <-chan struct{}) {
+	b := progressbar.NewOptions64(d.Milliseconds(),
+		progressbar.OptionSetDescription(name),
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+	start := time.Now()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			_ = b.Finish()
+			return
+		case <-t.C:
+			_ = b.Set64(min(time.Since(start).Milliseconds(), d.Milliseconds()))
+		}
+	}
+}
+
+// ClosedLoop runs conns workers, each sending its next request as soon as
+// the previous answered, for dur or until maxReq requests were sent
+// (maxReq <= 0: no cap).
+func ClosedLoop(ctx context.Context, name string, conns int, dur time.Duration, maxReq int64, op Op) Result {
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	done := make(chan struct{})
+	barDone := make(chan struct{})
+	go func() { bar(name, dur, done); close(barDone) }()
+	var seq atomic.Int64
+	recs := make([]*recorder, conns)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range conns {
+		recs[w] = newRecorder()
+		wg.Add(1)
+		go func(r *recorder) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := seq.Add(1) - 1
+				if maxReq > 0 && i >= maxReq {
+					return
+				}
+				t0 := time.Now()
+				status, err := op(ctx, i)
+				if err != nil && ctx.Err() != nil {
+					return // cut off by the end of the run, not a failure
+				}
+				r.record(time.Since(t0), status, err)
+			}
+		}(recs[w])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(done)
+	<-barDone
+	return summarise(name, "closed", conns, elapsed, recs)
+}
+
+// OpenLoop sends requests at a constant arrival rate for dur, whatever the
+// answers' speed (at most maxInFlight at once). Latency is measured from
+// each request's intended send time, so a stall shows in the percentiles
+// instead of silently lowering the rate (no coordinated omission).
+func OpenLoop(ctx context.Context, name string, rate float64, dur time.Duration, maxInFlight int, op Op) Result {
+	ctx, cancel := context.WithTimeout(ctx, dur+30*time.Second)
+	defer cancel()
+	n := int64(rate * dur.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	due := make(chan time.Time, n)
+	done := make(chan struct{})
+	barDone := make(chan struct{})
+	go func() { bar(name, dur, done); close(barDone) }()
+	recs := make([]*recorder, maxInFlight)
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range maxInFlight {
+		recs[w] = newRecorder()
+		wg.Add(1)
+		go func(r *recorder) {
+			defer wg.Done()
+			for t := range due {
+				if ctx.Err() != nil {
+					return
+				}
+				status, err := op(ctx, seq.Add(1)-1)
+				r.record(time.Since(t), status, err)
+			}
+		}(recs[w])
+	}
+	for i := range n {
+		at := start.Add(time.Duration(i) * interval)
+		if d := time.Until(at); d > 0 {
+			time.Sleep(d)
+		}
+		due <- at
+	}
+	close(due)
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(done)
+	<-barDone
+	res := summarise(name, "open", maxInFlight, elapsed, recs)
+	res.OfferedRPS = rate
+	return res
+}
+
+// NewHTTPClient is a client for conns concurrent connections to one host:
+// as many idle connections kept as there are workers, so no run pays for
+// reconnects.
+func NewHTTPClient(conns int) *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns * 2,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// Do sends one request and drains the answer, returning its status.
+func Do(ctx context.Context, c *http.Client, method, url, auth string, body []byte) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, fmt.Errorf("new request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}

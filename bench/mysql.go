@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/store"
+)
+
+// DSNVia rewrites a MySQL DSN to connect through addr (the latency proxy).
+func DSNVia(dsn, addr string) (string, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("parse dsn: %w", err)
+	}
+	c.Net, c.Addr = "tcp", addr
+	return c.FormatDSN(), nil
+}
+
+// NewSale creates a live sale for the bench with the given stock and buckets.
+func NewSale(ctx context.Context, st *store.Store, title string, stock int64, buckets int) (*domain.Sale, error) {
+	now := time.Now().UTC()
+	s := &domain.Sale{
+		GoodsID: 1, Title: title, PriceCents: 999, StockTotal: stock, Buckets: buckets,
+		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
+		PaymentWindowSeconds: 900, PerUserLimit: 1,
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := st.CreateSale(ctx, s); err != nil {
+		return nil, fmt.Errorf("create sale %q: %w", title, err)
+	}
+	return s, nil
+}
+
+// RecordReservations records n QUEUED reservations of distinct users (the
+// workflow's first step), with `workers` concurrent writers, and returns
+// their tokens: the input of the deduction benchmark.
+func RecordReservations(ctx context.Context, st *store.Store, tokenKey []byte, saleID, firstUser int64, n, workers int) ([]string, error) {
+	tokens := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				user := firstUser + i
+				req := fmt.Sprintf("bench-%d", user)
+				tok := domain.DeriveToken(tokenKey, saleID, user, req)
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := st.RecordReservation(cctx, domain.OrderInput{Token: tok, SaleID: saleID, UserID: user, RequestID: req, Path: domain.PathRedis})
+				cancel()
+				if err != nil {
+					errs <- fmt.Errorf("record reservation %d: %w", i, err)
+					return
+				}
+				tokens[i] = tok
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return tokens, nil
+}
+
+// Deduct runs store.PlaceOrder (bucket update + order insert + ledger row in
+// one transaction) over tokens with `workers` concurrent deducters, for at
+// most maxDur, and returns the run's figures (Requests = orders placed).
+func Deduct(ctx context.Context, st *store.Store, name string, tokens []string, workers int, maxDur time.Duration) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, maxDur)
+	defer cancel()
+	var next atomic.Int64
+	recs := make([]*recorder, workers)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for w := range workers {
+		recs[w] = newRecorder()
+		wg.Add(1)
+		go func(r *recorder) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(len(tokens)) {
+					return
+				}
+				t0 := time.Now()
+				_, err := st.PlaceOrder(ctx, tokens[i])
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					firstErr.CompareAndSwap(nil, fmt.Errorf("place order: %w", err))
+					return
+				}
+				r.record(time.Since(t0), 200, nil)
+			}
+		}(recs[w])
+	}
+	wg.Wait()
+	res := summarise(name, "closed", workers, time.Since(start), recs)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func parseDSN(dsn string) (string, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("parse dsn: %w", err)
+	}
+	return c.Addr, nil
+}

@@ -1,0 +1,327 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	batchpb "go.temporal.io/api/batch/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/store"
+)
+
+// Options configure a bench run.
+type Options struct {
+	SeckillBin      string // bin/seckill, started as the API and the worker
+	SelfBin         string // this binary, started with `baseline` for scenario 2
+	RedisAddr       string
+	MySQLDSN        string
+	TemporalAddress string
+	LogDir          string
+	Dur             time.Duration // length of each timed run
+	BurstUsers      int
+	BurstStock      int64
+	HelloN          int
+	FallbackRPS     float64
+	Logger          *slog.Logger
+}
+
+// runner holds a bench run's connections and bookkeeping.
+type runner struct {
+	o        Options
+	st       *store.Store
+	rdb      redis.UniversalClient
+	tc       client.Client
+	scripts  *lua.Scripts
+	rep      *Report
+	nextUser int64
+	stamp    string
+	saleIDs  []int64 // every sale this run created, torn down at the end
+	procs    []*Proc
+}
+
+// Run runs every scenario and returns the report. A correctness violation
+// is listed in Report.Violations (the caller exits non-zero); slow figures
+// are only reported.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	r := &runner{o: o, scripts: lua.New(), stamp: strconv.FormatInt(time.Now().Unix(), 36)}
+	r.nextUser = time.Now().UnixMilli() % 1_000_000_000 * 1000
+	r.rep = &Report{GeneratedAt: time.Now().UTC(), Machine: machine(), Client: "net/http, Transport.MaxIdleConnsPerHost = MaxConnsPerHost = connections; load generator in the same host"}
+	if err := r.connect(ctx); err != nil {
+		return nil, err
+	}
+	defer r.close()
+
+	taskQueue := "bench-" + r.stamp
+	api, worker, err := r.startStack(ctx, "api", "worker", taskQueue)
+	if err != nil {
+		return nil, err
+	}
+	steps := []func(context.Context, *Proc) error{r.soldOut, r.burst, r.fallback}
+	for _, step := range steps {
+		if err := step(ctx, api); err != nil {
+			return r.rep, err
+		}
+	}
+	if err := r.mysql(ctx); err != nil {
+		return r.rep, err
+	}
+	// The in-stock scenario runs last on an API whose task queue nobody
+	// polls, with no worker running, so its workflow starts leave no
+	// backlog of orders behind for the other scenarios.
+	api.Stop()
+	worker.Stop()
+	if err := r.inStock(ctx); err != nil {
+		return r.rep, err
+	}
+	sort := []string{"1", "2", "3", "4", "5"}
+	ordered := make([]Scenario, 0, len(r.rep.Scenarios))
+	for _, id := range sort {
+		for _, s := range r.rep.Scenarios {
+			if strings.HasPrefix(s.ID, id) {
+				ordered = append(ordered, s)
+			}
+		}
+	}
+	r.rep.Scenarios = ordered
+	return r.rep, nil
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				if i := strings.Index(line, ":"); i > 0 {
+					model = strings.TrimSpace(line[i+1:])
+				}
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores (%s), %s/%s, %s; Redis, MariaDB, Temporal dev server, API, worker and load generator all on this host", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+func (r *runner) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	st, err := store.Open(cctx, r.o.MySQLDSN)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	if err := st.Migrate(cctx); err != nil {
+		st.Close()
+		return fmt.Errorf("migrate: %w", err)
+	}
+	r.st = st
+	r.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.o.RedisAddr}, PoolSize: 256})
+	if err := r.rdb.Ping(cctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", r.o.RedisAddr, err)
+	}
+	tc, err := client.DialContext(cctx, client.Options{HostPort: r.o.TemporalAddress, Logger: quietLogger{}})
+	if err != nil {
+		return fmt.Errorf("temporal %s: %w", r.o.TemporalAddress, err)
+	}
+	r.tc = tc
+	return nil
+}
+
+// close stops the processes and tears the bench's sales down: Redis keys
+// deleted, sales marked finished, their workflows terminated.
+func (r *runner) close() {
+	for _, p := range r.procs {
+		p.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, id := range r.saleIDs {
+		if id < fakeSaleBase {
+			if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
+				r.o.Logger.Warn("stop bench sale", "sale", id, "err", err)
+			}
+			if err := sales.Teardown(ctx, r.st, r.rdb, id); err != nil {
+				r.o.Logger.Warn("tear down bench sale", "sale", id, "err", err)
+			}
+			continue
+		}
+		for _, k := range lua.SaleKeys(id).All() {
+			if err := r.rdb.Del(ctx, k).Err(); err != nil {
+				r.o.Logger.Warn("delete baseline key", "key", k, "err", err)
+			}
+		}
+	}
+	r.terminate(ctx)
+	r.tc.Close()
+	_ = r.rdb.Close()
+	_ = r.st.Close()
+}
+
+// terminate ends every running workflow of the bench's sales in one
+// server-side batch (the dev server runs one batch at a time).
+func (r *runner) terminate(ctx context.Context) {
+	var ids []string
+	for _, id := range r.saleIDs {
+		if id < fakeSaleBase {
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	_, err := r.tc.WorkflowService().StartBatchOperation(ctx, &workflowservice.StartBatchOperationRequest{
+		Namespace:       "default",
+		JobId:           "bench-cleanup-" + r.stamp,
+		VisibilityQuery: fmt.Sprintf("%s IN (%s) AND ExecutionStatus = 'Running'", domain.SearchAttrSaleID, strings.Join(ids, ",")),
+		Reason:          "seckill-bench cleanup",
+		Operation:       &workflowservice.StartBatchOperationRequest_TerminationOperation{TerminationOperation: &batchpb.BatchOperationTermination{}},
+	})
+	if err != nil {
+		r.o.Logger.Warn("terminate bench workflows", "sales", ids, "err", err)
+	}
+}
+
+// fakeSaleBase starts the ids of baseline sales that exist only in Redis
+// (no database row, so no worker ever sweeps them).
+const fakeSaleBase = 9_000_000_000_000
+
+func (r *runner) env(taskQueue string) map[string]string {
+	return map[string]string{
+		"SECKILL_ENV":              "dev",
+		"REDIS_ADDR":               r.o.RedisAddr,
+		"REDIS_ADDRS":              "",
+		"MYSQL_DSN":                r.o.MySQLDSN,
+		"TEMPORAL_ADDRESS":         r.o.TemporalAddress,
+		"SECKILL_TASK_QUEUE":       taskQueue,
+		"SECKILL_GLOBAL_RPS":       "10000000",
+		"SECKILL_GLOBAL_BURST":     "1000000",
+		"SECKILL_RELAY_MIN_IDLE":   "3s",
+		"SECKILL_SHUTDOWN_TIMEOUT": "3s",
+		"SECKILL_FALLBACK_RPS":     strconv.FormatFloat(r.o.FallbackRPS, 'f', -1, 64),
+	}
+}
+
+func (r *runner) startAPI(ctx context.Context, name, taskQueue string) (*Proc, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	env := r.env(taskQueue)
+	env["API_ADDR"] = addr
+	p, err := StartProc(ctx, name, r.o.SeckillBin, []string{"api"}, env, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
+	if err != nil {
+		return nil, err
+	}
+	r.procs = append(r.procs, p)
+	return p, nil
+}
+
+func (r *runner) startStack(ctx context.Context, apiName, workerName, taskQueue string) (*Proc, *Proc, error) {
+	api, err := r.startAPI(ctx, apiName, taskQueue)
+	if err != nil {
+		return nil, nil, err
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	env := r.env(taskQueue)
+	env["WORKER_METRICS_ADDR"] = addr
+	env["SECKILL_RELAY_CONSUMER"] = "bench-" + r.stamp
+	w, err := StartProc(ctx, workerName, r.o.SeckillBin, []string{"worker"}, env, r.o.LogDir, "http://"+addr, "http://"+addr+"/metrics")
+	if err != nil {
+		return nil, nil, err
+	}
+	r.procs = append(r.procs, w)
+	return api, w, nil
+}
+
+// users pre-mints n tokens of fresh, distinct users (before any timing).
+func (r *runner) users(n int) ([]string, int64, error) {
+	first := r.nextUser
+	r.nextUser += int64(n)
+	toks := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, runtime.NumCPU())
+	per := (n + runtime.NumCPU() - 1) / runtime.NumCPU()
+	for lo := 0; lo < n; lo += per {
+		hi := min(lo+per, n)
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				t, err := authtoken.Mint([]byte(config.DevJWTSecret), first+int64(i), authtoken.RoleUser, 2*time.Hour)
+				if err != nil {
+					errs <- err
+					return
+				}
+				toks[i] = t
+			}
+		}(lo, hi)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, 0, fmt.Errorf("mint tokens: %w", err)
+	}
+	return toks, first, nil
+}
+
+// sale creates and warms a sale for a scenario.
+func (r *runner) sale(ctx context.Context, title string, stock int64, buckets int, warm bool) (*domain.Sale, error) {
+	s, err := NewSale(ctx, r.st, "bench "+r.stamp+" "+title, stock, buckets)
+	if err != nil {
+		return nil, err
+	}
+	r.saleIDs = append(r.saleIDs, s.ID)
+	if warm {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, _, err := sales.Warmup(wctx, r.st, r.rdb, r.scripts, s.ID); err != nil {
+			return nil, fmt.Errorf("warm up sale %d: %w", s.ID, err)
+		}
+	}
+	return s, nil
+}
+
+// reserveOp posts a reservation for user i of toks.
+func reserveOp(c httpDoer, url string, toks []string) Op {
+	return func(ctx context.Context, i int64) (int, error) {
+		body := []byte(fmt.Sprintf(`{"request_id":"bench-%012d"}`, i))
+		return c.do(ctx, "POST", url, toks[i%int64(len(toks))], body)
+	}
+}
+
+func (r *runner) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.o.Logger.Error("correctness violation", "what", msg)
+	r.rep.Violations = append(r.rep.Violations, msg)
+}
+
+func (r *runner) add(s Scenario) {
+	r.rep.Scenarios = append(r.rep.Scenarios, s)
+	for _, f := range s.Figures {
+		r.o.Logger.Info("figure", "scenario", s.ID, "name", f.Name, "value", num(f.Value), "unit", f.Unit, "target", f.Target)
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/reconcile"
+)
+
+// httpDoer is a tuned client for one scenario's connection count.
+type httpDoer struct{ c *http.Client }
+
+func newDoer(conns int) httpDoer { return httpDoer{c: NewHTTPClient(conns)} }
+
+func (h httpDoer) do(ctx context.Context, method, url, auth string, body []byte) (int, error) {
+	return Do(ctx, h.c, method, url, auth, body)
+}
+
+// quietLogger keeps the Temporal SDK's info lines out of the bench output.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any)        {}
+func (quietLogger) Info(string, ...any)         {}
+func (quietLogger) Warn(msg string, kv ...any)  { slog.Warn(msg, kv...) }
+func (quietLogger) Error(msg string, kv ...any) { slog.Error(msg, kv...) }
+
+// Published figures of comparable systems, with their hardware as their
+// authors gave it (see the README's Benchmarks section for the sources).
+const (
+	pubIssue17k  = "17,248 req/s at p99 97 ms (Ryzen laptop; figure quoted in issue 7)"
+	pubIssue1471 = "1,471 TPS at p99 640 ms (figure quoted in issue 7)"
+	pubJMeter    = "≈8,000 QPS at Redis, p99 95 ms, 1,000 orders, no oversell (Java + Redis + MySQL, JMeter, 4 cores / 8 GB cloud VM, stock 1,000, 500 threads)"
+	pubSyncDB    = "synchronous order path: pool exhausted at ≈500 QPS (design note 003, hardware not given)"
+	pubConsumer  = "order consumer after tuning: ≈1,800 msg/s (design note 003, hardware not given)"
+	pubRowLock   = "SELECT … FOR UPDATE on one stock row: \"a few hundred QPS\" before the pool runs out (design note 004)"
+)
+
+// soldOut: scenario 1, the sold-out path against GET /healthz.
+func (r *runner) soldOut(ctx context.Context, api *Proc) error {
+	const conns = 64
+	s, err := r.sale(ctx, "sold-out", 1, 1, true)
+	if err != nil {
+		return err
+	}
+	toks, _, err := r.users(20_000)
+	if err != nil {
+		return err
+	}
+	c := newDoer(conns)
+	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	// Sell the one unit, then one more try sets the sold-out mark.
+	for i, want := range []int{http.StatusAccepted, http.StatusGone} {
+		st, err := reserveOp(c, url, toks)(ctx, int64(len(toks)-1-i))
+		if err != nil {
+			return fmt.Errorf("sold-out setup: %w", err)
+		}
+		if st != want {
+			return fmt.Errorf("sold-out setup: reservation %d answered %d, want %d", i, st, want)
+		}
+	}
+	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
+	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
+	base := ClosedLoop(ctx, "GET /healthz", conns, r.o.Dur, 0, health)
+	toksLoop := toks[:len(toks)-2]
+	so := ClosedLoop(ctx, "sold-out reserve", conns, r.o.Dur, 0, reserveOp(c, url, toksLoop))
+	if n := so.Count(http.StatusAccepted); n > 0 {
+		r.violation("scenario 1: %d reservations accepted on a sold-out sale of 1 unit", n)
+	}
+	r.add(Scenario{
+		ID: "1 sold-out", Title: "Sold-out path vs GET /healthz, 64 connections",
+		Runs: []Result{base, so},
+		Figures: []Figure{
+			{Name: "sold-out req/s", Value: so.RPS, Unit: "req/s", Published: pubIssue17k},
+			{Name: "sold-out / healthz", Value: ratio(so.RPS, base.RPS), Unit: "×", Target: "≥ 0.9"},
+			{Name: "sold-out p99", Value: so.P99MS, Unit: "ms"},
+		},
+	})
+	return nil
+}
+
+// burst: scenario 3, a flash sale of BurstStock units to BurstUsers users
+// on 256 connections, then the drain to PENDING_PAYMENT against hello
+// workflows on the same Temporal server.
+func (r *runner) burst(ctx context.Context, api *Proc) error {
+	const conns = 256
+	s, err := r.sale(ctx, "burst", r.o.BurstStock, 16, true)
+	if err != nil {
+		return err
+	}
+	toks, _, err := r.users(r.o.BurstUsers)
+	if err != nil {
+		return err
+	}
+	c := newDoer(conns)
+	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+
+	// The drain clock runs from the burst's first request until every
+	// unit's order is PENDING_PAYMENT in MySQL.
+	start := time.Now()
+	drained := make(chan time.Duration, 1)
+	pollCtx, stopPoll := context.WithTimeout(ctx, 5*time.Minute)
+	defer stopPoll()
+	go func() {
+		for pollCtx.Err() == nil {
+			qctx, cancel := context.WithTimeout(pollCtx, 5*time.Second)
+			counts, err := r.st.CountReservations(qctx, s.ID)
+			cancel()
+			if err == nil && counts[domain.StatusPendingPayment] >= r.o.BurstStock {
+				drained <- time.Since(start)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		close(drained)
+	}()
+	res := ClosedLoop(ctx, "burst reserve", conns, 3*time.Minute, int64(len(toks)), reserveOp(c, url, toks))
+	drain, ok := <-drained
+	if !ok {
+		r.violation("scenario 3: the %d orders did not all reach PENDING_PAYMENT within 5 minutes", r.o.BurstStock)
+	}
+	if got := res.Count(http.StatusAccepted); got != r.o.BurstStock {
+		r.violation("scenario 3: %d reservations accepted, want exactly %d", got, r.o.BurstStock)
+	}
+	if err := r.checkBurst(ctx, s.ID); err != nil {
+		return err
+	}
+
+	helloRate, helloTime, err := HelloRate(ctx, r.tc, "bench-hello-"+r.stamp, int(r.o.BurstStock), 64)
+	if err != nil {
+		return fmt.Errorf("hello baseline: %w", err)
+	}
+	drainRate := 0.0
+	if drain > 0 {
+		drainRate = float64(r.o.BurstStock) / drain.Seconds()
+	}
+	hello := Result{Name: fmt.Sprintf("%d hello workflows", r.o.BurstStock), Mode: "closed", Connections: 64, Requests: int64(r.o.BurstStock), Seconds: helloTime.Seconds(), RPS: helloRate, Status: map[string]int64{"completed": int64(r.o.BurstStock)}}
+	r.add(Scenario{
+		ID: "3 burst", Title: fmt.Sprintf("Flash-sale burst: stock %d, %d users, %d connections", r.o.BurstStock, len(toks), conns),
+		Runs: []Result{res, hello},
+		Figures: []Figure{
+			{Name: "reservation answers/s", Value: res.RPS, Unit: "req/s", Published: pubJMeter},
+			{Name: "burst p99", Value: res.P99MS, Unit: "ms", Published: "p99 95 ms (same JMeter run)"},
+			{Name: "units reserved", Value: float64(res.Count(http.StatusAccepted)), Unit: "units", Target: fmt.Sprintf("exactly %d", r.o.BurstStock)},
+			{Name: "drain time to all PENDING_PAYMENT", Value: drain.Seconds(), Unit: "s"},
+			{Name: "orders drained/s", Value: drainRate, Unit: "orders/s", Published: pubConsumer},
+			{Name: "hello workflows/s (baseline)", Value: helloRate, Unit: "wf/s"},
+			{Name: "drain / hello rate", Value: ratio(drainRate, helloRate), Unit: "×", Target: "≥ 1.5"},
+		},
+		Notes: []string{"the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters"},
+	})
+	return nil
+}
+
+// checkBurst checks the burst sale in MySQL (no oversell, no user twice)
+// and with the reconciler once drained.
+func (r *runner) checkBurst(ctx context.Context, saleID int64) error {
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var total, users, orders int64
+	if err := r.st.DB.QueryRowContext(qctx, "SELECT COUNT(*), COUNT(DISTINCT user_id) FROM reservations WHERE sale_id = ?", saleID).Scan(&total, &users); err != nil {
+		return fmt.Errorf("count burst reservations: %w", err)
+	}
+	if err := r.st.DB.QueryRowContext(qctx, "SELECT COUNT(*) FROM orders WHERE sale_id = ?", saleID).Scan(&orders); err != nil {
+		return fmt.Errorf("count burst orders: %w", err)
+	}
+	if total > r.o.BurstStock || orders > r.o.BurstStock {
+		r.violation("scenario 3: oversell: %d reservations, %d orders for %d units", total, orders, r.o.BurstStock)
+	}
+	if users != total {
+		r.violation("scenario 3: %d reservations but only %d distinct users", total, users)
+	}
+	rec := &reconcile.Reconciler{Store: r.st, Redis: r.rdb, Scripts: r.scripts, Temporal: r.tc, Logger: r.o.Logger}
+	rctx, cancel2 := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel2()
+	rep, err := rec.Run(rctx, saleID, false)
+	if err != nil {
+		return fmt.Errorf("reconcile burst sale: %w", err)
+	}
+	if !rep.Consistent {
+		r.violation("scenario 3: reconciliation inconsistent: %+v", rep)
+	}
+	return nil
+}
+
+// fallback: scenario 5, the database path at its rate limit.
+func (r *runner) fallback(ctx context.Context, _ *Proc) error {
+	s, err := r.sale(ctx, "fallback", 1_000_000, 16, false)
+	if err != nil {
+		return err
+	}
+	// The database path's quota is what Redis last reported unsold.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.st.RecordRedisStock(sctx, s.ID, s.StockTotal); err != nil {
+		return fmt.Errorf("record redis stock: %w", err)
+	}
+	if _, err := r.st.SwitchToDatabase(sctx, s.ID); err != nil {
+		return fmt.Errorf("switch to database: %w", err)
+	}
+	first := r.nextUser
+	r.nextUser += 1_000_000
+	lim := rate.NewLimiter(rate.Limit(r.o.FallbackRPS), max(1, int(r.o.FallbackRPS/10)))
+	tokenKey := []byte(config.DevTokenKey)
+	op := func(ctx context.Context, i int64) (int, error) {
+		if !lim.Allow() {
+			return http.StatusTooManyRequests, nil
+		}
+		user := first + i
+		req := "bench-" + strconv.FormatInt(user, 10)
+		in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, s.ID, user, req), SaleID: s.ID, UserID: user, RequestID: req, Path: domain.PathDatabase}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if _, _, err := r.st.ReserveInDB(cctx, in); err != nil {
+			return 0, fmt.Errorf("reserve in db: %w", err)
+		}
+		return http.StatusAccepted, nil
+	}
+	offered := 2 * r.o.FallbackRPS
+	res := OpenLoop(ctx, "database path", offered, r.o.Dur, 64, op)
+	accepted := float64(res.Count(http.StatusAccepted)) / res.Seconds
+	r.add(Scenario{
+		ID: "5 fallback", Title: fmt.Sprintf("Database fallback path at SECKILL_FALLBACK_RPS=%g, open loop at %g/s", r.o.FallbackRPS, offered),
+		Runs: []Result{res},
+		Figures: []Figure{
+			{Name: "accepted/s", Value: accepted, Unit: "res/s", Target: fmt.Sprintf("≈ %g (the limit)", r.o.FallbackRPS), Published: pubRowLock},
+			{Name: "p99 (all answers)", Value: res.P99MS, Unit: "ms", Published: pubIssue1471},
+		},
+		Notes: []string{"store.ReserveInDB called directly after store.SwitchToDatabase, gated by a rate.Limiter at SECKILL_FALLBACK_RPS (the API's wiring of the database path was landing in parallel); 429 = refused by the limiter"},
+	})
+	return nil
+}

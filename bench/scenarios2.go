@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// mysql: scenario 4, the order transaction with 1 vs 16 stock buckets at
+// 64 deducters, on loopback and through a 1 ms RTT proxy.
+func (r *runner) mysql(ctx context.Context) error {
+	const workers = 64
+	proxy, err := StartProxy(mysqlAddr(r.o.MySQLDSN), 500*time.Microsecond)
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	viaDSN, err := DSNVia(r.o.MySQLDSN, proxy.Addr())
+	if err != nil {
+		return err
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	via, err := store.Open(octx, viaDSN)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open store through the proxy: %w", err)
+	}
+	defer via.Close()
+
+	sc := Scenario{ID: "4 mysql", Title: "MySQL stock deduction (store.PlaceOrder), 64 concurrent deducters"}
+	rates := map[string]float64{}
+	for _, c := range []struct {
+		label   string
+		st      *store.Store
+		buckets int
+		orders  int
+	}{
+		{"loopback, 1 bucket", r.st, 1, 3000},
+		{"loopback, 16 buckets", r.st, 16, 9000},
+		{"1 ms RTT, 1 bucket", via, 1, 800},
+		{"1 ms RTT, 16 buckets", via, 16, 6000},
+	} {
+		s, err := r.sale(ctx, "deduct "+c.label, 1_000_000, c.buckets, false)
+		if err != nil {
+			return err
+		}
+		first := r.nextUser
+		r.nextUser += int64(c.orders)
+		r.o.Logger.Info("recording reservations for the deduction run", "run", c.label, "n", c.orders)
+		toks, err := RecordReservations(ctx, r.st, []byte(config.DevTokenKey), s.ID, first, c.orders, workers)
+		if err != nil {
+			return err
+		}
+		r.o.Logger.Info("deducting", "run", c.label)
+		res, err := Deduct(ctx, c.st, c.label, toks, workers, 2*r.o.Dur)
+		if err != nil {
+			return fmt.Errorf("deduction %s: %w", c.label, err)
+		}
+		res.Status = map[string]int64{"placed": res.Requests}
+		rates[c.label] = res.RPS
+		sc.Runs = append(sc.Runs, res)
+		sc.Figures = append(sc.Figures, Figure{Name: c.label, Value: res.RPS, Unit: "orders/s"})
+	}
+	sc.Figures[0].Published = pubSyncDB
+	sc.Figures[2].Published = "127 orders/s (quick measurement quoted in issue 7)"
+	sc.Figures[3].Published = "1,848 orders/s (quick measurement quoted in issue 7)"
+	sc.Figures = append(sc.Figures,
+		Figure{Name: "16 / 1 buckets, loopback", Value: ratio(rates["loopback, 16 buckets"], rates["loopback, 1 bucket"]), Unit: "×"},
+		Figure{Name: "16 / 1 buckets, 1 ms RTT", Value: ratio(rates["1 ms RTT, 16 buckets"], rates["1 ms RTT, 1 bucket"]), Unit: "×", Target: "≥ 10"},
+	)
+	sc.Notes = []string{"reservations are recorded (QUEUED) before the clock starts; each run places a fixed pool of orders or stops after twice the run length; the proxy delays each chunk by 0.5 ms in each direction (Go, in bench/proxy.go)"}
+	r.add(sc)
+	return nil
+}
+
+func mysqlAddr(dsn string) string {
+	if cfg, err := parseDSN(dsn); err == nil {
+		return cfg
+	}
+	return "127.0.0.1:3306"
+}
+
+// inStock: scenario 2, the in-stock reservation path against a bare Fiber
+// handler running one EVALSHA of the same script. The API runs on a task
+// queue nobody polls and no worker runs; its workflows are terminated and
+// its keys deleted at the end.
+func (r *runner) inStock(ctx context.Context) error {
+	const conns = 64
+	api, err := r.startAPI(ctx, "api-instock", "bench-unpolled-"+r.stamp)
+	if err != nil {
+		return err
+	}
+	defer api.Stop()
+	s, err := r.sale(ctx, "in-stock", 1_000_000, 16, true)
+	if err != nil {
+		return err
+	}
+	// The baseline's sale lives only in Redis, warmed by the same script.
+	fake := fakeSaleBase + time.Now().Unix()
+	r.saleIDs = append(r.saleIDs, fake)
+	now := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, _, err = r.scripts.Warmup(wctx, r.rdb, lua.WarmupArgs{
+		SaleID: fake, StartsMS: now.Add(-time.Minute).UnixMilli(), EndsMS: now.Add(time.Hour).UnixMilli(),
+		Control: string(domain.ControlActive), Epoch: 1, Mode: string(domain.ModeRedis), Stock: 1_000_000,
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("warm baseline sale: %w", err)
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return err
+	}
+	base, err := StartProc(ctx, "baseline", r.o.SelfBin,
+		[]string{"baseline", "-addr", addr, "-redis", r.o.RedisAddr, "-sale", strconv.FormatInt(fake, 10), "-epoch", "1"},
+		nil, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
+	if err != nil {
+		return err
+	}
+	r.procs = append(r.procs, base)
+	defer base.Stop()
+
+	c := newDoer(conns)
+	// Users never repeat across the warm-up and the timed run.
+	var userSeq atomic.Int64
+	userSeq.Store(r.nextUser)
+	r.nextUser += 10_000_000
+	baseOp := func(ctx context.Context, i int64) (int, error) {
+		user := userSeq.Add(1)
+		req, err := http.NewRequestWithContext(ctx, "POST", base.URL+"/reserve", nil)
+		if err != nil {
+			return 0, fmt.Errorf("new request: %w", err)
+		}
+		req.Header.Set("X-Bench-User", strconv.FormatInt(user, 10))
+		req.Header.Set("X-Bench-Request", fmt.Sprintf("bench-%012d", user))
+		resp, err := c.c.Do(req)
+		if err != nil {
+			return 0, fmt.Errorf("baseline reserve: %w", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, baseOp)
+	baseRes := ClosedLoop(ctx, "bare Fiber + EVALSHA", conns, r.o.Dur, 0, baseOp)
+
+	toks, _, err := r.users(int(max(60_000, 2.5*baseRes.RPS*r.o.Dur.Seconds())))
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	apiRes := ClosedLoop(ctx, "in-stock reserve", conns, r.o.Dur, int64(len(toks)), reserveOp(c, url, toks))
+	if apiRes.Count(http.StatusAccepted) != apiRes.Requests {
+		r.o.Logger.Warn("in-stock run had answers other than 202", "answers", apiRes.StatusLine())
+	}
+	r.add(Scenario{
+		ID: "2 in-stock", Title: "In-stock reservation vs bare Fiber + one EVALSHA of reserve.lua, 64 connections",
+		Runs: []Result{baseRes, apiRes},
+		Figures: []Figure{
+			{Name: "in-stock req/s", Value: apiRes.RPS, Unit: "req/s", Published: pubIssue17k},
+			{Name: "in-stock / bare EVALSHA", Value: ratio(apiRes.RPS, baseRes.RPS), Unit: "×", Target: "≥ 0.9"},
+			{Name: "in-stock p50", Value: apiRes.P50MS, Unit: "ms"},
+			{Name: "in-stock p99", Value: apiRes.P99MS, Unit: "ms", Target: "< 5", Published: "p99 95 ms (JMeter run of design note 004)"},
+			{Name: "in-stock p99.9", Value: apiRes.P999MS, Unit: "ms"},
+		},
+		Notes: []string{"every 202 queues an order-workflow start; this scenario runs last, its API's task queue has no poller and no worker runs, so no order is processed; the bench then terminates those workflows (one batch operation) and deletes the sale's keys"},
+	})
+	return nil
+}

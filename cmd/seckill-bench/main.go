@@ -1,0 +1,124 @@
+// Command seckill-bench runs seckill's benchmarks against running Redis,
+// MariaDB and Temporal servers: it starts its own API and worker processes
+// (bin/seckill) on a task queue of its own, runs the five scenarios with
+// their baselines, and writes bench/results/latest.{json,md,png}. It exits
+// non-zero on any correctness violation, never on a slow figure.
+//
+//	seckill-bench [flags]             run the benchmarks
+//	seckill-bench baseline [flags]    serve the bare Fiber + EVALSHA baseline
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/bench"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	slog.SetDefault(logger)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "baseline" {
+		err = baseline(ctx, os.Args[2:])
+	} else {
+		err = run(ctx, logger, os.Args[1:])
+	}
+	if err != nil {
+		logger.Error("seckill-bench", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, logger *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("seckill-bench", flag.ContinueOnError)
+	o := bench.Options{Logger: logger}
+	fs.StringVar(&o.SeckillBin, "seckill", "bin/seckill", "the seckill binary to start as API and worker")
+	fs.StringVar(&o.RedisAddr, "redis", env("REDIS_ADDR", "127.0.0.1:6379"), "Redis address")
+	fs.StringVar(&o.MySQLDSN, "mysql", env("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/seckill"), "MariaDB DSN")
+	fs.StringVar(&o.TemporalAddress, "temporal", env("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend")
+	fs.DurationVar(&o.Dur, "dur", 5*time.Second, "length of each timed run")
+	fs.IntVar(&o.BurstUsers, "burst-users", 100_000, "distinct users of the flash-sale burst")
+	fs.Int64Var(&o.BurstStock, "burst-stock", 1_000, "stock of the flash-sale burst")
+	fallback, _ := strconv.ParseFloat(env("SECKILL_FALLBACK_RPS", "500"), 64)
+	fs.Float64Var(&o.FallbackRPS, "fallback-rps", fallback, "database path rate limit")
+	out := fs.String("out", "bench/results", "results directory")
+	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.LogDir == "" {
+		d, err := os.MkdirTemp("", "seckill-bench-")
+		if err != nil {
+			return fmt.Errorf("log dir: %w", err)
+		}
+		o.LogDir = d
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("own path: %w", err)
+	}
+	o.SelfBin = self
+	if o.SeckillBin, err = filepath.Abs(o.SeckillBin); err != nil {
+		return fmt.Errorf("seckill binary: %w", err)
+	}
+	logger.Info("bench starting", "redis", o.RedisAddr, "temporal", o.TemporalAddress, "logs", o.LogDir)
+	start := time.Now()
+	rep, runErr := bench.Run(ctx, o)
+	if rep != nil && len(rep.Scenarios) > 0 {
+		if err := rep.Write(*out); err != nil {
+			return err
+		}
+		fmt.Println(rep.Markdown())
+		logger.Info("bench written", "dir", *out, "took", time.Since(start).Round(time.Second))
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if len(rep.Violations) > 0 {
+		return fmt.Errorf("%d correctness violation(s): %v", len(rep.Violations), rep.Violations)
+	}
+	return nil
+}
+
+// baseline serves the bare Fiber + EVALSHA handler until signalled.
+func baseline(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8099", "listen address")
+	redisAddr := fs.String("redis", "127.0.0.1:6379", "Redis address")
+	sale := fs.Int64("sale", 0, "warmed sale id")
+	epoch := fs.Int64("epoch", 1, "the sale's epoch")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{*redisAddr}, PoolSize: 128})
+	defer rdb.Close()
+	app := bench.BaselineApp(rdb, *sale, *epoch)
+	errc := make(chan error, 1)
+	go func() { errc <- app.Listen(*addr) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("baseline listen: %w", err)
+	case <-ctx.Done():
+		return app.ShutdownWithTimeout(5 * time.Second)
+	}
+}
