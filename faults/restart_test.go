@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
 )
 
 // 5. The Temporal dev server dies mid-run and restarts from its file: the
@@ -77,6 +78,22 @@ func testRedisAOFLost(t *testing.T) {
 	rsrv.Kill(t)
 	require.NoError(t, os.Truncate(incr, offset))
 	rsrv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k := lua.SaleKeys(s.saleID)
+	for _, tok := range lost {
+		n, err := s.rdb.HExists(ctx, k.Tokens, tok).Result()
+		require.NoError(t, err)
+		require.False(t, n, "the truncated AOF lost the hold of %s", tok)
+	}
+	rep, err := s.reconciler().Run(ctx, s.saleID, false)
+	require.NoError(t, err)
+	found := map[string]int{}
+	for _, d := range rep.Discrepancies {
+		found[d.Kind]++
+	}
+	assert.Equal(t, len(lost), found[domain.KindOrderWithoutRedisMark], "reconciliation sees the lost buyer marks: %+v", rep.Discrepancies)
+	assert.Equal(t, 1, found[domain.KindRedisStockDrift], "and the stock drift: %+v", rep.Discrepancies)
 
 	// Redis believes 3 units are free; the database has 1. A burst now may
 	// be accepted by Redis but must not sell a unit twice, and a user whose
