@@ -76,13 +76,19 @@ func call(tb testing.TB, method, url string, user int64, body any) (int, map[str
 // workflow on the test's task queue) and warms it up.
 func mustLiveSale(tb testing.TB, apiURL string, stock int) int64 {
 	tb.Helper()
+	return mustLiveSaleWindow(tb, apiURL, stock, 600)
+}
+
+// mustLiveSaleWindow is mustLiveSale with a payment window in seconds.
+func mustLiveSaleWindow(tb testing.TB, apiURL string, stock, paymentWindow int) int64 {
+	tb.Helper()
 	now := time.Now().UTC()
 	code, sale := call(tb, "POST", apiURL+"/admin/v1/sales", -1, map[string]any{
 		"goods_id": 1, "title": "cluster " + tb.Name(), "price_cents": 500, "stock": stock, "buckets": 4,
 		// Ends soon after the test, so the sale does not stay open for
 		// long in the shared test database.
 		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(10 * time.Minute).Format(time.RFC3339),
-		"payment_window_seconds": 600,
+		"payment_window_seconds": paymentWindow,
 	})
 	require.Equal(tb, http.StatusCreated, code, "%v", sale)
 	saleID := int64(sale["sale_id"].(float64))
@@ -101,7 +107,14 @@ func mustClusterStack(tb testing.TB, overrides map[string]string) (a, b *testenv
 	for k, v := range overrides {
 		o[k] = v
 	}
-	env := testenv.ProcEnv(tb, fmt.Sprintf("cluster-%d", time.Now().UnixNano()), o)
+	return mustStack(tb, o)
+}
+
+// mustStack starts two APIs and two workers with the given environment
+// overrides (ProcEnv's test Redis when there are none).
+func mustStack(tb testing.TB, overrides map[string]string) (a, b *testenv.API) {
+	tb.Helper()
+	env := testenv.ProcEnv(tb, fmt.Sprintf("cluster-%d", time.Now().UnixNano()), overrides)
 	a = testenv.MustAPI(tb, "api-a", env)
 	b = testenv.MustAPI(tb, "api-b", env)
 	testenv.MustWorker(tb, "worker-1", env)
