@@ -118,6 +118,26 @@ func MustRedisCluster(tb testing.TB) *RedisCluster {
 	return c
 }
 
+// MustRedisServer starts one standalone redis-server with the cluster
+// nodes' settings (for comparisons) and returns its address.
+func MustRedisServer(tb testing.TB) string {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		tb.Fatalf("cluster: redis-server not found (scripts/redis.sh installs it): %v", err)
+	}
+	dir := tb.TempDir()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(tb)))
+	port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	startNode(tb, "redis", dir, port, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := waitPing(ctx, addr); err != nil {
+		raw, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		tb.Fatalf("cluster: redis at %s: %v\n%s", addr, err, raw)
+	}
+	return addr
+}
+
 // freePort is a free loopback port (the kernel's pick; closed at once).
 func freePort(tb testing.TB) int {
 	tb.Helper()
@@ -129,23 +149,32 @@ func freePort(tb testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startNode starts one cluster node in dir; SIGKILLed and reaped at cleanup.
+// startNode starts one redis-server in dir with the settings of
+// scripts/redis.sh (AOF, fsync every second); with bus > 0 as a cluster
+// node. SIGKILLed and reaped at cleanup.
 func startNode(tb testing.TB, name, dir string, port, bus int) {
 	tb.Helper()
-	cmd := exec.Command("redis-server",
+	args := []string{
 		"--bind", "127.0.0.1",
 		"--port", strconv.Itoa(port),
-		"--cluster-enabled", "yes",
-		"--cluster-port", strconv.Itoa(bus),
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-		"--cluster-node-timeout", "5000",
 		"--dir", dir,
 		"--logfile", filepath.Join(dir, "redis.log"),
+		"--appendonly", "yes",
+		"--appendfsync", "everysec",
+		"--maxmemory-policy", "noeviction",
 		"--save", "",
-		"--appendonly", "no",
 		"--protected-mode", "no",
 		"--daemonize", "no",
-	)
+	}
+	if bus > 0 {
+		args = append(args,
+			"--cluster-enabled", "yes",
+			"--cluster-port", strconv.Itoa(bus),
+			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "5000",
+		)
+	}
+	cmd := exec.Command("redis-server", args...)
 	// Its own process group: a Ctrl-C of the test does not hit it first, and
 	// the kill below reaches only this process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
