@@ -151,12 +151,24 @@ func TestLeakedHoldIsFoundAndRepaired(t *testing.T) {
 	f := mustWarmSale(t, 5)
 	user := testenv.UniqueUser()
 	leaked := f.hold(user, "request-leak")
+	// Its inbox entry is lost (as after a Redis failover); while the entry
+	// is in the inbox the hold is in flight (TestHoldInTheInboxIsInFlight).
+	require.NoError(t, f.rec.Redis.XTrimMaxLen(ctx(t), f.keys.Inbox, 0).Err())
 
 	rep := f.run(true)
 	require.False(t, rep.Consistent)
 	require.Equal(t, []string{domain.KindHoldWithoutWorkflow}, kinds(rep))
 	require.True(t, rep.Discrepancies[0].Repaired)
 	require.Equal(t, []domain.OrderInput{leaked}, f.started, "the repair starts the token's own workflow with its request id")
+}
+
+func TestHoldInTheInboxIsInFlight(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	f.hold(testenv.UniqueUser(), "request-inbox")
+	rep := f.run(true)
+	require.Empty(t, rep.Discrepancies, "the relay has yet to start its workflow")
+	require.Empty(t, f.started)
+	require.EqualValues(t, 1, rep.InFlight)
 }
 
 func TestDroppedReleaseIsFoundAndRepaired(t *testing.T) {
