@@ -44,9 +44,9 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 	require.True(t, ok, "REDIS_ADDRS with %d addresses gives %T", len(rc.Addrs), rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	slots, err := cc.ClusterSlots(ctx).Result()
+	shards, err := cc.ClusterShards(ctx).Result()
 	require.NoError(t, err)
-	require.Len(t, slots, cluster.Masters)
+	require.Len(t, shards, cluster.Masters)
 
 	t.Setenv("REDIS_ADDRS", rc.Addrs[0])
 	cfg, err = config.Load()
