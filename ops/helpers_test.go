@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,8 +19,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -133,6 +137,7 @@ func (s *stack) MustLiveSale(tb testing.TB, stock int64, paymentWindow int, ends
 	})
 	require.Equal(tb, http.StatusCreated, code, "%v", sale)
 	id := int64(sale["sale_id"].(float64))
+	MustCleanWorkflows(tb, id)
 	code, body := call(tb, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", s.api.URL, id), -1, nil)
 	// The sale workflow may have warmed it first and taken... nothing yet:
 	// warm-up is repeatable until the first reservation.
@@ -162,7 +167,44 @@ func (s *stack) waitStatus(tb testing.TB, user int64, token, status string) {
 		code, body := call(tb, "GET", s.api.URL+"/api/v1/reservations/"+token, user, nil)
 		assert.Equal(c, http.StatusOK, code)
 		assert.Equal(c, status, body["status"])
-	}, 60*time.Second, 250*time.Millisecond)
+	}, 120*time.Second, 250*time.Millisecond)
+}
+
+// MustCleanWorkflows terminates, at the end of the test, the sale's
+// workflows still running (its sale workflow would otherwise wake every
+// minute until ends_at on a queue nobody polls any more), so the shared dev
+// server does not pile them up.
+func MustCleanWorkflows(tb testing.TB, saleID int64) {
+	tb.Helper()
+	tc := testenv.MustTemporal(tb)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ids := []string{domain.SaleWorkflowID(saleID)}
+		var next []byte
+		for {
+			resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Query:         fmt.Sprintf("%s = %d AND ExecutionStatus = 'Running'", domain.SearchAttrSaleID, saleID),
+				NextPageToken: next,
+			})
+			if err != nil {
+				tb.Logf("clean up workflows of sale %d: %v", saleID, err)
+				break
+			}
+			for _, e := range resp.GetExecutions() {
+				ids = append(ids, e.GetExecution().GetWorkflowId())
+			}
+			if next = resp.GetNextPageToken(); len(next) == 0 {
+				break
+			}
+		}
+		for _, id := range ids {
+			var nf *serviceerror.NotFound
+			if err := tc.TerminateWorkflow(ctx, id, "", "test over"); err != nil && !errors.As(err, &nf) {
+				tb.Logf("terminate %s: %v", id, err)
+			}
+		}
+	})
 }
 
 // reconciliation calls the admin endpoint.

@@ -17,7 +17,6 @@ import (
 // The runbook's commands, run as written against the real API, worker and
 // Temporal server.
 func TestRunbookCommands(t *testing.T) {
-	t.Parallel()
 	s := MustStack(t, "runbook", nil)
 	rb := MustRunbook(t, s.api.URL)
 	saleID := s.MustLiveSale(t, 5, 600, time.Hour)
