@@ -191,7 +191,11 @@ func (r *runner) checkBurst(ctx context.Context, saleID int64, drained bool) err
 		return fmt.Errorf("reconcile burst sale: %w", err)
 	}
 	if !rep.Consistent {
-		r.violation("scenario 3: reconciliation inconsistent: %+v", rep)
+		kinds := map[string]int{}
+		for _, d := range rep.Discrepancies {
+			kinds[string(d.Kind)]++
+		}
+		r.violation("scenario 3: reconciliation inconsistent: redis_stock %d, db_stock %d, in_flight %d, orders %v, discrepancies by kind %v", rep.RedisStock, rep.DBStock, rep.InFlight, rep.Orders, kinds)
 	}
 	return nil
 }
