@@ -324,4 +324,3 @@ func ratio(a, b float64) float64 {
 	}
 	return a / b
 }
-
