@@ -64,6 +64,11 @@ type Config struct {
 	// in development mode) kills the API right after a successful reserve
 	// script, before the workflow start is queued: for the fault suite.
 	FaultExitAfterReserve bool
+
+	// SaleSweep (SECKILL_SALE_SWEEP, default on) makes the worker start a
+	// SaleWorkflow for every open sale that lacks one. Tests that share one
+	// database among several workers turn it off.
+	SaleSweep bool
 	// FaultFailAfterCommit (SECKILL_FAULT_FAIL_AFTER_COMMIT=1, development
 	// mode only) fails each token's first PlaceOrder after its commit.
 	FaultFailAfterCommit bool
@@ -191,6 +196,7 @@ func load(get func(string) string) (*Config, error) {
 	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
+	c.SaleSweep = get("SECKILL_SALE_SWEEP") != "off"
 	c.FaultFailAfterCommit = dev && get("SECKILL_FAULT_FAIL_AFTER_COMMIT") == "1"
 
 	if len(errs) > 0 {

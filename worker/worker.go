@@ -141,11 +141,13 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	bg.Go(func() { outbox.Run(ctx) })
 	resyncer := &Resyncer{Store: st, Redis: rdb, Scripts: scripts, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
-	sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
-		Start: func(ctx context.Context, in domain.SaleInput) error {
-			return workflows.StartSale(ctx, tc, cfg.TaskQueue, in)
-		}}
-	bg.Go(func() { sweeper.Run(ctx) })
+	if cfg.SaleSweep {
+		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
+			Start: func(ctx context.Context, in domain.SaleInput) error {
+				return workflows.StartSale(ctx, tc, cfg.TaskQueue, in)
+			}}
+		bg.Go(func() { sweeper.Run(ctx) })
+	}
 	logger.Info("worker: running", "task_queue", cfg.TaskQueue, "relay_consumer", cfg.RelayConsumer,
 		"metrics_addr", ln.Addr().String())
 

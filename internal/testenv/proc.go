@@ -63,6 +63,11 @@ func FreeAddr(tb testing.TB) string {
 // never take its tasks). Overrides win.
 func ProcEnv(tb testing.TB, taskQueue string, overrides map[string]string) map[string]string {
 	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := ensureDatabase(ctx); err != nil {
+		tb.Fatalf("testenv: test database: %v", err)
+	}
 	env := map[string]string{
 		"SECKILL_ENV":              "dev",
 		"REDIS_ADDR":               RedisAddr(),
@@ -71,6 +76,9 @@ func ProcEnv(tb testing.TB, taskQueue string, overrides map[string]string) map[s
 		"SECKILL_TASK_QUEUE":       taskQueue,
 		"SECKILL_RELAY_MIN_IDLE":   "3s",
 		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
+		// Other packages' sales share the test database: a test starts the
+		// sale workflows it wants itself.
+		"SECKILL_SALE_SWEEP": "off",
 	}
 	for k, v := range overrides {
 		env[k] = v

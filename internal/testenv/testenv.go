@@ -5,8 +5,14 @@
 package testenv
 
 import (
+	"database/sql"
+	"hash/fnv"
+	"path/filepath"
+	"sync"
+
 	"context"
 	"fmt"
+	"github.com/go-sql-driver/mysql"
 	"log/slog"
 	"os"
 	"strings"
@@ -39,8 +45,86 @@ func env(name, def string) string {
 // RedisAddr is the test Redis (SECKILL_TEST_REDIS_ADDR).
 func RedisAddr() string { return env("SECKILL_TEST_REDIS_ADDR", DefaultRedisAddr) }
 
-// MySQLDSN is the test database (SECKILL_TEST_MYSQL_DSN).
-func MySQLDSN() string { return env("SECKILL_TEST_MYSQL_DSN", DefaultMySQLDSN) }
+// MySQLDSN is this test binary's own database on the test server
+// (SECKILL_TEST_MYSQL_DSN names the server and a base database name).
+// Each package gets a database and a range of sale ids of its own, so one
+// package's workers never relay, resync or reconcile another's sales, and
+// no two packages share a sale's Redis keys.
+func MySQLDSN() string {
+	cfg, err := mysql.ParseDSN(env("SECKILL_TEST_MYSQL_DSN", DefaultMySQLDSN))
+	if err != nil {
+		return env("SECKILL_TEST_MYSQL_DSN", DefaultMySQLDSN) // Open reports the error
+	}
+	cfg.DBName = cfg.DBName + "_" + packageName()
+	return cfg.FormatDSN()
+}
+
+// packageName is the test binary's package ("e2e" for e2e.test).
+func packageName() string {
+	name := strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 || b.Len() > 40 {
+		return "misc"
+	}
+	return b.String()
+}
+
+// saleIDBase is where this package's sale ids start: 10^12 ids a package.
+func saleIDBase() int64 {
+	h := fnv.New32a()
+	h.Write([]byte(packageName()))
+	return int64(h.Sum32()%4000+1) * 1_000_000_000_000
+}
+
+var (
+	dbOnce sync.Once
+	dbErr  error
+)
+
+// ensureDatabase creates and migrates the package's database once.
+func ensureDatabase(ctx context.Context) error {
+	dbOnce.Do(func() {
+		cfg, err := mysql.ParseDSN(MySQLDSN())
+		if err != nil {
+			dbErr = fmt.Errorf("parse dsn: %w", err)
+			return
+		}
+		name := cfg.DBName
+		cfg.DBName = ""
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			dbErr = err
+			return
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
+			dbErr = fmt.Errorf("create database %s: %w", name, err)
+			return
+		}
+		st, err := store.Open(ctx, MySQLDSN())
+		if err != nil {
+			dbErr = err
+			return
+		}
+		defer st.Close()
+		if err := st.Migrate(ctx); err != nil {
+			dbErr = fmt.Errorf("migrate: %w", err)
+			return
+		}
+		// InnoDB ignores a value below the current counter.
+		if _, err := st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", saleIDBase())); err != nil {
+			dbErr = fmt.Errorf("sale id range: %w", err)
+		}
+	})
+	return dbErr
+}
 
 // TemporalAddress is the test Temporal dev server (SECKILL_TEST_TEMPORAL_ADDRESS).
 func TemporalAddress() string { return env("SECKILL_TEST_TEMPORAL_ADDRESS", DefaultTemporalAddress) }
@@ -84,12 +168,12 @@ func MustStore(tb testing.TB) *store.Store {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if err := ensureDatabase(ctx); err != nil {
+		tb.Fatalf("testenv: MariaDB at %s is not reachable (run the tests with `go tool task test`): %v", MySQLDSN(), err)
+	}
 	st, err := store.Open(ctx, MySQLDSN())
 	if err != nil {
 		tb.Fatalf("testenv: MariaDB at %s is not reachable (run the tests with `go tool task test`): %v", MySQLDSN(), err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		tb.Fatalf("testenv: migrate: %v", err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
 	return st
