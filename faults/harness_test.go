@@ -3,6 +3,7 @@ package faults
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,6 +40,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	dropFaultsDB()
 	rowsMu.Lock()
 	if len(rows) > 0 {
 		fmt.Printf("\nfault suite summary:\n%s\n", Table(rows))
@@ -84,9 +87,10 @@ func MustStack(t *testing.T, o stackOpts) *stack {
 	if o.redisAddr != "" {
 		over["REDIS_ADDR"] = o.redisAddr
 	}
-	if o.mysqlDSN != "" {
-		over["MYSQL_DSN"] = o.mysqlDSN
+	if o.mysqlDSN == "" {
+		o.mysqlDSN = mustFaultsDB(t)
 	}
+	over["MYSQL_DSN"] = o.mysqlDSN
 	if o.temporalAddr != "" {
 		over["TEMPORAL_ADDRESS"] = o.temporalAddr
 	}
@@ -98,6 +102,85 @@ func MustStack(t *testing.T, o stackOpts) *stack {
 	s.api = testenv.MustAPI(t, "api", merge(env, o.apiEnv))
 	s.worker = testenv.MustWorker(t, "worker", merge(env, o.workerEnv))
 	return s
+}
+
+// The suite's own database on the shared MariaDB: a worker serves every
+// open sale of its database, and the shared one holds hundreds from other
+// packages; its sale ids start far from theirs, so Redis keys and workflow
+// ids on the shared Redis and Temporal cannot collide.
+var (
+	faultsDBOnce sync.Once
+	faultsDSN    string
+	faultsDBName string
+	faultsDBErr  error
+)
+
+func mustFaultsDB(tb testing.TB) string {
+	tb.Helper()
+	faultsDBOnce.Do(func() {
+		cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
+		if err != nil {
+			faultsDBErr = fmt.Errorf("parse %s: %w", testenv.MySQLDSN(), err)
+			return
+		}
+		faultsDBName = fmt.Sprintf("seckill_faults_%d", time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if faultsDBErr = execRoot(ctx, cfg, "CREATE DATABASE "+faultsDBName); faultsDBErr != nil {
+			return
+		}
+		cfg.DBName = faultsDBName
+		faultsDSN = cfg.FormatDSN()
+	})
+	require.NoError(tb, faultsDBErr, "the fault suite's database")
+	mustIsolatedSaleIDs(tb, faultsDSN)
+	return faultsDSN
+}
+
+// mustIsolatedSaleIDs migrates a database and moves its next sale id far
+// from every other database's.
+func mustIsolatedSaleIDs(tb testing.TB, dsn string) {
+	tb.Helper()
+	st := mustStoreAt(tb, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var next int64
+	require.NoError(tb, st.DB.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM sales").Scan(&next))
+	if next == 0 {
+		_, err := st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", 2_000_000_000_000+time.Now().UnixMilli()%1_000_000_000_000))
+		require.NoError(tb, err)
+	}
+}
+
+func execRoot(ctx context.Context, cfg *mysql.Config, stmt string) error {
+	c := cfg.Clone()
+	c.DBName = ""
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, stmt); err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
+}
+
+// dropFaultsDB drops the suite's own database after the run.
+func dropFaultsDB() {
+	if faultsDBName == "" {
+		return
+	}
+	cfg, err := mysql.ParseDSN(faultsDSN)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "faults: drop database: %v\n", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := execRoot(ctx, cfg, "DROP DATABASE "+faultsDBName); err != nil {
+		fmt.Fprintf(os.Stderr, "faults: drop database: %v\n", err)
+	}
 }
 
 func merge(a, b map[string]string) map[string]string {

@@ -34,13 +34,7 @@ func testTemporalRestarted(t *testing.T) {
 // 4. MariaDB dies mid-burst and restarts: activities retry, no order twice.
 func testMariaDBRestarted(t *testing.T) {
 	msrv, dsn := MustOwnMariaDB(t)
-	// Sale ids far from the shared database's, so Redis keys and workflow
-	// ids on the shared Redis and Temporal cannot collide.
-	st := mustStoreAt(t, dsn)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", 2_000_000_000_000+time.Now().UnixMilli()%1_000_000_000_000))
-	require.NoError(t, err)
+	mustIsolatedSaleIDs(t, dsn)
 	s := MustStack(t, stackOpts{mysqlDSN: dsn})
 	s.MustSale(8, 2)
 	done := make(chan map[int64]string)
