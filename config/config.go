@@ -57,6 +57,7 @@ type Config struct {
 	RelayConsumer    string
 	RelayMaxDelivery int64 // deliveries before an inbox entry is dead-lettered
 	RelayMinIdle     time.Duration
+	RelayDeadAfter   time.Duration // least age of an inbox entry before dead-lettering
 
 	WorkerMetricsAddr string // listen address of the worker's /metrics
 
@@ -194,6 +195,7 @@ func load(get func(string) string) (*Config, error) {
 	c.RelayConsumer = str("SECKILL_RELAY_CONSUMER", fmt.Sprintf("%s-%d", host, os.Getpid()))
 	c.RelayMaxDelivery = int64(num("SECKILL_RELAY_MAX_DELIVERY", 10))
 	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
+	c.RelayDeadAfter = dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)
 	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = get("SECKILL_SALE_SWEEP") != "off"

@@ -50,12 +50,16 @@ type Starter func(ctx context.Context, in domain.OrderInput) error
 // of a hold that has no workflow yet, and the stream is bounded by the sale's
 // stock anyway; the sale's tear-down deletes it.
 type Relay struct {
-	Redis       redis.UniversalClient
-	Store       *store.Store
-	Starter     Starter
-	Consumer    string
-	MinIdle     time.Duration // idle time before a pending entry is reclaimed
-	MaxDelivery int64         // deliveries before an entry is dead-lettered
+	Redis    redis.UniversalClient
+	Store    *store.Store
+	Starter  Starter
+	Consumer string
+	MinIdle  time.Duration // idle time before a pending entry is reclaimed
+	// DeadAfter is the least age of an entry before it may be dead-lettered:
+	// a Temporal that is slow or down for a while fails starts without the
+	// entry being at fault, so delivery counts alone must not condemn it.
+	DeadAfter   time.Duration
+	MaxDelivery int64 // deliveries before an entry is dead-lettered
 	Logger      *slog.Logger
 	Metrics     *Metrics
 
@@ -351,7 +355,7 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 		case err != nil:
 			// Retrying cannot fix a malformed entry.
 			dead = append(dead, deadEntry{msg: m, reason: "malformed entry: " + err.Error(), delivered: n})
-		case n > maxDelivery:
+		case n > maxDelivery && entryAge(m.ID) >= r.DeadAfter:
 			dead = append(dead, deadEntry{msg: m, reason: fmt.Sprintf("no workflow start succeeded in %d deliveries", n-1), delivered: n})
 		default:
 			entries = append(entries, inboxEntry{msg: m, in: in})
@@ -514,4 +518,17 @@ func (r *Relay) ObserveLag(ctx context.Context, saleID int64) error {
 		return nil
 	}
 	return errNoInbox
+}
+
+// entryAge is how long ago a stream entry was added, from its id.
+func entryAge(id string) time.Duration {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Since(time.UnixMilli(n))
 }

@@ -121,6 +121,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		Starter:     start,
 		Consumer:    cfg.RelayConsumer,
 		MinIdle:     cfg.RelayMinIdle,
+		DeadAfter:   cfg.RelayDeadAfter,
 		MaxDelivery: cfg.RelayMaxDelivery,
 		Logger:      logger,
 		Metrics:     metrics,
