@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// MustBrowser starts a headless Chromium (Debian's package, which the test
+// scripts install) with a fresh profile; it is stopped at the end of the
+// test. SECKILL_CHROMIUM names another binary.
+func MustBrowser(tb testing.TB) context.Context {
+	tb.Helper()
+	bin := os.Getenv("SECKILL_CHROMIUM")
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if bin != "" {
+			break
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+		}
+	}
+	if bin == "" {
+		tb.Fatal("no Chromium found: run the tests with `go tool task test`, which installs it (apt-get install chromium)")
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.UserDataDir(tb.TempDir()),
+		chromedp.WindowSize(960, 900),
+	)
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(tb.Logf))
+	tb.Cleanup(func() { cancel(); cancelAlloc() })
+	// The first run starts the browser; it must not carry a timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("start Chromium %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// do runs browser actions with a bound.
+func do(t *testing.T, browser context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(browser, 30*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, steps...))
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](browser context.Context, expr string) (T, error) {
+	ctx, cancel := context.WithTimeout(browser, 10*time.Second)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+}
+
+// waitPage polls a JavaScript condition until it is true.
+func waitPage(t *testing.T, browser context.Context, what, cond string, timeout time.Duration) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ok, err := eval[bool](browser, cond)
+		assert.NoError(c, err)
+		assert.True(c, ok, "%s: %s", what, cond)
+	}, timeout, 200*time.Millisecond, "page never showed: %s", what)
+}
+
+func text(t *testing.T, browser context.Context, id string) string {
+	t.Helper()
+	s, err := eval[string](browser, fmt.Sprintf("document.getElementById(%q).textContent", id))
+	require.NoError(t, err)
+	return s
+}
+
+// screenshot saves a PNG of the whole page to each path.
+func screenshot(t *testing.T, browser context.Context, paths ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(browser, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	for _, p := range paths {
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, png, 0o644))
+		t.Logf("screenshot: %s", p)
+	}
+}
+
+// mustLiveSale creates and warms a sale through the admin API.
+func mustLiveSale(t *testing.T, base, title string, price, stock, window int) int64 {
+	t.Helper()
+	now := time.Now().UTC()
+	code, sale := call(t, "POST", base+"/admin/v1/sales", -1, map[string]any{
+		"goods_id": 7, "title": title, "price_cents": price, "stock": stock, "buckets": 2,
+		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(2 * time.Hour).Format(time.RFC3339),
+		"payment_window_seconds": window,
+	})
+	require.Equal(t, http.StatusCreated, code, "%v", sale)
+	id := int64(sale["sale_id"].(float64))
+	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", base, id), -1, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	return id
+}
+
+// login signs in through the page's development login.
+func login(t *testing.T, browser context.Context, user int64) {
+	t.Helper()
+	do(t, browser,
+		chromedp.WaitVisible(chromedp.ID("user-id")),
+		chromedp.SetValue(chromedp.ID("user-id"), strconv.FormatInt(user, 10)),
+		chromedp.Click(chromedp.ID("login")),
+	)
+	waitPage(t, browser, "logged in", fmt.Sprintf("document.getElementById('who').textContent.includes('user %d')", user), 20*time.Second)
+}
+
+// TestStorefrontInABrowser drives the storefront in headless Chromium against
+// the real API and worker processes: buy (double click, one reservation),
+// the order settles to PENDING_PAYMENT, pay, PAID; and a sold-out sale says so.
+func TestStorefrontInABrowser(t *testing.T) {
+	env := testenv.ProcEnv(t, "browser-"+strconv.FormatInt(time.Now().UnixNano(), 10), nil)
+	api := testenv.MustAPI(t, "api", env)
+	testenv.MustWorker(t, "worker", env)
+	browser := MustBrowser(t)
+	out := t.ArtifactDir()
+
+	const title = "Mechanical keyboard, limited edition"
+	saleID := mustLiveSale(t, api.URL, title, 19900, 3, 900)
+	user := testenv.UniqueUser()
+
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", api.URL, saleID)))
+	waitPage(t, browser, "the sale", fmt.Sprintf("document.getElementById('title').textContent === %q", title), 20*time.Second)
+	require.Equal(t, "¥199.00", text(t, browser, "price"))
+	require.Equal(t, "3", text(t, browser, "stock-total"))
+	login(t, browser, user)
+	waitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
+
+	// Two real clicks in a row: the first disables the button, so the
+	// second reaches a disabled button and sends nothing.
+	do(t, browser, chromedp.Click(chromedp.ID("buy")), chromedp.Click(chromedp.ID("buy")))
+	waitPage(t, browser, "PENDING_PAYMENT", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT'", 3*time.Minute)
+	waitPage(t, browser, "the payment countdown", "!document.getElementById('pay-by-row').hidden && /\\d\\d:\\d\\d/.test(document.getElementById('pay-by').textContent)", 10*time.Second)
+
+	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, saleID), user, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, mine["reservations"], 1, "two quick clicks make exactly one reservation: %v", mine)
+
+	waitPage(t, browser, "stock left updated", "document.getElementById('stock').textContent === '2'", 20*time.Second)
+	shots := []string{filepath.Join(out, "pending-payment.png")}
+	// docs/storefront.png (shown by the README) is written when missing or
+	// when SECKILL_UPDATE_DOCS=1, so a test run leaves the tree clean.
+	if doc := filepath.Join("..", "docs", "storefront.png"); os.Getenv("SECKILL_UPDATE_DOCS") == "1" || !exists(doc) {
+		shots = append(shots, doc)
+	}
+	screenshot(t, browser, shots...)
+
+	do(t, browser, chromedp.Click(chromedp.ID("pay")))
+	waitPage(t, browser, "PAID", "document.getElementById('res-status').textContent === 'PAID'", 2*time.Minute)
+	waitPage(t, browser, "paid message", "document.getElementById('message').dataset.code === 'paid'", 10*time.Second)
+	screenshot(t, browser, filepath.Join(out, "paid.png"))
+	code, res := call(t, "GET", api.URL+"/api/v1/reservations/"+mine["reservations"].([]any)[0].(map[string]any)["token"].(string), user, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "PAID", res["status"])
+
+	// A sold-out sale: another user takes the only unit first.
+	soldOut := mustLiveSale(t, api.URL, "Sold-out sneakers", 59900, 1, 900)
+	code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, soldOut), testenv.UniqueUser(), map[string]any{"request_id": "browser-first-buyer"})
+	require.Equal(t, http.StatusAccepted, code, "%v", body)
+	late := testenv.UniqueUser()
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", api.URL, soldOut)))
+	waitPage(t, browser, "the sold-out sale", "document.getElementById('title').textContent === 'Sold-out sneakers'", 20*time.Second)
+	login(t, browser, late)
+	// The sale view may still show the unit (stock_left lags by a second):
+	// then the click gets the contract's 410 sold_out. Either way the page
+	// must say sold out.
+	_, err := eval[bool](browser, "(() => { const b = document.getElementById('buy'); if (!b.disabled) b.click(); return true; })()")
+	require.NoError(t, err)
+	waitPage(t, browser, "sold-out message", "document.getElementById('message').dataset.code === 'sold_out' && document.getElementById('message').textContent.startsWith('Sold out')", 20*time.Second)
+	screenshot(t, browser, filepath.Join(out, "sold-out.png"))
+	code, mine = call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, soldOut), late, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Empty(t, mine["reservations"])
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
