@@ -336,6 +336,9 @@ func (s *stack) burst(n int) map[int64]string {
 	return got
 }
 
+// nextUser is a fresh user id.
+func (s *stack) nextUser() int64 { return testenv.UniqueUser() }
+
 // status reads a reservation as its user.
 func (s *stack) status(user int64, token string) (string, error) {
 	code, body, err := call(s.t, "GET", s.api.URL+"/api/v1/reservations/"+token, user, nil)

@@ -121,3 +121,50 @@ func waitPlaced(t *testing.T, s *stack, tokens map[int64]string) {
 		}
 	}, 60*time.Second, 100*time.Millisecond)
 }
+
+// 3. Redis dies (SIGKILL) mid-burst and restarts from its AOF: the API's
+// breaker opens and the database path serves; once Redis answers again the
+// worker returns the sale to Redis. Nothing is sold twice.
+func testRedisKilled(t *testing.T) {
+	rsrv, raddr, _ := MustOwnRedis(t)
+	s := MustStack(t, stackOpts{redisAddr: raddr})
+	s.MustSale(20, 2)
+	// The database path's quota is the Redis stock the worker last saw.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var seen *int64
+		if assert.NoError(c, s.st.DB.QueryRowContext(ctx, "SELECT redis_stock_seen FROM sales WHERE id = ?", s.saleID).Scan(&seen)) {
+			assert.NotNil(c, seen)
+		}
+	}, 30*time.Second, 100*time.Millisecond)
+	done := make(chan map[int64]string)
+	go func() { done <- s.burst(6) }()
+	waitForReservations(t, s, 1)
+	rsrv.Kill(t)
+	<-done
+	// While Redis is down the database path answers (after the breaker
+	// opens); retries with the same request_id are how clients behave.
+	var fallback int
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		user := s.nextUser()
+		code, _, err := s.reserve(user, fmt.Sprintf("fallback-%d", user))
+		if assert.NoError(c, err) && assert.Equal(c, 202, code) {
+			fallback++
+		}
+	}, 60*time.Second, 200*time.Millisecond)
+	s.burst(3)
+	time.Sleep(time.Second)
+	rsrv.Start(t)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var mode string
+		if assert.NoError(c, s.st.DB.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ?", s.saleID).Scan(&mode)) {
+			assert.Equal(c, "redis", mode, "the worker returns the sale to Redis")
+		}
+	}, 90*time.Second, 200*time.Millisecond)
+	s.burst(3)
+	s.checkIdle("3 redis killed and restarted")
+	assert.Positive(t, fallback, "the database path took reservations while Redis was down")
+}
