@@ -3,7 +3,10 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,7 +130,9 @@ func waitPlaced(t *testing.T, s *stack, tokens map[int64]string) {
 // worker returns the sale to Redis. Nothing is sold twice.
 func testRedisKilled(t *testing.T) {
 	rsrv, raddr, _ := MustOwnRedis(t)
-	s := MustStack(t, stackOpts{redisAddr: raddr})
+	// A low fallback rate, so that exceeding it would show.
+	const fallbackRPS = 5
+	s := MustStack(t, stackOpts{redisAddr: raddr, apiEnv: map[string]string{"SECKILL_FALLBACK_RPS": fmt.Sprint(fallbackRPS)}})
 	s.MustSale(20, 2)
 	// The database path's quota is the Redis stock the worker last saw.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -153,7 +158,23 @@ func testRedisKilled(t *testing.T) {
 			fallback++
 		}
 	}, 60*time.Second, 200*time.Millisecond)
-	s.burst(3)
+	// A burst beyond the fallback rate gets 429s, not a slow database.
+	limited := 0
+	var lmu sync.Mutex
+	var lwg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		user := s.nextUser()
+		lwg.Go(func() {
+			code, _, err := s.reserve(user, fmt.Sprintf("limited-%d", user))
+			if err == nil && code == http.StatusTooManyRequests {
+				lmu.Lock()
+				limited++
+				lmu.Unlock()
+			}
+		})
+	}
+	lwg.Wait()
+	assert.Positive(t, limited, "beyond SECKILL_FALLBACK_RPS the database path answers 429")
 	time.Sleep(time.Second)
 	rsrv.Start(t)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -164,7 +185,39 @@ func testRedisKilled(t *testing.T) {
 			assert.Equal(c, "redis", mode, "the worker returns the sale to Redis")
 		}
 	}, 90*time.Second, 200*time.Millisecond)
-	s.burst(3)
+	// Keep selling on Redis until sold out.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s.burst(5)
+		code, _, err := s.reserve(s.nextUser(), fmt.Sprintf("last-%d", time.Now().UnixNano()))
+		assert.NoError(c, err)
+		assert.Equal(c, http.StatusGone, code, "sold out")
+	}, 60*time.Second, 200*time.Millisecond)
 	s.checkIdle("3 redis killed and restarted")
 	assert.Positive(t, fallback, "the database path took reservations while Redis was down")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The sale went redis -> database -> resync -> redis: two epoch bumps.
+	var epoch int64
+	require.NoError(t, s.st.DB.QueryRowContext(ctx, "SELECT mode_epoch FROM sales WHERE id = ?", s.saleID).Scan(&epoch))
+	assert.GreaterOrEqual(t, epoch, int64(3), "the sale's mode went to database and back")
+	// The database path never exceeded its rate: per second, at most the
+	// rate plus the bucket's burst.
+	var perSecond []int64
+	require.NoError(t, s.st.DB.NewRaw(`SELECT COUNT(*) FROM reservations WHERE sale_id = ? AND path = 'database'
+		GROUP BY FLOOR(UNIX_TIMESTAMP(created_at))`, s.saleID).Scan(ctx, &perSecond))
+	var onDatabase int64
+	for _, n := range perSecond {
+		onDatabase += n
+		assert.LessOrEqual(t, n, int64(fallbackRPS+1), "database-path reservations in one second")
+	}
+	// The breaker went open -> half-open -> closed.
+	log := s.api.Log()
+	iOpen := strings.Index(log, `"to":"open"`)
+	iHalf := strings.Index(log, `"to":"half-open"`)
+	iClosed := strings.LastIndex(log, `"to":"closed"`)
+	assert.True(t, iOpen >= 0 && iHalf > iOpen && iClosed > iHalf, "breaker transitions open -> half-open -> closed in the API log")
+	var failed int64
+	require.NoError(t, s.st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM reservations WHERE sale_id = ? AND status = 'FAILED'", s.saleID).Scan(&failed))
+	t.Logf("scenario 3: %d reservations on the database path, %d answered 429 beyond the fallback rate, %d 202s ended FAILED", onDatabase, limited, failed)
 }
