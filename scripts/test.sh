@@ -44,6 +44,9 @@ export SECKILL_TEST_REDIS_ADDR="127.0.0.1:${SECKILL_TEST_REDIS_PORT:-16379}"
 export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:${SECKILL_TEST_MYSQL_PORT:-13306})/seckill_test"
 export SECKILL_TEST_TEMPORAL_ADDRESS="127.0.0.1:${SECKILL_TEST_TEMPORAL_PORT:-17233}"
 export SECKILL_TEMPORAL_BIN="$ROOT/.data/bin/temporal"
+export SECKILL_FAULTS_SUMMARY="$ROOT/.data/test/faults-summary.txt"
+mkdir -p "$(dirname "$SECKILL_FAULTS_SUMMARY")"
+rm -f "$SECKILL_FAULTS_SUMMARY"
 
 step "gofmt" bash -c 'files=$(gofmt -l $(git ls-files "*.go")); [ -z "$files" ] || { echo "gofmt would change: $files"; exit 1; }'
 step "go vet" go vet ./...
@@ -52,3 +55,7 @@ step "staticcheck" go tool staticcheck ./...
 # ./faults/...); go test prints each package's time.
 # shellcheck disable=SC2086 # the package list is split on purpose
 step "go test" go test -count=1 -timeout 30m ${SECKILL_TEST_RUN:+-run "$SECKILL_TEST_RUN"} ${SECKILL_TEST_PKGS:-./...}
+if [ -f "$SECKILL_FAULTS_SUMMARY" ]; then
+	log "fault suite summary:"
+	cat "$SECKILL_FAULTS_SUMMARY"
+fi
