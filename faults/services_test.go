@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,98 +23,24 @@ import (
 // server is a service process a scenario owns (its own Redis, MariaDB or
 // Temporal), so killing it touches no other package's tests.
 type server struct {
-	name    string
-	bin     string
-	args    []string
-	logPath string
-	ready   func(ctx context.Context) error
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	*testenv.Proc
+	ready func(ctx context.Context) error
 }
 
 // startServer starts bin with args and waits until ready answers; the
 // process is killed at the end of the test.
 func startServer(tb testing.TB, name, bin string, ready func(ctx context.Context) error, args ...string) *server {
 	tb.Helper()
-	s := &server{name: name, bin: bin, args: args, logPath: filepath.Join(tb.TempDir(), name+".log"), ready: ready}
-	s.Start(tb)
-	tb.Cleanup(func() {
-		s.Kill(tb)
-		if tb.Failed() {
-			if b, err := os.ReadFile(s.logPath); err == nil {
-				tail := string(b)
-				if len(tail) > 3000 {
-					tail = tail[len(tail)-3000:]
-				}
-				tb.Logf("--- %s log tail ---\n%s", name, tail)
-			}
-		}
-	})
+	s := &server{Proc: testenv.StartCommand(tb, name, bin, nil, args...), ready: ready}
+	s.WaitReady(tb, 90*time.Second, ready)
 	return s
 }
 
-// Start starts the process (again) and waits until it answers.
+// Start starts the process again after a kill and waits until it answers.
 func (s *server) Start(tb testing.TB) {
 	tb.Helper()
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	require.NoError(tb, err)
-	cmd := exec.Command(s.bin, s.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		tb.Fatalf("start %s: %v", s.name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.ready(rctx)
-		rcancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-done:
-			b, _ := os.ReadFile(s.logPath)
-			tb.Fatalf("%s exited before it was ready: %v\n%s", s.name, err, b)
-		case <-ctx.Done():
-			b, _ := os.ReadFile(s.logPath)
-			tb.Fatalf("%s not ready within 90s: %v\n%s", s.name, err, b)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// Kill sends SIGKILL to the process group and waits for the exit.
-func (s *server) Kill(tb testing.TB) {
-	tb.Helper()
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		tb.Errorf("%s did not exit within 20s of SIGKILL", s.name)
-	}
+	s.Restart(tb)
+	s.WaitReady(tb, 90*time.Second, s.ready)
 }
 
 func port(addr string) string {

@@ -86,9 +86,12 @@ func ProcEnv(tb testing.TB, taskQueue string, overrides map[string]string) map[s
 	return env
 }
 
-// Proc is a seckill process started by a test.
+// Proc is a process started by a test: seckill itself, or a service a test
+// owns (its own Redis, MariaDB or Temporal) so that killing it touches no
+// other package's tests.
 type Proc struct {
 	Name    string
+	Bin     string
 	Args    []string
 	Env     map[string]string
 	LogPath string
@@ -103,7 +106,13 @@ type Proc struct {
 // the test fails.
 func StartProc(tb testing.TB, name string, env map[string]string, args ...string) *Proc {
 	tb.Helper()
-	p := &Proc{Name: name, Args: args, Env: env, LogPath: filepath.Join(tb.TempDir(), name+".log")}
+	return StartCommand(tb, name, MustBinary(tb), env, args...)
+}
+
+// StartCommand starts bin with args like StartProc.
+func StartCommand(tb testing.TB, name, bin string, env map[string]string, args ...string) *Proc {
+	tb.Helper()
+	p := &Proc{Name: name, Bin: bin, Args: args, Env: env, LogPath: filepath.Join(tb.TempDir(), name+".log")}
 	p.start(tb)
 	tb.Cleanup(func() {
 		p.Kill(tb)
@@ -126,7 +135,7 @@ func (p *Proc) start(tb testing.TB) {
 	if err != nil {
 		tb.Fatalf("testenv: %s log: %v", p.Name, err)
 	}
-	cmd := exec.Command(MustBinary(tb), p.Args...)
+	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Env = os.Environ()
 	for k, v := range p.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -171,11 +180,12 @@ func (p *Proc) signal(tb testing.TB, sig syscall.Signal, wait time.Duration) {
 		return
 	default:
 	}
-	_ = cmd.Process.Signal(sig)
+	// The whole process group: a service's children die with it.
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
 	select {
 	case <-done:
 	case <-time.After(wait):
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		tb.Errorf("testenv: %s did not exit within %s of %s", p.Name, wait, sig)
 	}
@@ -250,22 +260,42 @@ func (w *Worker) WaitHealthy(tb testing.TB) {
 
 func waitHTTP(tb testing.TB, p *Proc, url string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	client := &http.Client{Timeout: time.Second}
+	p.WaitReady(tb, 60*time.Second, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// WaitReady polls ready until it succeeds; the test fails if the process
+// exits first or within is over.
+func (p *Proc) WaitReady(tb testing.TB, within time.Duration, ready func(ctx context.Context) error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
 	for {
-		resp, err := client.Get(url)
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		err := ready(rctx)
+		rcancel()
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+			return
 		}
 		select {
 		case <-p.Done():
-			tb.Fatalf("testenv: %s exited before it was ready:\n%s", p.Name, p.Log())
+			tb.Fatalf("testenv: %s exited before it was ready: %v\n%s", p.Name, err, p.Log())
 		case <-ctx.Done():
-			tb.Fatalf("testenv: %s not ready at %s within 60s:\n%s", p.Name, url, p.Log())
+			tb.Fatalf("testenv: %s not ready within %s: %v\n%s", p.Name, within, err, p.Log())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
