@@ -23,10 +23,13 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/schema"
+	"github.com/seckill/seckill/store"
 )
 
 func devEnv(t *testing.T) {
 	t.Helper()
+	testenv.MustStore(t) // creates the package's database
 	t.Setenv("SECKILL_ENV", "dev")
 	t.Setenv("MYSQL_DSN", testenv.MySQLDSN())
 }
@@ -75,11 +78,23 @@ func TestConfigErrorsFailTheCommand(t *testing.T) {
 
 func TestMigrateAppliesTheMigrations(t *testing.T) {
 	devEnv(t)
+	dsn := testenv.MustEmptyDatabase(t)
+	t.Setenv("MYSQL_DSN", dsn)
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run([]string{"migrate"}, &out, &errOut), errOut.String())
 	assert.Contains(t, errOut.String(), "migrations applied")
 	// Applying them again is harmless.
 	require.Equal(t, 0, run([]string{"migrate"}, &out, &errOut), errOut.String())
+
+	st, err := store.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	defer st.Close()
+	var applied, want int
+	require.NoError(t, st.DB.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM schema_migrations").Scan(&applied))
+	all, err := schema.Migrations()
+	require.NoError(t, err)
+	want = len(all)
+	assert.Equal(t, want, applied, "every embedded migration recorded once")
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -250,3 +250,32 @@ var userSeq = func() *atomic.Int64 {
 	n.Store(time.Now().UnixNano() / 1000 % 1_000_000_000_000)
 	return &n
 }()
+
+// MustEmptyDatabase creates a fresh, empty database on the test server and
+// returns its DSN; it is dropped at the end of the test.
+func MustEmptyDatabase(tb testing.TB) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := mysql.ParseDSN(MySQLDSN())
+	if err != nil {
+		tb.Fatalf("testenv: parse dsn: %v", err)
+	}
+	name := fmt.Sprintf("%s_empty_%d", cfg.DBName, time.Now().UnixNano())
+	cfg.DBName = ""
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		tb.Fatalf("testenv: MariaDB is not reachable (run the tests with `go tool task test`): %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(ctx, "DROP DATABASE `"+name+"`")
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
