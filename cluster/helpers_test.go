@@ -1,10 +1,7 @@
 package cluster_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -12,65 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/cluster"
-	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-var httpClient = &http.Client{Timeout: 15 * time.Second}
+var do = testenv.Do
 
-// do sends a JSON request as the given user (0: no token; -1: admin). It
-// never fails the test, so goroutines and polling conditions may use it.
-func do(method, url string, user int64, body any) (int, map[string]any, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if user != 0 {
-		role, id := authtoken.RoleUser, user
-		if user < 0 {
-			role, id = authtoken.RoleAdmin, 1
-		}
-		tok, err := authtoken.Mint([]byte(config.DevJWTSecret), id, role, time.Hour)
-		if err != nil {
-			return 0, nil, fmt.Errorf("mint token: %w", err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("%s %s: read body: %w", method, url, err)
-	}
-	var out map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return resp.StatusCode, nil, fmt.Errorf("%s %s: body %q: %w", method, url, raw, err)
-		}
-	}
-	return resp.StatusCode, out, nil
-}
-
-// call is do that fails the test on a transport error.
-func call(tb testing.TB, method, url string, user int64, body any) (int, map[string]any) {
-	tb.Helper()
-	code, out, err := do(method, url, user, body)
-	require.NoError(tb, err)
-	return code, out
-}
+var call = testenv.MustDo
 
 // mustLiveSale creates a sale through the API (which starts its sale
 // workflow on the test's task queue) and warms it up.

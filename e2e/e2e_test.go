@@ -3,10 +3,7 @@
 package e2e
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -14,44 +11,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
 var httpClient = &http.Client{Timeout: 15 * time.Second}
 
-// call sends a JSON request as the given user (0: no token; -1: admin).
+// call sends a JSON request as user (0: no token; testenv.AdminUser: admin).
 func call(t *testing.T, method, url string, user int64, body any) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	if user != 0 {
-		role, id := authtoken.RoleUser, user
-		if user < 0 {
-			role, id = authtoken.RoleAdmin, 1
-		}
-		tok, err := authtoken.Mint([]byte(config.DevJWTSecret), id, role, time.Hour)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := httpClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var out map[string]any
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if len(raw) > 0 {
-		require.NoError(t, json.Unmarshal(raw, &out), "body %s", raw)
-	}
-	return resp.StatusCode, out
+	return testenv.MustDo(t, method, url, user, body)
 }
 
 func TestReserveOrderPayThroughRealProcesses(t *testing.T) {

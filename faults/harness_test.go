@@ -1,13 +1,10 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -22,9 +19,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
@@ -233,59 +228,15 @@ func mustTemporalAt(tb testing.TB, addr string) client.Client {
 	return c
 }
 
-// bearer mints a token for a user (admin when user < 0).
-func bearer(tb testing.TB, user int64) string {
-	tb.Helper()
-	role, id := authtoken.RoleUser, user
-	if user < 0 {
-		role, id = authtoken.RoleAdmin, 1
-	}
-	tok, err := authtoken.Mint([]byte(config.DevJWTSecret), id, role, time.Hour)
-	require.NoError(tb, err)
-	return "Bearer " + tok
+// bearer is an Authorization header for user (testenv.AdminUser: admin).
+func bearer(tb testing.TB, user int64) string { return "Bearer " + testenv.MustToken(tb, user) }
+
+// call sends a JSON request as user; a transport error comes back as err.
+func call(_ testing.TB, method, url string, user int64, body any) (int, map[string]any, error) {
+	return testenv.Do(method, url, user, body)
 }
 
-// call sends a JSON request as user (0: no token; -1: admin). A transport
-// error comes back as err; the body is decoded when it is JSON.
-func call(tb testing.TB, method, url string, user int64, body any) (int, map[string]any, error) {
-	tb.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(tb, err)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(tb, err)
-	req.Header.Set("Content-Type", "application/json")
-	if user != 0 {
-		req.Header.Set("Authorization", bearer(tb, user))
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("read body: %w", err)
-	}
-	var out map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return resp.StatusCode, nil, fmt.Errorf("body %q: %w", raw, err)
-		}
-	}
-	return resp.StatusCode, out, nil
-}
-
-// mustCall is call that fails the test on a transport error.
-func mustCall(tb testing.TB, method, url string, user int64, body any) (int, map[string]any) {
-	tb.Helper()
-	code, out, err := call(tb, method, url, user, body)
-	require.NoError(tb, err)
-	return code, out
-}
+var mustCall = testenv.MustDo
 
 // MustSale creates and warms a live sale through the admin API.
 func (s *stack) MustSale(stock int64, windowSeconds int) {

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,9 +21,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -37,53 +34,17 @@ func repoRoot(tb testing.TB) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// mint returns a bearer token for user (-1: an admin).
-func mint(tb testing.TB, user int64) string {
-	tb.Helper()
-	role, id := authtoken.RoleUser, user
-	if user < 0 {
-		role, id = authtoken.RoleAdmin, 1
-	}
-	tok, err := authtoken.Mint([]byte(config.DevJWTSecret), id, role, time.Hour)
-	require.NoError(tb, err)
-	return tok
-}
+var mint = testenv.MustToken
 
-// call sends a JSON request as the given user (0: no token; -1: admin). It
-// never fails the test itself on a transport error when used from a
-// goroutine: it returns status 0 instead.
+// call sends a JSON request as user. It never fails the test itself, so
+// goroutines may use it: a transport error is logged and answers status 0.
 func call(tb testing.TB, method, url string, user int64, body any) (int, map[string]any) {
 	tb.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(tb, err)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	require.NoError(tb, err)
-	req.Header.Set("Content-Type", "application/json")
-	if user != 0 {
-		req.Header.Set("Authorization", "Bearer "+mint(tb, user))
-	}
-	resp, err := httpClient.Do(req)
+	code, out, err := testenv.Do(method, url, user, body)
 	if err != nil {
-		tb.Logf("%s %s: %v", method, url, err)
-		return 0, nil
+		tb.Logf("%v", err)
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Logf("%s %s: read body: %v", method, url, err)
-		return 0, nil
-	}
-	var out map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			tb.Logf("%s %s: body %q: %v", method, url, raw, err)
-		}
-	}
-	return resp.StatusCode, out
+	return code, out
 }
 
 func errCode(body map[string]any) string {
