@@ -106,9 +106,20 @@ func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *dom
 		if err != nil {
 			return fmt.Errorf("take quota: %w", err)
 		}
-		if n, err := q.RowsAffected(); err != nil || n != 1 {
-			if err != nil {
-				return fmt.Errorf("take quota: %w", err)
+		n, err := q.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("take quota: %w", err)
+		}
+		if n != 1 {
+			// No unit taken: either the quota ran out or the sale left
+			// database mode (a resync began) since the read above. The
+			// caller answers those differently (sold out vs. retry soon).
+			var mode string
+			if err := tx.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ?", in.SaleID).Scan(&mode); err != nil {
+				return fmt.Errorf("take quota: read mode: %w", err)
+			}
+			if mode != string(domain.ModeDatabase) {
+				return ErrNotDatabaseMode
 			}
 			return ErrQuotaExhausted
 		}

@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+// 64 database-path transactions at once, on one sale: every answer is a
+// reservation or a business refusal (quota, sold out); none is a deadlock
+// or a lock-wait timeout, and nothing is sold beyond the quota.
+func TestDatabasePathUnderConcurrencyHasNoLockErrors(t *testing.T) {
+	st := testenv.MustStore(t)
+	const (
+		workers = 64
+		perW    = 8
+		quota   = 300 // below workers*perW, so the quota runs out mid-run
+	)
+	sale := testenv.MustSale(t, st, 100_000, func(s *domain.Sale) { s.Buckets = 16 })
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, quota))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	require.NoError(t, err)
+	base := testenv.UniqueUser() * 10_000
+	// Nobody relays this package's outbox: mark ours dispatched so other
+	// tests' PendingOutbox pages are not filled with them.
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
+		require.NoError(t, err)
+	})
+
+	var (
+		mu            sync.Mutex
+		sold, refused int
+		other         []error
+		wg            sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perW {
+				user := base + int64(w*perW+i)
+				c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, _, err := st.ReserveInDB(c, dbInput(sale, user, fmt.Sprintf("conc-%d", user)))
+				cancel()
+				mu.Lock()
+				switch {
+				case err == nil:
+					sold++
+				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
+					refused++
+				default:
+					other = append(other, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range other {
+		if i < 5 {
+			t.Logf("error: %v (retryable: %v)", err, store.IsRetryable(err))
+		}
+	}
+	require.Empty(t, other, "%d of %d database-path reservations failed with errors", len(other), workers*perW)
+	require.Equal(t, quota, sold, "the whole quota sells")
+	require.Equal(t, workers*perW-quota, refused)
+	counts, err := st.CountReservations(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, quota, counts[domain.StatusPendingPayment])
+	got, err := st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeDatabase, got.Mode)
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 100_000-quota, left)
+}
+
+// A resync that begins while a database-path transaction waits for the
+// sale row makes that transaction answer ErrNotDatabaseMode (retry soon),
+// not ErrQuotaExhausted (sold out), and leaves nothing behind.
+func TestDatabasePathRacingAResyncIsNotSoldOut(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 10)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 10))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	require.NoError(t, err)
+
+	// The resync's mode change, held uncommitted: it owns the sale row.
+	tx, err := st.DB.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx(t), "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1 WHERE id = ?", string(domain.ModeResync), sale.ID)
+	require.NoError(t, err)
+
+	in := dbInput(sale, testenv.UniqueUser(), "racing-resync")
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := st.ReserveInDB(ctx(t), in)
+		done <- err
+	}()
+	// Wait until it queues for the sale row (the outcome is the same if it
+	// arrives after the commit; this makes the test take the racing path).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var n int
+		assert.NoError(c, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE info LIKE ?",
+			fmt.Sprintf("UPDATE sales SET db_quota = db_quota - 1 WHERE id = %d %%", sale.ID)).Scan(&n))
+		assert.Positive(c, n)
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, tx.Commit())
+
+	require.ErrorIs(t, <-done, store.ErrNotDatabaseMode)
+	_, err = st.GetReservation(ctx(t), in.Token)
+	require.ErrorIs(t, err, store.ErrNotFound, "the reservation rolled back")
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, left)
+}
