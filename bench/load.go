@@ -43,6 +43,8 @@ type Result struct {
 	P99MS       float64          `json:"p99_ms"`
 	P999MS      float64          `json:"p999_ms"`
 	MaxMS       float64          `json:"max_ms"`
+	// StatusP99MS is the p99 of the answers of each status alone.
+	StatusP99MS map[string]float64 `json:"status_p99_ms,omitempty"`
 }
 
 // Latencies are recorded in microseconds, 1 µs .. 60 s, 3 significant digits.
@@ -51,12 +53,15 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 
 // recorder is one load worker's private tally, merged at the end (no locks
 // on the request path).
 type recorder struct {
-	h      *hdrhistogram.Histogram
-	status map[int]int64
-	errs   int64
+	h        *hdrhistogram.Histogram
+	status   map[int]int64
+	byStatus map[int]*hdrhistogram.Histogram
+	errs     int64
 }
 
-func newRecorder() *recorder { return &recorder{h: newHist(), status: map[int]int64{}} }
+func newRecorder() *recorder {
+	return &recorder{h: newHist(), status: map[int]int64{}, byStatus: map[int]*hdrhistogram.Histogram{}}
+}
 
 func (r *recorder) record(d time.Duration, status int, err error) {
 	us := d.Microseconds()
@@ -69,18 +74,34 @@ func (r *recorder) record(d time.Duration, status int, err error) {
 		return
 	}
 	r.status[status]++
+	h := r.byStatus[status]
+	if h == nil {
+		h = newHist()
+		r.byStatus[status] = h
+	}
+	_ = h.RecordValue(us)
 }
 
 // Summarise merges the recorders into a Result.
 func summarise(name, mode string, conns int, elapsed time.Duration, recs []*recorder) Result {
 	h := newHist()
-	res := Result{Name: name, Mode: mode, Connections: conns, Status: map[string]int64{}, Seconds: elapsed.Seconds()}
+	res := Result{Name: name, Mode: mode, Connections: conns, Status: map[string]int64{}, Seconds: elapsed.Seconds(), StatusP99MS: map[string]float64{}}
+	byStatus := map[int]*hdrhistogram.Histogram{}
 	for _, r := range recs {
 		h.Merge(r.h)
 		res.Errors += r.errs
 		for s, n := range r.status {
 			res.Status[fmt.Sprint(s)] += n
 		}
+		for s, sh := range r.byStatus {
+			if byStatus[s] == nil {
+				byStatus[s] = newHist()
+			}
+			byStatus[s].Merge(sh)
+		}
+	}
+	for s, sh := range byStatus {
+		res.StatusP99MS[fmt.Sprint(s)] = float64(sh.ValueAtQuantile(99)) / 1000
 	}
 	res.Requests = h.TotalCount()
 	fillLatency(&res, h)

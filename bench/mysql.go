@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,4 +128,56 @@ func parseDSN(dsn string) (string, error) {
 		return "", fmt.Errorf("parse dsn: %w", err)
 	}
 	return c.Addr, nil
+}
+
+// benchSaleBase is where the bench database's sale ids start: Redis keys
+// are named by sale id only, so they must not meet the ids of the dev
+// database's sales on the same Redis.
+const benchSaleBase = 8_000_000_000_000
+
+// BenchDSN returns dsn's server with a database of the bench's own (its
+// name + "_bench"), created if missing, with sale ids from benchSaleBase. A
+// worker of another database (a dev worker on the same MariaDB) never
+// touches the bench's sales: it would, for one, return the fallback
+// scenario's sale to Redis mode while Redis is healthy for it.
+func BenchDSN(ctx context.Context, dsn string) (string, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("parse dsn: %w", err)
+	}
+	name := c.DBName + "_bench"
+	if c.DBName == "" || strings.HasSuffix(c.DBName, "_bench") {
+		name = c.DBName
+	}
+	server := c.Clone()
+	server.DBName = ""
+	db, err := sql.Open("mysql", server.FormatDSN())
+	if err != nil {
+		return "", fmt.Errorf("open mysql server: %w", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
+		return "", fmt.Errorf("create bench database %s: %w", name, err)
+	}
+	c.DBName = name
+	return c.FormatDSN(), nil
+}
+
+// raiseSaleIDs moves the sales table's next id to benchSaleBase if below.
+func raiseSaleIDs(ctx context.Context, st *store.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var maxID sql.NullInt64
+	if err := st.DB.QueryRowContext(ctx, "SELECT MAX(id) FROM sales").Scan(&maxID); err != nil {
+		return fmt.Errorf("bench sale ids: %w", err)
+	}
+	if maxID.Int64 >= benchSaleBase {
+		return nil
+	}
+	if _, err := st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", benchSaleBase)); err != nil {
+		return fmt.Errorf("bench sale ids: %w", err)
+	}
+	return nil
 }

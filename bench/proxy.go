@@ -22,6 +22,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	cut    bool // refusing: as a dead server would
 }
 
 // StartProxy listens on a free loopback port and forwards to target.
@@ -52,6 +53,26 @@ func (p *Proxy) Close() error {
 	return err
 }
 
+// SetCut cuts the proxy (every connection dropped, new ones closed at
+// once, as a dead server would) or restores it.
+func (p *Proxy) SetCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+func (p *Proxy) isCut() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut
+}
+
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -71,6 +92,10 @@ func (p *Proxy) accept() {
 				slog.Warn("proxy accept", "err", err)
 			}
 			return
+		}
+		if p.isCut() {
+			_ = client.Close()
+			continue
 		}
 		server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 		if err != nil {

@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
-
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/reconcile"
 )
@@ -197,53 +193,5 @@ func (r *runner) checkBurst(ctx context.Context, saleID int64, drained bool) err
 		}
 		r.violation("scenario 3: reconciliation inconsistent: redis_stock %d, db_stock %d, in_flight %d, orders %v, discrepancies by kind %v", rep.RedisStock, rep.DBStock, rep.InFlight, rep.Orders, kinds)
 	}
-	return nil
-}
-
-// fallback: scenario 5, the database path at its rate limit.
-func (r *runner) fallback(ctx context.Context, _ *Proc) error {
-	s, err := r.sale(ctx, "fallback", 1_000_000, 16, false)
-	if err != nil {
-		return err
-	}
-	// The database path's quota is what Redis last reported unsold.
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := r.st.RecordRedisStock(sctx, s.ID, s.StockTotal); err != nil {
-		return fmt.Errorf("record redis stock: %w", err)
-	}
-	if _, err := r.st.SwitchToDatabase(sctx, s.ID); err != nil {
-		return fmt.Errorf("switch to database: %w", err)
-	}
-	first := r.nextUser
-	r.nextUser += 1_000_000
-	lim := rate.NewLimiter(rate.Limit(r.o.FallbackRPS), max(1, int(r.o.FallbackRPS/10)))
-	tokenKey := []byte(config.DevTokenKey)
-	op := func(ctx context.Context, i int64) (int, error) {
-		if !lim.Allow() {
-			return http.StatusTooManyRequests, nil
-		}
-		user := first + i
-		req := "bench-" + strconv.FormatInt(user, 10)
-		in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, s.ID, user, req), SaleID: s.ID, UserID: user, RequestID: req, Path: domain.PathDatabase}
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		if _, _, err := r.st.ReserveInDB(cctx, in); err != nil {
-			return 0, fmt.Errorf("reserve in db: %w", err)
-		}
-		return http.StatusAccepted, nil
-	}
-	offered := 2 * r.o.FallbackRPS
-	res := OpenLoop(ctx, "database path", offered, r.o.Dur, 64, op)
-	accepted := float64(res.Count(http.StatusAccepted)) / res.Seconds
-	r.add(Scenario{
-		ID: "5 fallback", Title: fmt.Sprintf("Database fallback path at SECKILL_FALLBACK_RPS=%g, open loop at %g/s", r.o.FallbackRPS, offered),
-		Runs: []Result{res},
-		Figures: []Figure{
-			{Name: "accepted/s", Value: accepted, Unit: "res/s", Target: fmt.Sprintf("≈ %g (the limit)", r.o.FallbackRPS), Published: pubRowLock},
-			{Name: "p99 (all answers)", Value: res.P99MS, Unit: "ms", Published: pubIssue1471},
-		},
-		Notes: []string{"store.ReserveInDB called directly after store.SwitchToDatabase, gated by a rate.Limiter at SECKILL_FALLBACK_RPS (the API's wiring of the database path was landing in parallel); 429 = refused by the limiter"},
-	})
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,9 +63,18 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 	fallback, _ := strconv.ParseFloat(env("SECKILL_FALLBACK_RPS", "500"), 64)
 	fs.Float64Var(&o.FallbackRPS, "fallback-rps", fallback, "database path rate limit")
 	out := fs.String("out", "bench/results", "results directory")
+	scenarios := fs.String("scenarios", "", "comma-separated scenario numbers to run, e.g. 5 or 1,3 (default: all)")
 	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	for _, id := range strings.Split(*scenarios, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			if id < "1" || id > "5" || len(id) != 1 {
+				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 5)", id)
+			}
+			o.Scenarios = append(o.Scenarios, id)
+		}
 	}
 	if o.LogDir == "" {
 		d, err := os.MkdirTemp("", "seckill-bench-")

@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// fallback: scenario 5, the database path through the API at its rate
+// limit. An API and a worker of their own reach Redis through a proxy; the
+// sale is warmed and its Redis stock recorded, then the proxy is cut (Redis
+// "dies" for both), the breaker opens, and distinct users send open-loop
+// load at twice SECKILL_FALLBACK_RPS.
+func (r *runner) fallback(ctx context.Context) error {
+	const stock = 1_000_000
+	proxy, err := StartProxy(r.o.RedisAddr, 0)
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	taskQueue := "bench-fallback-" + r.stamp
+	env := r.env(taskQueue)
+	env["REDIS_ADDR"] = proxy.Addr()
+	api, worker, err := r.startStackEnv(ctx, "api-fallback", "worker-fallback", env)
+	if err != nil {
+		return err
+	}
+	defer api.Stop()
+	defer worker.Stop()
+
+	s, err := r.sale(ctx, "fallback", stock, 16, true)
+	if err != nil {
+		return err
+	}
+	toks, _, err := r.users(int(4*r.o.FallbackRPS*r.o.Dur.Seconds()) + 1000)
+	if err != nil {
+		return err
+	}
+	c := newDoer(256)
+	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	op := reserveOp(c, url, toks)
+	next := int64(0)
+	// One unit through Redis, so the API caches the sale and the worker
+	// records a stock Redis really had.
+	if st, err := op(ctx, next); err != nil || st != http.StatusAccepted {
+		return fmt.Errorf("fallback setup: reservation through Redis answered %d: %v", st, err)
+	}
+	next++
+	if err := r.waitRedisStockSeen(ctx, s.ID, stock-1); err != nil {
+		return err
+	}
+
+	// Redis dies. The first requests fail (503, outcome unknown) until the
+	// breaker opens; the first database-path reservation switches the sale.
+	proxy.SetCut(true)
+	var tripping []int
+	tripCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		st, err := op(tripCtx, next)
+		next++
+		if err != nil {
+			return fmt.Errorf("fallback: tripping the breaker: %w", err)
+		}
+		tripping = append(tripping, st)
+		if st == http.StatusAccepted {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sale, err := r.st.GetSale(ctx, s.ID)
+	if err != nil {
+		return fmt.Errorf("fallback: read sale: %w", err)
+	}
+	if sale.Mode != domain.ModeDatabase {
+		r.violation("scenario 5: sale %d in mode %s after a database-path reservation, want database", s.ID, sale.Mode)
+	}
+	quota := int64(stock - 1) // what Redis had unsold when last seen
+
+	offered := 2 * r.o.FallbackRPS
+	// Users continue after the ones used above, none twice.
+	first := next
+	load := func(ctx context.Context, i int64) (int, error) { return op(ctx, first+i) }
+	res := OpenLoop(ctx, "database path via the API", offered, r.o.Dur, 256, load)
+	if res.Requests+first > int64(len(toks)) {
+		return fmt.Errorf("fallback: %d requests outran the %d minted users", res.Requests+first, len(toks))
+	}
+	accepted := res.Count(http.StatusAccepted)
+	acceptedRate := float64(accepted) / res.Seconds
+	if err := r.checkFallback(ctx, s.ID, quota, accepted+1); err != nil {
+		return err
+	}
+	proxy.SetCut(false)
+
+	r.add(Scenario{
+		ID: "5 fallback", Title: fmt.Sprintf("Database fallback path through the API (Redis cut), SECKILL_FALLBACK_RPS=%g, open loop at %g/s", r.o.FallbackRPS, offered),
+		Runs: []Result{res},
+		Figures: []Figure{
+			{Name: "accepted/s (202)", Value: acceptedRate, Unit: "res/s", Target: fmt.Sprintf("≈ %g (the limit)", r.o.FallbackRPS), Published: pubRowLock},
+			{Name: "refused by the limit (429)", Value: float64(res.Count(http.StatusTooManyRequests)), Unit: "answers"},
+			{Name: "p99 of the 202s", Value: res.StatusP99MS["202"], Unit: "ms", Published: pubIssue1471},
+			{Name: "p99 (all answers)", Value: res.P99MS, Unit: "ms"},
+		},
+		Notes: []string{
+			fmt.Sprintf("API and worker of their own reach Redis through a TCP proxy that is cut after one reservation through Redis and the worker's record of the Redis stock; answers while the breaker tripped (not timed): %v", tripping),
+			"distinct users, one request each; 429 = the fallback limiter, 503 = outcome unknown (retry); checked afterwards: sold ≤ quota, nobody twice, one order per reservation, buckets net of orders",
+		},
+	})
+	return nil
+}
+
+// waitRedisStockSeen waits until the worker recorded the sale's Redis
+// stock (it does every second), so the database path's quota is real.
+func (r *runner) waitRedisStockSeen(ctx context.Context, saleID, want int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var seen *int64
+		err := r.st.DB.QueryRowContext(ctx, "SELECT redis_stock_seen FROM sales WHERE id = ?", saleID).Scan(&seen)
+		if err != nil {
+			return fmt.Errorf("fallback: read redis_stock_seen: %w", err)
+		}
+		if seen != nil && *seen == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("fallback: the worker did not record the Redis stock within 30 s")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// checkFallback checks the sale in MySQL after the run: the database path
+// sold no more than its quota, nobody twice, one order per database-path
+// reservation, and the buckets hold the stock net of the orders.
+func (r *runner) checkFallback(ctx context.Context, saleID, quota, accepted int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var dbRes, users, orders, orderUsers, left int64
+	if err := r.st.DB.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT user_id) FROM reservations WHERE sale_id = ? AND path = ?",
+		saleID, string(domain.PathDatabase)).Scan(&dbRes, &users); err != nil {
+		return fmt.Errorf("fallback: count reservations: %w", err)
+	}
+	if err := r.st.DB.QueryRowContext(ctx, "SELECT COUNT(*), COUNT(DISTINCT user_id) FROM orders WHERE sale_id = ?", saleID).Scan(&orders, &orderUsers); err != nil {
+		return fmt.Errorf("fallback: count orders: %w", err)
+	}
+	if err := r.st.DB.QueryRowContext(ctx, "SELECT COALESCE(SUM(stock), 0) FROM stock_buckets WHERE sale_id = ?", saleID).Scan(&left); err != nil {
+		return fmt.Errorf("fallback: bucket stock: %w", err)
+	}
+	sale, err := r.st.GetSale(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("fallback: read sale: %w", err)
+	}
+	switch {
+	case dbRes > quota:
+		r.violation("scenario 5: the database path sold %d units, quota %d", dbRes, quota)
+	case dbRes != accepted:
+		r.violation("scenario 5: %d database-path reservations for %d answers 202", dbRes, accepted)
+	case users != dbRes || orderUsers != orders:
+		r.violation("scenario 5: a user bought twice: %d reservations of %d users, %d orders of %d users", dbRes, users, orders, orderUsers)
+	case left != sale.StockTotal-orders:
+		r.violation("scenario 5: buckets hold %d, want %d - %d orders", left, sale.StockTotal, orders)
+	}
+	return nil
+}
