@@ -65,6 +65,38 @@ func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *dom
 	if !sale.Quota.Valid || sale.Quota.Int64 < 1 {
 		return nil, false, ErrQuotaExhausted // cheap early answer; the UPDATE below decides
 	}
+	// A deadlock victim was rolled back whole, so it is retried here, a few
+	// times: near sell-out, when buckets run empty, the bucket pick's
+	// locking scan (deductBucket's last query) can deadlock with another.
+	for attempt := 1; ; attempt++ {
+		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
+		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
+			break
+		}
+	}
+	if errors.Is(err, errReplayRace) {
+		prior, ferr := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID)
+		if ferr != nil {
+			return nil, false, fmt.Errorf("reserve in db: replay: %w", ferr)
+		}
+		return prior, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reserve in db: %w", err)
+	}
+	return res, false, nil
+}
+
+// reserveInDBAttempts bounds ReserveInDB's retries of deadlock victims.
+const reserveInDBAttempts = 4
+
+// reserveInDBTx is ReserveInDB's one transaction.
+func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCents int64, windowSeconds, buckets int) (res *domain.Reservation, err error) {
+	sale := struct {
+		PriceCents           int64
+		PaymentWindowSeconds int
+		Buckets              int
+	}{priceCents, windowSeconds, buckets}
 	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
@@ -130,17 +162,7 @@ func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *dom
 		}
 		return nil
 	})
-	if errors.Is(err, errReplayRace) {
-		prior, ferr := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID)
-		if ferr != nil {
-			return nil, false, fmt.Errorf("reserve in db: replay: %w", ferr)
-		}
-		return prior, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("reserve in db: %w", err)
-	}
-	return res, false, nil
+	return res, err
 }
 
 var errReplayRace = errors.New("replay raced")

@@ -18,16 +18,22 @@ import (
 
 // 64 database-path transactions at once, on one sale: every answer is a
 // reservation or a business refusal (quota, sold out); none is a deadlock
-// or a lock-wait timeout, and nothing is sold beyond the quota.
+// or a lock-wait timeout, and nothing is sold beyond the quota. Once with a
+// quota far below the stock, once with the buckets running empty (the
+// bucket pick's locking scan deadlocks there; ReserveInDB retries).
 func TestDatabasePathUnderConcurrencyHasNoLockErrors(t *testing.T) {
+	t.Run("quota below stock", func(t *testing.T) { testDatabasePathConcurrency(t, 100_000, 300) })
+	t.Run("buckets run empty", func(t *testing.T) { testDatabasePathConcurrency(t, 200, 200) })
+}
+
+func testDatabasePathConcurrency(t *testing.T, stock, quota int) {
 	st := testenv.MustStore(t)
 	const (
 		workers = 64
 		perW    = 8
-		quota   = 300 // below workers*perW, so the quota runs out mid-run
 	)
-	sale := testenv.MustSale(t, st, 100_000, func(s *domain.Sale) { s.Buckets = 16 })
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, quota))
+	sale := testenv.MustSale(t, st, int64(stock), func(s *domain.Sale) { s.Buckets = 16 })
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, int64(quota)))
 	_, err := st.SwitchToDatabase(ctx(t), sale.ID)
 	require.NoError(t, err)
 	base := testenv.UniqueUser() * 10_000
@@ -85,7 +91,7 @@ func TestDatabasePathUnderConcurrencyHasNoLockErrors(t *testing.T) {
 	require.Equal(t, domain.ModeDatabase, got.Mode)
 	left, err := st.DBStock(ctx(t), sale.ID)
 	require.NoError(t, err)
-	require.EqualValues(t, 100_000-quota, left)
+	require.EqualValues(t, stock-quota, left)
 }
 
 // A resync that begins while a database-path transaction waits for the
