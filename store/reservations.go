@@ -211,9 +211,11 @@ func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservati
 }
 
 // deductBucket takes one unit from a bucket of the sale. It starts at a
-// random bucket and skips buckets other transactions hold, so concurrent
-// orders spread over the buckets instead of queueing on one row lock; only
-// when every bucket with stock is locked does it wait for one. The
+// random bucket and skips buckets other transactions hold (SELECT ... FOR
+// UPDATE SKIP LOCKED), so concurrent orders spread over the buckets instead
+// of queueing on one row lock. Only when every bucket with stock is held
+// does it wait, and then for one row at a time by its key: a locking scan
+// here would let two transactions each hold a row the other waits for. The
 // conditional UPDATE, checked by affected rows, is what makes a unit
 // impossible to take twice.
 func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int) (int, error) {
@@ -221,33 +223,60 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int) (in
 	if buckets > 1 {
 		start = rand.IntN(buckets)
 	}
-	queries := []struct {
-		sql  string
-		args []any
-	}{
-		{"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED", []any{saleID, start}},
-		{"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED", []any{saleID, start}},
-		{"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE", []any{saleID}},
+	take := func(bucket int) (bool, error) {
+		res, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = ? AND stock >= 1", saleID, bucket)
+		if err != nil {
+			return false, fmt.Errorf("deduct bucket: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return false, fmt.Errorf("deduct bucket: %w", err)
+		}
+		return n == 1, nil
 	}
-	for _, q := range queries {
+	for _, q := range []string{
+		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
+		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
+	} {
 		var bucket int
-		err := tx.QueryRowContext(ctx, q.sql, q.args...).Scan(&bucket)
+		err := tx.QueryRowContext(ctx, q, saleID, start).Scan(&bucket)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return 0, fmt.Errorf("pick bucket: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = ? AND stock >= 1", saleID, bucket)
-		if err != nil {
-			return 0, fmt.Errorf("deduct bucket: %w", err)
+		ok, err := take(bucket)
+		if err != nil || ok {
+			return bucket, err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("deduct bucket: %w", err)
+	}
+	// Every bucket with stock is held by another transaction (or empty):
+	// read the candidates without locking, then wait on them one by one.
+	var candidates []int
+	rows, err := tx.QueryContext(ctx, "SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND stock >= 1 ORDER BY bucket_no", saleID)
+	if err != nil {
+		return 0, fmt.Errorf("list buckets: %w", err)
+	}
+	for rows.Next() {
+		var b int
+		if err := rows.Scan(&b); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("list buckets: %w", err)
 		}
-		if n == 1 {
-			return bucket, nil
+		candidates = append(candidates, b)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, fmt.Errorf("list buckets: %w", err)
+	}
+	for i := range candidates {
+		b := candidates[(i+start)%len(candidates)]
+		ok, err := take(b)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return b, nil
 		}
 	}
 	return 0, ErrNoStock
