@@ -65,6 +65,7 @@ type server struct {
 	global    *rate.Limiter
 	fallback  *rate.Limiter // the global rate while a sale is in database mode
 	breaker   *redisBreaker
+	tokens    *verifiedTokens
 	perAddr   *keyedLimiters[netip.Addr]
 	perUser   *keyedLimiters[int64]
 	faultExit bool
@@ -105,6 +106,7 @@ func New(d Deps) *fiber.App {
 		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
 		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
 		stop:      make(chan struct{}),
+		tokens:    newVerifiedTokens(1 << 17),
 	}
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
