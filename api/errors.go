@@ -1,9 +1,11 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -73,7 +75,37 @@ type errorDetail struct {
 
 // sendError writes the contract's error body for code.
 func sendError(c *fiber.Ctx, code, message string) error {
-	return c.Status(statusOf(code)).JSON(errorBody{Error: errorDetail{Code: code, Message: message}})
+	c.Status(statusOf(code))
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(errorBytes(code, message))
+}
+
+// encodedErrors keeps the bodies of the (mostly constant) error answers:
+// the sold-out answer is the hot path's most common one. Bounded, since a
+// few messages carry details.
+var encodedErrors = struct {
+	sync.RWMutex
+	m map[[2]string][]byte
+}{m: map[[2]string][]byte{}}
+
+func errorBytes(code, message string) []byte {
+	key := [2]string{code, message}
+	encodedErrors.RLock()
+	b, ok := encodedErrors.m[key]
+	encodedErrors.RUnlock()
+	if ok {
+		return b
+	}
+	b, err := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: message}})
+	if err != nil { // strings always marshal; keep the contract's shape regardless
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	encodedErrors.Lock()
+	if len(encodedErrors.m) < 512 {
+		encodedErrors.m[key] = b
+	}
+	encodedErrors.Unlock()
+	return b
 }
 
 // sendErr writes err (a *domain.Error or an internal error) as an error body.

@@ -36,6 +36,13 @@ func FuzzReservationRequest(f *testing.F) {
 		if !domain.ValidRequestID(rid) {
 			t.Fatalf("accepted invalid request id %q from %q", rid, body)
 		}
+		// The fast path never decides other than the strict decoder.
+		if id, ok := parseCanonicalReservation(body); ok {
+			strict, err := parseReservationStrict(body)
+			if err != nil || strict != id {
+				t.Fatalf("fast path %q, strict %q (%v) for %q", id, strict, err, body)
+			}
+		}
 	})
 }
 

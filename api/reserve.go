@@ -25,6 +25,37 @@ type reservationRequest struct {
 // ParseReservationRequest decodes the body strictly: one JSON object, no
 // unknown fields, request_id valid, quantity absent or exactly 1.
 func ParseReservationRequest(body []byte) (requestID string, err error) {
+	if id, ok := parseCanonicalReservation(body); ok {
+		return id, nil
+	}
+	return parseReservationStrict(body)
+}
+
+// parseCanonicalReservation reads, without the JSON decoder, the two bodies
+// clients send: {"request_id":"<id>"} and {"request_id":"<id>","quantity":1}.
+// A valid request id holds no quote or backslash, so the id ends at the
+// next quote. Anything else goes to the strict decoder.
+func parseCanonicalReservation(body []byte) (string, bool) {
+	const head = `{"request_id":"`
+	if len(body) < len(head) || string(body[:len(head)]) != head {
+		return "", false
+	}
+	rest := body[len(head):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return "", false
+	}
+	if tail := string(rest[end+1:]); tail != "}" && tail != `,"quantity":1}` {
+		return "", false
+	}
+	id := string(rest[:end])
+	if !domain.ValidRequestID(id) {
+		return "", false
+	}
+	return id, true
+}
+
+func parseReservationStrict(body []byte) (requestID string, err error) {
 	var req reservationRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return "", err
