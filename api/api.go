@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // served only on SECKILL_PPROF_ADDR in development mode
 	"net/netip"
 	"strings"
 	"sync"
@@ -273,6 +275,15 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	defer tc.Close()
 
 	app := New(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	if cfg.PprofAddr != "" {
+		go func() {
+			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}
+			logger.Info("pprof listening (development mode)", "addr", cfg.PprofAddr)
+			if err := srv.ListenAndServe(); err != nil {
+				logger.Warn("pprof server", "err", err)
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,6 +24,9 @@ const (
 )
 
 type metrics struct {
+	filterCache  counterCache
+	requestCache counterCache
+
 	filter   *prometheus.CounterVec
 	requests *prometheus.CounterVec
 	starter  *prometheus.CounterVec
@@ -94,10 +98,53 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, nil
 }
 
-func (m *metrics) pass(layer string) { m.filter.WithLabelValues(layer, "pass").Inc() }
+func (m *metrics) pass(layer string) { m.filterCache.get(m.filter, layer, "pass").Inc() }
 
-func (m *metrics) reject(layer, outcome string) { m.filter.WithLabelValues(layer, outcome).Inc() }
+func (m *metrics) reject(layer, outcome string) { m.filterCache.get(m.filter, layer, outcome).Inc() }
 
 func (m *metrics) request(route string, status int) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	code := "other"
+	if status >= 100 && status < len(statusLabels) {
+		code = statusLabels[status]
+	}
+	m.requestCache.get(m.requests, route, code).Inc()
+}
+
+// statusLabels are the status codes as label values, made once.
+var statusLabels = func() []string {
+	out := make([]string, 600)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}()
+
+// counterCache keeps the counters of a two-label vector once resolved: the
+// hot path counts several layers per request, and the vector's own lookup
+// (hashing, label checks, its lock) costs more than this map.
+type counterCache struct {
+	mu sync.RWMutex
+	m  map[[2]string]prometheus.Counter
+}
+
+func (c *counterCache) get(vec *prometheus.CounterVec, a, b string) prometheus.Counter {
+	key := [2]string{a, b}
+	c.mu.RLock()
+	ctr, ok := c.m[key]
+	c.mu.RUnlock()
+	if ok {
+		return ctr
+	}
+	ctr = vec.WithLabelValues(a, b)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[[2]string]prometheus.Counter{}
+	}
+	// Label values are bounded (layers, outcomes, route patterns, codes);
+	// the cap only guards against a mistake.
+	if len(c.m) < 4096 {
+		c.m[key] = ctr
+	}
+	c.mu.Unlock()
+	return ctr
 }

@@ -5,12 +5,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"sort"
 	"sync"
@@ -250,45 +246,4 @@ func OpenLoop(ctx context.Context, name string, rate float64, dur time.Duration,
 	res := summarise(name, "open", maxInFlight, elapsed, recs)
 	res.OfferedRPS = rate
 	return res
-}
-
-// NewHTTPClient is a client for conns concurrent connections to one host:
-// as many idle connections kept as there are workers, so no run pays for
-// reconnects.
-func NewHTTPClient(conns int) *http.Client {
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        conns * 2,
-		MaxIdleConnsPerHost: conns,
-		MaxConnsPerHost:     conns,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
-}
-
-// Do sends one request and drains the answer, returning its status.
-func Do(ctx context.Context, c *http.Client, method, url, auth string, body []byte) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return 0, fmt.Errorf("new request: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode, nil
 }

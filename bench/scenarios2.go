@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
+	"github.com/valyala/fasthttp"
 )
 
 // mysql: scenario 4, the order transaction with 1 vs 16 stock buckets at
@@ -136,18 +137,10 @@ func (r *runner) inStock(ctx context.Context) error {
 	r.nextUser += 10_000_000
 	baseOp := func(ctx context.Context, i int64) (int, error) {
 		user := userSeq.Add(1)
-		req, err := http.NewRequestWithContext(ctx, "POST", base.URL+"/reserve", nil)
-		if err != nil {
-			return 0, fmt.Errorf("new request: %w", err)
-		}
-		req.Header.Set("X-Bench-User", strconv.FormatInt(user, 10))
-		req.Header.Set("X-Bench-Request", fmt.Sprintf("bench-%012d", user))
-		resp, err := c.c.Do(req)
-		if err != nil {
-			return 0, fmt.Errorf("baseline reserve: %w", err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
+		return c.doWith(ctx, "POST", base.URL+"/reserve", "", nil, func(h *fasthttp.RequestHeader) {
+			h.Set("X-Bench-User", strconv.FormatInt(user, 10))
+			h.Set("X-Bench-Request", fmt.Sprintf("bench-%012d", user))
+		})
 	}
 	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, baseOp)
 	baseRes := ClosedLoop(ctx, "bare Fiber + EVALSHA", conns, r.o.Dur, 0, baseOp)

@@ -70,6 +70,10 @@ type Config struct {
 	// SaleWorkflow for every open sale that lacks one. Tests that share one
 	// database among several workers turn it off.
 	SaleSweep bool
+
+	// PprofAddr (SECKILL_PPROF_ADDR, development mode only) serves Go's
+	// profiler on this address, for measuring the hot path.
+	PprofAddr string
 	// FaultFailAfterCommit (SECKILL_FAULT_FAIL_AFTER_COMMIT=1, development
 	// mode only) fails each token's first PlaceOrder after its commit.
 	FaultFailAfterCommit bool
@@ -199,6 +203,9 @@ func load(get func(string) string) (*Config, error) {
 	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = get("SECKILL_SALE_SWEEP") != "off"
+	if dev {
+		c.PprofAddr = get("SECKILL_PPROF_ADDR")
+	}
 	c.FaultFailAfterCommit = dev && get("SECKILL_FAULT_FAIL_AFTER_COMMIT") == "1"
 
 	if len(errs) > 0 {
