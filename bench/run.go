@@ -76,7 +76,7 @@ type runner struct {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &runner{o: o, scripts: lua.New(), stamp: strconv.FormatInt(time.Now().Unix(), 36)}
 	r.nextUser = time.Now().UnixMilli() % 1_000_000_000 * 1000
-	r.rep = &Report{GeneratedAt: time.Now().UTC(), Machine: machine(), Client: "net/http, Transport.MaxIdleConnsPerHost = MaxConnsPerHost = connections; load generator in the same host"}
+	r.rep = &Report{GeneratedAt: time.Now().UTC(), Machine: machine(), Client: "fasthttp.Client, MaxConnsPerHost = connections; load generator in the same host"}
 	if err := r.connect(ctx); err != nil {
 		return nil, err
 	}
