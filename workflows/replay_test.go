@@ -40,13 +40,16 @@ func TestReplay(t *testing.T) {
 	}
 }
 
-// TestRecordHistories runs the workflow for real and saves its histories
-// for TestReplay. Run it once after a deliberate, versioned change:
+// TestRecordHistories runs the workflow for real through its four endings,
+// saves their histories and replays them. The files go to a temporary
+// folder; after a deliberate, versioned change, record the ones TestReplay
+// reads with:
 //
 //	SECKILL_RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/
 func TestRecordHistories(t *testing.T) {
-	if os.Getenv("SECKILL_RECORD_HISTORIES") != "1" {
-		t.Skip("records histories only with SECKILL_RECORD_HISTORIES=1")
+	dir := t.TempDir()
+	if os.Getenv("SECKILL_RECORD_HISTORIES") == "1" {
+		dir = historyDir
 	}
 	s := MustStack(t)
 
@@ -73,7 +76,11 @@ func TestRecordHistories(t *testing.T) {
 	require.Equal(t, domain.StatusFailed, s.result(failed.Token).Status)
 
 	for name, in := range map[string]domain.OrderInput{"paid": paid, "cancelled": cancelled, "expired": expired, "failed": failed} {
-		s.saveHistory(filepath.Join(historyDir, orderHistoryPrefix+name+".json"), domain.OrderWorkflowID(in.Token))
+		path := filepath.Join(dir, orderHistoryPrefix+name+".json")
+		s.saveHistory(path, domain.OrderWorkflowID(in.Token))
+		r := worker.NewWorkflowReplayer()
+		r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+		require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, path), "replay of the %s history just recorded", name)
 	}
 }
 
