@@ -166,3 +166,43 @@ func TestClassifyKeepsOtherErrorsRetryable(t *testing.T) {
 	require.False(t, errors.As(err, &ae))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// A hold refused as "already purchased" is released without unmarking the
+// buyer, who still holds a live order of the sale.
+func TestReleaseKeepsTheBuyerMarkOfALiveOrder(t *testing.T) {
+	a := MustActivities(t)
+	ctx := testCtx(t)
+	first := mustHeldOrder(t, a, 3)
+	_, err := a.RecordReservation(ctx, first)
+	require.NoError(t, err)
+	_, err = a.PlaceOrder(ctx, first.Token)
+	require.NoError(t, err)
+
+	// A second hold of the same user (as the database path or a lost Redis
+	// write could leave) fails as already purchased.
+	second := first
+	second.RequestID = "req-activities-2"
+	second.Token = domain.DeriveToken([]byte("activities-test"), first.SaleID, first.UserID, second.RequestID)
+	keys := lua.SaleKeys(first.SaleID)
+	require.NoError(t, a.Redis.HSet(ctx, keys.Tokens, second.Token, fmt.Sprintf("held:%d", first.UserID)).Err())
+	_, err = a.RecordReservation(ctx, second)
+	require.NoError(t, err)
+	_, err = a.PlaceOrder(ctx, second.Token)
+	requireAppErr(t, err, domain.ErrTypeAlreadyPurchased)
+
+	released, err := a.RedisRelease(ctx, second.SaleID, second.UserID, second.Token, true)
+	require.NoError(t, err)
+	require.True(t, released)
+	isBuyer, err := a.Redis.SIsMember(ctx, keys.Buyers, first.UserID).Result()
+	require.NoError(t, err)
+	require.True(t, isBuyer, "the user's live order keeps the buyer mark")
+
+	// Once that order ends, its release unmarks the buyer.
+	_, err = a.ReleaseOrder(ctx, first.Token, domain.StatusCancelled)
+	require.NoError(t, err)
+	_, err = a.RedisRelease(ctx, first.SaleID, first.UserID, first.Token, true)
+	require.NoError(t, err)
+	isBuyer, err = a.Redis.SIsMember(ctx, keys.Buyers, first.UserID).Result()
+	require.NoError(t, err)
+	require.False(t, isBuyer)
+}
