@@ -179,13 +179,7 @@ func (a *Activities) RedisAdvance(ctx context.Context, saleID int64, token, to s
 func (a *Activities) RedisRelease(ctx context.Context, saleID, userID int64, token string, restore bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	// The buyer mark goes only if the user has no other live order of the
-	// sale (a hold refused as "already purchased" keeps it).
-	other, err := a.Store.HasOtherLiveOrder(ctx, saleID, userID, token)
-	if err != nil {
-		return false, fmt.Errorf("redis release %s: %w", token, err)
-	}
-	released, err := a.Scripts.Release(ctx, a.Redis, saleID, userID, token, restore, other)
+	released, err := a.Scripts.Release(ctx, a.Redis, saleID, userID, token, restore)
 	if err != nil {
 		return false, fmt.Errorf("redis release %s: %w", token, err)
 	}

@@ -155,17 +155,14 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 
 // Release releases a token's hold (see release.lua). restore returns the
 // unit to Redis's stock; pass false when no order ever took the unit.
-// keepBuyer leaves the user's buyer mark: the user holds another live order.
-func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
+func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore bool) (bool, error) {
 	k := SaleKeys(saleID)
-	flag := func(b bool) string {
-		if b {
-			return "1"
-		}
-		return "0"
+	r := "0"
+	if restore {
+		r = "1"
 	}
 	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released},
-		token, strconv.FormatInt(userID, 10), flag(restore), flag(keepBuyer)).Int64()
+		token, strconv.FormatInt(userID, 10), r).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release script: %w", err)
 	}

@@ -2,10 +2,8 @@
 -- retry, a repair, a release that was retrying during an outage) does
 -- nothing. Stock comes back only when asked: a hold whose order never took a
 -- unit from the database must not add one to Redis.
--- The buyer mark stays when asked: the user holds another live order (a
--- hold that failed as "already purchased" must not unmark the buyer).
 -- KEYS: 1 stock, 2 buyers, 3 tokens, 4 released counter
--- ARGV: 1 token, 2 user_id, 3 restore stock ('1' or '0'), 4 keep buyer ('1' or '0')
+-- ARGV: 1 token, 2 user_id, 3 restore stock ('1' or '0')
 -- Returns 1 when released now, 0 when there was nothing to release.
 local v = redis.call('HGET', KEYS[3], ARGV[1])
 if not v then
@@ -18,9 +16,7 @@ end
 if ARGV[3] == '1' then
   redis.call('INCR', KEYS[1])
 end
-if ARGV[4] ~= '1' then
-  redis.call('SREM', KEYS[2], ARGV[2])
-end
+redis.call('SREM', KEYS[2], ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[1], 'released:' .. ARGV[2])
 redis.call('INCR', KEYS[4])
 return 1

@@ -118,7 +118,7 @@ func TestConsistentAfterOrdersPaymentsAndReleases(t *testing.T) {
 	for i, to := range map[int]domain.ReservationStatus{1: domain.StatusExpired, 2: domain.StatusCancelled} {
 		_, err := f.st.ReleaseOrder(ctx(t), ins[i].Token, to)
 		require.NoError(t, err)
-		_, err = f.scripts.Release(ctx(t), f.rec.Redis, f.sale.ID, ins[i].UserID, ins[i].Token, true, false)
+		_, err = f.scripts.Release(ctx(t), f.rec.Redis, f.sale.ID, ins[i].UserID, ins[i].Token, true)
 		require.NoError(t, err)
 	}
 

@@ -287,13 +287,3 @@ func (s *Store) Blacklist(ctx context.Context) ([]int64, error) {
 	}
 	return ids, nil
 }
-
-// HasOtherLiveOrder reports whether the user holds a live or paid order of
-// the sale under a token other than token.
-func (s *Store) HasOtherLiveOrder(ctx context.Context, saleID, userID int64, token string) (bool, error) {
-	var n int
-	if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE sale_id = ? AND live_user = ? AND token <> ?", saleID, userID, token).Scan(&n); err != nil {
-		return false, fmt.Errorf("live orders of user %d in sale %d: %w", userID, saleID, err)
-	}
-	return n > 0, nil
-}
