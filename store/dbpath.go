@@ -111,25 +111,11 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCe
 			}
 			return fmt.Errorf("insert reservation: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders
-			(order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, -1, ?, ?, ?)`,
-			orderNo, in.Token, in.SaleID, in.UserID, sale.PriceCents, string(domain.StatusPendingPayment), payBy, now, now); err != nil {
-			if IsDuplicate(err) {
-				return ErrAlreadyPurchased
-			}
-			return fmt.Errorf("insert order: %w", err)
-		}
-		bucket, err := deductBucket(ctx, tx, in.SaleID, sale.Buckets)
-		if err != nil {
+		if err := insertOrderAndDeduct(ctx, tx, newOrder{
+			OrderNo: orderNo, Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
+			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now,
+		}); err != nil {
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, orderNo); err != nil {
-			return fmt.Errorf("record bucket: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
-			VALUES (?, 'deduct', ?, ?, -1, ?)`, in.Token, in.SaleID, bucket, now); err != nil {
-			return fmt.Errorf("ledger deduct: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", in.Token, in.SaleID, now); err != nil {
 			return fmt.Errorf("outbox: %w", err)

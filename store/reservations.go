@@ -176,25 +176,11 @@ func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservati
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
 		orderNo := ulid.Make().String()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders
-			(order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, -1, ?, ?, ?)`,
-			orderNo, token, res.SaleID, res.UserID, sale.PriceCents, string(domain.StatusPendingPayment), payBy, now, now); err != nil {
-			if IsDuplicate(err) {
-				return ErrAlreadyPurchased
-			}
-			return fmt.Errorf("insert order: %w", err)
-		}
-		bucket, err := deductBucket(ctx, tx, res.SaleID, sale.Buckets)
-		if err != nil {
+		if err := insertOrderAndDeduct(ctx, tx, newOrder{
+			OrderNo: orderNo, Token: token, SaleID: res.SaleID, UserID: res.UserID,
+			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now,
+		}); err != nil {
 			return err
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, orderNo); err != nil {
-			return fmt.Errorf("record bucket: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
-			VALUES (?, 'deduct', ?, ?, -1, ?)`, token, res.SaleID, bucket, now); err != nil {
-			return fmt.Errorf("ledger deduct: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ?
 			WHERE token = ?`, string(domain.StatusPendingPayment), orderNo, sale.PriceCents, payBy, now, token); err != nil {
@@ -208,6 +194,47 @@ func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservati
 		return nil, fmt.Errorf("place order %s: %w", token, err)
 	}
 	return out, nil
+}
+
+// newOrder is what insertOrderAndDeduct writes.
+type newOrder struct {
+	OrderNo     string
+	Token       string
+	SaleID      int64
+	UserID      int64
+	AmountCents int64
+	PayBy       time.Time
+	Buckets     int
+	Now         time.Time
+}
+
+// insertOrderAndDeduct is the heart of both order paths (the workflow's
+// PlaceOrder and the database reservation path), in their common lock
+// order: insert the order (the unique live_user key refuses a second live
+// order of the user), take a unit from a bucket, record the bucket on the
+// order, and write the ledger's deduct row.
+func insertOrderAndDeduct(ctx context.Context, tx bun.Tx, o newOrder) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orders
+		(order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, -1, ?, ?, ?)`,
+		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), o.PayBy, o.Now, o.Now); err != nil {
+		if IsDuplicate(err) {
+			return ErrAlreadyPurchased
+		}
+		return fmt.Errorf("insert order: %w", err)
+	}
+	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, o.OrderNo); err != nil {
+		return fmt.Errorf("record bucket: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+		VALUES (?, 'deduct', ?, ?, -1, ?)`, o.Token, o.SaleID, bucket, o.Now); err != nil {
+		return fmt.Errorf("ledger deduct: %w", err)
+	}
+	return nil
 }
 
 // deductBucket takes one unit from a bucket of the sale. It starts at a
