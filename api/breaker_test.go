@@ -2,9 +2,6 @@ package api
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,75 +12,21 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 )
-
-// cutProxy forwards TCP to Redis until cut: then it drops every connection
-// and refuses new ones, as a dead Redis would.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-}
-
-func mustCutProxy(tb testing.TB, target string) *cutProxy {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	tb.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
-	go p.serve()
-	return p
-}
-
-func (p *cutProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		up, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-	}
-}
-
-func (p *cutProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			_ = c.Close()
-		}
-		clear(p.conns)
-	}
-}
 
 // The breaker issue's story in one process: Redis dies mid-sale, the
 // breaker opens, the sale moves to the database path at the fallback rate,
 // Redis comes back, the sale is resynchronised, and units sold by both paths
 // together never exceed the stock.
 func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
-	proxy := mustCutProxy(t, testenv.RedisAddr())
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{proxy.ln.Addr().String()}, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	proxy, err := netproxy.Start(testenv.RedisAddr(), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{proxy.Addr()}, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
 	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) {
 		c.FallbackRPS = 20
@@ -118,7 +61,7 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 
 	// Redis dies: the first requests fail with 503 (outcome unknown) until
 	// the breaker opens; then the database path takes over.
-	proxy.setCut(true)
+	proxy.SetCut(true)
 	var unavailable, accepted int
 	for i := int64(4); i < 40 && accepted < 3; i++ {
 		r := reserveAs(base+i, "outage-req-1")
@@ -169,7 +112,7 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 
 	// Redis comes back; one instance resynchronises the sale (the worker's
 	// Resyncer does this in production).
-	proxy.setCut(false)
+	proxy.SetCut(false)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		ok, err := sales.Resync(ctx, h.st, rdb, h.scripts, sale.ID)
 		assert.NoError(c, err)

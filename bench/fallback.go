@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
 )
 
 // fallback: scenario 5, the database path through the API at its rate
@@ -17,7 +18,7 @@ import (
 // load at twice SECKILL_FALLBACK_RPS.
 func (r *runner) fallback(ctx context.Context) error {
 	const stock = 1_000_000
-	proxy, err := StartProxy(r.o.RedisAddr, 0)
+	proxy, err := netproxy.Start(r.o.RedisAddr, 0)
 	if err != nil {
 		return err
 	}

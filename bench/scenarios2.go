@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 	"github.com/valyala/fasthttp"
@@ -19,7 +20,7 @@ import (
 // 64 deducters, on loopback and through a 1 ms RTT proxy.
 func (r *runner) mysql(ctx context.Context) error {
 	const workers = 64
-	proxy, err := StartProxy(mysqlAddr(r.o.MySQLDSN), 500*time.Microsecond)
+	proxy, err := netproxy.Start(mysqlAddr(r.o.MySQLDSN), 500*time.Microsecond)
 	if err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func (r *runner) mysql(ctx context.Context) error {
 		Figure{Name: "16 / 1 buckets, loopback", Value: ratio(rates["loopback, 16 buckets"], rates["loopback, 1 bucket"]), Unit: "×"},
 		Figure{Name: "16 / 1 buckets, 1 ms RTT", Value: ratio(rates["1 ms RTT, 16 buckets"], rates["1 ms RTT, 1 bucket"]), Unit: "×", Target: "≥ 10"},
 	)
-	sc.Notes = []string{"reservations are recorded (QUEUED) before the clock starts; each run places a fixed pool of orders or stops after twice the run length; the proxy delays each chunk by 0.5 ms in each direction (Go, in bench/proxy.go)"}
+	sc.Notes = []string{"reservations are recorded (QUEUED) before the clock starts; each run places a fixed pool of orders or stops after twice the run length; the proxy delays each chunk by 0.5 ms in each direction (Go, in internal/netproxy)"}
 	r.add(sc)
 	return nil
 }

@@ -1,4 +1,7 @@
-package bench
+// Package netproxy is a TCP proxy for tests and benchmarks: it puts a
+// network round trip between a client and a server on loopback, and it can
+// be cut, as a dead server would be.
+package netproxy
 
 import (
 	"errors"
@@ -25,8 +28,9 @@ type Proxy struct {
 	cut    bool // refusing: as a dead server would
 }
 
-// StartProxy listens on a free loopback port and forwards to target.
-func StartProxy(target string, delay time.Duration) (*Proxy, error) {
+// Start listens on a free loopback port and forwards to target, delaying
+// each chunk by delay in each direction (0: no delay).
+func Start(target string, delay time.Duration) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy listen: %w", err)

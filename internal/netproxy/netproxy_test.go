@@ -1,0 +1,79 @@
+package netproxy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestProxyForwardsBytesBothWays(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() { // echo server
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	p, err := Start(ln.Addr().String(), 500*time.Microsecond)
+	require.NoError(t, err)
+	defer p.Close()
+
+	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+	payload := make([]byte, 1<<20)
+	_, _ = rand.Read(payload)
+	go func() { _, _ = c.Write(payload) }()
+	got := make([]byte, len(payload))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(payload, got), "the proxy changed the bytes")
+}
+
+func TestCutRefusesAndRestores(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	p, err := Start(ln.Addr().String(), 0)
+	require.NoError(t, err)
+	defer p.Close()
+	echo := func() error {
+		c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return err
+		}
+		buf := make([]byte, 4)
+		_, err = io.ReadFull(c, buf)
+		return err
+	}
+	require.NoError(t, echo())
+	p.SetCut(true)
+	require.Error(t, echo(), "a cut proxy answers nothing")
+	p.SetCut(false)
+	require.NoError(t, echo())
+}
