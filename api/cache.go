@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -210,13 +211,25 @@ func (c *saleCache) setBlacklisted(userID int64, on bool) {
 	}
 }
 
+// markSoldOutAsync starts loading the sale's sold-out mark in the
+// background, unless a mark stands or a load is already running: after a
+// sale sells out, every answer is "sold out" until the mark lands, and none
+// of them should start a goroutine or a load of its own.
+func (c *saleCache) markSoldOutAsync(id int64, e *saleEntry, logger *slog.Logger) {
+	if e.mark.Load() != nil || !e.loading.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer e.loading.Store(false)
+		if err := c.markSoldOut(context.Background(), id, e); err != nil {
+			logger.Warn("sold-out mark", "sale", id, "err", err)
+		}
+	}()
+}
+
 // markSoldOut loads the sold-out picture of a sale in one MULTI/EXEC on its
 // keys (one hash slot) and stores it unless units are left.
 func (c *saleCache) markSoldOut(ctx context.Context, id int64, e *saleEntry) error {
-	if !e.loading.CompareAndSwap(false, true) {
-		return nil
-	}
-	defer e.loading.Store(false)
 	k := lua.SaleKeys(id)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

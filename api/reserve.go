@@ -247,11 +247,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 		return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
 	case lua.OutcomeSoldOut:
 		entry.stockLeft.Store(0)
-		go func() {
-			if err := s.cache.markSoldOut(context.Background(), saleID, entry); err != nil {
-				s.logger.Warn("sold-out mark", "sale", saleID, "err", err)
-			}
-		}()
+		s.cache.markSoldOutAsync(saleID, entry, s.logger)
 		return sendError(c, domain.ESoldOut, "sold out")
 	case lua.OutcomeNotStarted:
 		return sendError(c, domain.ESaleNotStarted, "the sale has not started")
