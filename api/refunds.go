@@ -5,20 +5,15 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/store"
 )
 
 // GET /admin/v1/refunds?sale_id=: recorded refunds, newest first (of one
 // sale when sale_id is given), at most listLimit.
 func (s *server) listRefunds(c *fiber.Ctx) error {
-	var saleID int64
-	if raw := c.Query("sale_id"); raw != "" || c.Context().QueryArgs().Has("sale_id") {
-		id, ok := parsePositiveID(raw)
-		if !ok {
-			return sendError(c, domain.EInvalid, "sale_id must be a positive integer")
-		}
-		saleID = id
+	saleID, err := optionalSaleID(c)
+	if err != nil {
+		return sendErr(c, err)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
 	defer cancel()

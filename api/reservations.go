@@ -105,13 +105,9 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 // GET /api/v1/me/reservations?sale_id=
 func (s *server) listReservations(c *fiber.Ctx) error {
 	p := principal(c)
-	var saleID int64
-	if raw := c.Query("sale_id"); raw != "" || c.Context().QueryArgs().Has("sale_id") {
-		id, ok := parsePositiveID(raw)
-		if !ok {
-			return sendError(c, domain.EInvalid, "sale_id must be a positive integer")
-		}
-		saleID = id
+	saleID, err := optionalSaleID(c)
+	if err != nil {
+		return sendErr(c, err)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
 	defer cancel()
@@ -311,4 +307,18 @@ func (s *server) saleLookupError(c *fiber.Ctx, err error) error {
 	}
 	s.logger.Warn("sale lookup", "err", err)
 	return unavailable(c, 1, "sale data unavailable")
+}
+
+// optionalSaleID reads the ?sale_id= filter: 0 when absent, a positive
+// integer when given, else 400 invalid_request.
+func optionalSaleID(c *fiber.Ctx) (int64, error) {
+	raw := c.Query("sale_id")
+	if raw == "" && !c.Context().QueryArgs().Has("sale_id") {
+		return 0, nil
+	}
+	id, ok := parsePositiveID(raw)
+	if !ok {
+		return 0, domain.Errorf(domain.EInvalid, "sale_id must be a positive integer")
+	}
+	return id, nil
 }
