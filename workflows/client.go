@@ -25,10 +25,10 @@ var (
 // reuse policy that allows a new run only after a failed one (so an
 // operator's terminate can be repaired, while a completed order never runs
 // twice).
-func OrderStartOptions(in domain.OrderInput) client.StartWorkflowOptions {
+func OrderStartOptions(taskQueue string, in domain.OrderInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       domain.OrderWorkflowID(in.Token),
-		TaskQueue:                domain.TaskQueue,
+		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
@@ -46,15 +46,20 @@ func OrderStartOptions(in domain.OrderInput) client.StartWorkflowOptions {
 // The task queue is the configuration's (SECKILL_TASK_QUEUE); tests use
 // their own so that other packages' workers do not take their tasks.
 func StartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
-	opts := OrderStartOptions(in)
-	opts.TaskQueue = taskQueue
-	_, err := c.ExecuteWorkflow(ctx, opts, domain.OrderWorkflowName, in)
+	if err := startOnce(ctx, c, OrderStartOptions(taskQueue, in), domain.OrderWorkflowName, in); err != nil {
+		return fmt.Errorf("start order workflow %s: %w", in.Token, err)
+	}
+	return nil
+}
+
+// startOnce starts a workflow whose id names its one execution: one already
+// running (returned by the conflict policy) or already completed counts as
+// started.
+func startOnce(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, arg any) error {
+	_, err := c.ExecuteWorkflow(ctx, opts, name, arg)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("start order workflow %s: %w", in.Token, err)
-	}
-	return nil
+	return err
 }

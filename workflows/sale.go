@@ -7,7 +7,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -204,17 +203,13 @@ func RegisterSale(r worker.Registry, a *activities.SaleActivities) {
 
 // StartSale starts a sale's workflow, or finds it started or finished.
 func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain.SaleInput) error {
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	err := startOnce(ctx, c, client.StartWorkflowOptions{
 		ID:                       domain.SaleWorkflowID(in.SaleID),
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
 	}, domain.SaleWorkflowName, in)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("start sale workflow %d: %w", in.SaleID, err)
 	}
