@@ -27,12 +27,19 @@ type OutboxRelay struct {
 
 // Run relays until ctx ends.
 func (o *OutboxRelay) Run(ctx context.Context) {
-	tick := time.NewTicker(o.Every)
-	defer tick.Stop()
-	for {
+	everyTick(ctx, o.Every, func() {
 		if _, err := o.Once(ctx); err != nil && ctx.Err() == nil {
 			o.Logger.Warn("outbox relay", "err", err)
 		}
+	})
+}
+
+// everyTick runs fn at once and then every period until ctx ends.
+func everyTick(ctx context.Context, period time.Duration, fn func()) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		fn()
 		select {
 		case <-ctx.Done():
 			return
@@ -86,16 +93,7 @@ type Resyncer struct {
 
 // Run resyncs until ctx ends.
 func (r *Resyncer) Run(ctx context.Context) {
-	tick := time.NewTicker(r.Every)
-	defer tick.Stop()
-	for {
-		r.Once(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	everyTick(ctx, r.Every, func() { r.Once(ctx) })
 }
 
 // Once checks every open sale once.
@@ -157,30 +155,26 @@ type SaleSweeper struct {
 
 // Run sweeps until ctx ends.
 func (s *SaleSweeper) Run(ctx context.Context) {
-	tick := time.NewTicker(s.Every)
-	defer tick.Stop()
-	for {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		open, err := s.Store.ListOpenSales(lctx)
+	everyTick(ctx, s.Every, func() { s.Once(ctx) })
+}
+
+// Once starts the sale workflows that are missing.
+func (s *SaleSweeper) Once(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	open, err := s.Store.ListOpenSales(lctx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		s.Logger.Warn("sale sweeper: list sales", "err", err)
+	}
+	for _, sale := range open {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.Start(sctx, domain.SaleInput{SaleID: sale.ID})
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			s.Logger.Warn("sale sweeper: list sales", "err", err)
-		}
-		for _, sale := range open {
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := s.Start(sctx, domain.SaleInput{SaleID: sale.ID})
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					s.Logger.Warn("sale sweeper: start sale workflow", "sale_id", sale.ID, "err", err)
-				}
-				break // Temporal is down: try again next round
+		if err != nil {
+			if ctx.Err() == nil {
+				s.Logger.Warn("sale sweeper: start sale workflow", "sale_id", sale.ID, "err", err)
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+			break // Temporal is down: try again next round
 		}
 	}
 }
