@@ -34,18 +34,7 @@ func mustHeldOrder(tb testing.TB, a *Activities, stock int64) domain.OrderInput 
 	tb.Helper()
 	ctx := testCtx(tb)
 	sale := testenv.MustSale(tb, a.Store, stock)
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := a.Redis.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
-			tb.Logf("clean up sale %d: %v", sale.ID, err)
-		}
-	})
-	_, _, err := a.Scripts.Warmup(ctx, a.Redis, lua.WarmupArgs{
-		SaleID: sale.ID, StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(),
-		Control: string(domain.ControlActive), Epoch: 1, Mode: string(domain.ModeRedis), Stock: stock,
-	})
-	require.NoError(tb, err)
+	testenv.MustWarm(tb, a.Store, a.Redis, sale)
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{SaleID: sale.ID, UserID: user, RequestID: "req-activities", Path: domain.PathRedis}
 	in.Token = domain.DeriveToken([]byte("activities-test"), sale.ID, user, in.RequestID)

@@ -56,13 +56,7 @@ func mustWarmSale(t *testing.T, stock int64) *fixture {
 			return nil
 		},
 	}
-	outcome, _, err := f.scripts.Warmup(ctx(t), rdb, lua.WarmupArgs{
-		SaleID: f.sale.ID, StartsMS: f.sale.StartsAt.UnixMilli(), EndsMS: f.sale.EndsAt.UnixMilli(),
-		Control: "active", Epoch: 1, Mode: "redis", Stock: stock,
-	})
-	require.NoError(t, err)
-	require.Equal(t, lua.WarmupOK, outcome)
-	t.Cleanup(func() { rdb.Del(context.Background(), f.keys.All()...) })
+	testenv.MustWarm(t, st, rdb, f.sale)
 	return f
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -23,11 +22,9 @@ func mustDatabaseModeSale(t *testing.T, st *store.Store) (*domain.Sale, domain.O
 	t.Helper()
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
-	t.Cleanup(func() { rdb.Del(context.Background(), lua.SaleKeys(sale.ID).All()...) })
-	_, _, err := sales.Warmup(testCtx(t), st, rdb, lua.New(), sale.ID)
-	require.NoError(t, err)
+	testenv.MustWarm(t, st, rdb, sale)
 	require.NoError(t, st.RecordRedisStock(testCtx(t), sale.ID, 5))
-	_, err = st.SwitchToDatabase(testCtx(t), sale.ID)
+	_, err := st.SwitchToDatabase(testCtx(t), sale.ID)
 	require.NoError(t, err)
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{Token: domain.DeriveToken([]byte("k"), sale.ID, user, "outbox-01"), SaleID: sale.ID, UserID: user, RequestID: "outbox-01", Path: domain.PathDatabase, Deducted: true}

@@ -56,19 +56,8 @@ func MustWarmSale(tb testing.TB, stock int64) *warmSale {
 	rdb := testenv.MustRedis(tb)
 	st := testenv.MustStore(tb)
 	sale := testenv.MustSale(tb, st, stock)
-	scripts := lua.New()
-	outcome, _, err := scripts.Warmup(testCtx(tb), rdb, lua.WarmupArgs{
-		SaleID:   sale.ID,
-		StartsMS: sale.StartsAt.UnixMilli(),
-		EndsMS:   sale.EndsAt.UnixMilli(),
-		Control:  string(domain.ControlActive),
-		Epoch:    1,
-		Mode:     string(domain.ModeRedis),
-		Stock:    stock,
-	})
-	require.NoError(tb, err)
-	require.Equal(tb, lua.WarmupOK, outcome)
-	return &warmSale{Sale: sale, rdb: rdb, st: st, scripts: scripts, keys: lua.SaleKeys(sale.ID)}
+	testenv.MustWarm(tb, st, rdb, sale)
+	return &warmSale{Sale: sale, rdb: rdb, st: st, scripts: lua.New(), keys: lua.SaleKeys(sale.ID)}
 }
 
 // MustReserve reserves a unit for a new user through the real reserve

@@ -12,7 +12,6 @@ import (
 
 	"context"
 	"fmt"
-	"github.com/go-sql-driver/mysql"
 	"log/slog"
 	"os"
 	"strings"
@@ -20,11 +19,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -278,4 +281,27 @@ func MustEmptyDatabase(tb testing.TB) string {
 	})
 	cfg.DBName = name
 	return cfg.FormatDSN()
+}
+
+// MustWarm loads a sale into Redis the way production does (sales.Warmup:
+// its stock, buyers, metadata and inbox group) and removes its Redis keys
+// at the end of the test.
+func MustWarm(tb testing.TB, st *store.Store, rdb redis.UniversalClient, sale *domain.Sale) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	outcome, _, err := sales.Warmup(ctx, st, rdb, lua.New(), sale.ID)
+	if err != nil {
+		tb.Fatalf("testenv: warm up sale %d: %v", sale.ID, err)
+	}
+	if outcome != lua.WarmupOK {
+		tb.Fatalf("testenv: warm up sale %d: %s", sale.ID, outcome)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
+			tb.Logf("testenv: clean up sale %d keys: %v", sale.ID, err)
+		}
+	})
 }
