@@ -142,8 +142,15 @@ need_packages() {
 		"${sudo[@]}" chmod 755 "$policy"
 		added=1
 	fi
+	# Redis, MariaDB and Temporal start in parallel, so two installs may
+	# race for apt's locks: one install at a time (flock), and apt itself
+	# waits for a lock held by anyone else instead of failing at once.
 	local rc=0
-	{ "${sudo[@]}" apt-get update -q && "${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}"; } || rc=$?
+	{
+		"${sudo[@]}" flock -w 600 /tmp/seckill-apt.lock \
+			bash -c 'apt-get -o DPkg::Lock::Timeout=600 update -q &&
+				apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "$@"' _ "${pkgs[@]}"
+	} || rc=$?
 	[[ -z "$added" ]] || "${sudo[@]}" rm -f "$policy"
 	((rc == 0)) || die "apt-get could not install ${pkgs[*]} (exit $rc)"
 }
