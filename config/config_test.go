@@ -1,0 +1,129 @@
+package config
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env is a fake environment for load.
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func mustLoad(t *testing.T, get func(string) string) *Config {
+	t.Helper()
+	c, err := load(get)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return c
+}
+
+const secret32 = "0123456789abcdef0123456789abcdef"
+
+func productionEnv(extra ...string) func(string) string {
+	return env(append([]string{
+		"MYSQL_DSN", "app@tcp(db:3306)/seckill",
+		"SECKILL_JWT_SECRET", secret32,
+		"SECKILL_PAYMENT_SECRET", secret32 + "p",
+		"SECKILL_TOKEN_KEY", secret32 + "t",
+	}, extra...)...)
+}
+
+func TestDevModeHasDefaultsProductionHasNone(t *testing.T) {
+	dev := mustLoad(t, env("SECKILL_ENV", "dev"))
+	if !dev.Dev() || string(dev.JWTSecret) != DevJWTSecret || string(dev.PaymentSecret) != DevPaymentSecret || string(dev.TokenKey) != DevTokenKey {
+		t.Errorf("dev secrets: got %q %q %q", dev.JWTSecret, dev.PaymentSecret, dev.TokenKey)
+	}
+	if dev.MySQLDSN == "" || len(dev.TrustedAddrs) == 0 || !slices.Equal(dev.CORSOrigins, []string{"*"}) {
+		t.Errorf("dev defaults missing: dsn %q trusted %v cors %v", dev.MySQLDSN, dev.TrustedAddrs, dev.CORSOrigins)
+	}
+
+	_, err := load(env())
+	if err == nil {
+		t.Fatal("production without MYSQL_DSN and secrets loaded")
+	}
+	for _, name := range []string{"MYSQL_DSN", "SECKILL_JWT_SECRET", "SECKILL_PAYMENT_SECRET", "SECKILL_TOKEN_KEY"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+
+	prod := mustLoad(t, productionEnv())
+	if prod.Dev() || len(prod.TrustedAddrs) != 0 || len(prod.CORSOrigins) != 0 {
+		t.Errorf("production got development defaults: trusted %v cors %v", prod.TrustedAddrs, prod.CORSOrigins)
+	}
+}
+
+func TestShortSecretIsRefusedOutsideDevelopment(t *testing.T) {
+	_, err := load(productionEnv("SECKILL_JWT_SECRET", "short"))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_JWT_SECRET must be at least 32 bytes") {
+		t.Fatalf("got %v, want a refusal naming SECKILL_JWT_SECRET", err)
+	}
+	if c := mustLoad(t, env("SECKILL_ENV", "dev", "SECKILL_JWT_SECRET", "short")); string(c.JWTSecret) != "short" {
+		t.Errorf("dev secret: got %q", c.JWTSecret)
+	}
+}
+
+func TestFaultHooksAndProfilerOnlyInDevelopment(t *testing.T) {
+	hooks := []string{"SECKILL_FAULT_EXIT_AFTER_RESERVE", "1", "SECKILL_FAULT_FAIL_AFTER_COMMIT", "1", "SECKILL_PPROF_ADDR", "127.0.0.1:6060"}
+	prod := mustLoad(t, productionEnv(hooks...))
+	if prod.FaultExitAfterReserve || prod.FaultFailAfterCommit || prod.PprofAddr != "" {
+		t.Errorf("production honoured a development hook: %+v", prod)
+	}
+	dev := mustLoad(t, env(append([]string{"SECKILL_ENV", "dev"}, hooks...)...))
+	if !dev.FaultExitAfterReserve || !dev.FaultFailAfterCommit || dev.PprofAddr != "127.0.0.1:6060" {
+		t.Errorf("dev ignored a development hook: %+v", dev)
+	}
+}
+
+func TestValuesAreParsed(t *testing.T) {
+	c := mustLoad(t, productionEnv(
+		"REDIS_ADDR", "ignored:6379",
+		"REDIS_ADDRS", " a:1, b:2 ,,c:3",
+		"SECKILL_FALLBACK_RPS", "12.5",
+		"SECKILL_REDIS_TIMEOUT", "75ms",
+		"SECKILL_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7",
+		"SECKILL_SALE_SWEEP", "off",
+		"TEMPORAL_API_KEY", "k",
+	))
+	if !slices.Equal(c.RedisAddrs, []string{"a:1", "b:2", "c:3"}) {
+		t.Errorf("REDIS_ADDRS: got %v", c.RedisAddrs)
+	}
+	if c.FallbackRPS != 12.5 || c.RedisTimeout != 75*time.Millisecond || c.SaleSweep {
+		t.Errorf("got fallback %v timeout %v sweep %v", c.FallbackRPS, c.RedisTimeout, c.SaleSweep)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}
+	if !slices.Equal(c.TrustedProxies, want) {
+		t.Errorf("trusted proxies: got %v, want %v", c.TrustedProxies, want)
+	}
+	if !c.TemporalTLS {
+		t.Error("an API key must imply TLS")
+	}
+	if c := mustLoad(t, productionEnv("REDIS_ADDR", "r:7")); !slices.Equal(c.RedisAddrs, []string{"r:7"}) {
+		t.Errorf("REDIS_ADDR alone: got %v", c.RedisAddrs)
+	}
+}
+
+func TestBadValuesNameTheirVariable(t *testing.T) {
+	for name, value := range map[string]string{
+		"SECKILL_GLOBAL_RPS":      "-1",
+		"SECKILL_PER_USER_BURST":  "many",
+		"SECKILL_REDIS_TIMEOUT":   "0s",
+		"SECKILL_RELAY_MIN_IDLE":  "soon",
+		"SECKILL_TRUSTED_ADDRS":   "300.1.1.1",
+		"SECKILL_TRUSTED_PROXIES": "10.0.0.0/99",
+	} {
+		_, err := load(productionEnv(name, value))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: got %v, want an error naming it", name, value, err)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStatusClasses(t *testing.T) {
+	for _, tc := range []struct {
+		s               ReservationStatus
+		terminal, holds bool
+	}{
+		{StatusQueued, false, true},
+		{StatusPendingPayment, false, true},
+		{StatusPaid, true, true},
+		{StatusExpired, true, false},
+		{StatusCancelled, true, false},
+		{StatusFailed, true, false},
+	} {
+		if tc.s.Terminal() != tc.terminal || tc.s.HoldsUnit() != tc.holds || !tc.s.Valid() {
+			t.Errorf("%s: terminal %v holds %v valid %v", tc.s, tc.s.Terminal(), tc.s.HoldsUnit(), tc.s.Valid())
+		}
+	}
+	for _, s := range []ReservationStatus{"", "queued", "REFUND_REQUIRED"} {
+		if s.Valid() || s.Terminal() || s.HoldsUnit() {
+			t.Errorf("%q counted as a contract status", s)
+		}
+	}
+}
+
+func TestSaleState(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	s := &Sale{StartsAt: start, EndsAt: start.Add(time.Hour), Control: ControlActive}
+	for _, tc := range []struct {
+		name    string
+		now     time.Time
+		left    int64
+		control SaleControl
+		want    SaleState
+	}{
+		{"before the start", start.Add(-time.Second), 5, ControlActive, StateUpcoming},
+		{"at the start", start, 5, ControlActive, StateLive},
+		{"paused is still live to the view", start, 5, ControlPaused, StateLive},
+		{"no stock", start, 0, ControlActive, StateSoldOut},
+		{"at the end", start.Add(time.Hour), 5, ControlActive, StateEnded},
+		{"stopped", start, 5, ControlStopped, StateEnded},
+		{"stopped before the start", start.Add(-time.Minute), 5, ControlStopped, StateEnded},
+	} {
+		s.Control = tc.control
+		if got := s.StateAt(tc.now, tc.left); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestViewsClampAndUseUTC(t *testing.T) {
+	loc := time.FixedZone("UTC+8", 8*3600)
+	start := time.Date(2026, 12, 1, 18, 0, 0, 0, loc)
+	s := &Sale{ID: 7, StockTotal: 3, StartsAt: start, EndsAt: start.Add(time.Hour), PaymentWindowSeconds: 90}
+	v := s.View(start, -2)
+	if v.StockLeft != 0 || v.State != StateSoldOut || v.StartsAt.Location() != time.UTC || !v.StartsAt.Equal(start) {
+		t.Errorf("sale view: %+v", v)
+	}
+	if s.PaymentWindow() != 90*time.Second {
+		t.Errorf("payment window: %v", s.PaymentWindow())
+	}
+	payBy := start.Add(time.Minute)
+	r := &Reservation{Token: "7-x", SaleID: 7, Status: StatusPendingPayment, PayBy: &payBy, PaymentRef: "secret-ref"}
+	rv := r.View()
+	if rv.PayBy == nil || rv.PayBy.Location() != time.UTC || !rv.PayBy.Equal(payBy) || r.PayBy.Location() != loc {
+		t.Errorf("reservation view pay_by %v (source %v)", rv.PayBy, r.PayBy)
+	}
+	if (&Reservation{Status: StatusQueued}).View().PayBy != nil {
+		t.Error("a QUEUED view has a pay_by")
+	}
+}
+
+func TestErrorCodeAndMessage(t *testing.T) {
+	biz := fmt.Errorf("reserve: %w", Errorf(ESoldOut, "sale %d is sold out", 3))
+	if ErrorCode(biz) != ESoldOut || ErrorMessage(biz) != "sale 3 is sold out" {
+		t.Errorf("wrapped business error: %q %q", ErrorCode(biz), ErrorMessage(biz))
+	}
+	internal := errors.New("dial tcp 10.0.0.1:3306: secret detail")
+	if ErrorCode(internal) != EInternal || strings.Contains(ErrorMessage(internal), "secret") {
+		t.Errorf("internal error leaks: %q %q", ErrorCode(internal), ErrorMessage(internal))
+	}
+	if ErrorCode(nil) != "" {
+		t.Errorf("nil error has code %q", ErrorCode(nil))
+	}
+}
+
+func TestTokensAreDerivedAndParsed(t *testing.T) {
+	key := []byte("k")
+	tok := DeriveToken(key, 42, 7, "req-00000001")
+	if tok != DeriveToken(key, 42, 7, "req-00000001") {
+		t.Fatal("derivation is not deterministic")
+	}
+	for _, other := range []string{
+		DeriveToken(key, 42, 7, "req-00000002"),
+		DeriveToken(key, 42, 8, "req-00000001"),
+		DeriveToken(key, 43, 7, "req-00000001"),
+		DeriveToken([]byte("k2"), 42, 7, "req-00000001"),
+		// The separator keeps (4, 27) and (42, 7) apart.
+		DeriveToken(key, 4, 27, "req-00000001"),
+	} {
+		if other == tok {
+			t.Errorf("two reservations share token %s", tok)
+		}
+	}
+	if id, ok := ParseToken(tok); !ok || id != 42 {
+		t.Errorf("ParseToken(%s) = %d, %v", tok, id, ok)
+	}
+	mac := strings.Repeat("a", 32)
+	for _, bad := range []string{"", "42", "42-", "042-" + mac, "0-" + mac, "-1-" + mac, "42-" + mac[:31], "42-" + strings.Repeat("A", 32),
+		"99999999999999999999-" + mac, "42-" + mac + "0", "x-" + mac} {
+		if _, ok := ParseToken(bad); ok {
+			t.Errorf("ParseToken accepted %q", bad)
+		}
+	}
+}
+
+func TestIDSyntax(t *testing.T) {
+	for s, want := range map[string]bool{
+		"abcdefgh": true, "A-b_0123": true, strings.Repeat("x", 64): true,
+		"abcdefg": false, strings.Repeat("x", 65): false, "abcd efgh": false, "abcdéfgh": false, "abcd/efg": false,
+	} {
+		if got := ValidRequestID(s); got != want {
+			t.Errorf("ValidRequestID(%q) = %v", s, got)
+		}
+	}
+	if !ValidPaymentRef("p") || ValidPaymentRef("") || ValidPaymentRef("p.1") {
+		t.Error("payment_ref syntax")
+	}
+}
