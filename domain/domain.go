@@ -173,6 +173,7 @@ type Reservation struct {
 	AmountCents int64
 	PayBy       *time.Time
 	PaymentRef  string
+	FailReason  string // why a FAILED reservation failed (FailReason*)
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }

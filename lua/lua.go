@@ -7,6 +7,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,6 +49,7 @@ type Keys struct {
 	Released string // counter bumped at every release
 	Reserved string // counter of holds ever taken
 	Started  string // set of tokens whose workflow is known started
+	Fence    string // counter bumped by every Redis step of a release or advance
 }
 
 // SaleKeys returns the keys of a sale.
@@ -64,12 +66,13 @@ func SaleKeys(saleID int64) Keys {
 		Released: p + "released",
 		Reserved: p + "reserved",
 		Started:  p + "started",
+		Fence:    p + "fence",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence}
 }
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
@@ -161,7 +164,7 @@ func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userI
 	if restore {
 		r = "1"
 	}
-	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released},
+	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence},
 		token, strconv.FormatInt(userID, 10), r).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release script: %w", err)
@@ -177,7 +180,7 @@ func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64,
 	for _, f := range from {
 		args = append(args, f)
 	}
-	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens}, args...).Int64()
+	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens, k.Fence}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("advance script: %w", err)
 	}
@@ -343,13 +346,31 @@ type RebuildData struct {
 	EndsMS   int64             `json:"ends_ms"`
 	Control  string            `json:"control"`
 	Group    string            `json:"group"`
+	Fence    int64             `json:"fence"` // ReadFence before the database snapshot
 	Buyers   []string          `json:"buyers"`
 	Tokens   map[string]string `json:"tokens"`
 	Requests map[string]string `json:"requests"`
 }
 
+// ErrFenceMoved: a release or advance ran in Redis after the rebuild's
+// fence was read; its database snapshot may be stale, so take a new one.
+var ErrFenceMoved = errors.New("a release ran since the snapshot")
+
+// ReadFence reads the sale's fence counter (0 when never bumped).
+func (s *Scripts) ReadFence(ctx context.Context, rdb redis.Cmdable, saleID int64) (int64, error) {
+	n, err := rdb.Get(ctx, SaleKeys(saleID).Fence).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read fence: %w", err)
+	}
+	return n, nil
+}
+
 // Rebuild loads a sale into Redis from the database after an outage (see
-// rebuild.lua) and returns the stock it set.
+// rebuild.lua) and returns the stock it set; ErrFenceMoved when a release
+// ran in Redis since d.Fence was read.
 func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64, d RebuildData) (int64, error) {
 	if d.Buyers == nil {
 		d.Buyers = []string{}
@@ -366,9 +387,12 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}
 	k := SaleKeys(saleID)
-	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox}, string(body)).Int64()
+	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox, k.Fence}, string(body)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
+	}
+	if n < 0 {
+		return 0, ErrFenceMoved
 	}
 	return n, nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -253,6 +254,23 @@ func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, see
 		}
 		if running || (d.Kind == domain.KindHoldWithoutWorkflow && exists) {
 			continue // in flight, not a discrepancy
+		}
+		if d.Kind == domain.KindReleaseNotFinished {
+			// The database ended the reservation and no workflow runs to
+			// finish Redis: finish it from the token's state, as the
+			// workflow's own Redis step does (a closed workflow's start
+			// would return the old run and change nothing).
+			if repair {
+				changed, err := sales.SyncToken(ctx, r.Store, r.Redis, r.Scripts, d.Token)
+				if err != nil {
+					r.log().Warn("reconcile: finishing a release failed", "sale_id", saleID, "token", d.Token, "err", err)
+				} else if changed {
+					d.Repaired = true
+					r.log().Info("reconcile: finished a release in Redis", "sale_id", saleID, "token", d.Token)
+				}
+			}
+			out = append(out, d)
+			continue
 		}
 		if repair && r.Start != nil {
 			in, err := r.orderInput(ctx, saleID, d)
