@@ -2,12 +2,20 @@
 -- stock net of holds, buyer set, token states, replay keys, epoch and mode.
 -- Holds Redis has that the database does not know yet (inbox entries whose
 -- workflow has not recorded them) are kept, and their units stay held.
+-- A release or advance whose database write committed after the snapshot
+-- may have run its Redis step before this script; the rebuild would undo
+-- it. Each such step bumps the fence, so the rebuild refuses (-1) when the
+-- fence moved since the caller read it before its snapshot, and the caller
+-- starts over; a step that runs after this script finds the rebuilt token.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released,
---       8 inbox
--- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, buyers: [user],
+--       8 inbox, 9 fence
+-- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
 --               tokens: {token: "state:user"}, requests: {"user:request_id": token}}
--- Returns the stock set.
+-- Returns the stock set, or -1 when the fence moved.
 local data = cjson.decode(ARGV[1])
+if tonumber(redis.call('GET', KEYS[9]) or '0') ~= tonumber(data.fence) then
+  return -1
+end
 local stock = tonumber(data.stock)
 local old = redis.call('HGETALL', KEYS[4])
 local kept = {}

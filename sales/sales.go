@@ -96,25 +96,51 @@ func Resync(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scr
 	return true, nil
 }
 
+// rebuildAttempts bounds how often a rebuild starts over because releases
+// ran in Redis meanwhile; after that the resync rolls back and the next
+// round tries again.
+const rebuildAttempts = 5
+
+// afterSnapshot, when set (tests), runs between the database snapshot and
+// the rebuild script: where a release racing the resync lands.
+var afterSnapshot func()
+
 func rebuild(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID, epoch int64) error {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return err
 	}
-	state, err := st.ReadRedisState(ctx, saleID)
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		// The fence first, then the snapshot: a release whose database
+		// write the snapshot missed runs its Redis step after this read,
+		// so either the script sees the fence moved or the step runs on
+		// the rebuilt token.
+		fence, err := scripts.ReadFence(ctx, rdb, saleID)
+		if err != nil {
+			return err
+		}
+		state, err := st.ReadRedisState(ctx, saleID)
+		if err != nil {
+			return err
+		}
+		if afterSnapshot != nil {
+			afterSnapshot()
+		}
+		buyers := make([]string, len(state.Buyers))
+		for i, b := range state.Buyers {
+			buyers[i] = strconv.FormatInt(b, 10)
+		}
+		_, err = scripts.Rebuild(ctx, rdb, saleID, lua.RebuildData{
+			Stock: state.Stock, Epoch: epoch, Fence: fence,
+			StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(), Control: string(sale.Control),
+			Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests,
+		})
+		if errors.Is(err, lua.ErrFenceMoved) && attempt < rebuildAttempts {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return st.FinishResync(ctx, saleID, epoch)
 	}
-	buyers := make([]string, len(state.Buyers))
-	for i, b := range state.Buyers {
-		buyers[i] = strconv.FormatInt(b, 10)
-	}
-	if _, err := scripts.Rebuild(ctx, rdb, saleID, lua.RebuildData{
-		Stock: state.Stock, Epoch: epoch,
-		StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(), Control: string(sale.Control),
-		Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests,
-	}); err != nil {
-		return err
-	}
-	return st.FinishResync(ctx, saleID, epoch)
 }
