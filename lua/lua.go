@@ -116,6 +116,8 @@ const (
 	OutcomeNotStarted = "not_started"
 	OutcomeAlready    = "already"
 	OutcomeSoldOut    = "sold_out"
+	// OutcomeLate: the script ran after the caller's deadline; nothing taken.
+	OutcomeLate = "late"
 )
 
 // ReserveResult is what the reserve script decided.
@@ -132,6 +134,9 @@ type ReserveArgs struct {
 	RequestID string
 	Token     string
 	Epoch     int64
+	// Deadline is when the caller gives up; a script that runs later takes
+	// nothing (OutcomeLate). Zero: none.
+	Deadline time.Time
 }
 
 // ReserveKeys returns the reserve script's keys, in its order.
@@ -142,8 +147,12 @@ func ReserveKeys(k Keys) []string {
 // Reserve runs the reservation script.
 func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs) (ReserveResult, error) {
 	k := SaleKeys(a.SaleID)
+	deadline := int64(0)
+	if !a.Deadline.IsZero() {
+		deadline = a.Deadline.UnixMilli()
+	}
 	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
-		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10)).Slice()
+		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), strconv.FormatInt(deadline, 10)).Slice()
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}

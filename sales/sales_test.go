@@ -67,7 +67,7 @@ func (f *fixture) toDatabaseMode() {
 	stock, err := f.rdb.Get(f.ctx, f.keys.Stock).Int64()
 	require.NoError(f.t, err)
 	require.NoError(f.t, f.st.RecordRedisStock(f.ctx, f.sale.ID, stock))
-	_, err = f.st.SwitchToDatabase(f.ctx, f.sale.ID)
+	_, err = f.st.SwitchToDatabase(f.ctx, f.sale.ID, 0)
 	require.NoError(f.t, err)
 }
 

@@ -24,7 +24,7 @@ func mustDatabaseModeSale(t *testing.T, st *store.Store) (*domain.Sale, domain.O
 	sale := testenv.MustSale(t, st, 5)
 	testenv.MustWarm(t, st, rdb, sale)
 	require.NoError(t, st.RecordRedisStock(testCtx(t), sale.ID, 5))
-	_, err := st.SwitchToDatabase(testCtx(t), sale.ID)
+	_, err := st.SwitchToDatabase(testCtx(t), sale.ID, 0)
 	require.NoError(t, err)
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{Token: domain.DeriveToken([]byte("k"), sale.ID, user, "outbox-01"), SaleID: sale.ID, UserID: user, RequestID: "outbox-01", Path: domain.PathDatabase, Deducted: true}

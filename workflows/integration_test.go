@@ -340,7 +340,7 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 	sale := s.MustWarmSale(t, stock, 10*time.Minute, stock)
 	ctx := ctxT(t, 60*time.Second)
 	require.NoError(t, s.st.RecordRedisStock(ctx, sale.ID, stock))
-	_, err := s.st.SwitchToDatabase(ctx, sale.ID)
+	_, err := s.st.SwitchToDatabase(ctx, sale.ID, 0)
 	require.NoError(t, err)
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-dbpath"), SaleID: sale.ID, UserID: user,
