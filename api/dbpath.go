@@ -62,6 +62,10 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 	case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
 		s.m.reject(layerDatabase, "sold_out")
 		return sendError(c, domain.ESoldOut, "sold out")
+	case errors.As(err, new(*domain.Error)):
+		// The sale as it is now: paused, stopped or out of its window.
+		s.m.reject(layerDatabase, domain.ErrorCode(err))
+		return sendErr(c, err)
 	case errors.Is(err, store.ErrNotSellingYet):
 		// Redis holds sent before the switch may still be taken: the
 		// database path waits them out rather than sell their units.

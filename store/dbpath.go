@@ -101,9 +101,25 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		Mode                 string        `bun:"mode"`
 		Quota                sql.NullInt64 `bun:"db_quota"`
 		Selling              bool          `bun:"selling"`
+		Control              string        `bun:"control"`
+		Window               string        `bun:"window_state"`
 	}
-	if err := s.DB.NewRaw("SELECT price_cents, payment_window_seconds, buckets, mode, db_quota, COALESCE(db_sell_after <= NOW(3), TRUE) AS selling FROM sales WHERE id = ?", in.SaleID).Scan(ctx, &sale); err != nil {
+	// The window and the operator's pause are checked here, on the sale as
+	// it is now and on MySQL's clock: the API's cached copy may be seconds
+	// old (on the Redis path the script checks them on Redis's clock).
+	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, db_quota,
+		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
+		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state
+		FROM sales WHERE id = ?`, in.SaleID).Scan(ctx, &sale); err != nil {
 		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
+	}
+	switch {
+	case sale.Control == string(domain.ControlStopped) || sale.Window == "ended":
+		return nil, false, domain.Errorf(domain.ESaleEnded, "the sale has ended")
+	case sale.Window == "not_started":
+		return nil, false, domain.Errorf(domain.ESaleNotStarted, "the sale has not started")
+	case sale.Control == string(domain.ControlPaused):
+		return nil, false, domain.Errorf(domain.ESalePaused, "the sale is paused")
 	}
 	if sale.Mode != string(domain.ModeDatabase) {
 		return nil, false, ErrNotDatabaseMode

@@ -247,3 +247,29 @@ func TestDatabasePathSellsNothingFromAStaleSample(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 5, left)
 }
+
+// The database path judges the window and the pause on the sale as it is
+// now, not on the API's cached copy: a pause or a stop takes effect at once.
+func TestDatabasePathChecksTheSaleAsItIsNow(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		set, code string
+	}{
+		{"control = 'paused'", domain.ESalePaused},
+		{"control = 'stopped'", domain.ESaleEnded},
+		{"control = 'active', ends_at = NOW(3) - INTERVAL 1 SECOND", domain.ESaleEnded},
+		{"starts_at = NOW(3) + INTERVAL 1 MINUTE, ends_at = NOW(3) + INTERVAL 1 HOUR", domain.ESaleNotStarted},
+	} {
+		_, err := st.DB.ExecContext(ctx(t), "UPDATE sales SET "+c.set+" WHERE id = ?", sale.ID)
+		require.NoError(t, err)
+		_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, testenv.UniqueUser(), "window-check"))
+		require.Equal(t, c.code, domain.ErrorCode(err), "after %s: %v", c.set, err)
+	}
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, left, "nothing sold")
+}
