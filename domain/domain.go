@@ -105,7 +105,10 @@ type Sale struct {
 	Control              SaleControl
 	Mode                 SaleMode
 	ModeEpoch            int64
-	CreatedAt            time.Time
+	// Warmed: the sale was loaded into Redis once, so Redis missing its
+	// keys is a fault (lost keys), not "not warmed yet".
+	Warmed    bool
+	CreatedAt time.Time
 }
 
 // PaymentWindow is how long a placed order waits for payment.

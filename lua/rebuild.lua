@@ -1,7 +1,9 @@
 -- Rebuild a sale in Redis from the database after an outage, in one step:
 -- stock net of holds, buyer set, token states, replay keys, epoch and mode.
 -- Holds Redis has that the database does not know yet (inbox entries whose
--- workflow has not recorded them) are kept, and their units stay held.
+-- workflow has not recorded them) are kept, and their units stay held:
+-- found as held tokens, or, when the tokens hash was lost with other keys,
+-- as inbox entries no token state explains.
 -- A release or advance whose database write committed after the snapshot
 -- may have run its Redis step before this script; the rebuild would undo
 -- it. Each such step bumps the fence, so the rebuild refuses (-1) when the
@@ -26,6 +28,25 @@ for i = 1, #old, 2 do
     kept[token] = v
     table.insert(data.buyers, user)
     stock = stock - 1
+  end
+end
+if redis.call('EXISTS', KEYS[8]) == 1 then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[8], '-', '+')) do
+    local f = e[2]
+    local fields = {}
+    for i = 1, #f, 2 do
+      fields[f[i]] = f[i + 1]
+    end
+    local token, user, request = fields['token'], fields['user'], fields['request']
+    if token and user and data.tokens[token] == nil and kept[token] == nil
+        and redis.call('HEXISTS', KEYS[4], token) == 0 then
+      kept[token] = 'held:' .. user
+      table.insert(data.buyers, user)
+      if request then
+        data.requests[user .. ':' .. request] = token
+      end
+      stock = stock - 1
+    end
   end
 end
 if stock < 0 then

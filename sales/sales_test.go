@@ -162,3 +162,65 @@ func mustInt(t *testing.T, c *redis.StringCmd) int64 {
 	require.NoError(t, err)
 	return n
 }
+
+// A live sale whose keys Redis lost (all but its inbox) is rebuilt by
+// warm-up's safe procedure: every recorded reservation and every hold that
+// survives in the inbox keeps its unit and buyer mark, so no earlier buyer
+// buys twice and no held unit is resold; with its keys present warm-up
+// answers already_live. Before, warm-up reloaded buckets and live orders
+// only (the reserved counter was gone too): the inbox's hold was resold.
+func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
+	f := mustFixture(t, 5)
+	ordered, queued, inboxOnly := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
+	f.redisHold(ordered, true)
+	f.redisHold(queued, false)
+	// A hold Redis took whose workflow has not recorded it yet.
+	req := fmt.Sprintf("req-%d", inboxOnly)
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, inboxOnly, req), Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeOK, res.Outcome)
+
+	outcome, _, err := sales.Warmup(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, lua.WarmupAlreadyLive, outcome, "Redis holds the live sale")
+
+	for _, k := range f.keys.All() {
+		if k != f.keys.Inbox {
+			require.NoError(t, f.rdb.Del(f.ctx, k).Err())
+		}
+	}
+	lost, err := sales.KeysLost(f.ctx, f.rdb, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, lost)
+	outcome, stock, err := sales.Warmup(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, lua.WarmupOK, outcome)
+	require.EqualValues(t, 2, stock, "5 units - 1 order - 2 holds")
+
+	for _, u := range []int64{ordered, queued, inboxOnly} {
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "again-1",
+			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "again-1"), Epoch: f.epoch()})
+		require.NoError(t, err)
+		require.Equal(t, lua.OutcomeAlready, r.Outcome, "user %d cannot buy twice", u)
+	}
+	// The inbox-only hold replays to its token.
+	r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, inboxOnly, req), Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeReplay, r.Outcome)
+	sold := 0
+	for range 4 {
+		u := testenv.UniqueUser()
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
+			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "fresh-1"), Epoch: f.epoch()})
+		require.NoError(t, err)
+		if r.Outcome == lua.OutcomeOK {
+			sold++
+		}
+	}
+	require.Equal(t, 2, sold, "fresh users buy exactly what is left")
+	got, err := f.st.GetSale(f.ctx, f.sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+}

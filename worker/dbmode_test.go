@@ -100,3 +100,25 @@ func TestResyncerRollsBackAStalledResync(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeDatabase, got.Mode, "back to database mode, where a later resync starts over")
 }
+
+// A live sale whose keys vanish from a healthy Redis is detected by the
+// resyncer (the reserve script's not_ready is no breaker failure) and
+// rebuilt from the database, without an operator.
+func TestResyncerRebuildsALiveSaleWhoseKeysVanished(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	sale := testenv.MustSale(t, st, 5)
+	testenv.MustWarm(t, st, rdb, sale)
+	k := lua.SaleKeys(sale.ID)
+	require.NoError(t, rdb.Del(testCtx(t), k.All()...).Err())
+
+	r := &Resyncer{Store: st, Redis: rdb, Scripts: lua.New(), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r.Once(testCtx(t))
+	stock, err := rdb.Get(testCtx(t), k.Stock).Int64()
+	require.NoError(t, err, "the stock key is back")
+	require.EqualValues(t, 5, stock)
+	got, err := st.GetSale(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+	require.EqualValues(t, sale.ModeEpoch+2, got.ModeEpoch, "through database mode and a resync")
+}
