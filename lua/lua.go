@@ -50,6 +50,7 @@ type Keys struct {
 	Reserved string // counter of holds ever taken
 	Started  string // set of tokens whose workflow is known started
 	Fence    string // counter bumped by every Redis step of a release or advance
+	Adjusts  string // set of stock-addition refs Redis's stock includes
 }
 
 // SaleKeys returns the keys of a sale.
@@ -67,12 +68,13 @@ func SaleKeys(saleID int64) Keys {
 		Reserved: p + "reserved",
 		Started:  p + "started",
 		Fence:    p + "fence",
+		Adjusts:  p + "adjusts",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts}
 }
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
@@ -239,12 +241,16 @@ const (
 	AdjustOK           = "ok"
 	AdjustInsufficient = "insufficient"
 	AdjustNotReady     = "not_ready"
+	AdjustAlready      = "already"
 )
 
-// Adjust adds delta to the sale's Redis stock, never below zero.
-func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64) (outcome string, stock int64, err error) {
+// Adjust adds delta to the sale's Redis stock, never below zero. With a
+// ref, an addition is applied once: not again, and not at all when a stock
+// repair or rebuild already set the stock from a database snapshot that
+// included it (AdjustAlready).
+func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64, ref string) (outcome string, stock int64, err error) {
 	k := SaleKeys(saleID)
-	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock, k.Released}, delta).Slice()
+	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock, k.Released, k.Adjusts}, delta, ref).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("adjust script: %w", err)
 	}
@@ -337,10 +343,15 @@ func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID i
 }
 
 // SetStock sets the sale's Redis stock to stock if stock and the hold
-// counter are still as a snapshot saw them; it reports whether it did.
-func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expectStock, expectReserved, stock int64) (bool, error) {
+// counter are still as a snapshot saw them, and marks the stock additions
+// the snapshot included (addedRefs) applied; it reports whether it did.
+func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expectStock, expectReserved, stock int64, addedRefs []string) (bool, error) {
 	k := SaleKeys(saleID)
-	n, err := s.setStock.Run(ctx, rdb, []string{k.Stock, k.Reserved, k.Released}, expectStock, expectReserved, stock).Int64()
+	args := []any{expectStock, expectReserved, stock}
+	for _, r := range addedRefs {
+		args = append(args, r)
+	}
+	n, err := s.setStock.Run(ctx, rdb, []string{k.Stock, k.Reserved, k.Released, k.Adjusts}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("set stock script: %w", err)
 	}
@@ -356,6 +367,7 @@ type RebuildData struct {
 	Control  string            `json:"control"`
 	Group    string            `json:"group"`
 	Fence    int64             `json:"fence"` // ReadFence before the database snapshot
+	Added    []string          `json:"added"` // stock additions Stock includes
 	Buyers   []string          `json:"buyers"`
 	Tokens   map[string]string `json:"tokens"`
 	Requests map[string]string `json:"requests"`
@@ -390,13 +402,16 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 	if d.Requests == nil {
 		d.Requests = map[string]string{}
 	}
+	if d.Added == nil {
+		d.Added = []string{}
+	}
 	d.Group = InboxGroup
 	body, err := json.Marshal(d)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}
 	k := SaleKeys(saleID)
-	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox, k.Fence}, string(body)).Int64()
+	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox, k.Fence, k.Adjusts}, string(body)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}

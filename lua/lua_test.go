@@ -220,11 +220,11 @@ func TestWarmupRefusedOnceLive(t *testing.T) {
 
 func TestAdjust(t *testing.T) {
 	f := mustWarmSale(t, 3)
-	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rdb, f.saleID, -4)
+	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rdb, f.saleID, -4, "")
 	require.NoError(t, err)
 	require.Equal(t, lua.AdjustInsufficient, outcome)
 	require.EqualValues(t, 3, stock)
-	outcome, stock, err = f.scripts.Adjust(ctx(t), f.rdb, f.saleID, 5)
+	outcome, stock, err = f.scripts.Adjust(ctx(t), f.rdb, f.saleID, 5, "")
 	require.NoError(t, err)
 	require.Equal(t, lua.AdjustOK, outcome)
 	require.EqualValues(t, 8, stock)

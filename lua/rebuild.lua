@@ -10,7 +10,7 @@
 -- fence moved since the caller read it before its snapshot, and the caller
 -- starts over; a step that runs after this script finds the rebuilt token.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released,
---       8 inbox, 9 fence
+--       8 inbox, 9 fence, 10 applied additions (set)
 -- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
 --               tokens: {token: "state:user"}, requests: {"user:request_id": token}}
 -- Returns the stock set, or -1 when the fence moved.
@@ -66,6 +66,9 @@ for field, token in pairs(data.requests) do
   redis.call('HSET', KEYS[5], field, token)
 end
 redis.call('SET', KEYS[2], stock)
+for _, ref in ipairs(data.added) do
+  redis.call('SADD', KEYS[10], ref)
+end
 redis.call('HSET', KEYS[1], 'epoch', tostring(data.epoch), 'mode', 'redis',
   'starts_ms', tostring(data.starts_ms), 'ends_ms', tostring(data.ends_ms), 'control', data.control)
 local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[8], data.group, '0', 'MKSTREAM')

@@ -357,7 +357,7 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, first, secon
 		if target != second.db.DBStock || target < 0 {
 			continue // the database disagrees with itself: report, do not copy
 		}
-		ok, err := r.Scripts.SetStock(ctx, r.Redis, saleID, second.redis.Stock, second.redis.Reserved, target)
+		ok, err := r.Scripts.SetStock(ctx, r.Redis, saleID, second.redis.Stock, second.redis.Reserved, target, second.db.AddedRefs)
 		if err != nil {
 			r.log().Warn("reconcile: stock repair failed", "sale_id", saleID, "err", err)
 			continue

@@ -222,3 +222,24 @@ func TestTransientStateSeenOnceIsNotReported(t *testing.T) {
 	rep := f.run(false)
 	require.Empty(t, rep.Discrepancies, "seen in one pass only")
 }
+
+// An operator's stock addition whose Redis step lands after a stock repair
+// copied the buckets (addition included) into Redis is not applied twice:
+// the repair marks the additions its snapshot included.
+func TestStockAdditionAfterARepairIsNotAppliedTwice(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	ref := fmt.Sprintf("adjust-test-%d", f.sale.ID)
+	require.NoError(t, f.st.AdjustStock(ctx(t), f.sale.ID, 2, ref)) // the database step
+
+	rep := f.run(true) // the repair runs before the Redis step
+	require.Equal(t, []string{domain.KindRedisStockDrift}, kinds(rep))
+	require.True(t, rep.Discrepancies[0].Repaired)
+
+	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rec.Redis, f.sale.ID, 2, ref) // the late Redis step
+	require.NoError(t, err)
+	require.Equal(t, lua.AdjustAlready, outcome)
+	require.EqualValues(t, 7, stock)
+	after := f.run(false)
+	require.True(t, after.Consistent, "%+v", after)
+	require.EqualValues(t, 7, after.RedisStock)
+}

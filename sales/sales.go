@@ -194,7 +194,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb redis.UniversalClient, sc
 		_, err = scripts.Rebuild(ctx, rdb, saleID, lua.RebuildData{
 			Stock: state.Stock, Epoch: epoch, Fence: fence,
 			StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(), Control: string(sale.Control),
-			Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests,
+			Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests, Added: state.AddedRefs,
 		})
 		if errors.Is(err, lua.ErrFenceMoved) && attempt < rebuildAttempts {
 			continue

@@ -315,6 +315,8 @@ type RedisState struct {
 	Buyers   []int64
 	Tokens   map[string]string // token -> "state:user"
 	Requests map[string]string // "user:request_id" -> token
+	// AddedRefs: the stock additions Stock includes (Snapshot.AddedRefs).
+	AddedRefs []string
 }
 
 // ReadRedisState reads a sale's Redis state from the database in one
@@ -335,6 +337,11 @@ func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, 
 		if err := tx.NewRaw("SELECT token, user_id, request_id, status FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("reservations: %w", err)
 		}
+		refs, err := addedRefs(ctx, tx, saleID)
+		if err != nil {
+			return err
+		}
+		st.AddedRefs = refs
 		holds := int64(0)
 		buyers := map[int64]bool{}
 		for _, r := range rows {
