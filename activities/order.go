@@ -178,7 +178,7 @@ func (a *Activities) RedisAdvance(ctx context.Context, saleID int64, token, to s
 // state (sales.SyncToken): the Redis step of every release and advance of
 // workflows at version redisFromState. It reports whether Redis changed.
 func (a *Activities) SyncRedis(ctx context.Context, token string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, dbTimeout+redisTimeout)
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	changed, err := sales.SyncToken(ctx, a.Store, a.Redis, a.Scripts, token)
 	if err != nil {

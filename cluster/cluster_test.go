@@ -235,7 +235,11 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	}
 	// The resync: rebuild from the database's picture; the four holds the
 	// database does not know yet stay held.
-	n, err := s.Rebuild(ctx, rdb, id, lua.RebuildData{Stock: 7, Epoch: 2, StartsMS: now.Add(-time.Minute).UnixMilli(),
+	fence, err := s.ReadFence(ctx, rdb, id)
+	if err != nil {
+		return err
+	}
+	n, err := s.Rebuild(ctx, rdb, id, lua.RebuildData{Stock: 7, Epoch: 2, Fence: fence, StartsMS: now.Add(-time.Minute).UnixMilli(),
 		EndsMS: now.Add(time.Hour).UnixMilli(), Control: "active"})
 	if err != nil {
 		return err

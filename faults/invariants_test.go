@@ -95,7 +95,7 @@ func TestSummaryTable(t *testing.T) {
 	s := soundState()
 	s.ClientTokens = append(s.ClientTokens, "t1") // a replayed token counts once
 	row := Summarize("sound", 4, s, Check(s))
-	assert.Equal(t, Row{Scenario: "sound", Requests: 4, Reserved: 3, Sold: 2, Released: 1, Result: "ok"}, row)
+	assert.Equal(t, Row{Scenario: "sound", Requests: 4, Reserved: 3, Sold: 2, Released: 1, Kept202: -1, Result: "ok"}, row)
 	out := Table([]Row{row})
 	assert.Contains(t, out, "scenario")
 	assert.Contains(t, out, "sound")

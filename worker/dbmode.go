@@ -120,7 +120,9 @@ func (r *Resyncer) Once(ctx context.Context) {
 	for _, s := range open {
 		switch s.Mode {
 		case domain.ModeRedis:
-			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) {
+			// Live sales only: an ended or stopped one is being torn down,
+			// which deletes its keys on purpose.
+			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
 				r.rebuildIfLost(ctx, s.ID)
 			}
 		case domain.ModeResync:
