@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -171,6 +172,19 @@ func (a *Activities) RedisAdvance(ctx context.Context, saleID int64, token, to s
 		return false, fmt.Errorf("redis advance %s to %s: %w", token, to, err)
 	}
 	return moved, nil
+}
+
+// SyncRedis brings Redis's copy of the token to the database's current
+// state (sales.SyncToken): the Redis step of every release and advance of
+// workflows at version redisFromState. It reports whether Redis changed.
+func (a *Activities) SyncRedis(ctx context.Context, token string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	changed, err := sales.SyncToken(ctx, a.Store, a.Redis, a.Scripts, token)
+	if err != nil {
+		return false, fmt.Errorf("sync redis: %w", err)
+	}
+	return changed, nil
 }
 
 // RedisRelease releases the token's hold: the buyer mark goes, the token is

@@ -217,13 +217,15 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 			s.logger.Error("adjust stock in db", "sale", id, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
-		if _, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta); err != nil {
+		// The ref makes the Redis step apply once, also when a stock repair
+		// copied the buckets (with this addition) into Redis meanwhile.
+		if _, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, ref); err != nil {
 			s.logger.Error("adjust stock in redis after the database; reconciliation repairs it", "sale", id, "delta", delta, "err", err)
 			return unavailable(c, 1, "database changed but redis did not; reconciliation will repair")
 		}
 		s.cache.dropMark(id)
 	} else {
-		outcome, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta)
+		outcome, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, "")
 		if err != nil {
 			s.logger.Error("adjust stock in redis", "sale", id, "err", err)
 			return unavailable(c, 1, "redis unavailable")
@@ -234,7 +236,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		if err := s.st.AdjustStock(ctx, id, delta, ref); err != nil {
 			if outcome == lua.AdjustOK {
 				// Give the units back to Redis: the database refused them.
-				if _, _, gerr := s.scripts.Adjust(context.WithoutCancel(ctx), s.rdb, id, -delta); gerr != nil {
+				if _, _, gerr := s.scripts.Adjust(context.WithoutCancel(ctx), s.rdb, id, -delta, ""); gerr != nil {
 					s.logger.Error("give units back to redis", "sale", id, "delta", -delta, "err", gerr)
 				}
 			}

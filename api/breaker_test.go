@@ -60,14 +60,18 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, stock-4))
 
 	// Redis dies: the first requests fail with 503 (outcome unknown) until
-	// the breaker opens; then the database path takes over.
+	// the breaker opens; then the database path takes over once every
+	// Redis reservation sent before the switch has passed its deadline
+	// (503 meanwhile).
 	proxy.SetCut(true)
 	var unavailable, accepted int
-	for i := int64(4); i < 40 && accepted < 3; i++ {
+	cut := time.Now()
+	for i := int64(4); time.Since(cut) < 20*time.Second && accepted < 3; i++ {
 		r := reserveAs(base+i, "outage-req-1")
 		switch r.Status {
 		case 503:
 			unavailable++
+			time.Sleep(50 * time.Millisecond)
 		case 202:
 			accepted++
 			tokens[base+i] = r.json(t)["token"].(string)

@@ -16,6 +16,19 @@ import (
 // dbPathTimeout bounds one database-path reservation.
 const dbPathTimeout = 3 * time.Second
 
+// saleCacheLag bounds how long an instance takes to learn a sale's new
+// mode: a cache refresh every second, whose Redis read may wait a second
+// before the sales are stored.
+const saleCacheLag = 2500 * time.Millisecond
+
+// dbPathHoldOff is how long after a switch the database path waits before
+// it sells: the last Redis reservation any instance sends before it learns
+// of the switch carries a deadline at most RedisTimeout + ClockSkew after
+// it was sent, and Redis's clock may lag by ClockSkew more.
+func (s *server) dbPathHoldOff() time.Duration {
+	return saleCacheLag + s.cfg.RedisTimeout + 2*s.cfg.ClockSkew
+}
+
 // reserveViaDatabase is the reservation path while Redis is out: one
 // transaction in MySQL (store.ReserveInDB), behind the lowered fallback rate
 // so the database is not flooded: beyond SECKILL_FALLBACK_RPS clients get
@@ -30,7 +43,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbPathTimeout)
 	defer cancel()
 	if sale.Mode == domain.ModeRedis {
-		switched, err := s.st.SwitchToDatabase(ctx, sale.ID)
+		switched, err := s.st.SwitchToDatabase(ctx, sale.ID, s.dbPathHoldOff())
 		if err != nil {
 			s.m.reject(layerDatabase, "error")
 			s.logger.Error("switch sale to database mode", "sale", sale.ID, "err", err)
@@ -40,7 +53,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 		entry.sale.Store(switched)
 		entry.mark.Store(nil)
 	}
-	res, replay, err := s.st.ReserveInDB(ctx, in)
+	res, replay, err := s.st.ReserveInDBWithSkew(ctx, in, s.cfg.ClockSkew)
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrAlreadyPurchased):
@@ -49,6 +62,15 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 	case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
 		s.m.reject(layerDatabase, "sold_out")
 		return sendError(c, domain.ESoldOut, "sold out")
+	case errors.As(err, new(*domain.Error)):
+		// The sale as it is now: paused, stopped or out of its window.
+		s.m.reject(layerDatabase, domain.ErrorCode(err))
+		return sendErr(c, err)
+	case errors.Is(err, store.ErrNotSellingYet):
+		// Redis holds sent before the switch may still be taken: the
+		// database path waits them out rather than sell their units.
+		s.m.reject(layerDatabase, "not_ready")
+		return unavailable(c, 1, "the sale is moving to the database path; retry with the same request_id")
 	case errors.Is(err, store.ErrNotDatabaseMode):
 		// The sale is going back to Redis (resync): a moment's pause.
 		s.m.reject(layerDatabase, "not_ready")

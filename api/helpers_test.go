@@ -123,6 +123,7 @@ func (h *harness) MustWarmSale(stock int64, opts ...testenv.SaleOption) *domain.
 	h.tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		_ = h.st.MarkFinished(ctx, sale.ID) // else a resyncer rebuilds its vanished keys
 		_ = h.rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err()
 	})
 	r := h.do("POST", "/admin/v1/sales/"+strconv.FormatInt(sale.ID, 10)+"/warmup", h.admin, "")

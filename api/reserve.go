@@ -257,6 +257,8 @@ func (s *server) reserve(c *fiber.Ctx) error {
 		return sendError(c, domain.ESalePaused, "the sale is paused")
 	case lua.OutcomeNotReady:
 		return unavailable(c, 1, "the sale is not ready yet, retry with the same request_id")
+	case lua.OutcomeLate:
+		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}
 	s.logger.Error("reserve: unexpected script outcome", "outcome", res.Outcome)
 	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
@@ -269,6 +271,11 @@ func (s *server) dbInput(token string, saleID, userID int64, requestID string) d
 // reserveViaRedis is the one Redis call of the hot path, kept small so that
 // a circuit breaker and the database path can wrap it.
 func (s *server) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
+	// The script takes nothing once Redis's clock passes the deadline, so
+	// a call that outlives its timeout (a frozen Redis resuming) cannot
+	// hold a unit the client was told nothing about; the skew keeps a
+	// prompt call on a Redis whose clock runs ahead from being refused.
+	a.Deadline = time.Now().Add(s.cfg.RedisTimeout + s.cfg.ClockSkew)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
 	return s.scripts.Reserve(ctx, s.rdb, a)

@@ -220,7 +220,7 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	if released, err := s.Release(ctx, rdb, id, 1, tokens[0], true); err != nil || !released {
 		return fmt.Errorf("release %v: %w", released, err)
 	}
-	if out, _, err := s.Adjust(ctx, rdb, id, 2); err != nil || out != lua.AdjustOK {
+	if out, _, err := s.Adjust(ctx, rdb, id, 2, "cluster-add"); err != nil || out != lua.AdjustOK {
 		return fmt.Errorf("adjust %q: %w", out, err)
 	}
 	snap, err := s.ReadSnapshot(ctx, rdb, id, time.Second)
@@ -230,12 +230,16 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	if snap.Stock != 3 {
 		return fmt.Errorf("snapshot: stock %d, want 3", snap.Stock)
 	}
-	if ok, err := s.SetStock(ctx, rdb, id, snap.Stock, snap.Reserved, 3); err != nil || !ok {
+	if ok, err := s.SetStock(ctx, rdb, id, snap.Stock, snap.Reserved, 3, []string{"cluster-add"}); err != nil || !ok {
 		return fmt.Errorf("set stock %v: %w", ok, err)
 	}
 	// The resync: rebuild from the database's picture; the four holds the
 	// database does not know yet stay held.
-	n, err := s.Rebuild(ctx, rdb, id, lua.RebuildData{Stock: 7, Epoch: 2, StartsMS: now.Add(-time.Minute).UnixMilli(),
+	fence, err := s.ReadFence(ctx, rdb, id)
+	if err != nil {
+		return err
+	}
+	n, err := s.Rebuild(ctx, rdb, id, lua.RebuildData{Stock: 7, Epoch: 2, Fence: fence, StartsMS: now.Add(-time.Minute).UnixMilli(),
 		EndsMS: now.Add(time.Hour).UnixMilli(), Control: "active"})
 	if err != nil {
 		return err

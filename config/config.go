@@ -39,19 +39,23 @@ type Config struct {
 	PaymentSecret []byte
 	TokenKey      []byte // HMAC key deriving reservation tokens
 
-	GlobalRPS       float64 // global token bucket of the reservation path
-	GlobalBurst     int
-	PerAddrRPS      float64
-	PerAddrBurst    int
-	PerUserRPS      float64
-	PerUserBurst    int
-	FallbackRPS     float64 // global rate while a sale is in database mode
-	TrustedAddrs    []netip.Prefix
-	TrustedProxies  []netip.Prefix
-	ProxyHeader     string
-	CORSOrigins     []string
-	RedisTimeout    time.Duration // per-call timeout of hot-path Redis calls
-	StarterQueue    int           // bounded queue of workflow starts in the API
+	GlobalRPS      float64 // global token bucket of the reservation path
+	GlobalBurst    int
+	PerAddrRPS     float64
+	PerAddrBurst   int
+	PerUserRPS     float64
+	PerUserBurst   int
+	FallbackRPS    float64 // global rate while a sale is in database mode
+	TrustedAddrs   []netip.Prefix
+	TrustedProxies []netip.Prefix
+	ProxyHeader    string
+	CORSOrigins    []string
+	RedisTimeout   time.Duration // per-call timeout of hot-path Redis calls
+	// ClockSkew bounds how far the clocks of the API, worker, Redis and
+	// MySQL hosts may differ: reservation deadlines and the database
+	// path's hold-off after a switch allow for it.
+	ClockSkew       time.Duration
+	StarterQueue    int // bounded queue of workflow starts in the API
 	ShutdownTimeout time.Duration
 
 	RelayConsumer    string
@@ -192,6 +196,7 @@ func load(get func(string) string) (*Config, error) {
 	}
 	c.CORSOrigins = splitList(str("SECKILL_CORS_ORIGINS", corsDefault))
 	c.RedisTimeout = dur("SECKILL_REDIS_TIMEOUT", 250*time.Millisecond)
+	c.ClockSkew = dur("SECKILL_CLOCK_SKEW", 500*time.Millisecond)
 	c.StarterQueue = int(num("SECKILL_STARTER_QUEUE", 4096))
 	c.ShutdownTimeout = dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
 

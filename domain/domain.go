@@ -105,7 +105,10 @@ type Sale struct {
 	Control              SaleControl
 	Mode                 SaleMode
 	ModeEpoch            int64
-	CreatedAt            time.Time
+	// Warmed: the sale was loaded into Redis once, so Redis missing its
+	// keys is a fault (lost keys), not "not warmed yet".
+	Warmed    bool
+	CreatedAt time.Time
 }
 
 // PaymentWindow is how long a placed order waits for payment.
@@ -173,6 +176,7 @@ type Reservation struct {
 	AmountCents int64
 	PayBy       *time.Time
 	PaymentRef  string
+	FailReason  string // why a FAILED reservation failed (FailReason*)
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }

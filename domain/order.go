@@ -84,6 +84,16 @@ const (
 	ErrTypeNotCancellable   = "NotCancellable"
 )
 
+// Fail reasons stored with a FAILED reservation.
+const (
+	// FailReasonNoStock: the database had no unit for the hold, so Redis
+	// must not get one back when it is released.
+	FailReasonNoStock = "no_stock"
+	// FailReasonAlreadyPurchased: the user's unit is another order's; this
+	// hold's unit was never sold and goes back on sale.
+	FailReasonAlreadyPurchased = "already_purchased"
+)
+
 // Redis token states: held -> ordered -> paid | released.
 const (
 	TokenHeld     = "held"

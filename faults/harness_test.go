@@ -350,6 +350,18 @@ func (s *stack) collect(ctx context.Context) (State, error) {
 		return st, fmt.Errorf("reconcile: %w", err)
 	}
 	st.Report = rep
+	buyers, err := s.rdb.SMembers(ctx, lua.SaleKeys(s.saleID).Buyers).Result()
+	if err != nil {
+		return st, fmt.Errorf("redis buyers: %w", err)
+	}
+	st.RedisBuyers = map[int64]bool{}
+	for _, b := range buyers {
+		var id int64
+		if _, err := fmt.Sscan(b, &id); err != nil {
+			return st, fmt.Errorf("redis buyer %q: %w", b, err)
+		}
+		st.RedisBuyers[id] = true
+	}
 	rows, err := s.st.DB.QueryContext(ctx, `SELECT r.token, r.user_id, r.status, COALESCE(o.status, '')
 		FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, s.saleID)
 	if err != nil {
@@ -415,7 +427,7 @@ func countRows(ctx context.Context, st *store.Store, q string, saleID int64, int
 // payment window passes, workflows finish, visibility catches up), records
 // the scenario's summary row, and fails the test with the violations still
 // seen when it gives up.
-func (s *stack) checkIdle(scenario string) State {
+func (s *stack) checkIdle(scenario string, edit ...func(*Row)) State {
 	t := s.t
 	t.Helper()
 	var last State
@@ -441,6 +453,9 @@ func (s *stack) checkIdle(scenario string) State {
 	req := s.requests
 	s.mu.Unlock()
 	row := Summarize(scenario, req, last, lastV)
+	for _, e := range edit {
+		e(&row)
+	}
 	rowsMu.Lock()
 	rows = append(rows, row)
 	rowsMu.Unlock()

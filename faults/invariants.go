@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/seckill/seckill/domain"
 )
@@ -39,6 +40,38 @@ type State struct {
 	// WindowsPassed says every payment window has closed, so every
 	// reservation must have ended.
 	WindowsPassed bool
+	// RedisBuyers is the sale's Redis buyer set (nil: not read).
+	RedisBuyers map[int64]bool
+}
+
+// StrandedUnits counts units that are neither sold, held by a reservation
+// in flight, nor on sale in Redis: stock_total - live - in_flight -
+// redis_stock (0 when Redis does not hold the sale).
+func (s State) StrandedUnits() int64 {
+	rep := s.Report
+	if rep == nil || !rep.RedisLoaded {
+		return 0
+	}
+	live := rep.Orders[string(domain.StatusPendingPayment)] + rep.Orders[string(domain.StatusPaid)]
+	return max(rep.StockTotal-live-rep.InFlight-rep.RedisStock, 0)
+}
+
+// StrandedUsers lists users Redis still marks as buyers although none of
+// their reservations holds a unit: they could never buy again.
+func (s State) StrandedUsers() []int64 {
+	holding := map[int64]bool{}
+	for _, r := range s.Reservations {
+		if r.Status.HoldsUnit() {
+			holding[r.UserID] = true
+		}
+	}
+	var out []int64
+	for _, u := range sortedKeys(s.RedisBuyers) {
+		if !holding[u] {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // Violation is one broken invariant.
@@ -67,6 +100,8 @@ const (
 	VLostToken         = "client_token_lost"
 	VNotEnded          = "reservation_not_ended"
 	VOrderStatusDiffer = "order_status_differs"
+	VStrandedUnit      = "unit_stranded"
+	VStrandedUser      = "user_stranded"
 )
 
 // Check returns every invariant State breaks; none means the sale is sound.
@@ -99,6 +134,12 @@ func Check(s State) []Violation {
 		if live > rep.StockTotal {
 			add(VOversold, "%d live orders for %d units", live, rep.StockTotal)
 		}
+		if n := s.StrandedUnits(); n > 0 {
+			add(VStrandedUnit, "%d units neither sold, held nor on sale in Redis", n)
+		}
+	}
+	for _, u := range s.StrandedUsers() {
+		add(VStrandedUser, "user %d is marked a buyer in Redis without a reservation holding a unit", u)
 	}
 
 	byToken := map[string]Reservation{}
@@ -168,12 +209,20 @@ type Row struct {
 	Released int64
 	Oversold int64
 	Lost     int
-	Result   string
+	// Redis recovery scenarios (Kept202 < 0: not measured): 202s that
+	// reached PENDING_PAYMENT or PAID, units and users stranded, and the
+	// time from the fault until a 202 again.
+	Kept202, Given202 int
+	StrandedUnits     int64
+	StrandedUsers     int
+	SellingAgain      time.Duration
+	Result            string
 }
 
 // Summarize fills a row's counts from a checked state.
 func Summarize(scenario string, requests int, s State, violations []Violation) Row {
-	r := Row{Scenario: scenario, Requests: requests, Reserved: len(uniq(s.ClientTokens)), Result: "ok"}
+	r := Row{Scenario: scenario, Requests: requests, Reserved: len(uniq(s.ClientTokens)), Result: "ok", Kept202: -1,
+		StrandedUnits: s.StrandedUnits(), StrandedUsers: len(s.StrandedUsers())}
 	if s.Report != nil {
 		o := s.Report.Orders
 		r.Sold = o[string(domain.StatusPaid)] + o[string(domain.StatusPendingPayment)]
@@ -202,9 +251,19 @@ func uniq(xs []string) map[string]bool {
 // Table renders rows as a fixed-width table.
 func Table(rows []Row) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-34s %8s %8s %6s %8s %8s %5s  %s\n", "scenario", "requests", "reserved", "sold", "released", "oversold", "lost", "result")
+	fmt.Fprintf(&b, "%-34s %8s %8s %6s %8s %8s %5s %9s %8s %8s %8s  %s\n", "scenario", "requests", "reserved", "sold", "released", "oversold", "lost",
+		"202 kept", "units", "users", "selling", "result")
+	fmt.Fprintf(&b, "%-34s %8s %8s %6s %8s %8s %5s %9s %8s %8s %8s\n", "", "", "", "", "", "", "", "", "stranded", "stranded", "again")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%-34s %8d %8d %6d %8d %8d %5d  %s\n", r.Scenario, r.Requests, r.Reserved, r.Sold, r.Released, r.Oversold, r.Lost, r.Result)
+		kept, again := "-", "-"
+		if r.Kept202 >= 0 {
+			kept = fmt.Sprintf("%d/%d", r.Kept202, r.Given202)
+		}
+		if r.SellingAgain > 0 {
+			again = r.SellingAgain.Round(100 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "%-34s %8d %8d %6d %8d %8d %5d %9s %8d %8d %8s  %s\n", r.Scenario, r.Requests, r.Reserved, r.Sold, r.Released, r.Oversold, r.Lost,
+			kept, r.StrandedUnits, r.StrandedUsers, again, r.Result)
 	}
 	return b.String()
 }

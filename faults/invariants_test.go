@@ -95,8 +95,25 @@ func TestSummaryTable(t *testing.T) {
 	s := soundState()
 	s.ClientTokens = append(s.ClientTokens, "t1") // a replayed token counts once
 	row := Summarize("sound", 4, s, Check(s))
-	assert.Equal(t, Row{Scenario: "sound", Requests: 4, Reserved: 3, Sold: 2, Released: 1, Result: "ok"}, row)
+	assert.Equal(t, Row{Scenario: "sound", Requests: 4, Reserved: 3, Sold: 2, Released: 1, Kept202: -1, Result: "ok"}, row)
 	out := Table([]Row{row})
 	assert.Contains(t, out, "scenario")
 	assert.Contains(t, out, "sound")
+}
+
+// A unit neither sold, held nor on sale in Redis, and a user Redis still
+// marks without a live reservation, are violations of their own (the
+// issue's 27 units and 43 users after a Redis outage).
+func TestCheckFindsStrandedUnitsAndUsers(t *testing.T) {
+	s := soundState()
+	s.RedisBuyers = map[int64]bool{1: true, 2: true}
+	require.Empty(t, Check(s))
+
+	s.Report.RedisStock = 1 // two units gone from Redis's stock
+	s.RedisBuyers[3] = true // user 3's reservation expired, the mark stayed
+	got := kinds(Check(s))
+	assert.Contains(t, got, VStrandedUnit)
+	assert.Contains(t, got, VStrandedUser)
+	assert.EqualValues(t, 2, s.StrandedUnits())
+	assert.Equal(t, []int64{3}, s.StrandedUsers())
 }

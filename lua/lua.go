@@ -7,6 +7,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,6 +49,8 @@ type Keys struct {
 	Released string // counter bumped at every release
 	Reserved string // counter of holds ever taken
 	Started  string // set of tokens whose workflow is known started
+	Fence    string // counter bumped by every Redis step of a release or advance
+	Adjusts  string // set of stock-addition refs Redis's stock includes
 }
 
 // SaleKeys returns the keys of a sale.
@@ -64,12 +67,14 @@ func SaleKeys(saleID int64) Keys {
 		Released: p + "released",
 		Reserved: p + "reserved",
 		Started:  p + "started",
+		Fence:    p + "fence",
+		Adjusts:  p + "adjusts",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts}
 }
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
@@ -113,6 +118,8 @@ const (
 	OutcomeNotStarted = "not_started"
 	OutcomeAlready    = "already"
 	OutcomeSoldOut    = "sold_out"
+	// OutcomeLate: the script ran after the caller's deadline; nothing taken.
+	OutcomeLate = "late"
 )
 
 // ReserveResult is what the reserve script decided.
@@ -129,6 +136,9 @@ type ReserveArgs struct {
 	RequestID string
 	Token     string
 	Epoch     int64
+	// Deadline is when the caller gives up; a script that runs later takes
+	// nothing (OutcomeLate). Zero: none.
+	Deadline time.Time
 }
 
 // ReserveKeys returns the reserve script's keys, in its order.
@@ -139,8 +149,12 @@ func ReserveKeys(k Keys) []string {
 // Reserve runs the reservation script.
 func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs) (ReserveResult, error) {
 	k := SaleKeys(a.SaleID)
+	deadline := int64(0)
+	if !a.Deadline.IsZero() {
+		deadline = a.Deadline.UnixMilli()
+	}
 	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
-		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10)).Slice()
+		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), strconv.FormatInt(deadline, 10)).Slice()
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}
@@ -161,7 +175,7 @@ func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userI
 	if restore {
 		r = "1"
 	}
-	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released},
+	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence},
 		token, strconv.FormatInt(userID, 10), r).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release script: %w", err)
@@ -177,7 +191,7 @@ func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64,
 	for _, f := range from {
 		args = append(args, f)
 	}
-	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens}, args...).Int64()
+	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens, k.Fence}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("advance script: %w", err)
 	}
@@ -227,12 +241,16 @@ const (
 	AdjustOK           = "ok"
 	AdjustInsufficient = "insufficient"
 	AdjustNotReady     = "not_ready"
+	AdjustAlready      = "already"
 )
 
-// Adjust adds delta to the sale's Redis stock, never below zero.
-func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64) (outcome string, stock int64, err error) {
+// Adjust adds delta to the sale's Redis stock, never below zero. With a
+// ref, an addition is applied once: not again, and not at all when a stock
+// repair or rebuild already set the stock from a database snapshot that
+// included it (AdjustAlready).
+func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64, ref string) (outcome string, stock int64, err error) {
 	k := SaleKeys(saleID)
-	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock, k.Released}, delta).Slice()
+	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock, k.Released, k.Adjusts}, delta, ref).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("adjust script: %w", err)
 	}
@@ -325,10 +343,15 @@ func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID i
 }
 
 // SetStock sets the sale's Redis stock to stock if stock and the hold
-// counter are still as a snapshot saw them; it reports whether it did.
-func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expectStock, expectReserved, stock int64) (bool, error) {
+// counter are still as a snapshot saw them, and marks the stock additions
+// the snapshot included (addedRefs) applied; it reports whether it did.
+func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expectStock, expectReserved, stock int64, addedRefs []string) (bool, error) {
 	k := SaleKeys(saleID)
-	n, err := s.setStock.Run(ctx, rdb, []string{k.Stock, k.Reserved, k.Released}, expectStock, expectReserved, stock).Int64()
+	args := []any{expectStock, expectReserved, stock}
+	for _, r := range addedRefs {
+		args = append(args, r)
+	}
+	n, err := s.setStock.Run(ctx, rdb, []string{k.Stock, k.Reserved, k.Released, k.Adjusts}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("set stock script: %w", err)
 	}
@@ -343,13 +366,32 @@ type RebuildData struct {
 	EndsMS   int64             `json:"ends_ms"`
 	Control  string            `json:"control"`
 	Group    string            `json:"group"`
+	Fence    int64             `json:"fence"` // ReadFence before the database snapshot
+	Added    []string          `json:"added"` // stock additions Stock includes
 	Buyers   []string          `json:"buyers"`
 	Tokens   map[string]string `json:"tokens"`
 	Requests map[string]string `json:"requests"`
 }
 
+// ErrFenceMoved: a release or advance ran in Redis after the rebuild's
+// fence was read; its database snapshot may be stale, so take a new one.
+var ErrFenceMoved = errors.New("a release ran since the snapshot")
+
+// ReadFence reads the sale's fence counter (0 when never bumped).
+func (s *Scripts) ReadFence(ctx context.Context, rdb redis.Cmdable, saleID int64) (int64, error) {
+	n, err := rdb.Get(ctx, SaleKeys(saleID).Fence).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read fence: %w", err)
+	}
+	return n, nil
+}
+
 // Rebuild loads a sale into Redis from the database after an outage (see
-// rebuild.lua) and returns the stock it set.
+// rebuild.lua) and returns the stock it set; ErrFenceMoved when a release
+// ran in Redis since d.Fence was read.
 func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64, d RebuildData) (int64, error) {
 	if d.Buyers == nil {
 		d.Buyers = []string{}
@@ -360,15 +402,21 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 	if d.Requests == nil {
 		d.Requests = map[string]string{}
 	}
+	if d.Added == nil {
+		d.Added = []string{}
+	}
 	d.Group = InboxGroup
 	body, err := json.Marshal(d)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}
 	k := SaleKeys(saleID)
-	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox}, string(body)).Int64()
+	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox, k.Fence, k.Adjusts}, string(body)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
+	}
+	if n < 0 {
+		return 0, ErrFenceMoved
 	}
 	return n, nil
 }

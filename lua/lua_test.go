@@ -220,11 +220,11 @@ func TestWarmupRefusedOnceLive(t *testing.T) {
 
 func TestAdjust(t *testing.T) {
 	f := mustWarmSale(t, 3)
-	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rdb, f.saleID, -4)
+	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rdb, f.saleID, -4, "")
 	require.NoError(t, err)
 	require.Equal(t, lua.AdjustInsufficient, outcome)
 	require.EqualValues(t, 3, stock)
-	outcome, stock, err = f.scripts.Adjust(ctx(t), f.rdb, f.saleID, 5)
+	outcome, stock, err = f.scripts.Adjust(ctx(t), f.rdb, f.saleID, 5, "")
 	require.NoError(t, err)
 	require.Equal(t, lua.AdjustOK, outcome)
 	require.EqualValues(t, 8, stock)
@@ -236,4 +236,28 @@ func TestKeysShareOneSlot(t *testing.T) {
 	for _, key := range k.All() {
 		require.Contains(t, key, "{sale:42}")
 	}
+}
+
+// A script that runs after its caller's deadline (a frozen Redis resuming
+// with the call still queued) takes nothing: no unit, no buyer mark, no
+// replay key, no inbox entry. A prompt one with the same arguments does.
+func TestReserveAfterItsDeadlineTakesNothing(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	args := lua.ReserveArgs{SaleID: f.saleID, UserID: 77, RequestID: "late-0001", Token: "tok-late", Epoch: 1,
+		Deadline: time.Now().Add(-time.Millisecond)}
+	res, err := f.scripts.Reserve(ctx(t), f.rdb, args)
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeLate, res.Outcome)
+	stock, err := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, stock)
+	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, 77).Val())
+	require.Zero(t, f.rdb.HLen(ctx(t), f.keys.Requests).Val())
+	require.Zero(t, f.rdb.XLen(ctx(t), f.keys.Inbox).Val())
+
+	args.Deadline = time.Now().Add(5 * time.Second)
+	res, err = f.scripts.Reserve(ctx(t), f.rdb, args)
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeOK, res.Outcome)
+	require.EqualValues(t, 2, res.StockLeft)
 }

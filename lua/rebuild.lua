@@ -1,13 +1,23 @@
 -- Rebuild a sale in Redis from the database after an outage, in one step:
 -- stock net of holds, buyer set, token states, replay keys, epoch and mode.
 -- Holds Redis has that the database does not know yet (inbox entries whose
--- workflow has not recorded them) are kept, and their units stay held.
+-- workflow has not recorded them) are kept, and their units stay held:
+-- found as held tokens, or, when the tokens hash was lost with other keys,
+-- as inbox entries no token state explains.
+-- A release or advance whose database write committed after the snapshot
+-- may have run its Redis step before this script; the rebuild would undo
+-- it. Each such step bumps the fence, so the rebuild refuses (-1) when the
+-- fence moved since the caller read it before its snapshot, and the caller
+-- starts over; a step that runs after this script finds the rebuilt token.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released,
---       8 inbox
--- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, buyers: [user],
+--       8 inbox, 9 fence, 10 applied additions (set)
+-- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
 --               tokens: {token: "state:user"}, requests: {"user:request_id": token}}
--- Returns the stock set.
+-- Returns the stock set, or -1 when the fence moved.
 local data = cjson.decode(ARGV[1])
+if tonumber(redis.call('GET', KEYS[9]) or '0') ~= tonumber(data.fence) then
+  return -1
+end
 local stock = tonumber(data.stock)
 local old = redis.call('HGETALL', KEYS[4])
 local kept = {}
@@ -18,6 +28,25 @@ for i = 1, #old, 2 do
     kept[token] = v
     table.insert(data.buyers, user)
     stock = stock - 1
+  end
+end
+if redis.call('EXISTS', KEYS[8]) == 1 then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[8], '-', '+')) do
+    local f = e[2]
+    local fields = {}
+    for i = 1, #f, 2 do
+      fields[f[i]] = f[i + 1]
+    end
+    local token, user, request = fields['token'], fields['user'], fields['request']
+    if token and user and data.tokens[token] == nil and kept[token] == nil
+        and redis.call('HEXISTS', KEYS[4], token) == 0 then
+      kept[token] = 'held:' .. user
+      table.insert(data.buyers, user)
+      if request then
+        data.requests[user .. ':' .. request] = token
+      end
+      stock = stock - 1
+    end
   end
 end
 if stock < 0 then
@@ -37,6 +66,9 @@ for field, token in pairs(data.requests) do
   redis.call('HSET', KEYS[5], field, token)
 end
 redis.call('SET', KEYS[2], stock)
+for _, ref in ipairs(data.added) do
+  redis.call('SADD', KEYS[10], ref)
+end
 redis.call('HSET', KEYS[1], 'epoch', tostring(data.epoch), 'mode', 'redis',
   'starts_ms', tostring(data.starts_ms), 'ends_ms', tostring(data.ends_ms), 'control', data.control)
 local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[8], data.group, '0', 'MKSTREAM')

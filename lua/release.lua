@@ -2,9 +2,12 @@
 -- retry, a repair, a release that was retrying during an outage) does
 -- nothing. Stock comes back only when asked: a hold whose order never took a
 -- unit from the database must not add one to Redis.
--- KEYS: 1 stock, 2 buyers, 3 tokens, 4 released counter
+-- Every call bumps the fence, also when it finds nothing to do: a rebuild
+-- whose database snapshot may predate this release then starts over.
+-- KEYS: 1 stock, 2 buyers, 3 tokens, 4 released counter, 5 fence
 -- ARGV: 1 token, 2 user_id, 3 restore stock ('1' or '0')
 -- Returns 1 when released now, 0 when there was nothing to release.
+redis.call('INCR', KEYS[5])
 local v = redis.call('HGET', KEYS[3], ARGV[1])
 if not v then
   return 0

@@ -1,7 +1,8 @@
 -- Reserve one unit of a sale for a user, atomically. Redis runs a script
 -- without interleaving, so the check and the decrement cannot race.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved
--- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in
+-- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
+--       5 deadline (Unix ms; '0' for none)
 -- Returns {outcome, token, stock_left}.
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode')
 local stock = redis.call('GET', KEYS[2])
@@ -16,6 +17,16 @@ local prior = redis.call('HGET', KEYS[5], reqfield)
 if prior then
   return {'replay', prior, stock}
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A script that runs after its caller gave up (Redis was frozen, the call
+-- waited in its queue) takes nothing: the caller answered 503, and the
+-- database path, which waits out every deadline sent before a switch,
+-- may be selling this unit.
+local deadline = tonumber(ARGV[5] or '0')
+if deadline > 0 and now > deadline then
+  return {'late', '', stock}
+end
 -- Redis's copy of the sale is stale while the database path owns the sale.
 if meta[5] ~= 'redis' or meta[4] ~= ARGV[4] then
   return {'not_ready', '', stock}
@@ -27,8 +38,6 @@ if meta[3] == 'stopped' then
   return {'ended', '', stock}
 end
 -- The authoritative window check runs on Redis's clock, one clock for all.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(meta[1]) then
   return {'not_started', '', stock}
 end

@@ -24,6 +24,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -254,6 +255,23 @@ func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, see
 		if running || (d.Kind == domain.KindHoldWithoutWorkflow && exists) {
 			continue // in flight, not a discrepancy
 		}
+		if d.Kind == domain.KindReleaseNotFinished {
+			// The database ended the reservation and no workflow runs to
+			// finish Redis: finish it from the token's state, as the
+			// workflow's own Redis step does (a closed workflow's start
+			// would return the old run and change nothing).
+			if repair {
+				changed, err := sales.SyncToken(ctx, r.Store, r.Redis, r.Scripts, d.Token)
+				if err != nil {
+					r.log().Warn("reconcile: finishing a release failed", "sale_id", saleID, "token", d.Token, "err", err)
+				} else if changed {
+					d.Repaired = true
+					r.log().Info("reconcile: finished a release in Redis", "sale_id", saleID, "token", d.Token)
+				}
+			}
+			out = append(out, d)
+			continue
+		}
 		if repair && r.Start != nil {
 			in, err := r.orderInput(ctx, saleID, d)
 			if err != nil {
@@ -339,7 +357,7 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, first, secon
 		if target != second.db.DBStock || target < 0 {
 			continue // the database disagrees with itself: report, do not copy
 		}
-		ok, err := r.Scripts.SetStock(ctx, r.Redis, saleID, second.redis.Stock, second.redis.Reserved, target)
+		ok, err := r.Scripts.SetStock(ctx, r.Redis, saleID, second.redis.Stock, second.redis.Reserved, target, second.db.AddedRefs)
 		if err != nil {
 			r.log().Warn("reconcile: stock repair failed", "sale_id", saleID, "err", err)
 			continue

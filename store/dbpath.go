@@ -19,20 +19,58 @@ var (
 	ErrNotDatabaseMode = errors.New("sale is not in database mode")
 	// ErrQuotaExhausted: the database path sold what it may.
 	ErrQuotaExhausted = errors.New("database path quota exhausted")
+	// ErrNotSellingYet: the sale switched to the database path moments ago
+	// and a Redis hold sent before the switch may still be taken.
+	ErrNotSellingYet = errors.New("database path not selling yet")
+)
+
+// Bounds of the database path's quota.
+const (
+	// MaxStockSampleAge is the oldest Redis stock sample (worker's
+	// recorder, every second) the quota may start from; with an older
+	// one the database path sells nothing and the units wait for the
+	// resync.
+	MaxStockSampleAge = 5 * time.Second
 )
 
 // SwitchToDatabase moves a sale from Redis mode to database mode, bumping
-// its epoch so that Redis's copy reads as stale, and sets the database
-// path's quota to what Redis had unsold when last seen. It is a no-op when
-// the sale is already in database mode. It returns the sale as it is now.
-func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64) (*domain.Sale, error) {
+// its epoch so that Redis's copy reads as stale. The database path starts
+// selling holdOff later on MySQL's clock (db_sell_after): by then every
+// Redis reservation sent before every instance learned of the switch has
+// passed its deadline, and reserve.lua takes nothing after it. The quota
+// is decided then (openQuota). It is a no-op when the sale is already in
+// database mode. It returns the sale as it is now.
+func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64, holdOff time.Duration) (*domain.Sale, error) {
 	_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ?,
-		db_quota = LEAST(COALESCE(redis_stock_seen, 0), (SELECT COALESCE(SUM(stock), 0) FROM stock_buckets WHERE sale_id = ?))
-		WHERE id = ? AND mode = ?`, string(domain.ModeDatabase), nowMS(), saleID, saleID, string(domain.ModeRedis))
+		db_quota = NULL, db_sell_after = NOW(3) + INTERVAL ? MICROSECOND
+		WHERE id = ? AND mode = ?`, string(domain.ModeDatabase), nowMS(), holdOff.Microseconds(), saleID, string(domain.ModeRedis))
 	if err != nil {
 		return nil, fmt.Errorf("switch sale %d to database mode: %w", saleID, err)
 	}
 	return s.GetSale(ctx, saleID)
+}
+
+// openQuota decides the database path's quota once its hold-off passed:
+// no more than Redis had unsold in a sample at most MaxStockSampleAge older
+// than the switch, minus every Redis hold recorded since that sample
+// (clock skew allowed for), and no more than the buckets hold net of the
+// recorded holds that have no order yet. What it holds back stays in the
+// buckets and goes on sale at the resync.
+func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) error {
+	_, err := s.DB.ExecContext(ctx, `UPDATE sales s SET s.db_quota = GREATEST(0, LEAST(
+			IF(s.redis_stock_seen_at IS NOT NULL AND s.redis_stock_seen_at >= s.mode_changed_at - INTERVAL ? MICROSECOND,
+				s.redis_stock_seen - (SELECT COUNT(*) FROM reservations r
+					WHERE r.sale_id = s.id AND r.path = ? AND r.created_at >= s.redis_stock_seen_at - INTERVAL ? MICROSECOND),
+				0),
+			(SELECT COALESCE(SUM(b.stock), 0) FROM stock_buckets b WHERE b.sale_id = s.id)
+				- (SELECT COUNT(*) FROM reservations q WHERE q.sale_id = s.id AND q.status = ?)))
+		WHERE s.id = ? AND s.mode = ? AND s.db_quota IS NULL AND s.db_sell_after <= NOW(3)`,
+		(MaxStockSampleAge + skew).Microseconds(), string(domain.PathRedis), skew.Microseconds(), string(domain.StatusQueued),
+		saleID, string(domain.ModeDatabase))
+	if err != nil {
+		return fmt.Errorf("open database path quota of sale %d: %w", saleID, err)
+	}
+	return nil
 }
 
 // ReserveInDB is the database reservation path: in one transaction, with
@@ -44,6 +82,13 @@ func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64) (*domain.Sal
 // and reserves nothing. The order workflow starts afterwards, from the
 // caller or from the outbox relay.
 func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, replay bool, err error) {
+	return s.ReserveInDBWithSkew(ctx, in, 0)
+}
+
+// ReserveInDBWithSkew is ReserveInDB allowing for clock skew between the
+// worker that samples Redis's stock and the ones that record holds. Before
+// the sale's hold-off has passed it answers ErrNotSellingYet.
+func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, skew time.Duration) (res *domain.Reservation, replay bool, err error) {
 	if prior, err := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID); err == nil {
 		return prior, true, nil
 	} else if !errors.Is(err, ErrNotFound) {
@@ -55,12 +100,43 @@ func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *dom
 		Buckets              int           `bun:"buckets"`
 		Mode                 string        `bun:"mode"`
 		Quota                sql.NullInt64 `bun:"db_quota"`
+		Selling              bool          `bun:"selling"`
+		Control              string        `bun:"control"`
+		Window               string        `bun:"window_state"`
 	}
-	if err := s.DB.NewRaw("SELECT price_cents, payment_window_seconds, buckets, mode, db_quota FROM sales WHERE id = ?", in.SaleID).Scan(ctx, &sale); err != nil {
+	// The window and the operator's pause are checked here, on the sale as
+	// it is now and on MySQL's clock: the API's cached copy may be seconds
+	// old (on the Redis path the script checks them on Redis's clock).
+	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, db_quota,
+		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
+		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state
+		FROM sales WHERE id = ?`, in.SaleID).Scan(ctx, &sale); err != nil {
 		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
+	}
+	switch {
+	case sale.Control == string(domain.ControlStopped) || sale.Window == "ended":
+		return nil, false, domain.Errorf(domain.ESaleEnded, "the sale has ended")
+	case sale.Window == "not_started":
+		return nil, false, domain.Errorf(domain.ESaleNotStarted, "the sale has not started")
+	case sale.Control == string(domain.ControlPaused):
+		return nil, false, domain.Errorf(domain.ESalePaused, "the sale is paused")
 	}
 	if sale.Mode != string(domain.ModeDatabase) {
 		return nil, false, ErrNotDatabaseMode
+	}
+	if !sale.Selling {
+		return nil, false, ErrNotSellingYet
+	}
+	if !sale.Quota.Valid {
+		if err := s.openQuota(ctx, in.SaleID, skew); err != nil {
+			return nil, false, fmt.Errorf("reserve in db: %w", err)
+		}
+		if err := s.DB.QueryRowContext(ctx, "SELECT mode, db_quota FROM sales WHERE id = ?", in.SaleID).Scan(&sale.Mode, &sale.Quota); err != nil {
+			return nil, false, fmt.Errorf("reserve in db: read quota: %w", err)
+		}
+		if sale.Mode != string(domain.ModeDatabase) {
+			return nil, false, ErrNotDatabaseMode // a resync began meanwhile
+		}
 	}
 	if !sale.Quota.Valid || sale.Quota.Int64 < 1 {
 		return nil, false, ErrQuotaExhausted // cheap early answer; the UPDATE below decides
@@ -239,6 +315,8 @@ type RedisState struct {
 	Buyers   []int64
 	Tokens   map[string]string // token -> "state:user"
 	Requests map[string]string // "user:request_id" -> token
+	// AddedRefs: the stock additions Stock includes (Snapshot.AddedRefs).
+	AddedRefs []string
 }
 
 // ReadRedisState reads a sale's Redis state from the database in one
@@ -259,6 +337,11 @@ func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, 
 		if err := tx.NewRaw("SELECT token, user_id, request_id, status FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("reservations: %w", err)
 		}
+		refs, err := addedRefs(ctx, tx, saleID)
+		if err != nil {
+			return err
+		}
+		st.AddedRefs = refs
 		holds := int64(0)
 		buyers := map[int64]bool{}
 		for _, r := range rows {

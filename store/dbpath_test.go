@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,11 +49,11 @@ func TestDatabasePathSellsOnlyWhatRedisHadUnsold(t *testing.T) {
 	}
 	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock-4))
 
-	switched, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	switched, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeDatabase, switched.Mode)
 	require.EqualValues(t, 2, switched.ModeEpoch)
-	again, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	again, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, again.ModeEpoch, "switching twice is one switch")
 
@@ -111,7 +112,7 @@ func TestDatabasePathReplayAndOneLiveOrder(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
 	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID)
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 	user := testenv.UniqueUser()
 
@@ -152,7 +153,7 @@ func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	_, err := st.PlaceOrder(ctx(t), ordered.Token)
 	require.NoError(t, err)
 	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4))
-	_, err = st.SwitchToDatabase(ctx(t), sale.ID)
+	_, err = st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 	viaDB, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base+3, "resync-03"))
 	require.NoError(t, err)
@@ -185,4 +186,90 @@ func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	sale2, err := st.GetSale(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeRedis, sale2.Mode)
+}
+
+// After a switch the database path sells nothing until its hold-off has
+// passed (Redis holds sent before the switch may still land), and then at
+// most what a fresh Redis stock sample had unsold minus every Redis hold
+// recorded since the sample, and no more than the buckets net of holds
+// without an order. Before, the quota was LEAST(sample of any age, buckets).
+func TestDatabasePathQuotaWaitsOutRedisHoldsAndCountsThem(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock = 10
+	sale := testenv.MustSale(t, st, stock)
+	base := testenv.UniqueUser() * 1000
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock))
+	// Three holds land after the sample; one has its order already.
+	var holds []domain.OrderInput
+	for i := range 3 {
+		holds = append(holds, mustQueued(t, st, sale, base+int64(i), fmt.Sprintf("after-sample-%d", i)))
+	}
+	_, err := st.PlaceOrder(ctx(t), holds[0].Token)
+	require.NoError(t, err)
+
+	const holdOff = 600 * time.Millisecond
+	_, err = st.SwitchToDatabase(ctx(t), sale.ID, holdOff)
+	require.NoError(t, err)
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base+100, "too-early"))
+	require.ErrorIs(t, err, store.ErrNotSellingYet)
+	time.Sleep(holdOff)
+
+	sold := 0
+	for i := range stock {
+		_, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base+200+int64(i), fmt.Sprintf("dbpath-%d", i)))
+		if errors.Is(err, store.ErrQuotaExhausted) {
+			break
+		}
+		require.NoError(t, err)
+		sold++
+	}
+	require.Equal(t, stock-3, sold, "the sample's 10 minus the 3 holds recorded since")
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, left, "the two holds without an order keep their units")
+}
+
+// A Redis stock sample much older than the switch says nothing about the
+// holds since: the database path sells nothing, and the units wait for the
+// resync.
+func TestDatabasePathSellsNothingFromAStaleSample(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
+	_, err := st.DB.ExecContext(ctx(t), "UPDATE sales SET redis_stock_seen_at = ? WHERE id = ?",
+		time.Now().UTC().Add(-time.Minute), sale.ID)
+	require.NoError(t, err)
+	_, err = st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, testenv.UniqueUser(), "stale-sample"))
+	require.ErrorIs(t, err, store.ErrQuotaExhausted)
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, left)
+}
+
+// The database path judges the window and the pause on the sale as it is
+// now, not on the API's cached copy: a pause or a stop takes effect at once.
+func TestDatabasePathChecksTheSaleAsItIsNow(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		set, code string
+	}{
+		{"control = 'paused'", domain.ESalePaused},
+		{"control = 'stopped'", domain.ESaleEnded},
+		{"control = 'active', ends_at = NOW(3) - INTERVAL 1 SECOND", domain.ESaleEnded},
+		{"starts_at = NOW(3) + INTERVAL 1 MINUTE, ends_at = NOW(3) + INTERVAL 1 HOUR", domain.ESaleNotStarted},
+	} {
+		_, err := st.DB.ExecContext(ctx(t), "UPDATE sales SET "+c.set+" WHERE id = ?", sale.ID)
+		require.NoError(t, err)
+		_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, testenv.UniqueUser(), "window-check"))
+		require.Equal(t, c.code, domain.ErrorCode(err), "after %s: %v", c.set, err)
+	}
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, left, "nothing sold")
 }

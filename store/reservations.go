@@ -50,6 +50,9 @@ func (r *reservationRow) domain() *domain.Reservation {
 	if r.PaymentRef != nil {
 		out.PaymentRef = *r.PaymentRef
 	}
+	if r.FailReason != nil {
+		out.FailReason = *r.FailReason
+	}
 	if r.PayBy != nil {
 		t := r.PayBy.UTC()
 		out.PayBy = &t

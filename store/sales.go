@@ -50,6 +50,7 @@ func (r *saleRow) domain() *domain.Sale {
 		Control:              domain.SaleControl(r.Control),
 		Mode:                 domain.SaleMode(r.Mode),
 		ModeEpoch:            r.ModeEpoch,
+		Warmed:               r.WarmedAt != nil,
 		CreatedAt:            r.CreatedAt.UTC(),
 	}
 }

@@ -14,11 +14,15 @@ import (
 // Snapshot is a sale's database state read in one consistent snapshot, for
 // reconciliation.
 type Snapshot struct {
-	StockTotal   int64
-	DBStock      int64 // sum of the buckets
-	Deducts      int64 // ledger 'deduct' rows
-	Restores     int64 // ledger 'restore' rows
-	Adjusted     int64 // sum of ledger 'adjust' deltas
+	StockTotal int64
+	DBStock    int64 // sum of the buckets
+	Deducts    int64 // ledger 'deduct' rows
+	Restores   int64 // ledger 'restore' rows
+	Adjusted   int64 // sum of ledger 'adjust' deltas
+	// AddedRefs are the refs of the stock additions the buckets include:
+	// a stock set from this snapshot marks them applied in Redis, so an
+	// addition's late Redis step is not applied twice.
+	AddedRefs    []string
 	Statuses     map[domain.ReservationStatus]int64
 	Reservations map[string]SnapshotReservation
 	LiveUsers    map[int64]string // user -> token of the live or paid order
@@ -71,6 +75,11 @@ func (s *Store) ReadSnapshot(ctx context.Context, saleID int64) (*Snapshot, erro
 				snap.Adjusted = l.Sum
 			}
 		}
+		refs, err := addedRefs(ctx, tx, saleID)
+		if err != nil {
+			return err
+		}
+		snap.AddedRefs = refs
 		var rows []struct {
 			Token     string    `bun:"token"`
 			UserID    int64     `bun:"user_id"`
@@ -105,6 +114,16 @@ func (s *Store) ReadSnapshot(ctx context.Context, saleID int64) (*Snapshot, erro
 		return nil, fmt.Errorf("read snapshot of sale %d: %w", saleID, err)
 	}
 	return snap, nil
+}
+
+// addedRefs lists the refs of a sale's stock additions (ledger 'adjust'
+// rows with a positive delta).
+func addedRefs(ctx context.Context, tx bun.Tx, saleID int64) ([]string, error) {
+	var refs []string
+	if err := tx.NewRaw("SELECT token FROM stock_ledger WHERE sale_id = ? AND operation = 'adjust' AND delta > 0", saleID).Scan(ctx, &refs); err != nil {
+		return nil, fmt.Errorf("stock additions: %w", err)
+	}
+	return refs, nil
 }
 
 // SaveReport stores a reconciliation report (JSON) of a sale.

@@ -119,6 +119,12 @@ func (r *Resyncer) Once(ctx context.Context) {
 	}
 	for _, s := range open {
 		switch s.Mode {
+		case domain.ModeRedis:
+			// Live sales only: an ended or stopped one is being torn down,
+			// which deletes its keys on purpose.
+			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
+				r.rebuildIfLost(ctx, s.ID)
+			}
 		case domain.ModeResync:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			rolled, err := r.Store.AbortResync(actx, s.ID, 0, r.StaleResync)
@@ -141,6 +147,27 @@ func (r *Resyncer) Once(ctx context.Context) {
 				r.Logger.Info("resync: sale is back on Redis", "sale_id", s.ID)
 			}
 		}
+	}
+}
+
+// rebuildIfLost rebuilds a live sale whose keys Redis lost (a key deleted,
+// a restart without its AOF, a failover to an empty replica): the reserve
+// script answers not_ready for it, which no breaker counts, so nothing
+// else would bring it back.
+func (r *Resyncer) rebuildIfLost(ctx context.Context, saleID int64) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	lost, err := sales.KeysLost(cctx, r.Redis, saleID)
+	if err != nil || !lost {
+		return // Redis failing is the breaker's and the ping's business
+	}
+	r.Logger.Warn("resync: Redis lost a live sale's keys; rebuilding it from the database", "sale_id", saleID)
+	done, err := sales.RebuildLost(cctx, r.Store, r.Redis, r.Scripts, saleID)
+	switch {
+	case err != nil:
+		r.Logger.Error("resync: rebuilding a lost sale failed; it stays on the database path", "sale_id", saleID, "err", err)
+	case done:
+		r.Logger.Info("resync: lost sale rebuilt and back on Redis", "sale_id", saleID)
 	}
 }
 

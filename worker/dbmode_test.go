@@ -24,7 +24,7 @@ func mustDatabaseModeSale(t *testing.T, st *store.Store) (*domain.Sale, domain.O
 	sale := testenv.MustSale(t, st, 5)
 	testenv.MustWarm(t, st, rdb, sale)
 	require.NoError(t, st.RecordRedisStock(testCtx(t), sale.ID, 5))
-	_, err := st.SwitchToDatabase(testCtx(t), sale.ID)
+	_, err := st.SwitchToDatabase(testCtx(t), sale.ID, 0)
 	require.NoError(t, err)
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{Token: domain.DeriveToken([]byte("k"), sale.ID, user, "outbox-01"), SaleID: sale.ID, UserID: user, RequestID: "outbox-01", Path: domain.PathDatabase, Deducted: true}
@@ -99,4 +99,26 @@ func TestResyncerRollsBackAStalledResync(t *testing.T) {
 	got, err := st.GetSale(testCtx(t), sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeDatabase, got.Mode, "back to database mode, where a later resync starts over")
+}
+
+// A live sale whose keys vanish from a healthy Redis is detected by the
+// resyncer (the reserve script's not_ready is no breaker failure) and
+// rebuilt from the database, without an operator.
+func TestResyncerRebuildsALiveSaleWhoseKeysVanished(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	sale := testenv.MustSale(t, st, 5)
+	testenv.MustWarm(t, st, rdb, sale)
+	k := lua.SaleKeys(sale.ID)
+	require.NoError(t, rdb.Del(testCtx(t), k.All()...).Err())
+
+	r := &Resyncer{Store: st, Redis: rdb, Scripts: lua.New(), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r.Once(testCtx(t))
+	stock, err := rdb.Get(testCtx(t), k.Stock).Int64()
+	require.NoError(t, err, "the stock key is back")
+	require.EqualValues(t, 5, stock)
+	got, err := st.GetSale(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+	require.EqualValues(t, sale.ModeEpoch+2, got.ModeEpoch, "through database mode and a resync")
 }

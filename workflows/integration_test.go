@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -327,4 +328,48 @@ func TestOrderIntegrationNoStockFails(t *testing.T) {
 	// find the sale sold out).
 	outcome, _ := s.reserve(sale, in.UserID, "req-nostock-2")
 	require.Equal(t, lua.OutcomeSoldOut, outcome)
+}
+
+// A database-path order, placed while Redis was out, is in Redis after the
+// resync (token ordered, buyer marked, unit not in Redis's stock). Its
+// release must undo that too: decided by the token's state at release
+// time, not by the path the workflow started with.
+func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
+	s := MustStack(t)
+	const stock = 3
+	sale := s.MustWarmSale(t, stock, 10*time.Minute, stock)
+	ctx := ctxT(t, 60*time.Second)
+	require.NoError(t, s.st.RecordRedisStock(ctx, sale.ID, stock))
+	_, err := s.st.SwitchToDatabase(ctx, sale.ID, 0)
+	require.NoError(t, err)
+	user := testenv.UniqueUser()
+	in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-dbpath"), SaleID: sale.ID, UserID: user,
+		RequestID: "req-dbpath", Path: domain.PathDatabase, Deducted: true}
+	_, _, err = s.st.ReserveInDB(ctx, in)
+	require.NoError(t, err)
+	require.NoError(t, s.st.MarkDispatched(ctx, in.Token))
+	require.NoError(t, StartOrder(ctx, s.c, s.queue, in))
+	s.waitStatus(in.Token, domain.StatusPendingPayment)
+
+	done, err := sales.Resync(ctx, s.st, s.rdb, s.scripts, sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+	k := lua.SaleKeys(sale.ID)
+	require.Equal(t, "ordered:"+fmt.Sprint(user), s.rdb.HGet(ctx, k.Tokens, in.Token).Val())
+	require.True(t, s.rdb.SIsMember(ctx, k.Buyers, user).Val())
+
+	st, err := s.update(in.Token, domain.UpdateCancel, "cancel-after-resync", domain.CancelRequest{Reason: "test"})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusCancelled, st.Status)
+	require.Equal(t, "released:"+fmt.Sprint(user), s.rdb.HGet(ctx, k.Tokens, in.Token).Val(), "the token's end state")
+	require.False(t, s.rdb.SIsMember(ctx, k.Buyers, user).Val(), "the buyer mark")
+	b := s.requireConsistent(sale) // the unit, in Redis and in the buckets
+	require.EqualValues(t, stock, b.redisStock)
+	// The user can buy again, through Redis.
+	now, err := s.st.GetSale(ctx, sale.ID)
+	require.NoError(t, err)
+	res, err := s.scripts.Reserve(ctx, s.rdb, lua.ReserveArgs{SaleID: sale.ID, UserID: user, RequestID: "req-dbpath-again",
+		Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-dbpath-again"), Epoch: now.ModeEpoch})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeOK, res.Outcome)
 }

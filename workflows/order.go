@@ -52,8 +52,8 @@ var a *activities.Activities
 
 // Fail reasons stored with a FAILED reservation.
 const (
-	ReasonNoStock          = "no_stock"
-	ReasonAlreadyPurchased = "already_purchased"
+	ReasonNoStock          = domain.FailReasonNoStock
+	ReasonAlreadyPurchased = domain.FailReasonAlreadyPurchased
 )
 
 // OrderWorkflow carries one reservation (one token) from QUEUED to its end:
@@ -378,7 +378,31 @@ func (w *orderWorkflow) finishRedis(ctx workflow.Context) error {
 	return nil
 }
 
+// redisFromStateChange versions the Redis step of releases and advances:
+// at version 1 it is one SyncRedis activity, which reads the token's state
+// in the database and in Redis now, so neither skipRedis (decided at the
+// start: a database-path order can be in Redis after a resync) nor the
+// restore flag (a rerun's FAILED already_purchased kept its unit) decides
+// what it undoes. DefaultVersion keeps today's commands for histories
+// recorded before it.
+const redisFromStateChange = "redis-step-reads-state"
+
+func (w *orderWorkflow) redisFromState(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, redisFromStateChange, workflow.DefaultVersion, 1) == 1
+}
+
+func (w *orderWorkflow) syncRedis(ctx workflow.Context) error {
+	var changed bool
+	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
+		return fmt.Errorf("sync redis: %w", err)
+	}
+	return nil
+}
+
 func (w *orderWorkflow) releaseRedis(ctx workflow.Context, restore bool) error {
+	if w.redisFromState(ctx) {
+		return w.syncRedis(ctx)
+	}
 	if w.skipRedis {
 		return nil
 	}
@@ -390,6 +414,9 @@ func (w *orderWorkflow) releaseRedis(ctx workflow.Context, restore bool) error {
 }
 
 func (w *orderWorkflow) advanceRedis(ctx workflow.Context, to string, from ...string) error {
+	if w.redisFromState(ctx) {
+		return w.syncRedis(ctx)
+	}
 	if w.skipRedis {
 		return nil
 	}

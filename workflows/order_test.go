@@ -53,7 +53,23 @@ type orderEnv struct {
 	statuses []string
 }
 
+// MustOrderEnv runs the workflow's DefaultVersion branches (the commands
+// of histories recorded before redisFromStateChange); MustOrderEnvV1 the
+// current ones.
 func MustOrderEnv(tb testing.TB) *orderEnv {
+	tb.Helper()
+	env := newOrderEnv(tb)
+	env.OnGetVersion(redisFromStateChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	return env
+}
+
+// MustOrderEnvV1 runs the workflow as new executions do.
+func MustOrderEnvV1(tb testing.TB) *orderEnv {
+	tb.Helper()
+	return newOrderEnv(tb)
+}
+
+func newOrderEnv(tb testing.TB) *orderEnv {
 	tb.Helper()
 	t, ok := tb.(*testing.T)
 	if !ok {
@@ -403,5 +419,56 @@ func TestOrderDatabasePathSkipsRedis(t *testing.T) {
 	require.Equal(t, domain.StatusCancelled, st.Status)
 	requireDone(t, cancel, domain.StatusCancelled)
 	env.AssertNotCalled(t, "RedisRelease", anything, anything, anything, anything, anything)
+	env.AssertNotCalled(t, "RedisAdvance", anything, anything, anything, anything, anything)
+}
+
+// At redisFromStateChange every Redis step is one SyncRedis, which reads
+// the token's state then: a database-path order released after a resync
+// (Redis then holds its token and buyer mark) releases Redis too.
+func TestOrderV1DatabasePathReleaseSyncsRedis(t *testing.T) {
+	env := MustOrderEnvV1(t)
+	in := testIn
+	in.Path, in.Deducted = domain.PathDatabase, true
+	env.OnActivity(a.RecordReservation, anything, in).Return(stateWith(domain.StatusPendingPayment), nil).Once()
+	env.OnActivity(a.SyncRedis, anything, testIn.Token).Return(false, nil).Once() // rerun-style advance to ordered
+	env.OnActivity(a.ReleaseOrder, anything, testIn.Token, domain.StatusCancelled).Return(stateWith(domain.StatusCancelled), nil).Once()
+	env.OnActivity(a.SyncRedis, anything, testIn.Token).Return(true, nil).Once() // the release
+	cancel := env.update(time.Minute, domain.UpdateCancel, "c1", domain.CancelRequest{})
+
+	st := env.run(in)
+	require.Equal(t, domain.StatusCancelled, st.Status)
+	requireDone(t, cancel, domain.StatusCancelled)
+	env.AssertNumberOfCalls(t, "SyncRedis", 2)
+	env.AssertNotCalled(t, "RedisRelease", anything, anything, anything, anything, anything)
+}
+
+// A rerun that finds its reservation FAILED syncs Redis from the stored
+// state (SyncToken restores an already_purchased hold's unit), where the
+// DefaultVersion branch released it without its unit.
+func TestOrderV1RerunFindsFailedSyncsRedis(t *testing.T) {
+	env := MustOrderEnvV1(t)
+	env.OnActivity(a.RecordReservation, anything, testIn).Return(stateWith(domain.StatusFailed), nil).Once()
+	env.OnActivity(a.SyncRedis, anything, testIn.Token).Return(true, nil).Once()
+
+	st := env.run(testIn)
+	require.Equal(t, domain.StatusFailed, st.Status)
+	env.AssertNotCalled(t, "RedisRelease", anything, anything, anything, anything, anything)
+}
+
+// The whole life of a Redis hold at version 1: ordered, paid, each Redis
+// step one SyncRedis.
+func TestOrderV1PaidSyncsRedis(t *testing.T) {
+	env := MustOrderEnvV1(t)
+	env.OnActivity(a.RecordReservation, anything, testIn).Return(stateWith(domain.StatusQueued), nil).Once()
+	env.OnActivity(a.PlaceOrder, anything, testIn.Token).Return(stateWith(domain.StatusPendingPayment), nil).Once()
+	env.OnActivity(a.MarkPaid, anything, testIn.Token, "ref-1").Return(paidWith("ref-1"), nil).Once()
+	env.OnActivity(a.SyncRedis, anything, testIn.Token).Return(true, nil).Twice()
+	pay := env.update(time.Minute, domain.UpdatePay, "p1", domain.PayRequest{PaymentRef: "ref-1"})
+
+	st := env.run(testIn)
+	require.Equal(t, domain.StatusPaid, st.Status)
+	require.True(t, pay.done)
+	require.NoError(t, pay.err)
+	env.AssertNumberOfCalls(t, "SyncRedis", 2)
 	env.AssertNotCalled(t, "RedisAdvance", anything, anything, anything, anything, anything)
 }

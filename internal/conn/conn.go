@@ -18,16 +18,21 @@ import (
 )
 
 // Redis returns a client for one Redis or, with several addresses, a Redis
-// Cluster. Every call is bounded by the client's timeouts.
+// Cluster. Every call is bounded by the client's timeouts and, when its
+// context has an earlier deadline, by that deadline: without
+// ContextTimeoutEnabled go-redis v9 applies a context's deadline to the
+// socket only through ReadTimeout, so a frozen Redis held each hot-path
+// call for 2 s instead of SECKILL_REDIS_TIMEOUT.
 func Redis(cfg *config.Config) redis.UniversalClient {
 	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:        cfg.RedisAddrs,
-		Password:     cfg.RedisPassword,
-		DialTimeout:  2 * time.Second,
-		ReadTimeout:  2 * time.Second,
-		WriteTimeout: 2 * time.Second,
-		PoolSize:     256,
-		MinIdleConns: 16,
+		Addrs:                 cfg.RedisAddrs,
+		Password:              cfg.RedisPassword,
+		DialTimeout:           2 * time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+		ContextTimeoutEnabled: true,
+		PoolSize:              256,
+		MinIdleConns:          16,
 		// A cluster is selected by several addresses only.
 		IsClusterMode: len(cfg.RedisAddrs) > 1,
 	})

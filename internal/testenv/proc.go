@@ -170,6 +170,23 @@ func (p *Proc) Kill(tb testing.TB) { p.signal(tb, syscall.SIGKILL, 10*time.Secon
 // Stop sends SIGTERM and waits for a graceful exit.
 func (p *Proc) Stop(tb testing.TB) { p.signal(tb, syscall.SIGTERM, 30*time.Second) }
 
+// Freeze stops the process group with SIGSTOP (a hung server: connections
+// stay open, nothing answers); Thaw resumes it with SIGCONT.
+func (p *Proc) Freeze(tb testing.TB) { p.send(tb, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen process.
+func (p *Proc) Thaw(tb testing.TB) { p.send(tb, syscall.SIGCONT) }
+
+func (p *Proc) send(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		tb.Fatalf("testenv: %s %s: %v", p.Name, sig, err)
+	}
+}
+
 func (p *Proc) signal(tb testing.TB, sig syscall.Signal, wait time.Duration) {
 	tb.Helper()
 	p.mu.Lock()

@@ -300,6 +300,11 @@ func MustWarm(tb testing.TB, st *store.Store, rdb redis.UniversalClient, sale *d
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		// Finished first: a worker's resyncer would rebuild a live sale
+		// whose keys vanished.
+		if err := st.MarkFinished(ctx, sale.ID); err != nil {
+			tb.Logf("testenv: clean up sale %d: %v", sale.ID, err)
+		}
 		if err := rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
 			tb.Logf("testenv: clean up sale %d keys: %v", sale.ID, err)
 		}

@@ -1,0 +1,226 @@
+package sales_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/store"
+)
+
+var tokenKey = []byte("sales-test-token-key")
+
+type fixture struct {
+	t       *testing.T
+	ctx     context.Context
+	st      *store.Store
+	rdb     redis.UniversalClient
+	scripts *lua.Scripts
+	sale    *domain.Sale
+	keys    lua.Keys
+}
+
+func mustFixture(t *testing.T, stock int64) *fixture {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	f := &fixture{t: t, ctx: ctx, st: testenv.MustStore(t), rdb: testenv.MustRedis(t), scripts: lua.New()}
+	f.sale = testenv.MustSale(t, f.st, stock)
+	testenv.MustWarm(t, f.st, f.rdb, f.sale)
+	f.keys = lua.SaleKeys(f.sale.ID)
+	return f
+}
+
+func (f *fixture) epoch() int64 {
+	s, err := f.st.GetSale(f.ctx, f.sale.ID)
+	require.NoError(f.t, err)
+	return s.ModeEpoch
+}
+
+// redisHold reserves in Redis as the API does, records it and, with
+// place, places its order as the workflow does (token then ordered).
+func (f *fixture) redisHold(user int64, place bool) string {
+	req := fmt.Sprintf("req-%d", user)
+	tok := domain.DeriveToken(tokenKey, f.sale.ID, user, req)
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
+	require.NoError(f.t, err)
+	require.Equal(f.t, lua.OutcomeOK, res.Outcome)
+	_, err = f.st.RecordReservation(f.ctx, domain.OrderInput{Token: tok, SaleID: f.sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis})
+	require.NoError(f.t, err)
+	if place {
+		_, err = f.st.PlaceOrder(f.ctx, tok)
+		require.NoError(f.t, err)
+		_, err = f.scripts.Advance(f.ctx, f.rdb, f.sale.ID, tok, domain.TokenOrdered, domain.TokenHeld)
+		require.NoError(f.t, err)
+	}
+	return tok
+}
+
+func (f *fixture) toDatabaseMode() {
+	stock, err := f.rdb.Get(f.ctx, f.keys.Stock).Int64()
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.st.RecordRedisStock(f.ctx, f.sale.ID, stock))
+	_, err = f.st.SwitchToDatabase(f.ctx, f.sale.ID, 0)
+	require.NoError(f.t, err)
+}
+
+func (f *fixture) dbOrder(user int64) string {
+	req := fmt.Sprintf("db-req-%d", user)
+	in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), SaleID: f.sale.ID, UserID: user,
+		RequestID: req, Path: domain.PathDatabase, Deducted: true}
+	_, _, err := f.st.ReserveInDB(f.ctx, in)
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.st.MarkDispatched(f.ctx, in.Token))
+	return in.Token
+}
+
+// requireReleased checks a released reservation everywhere: token end
+// state and buyer mark in Redis, and Redis's stock equal to the buckets'.
+func (f *fixture) requireReleased(token string, user int64) {
+	f.t.Helper()
+	require.Equal(f.t, "released:"+fmt.Sprint(user), f.rdb.HGet(f.ctx, f.keys.Tokens, token).Val(), "token %s", token)
+	require.False(f.t, f.rdb.SIsMember(f.ctx, f.keys.Buyers, user).Val(), "buyer mark of %d", user)
+}
+
+func (f *fixture) requireStockAgrees() {
+	f.t.Helper()
+	redisStock, err := f.rdb.Get(f.ctx, f.keys.Stock).Int64()
+	require.NoError(f.t, err)
+	dbStock, err := f.st.DBStock(f.ctx, f.sale.ID)
+	require.NoError(f.t, err)
+	require.Equal(f.t, dbStock, redisStock, "Redis's stock and the buckets")
+}
+
+// A release whose database write commits after the resync's snapshot and
+// whose Redis step runs before the rebuild script: the rebuild must not
+// undo it (it starts over from a new snapshot when the fence moved). One
+// Redis-path order (Redis holds its token) and one database-path order
+// (Redis has never seen it) are released at that moment.
+func TestRebuildNeverUndoesAReleaseCommittedAfterItsSnapshot(t *testing.T) {
+	f := mustFixture(t, 5)
+	redisUser, dbUser := testenv.UniqueUser(), testenv.UniqueUser()
+	redisTok := f.redisHold(redisUser, true)
+	f.toDatabaseMode()
+	dbTok := f.dbOrder(dbUser)
+
+	snapshots := 0
+	sales.SetAfterSnapshot(func() {
+		snapshots++
+		if snapshots > 1 {
+			return
+		}
+		for _, tok := range []string{redisTok, dbTok} {
+			_, err := f.st.ReleaseOrder(f.ctx, tok, domain.StatusCancelled)
+			require.NoError(t, err)
+			_, err = sales.SyncToken(f.ctx, f.st, f.rdb, f.scripts, tok)
+			require.NoError(t, err)
+		}
+	})
+	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
+	done, err := sales.Resync(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Equal(t, 2, snapshots, "the rebuild started over once")
+
+	f.requireReleased(redisTok, redisUser)
+	f.requireReleased(dbTok, dbUser)
+	f.requireStockAgrees()
+	require.EqualValues(t, 5, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)), "both units back on sale")
+}
+
+// The Redis step of a release restores a FAILED hold's unit only when the
+// database kept it: already_purchased yes, no_stock no.
+func TestSyncTokenRestoresOnlyWhatTheDatabaseKept(t *testing.T) {
+	f := mustFixture(t, 4)
+	kept, lost := testenv.UniqueUser(), testenv.UniqueUser()
+	keptTok, lostTok := f.redisHold(kept, false), f.redisHold(lost, false)
+	_, err := f.st.EndQueued(f.ctx, keptTok, domain.StatusFailed, domain.FailReasonAlreadyPurchased)
+	require.NoError(t, err)
+	_, err = f.st.EndQueued(f.ctx, lostTok, domain.StatusFailed, domain.FailReasonNoStock)
+	require.NoError(t, err)
+	for range 2 { // idempotent
+		for _, tok := range []string{keptTok, lostTok} {
+			_, err := sales.SyncToken(f.ctx, f.st, f.rdb, f.scripts, tok)
+			require.NoError(t, err)
+		}
+	}
+	f.requireReleased(keptTok, kept)
+	f.requireReleased(lostTok, lost)
+	require.EqualValues(t, 3, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)), "4 - 2 holds + 1 restored")
+}
+
+func mustInt(t *testing.T, c *redis.StringCmd) int64 {
+	t.Helper()
+	n, err := c.Int64()
+	require.NoError(t, err)
+	return n
+}
+
+// A live sale whose keys Redis lost (all but its inbox) is rebuilt by
+// warm-up's safe procedure: every recorded reservation and every hold that
+// survives in the inbox keeps its unit and buyer mark, so no earlier buyer
+// buys twice and no held unit is resold; with its keys present warm-up
+// answers already_live. Before, warm-up reloaded buckets and live orders
+// only (the reserved counter was gone too): the inbox's hold was resold.
+func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
+	f := mustFixture(t, 5)
+	ordered, queued, inboxOnly := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
+	f.redisHold(ordered, true)
+	f.redisHold(queued, false)
+	// A hold Redis took whose workflow has not recorded it yet.
+	req := fmt.Sprintf("req-%d", inboxOnly)
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, inboxOnly, req), Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeOK, res.Outcome)
+
+	outcome, _, err := sales.Warmup(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, lua.WarmupAlreadyLive, outcome, "Redis holds the live sale")
+
+	for _, k := range f.keys.All() {
+		if k != f.keys.Inbox {
+			require.NoError(t, f.rdb.Del(f.ctx, k).Err())
+		}
+	}
+	lost, err := sales.KeysLost(f.ctx, f.rdb, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, lost)
+	outcome, stock, err := sales.Warmup(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, lua.WarmupOK, outcome)
+	require.EqualValues(t, 2, stock, "5 units - 1 order - 2 holds")
+
+	for _, u := range []int64{ordered, queued, inboxOnly} {
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "again-1",
+			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "again-1"), Epoch: f.epoch()})
+		require.NoError(t, err)
+		require.Equal(t, lua.OutcomeAlready, r.Outcome, "user %d cannot buy twice", u)
+	}
+	// The inbox-only hold replays to its token.
+	r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, inboxOnly, req), Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeReplay, r.Outcome)
+	sold := 0
+	for range 4 {
+		u := testenv.UniqueUser()
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
+			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "fresh-1"), Epoch: f.epoch()})
+		require.NoError(t, err)
+		if r.Outcome == lua.OutcomeOK {
+			sold++
+		}
+	}
+	require.Equal(t, 2, sold, "fresh users buy exactly what is left")
+	got, err := f.st.GetSale(f.ctx, f.sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+}

@@ -1,0 +1,58 @@
+package sales
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// SyncToken brings Redis's copy of a reservation to the state the database
+// holds now, whatever path took the unit and whatever Redis holds of it:
+// a released reservation's token is marked released, its buyer mark goes
+// and the unit goes back to Redis's stock (for FAILED only when the reason
+// says the database kept it); a pending order's token moves to ordered, a
+// paid one's to paid. It is the Redis step of every release and advance,
+// decided by the token's current state, never by what the workflow knew
+// at its start, so it is idempotent and safe to repeat from a rerun or a
+// repair. The scripts act only from the states they expect and bump the
+// sale's fence, which a concurrent rebuild checks (see rebuild.lua).
+//
+// While the sale is in database mode it leaves Redis alone: Redis's copy
+// is stale then, and the resync rebuilds it from a database snapshot taken
+// after this reservation's database write, which is already committed.
+// It reports whether Redis changed.
+func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, token string) (bool, error) {
+	res, err := st.GetReservation(ctx, token)
+	if err != nil {
+		return false, fmt.Errorf("sync token %s: %w", token, err)
+	}
+	sale, err := st.GetSale(ctx, res.SaleID)
+	if err != nil {
+		return false, fmt.Errorf("sync token %s: %w", token, err)
+	}
+	if sale.Mode == domain.ModeDatabase {
+		return false, nil
+	}
+	var changed bool
+	switch res.Status {
+	case domain.StatusPendingPayment:
+		changed, err = scripts.Advance(ctx, rdb, res.SaleID, token, domain.TokenOrdered, domain.TokenHeld)
+	case domain.StatusPaid:
+		changed, err = scripts.Advance(ctx, rdb, res.SaleID, token, domain.TokenPaid, domain.TokenHeld, domain.TokenOrdered)
+	case domain.StatusExpired, domain.StatusCancelled, domain.StatusFailed:
+		// A FAILED hold's unit goes back only when the database is known
+		// to have it (the user's unit was another order's); restoring one
+		// the database lacks would promise a unit that does not exist.
+		restore := res.Status != domain.StatusFailed || res.FailReason == domain.FailReasonAlreadyPurchased
+		changed, err = scripts.Release(ctx, rdb, res.SaleID, res.UserID, token, restore)
+	}
+	if err != nil {
+		return false, fmt.Errorf("sync token %s: %w", token, err)
+	}
+	return changed, nil
+}
