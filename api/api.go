@@ -64,13 +64,15 @@ type server struct {
 	cache    *saleCache
 	starter  *starter
 
-	global    *rate.Limiter
-	fallback  *rate.Limiter // the global rate while a sale is in database mode
-	breaker   *redisBreaker
-	tokens    *verifiedTokens
-	perAddr   *keyedLimiters[netip.Addr]
-	perUser   *keyedLimiters[int64]
-	faultExit bool
+	global     *rate.Limiter
+	fallback   *rate.Limiter // the global rate while a sale is in database mode
+	breaker    *redisBreaker
+	tokens     *verifiedTokens
+	jwtSecrets [][]byte
+	edge       *edge
+	perAddr    *keyedLimiters[netip.Addr]
+	perUser    *keyedLimiters[int64]
+	faultExit  bool
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -78,9 +80,23 @@ type server struct {
 	bg       sync.WaitGroup
 }
 
+// Server is the API: the Fiber app and the connection edge in front of it.
+type Server struct {
+	App  *fiber.App
+	edge *edge
+}
+
+// Serve serves the API on ln behind the edge (connection caps, accept
+// back-off, per-phase read timeouts) until the app shuts down.
+func (s *Server) Serve(ln net.Listener) error { return s.App.Listener(s.edge.listener(ln)) }
+
 // New builds the app and starts its background work (the cache refresher,
 // the limiter sweeper and the workflow starter); app.Shutdown stops them.
-func New(d Deps) *fiber.App {
+// Serve it with NewServer(d).Serve to have the edge in front of it.
+func New(d Deps) *fiber.App { return NewServer(d).App }
+
+// NewServer builds the app and its edge; see New.
+func NewServer(d Deps) *Server {
 	cfg := d.Config
 	logger := d.Logger
 	if logger == nil {
@@ -95,20 +111,21 @@ func New(d Deps) *fiber.App {
 		scripts = lua.New()
 	}
 	s := &server{
-		cfg:       cfg,
-		logger:    logger,
-		st:        d.Store,
-		rdb:       d.Redis,
-		scripts:   scripts,
-		temporal:  d.Temporal,
-		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
-		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
-		fallback:  rate.NewLimiter(limitOf(cfg.FallbackRPS), max(int(cfg.FallbackRPS/10), 1)),
-		perAddr:   newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
-		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
-		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
-		stop:      make(chan struct{}),
-		tokens:    newVerifiedTokens(1 << 17),
+		cfg:        cfg,
+		logger:     logger,
+		st:         d.Store,
+		rdb:        d.Redis,
+		scripts:    scripts,
+		temporal:   d.Temporal,
+		cache:      newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
+		global:     rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		fallback:   rate.NewLimiter(limitOf(cfg.FallbackRPS), max(int(cfg.FallbackRPS/10), 1)),
+		perAddr:    newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
+		perUser:    newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
+		faultExit:  cfg.Dev() && cfg.FaultExitAfterReserve,
+		stop:       make(chan struct{}),
+		tokens:     newVerifiedTokens(1 << 17),
+		jwtSecrets: cfg.JWTSecrets(),
 	}
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
@@ -129,15 +146,25 @@ func New(d Deps) *fiber.App {
 	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
 	queued = func() float64 { return float64(len(s.starter.q)) }
 
+	if s.edge, err = newEdge(cfg, logger, m, reg); err != nil {
+		panic(fmt.Sprintf("api metrics: %v", err))
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "seckill",
 		BodyLimit:             BodyLimit,
 		ErrorHandler:          errorHandler(logger),
 		DisableStartupMessage: true,
-		ReadTimeout:           10 * time.Second,
-		WriteTimeout:          20 * time.Second,
-		IdleTimeout:           60 * time.Second,
+		// No ReadTimeout: the edge's connections keep the idle, header and
+		// body deadlines themselves (edge.go); IdleTimeout is fasthttp's
+		// wait for a keep-alive request's first byte.
+		WriteTimeout: 20 * time.Second,
+		IdleTimeout:  cfg.IdleTimeout,
 	})
+	srv := app.Server()
+	srv.Handler = s.wrapHandler(srv.Handler)
+	srv.ErrorHandler = s.transportError
+	srv.HeaderReceived = s.headerReceived
+	srv.ExpectHandler = s.expect
 	app.Use(s.countRequests)
 	if len(cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
@@ -167,7 +194,7 @@ func New(d Deps) *fiber.App {
 		})
 		return nil
 	})
-	return app
+	return &Server{App: app, edge: s.edge}
 }
 
 func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
@@ -274,7 +301,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer tc.Close()
 
-	app := New(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	app := srv.App
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}
@@ -288,9 +316,9 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)
 	}
-	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env)
+	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env, "max_connections", srv.edge.maxConns)
 	served := make(chan error, 1)
-	go func() { served <- app.Listener(ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("api: serve: %w", err)

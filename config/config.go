@@ -37,20 +37,33 @@ type Config struct {
 
 	JWTSecret     []byte
 	PaymentSecret []byte
-	TokenKey      []byte // HMAC key deriving reservation tokens
+	// The previous secrets, accepted alongside the current ones while a
+	// rotation is under way (empty: none).
+	JWTSecretPrevious     []byte
+	PaymentSecretPrevious []byte
+	TokenKey              []byte // HMAC key deriving reservation tokens
 
-	GlobalRPS       float64 // global token bucket of the reservation path
-	GlobalBurst     int
-	PerAddrRPS      float64
-	PerAddrBurst    int
-	PerUserRPS      float64
-	PerUserBurst    int
-	FallbackRPS     float64 // global rate while a sale is in database mode
-	TrustedAddrs    []netip.Prefix
-	TrustedProxies  []netip.Prefix
-	ProxyHeader     string
-	CORSOrigins     []string
-	RedisTimeout    time.Duration // per-call timeout of hot-path Redis calls
+	GlobalRPS      float64 // global token bucket of the reservation path
+	GlobalBurst    int
+	PerAddrRPS     float64
+	PerAddrBurst   int
+	PerUserRPS     float64
+	PerUserBurst   int
+	FallbackRPS    float64 // global rate while a sale is in database mode
+	TrustedAddrs   []netip.Prefix
+	TrustedProxies []netip.Prefix
+	ProxyHeader    string
+	CORSOrigins    []string
+	RedisTimeout   time.Duration // per-call timeout of hot-path Redis calls
+
+	// The HTTP edge. MaxConns 0 derives the cap from the process's file
+	// descriptor limit (see api/edge.go); MaxConnsPerAddr 0 turns the
+	// per-address cap off. Trusted proxies are exempt from the latter.
+	MaxConns        int
+	MaxConnsPerAddr int
+	IdleTimeout     time.Duration // a connection waiting for a request's first byte is closed silently after this
+	HeaderTimeout   time.Duration // from a request's first byte to the end of its headers, else 408
+	BodyTimeout     time.Duration // from the end of the headers to the end of the body, else 408
 	StarterQueue    int           // bounded queue of workflow starts in the API
 	ShutdownTimeout time.Duration
 
@@ -77,6 +90,21 @@ type Config struct {
 	// FaultFailAfterCommit (SECKILL_FAULT_FAIL_AFTER_COMMIT=1, development
 	// mode only) fails each token's first PlaceOrder after its commit.
 	FaultFailAfterCommit bool
+}
+
+// JWTSecrets are the secrets a bearer token may be signed with: the
+// current one, then the previous one during a rotation.
+func (c *Config) JWTSecrets() [][]byte { return secrets(c.JWTSecret, c.JWTSecretPrevious) }
+
+// PaymentSecrets are the secrets a webhook may be signed with, current first.
+func (c *Config) PaymentSecrets() [][]byte { return secrets(c.PaymentSecret, c.PaymentSecretPrevious) }
+
+func secrets(current, previous []byte) [][]byte {
+	out := [][]byte{current}
+	if len(previous) > 0 {
+		out = append(out, previous)
+	}
+	return out
 }
 
 // Dev reports whether development mode is on.
@@ -164,6 +192,15 @@ func load(get func(string) string) (*Config, error) {
 	c.JWTSecret = []byte(str("SECKILL_JWT_SECRET", devOr(DevJWTSecret)))
 	c.PaymentSecret = []byte(str("SECKILL_PAYMENT_SECRET", devOr(DevPaymentSecret)))
 	c.TokenKey = []byte(str("SECKILL_TOKEN_KEY", devOr(DevTokenKey)))
+	c.JWTSecretPrevious = []byte(get("SECKILL_JWT_SECRET_PREVIOUS"))
+	c.PaymentSecretPrevious = []byte(get("SECKILL_PAYMENT_SECRET_PREVIOUS"))
+	if !dev {
+		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious} {
+			if len(v) > 0 && len(v) < 32 {
+				errs = append(errs, fmt.Errorf("%s must be empty or at least 32 bytes outside development mode", name))
+			}
+		}
+	}
 	if !dev {
 		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET": c.JWTSecret, "SECKILL_PAYMENT_SECRET": c.PaymentSecret, "SECKILL_TOKEN_KEY": c.TokenKey} {
 			if len(v) < 32 {
@@ -192,6 +229,11 @@ func load(get func(string) string) (*Config, error) {
 	}
 	c.CORSOrigins = splitList(str("SECKILL_CORS_ORIGINS", corsDefault))
 	c.RedisTimeout = dur("SECKILL_REDIS_TIMEOUT", 250*time.Millisecond)
+	c.MaxConns = int(num("SECKILL_MAX_CONNS", 0))
+	c.MaxConnsPerAddr = int(num("SECKILL_MAX_CONNS_PER_ADDR", 256))
+	c.IdleTimeout = dur("SECKILL_IDLE_TIMEOUT", 60*time.Second)
+	c.HeaderTimeout = dur("SECKILL_HEADER_TIMEOUT", 5*time.Second)
+	c.BodyTimeout = dur("SECKILL_BODY_TIMEOUT", 10*time.Second)
 	c.StarterQueue = int(num("SECKILL_STARTER_QUEUE", 4096))
 	c.ShutdownTimeout = dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
 

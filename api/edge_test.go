@@ -1,0 +1,204 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// rawAnswer is what came back on a raw connection: every byte until the
+// server closed it or the wait ran out.
+type rawAnswer struct {
+	raw    string
+	closed bool // the server closed the connection
+}
+
+func (a rawAnswer) status(tb testing.TB) int {
+	tb.Helper()
+	line, _, _ := strings.Cut(a.raw, "\r\n")
+	f := strings.Fields(line)
+	require.GreaterOrEqual(tb, len(f), 2, "no status line in %q", a.raw)
+	n, err := strconv.Atoi(f[1])
+	require.NoError(tb, err)
+	return n
+}
+
+func (a rawAnswer) code(tb testing.TB) string {
+	tb.Helper()
+	_, body, ok := strings.Cut(a.raw, "\r\n\r\n")
+	require.True(tb, ok, "no body in %q", a.raw)
+	var e errorBody
+	require.NoError(tb, json.Unmarshal([]byte(body), &e), "body %q", body)
+	require.NotEmpty(tb, e.Error.Message)
+	return e.Error.Code
+}
+
+// rawExchange writes parts (with pause between them) on a new connection
+// and reads until the server closes it or wait passes.
+func rawExchange(tb testing.TB, addr string, wait, pause time.Duration, parts ...string) rawAnswer {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(tb, err)
+	defer c.Close()
+	for i, p := range parts {
+		if i > 0 {
+			time.Sleep(pause)
+		}
+		if _, err := c.Write([]byte(p)); err != nil {
+			break // the server may close early, which the test then sees
+		}
+	}
+	require.NoError(tb, c.SetReadDeadline(time.Now().Add(wait)))
+	b, err := io.ReadAll(c)
+	var ne net.Error
+	timedOut := err != nil && errorsAs(err, &ne) && ne.Timeout()
+	return rawAnswer{raw: string(b), closed: !timedOut}
+}
+
+func errorsAs(err error, ne *net.Error) bool {
+	e, ok := err.(net.Error)
+	if ok {
+		*ne = e
+	}
+	return ok
+}
+
+// TestEdgeRawAnswers sends what a proxy, an attacker or a slow client would
+// over raw sockets: every answer is the contract's, with its error body,
+// never echoing the request, and the connection is closed where the
+// contract says so.
+func TestEdgeRawAnswers(t *testing.T) {
+	h := MustHarness(t, func(c *config.Config) {
+		c.IdleTimeout = 400 * time.Millisecond
+		c.HeaderTimeout = 400 * time.Millisecond
+		c.BodyTimeout = 400 * time.Millisecond
+	})
+	addr := strings.TrimPrefix(h.base, "http://")
+	user := h.MustToken(testenv.UniqueUser(), "")
+	const secret = "Bearer SECRET-TOKEN-BYTES"
+	res := "POST /api/v1/sales/1/reservations HTTP/1.1\r\nHost: t\r\n"
+	big := strings.Repeat("x", 9000)
+	nowTS := strconv.FormatInt(time.Now().Unix(), 10)
+
+	cases := []struct {
+		name   string
+		parts  []string
+		status int
+		code   string
+		closed bool
+	}{
+		{"conflicting content-length", []string{res + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"}, 400, domain.EInvalid, true},
+		{"same content-length twice", []string{res + "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}"}, 400, domain.EInvalid, true},
+		{"content-length with chunked", []string{res + "Authorization: Bearer " + user + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, 400, domain.EInvalid, true},
+		{"chunked with content-length, no token", []string{"POST /webhooks/payments HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n3\r\nabc\r\n0\r\n\r\n"}, 400, domain.EInvalid, true},
+		{"unknown transfer coding", []string{res + "Authorization: Bearer " + user + "\r\nTransfer-Encoding: gzip\r\n\r\nxx"}, 400, domain.EInvalid, true},
+		{"chunked not last", []string{res + "Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n"}, 400, domain.EInvalid, true},
+		{"two transfer-encodings", []string{res + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, 400, domain.EInvalid, true},
+		{"malformed header echoes nothing", []string{res + "Authorization: " + secret + "\r\nBad Header Line\r\n\r\n"}, 400, domain.EInvalid, true},
+		{"unknown method", []string{"BREW / HTTP/1.1\r\nHost: t\r\nAuthorization: " + secret + "\r\n\r\n"}, 501, domain.ENotImplemented, false},
+		{"headers too large", []string{"GET /healthz HTTP/1.1\r\nHost: t\r\nAuthorization: " + secret + "\r\nX-Big: " + strings.Repeat("a", 10000) + "\r\n\r\n"}, 431, domain.EHeadersTooLarge, true},
+		{"unauthenticated big body", []string{res + "Content-Length: 9000\r\n\r\n" + big}, 401, domain.EUnauthorized, true},
+		{"unauthenticated chunked body", []string{res + "Transfer-Encoding: chunked\r\n\r\n", "5\r\nhello\r\n0\r\n\r\n"}, 401, domain.EUnauthorized, true},
+		{"user token on admin with body", []string{"POST /admin/v1/sales HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + user + "\r\nContent-Length: 9000\r\n\r\n" + big}, 403, domain.EForbidden, true},
+		{"webhook without signature", []string{"POST /webhooks/payments HTTP/1.1\r\nHost: t\r\nX-Timestamp: " + nowTS + "\r\nContent-Length: 9000\r\n\r\n" + big}, 401, domain.EUnauthorized, true},
+		{"webhook old timestamp", []string{"POST /webhooks/payments HTTP/1.1\r\nHost: t\r\nX-Timestamp: 1000\r\nX-Signature: sha256=" + strings.Repeat("ab", 32) + "\r\nContent-Length: 20\r\n\r\n", "{}"}, 401, domain.EUnauthorized, true},
+		{"authenticated big body", []string{res + "Authorization: Bearer " + user + "\r\nContent-Length: 9000\r\n\r\n" + big}, 413, domain.ETooLarge, true},
+		{"headers not completed in time", []string{"GET /healthz HTTP/1.1\r\nHost: t\r\n"}, 408, domain.ERequestTimeout, true},
+		{"body not completed in time", []string{res + "Authorization: Bearer " + user + "\r\nContent-Length: 30\r\n\r\n{\"req"}, 408, domain.ERequestTimeout, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := rawExchange(t, addr, 3*time.Second, 50*time.Millisecond, tc.parts...)
+			require.Equal(t, tc.status, a.status(t), a.raw)
+			require.Equal(t, tc.code, a.code(t), a.raw)
+			require.NotContains(t, a.raw, "SECRET-TOKEN-BYTES")
+			require.NotContains(t, a.raw, "Bad Header")
+			require.Contains(t, a.raw, "\r\nDate: ")
+			require.Contains(t, a.raw, "\r\nContent-Type: application/json")
+			if tc.closed {
+				require.True(t, a.closed, "connection left open after %q", a.raw)
+				require.Contains(t, strings.ToLower(a.raw), "\r\nconnection: close")
+			}
+		})
+	}
+
+	t.Run("idle connection closed without an answer", func(t *testing.T) {
+		start := time.Now()
+		a := rawExchange(t, addr, 3*time.Second, 0)
+		require.True(t, a.closed)
+		require.Empty(t, a.raw)
+		require.Less(t, time.Since(start), 2*time.Second)
+	})
+
+	t.Run("idle keep-alive connection closed without a second answer", func(t *testing.T) {
+		a := rawExchange(t, addr, 3*time.Second, 0, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+		require.True(t, a.closed)
+		require.Equal(t, 1, strings.Count(a.raw, "HTTP/1.1 "), a.raw)
+		require.Equal(t, 200, a.status(t))
+	})
+
+	t.Run("a request started late in the idle time gets its own header time", func(t *testing.T) {
+		a := rawExchange(t, addr, 3*time.Second, 300*time.Millisecond, "G", "ET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+		require.Equal(t, 200, a.status(t), a.raw)
+	})
+
+	t.Run("expect 100-continue refused from the headers", func(t *testing.T) {
+		a := rawExchange(t, addr, 3*time.Second, 0, res+"Expect: 100-continue\r\nContent-Length: 9000\r\n\r\n")
+		require.NotContains(t, a.raw, "100 Continue")
+		require.Equal(t, 401, a.status(t), a.raw)
+		require.Equal(t, domain.EUnauthorized, a.code(t))
+		require.True(t, a.closed)
+	})
+
+	t.Run("expect 100-continue accepted with a token", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		body := `{"request_id":"edge-expect-01"}`
+		_, err = c.Write([]byte("POST /api/v1/sales/999999999/reservations HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + user +
+			"\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"))
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(3*time.Second)))
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		require.Contains(t, line, "100 Continue")
+		_, err = c.Write([]byte(body))
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(skipBlank(br), nil)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, 404, resp.StatusCode) // the body was read and judged: no such sale
+	})
+
+	// Every transport answer above was counted.
+	r := h.do("GET", "/metrics", "", "")
+	require.Equal(t, 200, r.Status)
+	for _, status := range []string{"400", "401", "403", "408", "413", "431", "501"} {
+		require.Contains(t, string(r.Body), `seckill_http_requests_total{route="transport",status="`+status+`"}`, "status %s not counted", status)
+	}
+}
+
+// skipBlank drops the blank line after an interim 100 response.
+func skipBlank(br *bufio.Reader) *bufio.Reader {
+	for {
+		b, err := br.Peek(2)
+		if err != nil || !bytes.Equal(b, []byte("\r\n")) {
+			return br
+		}
+		_, _ = br.Discard(2)
+	}
+}
