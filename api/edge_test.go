@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,16 +66,8 @@ func rawExchange(tb testing.TB, addr string, wait, pause time.Duration, parts ..
 	require.NoError(tb, c.SetReadDeadline(time.Now().Add(wait)))
 	b, err := io.ReadAll(c)
 	var ne net.Error
-	timedOut := err != nil && errorsAs(err, &ne) && ne.Timeout()
+	timedOut := err != nil && errors.As(err, &ne) && ne.Timeout()
 	return rawAnswer{raw: string(b), closed: !timedOut}
-}
-
-func errorsAs(err error, ne *net.Error) bool {
-	e, ok := err.(net.Error)
-	if ok {
-		*ne = e
-	}
-	return ok
 }
 
 // TestEdgeRawAnswers sends what a proxy, an attacker or a slow client would
@@ -201,4 +195,51 @@ func skipBlank(br *bufio.Reader) *bufio.Reader {
 		}
 		_, _ = br.Discard(2)
 	}
+}
+
+// TestEdgePerAddressCap: connections over the per-address cap are closed
+// before anything is read and counted; trusted proxies are exempt.
+func TestEdgePerAddressCap(t *testing.T) {
+	hold := func(addr string, n int) []net.Conn {
+		var cs []net.Conn
+		for range n {
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			cs = append(cs, c)
+		}
+		time.Sleep(100 * time.Millisecond) // accepted and counted by now
+		return cs
+	}
+	get := "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+
+	h := MustHarness(t, func(c *config.Config) { c.MaxConnsPerAddr = 4 })
+	addr := strings.TrimPrefix(h.base, "http://")
+	held := hold(addr, 4)
+	if c, err := net.Dial("tcp", addr); err == nil { // a reset may already fail the dial
+		_, _ = c.Write([]byte(get))
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*time.Second)))
+		b, err := io.ReadAll(c)
+		var ne net.Error
+		require.False(t, errors.As(err, &ne) && ne.Timeout(), "an over-cap connection must be closed")
+		require.Empty(t, b, "an over-cap connection must be closed unanswered")
+		_ = c.Close()
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	require.Eventually(t, func() bool {
+		return rawExchange(t, addr, 2*time.Second, 0, get).raw != ""
+	}, 3*time.Second, 50*time.Millisecond, "a freed slot is usable again")
+	r := h.do("GET", "/metrics", "", "")
+	require.Contains(t, string(r.Body), `seckill_http_connections_refused_total{cap="address"}`)
+
+	proxied := MustHarness(t, func(c *config.Config) {
+		c.MaxConnsPerAddr = 4
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	paddr := strings.TrimPrefix(proxied.base, "http://")
+	hold(paddr, 8)
+	a := rawExchange(t, paddr, 2*time.Second, 0, get)
+	require.Equal(t, 200, a.status(t), "a trusted proxy is not capped per address")
 }
