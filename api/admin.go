@@ -73,7 +73,11 @@ func saleFromRequest(r *createSaleRequest) (*domain.Sale, error) {
 // POST /admin/v1/sales
 func (s *server) createSale(c *fiber.Ctx) error {
 	var req createSaleRequest
-	if err := decodeStrict(c.Body(), &req); err != nil {
+	body, err := jsonBody(c)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
 		return sendErr(c, err)
 	}
 	sale, err := saleFromRequest(&req)
@@ -187,16 +191,22 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 	}
 }
 
+type stockRequest struct {
+	Delta *int64 `json:"delta"`
+}
+
 // POST /admin/v1/sales/{sale_id}/stock
 func (s *server) adjustStock(c *fiber.Ctx) error {
 	id, err := saleIDParam(c, "sale_id")
 	if err != nil {
 		return sendErr(c, err)
 	}
-	var req struct {
-		Delta *int64 `json:"delta"`
+	var req stockRequest
+	body, err := jsonBody(c)
+	if err == nil {
+		err = decodeStrict(body, &req)
 	}
-	if err := decodeStrict(c.Body(), &req); err != nil {
+	if err != nil {
 		return sendErr(c, err)
 	}
 	if req.Delta == nil || *req.Delta == 0 {

@@ -114,7 +114,11 @@ type devLoginRequest struct {
 // asks, so the storefront can be tried by hand.
 func (s *server) devLogin(c *fiber.Ctx) error {
 	var req devLoginRequest
-	if err := decodeStrict(c.Body(), &req); err != nil {
+	body, err := jsonBody(c)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
 		return sendErr(c, err)
 	}
 	if req.UserID == nil || *req.UserID <= 0 {

@@ -116,11 +116,14 @@ const StatusRefundRequired = "REFUND_REQUIRED"
 // POST /webhooks/payments: the provider confirms a payment. Signed, not
 // authenticated by JWT; otherwise the user's payment call.
 func (s *server) paymentWebhook(c *fiber.Ctx) error {
-	body := c.Body()
+	body := c.BodyRaw()
 	if err := verifyWebhook(s.cfg.PaymentSecrets(), c.Get("X-Timestamp"), c.Get("X-Signature"), body, time.Now()); err != nil {
 		return sendErr(c, err)
 	}
 	var req webhookRequest
+	if len(body) > 0 && !isJSONContentType(c.Request().Header.ContentType()) {
+		return sendError(c, domain.EUnsupportedMediaType, "request body must be application/json")
+	}
 	if err := decodeStrict(body, &req); err != nil {
 		return sendErr(c, err)
 	}
