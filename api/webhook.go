@@ -130,8 +130,9 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {
 		return sendError(c, domain.EInvalid, "payment_ref must be 1..64 of A-Z a-z 0-9 _ -")
 	}
-	if req.AmountCents == nil || *req.AmountCents <= 0 {
-		return sendError(c, domain.EInvalid, "amount_cents must be a positive integer")
+	if req.AmountCents == nil || *req.AmountCents < 0 {
+		// 0 is a free sale's amount: it settles like any other.
+		return sendError(c, domain.EInvalid, "amount_cents must be a non-negative integer")
 	}
 	if req.Token == nil {
 		return sendError(c, domain.EInvalid, "token is required")
