@@ -72,6 +72,8 @@ type server struct {
 	edge       *edge
 	perAddr    *keyedLimiters[netip.Addr]
 	perUser    *keyedLimiters[int64]
+	readAddr   *keyedLimiters[netip.Addr]
+	readUser   *keyedLimiters[int64]
 	faultExit  bool
 
 	stop     chan struct{}
@@ -84,6 +86,7 @@ type server struct {
 type Server struct {
 	App  *fiber.App
 	edge *edge
+	s    *server
 }
 
 // Serve serves the API on ln behind the edge (connection caps, accept
@@ -122,6 +125,8 @@ func NewServer(d Deps) *Server {
 		fallback:   rate.NewLimiter(limitOf(cfg.FallbackRPS), max(int(cfg.FallbackRPS/10), 1)),
 		perAddr:    newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
 		perUser:    newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
+		readAddr:   newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr),
+		readUser:   newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser),
 		faultExit:  cfg.Dev() && cfg.FaultExitAfterReserve,
 		stop:       make(chan struct{}),
 		tokens:     newVerifiedTokens(1 << 17),
@@ -194,7 +199,7 @@ func NewServer(d Deps) *Server {
 		})
 		return nil
 	})
-	return &Server{App: app, edge: s.edge}
+	return &Server{App: app, edge: s.edge, s: s}
 }
 
 func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
@@ -204,17 +209,17 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
+	app.Get("/openapi.yaml", s.limitReads, func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")
 		return c.Send(openAPI)
 	})
 
-	app.Get("/api/v1/sales/:sale_id", s.getSale)
+	app.Get("/api/v1/sales/:sale_id", s.limitReads, s.getSale)
 	app.Post("/api/v1/sales/:sale_id/reservations", user, s.reserve)
-	app.Get("/api/v1/reservations/:token", user, s.getReservation)
+	app.Get("/api/v1/reservations/:token", user, s.limitReads, s.getReservation)
 	app.Post("/api/v1/reservations/:token/payment", user, s.pay)
 	app.Post("/api/v1/reservations/:token/cancel", user, s.cancel)
-	app.Get("/api/v1/me/reservations", user, s.listReservations)
+	app.Get("/api/v1/me/reservations", user, s.limitReads, s.listReservations)
 
 	app.Post("/admin/v1/sales", admin, s.createSale)
 	app.Post("/admin/v1/sales/:sale_id/warmup", admin, s.warmup)
@@ -226,6 +231,21 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Put("/admin/v1/blacklist/:user_id", admin, s.blacklist(true))
 	app.Delete("/admin/v1/blacklist/:user_id", admin, s.blacklist(false))
 	s.storefrontRoutes(app, admin)
+}
+
+// limitReads guards the read routes (the storefront, the sale view, the
+// reservation reads): a bucket per client address (trusted addresses
+// exempt) and, after authentication, one per user. Health probes and
+// /metrics are not read routes.
+func (s *server) limitReads(c *fiber.Ctx) error {
+	now := time.Now()
+	if p, ok := c.Locals(principalKey).(Principal); ok && !s.readUser.allow(p.UserID, now) {
+		return s.rateLimited(c, s.cfg.ReadPerUserRPS)
+	}
+	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.allow(addr, now) {
+		return s.rateLimited(c, s.cfg.ReadRPS)
+	}
+	return c.Next()
 }
 
 // countRequests counts every answer by route pattern (not raw path, so the
@@ -269,6 +289,8 @@ func (s *server) background() {
 			if now.Second()%30 == 0 {
 				s.perAddr.sweep(now)
 				s.perUser.sweep(now)
+				s.readAddr.sweep(now)
+				s.readUser.sweep(now)
 			}
 		}
 	}

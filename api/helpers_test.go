@@ -28,6 +28,7 @@ import (
 type harness struct {
 	tb      testing.TB
 	app     *fiber.App
+	server  *Server
 	base    string
 	cfg     *config.Config
 	st      *store.Store
@@ -53,7 +54,7 @@ func MustHarnessWithRedis(tb testing.TB, rdb redis.UniversalClient, mutate ...fu
 	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: h.st, Redis: h.rdb, Scripts: h.scripts})
-	h.app = srv.App
+	h.app, h.server = srv.App, srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
 	go func() { _ = srv.Serve(ln) }()

@@ -43,18 +43,24 @@ type Config struct {
 	PaymentSecretPrevious []byte
 	TokenKey              []byte // HMAC key deriving reservation tokens
 
-	GlobalRPS      float64 // global token bucket of the reservation path
-	GlobalBurst    int
-	PerAddrRPS     float64
-	PerAddrBurst   int
-	PerUserRPS     float64
-	PerUserBurst   int
-	FallbackRPS    float64 // global rate while a sale is in database mode
-	TrustedAddrs   []netip.Prefix
-	TrustedProxies []netip.Prefix
-	ProxyHeader    string
-	CORSOrigins    []string
-	RedisTimeout   time.Duration // per-call timeout of hot-path Redis calls
+	GlobalRPS    float64 // global token bucket of the reservation path
+	GlobalBurst  int
+	PerAddrRPS   float64
+	PerAddrBurst int
+	PerUserRPS   float64
+	PerUserBurst int
+	FallbackRPS  float64 // global rate while a sale is in database mode
+	// Read routes (storefront, sale view, reservation reads): per address
+	// and per user; health probes and /metrics are exempt.
+	ReadRPS          float64
+	ReadBurst        int
+	ReadPerUserRPS   float64
+	ReadPerUserBurst int
+	TrustedAddrs     []netip.Prefix
+	TrustedProxies   []netip.Prefix
+	ProxyHeader      string
+	CORSOrigins      []string
+	RedisTimeout     time.Duration // per-call timeout of hot-path Redis calls
 
 	// The HTTP edge. MaxConns 0 derives the cap from the process's file
 	// descriptor limit (see api/edge.go); MaxConnsPerAddr 0 turns the
@@ -216,6 +222,10 @@ func load(get func(string) string) (*Config, error) {
 	c.PerUserRPS = num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = int(num("SECKILL_PER_USER_BURST", 10))
 	c.FallbackRPS = num("SECKILL_FALLBACK_RPS", 500)
+	c.ReadRPS = num("SECKILL_READ_RPS", 50)
+	c.ReadBurst = int(num("SECKILL_READ_BURST", 100))
+	c.ReadPerUserRPS = num("SECKILL_READ_PER_USER_RPS", 10)
+	c.ReadPerUserBurst = int(num("SECKILL_READ_PER_USER_BURST", 20))
 	trustedDefault := ""
 	if dev {
 		trustedDefault = "127.0.0.0/8,::1/128"
