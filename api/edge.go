@@ -31,7 +31,7 @@ const routeTransport = "transport"
 type edge struct {
 	logger   *slog.Logger
 	m        *metrics
-	trusted  []netip.Prefix // trusted proxies: exempt from the per-address cap
+	exempt   []netip.Prefix // trusted proxies and addresses: exempt from the per-address cap
 	maxConns int64
 	perAddr  int
 	idle     time.Duration
@@ -54,7 +54,7 @@ func newEdge(cfg *config.Config, logger *slog.Logger, m *metrics, reg prometheus
 	e := &edge{
 		logger:   logger,
 		m:        m,
-		trusted:  cfg.TrustedProxies,
+		exempt:   append(append([]netip.Prefix{}, cfg.TrustedProxies...), cfg.TrustedAddrs...),
 		maxConns: int64(connCap(cfg.MaxConns)),
 		perAddr:  cfg.MaxConnsPerAddr,
 		idle:     cfg.IdleTimeout,
@@ -155,7 +155,7 @@ func (e *edge) admit(c net.Conn) *edgeConn {
 		addr, _ = netip.AddrFromSlice(tcp.IP)
 		addr = addr.Unmap()
 	}
-	capped := e.perAddr > 0 && !inPrefixes(addr, e.trusted)
+	capped := e.perAddr > 0 && !inPrefixes(addr, e.exempt)
 	if capped {
 		e.mu.Lock()
 		n := e.byAddr[addr]

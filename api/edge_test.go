@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,7 +215,7 @@ func TestEdgePerAddressCap(t *testing.T) {
 	}
 	get := "GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
 
-	h := MustHarness(t, func(c *config.Config) { c.MaxConnsPerAddr = 4 })
+	h := MustHarness(t, func(c *config.Config) { c.MaxConnsPerAddr, c.TrustedAddrs = 4, nil })
 	addr := strings.TrimPrefix(h.base, "http://")
 	held := hold(addr, 4)
 	if c, err := net.Dial("tcp", addr); err == nil { // a reset may already fail the dial
@@ -235,11 +237,68 @@ func TestEdgePerAddressCap(t *testing.T) {
 	require.Contains(t, string(r.Body), `seckill_http_connections_refused_total{cap="address"}`)
 
 	proxied := MustHarness(t, func(c *config.Config) {
-		c.MaxConnsPerAddr = 4
+		c.MaxConnsPerAddr, c.TrustedAddrs = 4, nil
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	})
 	paddr := strings.TrimPrefix(proxied.base, "http://")
 	hold(paddr, 8)
 	a := rawExchange(t, paddr, 2*time.Second, 0, get)
 	require.Equal(t, 200, a.status(t), "a trusted proxy is not capped per address")
+}
+
+// TestEdgeIdleConnectionsGiveClientsNothingUnsolicited: a net/http client
+// pool whose connections sit idle past the server's idle time (dialed and
+// unused, or used once) sees them closed silently: the transport logs
+// nothing ("Unsolicited response received on idle HTTP channel") and every
+// request gets its own answer.
+func TestEdgeIdleConnectionsGiveClientsNothingUnsolicited(t *testing.T) {
+	h := MustHarness(t, func(c *config.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	var logged bytes.Buffer
+	old := log.Writer()
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(old) })
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	t.Cleanup(client.CloseIdleConnections)
+	var raw []net.Conn
+	for range 3 {
+		// Dialed and never used: the server closes them without a word.
+		c, err := net.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+		require.NoError(t, err)
+		raw = append(raw, c)
+	}
+	for round := range 4 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := client.Get(h.base + "/healthz")
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					errs <- errors.New(resp.Status)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		time.Sleep(450 * time.Millisecond) // past the idle time
+	}
+	for _, c := range raw {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
+		b, err := io.ReadAll(c)
+		require.NoError(t, err, "closed by the server")
+		require.Empty(t, b, "an idle connection got an answer it never asked for")
+		_ = c.Close()
+	}
+	require.Empty(t, logged.String())
 }

@@ -64,7 +64,8 @@ type Config struct {
 
 	// The HTTP edge. MaxConns 0 derives the cap from the process's file
 	// descriptor limit (see api/edge.go); MaxConnsPerAddr 0 turns the
-	// per-address cap off. Trusted proxies are exempt from the latter.
+	// per-address cap off. Trusted proxies and trusted addresses are exempt
+	// from the latter.
 	MaxConns        int
 	MaxConnsPerAddr int
 	IdleTimeout     time.Duration // a connection waiting for a request's first byte is closed silently after this
