@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 
@@ -177,12 +178,12 @@ func (s *server) routeRefusal(h *fasthttp.RequestHeader) (code, message string) 
 	}
 	switch {
 	case hasPrefixFold(path, "/admin/"):
-		_, code, message = s.bearer(string(h.Peek(fiber.HeaderAuthorization)), true)
+		_, code, message = s.bearer(utils.UnsafeString(h.Peek(fiber.HeaderAuthorization)), true)
 	case hasPrefixFold(path, "/api/v1/"):
 		if publicPath(path) {
 			return "", ""
 		}
-		_, code, message = s.bearer(string(h.Peek(fiber.HeaderAuthorization)), false)
+		_, code, message = s.bearer(utils.UnsafeString(h.Peek(fiber.HeaderAuthorization)), false)
 	case bytes.EqualFold(bytes.TrimSuffix(path, []byte("/")), []byte("/webhooks/payments")):
 		if _, err := webhookHeaders(string(h.Peek("X-Timestamp")), string(h.Peek("X-Signature")), time.Now()); err != nil {
 			return domain.ErrorCode(err), domain.ErrorMessage(err)
