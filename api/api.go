@@ -166,6 +166,9 @@ func NewServer(d Deps) *Server {
 		IdleTimeout:  cfg.IdleTimeout,
 	})
 	srv := app.Server()
+	// The edge caps connections itself (closing, not answering): fasthttp's
+	// own cap, which answers a plain-text 503, must never be the lower one.
+	srv.Concurrency = max(srv.Concurrency, int(s.edge.maxConns)+1)
 	srv.Handler = s.wrapHandler(srv.Handler)
 	srv.ErrorHandler = s.transportError
 	srv.HeaderReceived = s.headerReceived

@@ -265,14 +265,21 @@ func knownMethod(m []byte) bool {
 }
 
 // framingProblem names a request whose length is ambiguous: Content-Length
-// together with Transfer-Encoding (fasthttp refuses duplicate lengths and
-// unknown codings itself, and lets Transfer-Encoding win here).
+// together with Transfer-Encoding, or a transfer coding other than chunked
+// alone (fasthttp refuses duplicate lengths and unknown codings itself, but
+// lets chunked win over a Content-Length and takes "identity").
 func framingProblem(h *fasthttp.RequestHeader) string {
-	if h.ContentLength() != -1 {
+	raw := h.RawHeaders()
+	if h.ContentLength() == -1 {
+		if hasRawHeader(raw, "content-length") {
+			return "Content-Length together with Transfer-Encoding"
+		}
 		return ""
 	}
-	if hasRawHeader(h.RawHeaders(), "content-length") {
-		return "Content-Length together with Transfer-Encoding"
+	if bytes.Contains(raw, []byte("ransfer-")) || bytes.Contains(raw, []byte("RANSFER-")) {
+		if hasRawHeader(raw, "transfer-encoding") {
+			return "unsupported transfer coding"
+		}
 	}
 	return ""
 }
@@ -300,8 +307,8 @@ func (s *server) wrapHandler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 	return func(ctx *fasthttp.RequestCtx) {
 		if r, ok := s.edge.takeRefusal(&ctx.Request.Header); ok {
 			// The refused body arrived with the headers; it is not looked at.
-			ctx.SetConnectionClose()
 			s.transportAnswer(ctx, r.code, r.message)
+			ctx.SetConnectionClose()
 			return
 		}
 		if !knownMethod(ctx.Method()) {
@@ -309,8 +316,8 @@ func (s *server) wrapHandler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 			return
 		}
 		if p := framingProblem(&ctx.Request.Header); p != "" {
-			ctx.SetConnectionClose()
 			s.transportAnswer(ctx, domain.EInvalid, p)
+			ctx.SetConnectionClose()
 			return
 		}
 		next(ctx)
@@ -410,7 +417,8 @@ func (s *server) transportError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // transportAnswer writes the contract's error body on the raw context and
-// counts it; the caller closes the connection where the contract says so.
+// counts it; the caller closes the connection where the contract says so
+// (after this call: it resets the response).
 func (s *server) transportAnswer(ctx *fasthttp.RequestCtx, code, message string) {
 	status := statusOf(code)
 	ctx.Response.Reset()
