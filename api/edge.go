@@ -372,6 +372,9 @@ func (e *edge) takeRefusal(h *fasthttp.RequestHeader) (refusal, bool) {
 // closes without its body being read.
 func (s *server) expect(ctx *fasthttp.RequestCtx) int {
 	code, msg := s.headerRefusal(&ctx.Request.Header)
+	if code == "" && ctx.Request.Header.ContentLength() > BodyLimit {
+		code, msg = domain.ETooLarge, "request body over 8 KiB"
+	}
 	if code == "" {
 		return fasthttp.StatusContinue
 	}

@@ -162,6 +162,14 @@ func TestEdgeRawAnswers(t *testing.T) {
 		require.True(t, a.closed)
 	})
 
+	t.Run("expect 100-continue with an oversized length", func(t *testing.T) {
+		a := rawExchange(t, addr, 3*time.Second, 0, res+"Authorization: Bearer "+user+"\r\nExpect: 100-continue\r\nContent-Length: 9000\r\n\r\n")
+		require.NotContains(t, a.raw, "100 Continue")
+		require.Equal(t, 413, a.status(t), a.raw)
+		require.Equal(t, domain.ETooLarge, a.code(t))
+		require.True(t, a.closed)
+	})
+
 	t.Run("expect 100-continue accepted with a token", func(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
