@@ -69,6 +69,10 @@ func newEdge(cfg *config.Config, logger *slog.Logger, m *metrics, reg prometheus
 			Help: "Accept errors (such as EMFILE) the listener backed off from.",
 		}),
 	}
+	if limit := fdLimit(); limit > 0 && e.maxConns >= int64(limit) {
+		logger.Warn("SECKILL_MAX_CONNS is not below the file descriptor limit: accept will meet EMFILE and back off",
+			"max_connections", e.maxConns, "fd_limit", limit)
+	}
 	var err error
 	if e.refused, err = register(reg, e.refused); err != nil {
 		return nil, err
@@ -94,12 +98,21 @@ func connCap(configured int) int {
 	if configured > 0 {
 		return configured
 	}
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 || rl.Cur > 1<<24 {
+	limit := fdLimit()
+	if limit == 0 {
 		return 1 << 16
 	}
-	limit := int(rl.Cur)
 	return max(limit-max(32, limit/8), 8)
+}
+
+// fdLimit is the process's file descriptor limit; 0 when unknown or
+// practically unlimited.
+func fdLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 || rl.Cur > 1<<24 {
+		return 0
+	}
+	return int(rl.Cur)
 }
 
 // listener wraps ln with the caps, the accept back-off and the per-phase
