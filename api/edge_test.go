@@ -114,6 +114,7 @@ func TestEdgeRawAnswers(t *testing.T) {
 		{"user token on admin with body", []string{"POST /admin/v1/sales HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + user + "\r\nContent-Length: 9000\r\n\r\n" + big}, 403, domain.EForbidden, true},
 		{"webhook without signature", []string{"POST /webhooks/payments HTTP/1.1\r\nHost: t\r\nX-Timestamp: " + nowTS + "\r\nContent-Length: 9000\r\n\r\n" + big}, 401, domain.EUnauthorized, true},
 		{"webhook old timestamp", []string{"POST /webhooks/payments HTTP/1.1\r\nHost: t\r\nX-Timestamp: 1000\r\nX-Signature: sha256=" + strings.Repeat("ab", 32) + "\r\nContent-Length: 20\r\n\r\n", "{}"}, 401, domain.EUnauthorized, true},
+		{"webhook well-formed headers, body over 8 KiB", []string{"POST /webhooks/payments HTTP/1.1\r\nHost: t\r\nX-Timestamp: " + nowTS + "\r\nX-Signature: sha256=" + strings.Repeat("ab", 32) + "\r\nContent-Type: application/json\r\nContent-Length: 9000\r\n\r\n" + big}, 413, domain.ETooLarge, true},
 		{"authenticated big body", []string{res + "Authorization: Bearer " + user + "\r\nContent-Length: 9000\r\n\r\n" + big}, 413, domain.ETooLarge, true},
 		{"headers not completed in time", []string{"GET /healthz HTTP/1.1\r\nHost: t\r\n"}, 408, domain.ERequestTimeout, true},
 		{"body not completed in time", []string{res + "Authorization: Bearer " + user + "\r\nContent-Length: 30\r\n\r\n{\"req"}, 408, domain.ERequestTimeout, true},
