@@ -360,6 +360,9 @@ func (s *server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 			return fasthttp.RequestConfig{ReadTimeout: time.Nanosecond}
 		}
 	}
+	// A refusal left by an earlier request on this context (its connection
+	// closed before anyone answered) must not answer this one.
+	s.edge.takeRefusal(h)
 	return fasthttp.RequestConfig{ReadTimeout: s.cfg.BodyTimeout}
 }
 
