@@ -417,10 +417,13 @@ func (s *server) transportError(ctx *fasthttp.RequestCtx, err error) {
 		s.transportAnswer(ctx, domain.EInvalid, "conflicting Content-Length")
 		return
 	}
-	// A refusal decided on the headers wins over what the body read did.
-	if r, ok := s.edge.takeRefusal(&ctx.Request.Header); ok {
-		s.transportAnswer(ctx, r.code, r.message)
-		return
+	// A refusal decided on the headers wins over what the body read did
+	// (while the headers are still being read, there is none yet).
+	if ec == nil || ec.phase.Load() != phaseHeader {
+		if r, ok := s.edge.takeRefusal(&ctx.Request.Header); ok {
+			s.transportAnswer(ctx, r.code, r.message)
+			return
+		}
 	}
 	switch {
 	case timeout:
@@ -442,9 +445,9 @@ func (s *server) transportAnswer(ctx *fasthttp.RequestCtx, code, message string)
 	status := statusOf(code)
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)
-	ctx.SetContentType(fiberJSON)
+	ctx.SetContentType(mimeJSON)
 	ctx.SetBody(errorBytes(code, message))
 	s.m.request(routeTransport, status)
 }
 
-const fiberJSON = "application/json"
+const mimeJSON = "application/json"
