@@ -64,17 +64,20 @@ type server struct {
 	cache    *saleCache
 	starter  *starter
 
-	global     *rate.Limiter
-	fallback   *rate.Limiter // the global rate while a sale is in database mode
-	breaker    *redisBreaker
-	tokens     *verifiedTokens
-	jwtSecrets [][]byte
+	global    *rate.Limiter
+	fallback  *rate.Limiter // the global rate while a sale is in database mode
+	breaker   *redisBreaker
+	tokens    *verifiedTokens
+	perAddr   *keyedLimiters[netip.Addr]
+	perUser   *keyedLimiters[int64]
+	faultExit bool
+
+	// The connection edge, the secrets bearer tokens verify under, and the
+	// read routes' buckets.
 	edge       *edge
-	perAddr    *keyedLimiters[netip.Addr]
-	perUser    *keyedLimiters[int64]
+	jwtSecrets [][]byte
 	readAddr   *keyedLimiters[netip.Addr]
 	readUser   *keyedLimiters[int64]
-	faultExit  bool
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -114,24 +117,24 @@ func NewServer(d Deps) *Server {
 		scripts = lua.New()
 	}
 	s := &server{
-		cfg:        cfg,
-		logger:     logger,
-		st:         d.Store,
-		rdb:        d.Redis,
-		scripts:    scripts,
-		temporal:   d.Temporal,
-		cache:      newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
-		global:     rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
-		fallback:   rate.NewLimiter(limitOf(cfg.FallbackRPS), max(int(cfg.FallbackRPS/10), 1)),
-		perAddr:    newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
-		perUser:    newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
-		readAddr:   newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr),
-		readUser:   newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser),
-		faultExit:  cfg.Dev() && cfg.FaultExitAfterReserve,
-		stop:       make(chan struct{}),
-		tokens:     newVerifiedTokens(1 << 17),
-		jwtSecrets: cfg.JWTSecrets(),
+		cfg:       cfg,
+		logger:    logger,
+		st:        d.Store,
+		rdb:       d.Redis,
+		scripts:   scripts,
+		temporal:  d.Temporal,
+		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
+		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		fallback:  rate.NewLimiter(limitOf(cfg.FallbackRPS), max(int(cfg.FallbackRPS/10), 1)),
+		perAddr:   newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
+		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
+		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
+		stop:      make(chan struct{}),
+		tokens:    newVerifiedTokens(1 << 17),
 	}
+	s.jwtSecrets = cfg.JWTSecrets()
+	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
+	s.readUser = newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser)
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
 		if queued == nil {

@@ -37,30 +37,34 @@ type Config struct {
 
 	JWTSecret     []byte
 	PaymentSecret []byte
+	TokenKey      []byte // HMAC key deriving reservation tokens
+
 	// The previous secrets, accepted alongside the current ones while a
 	// rotation is under way (empty: none).
 	JWTSecretPrevious     []byte
 	PaymentSecretPrevious []byte
-	TokenKey              []byte // HMAC key deriving reservation tokens
 
-	GlobalRPS    float64 // global token bucket of the reservation path
-	GlobalBurst  int
-	PerAddrRPS   float64
-	PerAddrBurst int
-	PerUserRPS   float64
-	PerUserBurst int
-	FallbackRPS  float64 // global rate while a sale is in database mode
+	GlobalRPS       float64 // global token bucket of the reservation path
+	GlobalBurst     int
+	PerAddrRPS      float64
+	PerAddrBurst    int
+	PerUserRPS      float64
+	PerUserBurst    int
+	FallbackRPS     float64 // global rate while a sale is in database mode
+	TrustedAddrs    []netip.Prefix
+	TrustedProxies  []netip.Prefix
+	ProxyHeader     string
+	CORSOrigins     []string
+	RedisTimeout    time.Duration // per-call timeout of hot-path Redis calls
+	StarterQueue    int           // bounded queue of workflow starts in the API
+	ShutdownTimeout time.Duration
+
 	// Read routes (storefront, sale view, reservation reads): per address
 	// and per user; health probes and /metrics are exempt.
 	ReadRPS          float64
 	ReadBurst        int
 	ReadPerUserRPS   float64
 	ReadPerUserBurst int
-	TrustedAddrs     []netip.Prefix
-	TrustedProxies   []netip.Prefix
-	ProxyHeader      string
-	CORSOrigins      []string
-	RedisTimeout     time.Duration // per-call timeout of hot-path Redis calls
 
 	// The HTTP edge. MaxConns 0 derives the cap from the process's file
 	// descriptor limit (see api/edge.go); MaxConnsPerAddr 0 turns the
@@ -71,8 +75,6 @@ type Config struct {
 	IdleTimeout     time.Duration // a connection waiting for a request's first byte is closed silently after this
 	HeaderTimeout   time.Duration // from a request's first byte to the end of its headers, else 408
 	BodyTimeout     time.Duration // from the end of the headers to the end of the body, else 408
-	StarterQueue    int           // bounded queue of workflow starts in the API
-	ShutdownTimeout time.Duration
 
 	RelayConsumer    string
 	RelayMaxDelivery int64 // deliveries before an inbox entry is dead-lettered
