@@ -127,13 +127,14 @@ var errUnknownSale = domain.Errorf(domain.ENotFound, "no such sale")
 func (c *saleCache) get(ctx context.Context, id int64) (*saleEntry, error) {
 	c.mu.RLock()
 	e := c.entries[id]
+	if e != nil {
+		c.mu.RUnlock()
+		return e, nil
+	}
 	missAt, missed := c.misses[id]
 	_, known := c.known[id]
 	loaded := c.knownLoaded
 	c.mu.RUnlock()
-	if e != nil {
-		return e, nil
-	}
 	if loaded && !known && !c.discover(ctx, id) {
 		// Not a sale: answered without a query per id. A sale created
 		// elsewhere reaches the set by discovery or the next refresh.
