@@ -155,8 +155,9 @@ func hasFlags(fs *flag.FlagSet) bool {
 }
 
 // commit is the build's commit when the toolchain embedded none (a build
-// with -buildvcs=false or outside a plain git checkout): set it with
-// -ldflags "-X main.commit=$(git rev-parse HEAD)".
+// with -buildvcs=false, as GOFLAGS may say, or in a git worktree, which the
+// toolchain does not detect): set it with -ldflags "-X main.commit=...".
+// The Taskfile and scripts/up.sh build with -buildvcs=auto.
 var commit = "unknown"
 
 // versionLine is the build's module version and VCS commit, from the build
