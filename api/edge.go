@@ -225,9 +225,11 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 }
 
 // SetReadDeadline is called by fasthttp in this order per request: the idle
-// deadline before the first byte (keep-alive), a zero deadline once the
-// first byte arrived (ignored: the header deadline holds), the body deadline
-// from HeaderReceived.
+// deadline before the first byte (keep-alive; the previous request ended in
+// the body phase), a zero deadline once the first byte arrived (ignored in
+// the header phase: the header deadline holds), the body deadline from
+// HeaderReceived. A pipelined request read from the buffer never calls
+// Read, so its body deadline arrives in the idle phase.
 func (c *edgeConn) SetReadDeadline(t time.Time) error {
 	switch c.phase.Load() {
 	case phaseHeader:
@@ -237,6 +239,10 @@ func (c *edgeConn) SetReadDeadline(t time.Time) error {
 		c.phase.Store(phaseBody)
 	case phaseBody:
 		c.phase.Store(phaseIdle)
+	case phaseIdle:
+		if !t.IsZero() {
+			c.phase.Store(phaseBody)
+		}
 	}
 	return c.Conn.SetReadDeadline(t)
 }

@@ -155,6 +155,15 @@ func TestEdgeRawAnswers(t *testing.T) {
 		require.Equal(t, 200, a.status(t), a.raw)
 	})
 
+	t.Run("a pipelined request read from the buffer still gets its 408", func(t *testing.T) {
+		a := rawExchange(t, addr, 3*time.Second, 0, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"+
+			res+"Authorization: Bearer "+user+"\r\nContent-Length: 30\r\n\r\n{\"req")
+		require.Equal(t, 2, strings.Count(a.raw, "HTTP/1.1 "), a.raw)
+		require.Contains(t, a.raw, "HTTP/1.1 408 ")
+		require.Contains(t, a.raw, domain.ERequestTimeout)
+		require.True(t, a.closed)
+	})
+
 	t.Run("expect 100-continue refused from the headers", func(t *testing.T) {
 		a := rawExchange(t, addr, 3*time.Second, 0, res+"Expect: 100-continue\r\nContent-Length: 9000\r\n\r\n")
 		require.NotContains(t, a.raw, "100 Continue")
