@@ -18,6 +18,10 @@ import (
 
 const adminTimeout = 10 * time.Second
 
+// MaxStock is the largest stock of a sale, at creation and after any
+// adjustment (the contract's 1..10000000).
+const MaxStock = 10_000_000
+
 type createSaleRequest struct {
 	GoodsID              *int64     `json:"goods_id"`
 	Title                *string    `json:"title"`
@@ -44,7 +48,7 @@ func saleFromRequest(r *createSaleRequest) (*domain.Sale, error) {
 		return nil, invalidField("title", "required, 1..200 bytes")
 	case r.PriceCents == nil || *r.PriceCents < 0:
 		return nil, invalidField("price_cents", "required, a non-negative integer")
-	case r.Stock == nil || *r.Stock < 1 || *r.Stock > 10_000_000:
+	case r.Stock == nil || *r.Stock < 1 || *r.Stock > MaxStock:
 		return nil, invalidField("stock", "required, 1..10000000")
 	case r.Buckets != nil && (*r.Buckets < 1 || *r.Buckets > 1024):
 		return nil, invalidField("buckets", "1..1024")
@@ -73,7 +77,11 @@ func saleFromRequest(r *createSaleRequest) (*domain.Sale, error) {
 // POST /admin/v1/sales
 func (s *server) createSale(c *fiber.Ctx) error {
 	var req createSaleRequest
-	if err := decodeStrict(c.Body(), &req); err != nil {
+	body, err := jsonBody(c)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
 		return sendErr(c, err)
 	}
 	sale, err := saleFromRequest(&req)
@@ -85,6 +93,13 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	if err := s.st.CreateSale(ctx, sale); err != nil {
 		s.logger.Error("create sale", "err", err)
 		return unavailable(c, 1, "could not create the sale")
+	}
+	// The answer is the stored row, not the request: what the database
+	// kept (time precision, text) is what every later read serves.
+	if stored, err := s.st.GetSale(ctx, sale.ID); err == nil {
+		sale = stored
+	} else {
+		s.logger.Warn("create sale: read back; answering from the request", "sale", sale.ID, "err", err)
 	}
 	s.cache.put(sale)
 	s.onSaleCreated(ctx, sale)
@@ -187,26 +202,36 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 	}
 }
 
+type stockRequest struct {
+	Delta *int64 `json:"delta"`
+}
+
 // POST /admin/v1/sales/{sale_id}/stock
 func (s *server) adjustStock(c *fiber.Ctx) error {
 	id, err := saleIDParam(c, "sale_id")
 	if err != nil {
 		return sendErr(c, err)
 	}
-	var req struct {
-		Delta *int64 `json:"delta"`
+	var req stockRequest
+	body, err := jsonBody(c)
+	if err == nil {
+		err = decodeStrict(body, &req)
 	}
-	if err := decodeStrict(c.Body(), &req); err != nil {
+	if err != nil {
 		return sendErr(c, err)
 	}
-	if req.Delta == nil || *req.Delta == 0 {
-		return sendError(c, domain.EInvalid, "delta: required, a non-zero integer")
+	if req.Delta == nil || *req.Delta == 0 || *req.Delta < -MaxStock || *req.Delta > MaxStock {
+		return sendError(c, domain.EInvalid, "delta: required, a non-zero integer within -10000000..10000000")
 	}
 	delta := *req.Delta
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	if _, err := s.adminSale(ctx, c); err != nil {
+	before, err := s.adminSale(ctx, c)
+	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
+	}
+	if before.StockTotal+delta > MaxStock {
+		return sendError(c, domain.EInvalid, "delta: the stock would exceed 10000000")
 	}
 	ref := "adjust-" + ulid.Make().String()
 	insufficient := func() error {

@@ -123,6 +123,47 @@ func TestAdminStock(t *testing.T) {
 	require.Equal(t, 200, r.Status, string(r.Body))
 	require.EqualValues(t, 0, h.redisInt(stockKey))
 	require.EqualValues(t, 1, h.dbStock(sale.ID))
+
+	// Out of range: 400 invalid_request (never a 503 from an overflowing
+	// column), and nothing changes.
+	for _, delta := range []string{"2147483648", "-2147483649", "9223372036854775807", "10000001", "-10000001", "10000000"} {
+		r = h.do("POST", "/admin/v1/sales/"+sid+"/stock", h.admin, `{"delta":`+delta+`}`)
+		require.Equal(t, 400, r.Status, "delta %s: %s", delta, r.Body)
+		require.Equal(t, "invalid_request", r.errCode(t))
+		require.Empty(t, r.Header.Get("Retry-After"))
+	}
+	require.EqualValues(t, 0, h.redisInt(stockKey))
+	require.EqualValues(t, 1, h.dbStock(sale.ID))
+	got, err := h.st.GetSale(context.Background(), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, got.StockTotal)
+}
+
+// TestAdminCreateSaleAnswersTheStoredRow: what the create answer says is
+// what every later read serves (a NUL in the title, nanoseconds in a time).
+func TestAdminCreateSaleAnswersTheStoredRow(t *testing.T) {
+	h := MustHarness(t)
+	starts := time.Now().UTC().Add(-time.Minute).Truncate(time.Second).Add(123456789 * time.Nanosecond)
+	ends := starts.Add(time.Hour)
+	body := `{"goods_id":7,"title":"nul\u0000 title","price_cents":0,"stock":3,"starts_at":"` + starts.Format(time.RFC3339Nano) + `","ends_at":"` + ends.Format(time.RFC3339Nano) + `"}`
+	r := h.do("POST", "/admin/v1/sales", h.admin, body)
+	require.Equal(t, 201, r.Status, string(r.Body))
+	created := r.json(t)
+	id := int64(created["sale_id"].(float64))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.rdb.Del(ctx, lua.SaleKeys(id).All()...).Err()
+	})
+	stored, err := h.st.GetSale(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, stored.StartsAt.UTC().Format(time.RFC3339Nano), created["starts_at"])
+	require.Equal(t, stored.EndsAt.UTC().Format(time.RFC3339Nano), created["ends_at"])
+	require.Equal(t, stored.Title, created["title"])
+	read := h.do("GET", "/api/v1/sales/"+strconv.FormatInt(id, 10), "", "").json(t)
+	for _, k := range []string{"title", "starts_at", "ends_at", "price_cents", "stock_total", "goods_id"} {
+		require.Equal(t, read[k], created[k], k)
+	}
 }
 
 func TestPublicEndpoints(t *testing.T) {

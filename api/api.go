@@ -72,15 +72,37 @@ type server struct {
 	perUser   *keyedLimiters[int64]
 	faultExit bool
 
+	// The connection edge, the secrets bearer tokens verify under, and the
+	// read routes' buckets.
+	edge       *edge
+	jwtSecrets [][]byte
+	readAddr   *keyedLimiters[netip.Addr]
+	readUser   *keyedLimiters[int64]
+
 	stop     chan struct{}
 	stopOnce sync.Once
 	drainCtx context.Context
 	bg       sync.WaitGroup
 }
 
+// Server is the API: the Fiber app and the connection edge in front of it.
+type Server struct {
+	App  *fiber.App
+	edge *edge
+	s    *server
+}
+
+// Serve serves the API on ln behind the edge (connection caps, accept
+// back-off, per-phase read timeouts) until the app shuts down.
+func (s *Server) Serve(ln net.Listener) error { return s.App.Listener(s.edge.listener(ln)) }
+
 // New builds the app and starts its background work (the cache refresher,
 // the limiter sweeper and the workflow starter); app.Shutdown stops them.
-func New(d Deps) *fiber.App {
+// Serve it with NewServer(d).Serve to have the edge in front of it.
+func New(d Deps) *fiber.App { return NewServer(d).App }
+
+// NewServer builds the app and its edge; see New.
+func NewServer(d Deps) *Server {
 	cfg := d.Config
 	logger := d.Logger
 	if logger == nil {
@@ -110,6 +132,9 @@ func New(d Deps) *fiber.App {
 		stop:      make(chan struct{}),
 		tokens:    newVerifiedTokens(1 << 17),
 	}
+	s.jwtSecrets = cfg.JWTSecrets()
+	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
+	s.readUser = newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser)
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
 		if queued == nil {
@@ -129,15 +154,28 @@ func New(d Deps) *fiber.App {
 	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
 	queued = func() float64 { return float64(len(s.starter.q)) }
 
+	if s.edge, err = newEdge(cfg, logger, m, reg); err != nil {
+		panic(fmt.Sprintf("api metrics: %v", err))
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "seckill",
 		BodyLimit:             BodyLimit,
 		ErrorHandler:          errorHandler(logger),
 		DisableStartupMessage: true,
-		ReadTimeout:           10 * time.Second,
-		WriteTimeout:          20 * time.Second,
-		IdleTimeout:           60 * time.Second,
+		// No ReadTimeout: the edge's connections keep the idle, header and
+		// body deadlines themselves (edge.go); IdleTimeout is fasthttp's
+		// wait for a keep-alive request's first byte.
+		WriteTimeout: 20 * time.Second,
+		IdleTimeout:  cfg.IdleTimeout,
 	})
+	srv := app.Server()
+	// The edge caps connections itself (closing, not answering): fasthttp's
+	// own cap, which answers a plain-text 503, must never be the lower one.
+	srv.Concurrency = max(srv.Concurrency, int(s.edge.maxConns)+1)
+	srv.Handler = s.wrapHandler(srv.Handler)
+	srv.ErrorHandler = s.transportError
+	srv.HeaderReceived = s.headerReceived
+	srv.ExpectHandler = s.expect
 	app.Use(s.countRequests)
 	if len(cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
@@ -167,7 +205,7 @@ func New(d Deps) *fiber.App {
 		})
 		return nil
 	})
-	return app
+	return &Server{App: app, edge: s.edge, s: s}
 }
 
 func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
@@ -177,17 +215,17 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	app.Get("/openapi.yaml", func(c *fiber.Ctx) error {
+	app.Get("/openapi.yaml", s.limitReads, func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")
 		return c.Send(openAPI)
 	})
 
-	app.Get("/api/v1/sales/:sale_id", s.getSale)
+	app.Get("/api/v1/sales/:sale_id", s.limitReads, s.getSale)
 	app.Post("/api/v1/sales/:sale_id/reservations", user, s.reserve)
-	app.Get("/api/v1/reservations/:token", user, s.getReservation)
+	app.Get("/api/v1/reservations/:token", user, s.limitReads, s.getReservation)
 	app.Post("/api/v1/reservations/:token/payment", user, s.pay)
 	app.Post("/api/v1/reservations/:token/cancel", user, s.cancel)
-	app.Get("/api/v1/me/reservations", user, s.listReservations)
+	app.Get("/api/v1/me/reservations", user, s.limitReads, s.listReservations)
 
 	app.Post("/admin/v1/sales", admin, s.createSale)
 	app.Post("/admin/v1/sales/:sale_id/warmup", admin, s.warmup)
@@ -199,6 +237,21 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Put("/admin/v1/blacklist/:user_id", admin, s.blacklist(true))
 	app.Delete("/admin/v1/blacklist/:user_id", admin, s.blacklist(false))
 	s.storefrontRoutes(app, admin)
+}
+
+// limitReads guards the read routes (the storefront, the sale view, the
+// reservation reads): a bucket per client address (trusted addresses
+// exempt) and, after authentication, one per user. Health probes and
+// /metrics are not read routes.
+func (s *server) limitReads(c *fiber.Ctx) error {
+	now := time.Now()
+	if p, ok := c.Locals(principalKey).(Principal); ok && !s.readUser.allow(p.UserID, now) {
+		return s.rateLimited(c, s.cfg.ReadPerUserRPS)
+	}
+	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.allow(addr, now) {
+		return s.rateLimited(c, s.cfg.ReadRPS)
+	}
+	return c.Next()
 }
 
 // countRequests counts every answer by route pattern (not raw path, so the
@@ -242,6 +295,8 @@ func (s *server) background() {
 			if now.Second()%30 == 0 {
 				s.perAddr.sweep(now)
 				s.perUser.sweep(now)
+				s.readAddr.sweep(now)
+				s.readUser.sweep(now)
 			}
 		}
 	}
@@ -274,7 +329,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer tc.Close()
 
-	app := New(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	app := srv.App
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}
@@ -288,9 +344,9 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)
 	}
-	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env)
+	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env, "max_connections", srv.edge.maxConns)
 	served := make(chan error, 1)
-	go func() { served <- app.Listener(ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("api: serve: %w", err)

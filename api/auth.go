@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/valyala/fasthttp"
 
 	"github.com/seckill/seckill/domain"
 )
@@ -78,15 +81,26 @@ func newVerifiedTokens(max int) *verifiedTokens {
 	return &verifiedTokens{entries: make(map[string]verifiedToken), max: max}
 }
 
-// verify answers from the cache or verifies and remembers.
-func (v *verifiedTokens) verify(secret []byte, raw string, now time.Time) (Principal, error) {
+// verify answers from the cache or verifies and remembers. A token signed
+// with any of secrets (the current one, then the previous one during a
+// rotation) verifies.
+func (v *verifiedTokens) verify(secrets [][]byte, raw string, now time.Time) (Principal, error) {
 	v.mu.RLock()
 	e, ok := v.entries[raw]
 	v.mu.RUnlock()
 	if ok && now.Before(e.exp) {
 		return e.p, nil
 	}
-	p, exp, err := verifyToken(secret, raw)
+	var (
+		p   Principal
+		exp time.Time
+		err = errBadToken
+	)
+	for _, secret := range secrets {
+		if p, exp, err = verifyToken(secret, raw); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return Principal{}, err
 	}
@@ -122,25 +136,75 @@ func parsePositiveID(s string) (int64, bool) {
 
 const principalKey = "seckill.principal"
 
-// authenticate is the first handler of every user and admin route: it runs
-// before any handler reads the body. Admin routes also need role admin.
+// bearer checks an Authorization header value: the principal, or the
+// refusal's code and message.
+func (s *server) bearer(h string, admin bool) (Principal, string, string) {
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return Principal{}, domain.EUnauthorized, "missing or malformed bearer token"
+	}
+	p, err := s.tokens.verify(s.jwtSecrets, strings.TrimSpace(h[len(prefix):]), time.Now())
+	if err != nil {
+		return Principal{}, domain.EUnauthorized, "invalid or expired token"
+	}
+	if admin && !p.Admin {
+		return Principal{}, domain.EForbidden, "admin role required"
+	}
+	return p, "", ""
+}
+
+// authenticate is the first handler of every user and admin route. The
+// same check already ran on the headers before the body was read
+// (routeRefusal); this one is the route's own guard.
 func (s *server) authenticate(admin bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		h := c.Get(fiber.HeaderAuthorization)
-		const prefix = "bearer "
-		if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-			return sendError(c, domain.EUnauthorized, "missing or malformed bearer token")
-		}
-		p, err := s.tokens.verify(s.cfg.JWTSecret, strings.TrimSpace(h[len(prefix):]), time.Now())
-		if err != nil {
-			return sendError(c, domain.EUnauthorized, "invalid or expired token")
-		}
-		if admin && !p.Admin {
-			return sendError(c, domain.EForbidden, "admin role required")
+		p, code, msg := s.bearer(c.Get(fiber.HeaderAuthorization), admin)
+		if code != "" {
+			return sendError(c, code, msg)
 		}
 		c.Locals(principalKey, p)
 		return c.Next()
 	}
+}
+
+// routeRefusal decides from the headers alone what a route's guard will
+// decide: a missing or refused bearer token on a user or admin route,
+// malformed signature headers on the payment webhook. Paths match
+// case-insensitively, as the router's do.
+func (s *server) routeRefusal(h *fasthttp.RequestHeader) (code, message string) {
+	path := h.RequestURI()
+	if i := bytes.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	switch {
+	case hasPrefixFold(path, "/admin/"):
+		_, code, message = s.bearer(utils.UnsafeString(h.Peek(fiber.HeaderAuthorization)), true)
+	case hasPrefixFold(path, "/api/v1/"):
+		if publicPath(path) {
+			return "", ""
+		}
+		_, code, message = s.bearer(utils.UnsafeString(h.Peek(fiber.HeaderAuthorization)), false)
+	case bytes.EqualFold(bytes.TrimSuffix(path, []byte("/")), []byte("/webhooks/payments")):
+		if _, err := webhookHeaders(string(h.Peek("X-Timestamp")), string(h.Peek("X-Signature")), time.Now()); err != nil {
+			return domain.ErrorCode(err), domain.ErrorMessage(err)
+		}
+	}
+	return code, message
+}
+
+// publicPath is the one /api/v1 route without a token: the sale view
+// /api/v1/sales/{sale_id}.
+func publicPath(path []byte) bool {
+	const sales = "/api/v1/sales/"
+	if !hasPrefixFold(path, sales) {
+		return false
+	}
+	rest := bytes.TrimSuffix(path[len(sales):], []byte("/"))
+	return len(rest) > 0 && bytes.IndexByte(rest, '/') < 0
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
 }
 
 func principal(c *fiber.Ctx) Principal {

@@ -16,15 +16,15 @@ func TestVerifiedTokensCacheOnlyWhatVerified(t *testing.T) {
 	v := newVerifiedTokens(2)
 	now := time.Now()
 
-	p, err := v.verify(secret, tok, now)
+	p, err := v.verify([][]byte{secret}, tok, now)
 	require.NoError(t, err)
 	require.EqualValues(t, 42, p.UserID)
-	p, err = v.verify(secret, tok, now)
+	p, err = v.verify([][]byte{secret}, tok, now)
 	require.NoError(t, err, "served from the cache")
 	require.EqualValues(t, 42, p.UserID)
 
 	// Past its exp the cached token is refused.
-	_, err = v.verify(secret, tok, now.Add(2*time.Hour))
+	_, err = v.verify([][]byte{secret}, tok, now.Add(2*time.Hour))
 	require.ErrorIs(t, err, errBadToken)
 
 	// A token that differs in one byte of its signature is verified anew.
@@ -33,14 +33,14 @@ func TestVerifiedTokensCacheOnlyWhatVerified(t *testing.T) {
 		last = "B"
 	}
 	tampered := tok[:len(tok)-1] + last
-	_, err = v.verify(secret, tampered, now)
+	_, err = v.verify([][]byte{secret}, tampered, now)
 	require.ErrorIs(t, err, errBadToken)
 
 	// The bound holds: a full cache starts over.
 	for i := int64(1); i <= 5; i++ {
 		other, err := authtoken.Mint(secret, i, authtoken.RoleUser, time.Hour)
 		require.NoError(t, err)
-		_, err = v.verify(secret, other, now)
+		_, err = v.verify([][]byte{secret}, other, now)
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(v.entries), 2)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
@@ -85,12 +86,28 @@ type saleCache struct {
 	mu      sync.RWMutex
 	entries map[int64]*saleEntry
 	misses  map[int64]time.Time // unknown ids, remembered for a second
+	// known holds every sale id that exists (read once, then every open
+	// sale the refresher sees and every sale created here), so an unknown
+	// id is answered without a query; knownLoaded says it was read.
+	known       map[int64]struct{}
+	knownLoaded bool
+
+	// discovery looks for sales created elsewhere since the last refresh
+	// when an unknown id is asked for: one query finds them all, at most
+	// discoverRate per second, so a flood of unknown ids costs no more.
+	discoverMu sync.Mutex
+	discovery  *rate.Limiter
+
+	// refreshQueries counts the statements the refresher ran: its cost is
+	// per second, whatever the traffic.
+	refreshQueries atomic.Int64
 
 	blacklist atomic.Pointer[map[int64]struct{}]
 }
 
 func newSaleCache(st *store.Store, rdb redis.UniversalClient, timeout time.Duration) *saleCache {
-	c := &saleCache{st: st, rdb: rdb, timeout: timeout, entries: map[int64]*saleEntry{}, misses: map[int64]time.Time{}}
+	c := &saleCache{st: st, rdb: rdb, timeout: timeout, entries: map[int64]*saleEntry{}, misses: map[int64]time.Time{}, known: map[int64]struct{}{},
+		discovery: rate.NewLimiter(discoverRate, discoverBurst)}
 	empty := map[int64]struct{}{}
 	c.blacklist.Store(&empty)
 	return c
@@ -98,21 +115,76 @@ func newSaleCache(st *store.Store, rdb redis.UniversalClient, timeout time.Durat
 
 const missTTL = time.Second
 
+// Discovery of sales created elsewhere between refreshes.
+const (
+	discoverRate  = 2
+	discoverBurst = 3
+)
+
 var errUnknownSale = domain.Errorf(domain.ENotFound, "no such sale")
 
 // get returns the sale's entry, loading it from the database on a miss.
 func (c *saleCache) get(ctx context.Context, id int64) (*saleEntry, error) {
 	c.mu.RLock()
 	e := c.entries[id]
-	missAt, missed := c.misses[id]
-	c.mu.RUnlock()
 	if e != nil {
+		c.mu.RUnlock()
 		return e, nil
+	}
+	missAt, missed := c.misses[id]
+	_, known := c.known[id]
+	loaded := c.knownLoaded
+	c.mu.RUnlock()
+	if loaded && !known && !c.discover(ctx, id) {
+		// Not a sale: answered without a query per id. A sale created
+		// elsewhere reaches the set by discovery or the next refresh.
+		return nil, errUnknownSale
 	}
 	if missed && time.Since(missAt) < missTTL {
 		return nil, errUnknownSale
 	}
 	return c.load(ctx, id)
+}
+
+// discover reads the sale ids again, when the discovery budget allows, and
+// reports whether id is among them. Concurrent callers wait for one read.
+func (c *saleCache) discover(ctx context.Context, id int64) bool {
+	c.discoverMu.Lock()
+	defer c.discoverMu.Unlock()
+	c.mu.RLock()
+	_, known := c.known[id]
+	c.mu.RUnlock()
+	if known || !c.discovery.Allow() {
+		return known
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ids, err := c.st.SaleIDs(ctx)
+	if err != nil {
+		return true // cannot tell: let the lookup decide
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range ids {
+		c.known[k] = struct{}{}
+	}
+	_, known = c.known[id]
+	return known
+}
+
+// newestOpen is the id of the newest sale in the cache that has neither
+// ended nor been stopped; 0 when there is none.
+func (c *saleCache) newestOpen(now time.Time) int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var newest int64
+	for id, e := range c.entries {
+		s := e.sale.Load()
+		if s != nil && s.EndsAt.After(now) && s.Control != domain.ControlStopped && id > newest {
+			newest = id
+		}
+	}
+	return newest
 }
 
 // load reads one sale and its stock into the cache.
@@ -143,6 +215,7 @@ func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
 	e.sale.Store(sale)
 	e.stockLeft.Store(stock)
 	delete(c.misses, id)
+	c.known[id] = struct{}{}
 	return e, nil
 }
 
@@ -174,6 +247,7 @@ func (c *saleCache) put(sale *domain.Sale) *saleEntry {
 	}
 	e.sale.Store(sale)
 	delete(c.misses, sale.ID)
+	c.known[sale.ID] = struct{}{}
 	return e
 }
 
@@ -273,6 +347,7 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var errs []error
+	c.refreshQueries.Add(2) // the blacklist and the open sales
 	if ids, err := c.st.Blacklist(ctx); err != nil {
 		errs = append(errs, err)
 	} else {
@@ -289,6 +364,22 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	open := make(map[int64]*domain.Sale, len(sales))
 	for _, s := range sales {
 		open[s.ID] = s
+	}
+	c.mu.RLock()
+	loaded := c.knownLoaded
+	c.mu.RUnlock()
+	if !loaded {
+		c.refreshQueries.Add(1)
+		if ids, err := c.st.SaleIDs(ctx); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.mu.Lock()
+			for _, id := range ids {
+				c.known[id] = struct{}{}
+			}
+			c.knownLoaded = true
+			c.mu.Unlock()
+		}
 	}
 
 	// Redis: the stock of each open sale and the counter of each marked one.
@@ -329,6 +420,7 @@ func (c *saleCache) refresh(ctx context.Context) error {
 		}
 		e.sale.Store(s)
 		delete(c.misses, id)
+		c.known[id] = struct{}{}
 		if !redisOK {
 			continue
 		}
@@ -356,18 +448,21 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	// Sales not in Redis show the database's unsold units.
-	for _, id := range needDB {
-		n, err := c.st.DBStock(ctx, id)
+	// Sales not in Redis show the database's unsold units, in one query.
+	if len(needDB) > 0 {
+		c.refreshQueries.Add(1)
+		stocks, err := c.st.DBStocks(ctx, needDB)
 		if err != nil {
 			errs = append(errs, err)
-			continue
+		} else {
+			c.mu.RLock()
+			for _, id := range needDB {
+				if e := c.entries[id]; e != nil {
+					e.stockLeft.Store(stocks[id])
+				}
+			}
+			c.mu.RUnlock()
 		}
-		c.mu.RLock()
-		if e := c.entries[id]; e != nil {
-			e.stockLeft.Store(n)
-		}
-		c.mu.RUnlock()
 	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,14 @@ func statusOf(code string) int {
 		return fiber.StatusTooManyRequests
 	case domain.EUnavailable:
 		return fiber.StatusServiceUnavailable
+	case domain.EUnsupportedMediaType:
+		return fiber.StatusUnsupportedMediaType
+	case domain.EHeadersTooLarge:
+		return fiber.StatusRequestHeaderFieldsTooLarge
+	case domain.ENotImplemented:
+		return fiber.StatusNotImplemented
+	case domain.ERequestTimeout:
+		return fiber.StatusRequestTimeout
 	}
 	return fiber.StatusInternalServerError
 }
@@ -55,8 +63,16 @@ func codeOfStatus(status int) string {
 		return domain.EForbidden
 	case fiber.StatusTooManyRequests:
 		return domain.ERateLimited
-	case fiber.StatusServiceUnavailable, fiber.StatusRequestTimeout:
+	case fiber.StatusServiceUnavailable:
 		return domain.EUnavailable
+	case fiber.StatusRequestTimeout:
+		return domain.ERequestTimeout
+	case fiber.StatusRequestHeaderFieldsTooLarge:
+		return domain.EHeadersTooLarge
+	case fiber.StatusNotImplemented:
+		return domain.ENotImplemented
+	case fiber.StatusUnsupportedMediaType:
+		return domain.EUnsupportedMediaType
 	}
 	if status >= 400 && status < 500 {
 		return domain.EInvalid
@@ -119,24 +135,47 @@ func unavailable(c *fiber.Ctx, retryAfter int, message string) error {
 	return sendError(c, domain.EUnavailable, message)
 }
 
+// fixedMessage is the message of an error the framework raised.
+func fixedMessage(code string) string {
+	switch code {
+	case domain.ENotFound:
+		return "no such resource"
+	case domain.EMethodNotAllowed:
+		return "method not allowed on this resource"
+	case domain.ETooLarge:
+		return "request body over 8 KiB"
+	case domain.ERequestTimeout:
+		return "request not completed in time"
+	case domain.EHeadersTooLarge:
+		return "request headers over the server's limit"
+	case domain.ENotImplemented:
+		return "method not implemented"
+	case domain.EUnsupportedMediaType:
+		return "request body must be application/json"
+	case domain.EUnauthorized:
+		return "unauthorized"
+	case domain.EForbidden:
+		return "forbidden"
+	case domain.ERateLimited:
+		return "too many requests"
+	case domain.EUnavailable:
+		return "service unavailable"
+	case domain.EInternal:
+		return "internal error"
+	}
+	return "malformed request"
+}
+
 // errorHandler is Fiber's ErrorHandler: every error that escapes a handler,
 // and Fiber's own 404/405/413, leave with the contract's error body.
 func errorHandler(logger *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		var fe *fiber.Error
 		if errors.As(err, &fe) {
+			// Fiber's and fasthttp's own messages may quote the request:
+			// each code gets a fixed message instead.
 			code := codeOfStatus(fe.Code)
-			msg := fe.Message
-			if code == domain.ENotFound {
-				msg = "no such resource"
-			}
-			if code == domain.EMethodNotAllowed {
-				msg = "method not allowed on this resource"
-			}
-			if code == domain.ETooLarge {
-				msg = "request body over 8 KiB"
-			}
-			return c.Status(statusOf(code)).JSON(errorBody{Error: errorDetail{Code: code, Message: msg}})
+			return sendError(c, code, fixedMessage(code))
 		}
 		var de *domain.Error
 		if !errors.As(err, &de) {

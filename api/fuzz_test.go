@@ -22,7 +22,8 @@ func mustRSAKey(tb testing.TB) *rsa.PrivateKey {
 // FuzzReservationRequest: whatever the body, the parser either accepts a
 // valid request id or answers invalid_request; it never panics.
 func FuzzReservationRequest(f *testing.F) {
-	for _, s := range []string{`{"request_id":"abcdefgh"}`, `{"request_id":"abcdefgh","quantity":1}`, `{"quantity":2}`, `[]`, ``, `{"request_id":"a"}{}`} {
+	for _, s := range []string{`{"request_id":"abcdefgh"}`, `{"request_id":"abcdefgh","quantity":1}`, `{"quantity":2}`, `[]`, ``, `{"request_id":"a"}{}`,
+		`{"REQUEST_ID":"abcdefgh"}`, `{"request_id":"abcdefgh","request_id":"abcdefgi"}`, `{"request_id":"abcdefgh","Quantity":1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

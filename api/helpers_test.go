@@ -28,6 +28,7 @@ import (
 type harness struct {
 	tb      testing.TB
 	app     *fiber.App
+	server  *Server
 	base    string
 	cfg     *config.Config
 	st      *store.Store
@@ -52,10 +53,11 @@ func MustHarnessWithRedis(tb testing.TB, rdb redis.UniversalClient, mutate ...fu
 	}
 	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h.app = New(Deps{Config: cfg, Logger: logger, Store: h.st, Redis: h.rdb, Scripts: h.scripts})
+	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: h.st, Redis: h.rdb, Scripts: h.scripts})
+	h.app, h.server = srv.App, srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
-	go func() { _ = h.app.Listener(ln) }()
+	go func() { _ = srv.Serve(ln) }()
 	tb.Cleanup(func() { _ = h.app.ShutdownWithTimeout(5 * time.Second) })
 	h.base = "http://" + ln.Addr().String()
 	h.http = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}

@@ -153,7 +153,11 @@ func (s *server) pay(c *fiber.Ctx) error {
 		return sendErr(c, err)
 	}
 	var req payRequest
-	if err := decodeStrict(c.Body(), &req); err != nil {
+	body, err := jsonBody(c)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
 		return sendErr(c, err)
 	}
 	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {
@@ -200,9 +204,13 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	if body := c.Body(); len(strings.TrimSpace(string(body))) > 0 {
+	if body := c.BodyRaw(); len(strings.TrimSpace(string(body))) > 0 {
 		var req struct{}
-		if err := decodeStrict(body, &req); err != nil {
+		body, err := jsonBody(c)
+		if err == nil {
+			err = decodeStrict(body, &req)
+		}
+		if err != nil {
 			return sendErr(c, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,20 +73,6 @@ func parseReservationStrict(body []byte) (requestID string, err error) {
 	return *req.RequestID, nil
 }
 
-// decodeStrict decodes exactly one JSON value into v, refusing unknown
-// fields and trailing data.
-func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return domain.Errorf(domain.EInvalid, "invalid JSON body: %s", jsonProblem(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return domain.Errorf(domain.EInvalid, "invalid JSON body: exactly one JSON value expected")
-	}
-	return nil
-}
-
 // jsonProblem names what was wrong without echoing the body.
 func jsonProblem(err error) string {
 	var te *json.UnmarshalTypeError
@@ -102,9 +89,8 @@ func jsonProblem(err error) string {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return "empty or truncated body"
 	}
-	const unknown = "json: unknown field "
-	if msg := err.Error(); len(msg) > len(unknown) && msg[:len(unknown)] == unknown {
-		return "unknown field " + msg[len(unknown):]
+	if strings.HasPrefix(err.Error(), "json: unknown field ") {
+		return "unknown field" // not named: answers never quote the request
 	}
 	return "malformed body"
 }
@@ -127,12 +113,16 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	p := principal(c)
 
 	// 1. validation
+	var requestID string
 	saleID, ok := parsePositiveID(c.Params("sale_id"))
 	if !ok {
 		s.m.reject(layerValidation, "not_found")
 		return sendError(c, domain.ENotFound, "no such sale")
 	}
-	requestID, err := ParseReservationRequest(c.Body())
+	body, err := jsonBody(c)
+	if err == nil {
+		requestID, err = ParseReservationRequest(body)
+	}
 	if err != nil {
 		s.m.reject(layerValidation, "invalid")
 		return sendErr(c, err)

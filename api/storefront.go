@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -33,8 +32,8 @@ const storefrontCSP = "default-src 'self'; script-src 'self'; style-src 'self'; 
 func (s *server) storefrontRoutes(app *fiber.App, admin fiber.Handler) {
 	app.Post("/webhooks/payments", s.paymentWebhook)
 	app.Get("/admin/v1/refunds", admin, s.listRefunds)
-	app.Get("/", s.storefront)
-	app.Get("/web/:file", s.webAsset)
+	app.Get("/", s.limitReads, s.storefront)
+	app.Get("/web/:file", s.limitReads, s.webAsset)
 	if s.cfg.Dev() {
 		app.Post("/dev/login", s.devLogin)
 	}
@@ -44,32 +43,13 @@ func (s *server) storefrontRoutes(app *fiber.App, admin fiber.Handler) {
 // open sale (the page itself says when there is none).
 func (s *server) storefront(c *fiber.Ctx) error {
 	if c.Query("sale") == "" {
-		if id, err := s.newestOpenSale(c.UserContext()); err != nil {
-			s.logger.Warn("storefront: newest open sale", "err", err)
-		} else if id > 0 {
+		// From the sale cache (refreshed every second): the landing page is
+		// what the crowd hits, and it never reaches the database.
+		if id := s.cache.newestOpen(time.Now()); id > 0 {
 			return c.Redirect("/?sale="+strconv.FormatInt(id, 10), fiber.StatusFound)
 		}
 	}
 	return s.sendWeb(c, "index.html")
-}
-
-// newestOpenSale is the id of the newest sale not finished nor past its
-// end; 0 when there is none.
-func (s *server) newestOpenSale(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	defer cancel()
-	sales, err := s.st.ListOpenSales(ctx)
-	if err != nil {
-		return 0, err
-	}
-	now := time.Now()
-	var newest int64
-	for _, sl := range sales {
-		if sl.EndsAt.After(now) && sl.Control != domain.ControlStopped && sl.ID > newest {
-			newest = sl.ID
-		}
-	}
-	return newest, nil
 }
 
 // GET /web/{file}: the page's script and style sheet.
@@ -114,7 +94,11 @@ type devLoginRequest struct {
 // asks, so the storefront can be tried by hand.
 func (s *server) devLogin(c *fiber.Ctx) error {
 	var req devLoginRequest
-	if err := decodeStrict(c.Body(), &req); err != nil {
+	body, err := jsonBody(c)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
 		return sendErr(c, err)
 	}
 	if req.UserID == nil || *req.UserID <= 0 {

@@ -41,32 +41,53 @@ func SignWebhook(secret []byte, ts string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
-// verifyWebhook checks the timestamp window and the signature; every
-// failure is the same 401 to the caller, the message says which.
-func verifyWebhook(secret []byte, ts, sig string, body []byte, now time.Time) error {
-	if len(secret) == 0 {
-		return domain.Errorf(domain.EUnauthorized, "payment webhook not configured")
-	}
+// webhookHeaders checks the signature headers before any byte of the body
+// is read: the timestamp within the window and the signature's format. It
+// returns the signature's bytes. Every failure is the same 401 to the
+// caller; the message says which.
+func webhookHeaders(ts, sig string, now time.Time) ([]byte, error) {
 	unix, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || ts == "" || ts[0] == '+' {
-		return domain.Errorf(domain.EUnauthorized, "missing or malformed X-Timestamp")
+		return nil, domain.Errorf(domain.EUnauthorized, "missing or malformed X-Timestamp")
 	}
 	if d := now.Sub(time.Unix(unix, 0)); d > WebhookWindow || d < -WebhookWindow {
-		return domain.Errorf(domain.EUnauthorized, "X-Timestamp is outside the 5-minute window")
+		return nil, domain.Errorf(domain.EUnauthorized, "X-Timestamp is outside the 5-minute window")
 	}
 	hexSig, ok := strings.CutPrefix(sig, "sha256=")
-	if !ok {
-		return domain.Errorf(domain.EUnauthorized, "missing or malformed X-Signature")
+	if !ok || len(hexSig) != 2*sha256.Size {
+		return nil, domain.Errorf(domain.EUnauthorized, "missing or malformed X-Signature")
 	}
 	got, err := hex.DecodeString(hexSig)
 	if err != nil {
-		return domain.Errorf(domain.EUnauthorized, "missing or malformed X-Signature")
+		return nil, domain.Errorf(domain.EUnauthorized, "missing or malformed X-Signature")
 	}
-	want, _ := hex.DecodeString(strings.TrimPrefix(SignWebhook(secret, ts, body), "sha256="))
-	if !hmac.Equal(got, want) {
-		return domain.Errorf(domain.EUnauthorized, "bad signature")
+	return got, nil
+}
+
+// verifyWebhook checks the headers, then the HMAC of the body (at most
+// BodyLimit bytes) under each secret (the current one, then the previous
+// one during a rotation).
+func verifyWebhook(secrets [][]byte, ts, sig string, body []byte, now time.Time) error {
+	if len(secrets) == 0 || len(secrets[0]) == 0 {
+		return domain.Errorf(domain.EUnauthorized, "payment webhook not configured")
 	}
-	return nil
+	got, err := webhookHeaders(ts, sig, now)
+	if err != nil {
+		return err
+	}
+	if len(body) > BodyLimit {
+		return domain.Errorf(domain.ETooLarge, "request body over 8 KiB")
+	}
+	for _, secret := range secrets {
+		if len(secret) == 0 {
+			continue
+		}
+		want, _ := hex.DecodeString(strings.TrimPrefix(SignWebhook(secret, ts, body), "sha256="))
+		if hmac.Equal(got, want) {
+			return nil
+		}
+	}
+	return domain.Errorf(domain.EUnauthorized, "bad signature")
 }
 
 type webhookRequest struct {
@@ -95,19 +116,23 @@ const StatusRefundRequired = "REFUND_REQUIRED"
 // POST /webhooks/payments: the provider confirms a payment. Signed, not
 // authenticated by JWT; otherwise the user's payment call.
 func (s *server) paymentWebhook(c *fiber.Ctx) error {
-	body := c.Body()
-	if err := verifyWebhook(s.cfg.PaymentSecret, c.Get("X-Timestamp"), c.Get("X-Signature"), body, time.Now()); err != nil {
+	body := c.BodyRaw()
+	if err := verifyWebhook(s.cfg.PaymentSecrets(), c.Get("X-Timestamp"), c.Get("X-Signature"), body, time.Now()); err != nil {
 		return sendErr(c, err)
 	}
 	var req webhookRequest
+	if len(body) > 0 && !isJSONContentType(c.Request().Header.ContentType()) {
+		return sendError(c, domain.EUnsupportedMediaType, "request body must be application/json")
+	}
 	if err := decodeStrict(body, &req); err != nil {
 		return sendErr(c, err)
 	}
 	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {
 		return sendError(c, domain.EInvalid, "payment_ref must be 1..64 of A-Z a-z 0-9 _ -")
 	}
-	if req.AmountCents == nil || *req.AmountCents <= 0 {
-		return sendError(c, domain.EInvalid, "amount_cents must be a positive integer")
+	if req.AmountCents == nil || *req.AmountCents < 0 {
+		// 0 is a free sale's amount: it settles like any other.
+		return sendError(c, domain.EInvalid, "amount_cents must be a non-negative integer")
 	}
 	if req.Token == nil {
 		return sendError(c, domain.EInvalid, "token is required")

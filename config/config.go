@@ -39,6 +39,11 @@ type Config struct {
 	PaymentSecret []byte
 	TokenKey      []byte // HMAC key deriving reservation tokens
 
+	// The previous secrets, accepted alongside the current ones while a
+	// rotation is under way (empty: none).
+	JWTSecretPrevious     []byte
+	PaymentSecretPrevious []byte
+
 	GlobalRPS      float64 // global token bucket of the reservation path
 	GlobalBurst    int
 	PerAddrRPS     float64
@@ -57,6 +62,23 @@ type Config struct {
 	ClockSkew       time.Duration
 	StarterQueue    int // bounded queue of workflow starts in the API
 	ShutdownTimeout time.Duration
+
+	// Read routes (storefront, sale view, reservation reads): per address
+	// and per user; health probes and /metrics are exempt.
+	ReadRPS          float64
+	ReadBurst        int
+	ReadPerUserRPS   float64
+	ReadPerUserBurst int
+
+	// The HTTP edge. MaxConns 0 derives the cap from the process's file
+	// descriptor limit (see api/edge.go); MaxConnsPerAddr 0 turns the
+	// per-address cap off. Trusted proxies and trusted addresses are exempt
+	// from the latter.
+	MaxConns        int
+	MaxConnsPerAddr int
+	IdleTimeout     time.Duration // a connection waiting for a request's first byte is closed silently after this
+	HeaderTimeout   time.Duration // from a request's first byte to the end of its headers, else 408
+	BodyTimeout     time.Duration // from the end of the headers to the end of the body, else 408
 
 	RelayConsumer    string
 	RelayMaxDelivery int64 // deliveries before an inbox entry is dead-lettered
@@ -81,6 +103,21 @@ type Config struct {
 	// FaultFailAfterCommit (SECKILL_FAULT_FAIL_AFTER_COMMIT=1, development
 	// mode only) fails each token's first PlaceOrder after its commit.
 	FaultFailAfterCommit bool
+}
+
+// JWTSecrets are the secrets a bearer token may be signed with: the
+// current one, then the previous one during a rotation.
+func (c *Config) JWTSecrets() [][]byte { return secrets(c.JWTSecret, c.JWTSecretPrevious) }
+
+// PaymentSecrets are the secrets a webhook may be signed with, current first.
+func (c *Config) PaymentSecrets() [][]byte { return secrets(c.PaymentSecret, c.PaymentSecretPrevious) }
+
+func secrets(current, previous []byte) [][]byte {
+	out := [][]byte{current}
+	if len(previous) > 0 {
+		out = append(out, previous)
+	}
+	return out
 }
 
 // Dev reports whether development mode is on.
@@ -168,6 +205,15 @@ func load(get func(string) string) (*Config, error) {
 	c.JWTSecret = []byte(str("SECKILL_JWT_SECRET", devOr(DevJWTSecret)))
 	c.PaymentSecret = []byte(str("SECKILL_PAYMENT_SECRET", devOr(DevPaymentSecret)))
 	c.TokenKey = []byte(str("SECKILL_TOKEN_KEY", devOr(DevTokenKey)))
+	c.JWTSecretPrevious = []byte(get("SECKILL_JWT_SECRET_PREVIOUS"))
+	c.PaymentSecretPrevious = []byte(get("SECKILL_PAYMENT_SECRET_PREVIOUS"))
+	if !dev {
+		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious} {
+			if len(v) > 0 && len(v) < 32 {
+				errs = append(errs, fmt.Errorf("%s must be empty or at least 32 bytes outside development mode", name))
+			}
+		}
+	}
 	if !dev {
 		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET": c.JWTSecret, "SECKILL_PAYMENT_SECRET": c.PaymentSecret, "SECKILL_TOKEN_KEY": c.TokenKey} {
 			if len(v) < 32 {
@@ -183,6 +229,10 @@ func load(get func(string) string) (*Config, error) {
 	c.PerUserRPS = num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = int(num("SECKILL_PER_USER_BURST", 10))
 	c.FallbackRPS = num("SECKILL_FALLBACK_RPS", 500)
+	c.ReadRPS = num("SECKILL_READ_RPS", 50)
+	c.ReadBurst = int(num("SECKILL_READ_BURST", 100))
+	c.ReadPerUserRPS = num("SECKILL_READ_PER_USER_RPS", 10)
+	c.ReadPerUserBurst = int(num("SECKILL_READ_PER_USER_BURST", 20))
 	trustedDefault := ""
 	if dev {
 		trustedDefault = "127.0.0.0/8,::1/128"
@@ -197,6 +247,11 @@ func load(get func(string) string) (*Config, error) {
 	c.CORSOrigins = splitList(str("SECKILL_CORS_ORIGINS", corsDefault))
 	c.RedisTimeout = dur("SECKILL_REDIS_TIMEOUT", 250*time.Millisecond)
 	c.ClockSkew = dur("SECKILL_CLOCK_SKEW", 500*time.Millisecond)
+	c.MaxConns = int(num("SECKILL_MAX_CONNS", 0))
+	c.MaxConnsPerAddr = int(num("SECKILL_MAX_CONNS_PER_ADDR", 256))
+	c.IdleTimeout = dur("SECKILL_IDLE_TIMEOUT", 60*time.Second)
+	c.HeaderTimeout = dur("SECKILL_HEADER_TIMEOUT", 5*time.Second)
+	c.BodyTimeout = dur("SECKILL_BODY_TIMEOUT", 10*time.Second)
 	c.StarterQueue = int(num("SECKILL_STARTER_QUEUE", 4096))
 	c.ShutdownTimeout = dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
 

@@ -28,6 +28,12 @@ const (
 	EInsufficient     = "insufficient_stock"
 	EConflict         = "conflict"
 	EInternal         = "internal"
+
+	// Transport-level answers (contract 1.1).
+	EUnsupportedMediaType = "unsupported_media_type"
+	EHeadersTooLarge      = "headers_too_large"
+	ENotImplemented       = "not_implemented"
+	ERequestTimeout       = "request_timeout"
 )
 
 // Error is the project's one error type: a contract code and a message safe

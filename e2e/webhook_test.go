@@ -78,6 +78,16 @@ func TestPaymentWebhookThroughRealProcesses(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "PAID", body["status"])
 
+	// A free sale (price 0) settles through the webhook like any other.
+	free := mustLiveSale(t, proc.URL, "webhook free", 0, 2, 900)
+	freeToken, freeUser := reserveAndWait(t, proc.URL, free, "PENDING_PAYMENT")
+	code, body = providerPays(t, proc.URL, freeToken, "prov-free-1", 0)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	require.Equal(t, "PAID", body["status"])
+	code, body = call(t, "GET", proc.URL+"/api/v1/reservations/"+freeToken, freeUser, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "PAID", body["status"])
+
 	// A one-second payment window: the order expires before the provider calls.
 	short := mustLiveSale(t, proc.URL, "webhook late", 2500, 2, 1)
 	late, lateUser := reserveAndWait(t, proc.URL, short, "EXPIRED")

@@ -13,7 +13,7 @@ need_packages redis-server:redis-server redis-cli:redis-tools mariadbd:mariadb-s
 "$ROOT/scripts/services.sh" up dev
 
 log "building bin/seckill"
-go build -o bin/seckill ./cmd/seckill
+go build -buildvcs=auto -o bin/seckill ./cmd/seckill # stamps the commit for `seckill version`
 log "applying migrations"
 bin/seckill migrate
 "$ROOT/scripts/app.sh" start worker

@@ -10,8 +10,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -33,25 +35,70 @@ func env(name, def string) string {
 	return def
 }
 
+const usage = `usage: seckill-bench [flags]            run the benchmarks
+       seckill-bench baseline [flags]   serve the bare Fiber + EVALSHA baseline
+
+"seckill-bench --help" and "seckill-bench baseline --help" list the flags.
+`
+
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	slog.SetDefault(logger)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	var err error
-	if len(os.Args) > 1 && os.Args[1] == "baseline" {
-		err = baseline(ctx, os.Args[2:])
-	} else {
-		err = run(ctx, logger, os.Args[1:])
-	}
-	if err != nil {
-		logger.Error("seckill-bench", "err", err)
-		os.Exit(1)
-	}
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(ctx context.Context, logger *slog.Logger, args []string) error {
-	fs := flag.NewFlagSet("seckill-bench", flag.ContinueOnError)
+// realMain parses the command line before anything runs, so --help prints
+// the usage and exits 0 with no side effect; 2 is a usage error, 1 a failure.
+func realMain(args []string, stdout, stderr io.Writer) int {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	slog.SetDefault(logger)
+	name, synopsis := "seckill-bench", "run the benchmarks against the running services"
+	var fs *flag.FlagSet
+	var act func(context.Context) error
+	if len(args) > 0 && args[0] == "baseline" {
+		name, synopsis = "seckill-bench baseline", "serve the bare Fiber + EVALSHA baseline until SIGINT/SIGTERM"
+		fs = flag.NewFlagSet(name, flag.ContinueOnError)
+		act = baselineFlags(fs)
+		args = args[1:]
+	} else {
+		fs = flag.NewFlagSet(name, flag.ContinueOnError)
+		act = runFlags(fs, logger)
+	}
+	fs.Usage = func() {
+		if name == "seckill-bench" {
+			fmt.Fprint(fs.Output(), usage)
+		} else {
+			fmt.Fprintf(fs.Output(), "usage: %s [flags]\n", name)
+		}
+		fmt.Fprintf(fs.Output(), "\n%s.\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		fs.Usage()
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", name, fs.Args())
+		fs.Usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := act(ctx); err != nil {
+		logger.Error(name, "err", err)
+		return 1
+	}
+	return 0
+}
+
+func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error {
 	o := bench.Options{Logger: logger}
 	fs.StringVar(&o.SeckillBin, "seckill", "bin/seckill", "the seckill binary to start as API and worker")
 	fs.StringVar(&o.RedisAddr, "redis", env("REDIS_ADDR", "127.0.0.1:6379"), "Redis address")
@@ -65,10 +112,11 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 	out := fs.String("out", "bench/results", "results directory")
 	scenarios := fs.String("scenarios", "", "comma-separated scenario numbers to run, e.g. 5 or 1,3 (default: all)")
 	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	for _, id := range strings.Split(*scenarios, ",") {
+	return func(ctx context.Context) error { return run(ctx, logger, o, *out, *scenarios) }
+}
+
+func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string) error {
+	for _, id := range strings.Split(scenarios, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			if id < "1" || id > "5" || len(id) != 1 {
 				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 5)", id)
@@ -95,11 +143,11 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 	start := time.Now()
 	rep, runErr := bench.Run(ctx, o)
 	if rep != nil && len(rep.Scenarios) > 0 {
-		if err := rep.Write(*out); err != nil {
+		if err := rep.Write(out); err != nil {
 			return err
 		}
 		fmt.Println(rep.Markdown())
-		logger.Info("bench written", "dir", *out, "took", time.Since(start).Round(time.Second))
+		logger.Info("bench written", "dir", out, "took", time.Since(start).Round(time.Second))
 	}
 	if runErr != nil {
 		return runErr
@@ -110,21 +158,21 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 	return nil
 }
 
-// baseline serves the bare Fiber + EVALSHA handler until signalled.
-func baseline(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+func baselineFlags(fs *flag.FlagSet) func(context.Context) error {
 	addr := fs.String("addr", "127.0.0.1:8099", "listen address")
 	redisAddr := fs.String("redis", "127.0.0.1:6379", "Redis address")
 	sale := fs.Int64("sale", 0, "warmed sale id")
 	epoch := fs.Int64("epoch", 1, "the sale's epoch")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{*redisAddr}, PoolSize: 128})
+	return func(ctx context.Context) error { return baseline(ctx, *addr, *redisAddr, *sale, *epoch) }
+}
+
+// baseline serves the bare Fiber + EVALSHA handler until signalled.
+func baseline(ctx context.Context, addr, redisAddr string, sale, epoch int64) error {
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{redisAddr}, PoolSize: 128})
 	defer rdb.Close()
-	app := bench.BaselineApp(rdb, *sale, *epoch)
+	app := bench.BaselineApp(rdb, sale, epoch)
 	errc := make(chan error, 1)
-	go func() { errc <- app.Listen(*addr) }()
+	go func() { errc <- app.Listen(addr) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("baseline listen: %w", err)

@@ -39,30 +39,31 @@ type apiError struct {
 // demo creates and warms up a demo sale through the admin API and prints its
 // id. The id is kept in a file and reused while that sale is still open, so
 // running it again is harmless.
-func demo(ctx context.Context, cfg *config.Config, args []string, stdout, stderr io.Writer, logger *slog.Logger) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	base := fs.String("api", "http://"+cfg.APIAddr, "base URL of the API")
+func demoFlags(fs *flag.FlagSet) action {
+	base := fs.String("api", "", "base URL of the API (default http://$API_ADDR)")
 	idFile := fs.String("id-file", filepath.Join(".data", "demo-sale-id"), "file remembering the demo sale's id")
 	stock := fs.Int64("stock", 1000, "units of a new demo sale")
-	if err := fs.Parse(args); err != nil {
-		return err
+	return func(ctx context.Context, cfg *config.Config, stdout io.Writer, logger *slog.Logger) error {
+		if *base == "" {
+			*base = "http://" + cfg.APIAddr
+		}
+		return demo(ctx, cfg, *base, *idFile, *stock, stdout, logger)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("demo: unexpected arguments %q", fs.Args())
-	}
+}
+
+func demo(ctx context.Context, cfg *config.Config, base, idFile string, stock int64, stdout io.Writer, logger *slog.Logger) error {
 	adminTok, err := authtoken.Mint(cfg.JWTSecret, 1, authtoken.RoleAdmin, time.Hour)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	c := &demoClient{base: strings.TrimRight(*base, "/"), token: adminTok, http: &http.Client{Timeout: 15 * time.Second}}
+	c := &demoClient{base: strings.TrimRight(base, "/"), token: adminTok, http: &http.Client{Timeout: 15 * time.Second}}
 
-	id, err := c.reusable(ctx, *idFile)
+	id, err := c.reusable(ctx, idFile)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	if id == 0 {
-		if id, err = c.create(ctx, *stock); err != nil {
+		if id, err = c.create(ctx, stock); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 		logger.Info("demo sale created", "sale_id", id)
@@ -72,12 +73,12 @@ func demo(ctx context.Context, cfg *config.Config, args []string, stdout, stderr
 	if err := c.warmup(ctx, id); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if dir := filepath.Dir(*idFile); dir != "" {
+	if dir := filepath.Dir(idFile); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	if err := os.WriteFile(*idFile, []byte(strconv.FormatInt(id, 10)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(idFile, []byte(strconv.FormatInt(id, 10)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("demo: remember sale id: %w", err)
 	}
 	if _, err := fmt.Fprintln(stdout, id); err != nil {

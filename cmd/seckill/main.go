@@ -5,6 +5,7 @@
 //	seckill migrate    apply the database migrations
 //	seckill token      mint a JWT for a user (or an admin) to try the API
 //	seckill demo       create and warm up a demo sale through the API
+//	seckill version    print the build's version and commit
 //
 // Configuration comes from the environment (see config and the README).
 package main
@@ -18,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -36,25 +38,99 @@ commands:
   migrate                               apply the database migrations
   token --user N [--admin] [--ttl 24h]  print a JWT for user N
   demo [--api URL] [--id-file PATH]     create and warm up a demo sale, print its id
+  version                               print the build's version and commit
+
+"seckill <command> --help" describes a command. Configuration comes from
+environment variables (see the README).
 `
+
+// action runs a command once its flags are parsed and the configuration read.
+type action func(ctx context.Context, cfg *config.Config, stdout io.Writer, logger *slog.Logger) error
+
+// command is one subcommand: its synopsis and its flags, registered before
+// anything runs, so "--help" prints them and does nothing else.
+type command struct {
+	synopsis string
+	flags    func(fs *flag.FlagSet) action
+}
+
+var commands = map[string]command{
+	"api": {"serve the REST API until SIGINT/SIGTERM", func(*flag.FlagSet) action {
+		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
+			return serve(ctx, cfg.ShutdownTimeout, logger.With("component", "api"), func(ctx context.Context, l *slog.Logger) error {
+				return api.Run(ctx, cfg, l)
+			})
+		}
+	}},
+	"worker": {"run the Temporal worker and the inbox relay until SIGINT/SIGTERM", func(*flag.FlagSet) action {
+		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
+			return serve(ctx, cfg.ShutdownTimeout, logger.With("component", "worker"), func(ctx context.Context, l *slog.Logger) error {
+				return worker.Run(ctx, cfg, l)
+			})
+		}
+	}},
+	"migrate": {"apply the database migrations to MYSQL_DSN", func(*flag.FlagSet) action {
+		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
+			return migrate(ctx, cfg, logger)
+		}
+	}},
+	"token": {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET", tokenFlags},
+	"demo":  {"create and warm up a demo sale through the API, print its id", demoFlags},
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes one subcommand and returns the process's exit code.
+// run executes one subcommand and returns the process's exit code: 0, 1 on
+// failure, 2 on a usage error. Help goes to stdout and exits 0.
 func run(args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	slog.SetDefault(logger)
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	name, rest := args[0], args[1:]
 	switch name {
-	case "api", "worker", "migrate", "token", "demo":
-	default:
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
 		fmt.Fprintf(stderr, "seckill: unknown command %q\n\n%s", name, usage)
+		return 2
+	}
+	fs := flag.NewFlagSet("seckill "+name, flag.ContinueOnError)
+	act := cmd.flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: seckill %s [flags]\n\n%s.\n", name, cmd.synopsis)
+		if hasFlags(fs) {
+			fmt.Fprintln(fs.Output(), "\nflags:")
+			fs.PrintDefaults()
+		}
+		fmt.Fprintln(fs.Output(), "\nConfiguration comes from environment variables (see the README).")
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "seckill %s: %v\n", name, err)
+		fs.Usage()
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "seckill %s: unexpected arguments %q\n", name, fs.Args())
+		fs.Usage()
 		return 2
 	}
 
@@ -65,31 +141,49 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	switch name {
-	case "api":
-		err = serve(ctx, cfg.ShutdownTimeout, logger.With("component", "api"), func(ctx context.Context, l *slog.Logger) error {
-			return api.Run(ctx, cfg, l)
-		})
-	case "worker":
-		err = serve(ctx, cfg.ShutdownTimeout, logger.With("component", "worker"), func(ctx context.Context, l *slog.Logger) error {
-			return worker.Run(ctx, cfg, l)
-		})
-	case "migrate":
-		err = migrate(ctx, cfg, logger)
-	case "token":
-		err = token(cfg, rest, stdout, stderr)
-	case "demo":
-		err = demo(ctx, cfg, rest, stdout, stderr, logger)
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 2
-	}
-	if err != nil {
+	if err := act(ctx, cfg, stdout, logger); err != nil {
 		logger.Error("seckill "+name+" failed", "err", err)
 		return 1
 	}
 	return 0
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// commit is the build's commit when the toolchain embedded none (a build
+// with -buildvcs=false, as GOFLAGS may say, or in a git worktree, which the
+// toolchain does not detect): set it with -ldflags "-X main.commit=...".
+// The Taskfile and scripts/up.sh build with -buildvcs=auto.
+var commit = "unknown"
+
+// versionLine is the build's module version and VCS commit, from the build
+// information the Go toolchain embeds.
+func versionLine() string {
+	version, commit, modified, built := "(devel)", commit, "", ""
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if v := bi.Main.Version; v != "" {
+			version = v
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					modified = " (modified)"
+				}
+			case "vcs.time":
+				built = " " + s.Value
+			}
+		}
+	}
+	return fmt.Sprintf("seckill %s commit %s%s%s %s", version, commit, modified, built, goVersion)
 }
 
 // serve runs a long-lived component until ctx is cancelled, then gives it
@@ -139,27 +233,25 @@ func migrate(ctx context.Context, cfg *config.Config, logger *slog.Logger) error
 	return nil
 }
 
-// token prints a JWT per the contract, for trying the API by hand.
-func token(cfg *config.Config, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func tokenFlags(fs *flag.FlagSet) action {
 	user := fs.Int64("user", 0, "user id (positive)")
 	admin := fs.Bool("admin", false, "mint an admin token (role admin)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
-	if err := fs.Parse(args); err != nil {
-		return err
+	return func(_ context.Context, cfg *config.Config, stdout io.Writer, _ *slog.Logger) error {
+		return token(cfg, *user, *admin, *ttl, stdout)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("token: unexpected arguments %q", fs.Args())
-	}
-	if *ttl <= 0 {
-		return fmt.Errorf("token: --ttl must be positive, got %s", *ttl)
+}
+
+// token prints a JWT per the contract, for trying the API by hand.
+func token(cfg *config.Config, user int64, admin bool, ttl time.Duration, stdout io.Writer) error {
+	if ttl <= 0 {
+		return fmt.Errorf("token: --ttl must be positive, got %s", ttl)
 	}
 	role := authtoken.RoleUser
-	if *admin {
+	if admin {
 		role = authtoken.RoleAdmin
 	}
-	tok, err := authtoken.Mint(cfg.JWTSecret, *user, role, *ttl)
+	tok, err := authtoken.Mint(cfg.JWTSecret, user, role, ttl)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -228,4 +229,51 @@ func TestDemoFailsClearlyWhenTheAPIRefuses(t *testing.T) {
 	assert.Equal(t, 1, run([]string{"demo", "--api", srv.URL, "--id-file", filepath.Join(t.TempDir(), "id")}, &out, &errOut))
 	assert.Empty(t, out.String())
 	assert.Contains(t, errOut.String(), "unavailable")
+}
+
+// TestHelpPrintsUsageAndDoesNothingElse: --help on the binary and on every
+// command prints usage to stdout and exits 0 before the configuration is
+// read (production mode without secrets would fail) or anything starts.
+func TestHelpPrintsUsageAndDoesNothingElse(t *testing.T) {
+	t.Setenv("SECKILL_ENV", "production")
+	t.Setenv("SECKILL_JWT_SECRET", "")
+	t.Setenv("MYSQL_DSN", "root@tcp(127.0.0.1:1)/nowhere")
+	t.Setenv("API_ADDR", "127.0.0.1:1")
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"api", "--help"}, {"worker", "--help"}, {"migrate", "--help"},
+		{"token", "--help"}, {"demo", "-h"}, {"api", "-help"}} {
+		var out, errOut bytes.Buffer
+		start := time.Now()
+		require.Equal(t, 0, run(args, &out, &errOut), "%v: %s", args, errOut.String())
+		require.Contains(t, out.String(), "usage: seckill", "%v", args)
+		require.Empty(t, errOut.String(), "%v logged: nothing may run", args)
+		require.Less(t, time.Since(start), time.Second, "%v", args)
+	}
+	var out, errOut bytes.Buffer
+	run([]string{"--help"}, &out, &errOut)
+	for _, c := range []string{"api", "worker", "migrate", "token", "demo", "version"} {
+		require.Contains(t, out.String(), "\n  "+c+" ", "the usage lists %s", c)
+	}
+	out.Reset()
+	require.Equal(t, 2, run([]string{"api", "--bogus"}, &out, &errOut))
+	require.Equal(t, 2, run([]string{"migrate", "extra"}, &out, &errOut))
+}
+
+func TestVersionPrintsVersionAndCommit(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"version"}, &out, &errOut))
+	line := strings.TrimSpace(out.String())
+	require.Regexp(t, `^seckill \S+ commit \S+.* go1\.\d+`, line)
+
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" { // the toolchain's commit wins
+				require.Contains(t, line, "commit "+s.Value)
+				return
+			}
+		}
+	}
+	old := commit
+	t.Cleanup(func() { commit = old })
+	commit = "0123abcd"
+	require.Contains(t, versionLine(), "commit 0123abcd")
 }

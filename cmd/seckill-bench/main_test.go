@@ -1,0 +1,25 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestHelpPrintsUsageAndDoesNothingElse: --help lists both modes and the
+// flags and exits 0 without connecting anywhere.
+func TestHelpPrintsUsageAndDoesNothingElse(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"baseline", "--help"}} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, realMain(args, &out, &errOut), "%v: %s", args, errOut.String())
+		require.Contains(t, out.String(), "usage: seckill-bench")
+		require.Contains(t, out.String(), "-redis")
+		require.Empty(t, errOut.String(), "%v logged: nothing may run", args)
+	}
+	var out, errOut bytes.Buffer
+	realMain([]string{"--help"}, &out, &errOut)
+	require.Contains(t, out.String(), "seckill-bench baseline")
+	require.Equal(t, 2, realMain([]string{"-bogus"}, &out, &errOut))
+	require.Equal(t, 2, realMain([]string{"baseline", "extra"}, &out, &errOut))
+}
