@@ -55,9 +55,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	RelayConsumer    string
-	RelayMaxDelivery int64 // deliveries before an inbox entry is dead-lettered
+	RelayMaxDelivery int64 // deliveries of a refused start before an inbox entry is dead-lettered
 	RelayMinIdle     time.Duration
-	RelayDeadAfter   time.Duration // least age of an inbox entry before dead-lettering
+	RelayDeadAfter   time.Duration // least age of an inbox entry before a refused start dead-letters it
 
 	WorkerMetricsAddr string // listen address of the worker's /metrics
 

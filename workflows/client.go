@@ -63,3 +63,12 @@ func startOnce(ctx context.Context, c client.Client, opts client.StartWorkflowOp
 	}
 	return err
 }
+
+// StartRefused tells whether a start failed because Temporal refused the
+// request itself (invalid arguments), which no retry changes. Every other
+// failure (unavailable, timed out, overloaded, a lost connection) is
+// Temporal's and passes once it recovers.
+func StartRefused(err error) bool {
+	var invalid *serviceerror.InvalidArgument
+	return errors.As(err, &invalid)
+}

@@ -1,0 +1,76 @@
+package faults
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+)
+
+// 5b. Temporal stays down much longer than the relay's dead-letter window
+// (shortened by configuration: 1 delivery, 3 s) while reservations keep
+// coming. Nothing is dead-lettered; once Temporal is back every hold
+// starts and reaches PENDING_PAYMENT (its order exists), and the sale is
+// sound.
+func testTemporalLongOutage(t *testing.T) {
+	tsrv, taddr := MustOwnTemporal(t)
+	s := MustStack(t, stackOpts{temporalAddr: taddr, workerEnv: map[string]string{
+		"SECKILL_RELAY_MAX_DELIVERY": "1",
+		"SECKILL_RELAY_DEAD_AFTER":   "3s",
+		"SECKILL_RELAY_MIN_IDLE":     "1s",
+	}})
+	s.MustSale(20, 3)
+	before := s.burst(2)
+	require.NotEmpty(t, before)
+	tsrv.Kill(t)
+	// Traffic goes on for the whole outage: 20 s, against a window of 1
+	// delivery and 3 s. A start against a dead Temporal fails after its
+	// 10 s timeout; before the fix the first reclaim after it (the second
+	// delivery) dead-lettered every hold older than 3 s.
+	outage := time.Now()
+	during := map[int64]string{}
+	for time.Since(outage) < 20*time.Second {
+		for u, tok := range s.burst(1) {
+			during[u] = tok
+		}
+		time.Sleep(1500 * time.Millisecond)
+	}
+	require.NotEmpty(t, during, "the API accepts while Temporal is down")
+	dead := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := s.rdb.XLen(ctx, lua.SaleKeys(s.saleID).Dead).Result()
+		require.NoError(t, err)
+		return n
+	}
+	require.Zero(t, dead(), "nothing dead-lettered while Temporal was down")
+	tsrv.Start(t)
+	after := s.burst(2)
+
+	// Every hold of the outage gets its order (PENDING_PAYMENT, then its
+	// short window expires it).
+	all := map[int64]string{}
+	for _, m := range []map[int64]string{before, during, after} {
+		for u, tok := range m {
+			all[u] = tok
+		}
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, tok := range all {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r, err := s.st.GetReservation(ctx, tok)
+			cancel()
+			if assert.NoError(c, err, "token %s", tok) {
+				assert.NotEmpty(c, r.OrderNo, "token %s reached PENDING_PAYMENT (has an order)", tok)
+				assert.NotEqual(c, domain.StatusFailed, r.Status, "token %s", tok)
+			}
+		}
+	}, 90*time.Second, 500*time.Millisecond)
+	s.checkIdle("5b temporal down 20s (dead-letter window 1 delivery, 3s)")
+	require.Zero(t, dead(), "nothing dead-lettered after the recovery")
+}
