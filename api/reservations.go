@@ -14,7 +14,9 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 const (
@@ -176,6 +178,12 @@ func (s *server) pay(c *fiber.Ctx) error {
 // webhook share it. Refusals are *domain.Error (not_payable, unavailable).
 func (s *server) payToken(ctx context.Context, token, ref string) (domain.ReservationView, error) {
 	st, err := s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	if errors.Is(err, errWorkflowClosed) && s.repairClosed(ctx, token) {
+		// A new run took the reservation over, or it was released: ask
+		// again, so the payment settles now (paid, or refused and then
+		// recorded for a refund by the webhook).
+		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	}
 	switch {
 	case err == nil:
 		return stateView(st), nil
@@ -237,6 +245,47 @@ func (s *server) sendMaybeUnavailable(c *fiber.Ctx, err error) error {
 }
 
 var errWorkflowClosed = errors.New("order workflow closed or not found")
+
+// repairClosed repairs a live reservation whose workflow has closed
+// (reconcile's closed-workflow policy); it reports whether it did.
+func (s *server) repairClosed(ctx context.Context, token string) bool {
+	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.temporal, Logger: s.logger,
+		Restart: func(ctx context.Context, in domain.OrderInput) error {
+			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+			return err
+		}}
+	repaired, err := r.RepairToken(ctx, token)
+	if err != nil {
+		s.logger.Warn("repair of a closed workflow failed", "token", token, "err", err)
+		return false
+	}
+	if repaired {
+		s.awaitAdopted(ctx, token)
+	}
+	return repaired
+}
+
+// awaitAdopted waits (briefly) until the token's workflow has read its
+// reservation: a new run answers QUEUED, and refuses a payment, until then.
+func (s *server) awaitAdopted(ctx context.Context, token string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		v, err := s.temporal.QueryWorkflow(ctx, domain.OrderWorkflowID(token), "", domain.QueryStatus)
+		var st domain.OrderState
+		if err == nil && v.Get(&st) == nil && st.Status != domain.StatusQueued {
+			return
+		}
+		if err != nil && errors.Is(s.updateError(token, err), errWorkflowClosed) {
+			return // released and finished already
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
 
 // update runs an update on the reservation's workflow and waits for its result.
 func (s *server) update(ctx context.Context, token, updateID, name string, arg any) (domain.OrderState, error) {

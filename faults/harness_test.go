@@ -335,6 +335,10 @@ func (s *stack) reconciler() *reconcile.Reconciler {
 		r.Start = func(ctx context.Context, in domain.OrderInput) error {
 			return workflows.StartOrder(ctx, s.tc, s.queue, in)
 		}
+		r.Restart = func(ctx context.Context, in domain.OrderInput) error {
+			_, err := workflows.RestartOrder(ctx, s.tc, s.queue, in)
+			return err
+		}
 	}
 	return r
 }

@@ -203,12 +203,11 @@ func RegisterSale(r worker.Registry, a *activities.SaleActivities) {
 
 // StartSale starts a sale's workflow, or finds it started or finished.
 func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain.SaleInput) error {
-	err := startOnce(ctx, c, client.StartWorkflowOptions{
-		ID:                       domain.SaleWorkflowID(in.SaleID),
-		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
+	_, err := startOnce(ctx, c, client.StartWorkflowOptions{
+		ID:                    domain.SaleWorkflowID(in.SaleID),
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		TypedSearchAttributes: temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
 	}, domain.SaleWorkflowName, in)
 	if err != nil {
 		return fmt.Errorf("start sale workflow %d: %w", in.SaleID, err)
