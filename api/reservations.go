@@ -214,8 +214,20 @@ func (s *server) cancel(c *fiber.Ctx) error {
 			return sendErr(c, err)
 		}
 	}
-	if _, err := s.ownReservation(c.UserContext(), p, token, saleID); err != nil {
+	r, err := s.ownReservation(c.UserContext(), p, token, saleID)
+	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
+	}
+	if r == nil || r.Status == domain.StatusQueued {
+		ended, err := s.cancelQueued(c.UserContext(), p.UserID, saleID, token)
+		if err != nil {
+			return s.sendMaybeUnavailable(c, err)
+		}
+		if ended != nil && ended.Status == domain.StatusCancelled {
+			s.cache.dropMark(saleID) // the unit is back on sale
+			return c.JSON(ended.View())
+		}
+		// The order was placed meanwhile: its workflow cancels it.
 	}
 	st, err := s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
 	switch {
@@ -235,6 +247,52 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		return sendError(c, domain.ENotCancellable, "the reservation can no longer be cancelled")
 	}
 	return s.sendMaybeUnavailable(c, err)
+}
+
+// cancelQueued cancels a reservation that has no order yet, with or without
+// a running workflow: the database first (the row recorded if the workflow
+// has not written it yet, then ended CANCELLED), then Redis (the hold, the
+// buyer mark and the token released, the unit back in stock), both
+// idempotent, so a retry after a 503 finishes the job. A workflow that runs
+// or starts later reads CANCELLED and ends without an order. It returns the
+// row as it stands: not CANCELLED when the order was placed first (the
+// caller then cancels through the workflow).
+func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token string) (*domain.Reservation, error) {
+	dctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	if _, err := s.st.GetReservation(dctx, token); errors.Is(err, store.ErrNotFound) {
+		// No workflow has recorded it yet: record it as the workflow would.
+		requestID, ok, err := lua.RequestID(dctx, s.rdb, saleID, userID, token)
+		if err != nil {
+			s.logger.Warn("cancel: find request id", "token", token, "err", err)
+			return nil, domain.Errorf(domain.EUnavailable, "reservation data unavailable")
+		}
+		if !ok {
+			return nil, errNoReservation
+		}
+		in := domain.OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: domain.PathRedis}
+		if _, err := s.st.RecordReservation(dctx, in); err != nil {
+			s.logger.Warn("cancel: record reservation", "token", token, "err", err)
+			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+		}
+	} else if err != nil {
+		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+	}
+	r, err := s.st.EndQueued(dctx, token, domain.StatusCancelled, "user")
+	if err != nil {
+		s.logger.Warn("cancel: end queued reservation", "token", token, "err", err)
+		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+	}
+	if r.Status != domain.StatusCancelled {
+		return r, nil
+	}
+	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
+	defer rcancel()
+	if _, err := s.scripts.Release(rctx, s.rdb, saleID, userID, token, true); err != nil {
+		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
+		return nil, domain.Errorf(domain.EUnavailable, "the cancellation is recorded; releasing the unit failed, retry")
+	}
+	return r, nil
 }
 
 func (s *server) sendMaybeUnavailable(c *fiber.Ctx, err error) error {

@@ -304,33 +304,14 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return domain.OrderInput{}, err
 	}
-	k := lua.SaleKeys(saleID)
-	prefix := strconv.FormatInt(d.UserID, 10) + ":"
-	iter := r.Redis.HScan(ctx, k.Requests, 0, prefix+"*", 100).Iterator()
-	for {
-		field, ok, err := nextPair(ctx, iter)
-		if err != nil {
-			return domain.OrderInput{}, fmt.Errorf("scan requests of %s: %w", d.Token, err)
-		}
-		if !ok {
-			break
-		}
-		if field[1] == d.Token {
-			return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: strings.TrimPrefix(field[0], prefix), Path: domain.PathRedis}, nil
-		}
+	requestID, ok, err := lua.RequestID(ctx, r.Redis, saleID, d.UserID, d.Token)
+	if err != nil {
+		return domain.OrderInput{}, err
 	}
-	return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
-}
-
-func nextPair(ctx context.Context, it *redis.ScanIterator) ([2]string, bool, error) {
-	var pair [2]string
-	for i := 0; i < 2; i++ {
-		if !it.Next(ctx) {
-			return pair, false, it.Err()
-		}
-		pair[i] = it.Val()
+	if !ok {
+		return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
 	}
-	return pair, true, nil
+	return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: requestID, Path: domain.PathRedis}, nil
 }
 
 // repairStock rebuilds a drifted Redis stock from the database, only while
