@@ -31,6 +31,9 @@ type SaleInput struct {
 	// Zero means the default; tests shorten them.
 	WarmLead       time.Duration `json:"warm_lead,omitempty"`
 	ReconcileEvery time.Duration `json:"reconcile_every,omitempty"`
+	// HistoryLimit is the history length after which the workflow
+	// continues as new (zero: 2000).
+	HistoryLimit int `json:"history_limit,omitempty"`
 	// Carried across continue-as-new.
 	Warmed     bool                  `json:"warmed,omitempty"`
 	LastReport *ReconciliationReport `json:"last_report,omitempty"`

@@ -374,7 +374,9 @@ func recordSaleContinueAsNew(s *stack) (string, string) {
 	queue := s.queue + "-can"
 	s.saleWorker(queue)
 	sale := testenv.MustSale(s.t, s.st, 2)
-	in := domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Millisecond}
+	// A short history limit: the branch is the same as at 2000 events
+	// (sale_continue_as_new@base.json), reached in seconds.
+	in := domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Millisecond, HistoryLimit: 120}
 	run, err := s.c.ExecuteWorkflow(ctxT(s.t, 10*time.Second), client.StartWorkflowOptions{
 		ID: domain.SaleWorkflowID(sale.ID), TaskQueue: queue,
 	}, domain.SaleWorkflowName, in)

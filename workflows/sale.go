@@ -29,6 +29,10 @@ const continueAsNewAfter = 2000
 // the payment window has passed until no order workflow of the sale is
 // running, stores a final reconciliation report, and removes the sale's
 // Redis keys and streams.
+//
+// Command-sequence changes follow OrderWorkflow's rule (GetVersion, the
+// retirement rule written there); a sale's workflow lives as long as the
+// sale, across continue-as-new, so "closed" means the whole chain.
 func SaleWorkflow(ctx workflow.Context, in domain.SaleInput) (domain.SaleResult, error) {
 	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport}
 	if err := w.setup(ctx); err != nil {
@@ -127,7 +131,7 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 				return result, err
 			}
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > w.historyLimit() {
 			next := w.in
 			next.LastReport = w.last
 			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
@@ -148,7 +152,7 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 		if running == 0 {
 			break
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > w.historyLimit() {
 			next := w.in
 			next.LastReport = w.last
 			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
@@ -166,6 +170,16 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 	w.phase = domain.PhaseFinished
 	result.FinalReport = w.last
 	return result, nil
+}
+
+// historyLimit is the input's HistoryLimit, or continueAsNewAfter. Only
+// the moment of the continue-as-new depends on it, not the commands before
+// it, so histories recorded without it replay unchanged.
+func (w *saleWorkflow) historyLimit() int {
+	if w.in.HistoryLimit > 0 {
+		return w.in.HistoryLimit
+	}
+	return continueAsNewAfter
 }
 
 // loadSale returns nil when the sale row does not exist.
