@@ -48,7 +48,11 @@ type saleWorkflow struct {
 }
 
 func (w *saleWorkflow) setup(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (*domain.ReconciliationReport, error) {
+	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (any, error) {
+		if w.last == nil {
+			return domain.NoReportYet{SaleID: w.in.SaleID, Phase: w.phase,
+				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then every minute"}, nil
+		}
 		return w.last, nil
 	}); err != nil {
 		return fmt.Errorf("register report query: %w", err)
