@@ -218,7 +218,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	if r == nil || r.Status == domain.StatusQueued {
+	if r == nil || r.Status == domain.StatusQueued || r.Status == domain.StatusCancelled {
 		ended, err := s.cancelQueued(c.UserContext(), p.UserID, saleID, token)
 		if err != nil {
 			return s.sendMaybeUnavailable(c, err)
@@ -249,7 +249,8 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	return s.sendMaybeUnavailable(c, err)
 }
 
-// cancelQueued cancels a reservation that has no order yet, with or without
+// cancelQueued cancels a reservation that has no order yet (or answers a
+// repeated cancel of a cancelled one), with or without
 // a running workflow: the database first (the row recorded if the workflow
 // has not written it yet, then ended CANCELLED), then Redis (the hold, the
 // buyer mark and the token released, the unit back in stock), both
@@ -283,9 +284,12 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 		s.logger.Warn("cancel: end queued reservation", "token", token, "err", err)
 		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 	}
-	if r.Status != domain.StatusCancelled {
+	if r.Status != domain.StatusCancelled || r.Path == domain.PathDatabase {
 		return r, nil
 	}
+	// Also on a repeat: the release that ended it may not have reached
+	// Redis yet (a workflow writes the database first), and the answer
+	// promises the unit is back on sale.
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
 	defer rcancel()
 	if _, err := s.scripts.Release(rctx, s.rdb, saleID, userID, token, true); err != nil {

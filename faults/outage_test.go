@@ -27,6 +27,9 @@ func testTemporalLongOutage(t *testing.T) {
 	s.MustSale(20, 3)
 	before := s.burst(2)
 	require.NotEmpty(t, before)
+	// The worker is up and relaying (a worker that starts while Temporal
+	// is down exits, for its supervisor to restart; not this scenario).
+	waitPlaced(t, s, before)
 	tsrv.Kill(t)
 	// Traffic goes on for the whole outage: 20 s, against a window of 1
 	// delivery and 3 s. A start against a dead Temporal fails after its
