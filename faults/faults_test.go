@@ -27,6 +27,7 @@ func TestFaults(t *testing.T) {
 	t.Run("hostile_requests", testHostileRequests)
 	t.Run("temporal_restarted", testTemporalRestarted)
 	t.Run("temporal_long_outage", testTemporalLongOutage)
+	t.Run("order_workflows_terminated", testOrderWorkflowsTerminated)
 	t.Run("mariadb_restarted", testMariaDBRestarted)
 	t.Run("redis_killed", testRedisKilled)
 	t.Run("redis_aof_lost_last_second", testRedisAOFLost)

@@ -100,3 +100,15 @@ func TestSummaryTable(t *testing.T) {
 	assert.Contains(t, out, "scenario")
 	assert.Contains(t, out, "sound")
 }
+
+// An operator's terminate and the repair's new run are not a workflow run
+// twice; a reservation released by the repair keeps only its terminated run.
+func TestCheckAcceptsTerminatedRuns(t *testing.T) {
+	s := soundState()
+	s.Terminated = map[string]int{"order:t1": 1}
+	require.Empty(t, Check(s))
+	s = soundState()
+	delete(s.Workflows, "order:t3")
+	s.Terminated = map[string]int{"order:t3": 1}
+	require.Empty(t, Check(s))
+}

@@ -74,6 +74,36 @@ func testTemporalLongOutage(t *testing.T) {
 			}
 		}
 	}, 90*time.Second, 500*time.Millisecond)
-	s.checkIdle("5b temporal down 20s (dead-letter window 1 delivery, 3s)")
+	s.checkIdle("5b temporal down 20s (DLQ 3s)")
 	require.Zero(t, dead(), "nothing dead-lettered after the recovery")
+}
+
+// 9. An operator terminates the workflows of PENDING_PAYMENT orders mid-sale
+// (the runbook says not to). Two are paid at once by their users: the
+// payment finds the workflow closed, a new run takes the order over, and it
+// is PAID. The other two are left: reconciliation (with repair, as the sale
+// workflow runs it) gives them a new run or, once pay_by has passed,
+// releases them. The sale stays sound and sells on.
+func testOrderWorkflowsTerminated(t *testing.T) {
+	s := MustStack(t, stackOpts{})
+	s.repair = true
+	s.MustSale(6, 8)
+	got := s.burst(4)
+	require.Len(t, got, 4)
+	waitPlaced(t, s, got)
+	for _, tok := range got {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, s.tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(tok), "", "fault: operator terminate"))
+		cancel()
+	}
+	paid := 0
+	for user, tok := range got {
+		if paid == 2 {
+			break
+		}
+		require.True(t, s.payWhenPending(user, tok), "the payment for terminated order %s settles PAID", tok)
+		paid++
+	}
+	s.burst(2)
+	s.checkIdle("9 order workflows terminated")
 }
