@@ -22,6 +22,9 @@ type Metrics struct {
 	// reconciliation (the sale workflow's, about every minute).
 	Consistent    *prometheus.GaugeVec
 	Discrepancies *prometheus.GaugeVec
+	// WithoutWorkflow is 1 for each live reservation whose workflow was
+	// found closed by the latest check of its sale (repaired or not).
+	WithoutWorkflow *prometheus.GaugeVec
 }
 
 // NewMetrics creates the activities' metrics and registers them on reg.
@@ -39,8 +42,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "seckill_reconciliation_discrepancies",
 			Help: "Discrepancies the sale's latest reconciliation listed (seen in two passes), repaired ones included.",
 		}, []string{"sale"}),
+		WithoutWorkflow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_reservation_without_workflow",
+			Help: "1 for each live reservation whose order workflow the sale's latest check found closed (workflow_closed), by token; gone once repaired and confirmed.",
+		}, []string{"sale", "token"}),
 	}
-	for _, c := range []prometheus.Collector{m.OrdersEnded, m.Consistent, m.Discrepancies} {
+	for _, c := range []prometheus.Collector{m.OrdersEnded, m.Consistent, m.Discrepancies, m.WithoutWorkflow} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register activity metrics: %w", err)
 		}
@@ -80,6 +87,7 @@ func (m *Metrics) forget(saleID int64) {
 	sale := strconv.FormatInt(saleID, 10)
 	m.Consistent.DeleteLabelValues(sale)
 	m.Discrepancies.DeleteLabelValues(sale)
+	m.WithoutWorkflow.DeletePartialMatch(prometheus.Labels{"sale": sale})
 }
 
 // statusBefore reads a reservation's status ahead of an ending transition,
@@ -108,5 +116,20 @@ func (a *Activities) statusBefore(ctx context.Context, token string) (domain.Res
 func (a *Activities) countEnd(before domain.ReservationStatus, known bool, after domain.ReservationStatus) {
 	if known && before != after && after.Terminal() {
 		a.Metrics.ended(after)
+	}
+}
+
+// withoutWorkflow replaces the sale's workflow_closed tokens with those
+// found now.
+func (m *Metrics) withoutWorkflow(saleID int64, found []domain.Discrepancy) {
+	if m == nil {
+		return
+	}
+	sale := strconv.FormatInt(saleID, 10)
+	m.WithoutWorkflow.DeletePartialMatch(prometheus.Labels{"sale": sale})
+	for _, d := range found {
+		if d.Kind == domain.KindWorkflowClosed {
+			m.WithoutWorkflow.WithLabelValues(sale, d.Token).Set(1)
+		}
 	}
 }

@@ -71,14 +71,19 @@ func (a *SaleActivities) ReconcileSale(ctx context.Context, saleID int64, final 
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	a.Metrics.reconciled(rep)
+	a.Metrics.withoutWorkflow(saleID, rep.Discrepancies)
 	if err := a.storeReport(ctx, rep, final); err != nil {
 		return nil, err
 	}
 	return rep, nil
 }
 
-// RunningOrders counts the sale's order workflows still running, and its
-// inbox entries not yet handed on.
+// RunningOrders counts what keeps the sale from tearing down: its order
+// workflows still running, its inbox entries not yet handed on, and its
+// live reservations (QUEUED or PENDING_PAYMENT in the database), so a live
+// reservation whose workflow closed holds the sale up too. Such
+// reservations are repaired here (reconcile's closed-workflow policy),
+// since no regular reconciliation runs once the sale has ended.
 func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64, error) {
 	q := fmt.Sprintf("WorkflowType = '%s' AND %s = %d AND ExecutionStatus = 'Running'", domain.OrderWorkflowName, domain.SearchAttrSaleID, saleID)
 	resp, err := a.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q})
@@ -86,6 +91,18 @@ func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64
 		return 0, fmt.Errorf("count running orders: %w", err)
 	}
 	n := resp.GetCount()
+	counts, err := a.Store.CountReservations(ctx, saleID)
+	if err != nil {
+		return 0, fmt.Errorf("count running orders: %w", err)
+	}
+	if live := counts[domain.StatusQueued] + counts[domain.StatusPendingPayment]; live > 0 {
+		n += live
+		closed, err := a.Reconciler.RepairClosedWorkflows(ctx, saleID)
+		if err != nil {
+			return 0, fmt.Errorf("count running orders: %w", err)
+		}
+		a.Metrics.withoutWorkflow(saleID, closed)
+	}
 	snap, err := a.Scripts.ReadSnapshot(ctx, a.Redis, saleID, time.Minute)
 	if err != nil {
 		return 0, fmt.Errorf("count running orders: %w", err)

@@ -52,6 +52,10 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 		r.Start = func(ctx context.Context, in domain.OrderInput) error {
 			return workflows.StartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
 		}
+		r.Restart = func(ctx context.Context, in domain.OrderInput) error {
+			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+			return err
+		}
 	}
 	rep, err := r.Run(ctx, sale.ID, repair)
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 const (
@@ -180,6 +182,12 @@ func (s *server) pay(c *fiber.Ctx) error {
 // webhook share it. Refusals are *domain.Error (not_payable, unavailable).
 func (s *server) payToken(ctx context.Context, token, ref string) (domain.ReservationView, error) {
 	st, err := s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	if errors.Is(err, errWorkflowClosed) && s.repairClosed(ctx, token) {
+		// A new run took the reservation over, or it was released: ask
+		// again, so the payment settles now (paid, or refused and then
+		// recorded for a refund by the webhook).
+		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	}
 	switch {
 	case err == nil:
 		return stateView(st), nil
@@ -214,8 +222,20 @@ func (s *server) cancel(c *fiber.Ctx) error {
 			return sendErr(c, err)
 		}
 	}
-	if _, err := s.ownReservation(c.UserContext(), p, token, saleID); err != nil {
+	r, err := s.ownReservation(c.UserContext(), p, token, saleID)
+	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
+	}
+	if r == nil || r.Status == domain.StatusQueued || r.Status == domain.StatusCancelled {
+		ended, err := s.cancelQueued(c.UserContext(), p.UserID, saleID, token)
+		if err != nil {
+			return s.sendMaybeUnavailable(c, err)
+		}
+		if ended != nil && ended.Status == domain.StatusCancelled {
+			s.cache.dropMark(saleID) // the unit is back on sale
+			return c.JSON(ended.View())
+		}
+		// The order was placed meanwhile: its workflow cancels it.
 	}
 	st, err := s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
 	switch {
@@ -237,6 +257,56 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	return s.sendMaybeUnavailable(c, err)
 }
 
+// cancelQueued cancels a reservation that has no order yet (or answers a
+// repeated cancel of a cancelled one), with or without
+// a running workflow: the database first (the row recorded if the workflow
+// has not written it yet, then ended CANCELLED), then Redis (the hold, the
+// buyer mark and the token released, the unit back in stock), both
+// idempotent, so a retry after a 503 finishes the job. A workflow that runs
+// or starts later reads CANCELLED and ends without an order. It returns the
+// row as it stands: not CANCELLED when the order was placed first (the
+// caller then cancels through the workflow).
+func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token string) (*domain.Reservation, error) {
+	dctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	if _, err := s.st.GetReservation(dctx, token); errors.Is(err, store.ErrNotFound) {
+		// No workflow has recorded it yet: record it as the workflow would.
+		requestID, ok, err := lua.RequestID(dctx, s.rdb, saleID, userID, token)
+		if err != nil {
+			s.logger.Warn("cancel: find request id", "token", token, "err", err)
+			return nil, domain.Errorf(domain.EUnavailable, "reservation data unavailable")
+		}
+		if !ok {
+			return nil, errNoReservation
+		}
+		in := domain.OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: domain.PathRedis}
+		if _, err := s.st.RecordReservation(dctx, in); err != nil {
+			s.logger.Warn("cancel: record reservation", "token", token, "err", err)
+			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+		}
+	} else if err != nil {
+		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+	}
+	r, err := s.st.EndQueued(dctx, token, domain.StatusCancelled, "user")
+	if err != nil {
+		s.logger.Warn("cancel: end queued reservation", "token", token, "err", err)
+		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+	}
+	if r.Status != domain.StatusCancelled || r.Path == domain.PathDatabase {
+		return r, nil
+	}
+	// Also on a repeat: the release that ended it may not have reached
+	// Redis yet (a workflow writes the database first), and the answer
+	// promises the unit is back on sale.
+	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
+	defer rcancel()
+	if _, err := s.scripts.Release(rctx, s.rdb, saleID, userID, token, true); err != nil {
+		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
+		return nil, domain.Errorf(domain.EUnavailable, "the cancellation is recorded; releasing the unit failed, retry")
+	}
+	return r, nil
+}
+
 func (s *server) sendMaybeUnavailable(c *fiber.Ctx, err error) error {
 	if domain.ErrorCode(err) == domain.EUnavailable {
 		return unavailable(c, 1, domain.ErrorMessage(err))
@@ -245,6 +315,47 @@ func (s *server) sendMaybeUnavailable(c *fiber.Ctx, err error) error {
 }
 
 var errWorkflowClosed = errors.New("order workflow closed or not found")
+
+// repairClosed repairs a live reservation whose workflow has closed
+// (reconcile's closed-workflow policy); it reports whether it did.
+func (s *server) repairClosed(ctx context.Context, token string) bool {
+	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.temporal, Logger: s.logger,
+		Restart: func(ctx context.Context, in domain.OrderInput) error {
+			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+			return err
+		}}
+	repaired, err := r.RepairToken(ctx, token)
+	if err != nil {
+		s.logger.Warn("repair of a closed workflow failed", "token", token, "err", err)
+		return false
+	}
+	if repaired {
+		s.awaitAdopted(ctx, token)
+	}
+	return repaired
+}
+
+// awaitAdopted waits (briefly) until the token's workflow has read its
+// reservation: a new run answers QUEUED, and refuses a payment, until then.
+func (s *server) awaitAdopted(ctx context.Context, token string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		v, err := s.temporal.QueryWorkflow(ctx, domain.OrderWorkflowID(token), "", domain.QueryStatus)
+		var st domain.OrderState
+		if err == nil && v.Get(&st) == nil && st.Status != domain.StatusQueued {
+			return
+		}
+		if err != nil && errors.Is(s.updateError(token, err), errWorkflowClosed) {
+			return // released and finished already
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
 
 // update runs an update on the reservation's workflow and waits for its result.
 func (s *server) update(ctx context.Context, token, updateID, name string, arg any) (domain.OrderState, error) {

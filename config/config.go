@@ -81,9 +81,9 @@ type Config struct {
 	BodyTimeout     time.Duration // from the end of the headers to the end of the body, else 408
 
 	RelayConsumer    string
-	RelayMaxDelivery int64 // deliveries before an inbox entry is dead-lettered
+	RelayMaxDelivery int64 // deliveries of a refused start before an inbox entry is dead-lettered
 	RelayMinIdle     time.Duration
-	RelayDeadAfter   time.Duration // least age of an inbox entry before dead-lettering
+	RelayDeadAfter   time.Duration // least age of an inbox entry before a refused start dead-letters it
 
 	WorkerMetricsAddr string // listen address of the worker's /metrics
 

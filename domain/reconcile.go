@@ -25,6 +25,11 @@ const (
 	// A Redis token whose database reservation disagrees beyond what a
 	// workflow in flight explains (e.g. paid in Redis, not in the database).
 	KindTokenStateMismatch = "token_state_mismatch"
+	// A live reservation (QUEUED or PENDING_PAYMENT in the database) whose
+	// order workflow has closed (terminated, failed, timed out, or
+	// completed leaving it live). Repaired before pay_by by a new run that
+	// adopts the reservation, after pay_by by releasing it directly.
+	KindWorkflowClosed = "workflow_closed"
 	// Inbox entries dead-lettered after too many failed deliveries.
 	KindInboxDeadLetter = "inbox_dead_letter"
 	// Inbox entries delivered but not acknowledged.

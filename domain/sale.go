@@ -4,7 +4,8 @@ import "time"
 
 // The sale workflow's public contract.
 const (
-	// QueryReport answers the sale's latest reconciliation report.
+	// QueryReport answers the sale's latest reconciliation report, or a
+	// NoReportYet before the first one.
 	QueryReport = "report"
 	// QuerySalePhase answers where the sale workflow stands.
 	QuerySalePhase = "phase"
@@ -31,6 +32,9 @@ type SaleInput struct {
 	// Zero means the default; tests shorten them.
 	WarmLead       time.Duration `json:"warm_lead,omitempty"`
 	ReconcileEvery time.Duration `json:"reconcile_every,omitempty"`
+	// HistoryLimit is the history length after which the workflow
+	// continues as new (zero: 2000).
+	HistoryLimit int `json:"history_limit,omitempty"`
 	// Carried across continue-as-new.
 	Warmed     bool                  `json:"warmed,omitempty"`
 	LastReport *ReconciliationReport `json:"last_report,omitempty"`
@@ -40,4 +44,13 @@ type SaleInput struct {
 type SaleResult struct {
 	SaleID      int64                 `json:"sale_id"`
 	FinalReport *ReconciliationReport `json:"final_report"`
+}
+
+// NoReportYet is the report query's answer before the sale's first
+// reconciliation (the sale workflow reconciles once the sale is live).
+type NoReportYet struct {
+	SaleID int64     `json:"sale_id"`
+	Phase  string    `json:"phase"`
+	Report *struct{} `json:"report"`
+	Note   string    `json:"note"`
 }

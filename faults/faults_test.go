@@ -26,7 +26,10 @@ func TestFaults(t *testing.T) {
 	t.Run("inbox_delivered_twice", testInboxDeliveredTwice)
 	t.Run("hostile_requests", testHostileRequests)
 	t.Run("temporal_restarted", testTemporalRestarted)
+	t.Run("temporal_long_outage", testTemporalLongOutage)
+	t.Run("order_workflows_terminated", testOrderWorkflowsTerminated)
 	t.Run("mariadb_restarted", testMariaDBRestarted)
+	t.Run("mariadb_long_outage", testMariaDBLongOutage)
 	t.Run("redis_killed", testRedisKilled)
 	t.Run("redis_aof_lost_last_second", testRedisAOFLost)
 }

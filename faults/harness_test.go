@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -335,13 +336,17 @@ func (s *stack) reconciler() *reconcile.Reconciler {
 		r.Start = func(ctx context.Context, in domain.OrderInput) error {
 			return workflows.StartOrder(ctx, s.tc, s.queue, in)
 		}
+		r.Restart = func(ctx context.Context, in domain.OrderInput) error {
+			_, err := workflows.RestartOrder(ctx, s.tc, s.queue, in)
+			return err
+		}
 	}
 	return r
 }
 
 // collect reads the sale's state for the checker.
 func (s *stack) collect(ctx context.Context) (State, error) {
-	st := State{SaleID: s.saleID, Orders: map[string]int{}, Deducts: map[string]int{}, Workflows: map[string]int{}, WindowsPassed: !s.openWindows}
+	st := State{SaleID: s.saleID, Orders: map[string]int{}, Deducts: map[string]int{}, Workflows: map[string]int{}, Terminated: map[string]int{}, WindowsPassed: !s.openWindows}
 	s.mu.Lock()
 	st.ClientTokens = append([]string(nil), s.tokens...)
 	s.mu.Unlock()
@@ -396,7 +401,11 @@ func (s *stack) collect(ctx context.Context) (State, error) {
 		}
 		for _, e := range resp.GetExecutions() {
 			if id := e.GetExecution().GetWorkflowId(); strings.HasPrefix(id, "order:") {
-				st.Workflows[id]++
+				if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+					st.Terminated[id]++
+				} else {
+					st.Workflows[id]++
+				}
 			}
 		}
 		if next = resp.GetNextPageToken(); len(next) == 0 {

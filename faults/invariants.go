@@ -32,9 +32,12 @@ type State struct {
 	Orders map[string]int
 	// Deducts counts ledger deduct rows per token (at most one).
 	Deducts map[string]int
-	// Workflows counts order:* executions (all runs) per workflow id, as
-	// listed by the search attribute SaleId.
+	// Workflows counts order:* executions (all runs but terminated ones)
+	// per workflow id, as listed by the search attribute SaleId.
 	Workflows map[string]int
+	// Terminated counts the terminated runs per workflow id: an operator's
+	// action, after which a repair may run the workflow again.
+	Terminated map[string]int
 	// ClientTokens are the tokens clients were given (202 answers).
 	ClientTokens []string
 	// WindowsPassed says every payment window has closed, so every
@@ -155,7 +158,7 @@ func Check(s State) []Violation {
 		if s.WindowsPassed && !r.Status.Terminal() {
 			add(VNotEnded, "token %s is %s after its payment window", r.Token, r.Status)
 		}
-		if n := s.Workflows[domain.OrderWorkflowID(r.Token)]; n == 0 {
+		if id := domain.OrderWorkflowID(r.Token); s.Workflows[id]+s.Terminated[id] == 0 {
 			add(VNoWorkflow, "token %s has no workflow", r.Token)
 		}
 	}

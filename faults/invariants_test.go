@@ -117,3 +117,15 @@ func TestCheckFindsStrandedUnitsAndUsers(t *testing.T) {
 	assert.EqualValues(t, 2, s.StrandedUnits())
 	assert.Equal(t, []int64{3}, s.StrandedUsers())
 }
+
+// An operator's terminate and the repair's new run are not a workflow run
+// twice; a reservation released by the repair keeps only its terminated run.
+func TestCheckAcceptsTerminatedRuns(t *testing.T) {
+	s := soundState()
+	s.Terminated = map[string]int{"order:t1": 1}
+	require.Empty(t, Check(s))
+	s = soundState()
+	delete(s.Workflows, "order:t3")
+	s.Terminated = map[string]int{"order:t3": 1}
+	require.Empty(t, Check(s))
+}

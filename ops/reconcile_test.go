@@ -311,3 +311,50 @@ func TestFinalReportAndTeardown(t *testing.T) {
 	require.NoError(t, st.DB.QueryRowContext(ctx, "SELECT final FROM reconciliation_reports WHERE sale_id = ? ORDER BY id DESC LIMIT 1", sale.ID).Scan(&final))
 	require.True(t, final, "the last report is the final one")
 }
+
+// A PENDING_PAYMENT order whose workflow an operator terminated keeps the
+// sale from tearing down: the drain finds the live reservation without a
+// workflow, releases it (its pay_by has passed), and only then reconciles
+// for the last time and tears down.
+func TestSaleWaitsForAReservationWithoutWorkflow(t *testing.T) {
+	ctx := testCtx(t, 3*time.Minute)
+	st, rdb, tc := testenv.MustStore(t), testenv.MustRedis(t), testenv.MustTemporal(t)
+	queue := newQueue("closed-drain")
+	s := MustStackOn(t, queue, nil)
+	rb := MustRunbook(t, s.api.URL)
+	sale := testenv.MustSale(t, st, 2, func(s *domain.Sale) {
+		s.EndsAt = time.Now().UTC().Add(6 * time.Second)
+		s.PaymentWindowSeconds = 3
+	})
+	MustCleanWorkflows(t, sale.ID)
+	// One reconciliation as the sale opens, the next after it has ended:
+	// only the drain can find the terminated workflow.
+	MustStartSale(t, tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: 10 * time.Second})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
+			t.Logf("clean up sale %d: %v", sale.ID, err)
+		}
+	})
+	user := testenv.UniqueUser()
+	var token string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body := s.reserve(t, sale.ID, user, "closed-drain-1")
+		if assert.Equal(c, http.StatusAccepted, code, "%v", body) {
+			token = body["token"].(string)
+		}
+	}, 5*time.Second, 200*time.Millisecond)
+	s.waitStatus(t, user, token, "PENDING_PAYMENT")
+	rb.run("terminate", map[string]string{"TOKEN": token})
+
+	var result domain.SaleResult
+	require.NoError(t, tc.GetWorkflow(ctx, domain.SaleWorkflowID(sale.ID), "").Get(ctx, &result))
+	r, err := st.GetReservation(ctx, token)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusExpired, r.Status, "released before the tear-down")
+	require.NotNil(t, result.FinalReport)
+	require.True(t, result.FinalReport.Consistent, "%+v", result.FinalReport)
+	require.EqualValues(t, 1, result.FinalReport.Orders[string(domain.StatusExpired)])
+	require.EqualValues(t, 2, result.FinalReport.DBStock)
+}

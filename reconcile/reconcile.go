@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
@@ -37,6 +38,9 @@ type Reconciler struct {
 	Temporal client.Client
 	// Start starts (or finds) a token's OrderWorkflow; nil reports only.
 	Start func(ctx context.Context, in domain.OrderInput) error
+	// Restart starts a new run of a token whose workflow closed while its
+	// reservation is live (workflows.RestartOrder); nil reports only.
+	Restart func(ctx context.Context, in domain.OrderInput) error
 	// Gap separates the two passes (default 1s).
 	Gap time.Duration
 	// StaleAfter is how long an inbox entry may stay unacknowledged before
@@ -95,6 +99,11 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 	if err != nil {
 		return nil, err
 	}
+	closed, err := r.closedWorkflows(ctx, saleID, liveInBoth(first.db, second.db), repair)
+	if err != nil {
+		return nil, err
+	}
+	seen = append(seen, closed...)
 	if repair {
 		seen = r.repairStock(ctx, saleID, first, second, seen)
 	}
@@ -313,33 +322,14 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return domain.OrderInput{}, err
 	}
-	k := lua.SaleKeys(saleID)
-	prefix := strconv.FormatInt(d.UserID, 10) + ":"
-	iter := r.Redis.HScan(ctx, k.Requests, 0, prefix+"*", 100).Iterator()
-	for {
-		field, ok, err := nextPair(ctx, iter)
-		if err != nil {
-			return domain.OrderInput{}, fmt.Errorf("scan requests of %s: %w", d.Token, err)
-		}
-		if !ok {
-			break
-		}
-		if field[1] == d.Token {
-			return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: strings.TrimPrefix(field[0], prefix), Path: domain.PathRedis}, nil
-		}
+	requestID, ok, err := lua.RequestID(ctx, r.Redis, saleID, d.UserID, d.Token)
+	if err != nil {
+		return domain.OrderInput{}, err
 	}
-	return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
-}
-
-func nextPair(ctx context.Context, it *redis.ScanIterator) ([2]string, bool, error) {
-	var pair [2]string
-	for i := 0; i < 2; i++ {
-		if !it.Next(ctx) {
-			return pair, false, it.Err()
-		}
-		pair[i] = it.Val()
+	if !ok {
+		return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
 	}
-	return pair, true, nil
+	return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: requestID, Path: domain.PathRedis}, nil
 }
 
 // repairStock rebuilds a drifted Redis stock from the database, only while
@@ -375,4 +365,173 @@ func (r *Reconciler) log() *slog.Logger {
 		return r.Logger
 	}
 	return slog.Default()
+}
+
+// liveInBoth lists the reservations live (QUEUED or PENDING_PAYMENT) with
+// the same status in both snapshots.
+func liveInBoth(first, second *store.Snapshot) map[string]store.SnapshotReservation {
+	out := map[string]store.SnapshotReservation{}
+	for tok, d := range second.Reservations {
+		if d.Status != domain.StatusQueued && d.Status != domain.StatusPendingPayment {
+			continue
+		}
+		if p, ok := first.Reservations[tok]; ok && p.Status == d.Status {
+			out[tok] = d
+		}
+	}
+	return out
+}
+
+// RepairClosedWorkflows checks every live reservation of the sale (one
+// database snapshot) for a closed workflow and repairs what it finds; it
+// answers the findings. The sale workflow calls it while it waits to tear
+// down, when no regular reconciliation runs any more.
+func (r *Reconciler) RepairClosedWorkflows(ctx context.Context, saleID int64) ([]domain.Discrepancy, error) {
+	ds, err := r.Store.ReadSnapshot(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("repair closed workflows of sale %d: %w", saleID, err)
+	}
+	return r.closedWorkflows(ctx, saleID, liveInBoth(ds, ds), true)
+}
+
+// RepairToken applies the closed-workflow policy to one reservation: when
+// it is live and its workflow has closed, it is taken over by a new run
+// (before pay_by) or released (after). It reports whether it repaired. The
+// API calls it when a payment or cancel finds the workflow closed, so the
+// caller gets an answer now instead of waiting for the next reconciliation.
+func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error) {
+	res, err := r.Store.GetReservation(ctx, token)
+	if err != nil {
+		return false, fmt.Errorf("repair %s: %w", token, err)
+	}
+	if res.Status != domain.StatusQueued && res.Status != domain.StatusPendingPayment {
+		return false, nil
+	}
+	status, exists, err := r.workflowStatus(ctx, token)
+	if err != nil {
+		return false, fmt.Errorf("repair %s: %w", token, err)
+	}
+	if !exists || status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return false, nil
+	}
+	return r.repairClosed(ctx, res), nil
+}
+
+// closedWorkflows finds live reservations whose order workflow is not
+// running: the running order workflows of the sale are listed (one query),
+// and each live token missing from the list is described and read again,
+// so neither visibility's lag nor an order that just ended is taken for a
+// closed workflow. A token with no workflow at all is left to the inbox,
+// the outbox relay and hold_without_workflow.
+//
+// Repair policy: before pay_by (or while QUEUED) a new run takes the
+// reservation over (Restart: one running workflow per token still); after
+// pay_by the reservation is released directly, as its workflow would have
+// on expiry: the order EXPIRED and its unit back in its bucket, then the
+// Redis hold released and the unit back on sale. The finding stays in this
+// report marked repaired; the next pass confirms the repair by not finding
+// it again.
+func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map[string]store.SnapshotReservation, repair bool) ([]domain.Discrepancy, error) {
+	if len(live) == 0 {
+		return nil, nil
+	}
+	running, err := r.runningOrders(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.Discrepancy
+	for tok, d := range live {
+		if running[domain.OrderWorkflowID(tok)] {
+			continue
+		}
+		status, exists, err := r.workflowStatus(ctx, tok)
+		if err != nil {
+			return nil, err
+		}
+		if !exists || status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			continue
+		}
+		res, err := r.Store.GetReservation(ctx, tok)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile sale %d: read %s: %w", saleID, tok, err)
+		}
+		if res.Status != domain.StatusQueued && res.Status != domain.StatusPendingPayment {
+			continue // ended meanwhile: the workflow closed after its work
+		}
+		found := domain.Discrepancy{Kind: domain.KindWorkflowClosed, UserID: d.UserID, Token: tok,
+			Detail: fmt.Sprintf("reservation is %s but its workflow is %s", res.Status, strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))}
+		if repair {
+			found.Repaired = r.repairClosed(ctx, res)
+		}
+		out = append(out, found)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Token < out[j].Token })
+	return out, nil
+}
+
+// repairClosed applies the repair policy to one reservation; it reports
+// whether the repair was made.
+func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) bool {
+	log := r.log().With("sale_id", res.SaleID, "token", res.Token, "status", string(res.Status))
+	if res.Status == domain.StatusPendingPayment && res.PayBy != nil && !time.Now().Before(*res.PayBy) {
+		if _, err := r.Store.ReleaseOrder(ctx, res.Token, domain.StatusExpired); err != nil {
+			log.Warn("reconcile: release of a closed workflow's order failed", "err", err)
+			return false
+		}
+		if res.Path != domain.PathDatabase {
+			if _, err := r.Scripts.Release(ctx, r.Redis, res.SaleID, res.UserID, res.Token, true); err != nil {
+				log.Warn("reconcile: Redis release of a closed workflow's order failed", "err", err)
+				return false
+			}
+		}
+		log.Info("reconcile: released a live reservation whose workflow closed after pay_by")
+		return true
+	}
+	if r.Restart == nil {
+		return false
+	}
+	in := domain.OrderInput{Token: res.Token, SaleID: res.SaleID, UserID: res.UserID, RequestID: res.RequestID, Path: res.Path,
+		Deducted: res.Path == domain.PathDatabase}
+	if err := r.Restart(ctx, in); err != nil {
+		log.Warn("reconcile: restart of a closed workflow failed", "err", err)
+		return false
+	}
+	log.Info("reconcile: a new run took over a live reservation whose workflow closed")
+	return true
+}
+
+// runningOrders lists the ids of the sale's running order workflows.
+func (r *Reconciler) runningOrders(ctx context.Context, saleID int64) (map[string]bool, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND %s = %d AND ExecutionStatus = 'Running'", domain.OrderWorkflowName, domain.SearchAttrSaleID, saleID)
+	out := map[string]bool{}
+	var next []byte
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := r.Temporal.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000, NextPageToken: next})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("list running orders of sale %d: %w", saleID, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			out[e.GetExecution().GetWorkflowId()] = true
+		}
+		if next = resp.GetNextPageToken(); len(next) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// workflowStatus describes order:<token>'s latest run.
+func (r *Reconciler) workflowStatus(ctx context.Context, token string) (enumspb.WorkflowExecutionStatus, bool, error) {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	desc, err := r.Temporal.DescribeWorkflow(dctx, domain.OrderWorkflowID(token), "")
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("describe workflow of %s: %w", token, err)
+	}
+	return desc.RawResponse.GetWorkflowExecutionInfo().GetStatus(), true, nil
 }

@@ -14,6 +14,7 @@ type Metrics struct {
 	DeadLetters *prometheus.CounterVec
 	Lag         *prometheus.GaugeVec
 	Pending     *prometheus.GaugeVec
+	OldestAge   *prometheus.GaugeVec
 }
 
 // NewMetrics creates the relay's metrics and registers them on reg.
@@ -43,8 +44,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "seckill_inbox_pending",
 			Help: "Inbox entries delivered but not yet acknowledged.",
 		}, []string{"sale"}),
+		OldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_inbox_oldest_pending_age_seconds",
+			Help: "Age of the sale's oldest inbox entry whose workflow is not yet known started (0 when none waits).",
+		}, []string{"sale"}),
 	}
-	for _, c := range []prometheus.Collector{m.Started, m.Acked, m.StartErrors, m.DeadLetters, m.Lag, m.Pending} {
+	for _, c := range []prometheus.Collector{m.Started, m.Acked, m.StartErrors, m.DeadLetters, m.Lag, m.Pending, m.OldestAge} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 // Relay defaults, used when the matching field is zero.
@@ -55,11 +56,12 @@ type Relay struct {
 	Starter  Starter
 	Consumer string
 	MinIdle  time.Duration // idle time before a pending entry is reclaimed
-	// DeadAfter is the least age of an entry before it may be dead-lettered:
-	// a Temporal that is slow or down for a while fails starts without the
-	// entry being at fault, so delivery counts alone must not condemn it.
+	// DeadAfter and MaxDelivery bound the retries of an entry whose start
+	// Temporal refuses as invalid: it is dead-lettered once delivered more
+	// than MaxDelivery times and older than DeadAfter. A start that fails
+	// because Temporal is down or slow never condemns its entry.
 	DeadAfter   time.Duration
-	MaxDelivery int64 // deliveries before an entry is dead-lettered
+	MaxDelivery int64
 	Logger      *slog.Logger
 	Metrics     *Metrics
 
@@ -140,6 +142,7 @@ func (r *Relay) Run(stop, work context.Context) {
 				label := strconv.FormatInt(id, 10)
 				r.Metrics.Lag.DeleteLabelValues(label)
 				r.Metrics.Pending.DeleteLabelValues(label)
+				r.Metrics.OldestAge.DeleteLabelValues(label)
 			}()
 		}
 	}
@@ -166,6 +169,11 @@ func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
 }
 
 // runSale reads one sale's inbox until stop is cancelled or the inbox goes.
+// Entries left pending by failed starts come before new ones: they are
+// retried (oldest first, with a growing pause while starts keep failing)
+// until none is left, and only then are new entries read, so after an
+// outage the backlog starts in the order it was reserved, at the rate
+// Temporal takes it.
 func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	log := r.Logger.With("sale", saleID)
 	log.Info("relay: sale started")
@@ -173,11 +181,16 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	reclaimEvery := orDefault(r.ReclaimEvery, defaultReclaimEvery)
 	var lastReclaim time.Time
 	backoff := time.Duration(0)
+	retryOwn := false
 	for stop.Err() == nil {
 		if time.Since(lastReclaim) >= reclaimEvery {
 			lastReclaim = time.Now()
-			if _, err := r.Reclaim(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
+			_, failed, err := r.reclaim(work, saleID)
+			if err != nil && !errors.Is(err, errNoInbox) {
 				log.Warn("relay: reclaim", "err", err)
+			}
+			if failed > 0 {
+				retryOwn = true
 			}
 			if err := r.ObserveLag(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
 				log.Warn("relay: observe lag", "err", err)
@@ -185,14 +198,27 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 		}
 		// The read is bounded but not cancelled by stop: entries Redis hands
 		// this consumer are processed, never left behind by the shutdown.
-		_, err := r.ReadOnce(work, saleID)
+		from := ">"
+		if retryOwn {
+			from = "0" // this consumer's pending entries, oldest first
+		}
+		read, failed, err := r.readBatch(work, saleID, from)
 		if errors.Is(err, errNoInbox) {
 			log.Debug("relay: inbox gone")
 			return
 		}
-		if err != nil {
+		if retryOwn && read == 0 && err == nil {
+			retryOwn = false
+			continue
+		}
+		if failed > 0 {
+			retryOwn = true
+		}
+		if err != nil || failed > 0 {
 			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
-			log.Warn("relay: read inbox", "err", err, "retry_in", backoff)
+			if err != nil {
+				log.Warn("relay: read inbox", "err", err, "retry_in", backoff)
+			}
 			select {
 			case <-stop.Done():
 				return
@@ -211,44 +237,66 @@ func isNoGroup(err error) bool {
 // ReadOnce reads one batch of new entries (blocking up to Block) and hands
 // it over. It answers how many entries it read.
 func (r *Relay) ReadOnce(ctx context.Context, saleID int64) (int, error) {
+	n, _, err := r.readBatch(ctx, saleID, ">")
+	return n, err
+}
+
+// readBatch reads one batch, of new entries (from ">", blocking up to
+// Block) or of this consumer's pending ones (from "0"), and hands it over.
+// It answers how many entries it read and how many starts failed.
+func (r *Relay) readBatch(ctx context.Context, saleID int64, from string) (read, failed int, err error) {
 	k := lua.SaleKeys(saleID)
 	block := orDefault(r.Block, defaultBlock)
-	rctx, cancel := context.WithTimeout(ctx, block+2*time.Second)
-	streams, err := r.Redis.XReadGroup(rctx, &redis.XReadGroupArgs{
+	args := &redis.XReadGroupArgs{
 		Group:    lua.InboxGroup,
 		Consumer: r.Consumer,
-		Streams:  []string{k.Inbox, ">"},
+		Streams:  []string{k.Inbox, from},
 		Count:    orDefault(r.BatchSize, defaultBatchSize),
 		Block:    block,
-	}).Result()
+	}
+	if from != ">" {
+		args.Block = -1 // a read of the pending history never blocks
+	}
+	rctx, cancel := context.WithTimeout(ctx, block+2*time.Second)
+	streams, err := r.Redis.XReadGroup(rctx, args).Result()
 	cancel()
 	if errors.Is(err, redis.Nil) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if isNoGroup(err) {
-		return 0, errNoInbox
+		return 0, 0, errNoInbox
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read inbox of sale %d: %w", saleID, err)
+		return 0, 0, fmt.Errorf("read inbox of sale %d: %w", saleID, err)
 	}
 	var msgs []redis.XMessage
 	for _, s := range streams {
 		msgs = append(msgs, s.Messages...)
 	}
 	if len(msgs) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	return len(msgs), r.process(ctx, saleID, msgs, nil)
+	var deliveries map[string]int64
+	if from != ">" {
+		if deliveries, err = r.deliveries(ctx, k.Inbox, msgs); err != nil {
+			return len(msgs), 0, err
+		}
+	}
+	failed, err = r.process(ctx, saleID, msgs, deliveries)
+	return len(msgs), failed, err
 }
 
 // Reclaim takes over entries pending longer than MinIdle — from consumers
-// that died, or this one's own failed starts — and hands them over again;
-// an entry delivered more than MaxDelivery times goes to the dead letters.
+// that died, or this one's own failed starts — and hands them over again.
 // It answers how many entries it claimed.
 func (r *Relay) Reclaim(ctx context.Context, saleID int64) (int, error) {
+	n, _, err := r.reclaim(ctx, saleID)
+	return n, err
+}
+
+func (r *Relay) reclaim(ctx context.Context, saleID int64) (claimed, failed int, err error) {
 	k := lua.SaleKeys(saleID)
 	start := "0-0"
-	total := 0
 	for range reclaimPages {
 		cctx, cancel := context.WithTimeout(ctx, redisTimeout)
 		msgs, next, err := r.Redis.XAutoClaim(cctx, &redis.XAutoClaimArgs{
@@ -261,19 +309,21 @@ func (r *Relay) Reclaim(ctx context.Context, saleID int64) (int, error) {
 		}).Result()
 		cancel()
 		if isNoGroup(err) {
-			return total, errNoInbox
+			return claimed, failed, errNoInbox
 		}
 		if err != nil {
-			return total, fmt.Errorf("reclaim inbox of sale %d: %w", saleID, err)
+			return claimed, failed, fmt.Errorf("reclaim inbox of sale %d: %w", saleID, err)
 		}
 		if len(msgs) > 0 {
-			total += len(msgs)
+			claimed += len(msgs)
 			deliveries, err := r.deliveries(ctx, k.Inbox, msgs)
 			if err != nil {
-				return total, err
+				return claimed, failed, err
 			}
-			if err := r.process(ctx, saleID, msgs, deliveries); err != nil {
-				return total, err
+			f, err := r.process(ctx, saleID, msgs, deliveries)
+			failed += f
+			if err != nil {
+				return claimed, failed, err
 			}
 		}
 		if next == "0-0" || next == "" {
@@ -281,7 +331,7 @@ func (r *Relay) Reclaim(ctx context.Context, saleID int64) (int, error) {
 		}
 		start = next
 	}
-	return total, nil
+	return claimed, failed, nil
 }
 
 // deliveries reads the delivery counts of freshly claimed entries (XAUTOCLAIM
@@ -342,7 +392,13 @@ func parseEntry(saleID int64, m redis.XMessage) (domain.OrderInput, error) {
 // acknowledged, the others are started (bounded concurrency) and acknowledged
 // only when their start succeeded. A failed start leaves its entry pending
 // for a later reclaim. deliveries is nil for first deliveries.
-func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage, deliveries map[string]int64) error {
+//
+// Only an entry that can never start is dead-lettered: a malformed one at
+// once, and one whose start Temporal refused for good (an invalid request)
+// on more than MaxDelivery deliveries and older than DeadAfter. A start that
+// failed because Temporal was unavailable, slow or overloaded leaves its
+// entry pending however long that lasts. It answers how many starts failed.
+func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage, deliveries map[string]int64) (int, error) {
 	maxDelivery := orDefault(r.MaxDelivery, defaultMaxDelivery)
 	var (
 		entries []inboxEntry
@@ -351,15 +407,12 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 	for _, m := range msgs {
 		in, err := parseEntry(saleID, m)
 		n := deliveries[m.ID]
-		switch {
-		case err != nil:
+		if err != nil {
 			// Retrying cannot fix a malformed entry.
 			dead = append(dead, deadEntry{msg: m, reason: "malformed entry: " + err.Error(), delivered: n})
-		case n > maxDelivery && entryAge(m.ID) >= r.DeadAfter:
-			dead = append(dead, deadEntry{msg: m, reason: fmt.Sprintf("no workflow start succeeded in %d deliveries", n-1), delivered: n})
-		default:
-			entries = append(entries, inboxEntry{msg: m, in: in})
+			continue
 		}
+		entries = append(entries, inboxEntry{msg: m, in: in})
 	}
 	var errs []error
 	if len(dead) > 0 {
@@ -368,7 +421,7 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 		}
 	}
 	if len(entries) == 0 {
-		return errors.Join(errs...)
+		return 0, errors.Join(errs...)
 	}
 
 	k := lua.SaleKeys(saleID)
@@ -382,13 +435,14 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 	if err != nil {
 		// Nothing is acknowledged; the entries stay pending and come back.
 		errs = append(errs, fmt.Errorf("started set of sale %d: %w", saleID, err))
-		return errors.Join(errs...)
+		return len(entries), errors.Join(errs...)
 	}
 
 	var (
 		mu        sync.Mutex
 		ackIDs    []string
 		newTokens []any
+		refused   []deadEntry
 		failed    int
 		firstErr  error
 		wg        sync.WaitGroup
@@ -412,6 +466,10 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 			defer mu.Unlock()
 			if err != nil {
 				r.Metrics.StartErrors.Inc()
+				if n := deliveries[e.msg.ID]; workflows.StartRefused(err) && n > maxDelivery && entryAge(e.msg.ID) >= r.DeadAfter {
+					refused = append(refused, deadEntry{msg: e.msg, reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", n, err), delivered: n})
+					return
+				}
 				failed++
 				if firstErr == nil {
 					firstErr = err
@@ -426,13 +484,18 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 	wg.Wait()
 	if failed > 0 {
 		// One line per batch, not per entry: a Temporal outage fails them all.
-		r.Logger.Warn("relay: workflow starts failed; entries stay pending",
+		r.Logger.Warn("relay: workflow starts failed; entries stay pending and are retried, oldest first",
 			"sale", saleID, "failed", failed, "batch", len(entries), "err", firstErr)
+	}
+	if len(refused) > 0 {
+		if err := r.deadLetter(ctx, saleID, refused); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := r.ack(ctx, saleID, ackIDs, newTokens); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return failed, errors.Join(errs...)
 }
 
 // ack records the newly started tokens and acknowledges the entries, in one
@@ -515,9 +578,43 @@ func (r *Relay) ObserveLag(ctx context.Context, saleID int64) error {
 		if g.Lag >= 0 {
 			r.Metrics.Lag.WithLabelValues(label).Set(float64(g.Lag))
 		}
+		age, err := r.oldestWaiting(ctx, saleID, g)
+		if err != nil {
+			return err
+		}
+		r.Metrics.OldestAge.WithLabelValues(label).Set(age.Seconds())
 		return nil
 	}
 	return errNoInbox
+}
+
+// oldestWaiting is the age of the oldest inbox entry not yet acknowledged:
+// the first one pending (delivered, its start not yet confirmed) or, when
+// older, the first one not yet delivered; zero when none waits.
+func (r *Relay) oldestWaiting(ctx context.Context, saleID int64, g redis.XInfoGroup) (time.Duration, error) {
+	k := lua.SaleKeys(saleID)
+	var oldest time.Duration
+	if g.Pending > 0 {
+		pctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		p, err := r.Redis.XPending(pctx, k.Inbox, lua.InboxGroup).Result()
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("xpending of sale %d: %w", saleID, err)
+		}
+		oldest = entryAge(p.Lower)
+	}
+	if g.Lag != 0 {
+		xctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		next, err := r.Redis.XRangeN(xctx, k.Inbox, "("+g.LastDeliveredID, "+", 1).Result()
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("first undelivered entry of sale %d: %w", saleID, err)
+		}
+		if len(next) == 1 {
+			oldest = max(oldest, entryAge(next[0].ID))
+		}
+	}
+	return oldest, nil
 }
 
 // entryAge is how long ago a stream entry was added, from its id.

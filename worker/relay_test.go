@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
@@ -90,6 +92,10 @@ type recorder struct {
 	calls map[string]int
 	ins   map[string]domain.OrderInput
 	fail  func(token string, call int) bool
+	// failWith is the error of a failed start (a plain error when nil).
+	failWith error
+	// started lists the tokens of successful starts in their order.
+	started []string
 }
 
 func newRecorder(fail func(token string, call int) bool) *recorder {
@@ -102,8 +108,12 @@ func (r *recorder) start(_ context.Context, in domain.OrderInput) error {
 	r.calls[in.Token]++
 	r.ins[in.Token] = in
 	if r.fail != nil && r.fail(in.Token, r.calls[in.Token]) {
+		if r.failWith != nil {
+			return r.failWith
+		}
 		return errors.New("injected start failure")
 	}
+	r.started = append(r.started, in.Token)
 	return nil
 }
 
@@ -223,10 +233,13 @@ func TestRelayRetriesFailedStartAfterReclaim(t *testing.T) {
 	assert.Equal(t, 1, rec.count(ok), "the acknowledged entry is never redelivered")
 }
 
+// A start Temporal refuses for good (an invalid request) is dead-lettered
+// after MaxDelivery deliveries.
 func TestRelayDeadLettersAfterMaxDelivery(t *testing.T) {
 	w := MustWarmSale(t, 10)
 	tok, user := w.MustReserve(t)
 	rec := newRecorder(func(string, int) bool { return true })
+	rec.failWith = serviceerror.NewInvalidArgument("injected refusal")
 	r := MustRelay(t, w, rec.start)
 	dead := r.Metrics.DeadLetters.WithLabelValues(strconv.FormatInt(w.ID, 10))
 
@@ -240,10 +253,12 @@ func TestRelayDeadLettersAfterMaxDelivery(t *testing.T) {
 		assert.Equal(c, int64(1), n)
 	}, 10*time.Second, 50*time.Millisecond)
 
-	assert.Equal(t, int(r.MaxDelivery), rec.count(tok), "started MaxDelivery times, then given up")
+	// The refusal is known only from a start: the delivery past
+	// MaxDelivery tries once more, then gives up.
+	assert.Equal(t, int(r.MaxDelivery)+1, rec.count(tok), "started MaxDelivery+1 times, then given up")
 	assert.Zero(t, w.pending(t), "the dead-lettered entry is acknowledged")
 	assert.Equal(t, 1.0, testutil.ToFloat64(dead))
-	assert.Equal(t, float64(r.MaxDelivery), testutil.ToFloat64(r.Metrics.StartErrors))
+	assert.Equal(t, float64(r.MaxDelivery+1), testutil.ToFloat64(r.Metrics.StartErrors))
 
 	msgs, err := w.rdb.XRange(testCtx(t), w.keys.Dead, "-", "+").Result()
 	require.NoError(t, err)
@@ -378,4 +393,70 @@ func mustSearchAttrInt(c *assert.CollectT, e *workflowpb.WorkflowExecutionInfo, 
 	var v int64
 	assert.NoError(c, converter.GetDefaultDataConverter().FromPayload(p, &v))
 	return v
+}
+
+// Temporal unavailable for many more deliveries than MaxDelivery, with the
+// dead-letter age passed: nothing is dead-lettered, the entries stay
+// pending, and once Temporal answers they start oldest first, before the
+// entries reserved during the outage.
+func TestRelayNeverDeadLettersWhileTemporalIsUnavailable(t *testing.T) {
+	w := MustWarmSale(t, 20)
+	var down atomic.Bool
+	down.Store(true)
+	rec := newRecorder(func(string, int) bool { return down.Load() })
+	rec.failWith = serviceerror.NewUnavailable("injected: temporal down")
+	r := MustRelay(t, w, rec.start)
+	r.DeadAfter = 0 // the age guard alone must not save the entries
+	var before []string
+	for range 5 {
+		tok, _ := w.MustReserve(t)
+		before = append(before, tok)
+	}
+
+	stop, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.runSale(stop, context.Background(), w.ID)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, tok := range before {
+			assert.Greater(c, rec.count(tok), int(2*r.MaxDelivery), "retried well past MaxDelivery")
+		}
+	}, 60*time.Second, 50*time.Millisecond)
+	var during []string
+	for range 3 {
+		tok, _ := w.MustReserve(t)
+		during = append(during, tok)
+	}
+	time.Sleep(500 * time.Millisecond)
+	n, err := w.rdb.XLen(testCtx(t), w.keys.Dead).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing dead-lettered while Temporal is unavailable")
+	require.Zero(t, testutil.ToFloat64(r.Metrics.DeadLetters.WithLabelValues(strconv.FormatInt(w.ID, 10))))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Positive(c, testutil.ToFloat64(r.Metrics.OldestAge.WithLabelValues(strconv.FormatInt(w.ID, 10))), "the lag is visible")
+	}, 10*time.Second, 50*time.Millisecond)
+
+	down.Store(false)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Zero(c, w.pending(t))
+		rec.mu.Lock()
+		assert.Len(c, rec.started, len(before)+len(during))
+		rec.mu.Unlock()
+	}, 30*time.Second, 50*time.Millisecond)
+	rec.mu.Lock()
+	started := append([]string(nil), rec.started...)
+	rec.mu.Unlock()
+	// Starts of one batch run concurrently, so compare sets: the backlog
+	// of the outage's start comes before the entries reserved later.
+	assert.ElementsMatch(t, before, started[:len(before)], "the oldest entries start first")
+	assert.ElementsMatch(t, during, started[len(before):])
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Zero(c, testutil.ToFloat64(r.Metrics.OldestAge.WithLabelValues(strconv.FormatInt(w.ID, 10))))
+	}, 10*time.Second, 50*time.Millisecond)
 }

@@ -93,6 +93,10 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	start := func(ctx context.Context, in domain.OrderInput) error {
 		return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in)
 	}
+	restart := func(ctx context.Context, in domain.OrderInput) error {
+		_, err := workflows.RestartOrder(ctx, tc, cfg.TaskQueue, in)
+		return err
+	}
 	scripts := lua.New()
 	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{
 		// Leave part of the budget for the relay and the clients.
@@ -108,7 +112,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		Temporal: tc,
 		Metrics:  actMetrics,
 		Reconciler: &reconcile.Reconciler{
-			Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Start: start, Logger: logger,
+			Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Start: start, Restart: restart, Logger: logger,
 		},
 	})
 	if err := w.Start(); err != nil {

@@ -21,15 +21,15 @@ var (
 )
 
 // OrderStartOptions are the start options of a reservation's workflow: its
-// one id, the conflict policy that returns the running execution, and the
-// reuse policy that allows a new run only after a failed one (so an
-// operator's terminate can be repaired, while a completed order never runs
-// twice).
+// one id, a conflict policy that never starts a second run beside a
+// running one, and the reuse policy that allows a new run only after a
+// failed, terminated or timed-out one (a completed order never runs twice
+// from an ordinary start; reconciliation's repair uses RestartOrder).
 func OrderStartOptions(taskQueue string, in domain.OrderInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       domain.OrderWorkflowID(in.Token),
 		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			SaleIDKey.ValueSet(in.SaleID),
@@ -39,27 +39,99 @@ func OrderStartOptions(taskQueue string, in domain.OrderInput) client.StartWorkf
 	}
 }
 
-// StartOrder starts the reservation's OrderWorkflow, or finds it started.
-// It is idempotent: the API's starter, the inbox relay, the outbox relay and
-// reconciliation's repairs all call it for the same token and reach the
-// same workflow. A workflow that already completed counts as started.
-// The task queue is the configuration's (SECKILL_TASK_QUEUE); tests use
-// their own so that other packages' workers do not take their tasks.
-func StartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
-	if err := startOnce(ctx, c, OrderStartOptions(taskQueue, in), domain.OrderWorkflowName, in); err != nil {
-		return fmt.Errorf("start order workflow %s: %w", in.Token, err)
+// StartOutcome is what a start found.
+type StartOutcome int
+
+// Start outcomes.
+const (
+	// StartedNew: this call started a new run.
+	StartedNew StartOutcome = iota + 1
+	// AlreadyRunning: a run of the id was running; nothing was started.
+	AlreadyRunning
+	// FoundClosed: the id's last run has closed and the reuse policy
+	// allows no new one; nothing was started.
+	FoundClosed
+)
+
+func (o StartOutcome) String() string {
+	switch o {
+	case StartedNew:
+		return "started_new"
+	case AlreadyRunning:
+		return "already_running"
+	case FoundClosed:
+		return "found_closed"
 	}
-	return nil
+	return "unknown"
 }
 
-// startOnce starts a workflow whose id names its one execution: one already
-// running (returned by the conflict policy) or already completed counts as
-// started.
-func startOnce(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, arg any) error {
-	_, err := c.ExecuteWorkflow(ctx, opts, name, arg)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		return nil
-	}
+// StartOrder starts the reservation's OrderWorkflow, or finds it started.
+// It is idempotent: the API's starter, the inbox relay and the outbox relay
+// call it for the same token and reach the same workflow; for them a
+// workflow that already ran counts as started (nil error), whatever the
+// outcome. The task queue is the configuration's (SECKILL_TASK_QUEUE);
+// tests use their own so that other packages' workers do not take their
+// tasks.
+func StartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
+	_, err := StartOrderOutcome(ctx, c, taskQueue, in)
 	return err
+}
+
+// StartOrderOutcome is StartOrder reporting what it found.
+func StartOrderOutcome(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) (StartOutcome, error) {
+	o, err := startOnce(ctx, c, OrderStartOptions(taskQueue, in), domain.OrderWorkflowName, in)
+	if err != nil {
+		return 0, fmt.Errorf("start order workflow %s: %w", in.Token, err)
+	}
+	return o, nil
+}
+
+// RestartOrder starts a new run for a reservation whose workflow closed
+// while the reservation is still live (terminated, failed, timed out, or
+// completed leaving it live): the new run adopts the reservation's state in
+// the database (OrderWorkflow's rerun branches). A running workflow is never
+// duplicated: the conflict policy refuses, and the outcome says so. Only
+// reconciliation's repair calls it, after checking the reservation is live.
+func RestartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) (StartOutcome, error) {
+	opts := OrderStartOptions(taskQueue, in)
+	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	o, err := startOnce(ctx, c, opts, domain.OrderWorkflowName, in)
+	if err != nil {
+		return 0, fmt.Errorf("restart order workflow %s: %w", in.Token, err)
+	}
+	return o, nil
+}
+
+// startOnce starts a workflow whose id names its one execution and says
+// what it found: a new run, one already running, or a closed one the reuse
+// policy does not replace. Only the last two need a second call (describe),
+// to tell them apart.
+func startOnce(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, arg any) (StartOutcome, error) {
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	_, err := c.ExecuteWorkflow(ctx, opts, name, arg)
+	if err == nil {
+		return StartedNew, nil
+	}
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if !errors.As(err, &already) {
+		return 0, err
+	}
+	desc, err := c.DescribeWorkflow(ctx, opts.ID, "")
+	if err != nil {
+		return 0, fmt.Errorf("describe %s after its start found it: %w", opts.ID, err)
+	}
+	if desc.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return AlreadyRunning, nil
+	}
+	return FoundClosed, nil
+}
+
+// StartRefused tells whether a start failed because Temporal refused the
+// request itself (invalid arguments), which no retry changes. Every other
+// failure (unavailable, timed out, overloaded, a lost connection) is
+// Temporal's and passes once it recovers.
+func StartRefused(err error) bool {
+	var invalid *serviceerror.InvalidArgument
+	return errors.As(err, &invalid)
 }

@@ -60,9 +60,28 @@ const (
 // it places the order, waits for payment until pay_by, and releases the
 // unit on expiry or cancellation, in the database and in Redis.
 //
-// Any future change to the sequence of commands (activities, timers,
-// search attribute upserts) must be guarded by workflow.GetVersion, so that
-// workflows running across a deploy replay their history unchanged.
+// Any change to the sequence of commands (activities, local activities,
+// timers, search attribute upserts, child workflows) must be guarded by
+// workflow.GetVersion(ctx, "<change-id>", workflow.DefaultVersion, N), so
+// that workflows running across a deploy replay their history unchanged;
+// TestReplay proves it against every history in testdata/ (append-only:
+// record the new branch under a new tag), TestDeployOfChangedWorkflowCodeMidFlight
+// shows the drill.
+//
+// Retirement rule: a patch's old branch may be removed only when no
+// workflow that could take it can still run or be replayed: (1) every
+// OrderWorkflow started before the release that added the patch has closed
+// (visibility: WorkflowType = 'OrderWorkflow' AND ExecutionStatus =
+// 'Running' AND StartTime < <deploy time> counts 0; an order lives at most
+// its payment window plus a day of activity retries), (2) the namespace's
+// retention has passed since then (queries and resets replay closed
+// histories), and (3) the same commit retires the histories in testdata/
+// that take the old branch by appending them to testdata/retired.txt (the
+// files stay, unchanged; TestReplay no longer replays them). Until then
+// keep the branch; after, keep the GetVersion call with the new minimum
+// version so later patches can still tell the branches apart. No rollback to a release without the
+// patch once a workflow has taken its new branch. See docs/runbook.md,
+// "Deploying workflow code".
 func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderState, error) {
 	w := &orderWorkflow{
 		in: in,

@@ -1,103 +1,197 @@
 package workflows
 
 import (
-	"fmt"
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
 )
 
 // Histories of real runs, replayed against the current code: a change to
-// the workflow's command sequence that is not guarded by
-// workflow.GetVersion fails TestReplay.
+// a workflow's command sequence that is not guarded by workflow.GetVersion
+// fails TestReplay. Histories are append-only: once committed, a file is
+// never changed or removed (TestHistoriesAreAppendOnly), because a history
+// recorded before a change is what proves the change safe for workflows
+// that were in flight when it was deployed. New behaviour gets new files
+// (recorded with a new tag, see TestRecordHistories).
 
 const historyDir = "testdata"
 
-// orderHistoryPrefix names the order workflow's history files.
-const orderHistoryPrefix = "order_"
+// historyManifest lists every committed history file with its SHA-256; it
+// only ever grows.
+const historyManifest = "histories.sha256"
 
-func TestReplay(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(historyDir, orderHistoryPrefix+"*.json"))
+// Prefixes of the history files, by workflow type.
+const (
+	orderHistoryPrefix = "order_"
+	saleHistoryPrefix  = "sale_"
+)
+
+// newReplayer registers both workflows under their contract names.
+func newReplayer() worker.WorkflowReplayer {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+	r.RegisterWorkflowWithOptions(SaleWorkflow, workflow.RegisterOptions{Name: domain.SaleWorkflowName})
+	return r
+}
+
+// historyFiles lists the recorded histories of dir.
+func historyFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	for _, p := range []string{orderHistoryPrefix, saleHistoryPrefix} {
+		got, err := filepath.Glob(filepath.Join(dir, p+"*.json"))
+		require.NoError(t, err)
+		files = append(files, got...)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// historyRetired lists the histories whose branch was retired under
+// OrderWorkflow's retirement rule: "<file>  <why>" per line, append-only.
+const historyRetired = "retired.txt"
+
+// readRetired reads the retired histories; the file may not exist yet.
+func readRetired(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	body, err := os.ReadFile(filepath.Join(historyDir, historyRetired))
+	if os.IsNotExist(err) {
+		return out
+	}
 	require.NoError(t, err)
-	require.NotEmpty(t, files, "no recorded histories; run with SECKILL_RECORD_HISTORIES=1")
+	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		name, why, ok := strings.Cut(line, "  ")
+		require.True(t, ok && strings.TrimSpace(why) != "", "%s: %q is not '<file>  <why>'", historyRetired, line)
+		out[name] = true
+	}
+	return out
+}
+
+// TestReplay replays every committed history, of both workflows, against
+// the current code, but those retired under the retirement rule.
+func TestReplay(t *testing.T) {
+	files := historyFiles(t, historyDir)
+	require.NotEmpty(t, files, "no recorded histories in %s", historyDir)
+	retired := readRetired(t)
+	var sales int
 	for _, f := range files {
+		if retired[filepath.Base(f)] {
+			continue
+		}
+		if strings.HasPrefix(filepath.Base(f), saleHistoryPrefix) {
+			sales++
+		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
-			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
+			require.NoError(t, newReplayer().ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}
+	require.NotZero(t, sales, "no SaleWorkflow history recorded")
 }
 
-// TestRecordHistories runs the workflow for real through its four endings,
-// saves their histories and replays them. The files go to a temporary
-// folder; after a deliberate, versioned change, record the ones TestReplay
-// reads with:
-//
-//	SECKILL_RECORD_HISTORIES=1 go test -count=1 -run TestRecordHistories ./workflows/
-func TestRecordHistories(t *testing.T) {
-	dir := t.TempDir()
-	if os.Getenv("SECKILL_RECORD_HISTORIES") == "1" {
-		dir = historyDir
-	}
-	s := MustStack(t)
+var manifestLine = regexp.MustCompile(`^([0-9a-f]{64})  ([A-Za-z0-9_.@-]+\.json)$`)
 
-	paidSale := s.MustWarmSale(t, 2, 10*time.Minute, 2)
-	paid := s.MustOrder(paidSale, testenv.UniqueUser(), "req-rec-paid")
-	s.waitStatus(paid.Token, domain.StatusPendingPayment)
-	_, err := s.update(paid.Token, domain.UpdatePay, "rec-pay", domain.PayRequest{PaymentRef: "rec-pay"})
+// readManifest reads the manifest as file -> checksum, refusing a file
+// listed twice.
+func readManifest(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(historyDir, historyManifest))
 	require.NoError(t, err)
-	require.Equal(t, domain.StatusPaid, s.result(paid.Token).Status)
-
-	cancelled := s.MustOrder(paidSale, testenv.UniqueUser(), "req-rec-cancel")
-	s.waitStatus(cancelled.Token, domain.StatusPendingPayment)
-	_, err = s.update(cancelled.Token, domain.UpdateCancel, "rec-cancel", domain.CancelRequest{Reason: "record"})
-	require.NoError(t, err)
-	require.Equal(t, domain.StatusCancelled, s.result(cancelled.Token).Status)
-
-	expSale := s.MustWarmSale(t, 1, time.Second, 1)
-	expired := s.MustOrder(expSale, testenv.UniqueUser(), "req-rec-expired")
-	require.Equal(t, domain.StatusExpired, s.result(expired.Token).Status)
-
-	failSale := s.MustWarmSale(t, 1, 10*time.Minute, 1)
-	require.NoError(t, s.st.AdjustStock(ctxT(t, 10*time.Second), failSale.ID, -1, fmt.Sprintf("rec-withdraw-%d", failSale.ID)))
-	failed := s.MustOrder(failSale, testenv.UniqueUser(), "req-rec-failed")
-	require.Equal(t, domain.StatusFailed, s.result(failed.Token).Status)
-
-	for name, in := range map[string]domain.OrderInput{"paid": paid, "cancelled": cancelled, "expired": expired, "failed": failed} {
-		path := filepath.Join(dir, orderHistoryPrefix+name+".json")
-		s.saveHistory(path, domain.OrderWorkflowID(in.Token))
-		r := worker.NewWorkflowReplayer()
-		r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
-		require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, path), "replay of the %s history just recorded", name)
+	defer func() { _ = f.Close() }()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		m := manifestLine.FindStringSubmatch(sc.Text())
+		require.NotNil(t, m, "%s line %d is not '<sha256>  <file>.json': %q", historyManifest, n, sc.Text())
+		_, dup := out[m[2]]
+		require.False(t, dup, "%s lists %s twice", historyManifest, m[2])
+		out[m[2]] = m[1]
 	}
+	require.NoError(t, sc.Err())
+	return out
 }
 
-func (s *stack) saveHistory(path, workflowID string) {
-	s.t.Helper()
-	ctx := ctxT(s.t, 30*time.Second)
-	iter := s.c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	hist := &historypb.History{}
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(s.t, err)
-		require.NotEqual(s.t, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, ev.GetEventType(), "history of %s has a failed workflow task", workflowID)
-		hist.Events = append(hist.Events, ev)
+func sha256File(t *testing.T, path string) string {
+	t.Helper()
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+func git(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", args...).CombinedOutput()
+	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// TestHistoriesAreAppendOnly fails when a committed history was changed or
+// removed, in the working tree or in any commit of the branch's history:
+// every history file is listed in the manifest with its checksum and
+// matches it, the manifest itself only ever gained lines, and git has never
+// seen a history file modified, deleted or renamed.
+func TestHistoriesAreAppendOnly(t *testing.T) {
+	manifest := readManifest(t)
+	files := historyFiles(t, historyDir)
+	require.NotEmpty(t, files)
+	onDisk := map[string]bool{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		onDisk[name] = true
+		want, ok := manifest[name]
+		require.True(t, ok, "%s is not listed in %s: add '<sha256>  %s' (sha256sum) when committing a new history", name, historyManifest, name)
+		require.Equal(t, want, sha256File(t, f), "%s was changed after it was recorded; histories are append-only (record a new file instead)", name)
 	}
-	body, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	require.NoError(s.t, err)
-	require.NoError(s.t, os.MkdirAll(filepath.Dir(path), 0o755))
-	require.NoError(s.t, os.WriteFile(path, append(body, '\n'), 0o644))
-	s.t.Logf("recorded %s (%d events)", path, len(hist.Events))
+	for name := range manifest {
+		require.True(t, onDisk[name], "%s is listed in %s but gone; histories are append-only", name, historyManifest)
+	}
+	for name := range readRetired(t) {
+		require.True(t, onDisk[name], "%s retires %s, which is not a recorded history", historyRetired, name)
+	}
+
+	// The git history: CI runs on a full clone. A shallow clone cannot
+	// prove anything, so it fails rather than passes.
+	require.Equal(t, "false\n", git(t, "rev-parse", "--is-shallow-repository"), "a shallow clone cannot check the histories' git log; fetch the full history")
+	changed := git(t, "log", "--diff-filter=MDR", "--format=%H", "--name-only", "--", historyDir)
+	for _, line := range strings.Split(changed, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasSuffix(line, ".json") {
+			continue
+		}
+		base := filepath.Base(line)
+		if strings.HasPrefix(base, orderHistoryPrefix) || strings.HasPrefix(base, saleHistoryPrefix) {
+			t.Errorf("a commit modified, deleted or renamed the history %s (git log --diff-filter=MDR -- workflows/testdata)", line)
+		}
+	}
+	// The manifest and the retired list may only gain lines.
+	patch := git(t, "log", "--format=", "-p", "--", filepath.Join(historyDir, historyManifest), filepath.Join(historyDir, historyRetired))
+	for _, line := range strings.Split(patch, "\n") {
+		if strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "---") {
+			t.Errorf("a commit removed a line of %s or %s: %q", historyManifest, historyRetired, line)
+		}
+	}
+	// Uncommitted edits are caught by the checksums above; a history
+	// changed and re-listed in the same uncommitted change is caught here.
+	dirty := git(t, "status", "--porcelain", "--", historyDir)
+	for _, line := range strings.Split(dirty, "\n") {
+		if len(line) > 3 && (line[0] == 'M' || line[1] == 'M' || line[0] == 'D' || line[1] == 'D' || line[0] == 'R') &&
+			strings.HasSuffix(line, ".json") {
+			t.Errorf("uncommitted change of a recorded history: %s", line)
+		}
+	}
+	t.Logf("histories: %d files, all listed and unchanged", len(files))
 }

@@ -29,6 +29,10 @@ const continueAsNewAfter = 2000
 // the payment window has passed until no order workflow of the sale is
 // running, stores a final reconciliation report, and removes the sale's
 // Redis keys and streams.
+//
+// Command-sequence changes follow OrderWorkflow's rule (GetVersion, the
+// retirement rule written there); a sale's workflow lives as long as the
+// sale, across continue-as-new, so "closed" means the whole chain.
 func SaleWorkflow(ctx workflow.Context, in domain.SaleInput) (domain.SaleResult, error) {
 	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport}
 	if err := w.setup(ctx); err != nil {
@@ -44,7 +48,11 @@ type saleWorkflow struct {
 }
 
 func (w *saleWorkflow) setup(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (*domain.ReconciliationReport, error) {
+	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (any, error) {
+		if w.last == nil {
+			return domain.NoReportYet{SaleID: w.in.SaleID, Phase: w.phase,
+				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then every minute"}, nil
+		}
 		return w.last, nil
 	}); err != nil {
 		return fmt.Errorf("register report query: %w", err)
@@ -127,7 +135,7 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 				return result, err
 			}
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > w.historyLimit() {
 			next := w.in
 			next.LastReport = w.last
 			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
@@ -148,7 +156,7 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 		if running == 0 {
 			break
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > continueAsNewAfter {
+		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > w.historyLimit() {
 			next := w.in
 			next.LastReport = w.last
 			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
@@ -166,6 +174,16 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 	w.phase = domain.PhaseFinished
 	result.FinalReport = w.last
 	return result, nil
+}
+
+// historyLimit is the input's HistoryLimit, or continueAsNewAfter. Only
+// the moment of the continue-as-new depends on it, not the commands before
+// it, so histories recorded without it replay unchanged.
+func (w *saleWorkflow) historyLimit() int {
+	if w.in.HistoryLimit > 0 {
+		return w.in.HistoryLimit
+	}
+	return continueAsNewAfter
 }
 
 // loadSale returns nil when the sale row does not exist.
@@ -203,12 +221,11 @@ func RegisterSale(r worker.Registry, a *activities.SaleActivities) {
 
 // StartSale starts a sale's workflow, or finds it started or finished.
 func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain.SaleInput) error {
-	err := startOnce(ctx, c, client.StartWorkflowOptions{
-		ID:                       domain.SaleWorkflowID(in.SaleID),
-		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
+	_, err := startOnce(ctx, c, client.StartWorkflowOptions{
+		ID:                    domain.SaleWorkflowID(in.SaleID),
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		TypedSearchAttributes: temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
 	}, domain.SaleWorkflowName, in)
 	if err != nil {
 		return fmt.Errorf("start sale workflow %d: %w", in.SaleID, err)

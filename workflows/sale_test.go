@@ -134,3 +134,24 @@ func TestSaleWorkflowAnswersItsLatestReport(t *testing.T) {
 	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 9})
 	require.NoError(t, env.GetWorkflowError())
 }
+
+// Before its first reconciliation the report query says so, instead of a
+// bare null.
+func TestSaleWorkflowReportQueryBeforeTheFirstReport(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := activities.SaleTimes{StartsAt: start.Add(time.Hour), EndsAt: start.Add(2 * time.Hour), PaymentWindow: time.Minute}
+	env, _ := newSaleEnv(t, times, 0)
+	env.SetStartTime(start)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(domain.QueryReport)
+		require.NoError(t, err)
+		var none domain.NoReportYet
+		require.NoError(t, v.Get(&none))
+		require.EqualValues(t, 11, none.SaleID)
+		require.Equal(t, domain.PhaseWaiting, none.Phase)
+		require.Contains(t, none.Note, "no reconciliation report yet")
+	}, time.Minute)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 11})
+	require.NoError(t, env.GetWorkflowError())
+}
