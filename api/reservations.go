@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -292,15 +293,16 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 		s.logger.Warn("cancel: end queued reservation", "token", token, "err", err)
 		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 	}
-	if r.Status != domain.StatusCancelled || r.Path == domain.PathDatabase {
+	if r.Status != domain.StatusCancelled {
 		return r, nil
 	}
 	// Also on a repeat: the release that ended it may not have reached
 	// Redis yet (a workflow writes the database first), and the answer
-	// promises the unit is back on sale.
+	// promises the unit is back on sale. Redis follows the token's state
+	// now, whatever path took the unit.
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
 	defer rcancel()
-	if _, err := s.scripts.Release(rctx, s.rdb, saleID, userID, token, true); err != nil {
+	if _, err := sales.SyncToken(rctx, s.st, s.rdb, s.scripts, token); err != nil {
 		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
 		return nil, domain.Errorf(domain.EUnavailable, "the cancellation is recorded; releasing the unit failed, retry")
 	}

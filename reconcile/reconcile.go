@@ -478,11 +478,11 @@ func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) 
 			log.Warn("reconcile: release of a closed workflow's order failed", "err", err)
 			return false
 		}
-		if res.Path != domain.PathDatabase {
-			if _, err := r.Scripts.Release(ctx, r.Redis, res.SaleID, res.UserID, res.Token, true); err != nil {
-				log.Warn("reconcile: Redis release of a closed workflow's order failed", "err", err)
-				return false
-			}
+		// Redis follows the token's state now, whatever path took the
+		// unit (a database-path order is in Redis after a resync).
+		if _, err := sales.SyncToken(ctx, r.Store, r.Redis, r.Scripts, res.Token); err != nil {
+			log.Warn("reconcile: Redis release of a closed workflow's order failed", "err", err)
+			return false
 		}
 		log.Info("reconcile: released a live reservation whose workflow closed after pay_by")
 		return true
