@@ -10,14 +10,20 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
+	github.com/uber-go/tally/v4 v4.1.17
 	github.com/uptrace/bun v1.3.0
 	github.com/uptrace/bun/dialect/mysqldialect v1.3.0
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0
+	go.temporal.io/sdk/contrib/tally v0.2.0
 	golang.org/x/time v0.16.0
 )
 
-require golang.org/x/tools/go/expect v0.1.1-deprecated // indirect
+require (
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/twmb/murmur3 v1.1.8 // indirect
+	golang.org/x/tools/go/expect v0.1.1-deprecated // indirect
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect

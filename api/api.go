@@ -139,6 +139,11 @@ func New(d Deps) *fiber.App {
 		IdleTimeout:           60 * time.Second,
 	})
 	app.Use(s.countRequests)
+	timer, err := requestTimer(reg)
+	if err != nil {
+		panic(fmt.Sprintf("api metrics: %v", err))
+	}
+	app.Use(timer)
 	if len(cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
 			AllowOrigins: strings.Join(cfg.CORSOrigins, ","),
@@ -268,13 +273,22 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	defer func() { _ = st.Close() }()
 	rdb := conn.Redis(cfg)
 	defer func() { _ = rdb.Close() }()
-	tc, err := conn.LazyTemporal(cfg, logger)
+	reg := prometheus.NewRegistry()
+	scripts := lua.New()
+	hook, err := scripts.ScriptLatencyHook(reg)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	rdb.AddHook(hook)
+	temporalMetrics, closeMetrics := conn.TemporalMetrics(reg, logger)
+	defer func() { _ = closeMetrics.Close() }()
+	tc, err := conn.LazyTemporal(cfg, logger, conn.WithMetrics(temporalMetrics))
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	defer tc.Close()
 
-	app := New(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	app := New(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Registry: reg})
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}

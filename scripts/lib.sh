@@ -143,7 +143,9 @@ need_packages() {
 		added=1
 	fi
 	local rc=0
-	{ "${sudo[@]}" apt-get update -q && "${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}"; } || rc=$?
+	# Wait for another apt-get (a parallel run's) rather than fail on its lock.
+	local lock=(-o DPkg::Lock::Timeout=600)
+	{ "${sudo[@]}" apt-get "${lock[@]}" update -q && "${sudo[@]}" apt-get "${lock[@]}" install -y -q --no-install-recommends "${pkgs[@]}"; } || rc=$?
 	[[ -z "$added" ]] || "${sudo[@]}" rm -f "$policy"
 	((rc == 0)) || die "apt-get could not install ${pkgs[*]} (exit $rc)"
 }

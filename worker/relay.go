@@ -169,6 +169,7 @@ func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
 func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	log := r.Logger.With("sale", saleID)
 	log.Info("relay: sale started")
+	r.Metrics.seeSale(saleID)
 	defer log.Info("relay: sale stopped")
 	reclaimEvery := orDefault(r.ReclaimEvery, defaultReclaimEvery)
 	var lastReclaim time.Time

@@ -64,11 +64,19 @@ func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
 	return opts
 }
 
+func temporalOptions(cfg *config.Config, logger *slog.Logger, extra []TemporalOption) client.Options {
+	opts := TemporalOptions(cfg, logger)
+	for _, o := range extra {
+		o(&opts)
+	}
+	return opts
+}
+
 // Temporal dials Temporal, waiting at most timeout for it to answer.
-func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, timeout time.Duration) (client.Client, error) {
+func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, timeout time.Duration, extra ...TemporalOption) (client.Client, error) {
 	dialCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := client.DialContext(dialCtx, TemporalOptions(cfg, logger))
+	c, err := client.DialContext(dialCtx, temporalOptions(cfg, logger, extra))
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal at %s: %w", cfg.TemporalAddress, err)
 	}
@@ -77,8 +85,8 @@ func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, time
 
 // LazyTemporal returns a client that connects on first use, so a process
 // starts and serves while Temporal is down.
-func LazyTemporal(cfg *config.Config, logger *slog.Logger) (client.Client, error) {
-	c, err := client.NewLazyClient(TemporalOptions(cfg, logger))
+func LazyTemporal(cfg *config.Config, logger *slog.Logger, extra ...TemporalOption) (client.Client, error) {
+	c, err := client.NewLazyClient(temporalOptions(cfg, logger, extra))
 	if err != nil {
 		return nil, fmt.Errorf("temporal lazy client: %w", err)
 	}
