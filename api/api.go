@@ -138,6 +138,7 @@ func New(d Deps) *fiber.App {
 		WriteTimeout:          20 * time.Second,
 		IdleTimeout:           60 * time.Second,
 	})
+	app.Use(requestID)
 	app.Use(s.countRequests)
 	timer, err := requestTimer(reg)
 	if err != nil {
@@ -146,9 +147,10 @@ func New(d Deps) *fiber.App {
 	app.Use(timer)
 	if len(cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
-			AllowOrigins: strings.Join(cfg.CORSOrigins, ","),
-			AllowHeaders: "Authorization, Content-Type",
-			AllowMethods: "GET,POST,PUT,DELETE",
+			AllowOrigins:  strings.Join(cfg.CORSOrigins, ","),
+			AllowHeaders:  "Authorization, Content-Type, X-Request-Id",
+			ExposeHeaders: "X-Request-Id",
+			AllowMethods:  "GET,POST,PUT,DELETE",
 		}))
 	}
 	s.routes(app, reg)
@@ -256,7 +258,7 @@ func (s *server) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
 	defer cancel()
 	if err := s.st.Ping(ctx); err != nil {
-		s.logger.Warn("readiness: mysql", "err", err)
+		s.log(c).Warn("readiness: mysql", "err", err)
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"mysql"}})
 	}
 	return c.JSON(fiber.Map{"status": "ok"})

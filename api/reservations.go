@@ -43,7 +43,7 @@ func (s *server) redisHold(ctx context.Context, saleID int64, token string) (sta
 	v, err := s.rdb.HGet(ctx, lua.SaleKeys(saleID).Tokens, token).Result()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
-			s.logger.Warn("read token state", "sale", saleID, "err", err)
+			s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
 		}
 		return "", 0, false
 	}
@@ -93,7 +93,7 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	}
 	r, err := s.dbReservation(c.UserContext(), token)
 	if err != nil {
-		s.logger.Warn("get reservation", "err", err)
+		s.log(c).Warn("get reservation", "err", err)
 		return unavailable(c, 1, "reservation store unavailable")
 	}
 	if r == nil || r.UserID != p.UserID {
@@ -113,7 +113,7 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 	defer cancel()
 	rs, err := s.st.ListReservations(ctx, p.UserID, saleID, listLimit)
 	if err != nil {
-		s.logger.Warn("list reservations", "err", err)
+		s.log(c).Warn("list reservations", "err", err)
 		return unavailable(c, 1, "reservation store unavailable")
 	}
 	views := make([]domain.ReservationView, len(rs))
@@ -182,7 +182,7 @@ func (s *server) payToken(ctx context.Context, token, ref string) (domain.Reserv
 	case errors.Is(err, errWorkflowClosed):
 		r, derr := s.dbReservation(ctx, token)
 		if derr != nil {
-			s.logger.Warn("pay: read reservation", "token", token, "err", derr)
+			s.ctxLog(ctx).Warn("pay: read reservation", "token", token, "err", derr)
 			return domain.ReservationView{}, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 		}
 		if r != nil && r.Status == domain.StatusPaid && r.PaymentRef == ref {
@@ -259,12 +259,12 @@ func (s *server) update(ctx context.Context, token, updateID, name string, arg a
 	if err == nil {
 		return st, nil
 	}
-	return st, s.updateError(token, err)
+	return st, s.updateError(ctx, token, err)
 }
 
 // updateError classifies an update failure: a validator or handler refusal,
 // a closed workflow (answered from the database), or Temporal unavailable.
-func (s *server) updateError(token string, err error) error {
+func (s *server) updateError(ctx context.Context, token string, err error) error {
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed") {
 		return errWorkflowClosed
@@ -279,7 +279,7 @@ func (s *server) updateError(token string, err error) error {
 			return domain.Errorf(domain.ENotCancellable, "the reservation can no longer be cancelled")
 		}
 	}
-	s.logger.Warn("order workflow update failed", "token", token, "err", err)
+	s.ctxLog(ctx).Warn("order workflow update failed", "token", token, "err", err)
 	return domain.Errorf(domain.EUnavailable, "workflow service unavailable, retry")
 }
 
@@ -305,7 +305,7 @@ func (s *server) saleLookupError(c *fiber.Ctx, err error) error {
 	if domain.ErrorCode(err) == domain.ENotFound {
 		return sendErr(c, err)
 	}
-	s.logger.Warn("sale lookup", "err", err)
+	s.log(c).Warn("sale lookup", "err", err)
 	return unavailable(c, 1, "sale data unavailable")
 }
 

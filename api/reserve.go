@@ -160,7 +160,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			return sendErr(c, err)
 		}
 		s.m.reject(layerSale, "unavailable")
-		s.logger.Warn("reserve: sale cache", "sale", saleID, "err", err)
+		s.log(c).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
 		return unavailable(c, 1, "sale data unavailable, retry with the same request_id")
 	}
 	sale := entry.sale.Load()
@@ -228,7 +228,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 		// The script may or may not have run: never retried on the other
 		// path; the client retries with the same request_id.
 		s.m.reject(layerRedis, "error")
-		s.logger.Warn("reserve: redis", "sale", saleID, "err", err)
+		s.log(c).Warn("reserve: redis", "sale_id", saleID, "err", err)
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}
 	s.m.reject(layerRedis, res.Outcome)
@@ -238,7 +238,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			// Fault suite: die like a SIGKILL between the hold and the start.
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
-		s.starter.enqueue(domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
+		s.starter.enqueue(domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis}, requestIDOf(c))
 		entry.lowerStock(res.StockLeft)
 		return s.accepted(c, token, saleID, requestID)
 	case lua.OutcomeReplay:
@@ -258,7 +258,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	case lua.OutcomeNotReady:
 		return unavailable(c, 1, "the sale is not ready yet, retry with the same request_id")
 	}
-	s.logger.Error("reserve: unexpected script outcome", "outcome", res.Outcome)
+	s.log(c).Error("reserve: unexpected script outcome", "outcome", res.Outcome)
 	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 }
 

@@ -45,7 +45,7 @@ func (s *server) storefrontRoutes(app *fiber.App, admin fiber.Handler) {
 func (s *server) storefront(c *fiber.Ctx) error {
 	if c.Query("sale") == "" {
 		if id, err := s.newestOpenSale(c.UserContext()); err != nil {
-			s.logger.Warn("storefront: newest open sale", "err", err)
+			s.log(c).Warn("storefront: newest open sale", "err", err)
 		} else if id > 0 {
 			return c.Redirect("/?sale="+strconv.FormatInt(id, 10), fiber.StatusFound)
 		}

@@ -116,7 +116,7 @@ func (r *Relay) Run(stop, work context.Context) {
 		for _, id := range candidates {
 			exists, err := r.inboxExists(lctx, id)
 			if err != nil {
-				r.Logger.Warn("relay: check inbox", "sale", id, "err", err)
+				r.Logger.Warn("relay: check inbox", "sale_id", id, "err", err)
 				return
 			}
 			if !exists {
@@ -167,7 +167,7 @@ func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
 
 // runSale reads one sale's inbox until stop is cancelled or the inbox goes.
 func (r *Relay) runSale(stop, work context.Context, saleID int64) {
-	log := r.Logger.With("sale", saleID)
+	log := r.Logger.With("sale_id", saleID)
 	log.Info("relay: sale started")
 	r.Metrics.seeSale(saleID)
 	defer log.Info("relay: sale stopped")
@@ -428,7 +428,7 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 	if failed > 0 {
 		// One line per batch, not per entry: a Temporal outage fails them all.
 		r.Logger.Warn("relay: workflow starts failed; entries stay pending",
-			"sale", saleID, "failed", failed, "batch", len(entries), "err", firstErr)
+			"sale_id", saleID, "failed", failed, "batch", len(entries), "err", firstErr)
 	}
 	if err := r.ack(ctx, saleID, ackIDs, newTokens); err != nil {
 		errs = append(errs, err)
@@ -488,7 +488,7 @@ func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []deadEntry) 
 	r.Metrics.DeadLetters.WithLabelValues(strconv.FormatInt(saleID, 10)).Add(float64(len(dead)))
 	for _, d := range dead {
 		token, _ := d.msg.Values["token"].(string)
-		r.Logger.Error("relay: inbox entry dead-lettered", "sale", saleID, "entry", d.msg.ID,
+		r.Logger.Error("relay: inbox entry dead-lettered", "sale_id", saleID, "entry", d.msg.ID,
 			"token", token, "delivered", d.delivered, "reason", d.reason)
 	}
 	return nil

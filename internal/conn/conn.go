@@ -12,8 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/store"
 )
 
@@ -54,6 +56,8 @@ func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    tlog.NewStructuredLogger(logger),
+		// A request's X-Request-Id rides on the workflows it starts.
+		ContextPropagators: []workflow.ContextPropagator{reqid.Propagator()},
 	}
 	if cfg.TemporalTLS {
 		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
