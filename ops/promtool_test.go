@@ -20,13 +20,15 @@ func mustPromtool(t *testing.T) string {
 	return bin
 }
 
-// TestPromtoolRules runs `promtool check rules` on the alert rules and
+// TestPromtoolRules runs `promtool check config` on the Prometheus config
+// `task up` runs, `promtool check rules` on the alert rules and
 // `promtool test rules` on their unit tests, and checks that every alert has
 // a unit test in which it fires.
 func TestPromtoolRules(t *testing.T) {
 	bin := mustPromtool(t)
 	dir := filepath.Join(repoRoot(t), "deploy", "prometheus")
 	for _, args := range [][]string{
+		{"check", "config", "prometheus.yml"}, // checks alerts.yml too
 		{"check", "rules", "alerts.yml"},
 		{"test", "rules", "alerts_test.yml"},
 	} {

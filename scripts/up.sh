@@ -18,6 +18,8 @@ log "applying migrations"
 bin/seckill migrate
 "$ROOT/scripts/app.sh" start worker
 "$ROOT/scripts/app.sh" start api
+prom_addr="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
+"$ROOT/scripts/prometheus.sh" start "$ROOT/.data" "$prom_addr"
 
 api_addr="${API_ADDR:-127.0.0.1:8080}"
 sale_id="$(bin/seckill demo --api "http://$api_addr" --id-file "$ROOT/.data/demo-sale-id")"
@@ -28,6 +30,7 @@ seckill is running (development mode; \`go tool task down\` stops it).
   API          http://$api_addr        (log .data/logs/api.log)
   worker       metrics http://${WORKER_METRICS_ADDR:-127.0.0.1:9091}/metrics  (log .data/logs/worker.log)
   Temporal UI  http://127.0.0.1:8233
+  Prometheus   http://$prom_addr   (alert rules loaded: http://$prom_addr/alerts)
   Redis ${REDIS_ADDRS:-${REDIS_ADDR:-127.0.0.1:6379}}, MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
   demo sale    $sale_id
 
