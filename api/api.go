@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofiber/contrib/otelfiber/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/cors"
@@ -139,6 +140,9 @@ func New(d Deps) *fiber.App {
 		IdleTimeout:           60 * time.Second,
 	})
 	app.Use(requestID)
+	if cfg.Tracing {
+		app.Use(otelfiber.Middleware())
+	}
 	app.Use(s.countRequests)
 	timer, err := requestTimer(reg)
 	if err != nil {

@@ -63,7 +63,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 		return s.accepted(c, res.Token, sale.ID, in.RequestID)
 	}
 	s.m.reject(layerDatabase, "ok")
-	s.starter.enqueue(in, requestIDOf(c))
+	s.starter.enqueue(c.UserContext(), in)
 	return s.accepted(c, res.Token, sale.ID, in.RequestID)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -238,7 +239,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			// Fault suite: die like a SIGKILL between the hold and the start.
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
-		s.starter.enqueue(domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis}, requestIDOf(c))
+		s.starter.enqueue(c.UserContext(), domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
 		entry.lowerStock(res.StockLeft)
 		return s.accepted(c, token, saleID, requestID)
 	case lua.OutcomeReplay:
@@ -271,6 +272,7 @@ func (s *server) dbInput(token string, saleID, userID int64, requestID string) d
 func (s *server) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
+	a.TraceParent = telemetry.TraceParent(ctx)
 	return s.scripts.Reserve(ctx, s.rdb, a)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
@@ -40,21 +41,33 @@ func newStarter(capacity int, tc client.Client, taskQueue string, st *store.Stor
 	return &starter{q: make(chan queuedStart, max(capacity, 1)), tc: tc, queue: taskQueue, st: st, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
 }
 
-// queuedStart is a start and the id of the request that asked for it, which
-// rides on the workflow's start (reqid.Propagator).
+// queuedStart is a start and what it keeps of the request that asked for
+// it: its id (a header of the workflow's start, reqid.Propagator) and its
+// span, so the start and the workflow join the request's trace.
 type queuedStart struct {
 	in            domain.OrderInput
 	httpRequestID string
+	span          trace.SpanContext
 }
 
-// enqueue hands a start to the queue without waiting.
-func (s *starter) enqueue(in domain.OrderInput, httpRequestID string) {
+// context is base with the request's id and span.
+func (q queuedStart) context(base context.Context) context.Context {
+	ctx := reqid.With(base, q.httpRequestID)
+	if q.span.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, q.span)
+	}
+	return ctx
+}
+
+// enqueue hands a start to the queue without waiting; reqCtx is the
+// request's context (only its id and span are kept).
+func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 	if s.tc == nil {
 		s.m.starter.WithLabelValues("no_temporal").Inc()
 		return
 	}
 	select {
-	case s.q <- queuedStart{in: in, httpRequestID: httpRequestID}:
+	case s.q <- queuedStart{in: in, httpRequestID: reqid.From(reqCtx), span: trace.SpanContextFromContext(reqCtx)}:
 		s.m.starter.WithLabelValues("queued").Inc()
 	default:
 		s.m.starter.WithLabelValues("dropped").Inc()
@@ -71,13 +84,13 @@ func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
 			for {
 				select {
 				case q := <-s.q:
-					s.start(reqid.With(context.Background(), q.httpRequestID), q.in)
+					s.start(q.context(context.Background()), q.in)
 				case <-stop:
 					dctx := drain()
 					for dctx.Err() == nil {
 						select {
 						case q := <-s.q:
-							s.start(reqid.With(dctx, q.httpRequestID), q.in)
+							s.start(q.context(dctx), q.in)
 						default:
 							return
 						}

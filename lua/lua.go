@@ -129,6 +129,15 @@ type ReserveArgs struct {
 	RequestID string
 	Token     string
 	Epoch     int64
+	// TraceParent (W3C, optional) goes into the inbox entry; read it back
+	// with EntryTraceParent.
+	TraceParent string
+}
+
+// EntryTraceParent is the traceparent an inbox entry carries ("" if none).
+func EntryTraceParent(m redis.XMessage) string {
+	tp, _ := m.Values["tp"].(string)
+	return tp
 }
 
 // ReserveKeys returns the reserve script's keys, in its order.
@@ -140,7 +149,7 @@ func ReserveKeys(k Keys) []string {
 func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs) (ReserveResult, error) {
 	k := SaleKeys(a.SaleID)
 	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
-		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10)).Slice()
+		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), a.TraceParent).Slice()
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}

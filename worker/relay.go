@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )
@@ -406,7 +407,8 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			stctx, cancel := context.WithTimeout(ctx, startTimeout)
+			// The start joins the reservation request's trace.
+			stctx, cancel := context.WithTimeout(telemetry.WithTraceParent(ctx, lua.EntryTraceParent(e.msg)), startTimeout)
 			err := r.Starter(stctx, e.in)
 			cancel()
 			mu.Lock()

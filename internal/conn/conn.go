@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun/extra/bunotel"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/workflow"
 
@@ -22,7 +25,7 @@ import (
 // Redis returns a client for one Redis or, with several addresses, a Redis
 // Cluster. Every call is bounded by the client's timeouts.
 func Redis(cfg *config.Config) redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:        cfg.RedisAddrs,
 		Password:     cfg.RedisPassword,
 		DialTimeout:  2 * time.Second,
@@ -33,6 +36,14 @@ func Redis(cfg *config.Config) redis.UniversalClient {
 		// A cluster is selected by several addresses only.
 		IsClusterMode: len(cfg.RedisAddrs) > 1,
 	})
+	if cfg.Tracing {
+		// Fails only on bad options; a trace without Redis spans is
+		// better than a process that will not start.
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)); err != nil {
+			slog.Warn("redis tracing", "err", err)
+		}
+	}
+	return rdb
 }
 
 // Store opens the database and applies the migrations.
@@ -47,6 +58,9 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if cfg.Tracing {
+		st.DB = st.DB.WithQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("seckill")))
+	}
 	return st, nil
 }
 
@@ -58,6 +72,16 @@ func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
 		Logger:    tlog.NewStructuredLogger(logger),
 		// A request's X-Request-Id rides on the workflows it starts.
 		ContextPropagators: []workflow.ContextPropagator{reqid.Propagator()},
+	}
+	if cfg.Tracing {
+		// Client and worker: the start, the workflow and its activities
+		// join the caller's trace through the start's headers.
+		tracing, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{})
+		if err != nil {
+			logger.Warn("temporal tracing", "err", err)
+		} else {
+			opts.Interceptors = append(opts.Interceptors, tracing)
+		}
 	}
 	if cfg.TemporalTLS {
 		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
