@@ -8,4 +8,5 @@ LOG_TAG=down
 "$ROOT/scripts/prometheus.sh" stop "$ROOT/.data" "${PROMETHEUS_ADDR:-127.0.0.1:9090}"
 "$ROOT/scripts/app.sh" stop api
 "$ROOT/scripts/app.sh" stop worker
+"$ROOT/scripts/jaeger.sh" stop "$ROOT/.data"
 "$ROOT/scripts/services.sh" down dev
