@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 )
@@ -273,6 +274,7 @@ func (s *server) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.Re
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
 	a.TraceParent = telemetry.TraceParent(ctx)
+	a.HTTPRequestID = reqid.From(ctx)
 	return s.scripts.Reserve(ctx, s.rdb, a)
 }
 

@@ -129,15 +129,23 @@ type ReserveArgs struct {
 	RequestID string
 	Token     string
 	Epoch     int64
-	// TraceParent (W3C, optional) goes into the inbox entry; read it back
-	// with EntryTraceParent.
-	TraceParent string
+	// TraceParent (W3C) and HTTPRequestID (X-Request-Id), both optional,
+	// go into the inbox entry; read them back with EntryTraceParent and
+	// EntryHTTPRequestID.
+	TraceParent   string
+	HTTPRequestID string
 }
 
 // EntryTraceParent is the traceparent an inbox entry carries ("" if none).
 func EntryTraceParent(m redis.XMessage) string {
 	tp, _ := m.Values["tp"].(string)
 	return tp
+}
+
+// EntryHTTPRequestID is the request id an inbox entry carries ("" if none).
+func EntryHTTPRequestID(m redis.XMessage) string {
+	id, _ := m.Values["rid"].(string)
+	return id
 }
 
 // ReserveKeys returns the reserve script's keys, in its order.
@@ -149,7 +157,7 @@ func ReserveKeys(k Keys) []string {
 func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs) (ReserveResult, error) {
 	k := SaleKeys(a.SaleID)
 	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
-		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), a.TraceParent).Slice()
+		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), a.TraceParent, a.HTTPRequestID).Slice()
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}

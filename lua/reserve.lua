@@ -2,8 +2,9 @@
 -- without interleaving, so the check and the decrement cannot race.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved
 -- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
---       5 (optional) W3C traceparent of the request, carried in the inbox
---       entry so the relay's workflow start joins the request's trace
+--       5 (optional) W3C traceparent of the request, 6 (optional) its
+--       X-Request-Id: carried in the inbox entry so a workflow the relay
+--       starts joins the request's trace and names its request
 -- Returns {outcome, token, stock_left}.
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode')
 local stock = redis.call('GET', KEYS[2])
@@ -48,9 +49,14 @@ redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[3], 'held:' .. ARGV[1])
 redis.call('HSET', KEYS[5], reqfield, ARGV[3])
 redis.call('INCR', KEYS[7])
+local entry = {'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2]}
 if ARGV[5] and ARGV[5] ~= '' then
-  redis.call('XADD', KEYS[6], '*', 'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2], 'tp', ARGV[5])
-else
-  redis.call('XADD', KEYS[6], '*', 'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2])
+  entry[#entry + 1] = 'tp'
+  entry[#entry + 1] = ARGV[5]
 end
+if ARGV[6] and ARGV[6] ~= '' then
+  entry[#entry + 1] = 'rid'
+  entry[#entry + 1] = ARGV[6]
+end
+redis.call('XADD', KEYS[6], '*', unpack(entry))
 return {'ok', ARGV[3], stock - 1}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
@@ -407,8 +408,10 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			// The start joins the reservation request's trace.
-			stctx, cancel := context.WithTimeout(telemetry.WithTraceParent(ctx, lua.EntryTraceParent(e.msg)), startTimeout)
+			// The start joins the reservation request's trace and names
+			// its request id.
+			startCtx := reqid.With(telemetry.WithTraceParent(ctx, lua.EntryTraceParent(e.msg)), lua.EntryHTTPRequestID(e.msg))
+			stctx, cancel := context.WithTimeout(startCtx, startTimeout)
 			err := r.Starter(stctx, e.in)
 			cancel()
 			mu.Lock()

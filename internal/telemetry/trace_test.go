@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,12 +22,15 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
@@ -122,8 +126,14 @@ func TestOneReservationOneTrace(t *testing.T) {
 			require.NoError(t, err)
 			req.Header.Set("Authorization", "Bearer "+tok)
 			req.Header.Set("Content-Type", "application/json")
+			httpRequestID := fmt.Sprintf("click-%d", user)
+			req.Header.Set(reqid.Header, httpRequestID)
 			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)
+			var accepted struct {
+				Token string `json:"token"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&accepted))
 			resp.Body.Close()
 			require.Equal(t, http.StatusAccepted, resp.StatusCode)
 			// otelfiber returns the server span's context.
@@ -165,6 +175,19 @@ func TestOneReservationOneTrace(t *testing.T) {
 			}, 60*time.Second, 250*time.Millisecond)
 			sort.Strings(names)
 			t.Logf("trace %s: %d spans: %s", traceID, len(names), strings.Join(names, ", "))
+
+			// The workflow's start names the request, whoever started it.
+			hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer hcancel()
+			it := tc.GetWorkflowHistory(hctx, domain.OrderWorkflowID(accepted.Token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			require.True(t, it.HasNext())
+			ev, err := it.Next()
+			require.NoError(t, err)
+			p, ok := ev.GetWorkflowExecutionStartedEventAttributes().GetHeader().GetFields()[reqid.TemporalHeader]
+			require.True(t, ok, "no %s header on the workflow's start", reqid.TemporalHeader)
+			var got string
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &got))
+			require.Equal(t, httpRequestID, got)
 		})
 	}
 }
