@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -91,7 +92,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
 	if err := s.st.CreateSale(ctx, sale); err != nil {
-		s.logger.Error("create sale", "err", err)
+		s.log(c).Error("create sale", "err", err)
 		return unavailable(c, 1, "could not create the sale")
 	}
 	// The answer is the stored row, not the request: what the database
@@ -99,28 +100,28 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	if stored, err := s.st.GetSale(ctx, sale.ID); err == nil {
 		sale = stored
 	} else {
-		s.logger.Warn("create sale: read back; answering from the request", "sale", sale.ID, "err", err)
+		s.log(c).Warn("create sale: read back; answering from the request", "sale_id", sale.ID, "err", err)
 	}
 	s.cache.put(sale)
 	s.onSaleCreated(ctx, sale)
-	s.logger.Info("sale created", "sale", sale.ID, "stock", sale.StockTotal)
+	s.log(c).Info("sale created", "sale_id", sale.ID, "stock", sale.StockTotal)
 	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal))
 }
 
 // onSaleCreated starts the sale's SaleWorkflow (warm-up ahead of the
 // opening, reconciliation, tear-down) without holding up the answer; when
 // Temporal is down the worker's sweeper starts it later.
-func (s *server) onSaleCreated(_ context.Context, sale *domain.Sale) {
+func (s *server) onSaleCreated(reqCtx context.Context, sale *domain.Sale) {
 	if s.temporal == nil {
 		return
 	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(reqid.With(context.Background(), reqid.From(reqCtx)), 10*time.Second)
 		defer cancel()
 		if err := workflows.StartSale(ctx, s.temporal, s.cfg.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
-			s.logger.Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
+			s.ctxLog(ctx).Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
 		}
 	}()
 }
@@ -136,7 +137,7 @@ func (s *server) adminSale(ctx context.Context, c *fiber.Ctx) (*domain.Sale, err
 		return nil, domain.Errorf(domain.ENotFound, "no such sale")
 	}
 	if err != nil {
-		s.logger.Error("admin: get sale", "sale", id, "err", err)
+		s.log(c).Error("admin: get sale", "sale_id", id, "err", err)
 		return nil, domain.Errorf(domain.EUnavailable, "database unavailable")
 	}
 	return sale, nil
@@ -152,7 +153,7 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	}
 	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, s.scripts, sale.ID)
 	if err != nil {
-		s.logger.Error("warmup", "sale", sale.ID, "err", err)
+		s.log(c).Error("warmup", "sale_id", sale.ID, "err", err)
 		return unavailable(c, 1, "warm-up failed; retry")
 	}
 	if outcome == lua.WarmupAlreadyLive {
@@ -161,7 +162,7 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	e := s.cache.put(sale)
 	e.stockLeft.Store(redisStock)
 	e.mark.Store(nil)
-	s.logger.Info("sale warmed", "sale", sale.ID, "redis_stock", redisStock)
+	s.log(c).Info("sale warmed", "sale_id", sale.ID, "redis_stock", redisStock)
 	return c.JSON(fiber.Map{"sale_id": sale.ID, "redis_stock": redisStock})
 }
 
@@ -187,17 +188,17 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 			return sendError(c, domain.ENotFound, "no such sale")
 		}
 		if err != nil {
-			s.logger.Error("set sale control", "sale", id, "err", err)
+			s.log(c).Error("set sale control", "sale_id", id, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
 		if err := setControl.Run(ctx, s.rdb, []string{lua.SaleKeys(id).Meta}, string(to)).Err(); err != nil {
 			// The database holds the decision; this instance enforces it
 			// at once from its cache, others within a second.
-			s.logger.Error("set sale control in redis", "sale", id, "err", err)
+			s.log(c).Error("set sale control in redis", "sale_id", id, "err", err)
 			return unavailable(c, 1, "recorded, but redis did not take it; retry")
 		}
 		e := s.cache.put(sale)
-		s.logger.Info("sale control", "sale", id, "control", to)
+		s.log(c).Info("sale control", "sale_id", id, "control", to)
 		return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
 	}
 }
@@ -239,20 +240,20 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	}
 	if delta > 0 {
 		if err := s.st.AdjustStock(ctx, id, delta, ref); err != nil {
-			s.logger.Error("adjust stock in db", "sale", id, "err", err)
+			s.log(c).Error("adjust stock in db", "sale_id", id, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
 		// The ref makes the Redis step apply once, also when a stock repair
 		// copied the buckets (with this addition) into Redis meanwhile.
 		if _, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, ref); err != nil {
-			s.logger.Error("adjust stock in redis after the database; reconciliation repairs it", "sale", id, "delta", delta, "err", err)
+			s.log(c).Error("adjust stock in redis after the database; reconciliation repairs it", "sale_id", id, "delta", delta, "err", err)
 			return unavailable(c, 1, "database changed but redis did not; reconciliation will repair")
 		}
 		s.cache.dropMark(id)
 	} else {
 		outcome, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, "")
 		if err != nil {
-			s.logger.Error("adjust stock in redis", "sale", id, "err", err)
+			s.log(c).Error("adjust stock in redis", "sale_id", id, "err", err)
 			return unavailable(c, 1, "redis unavailable")
 		}
 		if outcome == lua.AdjustInsufficient {
@@ -262,24 +263,24 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 			if outcome == lua.AdjustOK {
 				// Give the units back to Redis: the database refused them.
 				if _, _, gerr := s.scripts.Adjust(context.WithoutCancel(ctx), s.rdb, id, -delta, ""); gerr != nil {
-					s.logger.Error("give units back to redis", "sale", id, "delta", -delta, "err", gerr)
+					s.log(c).Error("give units back to redis", "sale_id", id, "delta", -delta, "err", gerr)
 				}
 			}
 			if errors.Is(err, store.ErrInsufficient) {
 				return insufficient()
 			}
-			s.logger.Error("adjust stock in db", "sale", id, "err", err)
+			s.log(c).Error("adjust stock in db", "sale_id", id, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
 	}
 	sale, err := s.st.GetSale(ctx, id)
 	if err != nil {
-		s.logger.Error("get sale after adjust", "sale", id, "err", err)
+		s.log(c).Error("get sale after adjust", "sale_id", id, "err", err)
 		return unavailable(c, 1, "database unavailable")
 	}
 	e := s.cache.put(sale)
 	e.stockLeft.Store(s.cache.readStock(ctx, id))
-	s.logger.Info("stock adjusted", "sale", id, "delta", delta)
+	s.log(c).Info("stock adjusted", "sale_id", id, "delta", delta)
 	return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
 }
 
@@ -293,7 +294,7 @@ func (s *server) blacklist(on bool) fiber.Handler {
 		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
 		if err := s.st.SetBlacklisted(ctx, uid, on); err != nil {
-			s.logger.Error("blacklist", "user", uid, "err", err)
+			s.log(c).Error("blacklist", "user_id", uid, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
 		s.cache.setBlacklisted(uid, on)

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofiber/contrib/otelfiber/v2"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/cors"
@@ -176,12 +177,22 @@ func NewServer(d Deps) *Server {
 	srv.ErrorHandler = s.transportError
 	srv.HeaderReceived = s.headerReceived
 	srv.ExpectHandler = s.expect
+	app.Use(requestID)
+	if cfg.Tracing {
+		app.Use(otelfiber.Middleware())
+	}
 	app.Use(s.countRequests)
+	timer, err := requestTimer(reg)
+	if err != nil {
+		panic(fmt.Sprintf("api metrics: %v", err))
+	}
+	app.Use(timer)
 	if len(cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
-			AllowOrigins: strings.Join(cfg.CORSOrigins, ","),
-			AllowHeaders: "Authorization, Content-Type",
-			AllowMethods: "GET,POST,PUT,DELETE",
+			AllowOrigins:  strings.Join(cfg.CORSOrigins, ","),
+			AllowHeaders:  "Authorization, Content-Type, X-Request-Id",
+			ExposeHeaders: "X-Request-Id",
+			AllowMethods:  "GET,POST,PUT,DELETE",
 		}))
 	}
 	s.routes(app, reg)
@@ -306,7 +317,7 @@ func (s *server) readyz(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
 	defer cancel()
 	if err := s.st.Ping(ctx); err != nil {
-		s.logger.Warn("readiness: mysql", "err", err)
+		s.log(c).Warn("readiness: mysql", "err", err)
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"mysql"}})
 	}
 	return c.JSON(fiber.Map{"status": "ok"})
@@ -323,13 +334,22 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	defer func() { _ = st.Close() }()
 	rdb := conn.Redis(cfg)
 	defer func() { _ = rdb.Close() }()
-	tc, err := conn.LazyTemporal(cfg, logger)
+	reg := prometheus.NewRegistry()
+	scripts := lua.New()
+	hook, err := scripts.ScriptLatencyHook(reg)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	rdb.AddHook(hook)
+	temporalMetrics, closeMetrics := conn.TemporalMetrics(reg, logger)
+	defer func() { _ = closeMetrics.Close() }()
+	tc, err := conn.LazyTemporal(cfg, logger, conn.WithMetrics(temporalMetrics))
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	defer tc.Close()
 
-	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: lua.New(), Temporal: tc})
+	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Registry: reg})
 	app := srv.App
 	if cfg.PprofAddr != "" {
 		go func() {

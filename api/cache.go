@@ -296,7 +296,7 @@ func (c *saleCache) markSoldOutAsync(id int64, e *saleEntry, logger *slog.Logger
 	go func() {
 		defer e.loading.Store(false)
 		if err := c.markSoldOut(context.Background(), id, e); err != nil {
-			logger.Warn("sold-out mark", "sale", id, "err", err)
+			logger.Warn("sold-out mark", "sale_id", id, "err", err)
 		}
 	}()
 }

@@ -46,10 +46,10 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 		switched, err := s.st.SwitchToDatabase(ctx, sale.ID, s.dbPathHoldOff())
 		if err != nil {
 			s.m.reject(layerDatabase, "error")
-			s.logger.Error("switch sale to database mode", "sale", sale.ID, "err", err)
+			s.log(c).Error("switch sale to database mode", "sale_id", sale.ID, "err", err)
 			return unavailable(c, 1, "neither Redis nor the database can take the reservation now; retry with the same request_id")
 		}
-		s.logger.Warn("sale moved to the database path", "sale", sale.ID, "epoch", switched.ModeEpoch)
+		s.log(c).Warn("sale moved to the database path", "sale_id", sale.ID, "epoch", switched.ModeEpoch)
 		entry.sale.Store(switched)
 		entry.mark.Store(nil)
 	}
@@ -77,7 +77,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 		return unavailable(c, 1, "the sale is switching back to Redis; retry with the same request_id")
 	default:
 		s.m.reject(layerDatabase, "error")
-		s.logger.Error("reserve: database path", "sale", sale.ID, "err", err)
+		s.log(c).Error("reserve: database path", "sale_id", sale.ID, "err", err)
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}
 	if replay {
@@ -85,7 +85,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 		return s.accepted(c, res.Token, sale.ID, in.RequestID)
 	}
 	s.m.reject(layerDatabase, "ok")
-	s.starter.enqueue(in)
+	s.starter.enqueue(c.UserContext(), in)
 	return s.accepted(c, res.Token, sale.ID, in.RequestID)
 }
 

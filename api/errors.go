@@ -179,7 +179,7 @@ func errorHandler(logger *slog.Logger) fiber.ErrorHandler {
 		}
 		var de *domain.Error
 		if !errors.As(err, &de) {
-			logger.Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
+			requestLogger(logger, c).Error("request failed", "method", c.Method(), "path", c.Path(), "err", err)
 		}
 		return sendErr(c, err)
 	}

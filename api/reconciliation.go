@@ -46,7 +46,7 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 		Redis:    s.rdb,
 		Scripts:  s.scripts,
 		Temporal: s.temporal,
-		Logger:   s.logger,
+		Logger:   s.log(c),
 	}
 	if repair {
 		r.Start = func(ctx context.Context, in domain.OrderInput) error {
@@ -59,10 +59,10 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 	}
 	rep, err := r.Run(ctx, sale.ID, repair)
 	if err != nil {
-		s.logger.Error("reconciliation", "sale", sale.ID, "repair", repair, "err", err)
+		s.log(c).Error("reconciliation", "sale_id", sale.ID, "repair", repair, "err", err)
 		return unavailable(c, 5, "reconciliation could not read Redis, the database or Temporal; retry")
 	}
-	s.logger.Info("reconciliation", "sale", sale.ID, "repair", repair, "consistent", rep.Consistent,
+	s.log(c).Info("reconciliation", "sale_id", sale.ID, "repair", repair, "consistent", rep.Consistent,
 		"discrepancies", len(rep.Discrepancies))
 	return c.JSON(rep)
 }

@@ -19,7 +19,7 @@ func (s *server) listRefunds(c *fiber.Ctx) error {
 	defer cancel()
 	rs, err := s.st.ListRefunds(ctx, saleID, listLimit)
 	if err != nil {
-		s.logger.Warn("list refunds", "err", err)
+		s.log(c).Warn("list refunds", "err", err)
 		return unavailable(c, 1, "refund store unavailable")
 	}
 	if rs == nil {

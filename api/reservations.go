@@ -46,7 +46,7 @@ func (s *server) redisHold(ctx context.Context, saleID int64, token string) (sta
 	v, err := s.rdb.HGet(ctx, lua.SaleKeys(saleID).Tokens, token).Result()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
-			s.logger.Warn("read token state", "sale", saleID, "err", err)
+			s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
 		}
 		return "", 0, false
 	}
@@ -96,7 +96,7 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	}
 	r, err := s.dbReservation(c.UserContext(), token)
 	if err != nil {
-		s.logger.Warn("get reservation", "err", err)
+		s.log(c).Warn("get reservation", "err", err)
 		return unavailable(c, 1, "reservation store unavailable")
 	}
 	if r == nil || r.UserID != p.UserID {
@@ -116,7 +116,7 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 	defer cancel()
 	rs, err := s.st.ListReservations(ctx, p.UserID, saleID, listLimit)
 	if err != nil {
-		s.logger.Warn("list reservations", "err", err)
+		s.log(c).Warn("list reservations", "err", err)
 		return unavailable(c, 1, "reservation store unavailable")
 	}
 	views := make([]domain.ReservationView, len(rs))
@@ -195,7 +195,7 @@ func (s *server) payToken(ctx context.Context, token, ref string) (domain.Reserv
 	case errors.Is(err, errWorkflowClosed):
 		r, derr := s.dbReservation(ctx, token)
 		if derr != nil {
-			s.logger.Warn("pay: read reservation", "token", token, "err", derr)
+			s.ctxLog(ctx).Warn("pay: read reservation", "token", token, "err", derr)
 			return domain.ReservationView{}, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 		}
 		if r != nil && r.Status == domain.StatusPaid && r.PaymentRef == ref {
@@ -348,7 +348,7 @@ func (s *server) awaitAdopted(ctx context.Context, token string) {
 		if err == nil && v.Get(&st) == nil && st.Status != domain.StatusQueued {
 			return
 		}
-		if err != nil && errors.Is(s.updateError(token, err), errWorkflowClosed) {
+		if err != nil && errors.Is(s.updateError(ctx, token, err), errWorkflowClosed) {
 			return // released and finished already
 		}
 		select {
@@ -380,12 +380,12 @@ func (s *server) update(ctx context.Context, token, updateID, name string, arg a
 	if err == nil {
 		return st, nil
 	}
-	return st, s.updateError(token, err)
+	return st, s.updateError(ctx, token, err)
 }
 
 // updateError classifies an update failure: a validator or handler refusal,
 // a closed workflow (answered from the database), or Temporal unavailable.
-func (s *server) updateError(token string, err error) error {
+func (s *server) updateError(ctx context.Context, token string, err error) error {
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed") {
 		return errWorkflowClosed
@@ -400,7 +400,7 @@ func (s *server) updateError(token string, err error) error {
 			return domain.Errorf(domain.ENotCancellable, "the reservation can no longer be cancelled")
 		}
 	}
-	s.logger.Warn("order workflow update failed", "token", token, "err", err)
+	s.ctxLog(ctx).Warn("order workflow update failed", "token", token, "err", err)
 	return domain.Errorf(domain.EUnavailable, "workflow service unavailable, retry")
 }
 
@@ -426,7 +426,7 @@ func (s *server) saleLookupError(c *fiber.Ctx, err error) error {
 	if domain.ErrorCode(err) == domain.ENotFound {
 		return sendErr(c, err)
 	}
-	s.logger.Warn("sale lookup", "err", err)
+	s.log(c).Warn("sale lookup", "err", err)
 	return unavailable(c, 1, "sale data unavailable")
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/reqid"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -150,7 +152,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			return sendErr(c, err)
 		}
 		s.m.reject(layerSale, "unavailable")
-		s.logger.Warn("reserve: sale cache", "sale", saleID, "err", err)
+		s.log(c).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
 		return unavailable(c, 1, "sale data unavailable, retry with the same request_id")
 	}
 	sale := entry.sale.Load()
@@ -218,7 +220,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 		// The script may or may not have run: never retried on the other
 		// path; the client retries with the same request_id.
 		s.m.reject(layerRedis, "error")
-		s.logger.Warn("reserve: redis", "sale", saleID, "err", err)
+		s.log(c).Warn("reserve: redis", "sale_id", saleID, "err", err)
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}
 	s.m.reject(layerRedis, res.Outcome)
@@ -228,7 +230,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			// Fault suite: die like a SIGKILL between the hold and the start.
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
-		s.starter.enqueue(domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
+		s.starter.enqueue(c.UserContext(), domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
 		entry.lowerStock(res.StockLeft)
 		return s.accepted(c, token, saleID, requestID)
 	case lua.OutcomeReplay:
@@ -250,7 +252,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	case lua.OutcomeLate:
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}
-	s.logger.Error("reserve: unexpected script outcome", "outcome", res.Outcome)
+	s.log(c).Error("reserve: unexpected script outcome", "outcome", res.Outcome)
 	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 }
 
@@ -268,6 +270,8 @@ func (s *server) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.Re
 	a.Deadline = time.Now().Add(s.cfg.RedisTimeout + s.cfg.ClockSkew)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
+	a.TraceParent = telemetry.TraceParent(ctx)
+	a.HTTPRequestID = reqid.From(ctx)
 	return s.scripts.Reserve(ctx, s.rdb, a)
 }
 

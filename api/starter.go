@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -24,7 +26,7 @@ const (
 // and never blocks a request: an entry that does not fit is dropped, and the
 // worker's inbox relay starts that workflow from the Redis stream instead.
 type starter struct {
-	q       chan domain.OrderInput
+	q       chan queuedStart
 	tc      client.Client
 	queue   string // Temporal task queue
 	st      *store.Store
@@ -36,17 +38,36 @@ type starter struct {
 }
 
 func newStarter(capacity int, tc client.Client, taskQueue string, st *store.Store, rdb redis.UniversalClient, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
-	return &starter{q: make(chan domain.OrderInput, max(capacity, 1)), tc: tc, queue: taskQueue, st: st, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
+	return &starter{q: make(chan queuedStart, max(capacity, 1)), tc: tc, queue: taskQueue, st: st, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
 }
 
-// enqueue hands a start to the queue without waiting.
-func (s *starter) enqueue(in domain.OrderInput) {
+// queuedStart is a start and what it keeps of the request that asked for
+// it: its id (a header of the workflow's start, reqid.Propagator) and its
+// span, so the start and the workflow join the request's trace.
+type queuedStart struct {
+	in            domain.OrderInput
+	httpRequestID string
+	span          trace.SpanContext
+}
+
+// context is base with the request's id and span.
+func (q queuedStart) context(base context.Context) context.Context {
+	ctx := reqid.With(base, q.httpRequestID)
+	if q.span.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, q.span)
+	}
+	return ctx
+}
+
+// enqueue hands a start to the queue without waiting; reqCtx is the
+// request's context (only its id and span are kept).
+func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 	if s.tc == nil {
 		s.m.starter.WithLabelValues("no_temporal").Inc()
 		return
 	}
 	select {
-	case s.q <- in:
+	case s.q <- queuedStart{in: in, httpRequestID: reqid.From(reqCtx), span: trace.SpanContextFromContext(reqCtx)}:
 		s.m.starter.WithLabelValues("queued").Inc()
 	default:
 		s.m.starter.WithLabelValues("dropped").Inc()
@@ -62,14 +83,14 @@ func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
 			defer s.wg.Done()
 			for {
 				select {
-				case in := <-s.q:
-					s.start(context.Background(), in)
+				case q := <-s.q:
+					s.start(q.context(context.Background()), q.in)
 				case <-stop:
 					dctx := drain()
 					for dctx.Err() == nil {
 						select {
-						case in := <-s.q:
-							s.start(dctx, in)
+						case q := <-s.q:
+							s.start(q.context(dctx), q.in)
 						default:
 							return
 						}
@@ -86,7 +107,8 @@ func (s *starter) start(parent context.Context, in domain.OrderInput) {
 	defer cancel()
 	if err := workflows.StartOrder(sctx, s.tc, s.queue, in); err != nil {
 		s.m.starter.WithLabelValues("failed").Inc()
-		s.logger.Warn("workflow start failed; the inbox or outbox relay will start it", "token", in.Token, "err", err)
+		s.logger.Warn("workflow start failed; the inbox or outbox relay will start it", "token", in.Token,
+			reqid.LogKey, reqid.From(parent), "err", err)
 		return
 	}
 	s.m.starter.WithLabelValues("started").Inc()

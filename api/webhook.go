@@ -146,7 +146,7 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
-		s.logger.Warn("webhook: read reservation", "token", token, "err", err)
+		s.log(c).Warn("webhook: read reservation", "token", token, "err", err)
 		return unavailable(c, 1, "reservation store unavailable")
 	}
 	if r == nil {
@@ -160,7 +160,7 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 		return s.sendMaybeUnavailable(c, err)
 	}
 	if amount != due {
-		s.logger.Warn("webhook: amount mismatch", "token", token, "payment_ref", ref, "amount_cents", amount, "due_cents", due)
+		s.log(c).Warn("webhook: amount mismatch", "token", token, "payment_ref", ref, "amount_cents", amount, "due_cents", due)
 		return sendError(c, domain.EAmountMismatch, "amount_cents does not match the order's amount")
 	}
 	if done, err := s.answerSettled(c, r, ref, amount); done {
@@ -199,7 +199,7 @@ func (s *server) amountDue(ctx context.Context, r *domain.Reservation) (int64, e
 		if domain.ErrorCode(err) == domain.ENotFound {
 			return 0, err
 		}
-		s.logger.Warn("webhook: sale lookup", "sale", r.SaleID, "err", err)
+		s.ctxLog(ctx).Warn("webhook: sale lookup", "sale_id", r.SaleID, "err", err)
 		return 0, domain.Errorf(domain.EUnavailable, "sale data unavailable")
 	}
 	return e.sale.Load().PriceCents, nil
@@ -230,10 +230,10 @@ func (s *server) answerSettled(c *fiber.Ctx, r *domain.Reservation, ref string, 
 		Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, PaymentRef: ref, AmountCents: amount, Reason: reason,
 	})
 	if err != nil {
-		s.logger.Error("webhook: record refund", "token", r.Token, "payment_ref", ref, "err", err)
+		s.log(c).Error("webhook: record refund", "token", r.Token, "payment_ref", ref, "err", err)
 		return true, unavailable(c, 1, "refund store unavailable; retry")
 	}
-	s.logger.Info("payment to refund", "token", r.Token, "sale", r.SaleID, "payment_ref", ref,
+	s.log(c).Info("payment to refund", "token", r.Token, "sale_id", r.SaleID, "payment_ref", ref,
 		"amount_cents", rf.AmountCents, "reason", rf.Reason, "refund_id", rf.ID)
 	return true, c.JSON(RefundRequired{
 		Status: StatusRefundRequired, Token: rf.Token, SaleID: rf.SaleID, PaymentRef: rf.PaymentRef,
@@ -249,7 +249,7 @@ func (s *server) awaitSettled(ctx context.Context, token string) (*domain.Reserv
 	for {
 		r, err := s.dbReservation(ctx, token)
 		if err != nil {
-			s.logger.Warn("webhook: read reservation", "token", token, "err", err)
+			s.ctxLog(ctx).Warn("webhook: read reservation", "token", token, "err", err)
 			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 		}
 		if r == nil {

@@ -194,10 +194,10 @@ func (r *runner) close() {
 	for _, id := range r.saleIDs {
 		if id < fakeSaleBase {
 			if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
-				r.o.Logger.Warn("stop bench sale", "sale", id, "err", err)
+				r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
 			}
 			if err := sales.Teardown(ctx, r.st, r.rdb, id); err != nil {
-				r.o.Logger.Warn("tear down bench sale", "sale", id, "err", err)
+				r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 			}
 			continue
 		}

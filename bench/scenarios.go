@@ -216,7 +216,7 @@ func (r *runner) checkBurst(ctx context.Context, saleID int64, drained bool) err
 		r.violation("scenario 3: %d reservations but only %d distinct users", total, users)
 	}
 	if !drained {
-		r.o.Logger.Warn("burst sale not drained: not reconciled", "sale", saleID)
+		r.o.Logger.Warn("burst sale not drained: not reconciled", "sale_id", saleID)
 		return nil
 	}
 	rec := &reconcile.Reconciler{Store: r.st, Redis: r.rdb, Scripts: r.scripts, Temporal: r.tc, Logger: r.o.Logger}

@@ -103,6 +103,11 @@ type Config struct {
 	// FaultFailAfterCommit (SECKILL_FAULT_FAIL_AFTER_COMMIT=1, development
 	// mode only) fails each token's first PlaceOrder after its commit.
 	FaultFailAfterCommit bool
+
+	// Tracing is on when the OTEL_* variables name an OTLP endpoint (see
+	// internal/telemetry); TracesProtocol is grpc or http/protobuf.
+	Tracing        bool
+	TracesProtocol string
 }
 
 // JWTSecrets are the secrets a bearer token may be signed with: the
@@ -267,6 +272,16 @@ func load(get func(string) string) (*Config, error) {
 		c.PprofAddr = get("SECKILL_PPROF_ADDR")
 	}
 	c.FaultFailAfterCommit = dev && get("SECKILL_FAULT_FAIL_AFTER_COMMIT") == "1"
+	// Traces follow OpenTelemetry's own variables: on when an OTLP endpoint
+	// is named, off when unset (benchmarks), OTEL_SDK_DISABLED=true or
+	// OTEL_TRACES_EXPORTER=none. The exporter reads the rest itself
+	// (headers, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER...).
+	c.TracesProtocol = str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", str("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
+	c.Tracing = (get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") &&
+		get("OTEL_SDK_DISABLED") != "true" && str("OTEL_TRACES_EXPORTER", "otlp") == "otlp"
+	if c.Tracing && c.TracesProtocol != "grpc" && c.TracesProtocol != "http/protobuf" {
+		errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf, not %q", c.TracesProtocol))
+	}
 
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(errs...))

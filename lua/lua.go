@@ -139,6 +139,23 @@ type ReserveArgs struct {
 	// Deadline is when the caller gives up; a script that runs later takes
 	// nothing (OutcomeLate). Zero: none.
 	Deadline time.Time
+	// TraceParent (W3C) and HTTPRequestID (X-Request-Id), both optional,
+	// go into the inbox entry; read them back with EntryTraceParent and
+	// EntryHTTPRequestID.
+	TraceParent   string
+	HTTPRequestID string
+}
+
+// EntryTraceParent is the traceparent an inbox entry carries ("" if none).
+func EntryTraceParent(m redis.XMessage) string {
+	tp, _ := m.Values["tp"].(string)
+	return tp
+}
+
+// EntryHTTPRequestID is the request id an inbox entry carries ("" if none).
+func EntryHTTPRequestID(m redis.XMessage) string {
+	id, _ := m.Values["rid"].(string)
+	return id
 }
 
 // ReserveKeys returns the reserve script's keys, in its order.
@@ -154,7 +171,8 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 		deadline = a.Deadline.UnixMilli()
 	}
 	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
-		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), strconv.FormatInt(deadline, 10)).Slice()
+		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), strconv.FormatInt(deadline, 10),
+		a.TraceParent, a.HTTPRequestID).Slice()
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}

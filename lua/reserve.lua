@@ -2,7 +2,10 @@
 -- without interleaving, so the check and the decrement cannot race.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved
 -- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
---       5 deadline (Unix ms; '0' for none)
+--       5 deadline (Unix ms; '0' for none),
+--       6 (optional) W3C traceparent of the request, 7 (optional) its
+--       X-Request-Id: carried in the inbox entry so a workflow the relay
+--       starts joins the request's trace and names its request
 -- Returns {outcome, token, stock_left}.
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode')
 local stock = redis.call('GET', KEYS[2])
@@ -55,5 +58,14 @@ redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[3], 'held:' .. ARGV[1])
 redis.call('HSET', KEYS[5], reqfield, ARGV[3])
 redis.call('INCR', KEYS[7])
-redis.call('XADD', KEYS[6], '*', 'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2])
+local entry = {'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2]}
+if ARGV[6] and ARGV[6] ~= '' then
+  entry[#entry + 1] = 'tp'
+  entry[#entry + 1] = ARGV[6]
+end
+if ARGV[7] and ARGV[7] ~= '' then
+  entry[#entry + 1] = 'rid'
+  entry[#entry + 1] = ARGV[7]
+end
+redis.call('XADD', KEYS[6], '*', unpack(entry))
 return {'ok', ARGV[3], stock - 1}

@@ -5,6 +5,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOG_TAG=down
 
+"$ROOT/scripts/prometheus.sh" stop "$ROOT/.data" "${PROMETHEUS_ADDR:-127.0.0.1:9090}"
 "$ROOT/scripts/app.sh" stop api
 "$ROOT/scripts/app.sh" stop worker
+"$ROOT/scripts/jaeger.sh" stop "$ROOT/.data"
 "$ROOT/scripts/services.sh" down dev

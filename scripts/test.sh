@@ -39,6 +39,8 @@ trap 'exit 143' TERM
 step "start test services" "$ROOT/scripts/services.sh" up test
 # The storefront's browser test (e2e) drives Debian's Chromium headless.
 step "browser" need_packages chromium:chromium
+# ops.TestPromtoolRules checks and unit-tests the alert rules with promtool.
+step "promtool" need_packages promtool:prometheus
 
 export SECKILL_TEST_REDIS_ADDR="127.0.0.1:${SECKILL_TEST_REDIS_PORT:-16379}"
 export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:${SECKILL_TEST_MYSQL_PORT:-13306})/seckill_test"

@@ -16,8 +16,18 @@ log "building bin/seckill"
 go build -buildvcs=auto -o bin/seckill ./cmd/seckill # stamps the commit for `seckill version`
 log "applying migrations"
 bin/seckill migrate
+# Traces go to a local Jaeger unless OTEL_EXPORTER_OTLP_ENDPOINT names
+# another collector.
+jaeger_line="traces to ${OTEL_EXPORTER_OTLP_ENDPOINT:-} (set by you)"
+if [[ -z "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" ]]; then
+	"$ROOT/scripts/jaeger.sh" start "$ROOT/.data"
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://${JAEGER_OTLP_ADDR:-127.0.0.1:4318}"
+	jaeger_line="http://${JAEGER_QUERY_ADDR:-127.0.0.1:16686}   (query API: /api/traces?service=seckill-api)"
+fi
 "$ROOT/scripts/app.sh" start worker
 "$ROOT/scripts/app.sh" start api
+prom_addr="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
+"$ROOT/scripts/prometheus.sh" start "$ROOT/.data" "$prom_addr"
 
 api_addr="${API_ADDR:-127.0.0.1:8080}"
 sale_id="$(bin/seckill demo --api "http://$api_addr" --id-file "$ROOT/.data/demo-sale-id")"
@@ -28,6 +38,8 @@ seckill is running (development mode; \`go tool task down\` stops it).
   API          http://$api_addr        (log .data/logs/api.log)
   worker       metrics http://${WORKER_METRICS_ADDR:-127.0.0.1:9091}/metrics  (log .data/logs/worker.log)
   Temporal UI  http://127.0.0.1:8233
+  Jaeger       $jaeger_line
+  Prometheus   http://$prom_addr   (alert rules loaded: http://$prom_addr/alerts)
   Redis ${REDIS_ADDRS:-${REDIS_ADDR:-127.0.0.1:6379}}, MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
   demo sale    $sale_id
 

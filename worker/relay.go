@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/reqid"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -118,7 +120,7 @@ func (r *Relay) Run(stop, work context.Context) {
 		for _, id := range candidates {
 			exists, err := r.inboxExists(lctx, id)
 			if err != nil {
-				r.Logger.Warn("relay: check inbox", "sale", id, "err", err)
+				r.Logger.Warn("relay: check inbox", "sale_id", id, "err", err)
 				return
 			}
 			if !exists {
@@ -175,8 +177,9 @@ func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
 // outage the backlog starts in the order it was reserved, at the rate
 // Temporal takes it.
 func (r *Relay) runSale(stop, work context.Context, saleID int64) {
-	log := r.Logger.With("sale", saleID)
+	log := r.Logger.With("sale_id", saleID)
 	log.Info("relay: sale started")
+	r.Metrics.seeSale(saleID)
 	defer log.Info("relay: sale stopped")
 	reclaimEvery := orDefault(r.ReclaimEvery, defaultReclaimEvery)
 	var lastReclaim time.Time
@@ -459,7 +462,10 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			stctx, cancel := context.WithTimeout(ctx, startTimeout)
+			// The start joins the reservation request's trace and names
+			// its request id.
+			startCtx := reqid.With(telemetry.WithTraceParent(ctx, lua.EntryTraceParent(e.msg)), lua.EntryHTTPRequestID(e.msg))
+			stctx, cancel := context.WithTimeout(startCtx, startTimeout)
 			err := r.Starter(stctx, e.in)
 			cancel()
 			mu.Lock()
@@ -485,7 +491,7 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 	if failed > 0 {
 		// One line per batch, not per entry: a Temporal outage fails them all.
 		r.Logger.Warn("relay: workflow starts failed; entries stay pending and are retried, oldest first",
-			"sale", saleID, "failed", failed, "batch", len(entries), "err", firstErr)
+			"sale_id", saleID, "failed", failed, "batch", len(entries), "err", firstErr)
 	}
 	if len(refused) > 0 {
 		if err := r.deadLetter(ctx, saleID, refused); err != nil {
@@ -550,7 +556,7 @@ func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []deadEntry) 
 	r.Metrics.DeadLetters.WithLabelValues(strconv.FormatInt(saleID, 10)).Add(float64(len(dead)))
 	for _, d := range dead {
 		token, _ := d.msg.Values["token"].(string)
-		r.Logger.Error("relay: inbox entry dead-lettered", "sale", saleID, "entry", d.msg.ID,
+		r.Logger.Error("relay: inbox entry dead-lettered", "sale_id", saleID, "entry", d.msg.ID,
 			"token", token, "delivered", d.delivered, "reason", d.reason)
 	}
 	return nil

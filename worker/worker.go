@@ -49,6 +49,17 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	startTimes, err := newStartTimer(reg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	scripts := lua.New()
+	scriptHook, err := scripts.ScriptLatencyHook(reg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	temporalMetrics, closeTemporalMetrics := conn.TemporalMetrics(reg, logger)
+	defer closeLogged(logger, "temporal metrics", closeTemporalMetrics.Close)
 	// Bind first: a taken port fails the start before anything else opens.
 	ln, err := net.Listen("tcp", cfg.WorkerMetricsAddr)
 	if err != nil {
@@ -72,6 +83,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}()
 
 	rdb := conn.Redis(cfg)
+	rdb.AddHook(scriptHook)
 	defer closeLogged(logger, "redis", rdb.Close)
 	st, err := conn.Store(ctx, cfg)
 	if err != nil {
@@ -81,7 +93,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	defer closeLogged(logger, "store", st.Close)
-	tc, err := dialTemporal(ctx, cfg, logger)
+	tc, err := dialTemporal(ctx, cfg, logger, conn.WithMetrics(temporalMetrics))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -97,7 +109,6 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		_, err := workflows.RestartOrder(ctx, tc, cfg.TaskQueue, in)
 		return err
 	}
-	scripts := lua.New()
 	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{
 		// Leave part of the budget for the relay and the clients.
 		WorkerStopTimeout: cfg.ShutdownTimeout * 8 / 10,
@@ -112,7 +123,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		Temporal: tc,
 		Metrics:  actMetrics,
 		Reconciler: &reconcile.Reconciler{
-			Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Start: start, Restart: restart, Logger: logger,
+			Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Start: startTimes.wrap("reconcile", start), Restart: restart, Logger: logger,
 		},
 	})
 	if err := w.Start(); err != nil {
@@ -122,7 +133,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	relay := &Relay{
 		Redis:       rdb,
 		Store:       st,
-		Starter:     start,
+		Starter:     startTimes.wrap("inbox_relay", start),
 		Consumer:    cfg.RelayConsumer,
 		MinIdle:     cfg.RelayMinIdle,
 		DeadAfter:   cfg.RelayDeadAfter,
@@ -142,7 +153,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		relay.Run(ctx, work)
 	})
 	bg.Go(func() { recorder.Run(ctx) })
-	outbox := &OutboxRelay{Store: st, Starter: start, MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
+	outbox := &OutboxRelay{Store: st, Starter: startTimes.wrap("outbox_relay", start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
 	resyncer := &Resyncer{Store: st, Redis: rdb, Scripts: scripts, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
@@ -201,10 +212,10 @@ func metricsServer(reg *prometheus.Registry) *http.Server {
 
 // dialTemporal dials until Temporal answers or ctx ends, logging each failed
 // attempt: the worker may start before the Temporal server does.
-func dialTemporal(ctx context.Context, cfg *config.Config, logger *slog.Logger) (client.Client, error) {
+func dialTemporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, opts ...conn.TemporalOption) (client.Client, error) {
 	backoff := time.Second
 	for attempt := 1; ; attempt++ {
-		c, err := conn.Temporal(ctx, cfg, logger, temporalDialTimeout)
+		c, err := conn.Temporal(ctx, cfg, logger, temporalDialTimeout, opts...)
 		if err == nil {
 			return c, nil
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/worker"
 )
 
@@ -141,6 +142,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if name == "api" || name == "worker" {
+		// Traces, when the OTEL_* variables ask for them.
+		shutdown, err := telemetry.Setup(ctx, cfg, "seckill-"+name)
+		if err != nil {
+			logger.Error("set up tracing", "err", err)
+			return 1
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := shutdown(sctx); err != nil {
+				logger.Warn("flush traces", "err", err)
+			}
+		}()
+	}
 	if err := act(ctx, cfg, stdout, logger); err != nil {
 		logger.Error("seckill "+name+" failed", "err", err)
 		return 1

@@ -9,11 +9,16 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun/extra/bunotel"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/store"
 )
 
@@ -24,18 +29,26 @@ import (
 // socket only through ReadTimeout, so a frozen Redis held each hot-path
 // call for 2 s instead of SECKILL_REDIS_TIMEOUT.
 func Redis(cfg *config.Config) redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:                 cfg.RedisAddrs,
 		Password:              cfg.RedisPassword,
 		DialTimeout:           2 * time.Second,
 		ReadTimeout:           2 * time.Second,
 		WriteTimeout:          2 * time.Second,
-		ContextTimeoutEnabled: true,
 		PoolSize:              256,
+		ContextTimeoutEnabled: true,
 		MinIdleConns:          16,
 		// A cluster is selected by several addresses only.
 		IsClusterMode: len(cfg.RedisAddrs) > 1,
 	})
+	if cfg.Tracing {
+		// Fails only on bad options; a trace without Redis spans is
+		// better than a process that will not start.
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)); err != nil {
+			slog.Warn("redis tracing", "err", err)
+		}
+	}
+	return rdb
 }
 
 // Store opens the database and applies the migrations.
@@ -50,6 +63,9 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if cfg.Tracing {
+		st.DB = st.DB.WithQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("seckill")))
+	}
 	return st, nil
 }
 
@@ -59,6 +75,18 @@ func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    tlog.NewStructuredLogger(logger),
+		// A request's X-Request-Id rides on the workflows it starts.
+		ContextPropagators: []workflow.ContextPropagator{reqid.Propagator()},
+	}
+	if cfg.Tracing {
+		// Client and worker: the start, the workflow and its activities
+		// join the caller's trace through the start's headers.
+		tracing, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{})
+		if err != nil {
+			logger.Warn("temporal tracing", "err", err)
+		} else {
+			opts.Interceptors = append(opts.Interceptors, tracing)
+		}
 	}
 	if cfg.TemporalTLS {
 		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -69,11 +97,19 @@ func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
 	return opts
 }
 
+func temporalOptions(cfg *config.Config, logger *slog.Logger, extra []TemporalOption) client.Options {
+	opts := TemporalOptions(cfg, logger)
+	for _, o := range extra {
+		o(&opts)
+	}
+	return opts
+}
+
 // Temporal dials Temporal, waiting at most timeout for it to answer.
-func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, timeout time.Duration) (client.Client, error) {
+func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, timeout time.Duration, extra ...TemporalOption) (client.Client, error) {
 	dialCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := client.DialContext(dialCtx, TemporalOptions(cfg, logger))
+	c, err := client.DialContext(dialCtx, temporalOptions(cfg, logger, extra))
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal at %s: %w", cfg.TemporalAddress, err)
 	}
@@ -82,8 +118,8 @@ func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, time
 
 // LazyTemporal returns a client that connects on first use, so a process
 // starts and serves while Temporal is down.
-func LazyTemporal(cfg *config.Config, logger *slog.Logger) (client.Client, error) {
-	c, err := client.NewLazyClient(TemporalOptions(cfg, logger))
+func LazyTemporal(cfg *config.Config, logger *slog.Logger, extra ...TemporalOption) (client.Client, error) {
+	c, err := client.NewLazyClient(temporalOptions(cfg, logger, extra))
 	if err != nil {
 		return nil, fmt.Errorf("temporal lazy client: %w", err)
 	}

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill/seckill/internal/reqid"
+)
+
+const requestIDKey = "seckill.request_id"
+
+// requestID gives every request an id: the client's X-Request-Id when it is
+// 1 to 64 of [A-Za-z0-9_-], else a new one. It is returned in the answer's
+// X-Request-Id, logged with every line of the request (s.log) and carried
+// into the workflows the request starts (reqid.Propagator).
+func requestID(c *fiber.Ctx) error {
+	id := c.Get(reqid.Header)
+	if !reqid.Valid(id) {
+		id = reqid.New()
+	} else {
+		// fasthttp reuses the header's bytes after the request.
+		id = string([]byte(id))
+	}
+	c.Locals(requestIDKey, id)
+	// Calls made with the request's context (workflow starts and updates,
+	// background work it hands on) carry the id too.
+	c.SetUserContext(reqid.With(c.UserContext(), id))
+	c.Set(reqid.Header, id)
+	return c.Next()
+}
+
+// requestIDOf is the request's id ("" outside the middleware).
+func requestIDOf(c *fiber.Ctx) string {
+	id, _ := c.Locals(requestIDKey).(string)
+	return id
+}
+
+// log is the logger of one request: its id and, once authenticated, who
+// asks (user_id, or admin_user_id for an admin acting on something).
+func (s *server) log(c *fiber.Ctx) *slog.Logger {
+	return requestLogger(s.logger, c)
+}
+
+// ctxLog is the logger of work done for a request, known by its context.
+func (s *server) ctxLog(ctx context.Context) *slog.Logger {
+	if id := reqid.From(ctx); id != "" {
+		return s.logger.With(reqid.LogKey, id)
+	}
+	return s.logger
+}
+
+func requestLogger(logger *slog.Logger, c *fiber.Ctx) *slog.Logger {
+	attrs := make([]any, 0, 4)
+	attrs = append(attrs, reqid.LogKey, requestIDOf(c))
+	if p, ok := c.Locals(principalKey).(Principal); ok {
+		if p.Admin {
+			attrs = append(attrs, "admin_user_id", p.UserID)
+		} else {
+			attrs = append(attrs, "user_id", p.UserID)
+		}
+	}
+	return logger.With(attrs...)
+}

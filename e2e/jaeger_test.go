@@ -1,0 +1,130 @@
+//go:build jaeger
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// jaegerTrace is the part of Jaeger's query API answer the test reads.
+type jaegerTrace struct {
+	TraceID string `json:"traceID"`
+	Spans   []struct {
+		OperationName string `json:"operationName"`
+		ProcessID     string `json:"processID"`
+	} `json:"spans"`
+	Processes map[string]struct {
+		ServiceName string `json:"serviceName"`
+	} `json:"processes"`
+}
+
+// TestJaegerTrace runs the Jaeger `task up` runs (SECKILL_JAEGER_BIN,
+// jaeger-dev/config.yaml) and the real API and worker exporting to it over
+// OTLP, makes one reservation and reads its trace back through Jaeger's
+// query API: one trace, both services, the request, the script, the start
+// and the activities. Outside CI: go tool task test:jaeger.
+func TestJaegerTrace(t *testing.T) {
+	bin := os.Getenv("SECKILL_JAEGER_BIN")
+	require.NotEmpty(t, bin, "SECKILL_JAEGER_BIN: run through scripts/test-jaeger.sh")
+	_, file, _, _ := runtime.Caller(0)
+	conf := filepath.Join(filepath.Dir(file), "..", "jaeger-dev", "config.yaml")
+	otlp, query, grpc := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+	j := testenv.StartCommand(t, "jaeger", bin, map[string]string{
+		"JAEGER_OTLP_ADDR": otlp, "JAEGER_QUERY_ADDR": query, "JAEGER_QUERY_GRPC_ADDR": grpc,
+	}, "--config", conf)
+	queryURL := "http://" + query
+	j.WaitReady(t, 60*time.Second, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, queryURL+"/api/services", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("jaeger answered %d", resp.StatusCode)
+		}
+		return nil
+	})
+
+	env := testenv.ProcEnv(t, "e2e-jaeger-"+fmt.Sprint(time.Now().UnixNano()), map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + otlp,
+	})
+	api := testenv.MustAPI(t, "api", env)
+	testenv.MustWorker(t, "worker", env)
+
+	now := time.Now().UTC()
+	code, sale := call(t, "POST", api.URL+"/admin/v1/sales", -1, map[string]any{
+		"goods_id": 1, "title": "jaeger", "price_cents": 500, "stock": 2, "buckets": 2,
+		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(3 * time.Minute).Format(time.RFC3339),
+		"payment_window_seconds": 120,
+	})
+	require.Equal(t, http.StatusCreated, code, "%v", sale)
+	saleID := int64(sale["sale_id"].(float64))
+	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", api.URL, saleID), -1, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	user := testenv.UniqueUser()
+	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, saleID), user, map[string]any{"request_id": "jaeger-1"})
+	require.Equal(t, http.StatusAccepted, code, "%v", body)
+	token := body["token"].(string)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body := call(t, "GET", api.URL+"/api/v1/reservations/"+token, user, nil)
+		assert.Equal(c, http.StatusOK, code)
+		assert.Equal(c, "PENDING_PAYMENT", body["status"])
+	}, 60*time.Second, 250*time.Millisecond)
+
+	// The batches reach Jaeger within a few seconds of the spans ending.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := httpClient.Get(queryURL + "/api/traces?service=seckill-api&operation=" +
+			"%2Fapi%2Fv1%2Fsales%2F%3Asale_id%2Freservations&limit=20&lookback=1h")
+		if !assert.NoError(c, err) {
+			return
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Data []jaegerTrace `json:"data"`
+		}
+		if !assert.NoError(c, json.NewDecoder(resp.Body).Decode(&out)) || !assert.NotEmpty(c, out.Data) {
+			return
+		}
+		best := map[string]bool{}
+		for _, tr := range out.Data {
+			seen := map[string]bool{}
+			for _, s := range tr.Spans {
+				svc := tr.Processes[s.ProcessID].ServiceName
+				seen["service "+svc] = true
+				switch {
+				case s.OperationName == "/api/v1/sales/:sale_id/reservations", s.OperationName == "evalsha":
+					seen[s.OperationName] = true
+				case strings.HasPrefix(s.OperationName, "StartWorkflow:"):
+					seen["StartWorkflow"] = true
+				case strings.HasPrefix(s.OperationName, "RunActivity:") && svc == "seckill-worker":
+					seen["RunActivity in the worker"] = true
+				}
+			}
+			if len(seen) > len(best) {
+				best = seen
+			}
+		}
+		for _, w := range []string{"service seckill-api", "service seckill-worker", "/api/v1/sales/:sale_id/reservations",
+			"evalsha", "StartWorkflow", "RunActivity in the worker"} {
+			assert.True(c, best[w], "no trace has %s (best: %v)", w, best)
+		}
+	}, 60*time.Second, time.Second)
+}

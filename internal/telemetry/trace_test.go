@@ -1,0 +1,193 @@
+package telemetry_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+	tworker "go.temporal.io/sdk/worker"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/internal/reqid"
+	"github.com/seckill/seckill/internal/telemetry"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/worker"
+	"github.com/seckill/seckill/workflows"
+)
+
+// TestOneReservationOneTrace wires the API, the inbox relay and a Temporal
+// worker the way the processes do with tracing on (an in-memory exporter in
+// place of OTLP), makes two reservations and checks each is one trace with
+// the HTTP request, the reserve script, the workflow start, the workflow's
+// activities and the database: one started by the API itself, one
+// by the relay from the inbox entry alone (an API without Temporal).
+func TestOneReservationOneTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	telemetry.Install(tp)
+	t.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	})
+
+	cfg := testenv.Config(t)
+	cfg.Tracing = true
+	cfg.TaskQueue = fmt.Sprintf("telemetry-%d", time.Now().UnixNano())
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	testenv.MustStore(t) // creates the package's test database
+	st, err := conn.Store(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	rdb := conn.Redis(cfg)
+	t.Cleanup(func() { _ = rdb.Close() })
+	tc, err := conn.Temporal(ctx, cfg, logger, 30*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	scripts := lua.New()
+
+	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{})
+	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	metrics, err := worker.NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	relay := &worker.Relay{
+		Redis: rdb, Store: st, Consumer: "telemetry-test", MinIdle: time.Minute, DeadAfter: time.Hour,
+		MaxDelivery: 10, Logger: logger, Metrics: metrics,
+		Starter: func(ctx context.Context, in domain.OrderInput) error {
+			return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in)
+		},
+	}
+	stop, stopRelay := context.WithCancel(context.Background())
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); relay.Run(stop, context.Background()) }()
+	t.Cleanup(func() { stopRelay(); <-relayDone })
+
+	serve := func(app *fiber.App) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		go func() { _ = app.Listener(ln) }()
+		t.Cleanup(func() { _ = app.ShutdownWithTimeout(5 * time.Second) })
+		return "http://" + ln.Addr().String()
+	}
+	withStarter := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: scripts, Temporal: tc}))
+	relayOnly := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: scripts}))
+
+	sale := testenv.MustSale(t, st, 5)
+	testenv.MustWarm(t, st, rdb, sale)
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		for _, s := range exp.GetSpans() {
+			if s.Name == "StartWorkflow:"+domain.OrderWorkflowName {
+				for _, a := range s.Attributes {
+					if a.Key == "temporalWorkflowID" {
+						_ = tc.TerminateWorkflow(cctx, a.Value.AsString(), "", "test over")
+					}
+				}
+			}
+		}
+	})
+
+	for name, base := range map[string]string{"started by the API": withStarter, "started by the relay": relayOnly} {
+		t.Run(name, func(t *testing.T) {
+			user := testenv.UniqueUser()
+			tok, err := testenv.Token(user)
+			require.NoError(t, err)
+			req, err := http.NewRequest("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", base, sale.ID),
+				strings.NewReader(fmt.Sprintf(`{"request_id":"trace-%d"}`, user)))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			httpRequestID := fmt.Sprintf("click-%d", user)
+			req.Header.Set(reqid.Header, httpRequestID)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			var accepted struct {
+				Token string `json:"token"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&accepted))
+			resp.Body.Close()
+			require.Equal(t, http.StatusAccepted, resp.StatusCode)
+			// otelfiber returns the server span's context.
+			parts := strings.Split(resp.Header.Get("traceparent"), "-")
+			require.Len(t, parts, 4, "traceparent %q", resp.Header.Get("traceparent"))
+			traceID := parts[1]
+
+			want := []string{
+				"/api/v1/sales/:sale_id/reservations", // the HTTP request (route template)
+				"evalsha",                             // the reserve script
+				"StartWorkflow:" + domain.OrderWorkflowName,
+				// The workflow's own span ends with it (paid or expired);
+				// its activities' spans are already in.
+				"RunActivity:",
+				"db.system=mysql",
+			}
+			var names []string
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				names = names[:0]
+				seen := map[string]bool{}
+				for _, s := range exp.GetSpans() {
+					if s.SpanContext.TraceID().String() != traceID {
+						continue
+					}
+					names = append(names, s.Name)
+					seen[s.Name] = true
+					if strings.HasPrefix(s.Name, "RunActivity:") {
+						seen["RunActivity:"] = true
+					}
+					for _, a := range s.Attributes {
+						if a.Key == "db.system" && a.Value.AsString() == "mysql" {
+							seen["db.system=mysql"] = true
+						}
+					}
+				}
+				for _, n := range want {
+					assert.True(c, seen[n], "no %q span in the trace", n)
+				}
+			}, 60*time.Second, 250*time.Millisecond)
+			sort.Strings(names)
+			t.Logf("trace %s: %d spans: %s", traceID, len(names), strings.Join(names, ", "))
+
+			// The workflow's start names the request, whoever started it.
+			hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer hcancel()
+			it := tc.GetWorkflowHistory(hctx, domain.OrderWorkflowID(accepted.Token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			require.True(t, it.HasNext())
+			ev, err := it.Next()
+			require.NoError(t, err)
+			p, ok := ev.GetWorkflowExecutionStartedEventAttributes().GetHeader().GetFields()[reqid.TemporalHeader]
+			require.True(t, ok, "no %s header on the workflow's start", reqid.TemporalHeader)
+			var got string
+			require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &got))
+			require.Equal(t, httpRequestID, got)
+		})
+	}
+}

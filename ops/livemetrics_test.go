@@ -1,0 +1,155 @@
+package ops
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/seckill/seckill/internal/dashboards"
+)
+
+// scrapeNames returns the sample names a /metrics endpoint exposes (a
+// histogram's _bucket, _sum and _count included).
+func scrapeNames(t *testing.T, url string) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	names := map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.IndexAny(line, "{ "); i > 0 {
+			names[line[:i]] = true
+		}
+	}
+	require.NoError(t, sc.Err())
+	return names
+}
+
+// queriedMetric finds the metric names in PromQL (and in the dashboards'
+// JSON, which holds only PromQL and prose): seckill's and the Temporal SDK's.
+var queriedMetric = regexp.MustCompile(`\b(?:seckill|temporal)_[a-z0-9_]+`)
+
+// TestDashboardsAreGenerated checks that deploy/grafana holds exactly what
+// internal/dashboards builds (go run ./cmd/seckill-dashboards rewrites it).
+func TestDashboardsAreGenerated(t *testing.T) {
+	files, err := dashboards.Files()
+	require.NoError(t, err)
+	dir := filepath.Join(repoRoot(t), "deploy", "grafana")
+	committed, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	require.NoError(t, err)
+	require.Len(t, committed, len(files), "deploy/grafana has other JSON files than the generator writes")
+	for name, want := range files {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err, "run: go run ./cmd/seckill-dashboards")
+		// Not require.Equal: its diff of two whole dashboards buries the message.
+		require.True(t, bytes.Equal(want, got), "deploy/grafana/%s is stale: go run ./cmd/seckill-dashboards", name)
+	}
+}
+
+// TestQueriedMetricsExistLive starts the real API and worker, makes a
+// reservation end to end, and checks that every metric an alert or a
+// dashboard panel queries is exported by one of them (up is Prometheus's).
+func TestQueriedMetricsExistLive(t *testing.T) {
+	wanted := map[string][]string{} // metric -> where it is queried
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "prometheus", "alerts.yml"))
+	require.NoError(t, err)
+	var rf ruleFile
+	require.NoError(t, yaml.Unmarshal(raw, &rf))
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			for _, m := range queriedMetric.FindAllString(r.Expr, -1) {
+				wanted[m] = append(wanted[m], "alert "+r.Alert)
+			}
+		}
+	}
+	files, err := dashboards.Files()
+	require.NoError(t, err)
+	for name, b := range files {
+		var d struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+			Templating struct {
+				List []struct {
+					Query any `json:"query"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		require.NoError(t, json.Unmarshal(b, &d), name)
+		n := 0
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				for _, m := range queriedMetric.FindAllString(tg.Expr, -1) {
+					wanted[m] = append(wanted[m], name+": "+p.Title)
+					n++
+				}
+			}
+		}
+		for _, v := range d.Templating.List {
+			q, _ := json.Marshal(v.Query)
+			for _, m := range queriedMetric.FindAllString(string(q), -1) {
+				wanted[m] = append(wanted[m], name+": variable")
+			}
+		}
+		require.Positive(t, n, "%s queries no metric", name)
+	}
+
+	s := MustStack(t, "livemetrics", nil)
+	sale := s.MustLiveSale(t, 5, 60, 10*time.Minute)
+	s.MustPending(t, sale)
+	var missing []string
+	// The SDK's series are reported each second by its metrics scope.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		live := scrapeNames(t, s.api.URL+"/metrics")
+		for n := range scrapeNames(t, s.worker.MetricsURL) {
+			live[n] = true
+		}
+		missing = missing[:0]
+		for m, where := range wanted {
+			if !live[m] && !onlyWhileItHolds[m] {
+				missing = append(missing, fmt.Sprintf("%s (%s)", m, strings.Join(where, "; ")))
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	sort.Strings(missing)
+	require.Empty(t, missing, "queried but not exported by the live API or worker")
+}
+
+// onlyWhileItHolds are series labelled by what they report (a token), so
+// none exists on a healthy stack; their alerts compare values, never rates,
+// and need no series at 0.
+var onlyWhileItHolds = map[string]bool{
+	"seckill_reservation_without_workflow": true,
+}
