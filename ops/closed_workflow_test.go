@@ -65,7 +65,10 @@ func TestTerminatedOrderIsRepairedAndPaymentsSettle(t *testing.T) {
 	// workflows (which reconcile every minute) are stopped.
 	tc := testenv.MustTemporal(t)
 	for _, sale := range []int64{long, short} {
-		require.NoError(t, tc.TerminateWorkflow(testCtx(t, 10*time.Second), domain.SaleWorkflowID(sale), "", "test drives reconciliation"))
+		// The API starts a sale's workflow in the background after its 201.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, tc.TerminateWorkflow(testCtx(t, 10*time.Second), domain.SaleWorkflowID(sale), "", "test drives reconciliation"))
+		}, 30*time.Second, 200*time.Millisecond)
 	}
 
 	// Round by round, through the reconciliation API.
