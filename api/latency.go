@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -25,7 +24,7 @@ func requestTimer(reg prometheus.Registerer) (fiber.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("request latency: %w", err)
 	}
-	var cache observerCache
+	var cache seriesCache[prometheus.Observer]
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
 		err := c.Next()
@@ -49,31 +48,4 @@ func requestTimer(reg prometheus.Registerer) (fiber.Handler, error) {
 		cache.get(hist, route, code).Observe(time.Since(start).Seconds())
 		return err
 	}, nil
-}
-
-// observerCache is counterCache for histograms: the vector's own lookup
-// costs more than this map on the hot path.
-type observerCache struct {
-	mu sync.RWMutex
-	m  map[[2]string]prometheus.Observer
-}
-
-func (c *observerCache) get(vec *prometheus.HistogramVec, a, b string) prometheus.Observer {
-	key := [2]string{a, b}
-	c.mu.RLock()
-	o, ok := c.m[key]
-	c.mu.RUnlock()
-	if ok {
-		return o
-	}
-	o = vec.WithLabelValues(a, b)
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[[2]string]prometheus.Observer{}
-	}
-	if len(c.m) < 4096 {
-		c.m[key] = o
-	}
-	c.mu.Unlock()
-	return o
 }

@@ -24,8 +24,8 @@ const (
 )
 
 type metrics struct {
-	filterCache  counterCache
-	requestCache counterCache
+	filterCache  seriesCache[prometheus.Counter]
+	requestCache seriesCache[prometheus.Counter]
 
 	filter   *prometheus.CounterVec
 	requests *prometheus.CounterVec
@@ -119,32 +119,33 @@ var statusLabels = func() []string {
 	return out
 }()
 
-// counterCache keeps the counters of a two-label vector once resolved: the
-// hot path counts several layers per request, and the vector's own lookup
-// (hashing, label checks, its lock) costs more than this map.
-type counterCache struct {
+// seriesCache keeps the series (counters, observers) of a two-label vector
+// once resolved: the hot path counts several layers per request, and the
+// vector's own lookup (hashing, label checks, its lock) costs more than this
+// map.
+type seriesCache[T any] struct {
 	mu sync.RWMutex
-	m  map[[2]string]prometheus.Counter
+	m  map[[2]string]T
 }
 
-func (c *counterCache) get(vec *prometheus.CounterVec, a, b string) prometheus.Counter {
+func (c *seriesCache[T]) get(vec interface{ WithLabelValues(...string) T }, a, b string) T {
 	key := [2]string{a, b}
 	c.mu.RLock()
-	ctr, ok := c.m[key]
+	series, ok := c.m[key]
 	c.mu.RUnlock()
 	if ok {
-		return ctr
+		return series
 	}
-	ctr = vec.WithLabelValues(a, b)
+	series = vec.WithLabelValues(a, b)
 	c.mu.Lock()
 	if c.m == nil {
-		c.m = map[[2]string]prometheus.Counter{}
+		c.m = map[[2]string]T{}
 	}
 	// Label values are bounded (layers, outcomes, route patterns, codes);
 	// the cap only guards against a mistake.
 	if len(c.m) < 4096 {
-		c.m[key] = ctr
+		c.m[key] = series
 	}
 	c.mu.Unlock()
-	return ctr
+	return series
 }
