@@ -70,19 +70,16 @@ func MustRedisCluster(tb testing.TB) *RedisCluster {
 		}
 	}
 	c := &RedisCluster{}
-	for i := range Masters {
-		port, bus := freePort(tb), freePort(tb)
-		dir := tb.TempDir()
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		c.Addrs = append(c.Addrs, addr)
-		c.dirs = append(c.dirs, dir)
-		startNode(tb, fmt.Sprintf("node%d", i), dir, port, bus)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, addr := range c.Addrs {
-		if err := waitPing(ctx, addr); err != nil {
-			tb.Fatalf("cluster: node %s: %v\n%s", addr, err, c.Logs())
+	for i := range Masters {
+		dir := tb.TempDir()
+		c.dirs = append(c.dirs, dir)
+		c.Addrs = append(c.Addrs, "")
+		port, err := startOnFreePorts(ctx, tb, fmt.Sprintf("node%d", i), dir, true)
+		c.Addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if err != nil {
+			tb.Fatalf("cluster: node %d: %v\n%s", i, err, c.Logs())
 		}
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
@@ -126,16 +123,14 @@ func MustRedisServer(tb testing.TB) string {
 		tb.Fatalf("cluster: redis-server not found (scripts/redis.sh installs it): %v", err)
 	}
 	dir := tb.TempDir()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(tb)))
-	port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
-	startNode(tb, "redis", dir, port, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitPing(ctx, addr); err != nil {
+	port, err := startOnFreePorts(ctx, tb, "redis", dir, false)
+	if err != nil {
 		raw, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-		tb.Fatalf("cluster: redis at %s: %v\n%s", addr, err, raw)
+		tb.Fatalf("cluster: redis: %v\n%s", err, raw)
 	}
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // freePort is a free loopback port (the kernel's pick; closed at once).
@@ -149,10 +144,47 @@ func freePort(tb testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// startOnFreePorts starts a node (a cluster node with a bus port when
+// cluster) on free ports and waits for its PONG. A free port is only free
+// when it was picked: another process on the machine may bind it before
+// redis-server does, which then exits at once; that is retried on new ports.
+func startOnFreePorts(ctx context.Context, tb testing.TB, name, dir string, cluster bool) (int, error) {
+	tb.Helper()
+	var port int
+	for attempt := 1; ; attempt++ {
+		_ = os.Remove(filepath.Join(dir, "redis.log")) // judge this attempt's log only
+		port = freePort(tb)
+		bus := 0
+		if cluster {
+			bus = freePort(tb)
+		}
+		exited := startNode(tb, name, dir, port, bus)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		pctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-exited:
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		err := waitPing(pctx, addr)
+		cancel()
+		if err == nil {
+			return port, nil
+		}
+		raw, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		if attempt == 5 || ctx.Err() != nil || !strings.Contains(string(raw), "Address already in use") {
+			return port, fmt.Errorf("%s on port %d: %w", name, port, err)
+		}
+		tb.Logf("cluster: %s: a port was taken meanwhile; retrying on new ones", name)
+	}
+}
+
 // startNode starts one redis-server in dir with the settings of
 // scripts/redis.sh (AOF, fsync every second); with bus > 0 as a cluster
-// node. SIGKILLed and reaped at cleanup.
-func startNode(tb testing.TB, name, dir string, port, bus int) {
+// node. SIGKILLed and reaped at cleanup. The channel closes when it exits.
+func startNode(tb testing.TB, name, dir string, port, bus int) <-chan struct{} {
 	tb.Helper()
 	args := []string{
 		"--bind", "127.0.0.1",
@@ -194,6 +226,7 @@ func startNode(tb testing.TB, name, dir string, port, bus int) {
 			tb.Errorf("cluster: %s (pid %d) did not exit after SIGKILL", name, cmd.Process.Pid)
 		}
 	})
+	return done
 }
 
 func waitPing(ctx context.Context, addr string) error {
