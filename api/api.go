@@ -72,6 +72,11 @@ type server struct {
 	perUser   *keyedLimiters[int64]
 	faultExit bool
 
+	// status reads (status.go, events.go)
+	ended       *endedViews
+	statusReads *keyedLimiters[int64]
+	hub         *statusHub
+
 	stop     chan struct{}
 	stopOnce sync.Once
 	drainCtx context.Context
@@ -146,6 +151,7 @@ func New(d Deps) *fiber.App {
 			AllowMethods: "GET,POST,PUT,DELETE",
 		}))
 	}
+	s.initStatus()
 	s.routes(app, reg)
 
 	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
@@ -185,6 +191,7 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Get("/api/v1/sales/:sale_id", s.getSale)
 	app.Post("/api/v1/sales/:sale_id/reservations", user, s.reserve)
 	app.Get("/api/v1/reservations/:token", user, s.getReservation)
+	app.Get("/api/v1/reservations/:token/events", user, s.reservationEvents)
 	app.Post("/api/v1/reservations/:token/payment", user, s.pay)
 	app.Post("/api/v1/reservations/:token/cancel", user, s.cancel)
 	app.Get("/api/v1/me/reservations", user, s.listReservations)
@@ -242,6 +249,7 @@ func (s *server) background() {
 			if now.Second()%30 == 0 {
 				s.perAddr.sweep(now)
 				s.perUser.sweep(now)
+				s.statusReads.sweep(now)
 			}
 		}
 	}

@@ -45,6 +45,8 @@ type Config struct {
 	PerAddrBurst   int
 	PerUserRPS     float64
 	PerUserBurst   int
+	StatusRPS      float64 // per-user bucket of status reads; 0: unlimited
+	StatusBurst    int
 	FallbackRPS    float64 // global rate while a sale is in database mode
 	TrustedAddrs   []netip.Prefix
 	TrustedProxies []netip.Prefix
@@ -182,6 +184,8 @@ func load(get func(string) string) (*Config, error) {
 	c.PerAddrBurst = int(num("SECKILL_PER_ADDR_BURST", 100))
 	c.PerUserRPS = num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = int(num("SECKILL_PER_USER_BURST", 10))
+	c.StatusRPS = num("SECKILL_STATUS_RPS", 20)
+	c.StatusBurst = int(num("SECKILL_STATUS_BURST", 40))
 	c.FallbackRPS = num("SECKILL_FALLBACK_RPS", 500)
 	trustedDefault := ""
 	if dev {

@@ -1,0 +1,135 @@
+package api
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/sales"
+)
+
+// Status reads (polls and event streams) are answered without the
+// database: from the status record the order workflow writes to Redis as
+// the reservation advances (sales.SyncToken, before the workflow
+// acknowledges the change to anyone), from the token's Redis hold while
+// the order does not exist yet, and from an in-process cache of ended
+// reservations. MySQL answers only a token Redis no longer knows (the
+// sale's keys torn down, a record voided by a database-mode episode,
+// Redis unreachable); an ended reservation read there is cached too.
+
+// endedViews caches the views of ended reservations (they never change);
+// bounded: cleared when full.
+type endedViews struct {
+	mu  sync.RWMutex
+	m   map[string]ownedView
+	max int
+}
+
+type ownedView struct {
+	owner int64
+	view  domain.ReservationView
+}
+
+func newEndedViews(max int) *endedViews {
+	return &endedViews{m: make(map[string]ownedView), max: max}
+}
+
+func (e *endedViews) get(token string) (ownedView, bool) {
+	e.mu.RLock()
+	v, ok := e.m[token]
+	e.mu.RUnlock()
+	return v, ok
+}
+
+func (e *endedViews) put(token string, v ownedView) {
+	if !v.view.Status.Terminal() {
+		return
+	}
+	e.mu.Lock()
+	if len(e.m) >= e.max {
+		clear(e.m)
+	}
+	e.m[token] = v
+	e.mu.Unlock()
+}
+
+// statusView is the reservation's current view for its owner and the
+// view's sequence number (sales.StatusSeq). Errors are *domain.Error
+// (not_found, unavailable).
+func (s *server) statusView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
+	if v, ok := s.ended.get(token); ok {
+		return s.owned(v, userID)
+	}
+	if v, ok := s.redisStatus(ctx, token, saleID); ok {
+		s.ended.put(token, v)
+		return s.owned(v, userID)
+	}
+	r, err := s.dbReservation(ctx, token)
+	if err != nil {
+		s.logger.Warn("status read: database", "token", token, "err", err)
+		return domain.ReservationView{}, 0, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+	}
+	if r == nil {
+		return domain.ReservationView{}, 0, errNoReservation
+	}
+	v := ownedView{owner: r.UserID, view: r.View()}
+	s.ended.put(token, v)
+	return s.owned(v, userID)
+}
+
+func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64, error) {
+	if v.owner != userID {
+		return domain.ReservationView{}, 0, errNoReservation
+	}
+	return v.view, sales.StatusSeq(v.view.Status), nil
+}
+
+// redisStatus answers from Redis when it knows the reservation's current
+// status: its record of the sale's current epoch, or a hold whose order
+// does not exist yet. Not while the database path owns the sale (Redis's
+// copy is stale then) and not when Redis cannot answer now.
+func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (ownedView, bool) {
+	e, err := s.cache.get(ctx, saleID)
+	if err != nil || e.sale.Load().Mode != domain.ModeRedis {
+		return ownedView{}, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	got, err := s.scripts.ReadStatus(rctx, s.rdb, saleID, token)
+	if err != nil {
+		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
+		return ownedView{}, false
+	}
+	switch {
+	case got.Record != nil:
+		return ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}, true
+	case got.TokenState == domain.TokenHeld:
+		return ownedView{owner: got.Owner, view: domain.ReservationView{Token: token, SaleID: saleID,
+			Status: domain.StatusQueued, AmountCents: e.sale.Load().PriceCents}}, true
+	}
+	return ownedView{}, false
+}
+
+// statusReadLimited answers 429 when the caller's status-read bucket is
+// empty; it reports whether it did.
+func (s *server) statusReadLimited(c *fiber.Ctx, userID int64) (bool, error) {
+	if s.statusReads.allow(userID, time.Now()) {
+		return false, nil
+	}
+	return true, s.rateLimited(c, s.cfg.StatusRPS)
+}
+
+// initStatus prepares the status reads and starts the event fan-in.
+func (s *server) initStatus() {
+	s.ended = newEndedViews(1 << 17)
+	s.statusReads = newKeyedLimiters(s.cfg.StatusRPS, max(s.cfg.StatusBurst, 1), 1<<20, time.Minute, hashUser)
+	s.hub = newStatusHub()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.hub.run(s.stop, s.rdb, s.logger)
+	}()
+}

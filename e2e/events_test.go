@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// sseEvent is one event of a reservation's event stream.
+type sseEvent struct {
+	ID   string
+	Name string
+	View map[string]any
+}
+
+// openEvents opens the reservation's event stream as user; events arrive
+// on the channel, which closes when the server ends the stream.
+func openEvents(t *testing.T, base, token string, user int64, lastEventID string) (<-chan sseEvent, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/reservations/"+token+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testenv.MustToken(t, user))
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	out := make(chan sseEvent, 16)
+	if resp.StatusCode != http.StatusOK {
+		close(out)
+		return out, resp
+	}
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.Name != "" {
+					out <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.ID = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				ev.Name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.View)
+			}
+		}
+	}()
+	return out, resp
+}
+
+func nextEvent(t *testing.T, events <-chan sseEvent, within time.Duration) (sseEvent, bool) {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		return ev, ok
+	case <-time.After(within):
+		t.Fatalf("no event or end of stream within %s", within)
+		return sseEvent{}, false
+	}
+}
+
+func comSelect(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	var name string
+	var n int64
+	require.NoError(t, db.QueryRow("SHOW GLOBAL STATUS LIKE 'Com_select'").Scan(&name, &n))
+	return n
+}
+
+// TestStatusReadsAndEventsAcrossInstances: two API instances on one Redis
+// and one worker. Polls of pending reservations cost MariaDB (almost) no
+// SELECT; a read after a 200 from pay or cancel, on the other instance,
+// shows the new status; an event stream held by one instance gets the
+// change made through the other at once (pub/sub), ends after the terminal
+// status, and resumes with Last-Event-ID.
+func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
+	env := testenv.ProcEnv(t, "e2e-events-"+fmt.Sprint(time.Now().UnixNano()), map[string]string{"SECKILL_STATUS_RPS": "0"})
+	a := testenv.MustAPI(t, "api-a", env)
+	b := testenv.MustAPI(t, "api-b", env)
+	testenv.MustWorker(t, "worker", env)
+	saleID := mustLiveSale(t, a.URL, "events", 700, 8, 600)
+
+	const n = 6
+	users, tokens := make([]int64, n), make([]string, n)
+	for i := range users {
+		users[i] = testenv.UniqueUser()
+		code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", a.URL, saleID), users[i], map[string]any{"request_id": "events-request-1"})
+		require.Equal(t, http.StatusAccepted, code, "%v", body)
+		tokens[i] = body["token"].(string)
+	}
+	for i := range users {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			code, body := call(t, "GET", b.URL+"/api/v1/reservations/"+tokens[i], users[i], nil)
+			assert.Equal(c, http.StatusOK, code)
+			assert.Equal(c, "PENDING_PAYMENT", body["status"])
+		}, time.Minute, 100*time.Millisecond)
+	}
+
+	t.Run("polls_skip_the_database", func(t *testing.T) {
+		db, err := sql.Open("mysql", testenv.MySQLDSN())
+		require.NoError(t, err)
+		defer db.Close()
+		poll := func(d time.Duration) int64 {
+			var polls atomic.Int64
+			var bad atomic.Int64
+			stop := time.Now().Add(d)
+			var wg sync.WaitGroup
+			for g := 0; g < 8; g++ {
+				wg.Go(func() {
+					for i := g; time.Now().Before(stop); i++ {
+						base := a.URL
+						if i%2 == 1 {
+							base = b.URL
+						}
+						k := i % n
+						code, body, err := testenv.Do("GET", base+"/api/v1/reservations/"+tokens[k], users[k], nil)
+						if err != nil || code != http.StatusOK || body["status"] != "PENDING_PAYMENT" || body["order_no"] == nil || body["pay_by"] == nil {
+							bad.Add(1)
+						}
+						polls.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			require.Zero(t, bad.Load(), "polls not answered 200 PENDING_PAYMENT with order_no and pay_by")
+			return polls.Load()
+		}
+		const window = 3 * time.Second
+		// The background's own SELECTs (sale caches, the worker) over an
+		// idle window of the same length, then the same window polled.
+		idle0 := comSelect(t, db)
+		time.Sleep(window)
+		idle := comSelect(t, db) - idle0 - 1
+		busy0 := comSelect(t, db)
+		polls := poll(window)
+		busy := comSelect(t, db) - busy0 - 1
+		t.Logf("%d polls: %d SELECTs (idle window: %d)", polls, busy, idle)
+		require.Greater(t, polls, int64(1000), "too few polls to judge")
+		require.LessOrEqual(t, busy-idle, polls/1000, "SELECTs caused by polls")
+	})
+
+	t.Run("pushed_across_instances", func(t *testing.T) {
+		events, resp := openEvents(t, b.URL, tokens[0], users[0], "")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+		ev, ok := nextEvent(t, events, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, "2", ev.ID)
+		require.Equal(t, "status", ev.Name)
+		require.Equal(t, "PENDING_PAYMENT", ev.View["status"])
+
+		code, body := call(t, "POST", a.URL+"/api/v1/reservations/"+tokens[0]+"/payment", users[0], map[string]any{"payment_ref": "ev-pay-0"})
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		paidAt := time.Now()
+		code, body = call(t, "GET", b.URL+"/api/v1/reservations/"+tokens[0], users[0], nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "PAID", body["status"], "a read after the 200 of pay, on the other instance")
+
+		// Within the stream's periodic re-read (5 s): the wake-up came
+		// through Redis pub/sub.
+		ev, ok = nextEvent(t, events, 4*time.Second)
+		require.True(t, ok)
+		require.Less(t, time.Since(paidAt), 4*time.Second)
+		require.Equal(t, "3", ev.ID)
+		require.Equal(t, "PAID", ev.View["status"])
+		require.Equal(t, body["order_no"], ev.View["order_no"])
+		_, ok = nextEvent(t, events, 5*time.Second)
+		require.False(t, ok, "the stream ends after a terminal status")
+
+		// Resume: the client saw id 2, so it gets the current view; having
+		// seen the terminal one, the stream just ends.
+		events, _ = openEvents(t, a.URL, tokens[0], users[0], "2")
+		ev, ok = nextEvent(t, events, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, "3", ev.ID)
+		_, ok = nextEvent(t, events, 5*time.Second)
+		require.False(t, ok)
+		events, _ = openEvents(t, a.URL, tokens[0], users[0], "3")
+		_, ok = nextEvent(t, events, 5*time.Second)
+		require.False(t, ok, "nothing changed since id 3")
+	})
+
+	t.Run("cancel_read_on_other_instance", func(t *testing.T) {
+		events, _ := openEvents(t, a.URL, tokens[1], users[1], "2")
+		code, body := call(t, "POST", b.URL+"/api/v1/reservations/"+tokens[1]+"/cancel", users[1], nil)
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		code, body = call(t, "GET", a.URL+"/api/v1/reservations/"+tokens[1], users[1], nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "CANCELLED", body["status"], "a read after the 200 of cancel, on the other instance")
+		ev, ok := nextEvent(t, events, 4*time.Second)
+		require.True(t, ok)
+		require.Equal(t, "3", ev.ID)
+		require.Equal(t, "CANCELLED", ev.View["status"])
+	})
+
+	t.Run("errors_before_the_stream", func(t *testing.T) {
+		_, resp := openEvents(t, a.URL, tokens[2], users[3], "")
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "another user's reservation")
+		req, err := http.NewRequest("GET", a.URL+"/api/v1/reservations/"+tokens[2]+"/events", nil)
+		require.NoError(t, err)
+		resp, err = http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	})
+}
