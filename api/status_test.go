@@ -1,0 +1,125 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+)
+
+// TestStatusReadsAreRateLimitedPerUser: polls and stream opens share the
+// caller's status-read bucket; the 429 carries the error body and
+// Retry-After, and another user is unaffected.
+func TestStatusReadsAreRateLimitedPerUser(t *testing.T) {
+	h := MustHarness(t, func(c *config.Config) { c.StatusRPS, c.StatusBurst = 0.5, 2 })
+	sale := h.MustWarmSale(5)
+	user := testenv.UniqueUser()
+	jwt := h.MustToken(user, "")
+	r := h.reserve(sale.ID, jwt, "status-limit-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+
+	for range 2 {
+		r = h.do("GET", "/api/v1/reservations/"+token, jwt, "")
+		require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+		require.Equal(t, "QUEUED", r.json(t)["status"])
+	}
+	r = h.do("GET", "/api/v1/reservations/"+token, jwt, "")
+	require.Equal(t, http.StatusTooManyRequests, r.Status)
+	require.Equal(t, "rate_limited", r.errCode(t))
+	require.NotEmpty(t, r.Header.Get("Retry-After"))
+	r = h.do("GET", "/api/v1/reservations/"+token+"/events", jwt, "")
+	require.Equal(t, http.StatusTooManyRequests, r.Status)
+	require.Equal(t, "rate_limited", r.errCode(t))
+
+	other := h.MustToken(testenv.UniqueUser(), "")
+	r = h.do("GET", "/api/v1/reservations/"+token, other, "")
+	require.Equal(t, http.StatusNotFound, r.Status, "another user's token, own bucket")
+}
+
+// TestEventStreamFollowsTheStatusRecord: an instance's stream starts with
+// the current view (QUEUED, id 1), pushes each status record the worker
+// writes to Redis (here written directly, no order row exists: the stream
+// and the poll read Redis, not the database) and ends after a terminal
+// status.
+func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(5)
+	user := testenv.UniqueUser()
+	jwt := h.MustToken(user, "")
+	r := h.reserve(sale.ID, jwt, "status-stream-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", h.base+"/api/v1/reservations/"+token+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+jwt)
+	resp, err := h.http.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// next returns the id and data of the next event ("" at the end).
+	next := func() (string, string) {
+		t.Helper()
+		var id, data string
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					return "", ""
+				}
+				switch {
+				case strings.HasPrefix(l, "id: "):
+					id = l[4:]
+				case strings.HasPrefix(l, "data: "):
+					data = l[6:]
+				case l == "" && data != "":
+					return id, data
+				}
+			case <-time.After(3 * time.Second): // under the 5 s re-read: pub/sub woke the stream
+				t.Fatal("no event in time")
+			}
+		}
+	}
+	id, data := next()
+	require.Equal(t, "1", id)
+	require.Contains(t, data, `"status":"QUEUED"`)
+
+	payBy := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Millisecond)
+	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
+	require.NoError(t, err)
+	id, data = next()
+	require.Equal(t, "2", id)
+	require.Contains(t, data, `"status":"PENDING_PAYMENT"`)
+	require.Contains(t, data, `"order_no":"o-stream"`)
+	r = h.do("GET", "/api/v1/reservations/"+token, jwt, "")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.Equal(t, "PENDING_PAYMENT", r.json(t)["status"])
+	require.Equal(t, payBy.Format(time.RFC3339Nano), r.json(t)["pay_by"])
+
+	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
+	require.NoError(t, err)
+	id, data = next()
+	require.Equal(t, "3", id)
+	require.Contains(t, data, `"status":"CANCELLED"`)
+	id, _ = next()
+	require.Empty(t, id, "the stream ends after a terminal status")
+}
