@@ -89,6 +89,9 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
+	if limited, err := s.statusReadLimited(c, p.UserID); limited {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
 	defer cancel()
 	rs, err := s.st.ListReservations(ctx, p.UserID, saleID, listLimit)
