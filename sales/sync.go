@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,6 +12,10 @@ import (
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )
+
+// forgetTimeout bounds the best-effort removal of a status record while
+// the database path owns the sale.
+const forgetTimeout = 100 * time.Millisecond
 
 // SyncToken brings Redis's copy of a reservation to the state the database
 // holds now, whatever path took the unit and whatever Redis holds of it:
@@ -39,7 +44,12 @@ func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, 
 	if sale.Mode == domain.ModeDatabase {
 		// Best effort: a record left behind would be stale once this
 		// change is acknowledged; the next rebuild's epoch voids it anyway.
-		if err := scripts.ForgetStatus(ctx, rdb, res.SaleID, token); err != nil {
+		// Bounded tightly: Redis is often what failed, and the database
+		// path must not wait for it.
+		fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
+		err := scripts.ForgetStatus(fctx, rdb, res.SaleID, token)
+		cancel()
+		if err != nil {
 			slog.Warn("sync token: forget status record", "token", token, "err", err)
 		}
 		return false, nil
