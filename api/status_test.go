@@ -48,8 +48,8 @@ func TestStatusReadsAreRateLimitedPerUser(t *testing.T) {
 // TestEventStreamFollowsTheStatusRecord: an instance's stream starts with
 // the current view (QUEUED, id 1), pushes each status record the worker
 // writes to Redis (here written directly, no order row exists: the stream
-// and the poll read Redis, not the database) and ends after a terminal
-// status.
+// and the poll read Redis, not the database), finds a record whose wake-up
+// was lost by its periodic re-read, and ends after a terminal status.
 func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	h := MustHarness(t)
 	sale := h.MustWarmSale(5)
@@ -77,6 +77,7 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 		}
 	}()
 	// next returns the id and data of the next event ("" at the end).
+	wait := 3 * time.Second // under the 5 s re-read: pub/sub woke the stream
 	next := func() (string, string) {
 		t.Helper()
 		var id, data string
@@ -94,7 +95,7 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 				case l == "" && data != "":
 					return id, data
 				}
-			case <-time.After(3 * time.Second): // under the 5 s re-read: pub/sub woke the stream
+			case <-time.After(wait):
 				t.Fatal("no event in time")
 			}
 		}
@@ -115,8 +116,17 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	require.Equal(t, "PENDING_PAYMENT", r.json(t)["status"])
 	require.Equal(t, payBy.Format(time.RFC3339Nano), r.json(t)["pay_by"])
 
-	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
+	// A lost wake-up: the CANCELLED record lands without a message for
+	// this token (written for another token, its value copied over), so
+	// only the stream's periodic re-read can find it.
+	const other = "status-stream-other"
+	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, other, lua.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
 	require.NoError(t, err)
+	keys := lua.SaleKeys(sale.ID)
+	raw, err := h.rdb.HGet(ctx, keys.Status, other).Result()
+	require.NoError(t, err)
+	require.NoError(t, h.rdb.HSet(ctx, keys.Status, token, raw).Err())
+	wait = streamReread + 2*time.Second
 	id, data = next()
 	require.Equal(t, "3", id)
 	require.Contains(t, data, `"status":"CANCELLED"`)
