@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 )
 
@@ -63,16 +64,36 @@ func (s *server) statusView(ctx context.Context, userID int64, token string, sal
 	if v, ok := s.ended.get(token); ok {
 		return s.owned(v, userID)
 	}
-	if v, ok := s.redisStatus(ctx, token, saleID); ok {
-		s.ended.put(token, v)
-		return s.owned(v, userID)
+	e, err := s.cache.get(ctx, saleID)
+	redisMode := err == nil && e.sale.Load().Mode == domain.ModeRedis
+	var held *ownedView
+	if err == nil {
+		got, ok := s.redisStatus(ctx, token, saleID)
+		switch {
+		case ok && got.Record != nil && redisMode:
+			v := ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}
+			s.ended.put(token, v)
+			return s.owned(v, userID)
+		case ok && got.TokenState == domain.TokenHeld:
+			held = &ownedView{owner: got.Owner, view: domain.ReservationView{Token: token, SaleID: saleID,
+				Status: domain.StatusQueued, AmountCents: e.sale.Load().PriceCents}}
+			if redisMode {
+				return s.owned(*held, userID)
+			}
+		}
 	}
+	// Redis does not know the status, or its copy is stale because the
+	// database path owns the sale: the row decides, and a hold the
+	// workflow has not recorded yet is QUEUED.
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
 		s.logger.Warn("status read: database", "token", token, "err", err)
 		return domain.ReservationView{}, 0, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 	}
 	if r == nil {
+		if held != nil {
+			return s.owned(*held, userID)
+		}
 		return domain.ReservationView{}, 0, errNoReservation
 	}
 	v := ownedView{owner: r.UserID, view: r.View()}
@@ -87,30 +108,17 @@ func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64
 	return v.view, sales.StatusSeq(v.view.Status), nil
 }
 
-// redisStatus answers from Redis when it knows the reservation's current
-// status: its record of the sale's current epoch, or a hold whose order
-// does not exist yet. Not while the database path owns the sale (Redis's
-// copy is stale then) and not when Redis cannot answer now.
-func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (ownedView, bool) {
-	e, err := s.cache.get(ctx, saleID)
-	if err != nil || e.sale.Load().Mode != domain.ModeRedis {
-		return ownedView{}, false
-	}
+// redisStatus reads the token's hold and status record (of the sale's
+// current epoch); ok is false when Redis cannot answer now.
+func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
 	got, err := s.scripts.ReadStatus(rctx, s.rdb, saleID, token)
 	if err != nil {
 		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
-		return ownedView{}, false
+		return lua.StatusRead{}, false
 	}
-	switch {
-	case got.Record != nil:
-		return ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}, true
-	case got.TokenState == domain.TokenHeld:
-		return ownedView{owner: got.Owner, view: domain.ReservationView{Token: token, SaleID: saleID,
-			Status: domain.StatusQueued, AmountCents: e.sale.Load().PriceCents}}, true
-	}
-	return ownedView{}, false
+	return got, true
 }
 
 // statusReadLimited answers 429 when the caller's status-read bucket is

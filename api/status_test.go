@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
@@ -132,4 +134,35 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	require.Contains(t, data, `"status":"CANCELLED"`)
 	id, _ = next()
 	require.Empty(t, id, "the stream ends after a terminal status")
+}
+
+// TestStatusReadsAskTheDatabaseInDatabaseMode: while the database path owns
+// the sale, Redis's copy is stale (the workflow's Redis step leaves it
+// alone), so a status record is not believed: the row decides.
+func TestStatusReadsAskTheDatabaseInDatabaseMode(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(5)
+	user := testenv.UniqueUser()
+	jwt := h.MustToken(user, "")
+	r := h.reserve(sale.ID, jwt, "status-dbmode-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	_, err := h.st.RecordReservation(ctx, domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "status-dbmode-1", Path: domain.PathRedis})
+	require.NoError(t, err)
+	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stale", AmountCents: sale.PriceCents})
+	require.NoError(t, err)
+	_, err = h.st.EndQueued(ctx, token, domain.StatusCancelled, "user")
+	require.NoError(t, err)
+	r = h.do("GET", "/api/v1/reservations/"+token, jwt, "")
+	require.Equal(t, "PENDING_PAYMENT", r.json(t)["status"], "in Redis mode the record answers")
+
+	_, err = h.st.SwitchToDatabase(ctx, sale.ID, 0)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r := h.do("GET", "/api/v1/reservations/"+token, jwt, "")
+		assert.Equal(c, "CANCELLED", r.json(t)["status"])
+	}, 5*time.Second, 100*time.Millisecond, "the sale cache learns the mode within a second")
 }
