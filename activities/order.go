@@ -163,12 +163,17 @@ func (a *Activities) EndQueued(ctx context.Context, token string, to domain.Rese
 }
 
 // RedisAdvance moves the token's Redis state to `to` if it is in one of
-// from; it reports whether it moved (false on a rerun).
+// from; it reports whether it moved (false on a rerun). It is the Redis
+// step of workflows recorded before redisFromState, which write no status
+// record: any record (a repair's) goes, so status reads ask the database.
 func (a *Activities) RedisAdvance(ctx context.Context, saleID int64, token, to string, from []string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	moved, err := a.Scripts.Advance(ctx, a.Redis, saleID, token, to, from...)
 	if err != nil {
+		return false, fmt.Errorf("redis advance %s to %s: %w", token, to, err)
+	}
+	if err := a.Scripts.ForgetStatus(ctx, a.Redis, saleID, token); err != nil {
 		return false, fmt.Errorf("redis advance %s to %s: %w", token, to, err)
 	}
 	return moved, nil
@@ -189,12 +194,16 @@ func (a *Activities) SyncRedis(ctx context.Context, token string) (bool, error) 
 
 // RedisRelease releases the token's hold: the buyer mark goes, the token is
 // marked released and, when restore, the unit goes back to Redis's stock.
-// It reports whether it released now (false on a rerun).
+// It reports whether it released now (false on a rerun). Like RedisAdvance
+// it drops the token's status record.
 func (a *Activities) RedisRelease(ctx context.Context, saleID, userID int64, token string, restore bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	released, err := a.Scripts.Release(ctx, a.Redis, saleID, userID, token, restore)
 	if err != nil {
+		return false, fmt.Errorf("redis release %s: %w", token, err)
+	}
+	if err := a.Scripts.ForgetStatus(ctx, a.Redis, saleID, token); err != nil {
 		return false, fmt.Errorf("redis release %s: %w", token, err)
 	}
 	return released, nil

@@ -79,6 +79,9 @@ type server struct {
 	jwtSecrets [][]byte
 	readAddr   *keyedLimiters[netip.Addr]
 	readUser   *keyedLimiters[int64]
+	// status reads (status.go, events.go)
+	ended *endedViews
+	hub   *statusHub
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -195,6 +198,7 @@ func NewServer(d Deps) *Server {
 			AllowMethods:  "GET,POST,PUT,DELETE",
 		}))
 	}
+	s.initStatus()
 	s.routes(app, reg)
 
 	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
@@ -234,6 +238,7 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Get("/api/v1/sales/:sale_id", s.limitReads, s.getSale)
 	app.Post("/api/v1/sales/:sale_id/reservations", user, s.reserve)
 	app.Get("/api/v1/reservations/:token", user, s.limitReads, s.getReservation)
+	app.Get("/api/v1/reservations/:token/events", user, s.limitReads, s.reservationEvents)
 	app.Post("/api/v1/reservations/:token/payment", user, s.pay)
 	app.Post("/api/v1/reservations/:token/cancel", user, s.cancel)
 	app.Get("/api/v1/me/reservations", user, s.limitReads, s.listReservations)

@@ -67,42 +67,19 @@ func (s *server) dbReservation(ctx context.Context, token string) (*domain.Reser
 	return r, nil
 }
 
-// queuedView is the view of a hold whose order does not exist yet.
-func (s *server) queuedView(ctx context.Context, token string, saleID int64) (domain.ReservationView, error) {
-	e, err := s.cache.get(ctx, saleID)
-	if err != nil {
-		return domain.ReservationView{}, err
-	}
-	return domain.ReservationView{Token: token, SaleID: saleID, Status: domain.StatusQueued, AmountCents: e.sale.Load().PriceCents}, nil
-}
-
-// GET /api/v1/reservations/{token}: Redis while the hold is in flight, the
-// database otherwise; only the owner sees it.
+// GET /api/v1/reservations/{token}: answered from Redis and the
+// in-process cache (status.go); only the owner sees it.
 func (s *server) getReservation(c *fiber.Ctx) error {
 	p := principal(c)
 	token, saleID, err := tokenParam(c)
 	if err != nil {
 		return sendErr(c, err)
 	}
-	if state, owner, ok := s.redisHold(c.UserContext(), saleID, token); ok && state == domain.TokenHeld {
-		if owner != p.UserID {
-			return sendErr(c, errNoReservation)
-		}
-		v, err := s.queuedView(c.UserContext(), token, saleID)
-		if err != nil {
-			return sendErr(c, err)
-		}
-		return c.JSON(v)
-	}
-	r, err := s.dbReservation(c.UserContext(), token)
+	v, _, err := s.statusView(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
-		s.log(c).Warn("get reservation", "err", err)
-		return unavailable(c, 1, "reservation store unavailable")
+		return s.sendMaybeUnavailable(c, err)
 	}
-	if r == nil || r.UserID != p.UserID {
-		return sendErr(c, errNoReservation)
-	}
-	return c.JSON(r.View())
+	return c.JSON(v)
 }
 
 // GET /api/v1/me/reservations?sale_id=

@@ -154,6 +154,9 @@ func TestStorefrontInABrowser(t *testing.T) {
 	// second reaches a disabled button and sends nothing.
 	do(t, browser, chromedp.Click(chromedp.ID("buy")), chromedp.Click(chromedp.ID("buy")))
 	waitPage(t, browser, "PENDING_PAYMENT", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT'", 3*time.Minute)
+	transport, err := eval[string](browser, "window.seckillTransport")
+	require.NoError(t, err)
+	require.Equal(t, "stream", transport, "the page follows the reservation's event stream")
 	waitPage(t, browser, "the payment countdown", "!document.getElementById('pay-by-row').hidden && /\\d\\d:\\d\\d/.test(document.getElementById('pay-by').textContent)", 10*time.Second)
 
 	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, saleID), user, nil)
@@ -188,13 +191,23 @@ func TestStorefrontInABrowser(t *testing.T) {
 	// The sale view may still show the unit (stock_left lags by a second):
 	// then the click gets the contract's 410 sold_out. Either way the page
 	// must say sold out.
-	_, err := eval[bool](browser, "(() => { const b = document.getElementById('buy'); if (!b.disabled) b.click(); return true; })()")
+	_, err = eval[bool](browser, "(() => { const b = document.getElementById('buy'); if (!b.disabled) b.click(); return true; })()")
 	require.NoError(t, err)
 	waitPage(t, browser, "sold-out message", "document.getElementById('message').dataset.code === 'sold_out' && document.getElementById('message').textContent.startsWith('Sold out')", 20*time.Second)
 	screenshot(t, browser, filepath.Join(out, "sold-out.png"))
 	code, mine = call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, soldOut), late, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Empty(t, mine["reservations"])
+
+	// Without the stream (forced here; a failing stream falls back the
+	// same way) the page polls and still sees the order settle.
+	polled := mustLiveSale(t, api.URL, "Polled lamp", 9900, 1, 900)
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d&transport=poll", api.URL, polled)))
+	waitPage(t, browser, "the polled sale", "document.getElementById('title').textContent === 'Polled lamp'", 20*time.Second)
+	login(t, browser, testenv.UniqueUser())
+	waitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
+	do(t, browser, chromedp.Click(chromedp.ID("buy")))
+	waitPage(t, browser, "PENDING_PAYMENT by polling", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && window.seckillTransport === 'poll'", 3*time.Minute)
 }
 
 func exists(path string) bool {

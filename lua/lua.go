@@ -51,6 +51,7 @@ type Keys struct {
 	Started  string // set of tokens whose workflow is known started
 	Fence    string // counter bumped by every Redis step of a release or advance
 	Adjusts  string // set of stock-addition refs Redis's stock includes
+	Status   string // hash: token -> status record (status.go)
 }
 
 // SaleKeys returns the keys of a sale.
@@ -69,12 +70,13 @@ func SaleKeys(saleID int64) Keys {
 		Started:  p + "started",
 		Fence:    p + "fence",
 		Adjusts:  p + "adjusts",
+		Status:   p + "status",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status}
 }
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.

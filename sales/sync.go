@@ -3,6 +3,8 @@ package sales
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -10,6 +12,10 @@ import (
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )
+
+// forgetTimeout bounds the best-effort removal of a status record while
+// the database path owns the sale.
+const forgetTimeout = 100 * time.Millisecond
 
 // SyncToken brings Redis's copy of a reservation to the state the database
 // holds now, whatever path took the unit and whatever Redis holds of it:
@@ -36,6 +42,16 @@ func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, 
 		return false, fmt.Errorf("sync token %s: %w", token, err)
 	}
 	if sale.Mode == domain.ModeDatabase {
+		// Best effort: a record left behind would be stale once this
+		// change is acknowledged; the next rebuild's epoch voids it anyway.
+		// Bounded tightly: Redis is often what failed, and the database
+		// path must not wait for it.
+		fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
+		err := scripts.ForgetStatus(fctx, rdb, res.SaleID, token)
+		cancel()
+		if err != nil {
+			slog.Warn("sync token: forget status record", "token", token, "err", err)
+		}
 		return false, nil
 	}
 	var changed bool
@@ -54,5 +70,50 @@ func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, 
 	if err != nil {
 		return false, fmt.Errorf("sync token %s: %w", token, err)
 	}
+	// The status record follows the token's Redis state in the same step,
+	// before the workflow acknowledges the change to anyone.
+	if res.Status != domain.StatusQueued {
+		if _, err := scripts.WriteStatus(ctx, rdb, res.SaleID, token, StatusRecordOf(res)); err != nil {
+			return false, fmt.Errorf("sync token %s: %w", token, err)
+		}
+	}
 	return changed, nil
+}
+
+// StatusSeq is a status's rank along the contract's arrows: it grows with
+// every change, so it is the event id of the reservation's event stream.
+func StatusSeq(s domain.ReservationStatus) int64 {
+	switch {
+	case s.Terminal():
+		return 3
+	case s == domain.StatusPendingPayment:
+		return 2
+	}
+	return 1
+}
+
+// StatusRecordOf is the status record of a reservation row.
+func StatusRecordOf(r *domain.Reservation) lua.StatusRecord {
+	rec := lua.StatusRecord{
+		Seq:         StatusSeq(r.Status),
+		UserID:      r.UserID,
+		Status:      string(r.Status),
+		OrderNo:     r.OrderNo,
+		AmountCents: r.AmountCents,
+	}
+	if r.PayBy != nil {
+		rec.PayBy = r.PayBy.UTC()
+	}
+	return rec
+}
+
+// ViewOfStatusRecord is the reservation view a status record stands for.
+func ViewOfStatusRecord(token string, saleID int64, rec *lua.StatusRecord) domain.ReservationView {
+	r := domain.Reservation{Token: token, SaleID: saleID, Status: domain.ReservationStatus(rec.Status),
+		OrderNo: rec.OrderNo, AmountCents: rec.AmountCents}
+	if !rec.PayBy.IsZero() {
+		t := rec.PayBy
+		r.PayBy = &t
+	}
+	return r.View()
 }

@@ -239,30 +239,86 @@
     } catch (e) { /* best effort */ }
   }
 
-  let polling = false;
-  async function pollReservation() {
-    if (polling || !reservation) return;
-    polling = true;
-    let delay = 1000;
-    try {
-      const r = await call('GET', '/api/v1/reservations/' + encodeURIComponent(reservation.token));
-      if (r.status === 200) {
-        reservation = r.body;
-        if (r.body.status === 'PENDING_PAYMENT' && $('message').dataset.code === 'reserved') say('ok', 'order', 'Your order is ready: please pay before the time runs out.');
-        if (r.body.status === 'EXPIRED') say('error', 'expired', 'The payment window has passed; the unit went back on sale.');
-        if (r.body.status === 'FAILED') say('error', 'failed', 'The order could not be created; the unit went back on sale.');
-        if (r.body.status === 'CANCELLED') say('error', 'cancelled', 'The reservation was cancelled.');
-        if (SETTLED.includes(r.body.status)) buyState = r.body.status === 'PAID' ? 'done' : 'idle';
-      } else {
-        delay = r.retryAfter * 1000;
-      }
-    } catch (e) {
-      delay = 2000;
-    } finally {
-      polling = false;
-    }
+  // The reservation's status: the server-sent event stream first (fetch
+  // and a stream reader, so the token stays in the Authorization header),
+  // polling with backoff when the stream fails. ?transport=poll forces
+  // polling. window.seckillTransport says which one is in use.
+  const forcePoll = new URLSearchParams(location.search).get('transport') === 'poll';
+  window.seckillTransport = 'none';
+
+  function applyStatus(view) {
+    if (!reservation || view.token !== reservation.token) return;
+    reservation = view;
+    if (view.status === 'PENDING_PAYMENT' && $('message').dataset.code === 'reserved') say('ok', 'order', 'Your order is ready: please pay before the time runs out.');
+    if (view.status === 'EXPIRED') say('error', 'expired', 'The payment window has passed; the unit went back on sale.');
+    if (view.status === 'FAILED') say('error', 'failed', 'The order could not be created; the unit went back on sale.');
+    if (view.status === 'CANCELLED') say('error', 'cancelled', 'The reservation was cancelled.');
+    if (SETTLED.includes(view.status)) buyState = view.status === 'PAID' ? 'done' : 'idle';
     render();
-    if (reservation && !SETTLED.includes(reservation.status)) setTimeout(pollReservation, delay);
+  }
+
+  let watching = false;
+  async function pollReservation() {
+    if (watching || !reservation) return;
+    watching = true;
+    const token = reservation.token;
+    let ok = !forcePoll && await streamReservation(token);
+    let delay = 1000;
+    while (!ok && reservation && reservation.token === token && !SETTLED.includes(reservation.status)) {
+      window.seckillTransport = 'poll';
+      await new Promise((done) => setTimeout(done, delay));
+      try {
+        const r = await call('GET', '/api/v1/reservations/' + encodeURIComponent(token));
+        if (r.status === 200) {
+          applyStatus(r.body);
+          delay = 2000;
+        } else {
+          delay = Math.max(r.retryAfter * 1000, Math.min(delay * 2, 15000));
+        }
+      } catch (e) {
+        delay = Math.min(delay * 2, 15000); // back off while the network fails
+      }
+    }
+    watching = false;
+  }
+
+  // streamReservation follows the event stream; true when it saw the
+  // reservation end, false when the stream failed (the caller polls).
+  async function streamReservation(token) {
+    let lastId = '';
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const headers = { Accept: 'text/event-stream', Authorization: 'Bearer ' + jwt };
+        if (lastId) headers['Last-Event-ID'] = lastId;
+        const resp = await fetch('/api/v1/reservations/' + encodeURIComponent(token) + '/events', { headers, cache: 'no-store' });
+        if (resp.status !== 200 || !resp.body) return false;
+        window.seckillTransport = 'stream';
+        const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          if (!reservation || reservation.token !== token) { reader.cancel(); return true; } // another reservation now
+          buf += value;
+          let end;
+          while ((end = buf.indexOf('\n\n')) >= 0) {
+            const block = buf.slice(0, end);
+            buf = buf.slice(end + 2);
+            let id = '', data = '';
+            for (const line of block.split('\n')) {
+              if (line.startsWith('id: ')) id = line.slice(4);
+              else if (line.startsWith('data: ')) data += line.slice(6);
+            }
+            if (!data) continue; // a comment or the retry field
+            if (id) lastId = id;
+            applyStatus(JSON.parse(data));
+          }
+        }
+        if (!reservation || reservation.token !== token || SETTLED.includes(reservation.status)) return true;
+      } catch (e) { /* reconnect below, then poll */ }
+      await new Promise((done) => setTimeout(done, 1000));
+    }
+    return false;
   }
 
   async function pay() {

@@ -1,0 +1,131 @@
+package api
+
+import (
+	"context"
+	"sync"
+
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
+)
+
+// Status reads (polls and event streams) are answered without the
+// database: from the status record the order workflow writes to Redis as
+// the reservation advances (sales.SyncToken, before the workflow
+// acknowledges the change to anyone), from the token's Redis hold while
+// the order does not exist yet, and from an in-process cache of ended
+// reservations. MySQL answers only a token Redis no longer knows (the
+// sale's keys torn down, a record voided by a database-mode episode,
+// Redis unreachable); an ended reservation read there is cached too.
+
+// endedViews caches the views of ended reservations (they never change);
+// bounded: cleared when full.
+type endedViews struct {
+	mu  sync.RWMutex
+	m   map[string]ownedView
+	max int
+}
+
+type ownedView struct {
+	owner int64
+	view  domain.ReservationView
+}
+
+func newEndedViews(max int) *endedViews {
+	return &endedViews{m: make(map[string]ownedView), max: max}
+}
+
+func (e *endedViews) get(token string) (ownedView, bool) {
+	e.mu.RLock()
+	v, ok := e.m[token]
+	e.mu.RUnlock()
+	return v, ok
+}
+
+func (e *endedViews) put(token string, v ownedView) {
+	if !v.view.Status.Terminal() {
+		return
+	}
+	e.mu.Lock()
+	if len(e.m) >= e.max {
+		clear(e.m)
+	}
+	e.m[token] = v
+	e.mu.Unlock()
+}
+
+// statusView is the reservation's current view for its owner and the
+// view's sequence number (sales.StatusSeq). Errors are *domain.Error
+// (not_found, unavailable).
+func (s *server) statusView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
+	if v, ok := s.ended.get(token); ok {
+		return s.owned(v, userID)
+	}
+	e, err := s.cache.get(ctx, saleID)
+	redisMode := err == nil && e.sale.Load().Mode == domain.ModeRedis
+	var held *ownedView
+	if err == nil {
+		got, ok := s.redisStatus(ctx, token, saleID)
+		switch {
+		case ok && got.Record != nil && redisMode:
+			v := ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}
+			s.ended.put(token, v)
+			return s.owned(v, userID)
+		case ok && got.TokenState == domain.TokenHeld:
+			held = &ownedView{owner: got.Owner, view: domain.ReservationView{Token: token, SaleID: saleID,
+				Status: domain.StatusQueued, AmountCents: e.sale.Load().PriceCents}}
+			if redisMode {
+				return s.owned(*held, userID)
+			}
+		}
+	}
+	// Redis does not know the status, or its copy is stale because the
+	// database path owns the sale: the row decides, and a hold the
+	// workflow has not recorded yet is QUEUED.
+	r, err := s.dbReservation(ctx, token)
+	if err != nil {
+		s.logger.Warn("status read: database", "token", token, "err", err)
+		return domain.ReservationView{}, 0, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+	}
+	if r == nil {
+		if held != nil {
+			return s.owned(*held, userID)
+		}
+		return domain.ReservationView{}, 0, errNoReservation
+	}
+	v := ownedView{owner: r.UserID, view: r.View()}
+	s.ended.put(token, v)
+	return s.owned(v, userID)
+}
+
+func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64, error) {
+	if v.owner != userID {
+		return domain.ReservationView{}, 0, errNoReservation
+	}
+	return v.view, sales.StatusSeq(v.view.Status), nil
+}
+
+// redisStatus reads the token's hold and status record (of the sale's
+// current epoch); ok is false when Redis cannot answer now.
+func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	got, err := s.scripts.ReadStatus(rctx, s.rdb, saleID, token)
+	if err != nil {
+		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
+		return lua.StatusRead{}, false
+	}
+	return got, true
+}
+
+// initStatus prepares the status reads and starts the event fan-in.
+func (s *server) initStatus() {
+	s.ended = newEndedViews(1 << 17)
+	s.hub = newStatusHub()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.hub.run(s.stop, s.rdb, s.logger)
+	}()
+}

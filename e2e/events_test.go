@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// sseEvent is one event of a reservation's event stream.
+type sseEvent struct {
+	ID   string
+	Name string
+	View map[string]any
+}
+
+// openEvents opens the reservation's event stream as user; events arrive
+// on the channel, which closes when the server ends the stream.
+func openEvents(t *testing.T, base, token string, user int64, lastEventID string) (<-chan sseEvent, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/reservations/"+token+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testenv.MustToken(t, user))
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	out := make(chan sseEvent, 16)
+	if resp.StatusCode != http.StatusOK {
+		close(out)
+		return out, resp
+	}
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.Name != "" {
+					out <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.ID = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				ev.Name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.View)
+			}
+		}
+	}()
+	return out, resp
+}
+
+func nextEvent(t *testing.T, events <-chan sseEvent, within time.Duration) (sseEvent, bool) {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		return ev, ok
+	case <-time.After(within):
+		t.Fatalf("no event or end of stream within %s", within)
+		return sseEvent{}, false
+	}
+}
+
+// apiDBUser is the MariaDB account of this test's API processes, so that
+// their SELECTs are counted apart from everything else on the shared
+// server (other packages' tests run at the same time).
+const apiDBUser = "seckill_events_api"
+
+// mustAPIAccount creates apiDBUser with the test database's privileges,
+// turns MariaDB's per-user statistics on and returns the DSN to use.
+func mustAPIAccount(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
+	require.NoError(t, err)
+	for _, q := range []string{
+		"CREATE USER IF NOT EXISTS '" + apiDBUser + "'@'%'",
+		"GRANT ALL PRIVILEGES ON `" + cfg.DBName + "`.* TO '" + apiDBUser + "'@'%'",
+		"SET GLOBAL userstat = 1",
+	} {
+		_, err := db.Exec(q)
+		require.NoError(t, err, q)
+	}
+	cfg.User, cfg.Passwd = apiDBUser, ""
+	return cfg.FormatDSN()
+}
+
+// apiSelects is the number of SELECT statements apiDBUser has run
+// (MariaDB's Com_select of that account).
+func apiSelects(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	var n int64
+	err := db.QueryRow("SELECT SELECT_COMMANDS FROM information_schema.USER_STATISTICS WHERE USER = ?", apiDBUser).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0
+	}
+	require.NoError(t, err)
+	return n
+}
+
+// TestStatusReadsAndEventsAcrossInstances: two API instances on one Redis
+// and one worker. Polls of pending reservations cost MariaDB no SELECT
+// (counted for the APIs' own MariaDB account, against an idle window of
+// the same length: the sale caches' refreshes); a read after a 200 from pay or cancel, on the other instance,
+// shows the new status; an event stream held by one instance gets the
+// change made through the other at once (pub/sub), ends after the terminal
+// status, and resumes with Last-Event-ID.
+func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
+	db, err := sql.Open("mysql", testenv.MySQLDSN())
+	require.NoError(t, err)
+	defer db.Close()
+	env := testenv.ProcEnv(t, "e2e-events-"+fmt.Sprint(time.Now().UnixNano()), map[string]string{"SECKILL_READ_PER_USER_RPS": "0"})
+	testenv.MustWorker(t, "worker", env)
+	apiEnv := maps.Clone(env)
+	apiEnv["MYSQL_DSN"] = mustAPIAccount(t, db)
+	a := testenv.MustAPI(t, "api-a", apiEnv)
+	b := testenv.MustAPI(t, "api-b", apiEnv)
+	// A sale made and warmed directly, without its SaleWorkflow, whose
+	// minute reconciliation would add a burst of SELECTs to the count.
+	sale := testenv.MustSale(t, testenv.MustStore(t), 8)
+	testenv.MustWarm(t, testenv.MustStore(t), testenv.MustRedis(t), sale)
+	saleID := sale.ID
+
+	const n = 6
+	users, tokens := make([]int64, n), make([]string, n)
+	for i := range users {
+		users[i] = testenv.UniqueUser()
+		code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", a.URL, saleID), users[i], map[string]any{"request_id": "events-request-1"})
+		require.Equal(t, http.StatusAccepted, code, "%v", body)
+		tokens[i] = body["token"].(string)
+	}
+	for i := range users {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			code, body := call(t, "GET", b.URL+"/api/v1/reservations/"+tokens[i], users[i], nil)
+			assert.Equal(c, http.StatusOK, code)
+			assert.Equal(c, "PENDING_PAYMENT", body["status"])
+		}, time.Minute, 100*time.Millisecond)
+	}
+
+	t.Run("polls_skip_the_database", func(t *testing.T) {
+		poll := func(d time.Duration) int64 {
+			var polls atomic.Int64
+			var bad atomic.Int64
+			stop := time.Now().Add(d)
+			var wg sync.WaitGroup
+			for g := 0; g < 8; g++ {
+				wg.Go(func() {
+					for i := g; time.Now().Before(stop); i++ {
+						base := a.URL
+						if i%2 == 1 {
+							base = b.URL
+						}
+						k := i % n
+						code, body, err := testenv.Do("GET", base+"/api/v1/reservations/"+tokens[k], users[k], nil)
+						if err != nil || code != http.StatusOK || body["status"] != "PENDING_PAYMENT" || body["order_no"] == nil || body["pay_by"] == nil {
+							bad.Add(1)
+						}
+						polls.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			require.Zero(t, bad.Load(), "polls not answered 200 PENDING_PAYMENT with order_no and pay_by")
+			return polls.Load()
+		}
+		const window = 3 * time.Second
+		// The APIs' own background SELECTs (their sale caches) over an
+		// idle window of the same length, then the same window polled.
+		idle0 := apiSelects(t, db)
+		time.Sleep(window)
+		idle := apiSelects(t, db) - idle0
+		busy0 := apiSelects(t, db)
+		polls := poll(window)
+		busy := apiSelects(t, db) - busy0
+		t.Logf("%d polls: %d SELECTs (idle window: %d)", polls, busy, idle)
+		require.Greater(t, polls, int64(1000), "too few polls to judge")
+		require.LessOrEqual(t, busy-idle, polls/1000, "SELECTs caused by polls")
+	})
+
+	t.Run("pushed_across_instances", func(t *testing.T) {
+		events, resp := openEvents(t, b.URL, tokens[0], users[0], "")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+		ev, ok := nextEvent(t, events, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, "2", ev.ID)
+		require.Equal(t, "status", ev.Name)
+		require.Equal(t, "PENDING_PAYMENT", ev.View["status"])
+
+		code, body := call(t, "POST", a.URL+"/api/v1/reservations/"+tokens[0]+"/payment", users[0], map[string]any{"payment_ref": "ev-pay-0"})
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		paidAt := time.Now()
+		code, body = call(t, "GET", b.URL+"/api/v1/reservations/"+tokens[0], users[0], nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "PAID", body["status"], "a read after the 200 of pay, on the other instance")
+
+		// Within the stream's periodic re-read (5 s): the wake-up came
+		// through Redis pub/sub.
+		ev, ok = nextEvent(t, events, 4*time.Second)
+		require.True(t, ok)
+		require.Less(t, time.Since(paidAt), 4*time.Second)
+		require.Equal(t, "3", ev.ID)
+		require.Equal(t, "PAID", ev.View["status"])
+		require.Equal(t, body["order_no"], ev.View["order_no"])
+		_, ok = nextEvent(t, events, 5*time.Second)
+		require.False(t, ok, "the stream ends after a terminal status")
+
+		// Resume: the client saw id 2, so it gets the current view; having
+		// seen the terminal one, the stream just ends.
+		events, _ = openEvents(t, a.URL, tokens[0], users[0], "2")
+		ev, ok = nextEvent(t, events, 5*time.Second)
+		require.True(t, ok)
+		require.Equal(t, "3", ev.ID)
+		_, ok = nextEvent(t, events, 5*time.Second)
+		require.False(t, ok)
+		events, _ = openEvents(t, a.URL, tokens[0], users[0], "3")
+		_, ok = nextEvent(t, events, 5*time.Second)
+		require.False(t, ok, "nothing changed since id 3")
+	})
+
+	t.Run("cancel_read_on_other_instance", func(t *testing.T) {
+		events, _ := openEvents(t, a.URL, tokens[1], users[1], "2")
+		code, body := call(t, "POST", b.URL+"/api/v1/reservations/"+tokens[1]+"/cancel", users[1], nil)
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		code, body = call(t, "GET", a.URL+"/api/v1/reservations/"+tokens[1], users[1], nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "CANCELLED", body["status"], "a read after the 200 of cancel, on the other instance")
+		ev, ok := nextEvent(t, events, 4*time.Second)
+		require.True(t, ok)
+		require.Equal(t, "3", ev.ID)
+		require.Equal(t, "CANCELLED", ev.View["status"])
+	})
+
+	t.Run("errors_before_the_stream", func(t *testing.T) {
+		_, resp := openEvents(t, a.URL, tokens[2], users[3], "")
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "another user's reservation")
+		req, err := http.NewRequest("GET", a.URL+"/api/v1/reservations/"+tokens[2]+"/events", nil)
+		require.NoError(t, err)
+		resp, err = http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	})
+}
