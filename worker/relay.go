@@ -176,8 +176,13 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	for stop.Err() == nil {
 		if time.Since(lastReclaim) >= reclaimEvery {
 			lastReclaim = time.Now()
-			if _, err := r.Reclaim(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
+			n, err := r.Reclaim(work, saleID)
+			if err != nil && !errors.Is(err, errNoInbox) {
 				log.Warn("relay: reclaim", "err", err)
+			}
+			if n > 0 {
+				// Operators (and the chaos run) see a takeover happen.
+				log.Info("relay: reclaimed pending inbox entries", "entries", n)
 			}
 			if err := r.ObserveLag(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
 				log.Warn("relay: observe lag", "err", err)
