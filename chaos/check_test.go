@@ -155,6 +155,15 @@ func TestEachInvariantCanFail(t *testing.T) {
 		{"reconciliation disagrees", IReconciliation, func(_ *[]Event, f *Final) {
 			f.Sales[0].ReconDiscrepancies = []string{"redis_mark_without_order user 12"}
 		}},
+		{"a run without a single 202 proves nothing", IAcceptedEnded, func(h *[]Event, _ *Final) {
+			var kept []Event
+			for _, e := range *h {
+				if e.Op != OpReserve {
+					kept = append(kept, e)
+				}
+			}
+			*h = kept
+		}},
 		{"reconciliation unreachable", IReconciliation, func(_ *[]Event, f *Final) {
 			f.Sales[0].ReconErr = "503"
 		}},

@@ -72,6 +72,7 @@ func (c *caller) bearer(user int64) (string, error) {
 // do sends one request to API apiIdx (0-based) and records it as ev
 // (its op and ids filled by the caller).
 func (c *caller) do(ctx context.Context, apiIdx int, method, path string, user int64, body any, ev Event) (answer, Event) {
+	ev.T = time.Now()
 	a := c.send(ctx, apiIdx, method, path, user, body, nil)
 	return a, c.record(ev, a)
 }
@@ -153,7 +154,8 @@ func (c *caller) send(ctx context.Context, apiIdx int, method, path string, user
 // webhook sends the provider's signed confirmation of a payment.
 func (c *caller) webhook(ctx context.Context, apiIdx int, token, ref string, amount int64, ev Event) (answer, Event) {
 	body, _ := json.Marshal(map[string]any{"token": token, "payment_ref": ref, "amount_cents": amount})
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	ev.T = time.Now()
+	ts := strconv.FormatInt(ev.T.Unix(), 10)
 	hdr := map[string]string{"X-Timestamp": ts, "X-Signature": api.SignWebhook([]byte(config.DevPaymentSecret), ts, body)}
 	a := c.send(ctx, apiIdx, http.MethodPost, "/webhooks/payments", 0, json.RawMessage(body), hdr)
 	ev.Token, ev.PayRef = token, ref

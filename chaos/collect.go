@@ -41,7 +41,8 @@ func collect(ctx context.Context, d *Deployment, c *caller, sales []SaleSpec) (F
 			ds, _ := a.Body["discrepancies"].([]any)
 			for _, x := range ds {
 				m, _ := x.(map[string]any)
-				s.ReconDiscrepancies = append(s.ReconDiscrepancies, fmt.Sprintf("%v user %v token %v: %v", m["kind"], m["user_id"], m["token"], m["detail"]))
+				user, _ := m["user_id"].(float64)
+				s.ReconDiscrepancies = append(s.ReconDiscrepancies, fmt.Sprintf("%v user %d token %v: %v", m["kind"], int64(user), m["token"], m["detail"]))
 			}
 		}
 		f.Sales = append(f.Sales, s)

@@ -27,7 +27,7 @@ var DefaultSales = []SaleSpec{
 	{Stock: 15, WindowSeconds: 6, PriceCents: 1500, Weight: 3},
 	{Stock: 60, WindowSeconds: 10, PriceCents: 2500, Weight: 3},
 	{Stock: 120, WindowSeconds: 5, PriceCents: 990, Weight: 2},
-	{Stock: 250, WindowSeconds: 15, PriceCents: 4200, Weight: 1},
+	{Stock: 600, WindowSeconds: 15, PriceCents: 4200, Weight: 2},
 }
 
 // Workload is the run's clients and operator.
@@ -146,7 +146,7 @@ func (c *buyer) once(ctx context.Context) {
 	s := c.pickSale()
 	u := c.user()
 	c.n++
-	reqID := fmt.Sprintf("c%d-%d", c.id, c.n)
+	reqID := fmt.Sprintf("chaos-c%02d-%07d", c.id, c.n)
 	apiIdx := c.rng.IntN(2)
 	path := fmt.Sprintf("/api/v1/sales/%d/reservations", s.ID)
 	var a answer
@@ -170,13 +170,15 @@ func (c *buyer) once(ctx context.Context) {
 	if c.rng.IntN(8) == 0 {
 		c.w.C.do(ctx, apiIdx, http.MethodGet, fmt.Sprintf("/api/v1/me/reservations?sale_id=%d", s.ID), u, nil, Event{Op: OpMine, Sale: s.ID, User: u})
 	}
+	// Fates: most holds churn (expire, cancel) so the sales keep selling
+	// for the whole run; a fifth are paid, some late.
 	fate := c.rng.IntN(100)
 	switch {
-	case fate < 8: // cancel at once, maybe while QUEUED
+	case fate < 10: // cancel at once, maybe while QUEUED
 		c.cancel(ctx, apiIdx, s, u, tok)
 		c.release(u, 0)
 		return
-	case fate < 28: // walk away: it expires
+	case fate < 45: // walk away: it expires
 		c.release(u, time.Duration(s.WindowSeconds+5)*time.Second)
 		return
 	}
@@ -189,7 +191,7 @@ func (c *buyer) once(ctx context.Context) {
 	defer c.w.setLive(tok, s.ID, false)
 	ref := fmt.Sprintf("pay-%s-%d", tok[:min(12, len(tok))], c.rng.IntN(1000))
 	switch {
-	case fate < 60: // the user pays through the API, now and then twice
+	case fate < 57: // the user pays through the API, now and then twice
 		a, _ := c.w.C.do(ctx, apiIdx, http.MethodPost, "/api/v1/reservations/"+tok+"/payment", u, map[string]any{"payment_ref": ref},
 			Event{Op: OpPay, Sale: s.ID, User: u, Token: tok, PayRef: ref})
 		if unknown(a) || c.rng.IntN(10) == 0 {
@@ -197,13 +199,13 @@ func (c *buyer) once(ctx context.Context) {
 				Event{Op: OpPay, Sale: s.ID, User: u, Token: tok, PayRef: ref})
 		}
 		c.release(u, 0)
-	case fate < 80: // the provider confirms, now and then twice
+	case fate < 67: // the provider confirms, now and then twice
 		c.provider(ctx, apiIdx, s, u, tok, ref, 0)
 		if c.rng.IntN(3) == 0 {
 			c.provider(ctx, apiIdx+1, s, u, tok, ref, 0)
 		}
 		c.release(u, 0)
-	case fate < 88: // the provider confirms after the window closed
+	case fate < 75: // the provider confirms after the window closed
 		delay := time.Until(payBy) + time.Duration(1+c.rng.IntN(4))*time.Second
 		apiNext := apiIdx + 1
 		c.w.late.Go(func() { c.provider(context.WithoutCancel(ctx), apiNext, s, u, tok, ref, delay) })

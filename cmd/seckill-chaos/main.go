@@ -38,6 +38,9 @@ func run() int {
 	)
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// The proxies warn at every refused dial while a fault holds a service
+	// down: thousands of lines that say what the history already records.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	logf := func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
 
 	classes := chaos.AllFaults
