@@ -41,6 +41,7 @@ type Deployment struct {
 	TC  client.Client
 
 	temporalBin string
+	mysqlRoot   *sql.DB
 }
 
 // App is a seckill process and its proxies.
@@ -150,11 +151,10 @@ func (d *Deployment) startMySQL(ctx context.Context) error {
 			_, err := root.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+chaosDB)
 			return err
 		}}
+	d.mysqlRoot = root // the readiness check of every restart
 	if err := d.MySQL.Start(ctx, 2*time.Minute); err != nil {
-		root.Close()
 		return err
 	}
-	root.Close()
 	db, err := sql.Open("mysql", d.dsn(addr)+"?parseTime=true&timeout=2s&readTimeout=20s&writeTimeout=20s")
 	if err != nil {
 		return fmt.Errorf("open %s: %w", chaosDB, err)
@@ -346,6 +346,9 @@ func (d *Deployment) Close() {
 	}
 	if d.DB != nil {
 		_ = d.DB.Close()
+	}
+	if d.mysqlRoot != nil {
+		_ = d.mysqlRoot.Close()
 	}
 	if d.RDB != nil {
 		_ = d.RDB.Close()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,7 +52,8 @@ func resource(p Planned) string {
 		return "redis"
 	case FMySQLKill, FMySQLFreeze, FMySQLDown:
 		return "mysql"
-	case FTemporalKill, FTemporalFreeze:
+	case FTemporalKill, FTemporalFreeze, FWorkflowTerminate:
+		// The CLI needs the server: a terminate never lands in an outage.
 		return "temporal"
 	case FLinkCut, FLinkSlow:
 		return "links"
@@ -147,6 +149,21 @@ type Nemesis struct {
 
 	mu      sync.Mutex
 	aofSize []aofSample
+	busy    map[string]*sync.Mutex // per resource: a restart that runs late delays the next fault on it
+}
+
+func (n *Nemesis) lock(res string) *sync.Mutex {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.busy == nil {
+		n.busy = map[string]*sync.Mutex{}
+	}
+	m, ok := n.busy[res]
+	if !ok {
+		m = &sync.Mutex{}
+		n.busy[res] = m
+	}
+	return m
 }
 
 type aofSample struct {
@@ -176,6 +193,9 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time, plan []Planned) {
 
 // one injects p, waits its span, heals it.
 func (n *Nemesis) one(ctx context.Context, p Planned) {
+	m := n.lock(resource(p))
+	m.Lock()
+	defer m.Unlock()
 	ev := Event{Kind: KindFault, Op: p.Class, FaultID: p.ID, WritesLost: writesLost(p.Class)}
 	heal, target, sale, err := n.inject(ctx, p)
 	ev.Target, ev.Sale = target, sale
@@ -273,7 +293,14 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		if !ok {
 			return nil, "none", 0, fmt.Errorf("no pending reservation to terminate")
 		}
-		if err := d.TerminateWorkflow(ctx, "order:"+tok); err != nil {
+		var err error
+		for attempt := 0; attempt < 15; attempt++ { // the server may still be starting
+			if err = d.TerminateWorkflow(ctx, "order:"+tok); err == nil || strings.Contains(err.Error(), "not found") {
+				break
+			}
+			time.Sleep(2 * time.Second)
+		}
+		if err != nil {
 			return nil, "order:" + tok, sale, err
 		}
 		return nil, "order:" + tok, sale, nil
