@@ -231,6 +231,9 @@ func (c *checker) sale(s SaleState) {
 			again[e.User] = e
 		}
 	}
+	// Users the sale would not answer at all are one finding of the sale
+	// (it never sells again), not one per user.
+	var unprobed, silent []string
 	for _, u := range sortedKeys(ended) {
 		if !ended[u] {
 			continue
@@ -239,12 +242,18 @@ func (c *checker) sale(s SaleState) {
 		e, ok := again[u]
 		switch {
 		case !ok:
-			c.add(IUserFree, s.SaleID, u, "", "no probe reserved for this user again")
+			unprobed = append(unprobed, fmt.Sprint(u))
 		case e.HTTP == http.StatusConflict && e.Code == "already_purchased":
 			c.add(IUserFree, s.SaleID, u, "", "every reservation ended, yet a new one answers 409 already_purchased")
 		case e.HTTP == 0 || e.HTTP == http.StatusServiceUnavailable:
-			c.add(IUserFree, s.SaleID, u, "", "a new reservation got no answer (%d %s%s)", e.HTTP, e.Code, e.Err)
+			silent = append(silent, fmt.Sprint(u))
 		}
+	}
+	if len(unprobed) > 0 {
+		c.add(IUserFree, s.SaleID, 0, "", "%d users whose reservations ended were never probed: %s", len(unprobed), strings.Join(first(unprobed, 5), ", "))
+	}
+	if len(silent) > 0 {
+		c.add(IUserFree, s.SaleID, 0, "", "%d users whose reservations ended got no answer reserving again (503 or none): %s", len(silent), strings.Join(first(silent, 5), ", "))
 	}
 
 	// One workflow per reservation; none running past its window.
