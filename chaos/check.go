@@ -269,6 +269,8 @@ func (c *checker) sale(s SaleState) {
 			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%d runs running at once", w.Running)
 		case w.Running == 1 && !r.PayBy.IsZero() && c.f.At.After(r.PayBy.Add(30*time.Second)):
 			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "still running %s after pay_by (%s)", c.f.At.Sub(r.PayBy).Round(time.Second), r.Status)
+		case w.Running == 0 && !r.Status.Terminal():
+			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%s reservation, but its workflow is closed (%d runs): nothing will end it", r.Status, w.Runs)
 		case w.Running == 1 && r.Status.Terminal():
 			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "workflow running for a %s reservation", r.Status)
 		}

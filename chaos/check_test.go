@@ -146,6 +146,11 @@ func TestEachInvariantCanFail(t *testing.T) {
 		{"a terminated workflow: a reservation without a running workflow past its window", IOneWorkflow, func(_ *[]Event, f *Final) {
 			f.Sales[0].Workflows["order:t11"] = Workflow{Runs: 1, Running: 1}
 		}},
+		{"a terminated workflow: a live reservation whose workflow is closed", IOneWorkflow, func(_ *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.Reservations[1].Status, s.Reservations[1].OrderStatus = domain.StatusPendingPayment, domain.StatusPendingPayment
+			s.StockTotal, s.BucketStock = 4, 2
+		}},
 		{"a reservation without a workflow", IOneWorkflow, func(_ *[]Event, f *Final) {
 			delete(f.Sales[0].Workflows, "order:t12")
 		}},
