@@ -329,8 +329,8 @@ func (c *checker) accepted() {
 			c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 at %s, but MySQL has no reservation", a.e.End.Format(timeFmt))
 		case r.Status == domain.StatusPaid || r.Status == domain.StatusCancelled || r.Status == domain.StatusExpired:
 		case r.Status == domain.StatusFailed:
-			if f := c.writeLoss(a.sid, a.at); f == nil {
-				c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 at %s ended FAILED with no write-losing fault after it", a.e.End.Format(timeFmt))
+			if f := c.writeLoss(a.sid, a.at, time.Duration(s.WindowSeconds)*time.Second); f == nil {
+				c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 at %s ended FAILED with no write-losing fault that could have lost it", a.e.End.Format(timeFmt))
 			}
 		default:
 			c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 at %s is still %s after the quiet period (pay_by %s)", a.e.End.Format(timeFmt), r.Status, fmtTime(r.PayBy))
@@ -349,12 +349,22 @@ func (c *checker) firstAttempt(e Event) time.Time {
 	return at
 }
 
-// writeLoss finds a write-losing fault on sale that began after a write
-// sent at `at` (it may have lost it).
-func (c *checker) writeLoss(sale int64, at time.Time) *FaultSpan {
+// writeLoss finds a write-losing fault on sale that may have lost a hold
+// first sent at `at`: Redis restarted without its last second of AOF within
+// a few seconds after it (the truncation goes back one second; sampling and
+// the restart add slack), or the sale's keys deleted while the hold could
+// still be unplaced (within its payment window and 30 s).
+func (c *checker) writeLoss(sale int64, at time.Time, window time.Duration) *FaultSpan {
 	for i := range c.spans {
 		f := &c.spans[i]
-		if f.WritesLost && (f.Sale == 0 || f.Sale == sale) && !f.From.Before(at) {
+		if !f.WritesLost || (f.Sale != 0 && f.Sale != sale) || f.From.Before(at) {
+			continue
+		}
+		reach := 3 * time.Second
+		if f.Class == FRedisKeysDeleted {
+			reach = window + 30*time.Second
+		}
+		if f.From.Sub(at) <= reach {
 			return f
 		}
 	}

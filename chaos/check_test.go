@@ -113,6 +113,10 @@ func TestEachInvariantCanFail(t *testing.T) {
 			// Keys of another sale deleted after the 202: no excuse for sale 1.
 			*h = append(*h, Event{Kind: KindFault, Op: "redis-keys-deleted", T: at(5), FaultID: 2, Sale: 2, WritesLost: true})
 		}},
+		{"a FAILED 202 long before a Redis AOF loss is not excused by it", IAcceptedEnded, func(h *[]Event, f *Final) {
+			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+			*h = append(*h, Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(30), FaultID: 2, WritesLost: true})
+		}},
 		{"a confirmed payment neither paid nor refunded", IPaymentSettled, func(_ *[]Event, f *Final) {
 			f.Sales[0].Refunds = nil
 		}},
@@ -189,8 +193,14 @@ func TestEachInvariantCanFail(t *testing.T) {
 func TestFailedAfterWriteLossIsAllowed(t *testing.T) {
 	h, f := sound()
 	f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
-	h = append(h, Event{Kind: KindFault, Op: "redis-aof-loss", T: at(4), FaultID: 3, WritesLost: true})
+	h = append(h, Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(4), FaultID: 3, WritesLost: true})
 	vs, _ := Check(h, f)
+	assert.Empty(t, vs)
+	// So is one whose sale's keys were deleted while it could be unplaced.
+	h, f = sound()
+	f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+	h = append(h, Event{Kind: KindFault, Op: FRedisKeysDeleted, T: at(20), FaultID: 3, Sale: 1, WritesLost: true})
+	vs, _ = Check(h, f)
 	assert.Empty(t, vs)
 }
 

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -121,6 +122,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("final state: %w", err)
 	}
 	r.Final = final
+	if b, err := json.MarshalIndent(final, "", " "); err == nil {
+		// With the history, all a later -recheck needs.
+		_ = os.WriteFile(filepath.Join(o.WorkDir, "final.json"), b, 0o644)
+	}
 	h.Add(Event{Kind: KindNote, Op: "probe"})
 	probe(ctx, c, h, final, sales)
 	r.History = h.Events()
@@ -214,4 +219,23 @@ func mechanisms(d *Deployment) map[string]int {
 		}
 	}
 	return out
+}
+
+// Recheck runs the checker again over a run's saved history and final
+// state (the work dir of a run).
+func Recheck(workDir string) ([]Event, []Violation, map[string]int, error) {
+	h, err := ReadHistory(filepath.Join(workDir, "history.jsonl"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(workDir, "final.json"))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("recheck: %w", err)
+	}
+	var f Final
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, nil, nil, fmt.Errorf("recheck: final.json: %w", err)
+	}
+	v, c := Check(h, f)
+	return h, v, c, nil
 }

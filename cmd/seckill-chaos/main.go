@@ -35,6 +35,7 @@ func run() int {
 		seckill  = flag.String("seckill", "", "the seckill binary (default: go build ./cmd/seckill)")
 		temporal = flag.String("temporal", "", "the Temporal CLI (default: $SECKILL_TEMPORAL_BIN or .data/bin/temporal)")
 		plan     = flag.Bool("plan", false, "print the fault schedule of -seed and -duration, and exit")
+		recheck  = flag.String("recheck", "", "run the checker again over the history and final state saved in this work dir, and exit")
 	)
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -57,6 +58,29 @@ func run() int {
 			}
 			classes = append(classes, c)
 		}
+	}
+	if *recheck != "" {
+		_, vs, checked, err := chaos.Recheck(*recheck)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
+			return 1
+		}
+		for _, inv := range chaos.Invariants {
+			n := 0
+			for _, v := range vs {
+				if v.Invariant == inv {
+					n++
+				}
+			}
+			fmt.Printf("%-40s checked %6d  violations %d\n", inv, checked[inv], n)
+		}
+		for _, v := range vs {
+			fmt.Println(v)
+		}
+		if len(vs) > 0 {
+			return 1
+		}
+		return 0
 	}
 	if *plan {
 		for _, p := range chaos.Schedule(*seed, *duration, classes) {
