@@ -291,7 +291,10 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 	case FWorkflowTerminate:
 		tok, sale, ok := n.Tokens(p.Pick)
 		if !ok {
-			return nil, "none", 0, fmt.Errorf("no pending reservation to terminate")
+			var err error
+			if tok, sale, err = n.pendingToken(ctx, p.Pick); err != nil {
+				return nil, "none", 0, err
+			}
 		}
 		var err error
 		for attempt := 0; attempt < 15; attempt++ { // the server may still be starting
@@ -381,4 +384,32 @@ func aofIncr(dir string) (string, error) {
 		return "", fmt.Errorf("one incr AOF in %s: %v %v", dir, files, err)
 	}
 	return files[0], nil
+}
+
+// pendingToken picks a PENDING_PAYMENT reservation from MySQL (a client
+// may have walked away from it), waiting up to 20 s for one.
+func (n *Nemesis) pendingToken(ctx context.Context, pick int) (string, int64, error) {
+	for attempt := 0; attempt < 20; attempt++ {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rows, err := n.D.DB.QueryContext(qctx, "SELECT token, sale_id FROM reservations WHERE status = 'PENDING_PAYMENT' ORDER BY created_at, token LIMIT 50")
+		var toks []string
+		var sales []int64
+		if err == nil {
+			for rows.Next() {
+				var t string
+				var s int64
+				if rows.Scan(&t, &s) == nil {
+					toks, sales = append(toks, t), append(sales, s)
+				}
+			}
+			rows.Close()
+		}
+		cancel()
+		if len(toks) > 0 {
+			i := pick % len(toks)
+			return toks[i], sales[i], nil
+		}
+		time.Sleep(time.Second)
+	}
+	return "", 0, fmt.Errorf("no PENDING_PAYMENT reservation to terminate")
 }
