@@ -8,6 +8,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -17,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/chaos"
 )
@@ -42,6 +46,8 @@ func run() int {
 	// The proxies warn at every refused dial while a fault holds a service
 	// down: thousands of lines that say what the history already records.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	// Likewise the MySQL driver's notes on connections a fault broke.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	logf := func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
 
 	classes := chaos.AllFaults
