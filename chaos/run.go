@@ -115,6 +115,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r.QuietEnd = time.Now()
 	r.Mechanisms = mechanisms(d)
+	probeWebhooks(ctx, c, h, sales)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	final, err := collect(cctx, d, c, sales)
 	cancel()
@@ -127,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		_ = os.WriteFile(filepath.Join(o.WorkDir, "final.json"), b, 0o644)
 	}
 	h.Add(Event{Kind: KindNote, Op: "probe"})
-	probe(ctx, c, h, final, sales)
+	probe(ctx, c, final)
 	r.History = h.Events()
 	r.Violations, r.Checked = Check(r.History, r.Final)
 	if err := h.Close(); err != nil {
