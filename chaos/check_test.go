@@ -113,6 +113,12 @@ func TestEachInvariantCanFail(t *testing.T) {
 			// Keys of another sale deleted after the 202: no excuse for sale 1.
 			*h = append(*h, Event{Kind: KindFault, Op: "redis-keys-deleted", T: at(5), FaultID: 2, Sale: 2, WritesLost: true})
 		}},
+		{"a FAILED 202 long after a Redis AOF loss is not excused by it", IAcceptedEnded, func(h *[]Event, f *Final) {
+			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+			*h = append(*h,
+				Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(3).Add(-DriftRepairWithin - 2*time.Second), FaultID: 2, WritesLost: true},
+				Event{Kind: KindHeal, Op: FRedisAOFLoss, T: at(3).Add(-DriftRepairWithin - time.Second), FaultID: 2})
+		}},
 		{"a FAILED 202 long before a Redis AOF loss is not excused by it", IAcceptedEnded, func(h *[]Event, f *Final) {
 			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
 			*h = append(*h, Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(30), FaultID: 2, WritesLost: true})

@@ -170,6 +170,7 @@ func (r *Result) Markdown() string {
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, "| %s | %d | %d |\n", inv, r.Checked[inv], per[inv])
 	}
+	fmt.Fprintf(&b, "\nFAILED 202s explained by a write-losing fault (contract 1.1): %d.\n", r.Checked[FailedExcused])
 	if len(r.Violations) > 0 {
 		b.WriteString("\n## Violations\n\nEach with the history around it (its token's or user's requests, and the faults near them).\n")
 		for i, v := range r.Violations {
