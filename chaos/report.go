@@ -277,7 +277,7 @@ func (r *Result) DrawChart(path string) error {
 		if err != nil {
 			return fmt.Errorf("fault band: %w", err)
 		}
-		band.Color = color.RGBA{R: 0xcc, G: 0x44, B: 0x44, A: 0x22}
+		band.Color = color.NRGBA{R: 0xcc, G: 0x44, B: 0x44, A: 0x30} // not premultiplied: translucent
 		band.LineStyle.Width = 0
 		p.Add(band)
 		labels.XYs = append(labels.XYs, plotter.XY{X: x0, Y: y0})

@@ -134,15 +134,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := h.Close(); err != nil {
 		return nil, err
 	}
-	r.Report = filepath.Join(o.OutDir, fmt.Sprintf("%d.md", o.Seed))
-	r.Chart = filepath.Join(o.OutDir, fmt.Sprintf("%d.png", o.Seed))
-	if err := os.WriteFile(r.Report, []byte(r.Markdown()), 0o644); err != nil {
-		return r, fmt.Errorf("report: %w", err)
-	}
-	if err := r.DrawChart(r.Chart); err != nil {
-		return r, fmt.Errorf("chart: %w", err)
-	}
-	return r, nil
+	return r, r.Write(o.OutDir)
 }
 
 // createSales creates and warms the run's sales through the admin API.
@@ -222,21 +214,67 @@ func mechanisms(d *Deployment) map[string]int {
 	return out
 }
 
-// Recheck runs the checker again over a run's saved history and final
-// state (the work dir of a run).
-func Recheck(workDir string) ([]Event, []Violation, map[string]int, error) {
+// Recheck runs the checker again over a run's saved history, final state
+// and logs (the work dir of a run) and rebuilds its result, so that a
+// report can be written again with a changed checker.
+func Recheck(workDir string, faults []string) (*Result, error) {
 	h, err := ReadHistory(filepath.Join(workDir, "history.jsonl"))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	b, err := os.ReadFile(filepath.Join(workDir, "final.json"))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("recheck: %w", err)
+		return nil, fmt.Errorf("recheck: %w", err)
 	}
 	var f Final
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, nil, nil, fmt.Errorf("recheck: final.json: %w", err)
+		return nil, fmt.Errorf("recheck: final.json: %w", err)
 	}
-	v, c := Check(h, f)
-	return h, v, c, nil
+	r := &Result{History: h, Final: f, HistoryPath: filepath.Join(workDir, "history.jsonl"), Opts: Options{Faults: faults}, Mechanisms: map[string]int{}}
+	for _, e := range h {
+		if e.Kind != KindNote {
+			continue
+		}
+		switch e.Op {
+		case "workload":
+			r.Started = e.T
+			if _, err := fmt.Sscanf(e.Detail, "seed %d, %d clients, %s", &r.Opts.Seed, &r.Opts.Clients, new(string)); err != nil {
+				return nil, fmt.Errorf("recheck: workload note %q: %w", e.Detail, err)
+			}
+			var d string
+			fmt.Sscanf(e.Detail[strings.LastIndex(e.Detail, " ")+1:], "%s", &d)
+			r.Opts.Duration, _ = time.ParseDuration(d)
+		case "quiet":
+			r.WorkloadEnd = e.T
+		case "probe":
+			r.QuietEnd = e.T
+		}
+	}
+	for i, s := range f.Sales {
+		spec := SaleSpec{ID: s.SaleID, WindowSeconds: s.WindowSeconds}
+		if i < len(DefaultSales) {
+			spec.Stock, spec.PriceCents = DefaultSales[i].Stock, DefaultSales[i].PriceCents
+		}
+		r.Sales = append(r.Sales, spec)
+	}
+	for _, name := range []string{"api1", "api2", "worker1", "worker2"} {
+		if b, err := os.ReadFile(logPath(workDir, name)); err == nil {
+			countMechanisms(string(b), r.Mechanisms)
+		}
+	}
+	r.Violations, r.Checked = Check(h, f)
+	return r, nil
+}
+
+// Write writes the report and chart of r into dir.
+func (r *Result) Write(dir string) error {
+	r.Report = filepath.Join(dir, fmt.Sprintf("%d.md", r.Opts.Seed))
+	r.Chart = filepath.Join(dir, fmt.Sprintf("%d.png", r.Opts.Seed))
+	if err := os.WriteFile(r.Report, []byte(r.Markdown()), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := r.DrawChart(r.Chart); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	return nil
 }

@@ -66,27 +66,16 @@ func run() int {
 		}
 	}
 	if *recheck != "" {
-		_, vs, checked, err := chaos.Recheck(*recheck)
+		res, err := chaos.Recheck(*recheck, classes)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
 			return 1
 		}
-		for _, inv := range chaos.Invariants {
-			n := 0
-			for _, v := range vs {
-				if v.Invariant == inv {
-					n++
-				}
-			}
-			fmt.Printf("%-40s checked %6d  violations %d\n", inv, checked[inv], n)
-		}
-		for _, v := range vs {
-			fmt.Println(v)
-		}
-		if len(vs) > 0 {
+		if err := res.Write(*out); err != nil {
+			fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
 			return 1
 		}
-		return 0
+		return summarize(res, *faults)
 	}
 	if *plan {
 		for _, p := range chaos.Schedule(*seed, *duration, classes) {
@@ -131,13 +120,20 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: seed %d: %v (logs in %s)\n", *seed, err, *work)
 		return 1
 	}
+	return summarize(res, *faults)
+}
+
+// summarize prints a run's figures and its violations with the history
+// around each; it answers the exit code.
+func summarize(res *chaos.Result, faults string) int {
+	seed, duration := res.Opts.Seed, res.Opts.Duration
 	c := chaos.Count(res.History)
-	fmt.Printf("seed %d: %d requests, %d 202s, %d payments, %d faults; report %s\n", *seed, c.Requests, c.Accepted, c.Paid, c.Faults, res.Report)
+	fmt.Printf("seed %d: %d requests, %d 202s, %d payments, %d faults; report %s\n", seed, c.Requests, c.Accepted, c.Paid, c.Faults, res.Report)
 	if len(res.Violations) == 0 {
 		fmt.Println("no violation")
 		return 0
 	}
-	fmt.Printf("%d VIOLATIONS (seed %d; replay: -seed %d -duration %s -faults %s)\n", len(res.Violations), *seed, *seed, *duration, *faults)
+	fmt.Printf("%d VIOLATIONS (seed %d; replay: -seed %d -duration %s -faults %s)\n", len(res.Violations), seed, seed, duration, faults)
 	fmt.Println("fault schedule:")
 	for _, f := range chaos.Spans(res.History) {
 		fmt.Printf("  #%d %s %s at %.1fs for %.1fs\n", f.ID, f.Class, f.Target, f.From.Sub(res.Started).Seconds(), f.To.Sub(f.From).Seconds())
