@@ -268,6 +268,9 @@ func Recheck(workDir string, faults []string) (*Result, error) {
 
 // Write writes the report and chart of r into dir.
 func (r *Result) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report dir: %w", err)
+	}
 	r.Report = filepath.Join(dir, fmt.Sprintf("%d.md", r.Opts.Seed))
 	r.Chart = filepath.Join(dir, fmt.Sprintf("%d.png", r.Opts.Seed))
 	if err := os.WriteFile(r.Report, []byte(r.Markdown()), 0o644); err != nil {
