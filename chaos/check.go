@@ -95,10 +95,11 @@ const (
 	IUserFree       = "ended_users_can_reserve_again"
 	IOneWorkflow    = "one_workflow_per_reservation"
 	IReconciliation = "reconciliation_agrees"
+	IPayInWindow    = "payment_in_window_accepted" // a user paying a PENDING_PAYMENT reservation before pay_by is not refused
 )
 
 // Invariants lists every invariant the checker proves.
-var Invariants = []string{IOversold, IAcceptedEnded, IPaymentSettled, IFreshStock, IUserFree, IOneWorkflow, IReconciliation}
+var Invariants = []string{IOversold, IAcceptedEnded, IPaymentSettled, IPayInWindow, IFreshStock, IUserFree, IOneWorkflow, IReconciliation}
 
 // DriftRepairWithin is how long after a write loss Redis may still offer
 // units the loss handed back: two reconciliation passes and some slack.
@@ -123,6 +124,7 @@ func Check(h []Event, f Final) ([]Violation, map[string]int) {
 	}
 	c.accepted()
 	c.payments()
+	c.payInWindow()
 	return c.out, c.checked
 }
 
@@ -448,6 +450,43 @@ func (c *checker) payments() {
 		}
 		c.add(IPaymentSettled, e.Sale, e.User, k.token, "payment %s confirmed (%s %d %s) at %s, but the reservation is %s and no refund is recorded",
 			k.ref, e.Op, e.HTTP, e.Status, e.End.Format(timeFmt), st)
+	}
+}
+
+// payInWindow: a user's payment sent after the API showed the reservation
+// PENDING_PAYMENT and more than a second before its pay_by (as MySQL
+// recorded it) must not be refused as not payable (contract: only a
+// reservation that is not PENDING_PAYMENT is).
+func (c *checker) payInWindow() {
+	pendingSeen := map[string]time.Time{}
+	for _, e := range c.h {
+		if e.Kind == KindRequest && e.Op == OpGet && e.HTTP == http.StatusOK && e.Status == string(domain.StatusPendingPayment) {
+			if _, ok := pendingSeen[e.Token]; !ok {
+				pendingSeen[e.Token] = e.End
+			}
+		}
+	}
+	for _, e := range c.h {
+		if e.Kind != KindRequest || e.Op != OpPay || e.HTTP == 0 || e.HTTP == http.StatusServiceUnavailable {
+			continue
+		}
+		seen, ok := pendingSeen[e.Token]
+		if !ok || e.T.Before(seen) {
+			continue
+		}
+		s := c.saleState(e.Sale)
+		if s == nil {
+			continue
+		}
+		r, found := findReservation(s, e.Token)
+		if !found || r.PayBy.IsZero() || !e.T.Before(r.PayBy.Add(-time.Second)) {
+			continue
+		}
+		c.checked[IPayInWindow]++
+		if e.HTTP == http.StatusConflict && e.Code == "not_payable" && r.Status != domain.StatusPaid {
+			c.add(IPayInWindow, e.Sale, e.User, e.Token, "payment %s sent at %s, %s before pay_by, refused 409 not_payable; the reservation ended %s",
+				e.PayRef, e.T.Format(timeFmt), r.PayBy.Sub(e.T).Round(100*time.Millisecond), r.Status)
+		}
 	}
 }
 

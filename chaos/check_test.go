@@ -27,6 +27,7 @@ func sound() ([]Event, Final) {
 		{Kind: KindRequest, Op: OpReserve, T: at(3), End: at(3), Sale: 1, User: 12, RequestID: "r12", HTTP: http.StatusAccepted, Token: "t12"},
 		{Kind: KindFault, Op: "redis-sigkill", T: at(4), FaultID: 1, Target: "redis"},
 		{Kind: KindHeal, Op: "redis-sigkill", T: at(8), FaultID: 1, Target: "redis"},
+		{Kind: KindRequest, Op: OpGet, T: at(4), End: at(4), Sale: 1, User: 10, Token: "t10", HTTP: http.StatusOK, Status: "PENDING_PAYMENT"},
 		{Kind: KindRequest, Op: OpPay, T: at(5), End: at(5), Sale: 1, User: 10, Token: "t10", PayRef: "p10", HTTP: http.StatusOK, Status: "PAID"},
 		{Kind: KindRequest, Op: OpCancel, T: at(6), End: at(6), Sale: 1, User: 12, Token: "t12", HTTP: http.StatusOK, Status: "CANCELLED"},
 		{Kind: KindRequest, Op: OpWebhook, T: at(30), End: at(30), Sale: 1, User: 11, Token: "t11", PayRef: "p11", HTTP: http.StatusServiceUnavailable},
@@ -122,6 +123,16 @@ func TestEachInvariantCanFail(t *testing.T) {
 		{"a FAILED 202 long before a Redis AOF loss is not excused by it", IAcceptedEnded, func(h *[]Event, f *Final) {
 			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
 			*h = append(*h, Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(30), FaultID: 2, WritesLost: true})
+		}},
+		{"a payment in the window refused as not payable", IPayInWindow, func(h *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.Reservations[0].Status, s.Reservations[0].OrderStatus, s.Reservations[0].PaymentRef = domain.StatusExpired, domain.StatusExpired, ""
+			s.BucketStock, s.RedisStock = 3, 3
+			for i := range *h {
+				if (*h)[i].Op == OpPay {
+					(*h)[i].HTTP, (*h)[i].Code, (*h)[i].Status = http.StatusConflict, "not_payable", ""
+				}
+			}
 		}},
 		{"a confirmed payment neither paid nor refunded", IPaymentSettled, func(_ *[]Event, f *Final) {
 			f.Sales[0].Refunds = nil
