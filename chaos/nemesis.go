@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -298,8 +299,16 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		}
 		var err error
 		for attempt := 0; attempt < 15; attempt++ { // the server may still be starting
-			if err = d.TerminateWorkflow(ctx, "order:"+tok); err == nil || strings.Contains(err.Error(), "not found") {
+			if err = d.TerminateWorkflow(ctx, "order:"+tok); err == nil {
 				break
+			}
+			if strings.Contains(err.Error(), "already completed") || strings.Contains(err.Error(), "not found") {
+				// It ended meanwhile (paid, cancelled, expired): another one.
+				var perr error
+				if tok, sale, perr = n.pendingToken(ctx, p.Pick+attempt+1); perr != nil {
+					return nil, "none", 0, errors.Join(err, perr)
+				}
+				continue
 			}
 			time.Sleep(2 * time.Second)
 		}
