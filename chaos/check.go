@@ -552,7 +552,8 @@ func Around(h []Event, v Violation, d time.Duration, max int) []Event {
 		}
 	}
 	if len(out) > max {
-		out = out[len(out)-max:]
+		// The beginning (the request, the faults of its time) and the end.
+		out = append(out[:max/2:max/2], out[len(out)-(max-max/2):]...)
 	}
 	return out
 }

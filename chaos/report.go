@@ -173,10 +173,14 @@ func (r *Result) Markdown() string {
 	fmt.Fprintf(&b, "\nFAILED 202s explained by a write-losing fault (contract 1.1): %d.\n", r.Checked[FailedExcused])
 	if len(r.Violations) > 0 {
 		b.WriteString("\n## Violations\n\nEach with the history around it (its token's or user's requests, and the faults near them).\n")
+		// Up to ten of each invariant, so every failure class shows.
+		shown := map[string]int{}
 		for i, v := range r.Violations {
-			if i == 40 {
-				fmt.Fprintf(&b, "\n... and %d more (see the history)\n", len(r.Violations)-i)
-				break
+			if shown[v.Invariant]++; shown[v.Invariant] > 10 {
+				if shown[v.Invariant] == 11 {
+					fmt.Fprintf(&b, "\n... more %s violations: %d in all (see the history)\n", v.Invariant, per[v.Invariant])
+				}
+				continue
 			}
 			fmt.Fprintf(&b, "\n### %d. %s\n\n```\n", i+1, v.String())
 			for _, e := range Around(r.History, v, 20*time.Second, 25) {
