@@ -227,9 +227,10 @@ func (d *Deployment) startApp(ctx context.Context, bin, name, role string) (*App
 		"SECKILL_SHUTDOWN_TIMEOUT": "5s",
 		// Short windows so faults trip their mechanisms within a run:
 		// a dead worker's entries are reclaimed after 2 s, and a Temporal
-		// outage of a minute reaches the dead-letter age.
-		"SECKILL_RELAY_MIN_IDLE":   "2s",
-		"SECKILL_RELAY_DEAD_AFTER": "60s",
+		// outage of half a minute reaches the dead-letter age and count.
+		"SECKILL_RELAY_MIN_IDLE":     "2s",
+		"SECKILL_RELAY_DEAD_AFTER":   "30s",
+		"SECKILL_RELAY_MAX_DELIVERY": "4",
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	health := ""
