@@ -188,9 +188,13 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	for stop.Err() == nil {
 		if time.Since(lastReclaim) >= reclaimEvery {
 			lastReclaim = time.Now()
-			_, failed, err := r.reclaim(work, saleID)
+			n, failed, err := r.reclaim(work, saleID)
 			if err != nil && !errors.Is(err, errNoInbox) {
 				log.Warn("relay: reclaim", "err", err)
+			}
+			if n > 0 {
+				// Operators (and the chaos run) see a takeover happen.
+				log.Info("relay: reclaimed pending inbox entries", "entries", n)
 			}
 			if failed > 0 {
 				retryOwn = true

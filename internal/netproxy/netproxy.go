@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +21,7 @@ import (
 type Proxy struct {
 	ln     net.Listener
 	target string
-	delay  time.Duration
+	delay  atomic.Int64 // nanoseconds; SetDelay changes it for chunks read later
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -35,7 +36,8 @@ func Start(target string, delay time.Duration) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy listen: %w", err)
 	}
-	p := &Proxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.delay.Store(int64(delay))
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -56,6 +58,10 @@ func (p *Proxy) Close() error {
 	p.wg.Wait()
 	return err
 }
+
+// SetDelay changes the delay of every chunk read from now on, in each
+// direction (a slowed link; 0 restores it).
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // SetCut cuts the proxy (every connection dropped, new ones closed at
 // once, as a dead server would) or restores it.
@@ -150,7 +156,7 @@ func (p *Proxy) pump(dst, src net.Conn) {
 		if n > 0 {
 			b := make([]byte, n)
 			copy(b, buf[:n])
-			q <- chunk{b: b, at: time.Now().Add(p.delay)}
+			q <- chunk{b: b, at: time.Now().Add(time.Duration(p.delay.Load()))}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {

@@ -77,3 +77,39 @@ func TestCutRefusesAndRestores(t *testing.T) {
 	p.SetCut(false)
 	require.NoError(t, echo())
 }
+
+// SetDelay slows a live connection (a slowed link) and 0 restores it.
+func TestSetDelaySlowsAndRestores(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() { // echo server
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	p, err := Start(ln.Addr().String(), 0)
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(30*time.Second)))
+	roundTrip := func() time.Duration {
+		start := time.Now()
+		_, err := c.Write([]byte("ping"))
+		require.NoError(t, err)
+		buf := make([]byte, 4)
+		_, err = io.ReadFull(c, buf)
+		require.NoError(t, err)
+		return time.Since(start)
+	}
+	p.SetDelay(150 * time.Millisecond)
+	require.GreaterOrEqual(t, roundTrip(), 300*time.Millisecond, "two delayed legs")
+	p.SetDelay(0)
+	require.Less(t, roundTrip(), 150*time.Millisecond)
+}

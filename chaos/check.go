@@ -1,0 +1,559 @@
+package chaos
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// Reservation is one reservation row with its order, as MySQL holds it.
+type Reservation struct {
+	Token       string                   `json:"token"`
+	UserID      int64                    `json:"user_id"`
+	RequestID   string                   `json:"request_id"`
+	Status      domain.ReservationStatus `json:"status"`
+	OrderStatus domain.ReservationStatus `json:"order_status,omitempty"` // "" without an order
+	PaymentRef  string                   `json:"payment_ref,omitempty"`
+	PayBy       time.Time                `json:"pay_by,omitzero"`
+}
+
+// Workflow is what Temporal lists for one order workflow id.
+type Workflow struct {
+	Runs    int `json:"runs"`
+	Running int `json:"running"`
+}
+
+// Refund is one recorded refund.
+type Refund struct {
+	Token      string `json:"token"`
+	PaymentRef string `json:"payment_ref"`
+}
+
+// SaleState is one sale's final state, read after the quiet period and
+// before the probes.
+type SaleState struct {
+	SaleID        int64 `json:"sale_id"`
+	StockTotal    int64 `json:"stock_total"`
+	WindowSeconds int   `json:"payment_window_seconds"`
+	// BucketStock is the sum of the sale's MySQL stock buckets.
+	BucketStock int64 `json:"bucket_stock"`
+	// RedisStock is the sale's Redis stock key (-1: missing); RedisBuyers
+	// its buyer marks.
+	RedisStock   int64         `json:"redis_stock"`
+	RedisBuyers  []int64       `json:"redis_buyers"`
+	Reservations []Reservation `json:"reservations"`
+	// Orders and Deducts count order rows and ledger deduct rows per token.
+	Orders  map[string]int `json:"orders"`
+	Deducts map[string]int `json:"deducts"`
+	Refunds []Refund       `json:"refunds"`
+	// Workflows are the order:* executions listed by SaleId.
+	Workflows map[string]Workflow `json:"workflows"`
+	// Reconciliation is the API's report after the checker's own checks.
+	ReconConsistent    bool     `json:"recon_consistent"`
+	ReconDiscrepancies []string `json:"recon_discrepancies"`
+	ReconErr           string   `json:"recon_err,omitempty"`
+}
+
+// Final is the state the checker judges.
+type Final struct {
+	// At is when the state was read (after the quiet period).
+	At    time.Time   `json:"at"`
+	Sales []SaleState `json:"sales"`
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant string `json:"invariant"`
+	Sale      int64  `json:"sale,omitempty"`
+	Token     string `json:"token,omitempty"`
+	User      int64  `json:"user,omitempty"`
+	At        time.Time
+	Detail    string `json:"detail"`
+}
+
+func (v Violation) String() string {
+	s := fmt.Sprintf("%s: sale %d", v.Invariant, v.Sale)
+	if v.User != 0 {
+		s += fmt.Sprintf(" user %d", v.User)
+	}
+	if v.Token != "" {
+		s += " token " + v.Token
+	}
+	return s + ": " + v.Detail
+}
+
+// Invariants, in the order the report lists them.
+const (
+	IOversold       = "no_unit_oversold"
+	IAcceptedEnded  = "every_202_ended" // PAID, CANCELLED, EXPIRED; FAILED only after a write-losing fault
+	IPaymentSettled = "confirmed_payment_is_paid_or_refund"
+	IFreshStock     = "fresh_users_buy_exactly_what_is_free"
+	IUserFree       = "ended_users_can_reserve_again"
+	IOneWorkflow    = "one_workflow_per_reservation"
+	IReconciliation = "reconciliation_agrees"
+	IPayInWindow    = "payment_in_window_accepted" // a user paying a PENDING_PAYMENT reservation before pay_by is not refused
+)
+
+// Invariants lists every invariant the checker proves.
+var Invariants = []string{IOversold, IAcceptedEnded, IPaymentSettled, IPayInWindow, IFreshStock, IUserFree, IOneWorkflow, IReconciliation}
+
+// DriftRepairWithin is how long after a write loss Redis may still offer
+// units the loss handed back: two reconciliation passes and some slack.
+const DriftRepairWithin = 2*time.Minute + 10*time.Second
+
+// FailedExcused counts, in Check's counts, FAILED 202s a write loss explains.
+const FailedExcused = "failed_202_after_write_loss"
+
+// Probe operations (the runner's final requests, KindProbe).
+const (
+	OpProbeFresh   = "probe_fresh"   // a fresh user reserves until sold out
+	OpProbeAgain   = "probe_again"   // a user whose reservations ended reserves again
+	OpProbeWebhook = "probe_webhook" // the provider repeats an unsettled webhook
+)
+
+// Check returns every invariant the history and final state break, and how
+// many cases each invariant examined.
+func Check(h []Event, f Final) ([]Violation, map[string]int) {
+	c := &checker{h: h, f: f, spans: Spans(h), checked: map[string]int{}}
+	for _, s := range f.Sales {
+		c.sale(s)
+	}
+	c.accepted()
+	c.payments()
+	c.payInWindow()
+	return c.out, c.checked
+}
+
+type checker struct {
+	h       []Event
+	f       Final
+	spans   []FaultSpan
+	out     []Violation
+	checked map[string]int
+}
+
+func (c *checker) add(inv string, sale int64, user int64, token, format string, args ...any) {
+	c.out = append(c.out, Violation{Invariant: inv, Sale: sale, User: user, Token: token, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (c *checker) saleState(id int64) *SaleState {
+	for i := range c.f.Sales {
+		if c.f.Sales[i].SaleID == id {
+			return &c.f.Sales[i]
+		}
+	}
+	return nil
+}
+
+// sale checks what one sale's final state alone must show.
+func (c *checker) sale(s SaleState) {
+	var paid, pending int64
+	perUser := map[int64][]string{}
+	for _, r := range s.Reservations {
+		st := r.Status
+		switch st {
+		case domain.StatusPaid:
+			paid++
+		case domain.StatusPendingPayment:
+			pending++
+		}
+		if st.HoldsUnit() || (r.OrderStatus != "" && r.OrderStatus.HoldsUnit()) {
+			perUser[r.UserID] = append(perUser[r.UserID], r.Token)
+		}
+	}
+	// No unit oversold: live orders within stock, one live unit per user,
+	// one order and one deduction per token, buckets + live = stock.
+	c.checked[IOversold]++
+	if paid+pending > s.StockTotal {
+		c.add(IOversold, s.SaleID, 0, "", "%d PAID + %d PENDING_PAYMENT reservations for %d units", paid, pending, s.StockTotal)
+	}
+	for _, u := range sortedKeys(perUser) {
+		if toks := perUser[u]; len(toks) > 1 {
+			c.add(IOversold, s.SaleID, u, "", "user holds %d units: %s", len(toks), strings.Join(toks, ", "))
+		}
+	}
+	for _, tok := range sortedKeys(s.Orders) {
+		if n := s.Orders[tok]; n > 1 {
+			c.add(IOversold, s.SaleID, 0, tok, "%d orders", n)
+		}
+	}
+	for _, tok := range sortedKeys(s.Deducts) {
+		if n := s.Deducts[tok]; n > 1 {
+			c.add(IOversold, s.SaleID, 0, tok, "stock deducted %d times", n)
+		}
+	}
+	var liveOrders int64
+	for _, r := range s.Reservations {
+		if r.OrderStatus == domain.StatusPaid || r.OrderStatus == domain.StatusPendingPayment {
+			liveOrders++
+		}
+	}
+	if s.BucketStock+liveOrders > s.StockTotal {
+		c.add(IOversold, s.SaleID, 0, "", "buckets %d + live orders %d > stock_total %d", s.BucketStock, liveOrders, s.StockTotal)
+	}
+	// Redis offering more than is free is not yet a sale: the fresh-user
+	// probe below finds it (more 202s than free units).
+
+	// Fresh users buy exactly stock_total - PAID - PENDING_PAYMENT.
+	c.checked[IFreshStock]++
+	want := s.StockTotal - paid - pending
+	var got int64
+	var last *Event
+	for i := range c.h {
+		e := &c.h[i]
+		if e.Kind == KindProbe && e.Op == OpProbeFresh && e.Sale == s.SaleID {
+			if e.HTTP == http.StatusAccepted {
+				got++
+			}
+			last = e
+		}
+	}
+	switch {
+	case last == nil:
+		c.add(IFreshStock, s.SaleID, 0, "", "no fresh-user probe ran (%d units should be free)", want)
+	case last.HTTP != http.StatusGone:
+		c.add(IFreshStock, s.SaleID, 0, "", "the probe ended on %d %s%s, not 410 sold_out, after %d of %d free units", last.HTTP, last.Code, last.Err, got, want)
+	case got != want:
+		c.add(IFreshStock, s.SaleID, 0, "", "fresh users bought %d units; stock_total %d - PAID %d - PENDING_PAYMENT %d = %d (buckets %d, redis %d)",
+			got, s.StockTotal, paid, pending, want, s.BucketStock, s.RedisStock)
+	}
+
+	// Users whose reservations all ended can reserve again.
+	ended := map[int64]bool{}
+	for _, r := range s.Reservations {
+		if _, seen := ended[r.UserID]; !seen {
+			ended[r.UserID] = true
+		}
+		if !r.Status.Terminal() || r.Status == domain.StatusPaid {
+			ended[r.UserID] = false
+		}
+	}
+	again := map[int64]*Event{}
+	for i := range c.h {
+		e := &c.h[i]
+		if e.Kind == KindProbe && e.Op == OpProbeAgain && e.Sale == s.SaleID {
+			again[e.User] = e
+		}
+	}
+	// Users the sale would not answer at all are one finding of the sale
+	// (it never sells again), not one per user.
+	var unprobed, silent []string
+	for _, u := range sortedKeys(ended) {
+		if !ended[u] {
+			continue
+		}
+		c.checked[IUserFree]++
+		e, ok := again[u]
+		switch {
+		case !ok:
+			unprobed = append(unprobed, fmt.Sprint(u))
+		case e.HTTP == http.StatusConflict && e.Code == "already_purchased":
+			c.add(IUserFree, s.SaleID, u, "", "every reservation ended, yet a new one answers 409 already_purchased")
+		case e.HTTP == 0 || e.HTTP == http.StatusServiceUnavailable:
+			silent = append(silent, fmt.Sprint(u))
+		}
+	}
+	if len(unprobed) > 0 {
+		c.add(IUserFree, s.SaleID, 0, "", "%d users whose reservations ended were never probed: %s", len(unprobed), strings.Join(first(unprobed, 5), ", "))
+	}
+	if len(silent) > 0 {
+		c.add(IUserFree, s.SaleID, 0, "", "%d users whose reservations ended got no answer reserving again (503 or none): %s", len(silent), strings.Join(first(silent, 5), ", "))
+	}
+
+	// One workflow per reservation; none running past its window.
+	byToken := map[string]Reservation{}
+	for _, r := range s.Reservations {
+		byToken[r.Token] = r
+		c.checked[IOneWorkflow]++
+		w, ok := s.Workflows[domain.OrderWorkflowID(r.Token)]
+		switch {
+		case !ok || w.Runs == 0:
+			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%s reservation has no workflow", r.Status)
+		case w.Running > 1:
+			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%d runs running at once", w.Running)
+		case w.Running == 1 && !r.PayBy.IsZero() && c.f.At.After(r.PayBy.Add(30*time.Second)):
+			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "still running %s after pay_by (%s)", c.f.At.Sub(r.PayBy).Round(time.Second), r.Status)
+		case w.Running == 0 && !r.Status.Terminal():
+			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%s reservation, but its workflow is closed (%d runs): nothing will end it", r.Status, w.Runs)
+		case w.Running == 1 && r.Status.Terminal():
+			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "workflow running for a %s reservation", r.Status)
+		}
+	}
+	for _, id := range sortedKeys(s.Workflows) {
+		if _, ok := byToken[strings.TrimPrefix(id, "order:")]; !ok {
+			c.add(IOneWorkflow, s.SaleID, 0, strings.TrimPrefix(id, "order:"), "workflow %s has no reservation", id)
+		}
+	}
+
+	// Reconciliation, asked last, must agree.
+	c.checked[IReconciliation]++
+	switch {
+	case s.ReconErr != "":
+		c.add(IReconciliation, s.SaleID, 0, "", "no report: %s", s.ReconErr)
+	case !s.ReconConsistent || len(s.ReconDiscrepancies) > 0:
+		c.add(IReconciliation, s.SaleID, 0, "", "consistent=%v, %d discrepancies: %s", s.ReconConsistent, len(s.ReconDiscrepancies), strings.Join(first(s.ReconDiscrepancies, 5), "; "))
+	}
+}
+
+// accepted checks that every 202 (at once or on a replay) ended PAID,
+// CANCELLED or EXPIRED, or FAILED where a write-losing fault may explain it.
+func (c *checker) accepted() {
+	type acc struct {
+		e   Event
+		at  time.Time // first 202
+		sid int64
+	}
+	tokens := map[string]*acc{}
+	var order []string
+	for _, e := range c.h {
+		if e.Kind != KindRequest || e.Op != OpReserve || e.HTTP != http.StatusAccepted || e.Token == "" {
+			continue
+		}
+		if _, ok := tokens[e.Token]; !ok {
+			// The hold may date from the first attempt with this request_id.
+			at := c.firstAttempt(e)
+			tokens[e.Token] = &acc{e: e, at: at, sid: e.Sale}
+			order = append(order, e.Token)
+		}
+	}
+	if len(order) == 0 {
+		c.add(IAcceptedEnded, 0, 0, "", "the history holds no 202: the run proves nothing")
+	}
+	for _, tok := range order {
+		a := tokens[tok]
+		c.checked[IAcceptedEnded]++
+		s := c.saleState(a.sid)
+		if s == nil {
+			c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 for a sale the final state does not have")
+			continue
+		}
+		r, ok := findReservation(s, tok)
+		switch {
+		case !ok:
+			c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 at %s, but MySQL has no reservation", a.e.End.Format(timeFmt))
+		case r.Status == domain.StatusPaid || r.Status == domain.StatusCancelled || r.Status == domain.StatusExpired:
+		case r.Status == domain.StatusFailed:
+			if f := c.writeLoss(a.sid, a.at, time.Duration(s.WindowSeconds)*time.Second); f == nil {
+				c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 at %s ended FAILED with no write-losing fault that could have lost it", a.e.End.Format(timeFmt))
+			} else {
+				c.checked[FailedExcused]++
+			}
+		default:
+			c.add(IAcceptedEnded, a.sid, a.e.User, tok, "202 at %s is still %s after the quiet period (pay_by %s)", a.e.End.Format(timeFmt), r.Status, fmtTime(r.PayBy))
+		}
+	}
+}
+
+// firstAttempt is when the first request with e's user and request_id was sent.
+func (c *checker) firstAttempt(e Event) time.Time {
+	at := e.T
+	for _, x := range c.h {
+		if x.Kind == KindRequest && x.Op == OpReserve && x.Sale == e.Sale && x.User == e.User && x.RequestID == e.RequestID && x.T.Before(at) {
+			at = x.T
+		}
+	}
+	return at
+}
+
+// writeLoss finds a write-losing fault on sale that may explain a FAILED
+// hold first sent at `at`: Redis restarted without its last second of AOF
+// within a few seconds after it (the truncation goes back one second;
+// sampling and the restart add slack), or the sale's keys deleted while the
+// hold could still be unplaced (within its payment window and 30 s); or
+// either of them shortly before it, while Redis still offered units the
+// loss had handed back and two reconciliation passes had not yet repaired
+// the drift.
+func (c *checker) writeLoss(sale int64, at time.Time, window time.Duration) *FaultSpan {
+	for i := range c.spans {
+		f := &c.spans[i]
+		if !f.WritesLost || (f.Sale != 0 && f.Sale != sale) {
+			continue
+		}
+		if f.From.Before(at) {
+			if at.Sub(f.To) <= DriftRepairWithin {
+				return f
+			}
+			continue
+		}
+		reach := 3 * time.Second
+		if f.Class == FRedisKeysDeleted {
+			reach = window + 30*time.Second
+		}
+		if f.From.Sub(at) <= reach {
+			return f
+		}
+	}
+	return nil
+}
+
+// payments checks every payment the provider confirmed (an API payment
+// answered 200 PAID, or a webhook answered 200) is the reservation's PAID
+// order with that payment_ref, or a recorded refund; and every webhook sent
+// was answered 200 in the end (a provider retries until it is).
+func (c *checker) payments() {
+	type key struct{ token, ref string }
+	confirmed := map[key]Event{}
+	webhooks := map[key]Event{} // last answer per webhook
+	var order []key
+	for _, e := range c.h {
+		if e.Token == "" || e.PayRef == "" {
+			continue
+		}
+		k := key{e.Token, e.PayRef}
+		isHook := e.Op == OpWebhook || e.Op == OpProbeWebhook
+		if isHook {
+			if _, ok := webhooks[k]; !ok {
+				order = append(order, k)
+			}
+			webhooks[k] = e
+		}
+		if e.HTTP == http.StatusOK && (isHook || (e.Op == OpPay && e.Status == string(domain.StatusPaid))) {
+			if _, ok := confirmed[k]; !ok && !isHook {
+				order = append(order, k)
+			}
+			confirmed[k] = e
+		}
+	}
+	seen := map[key]bool{}
+	for _, k := range order {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		c.checked[IPaymentSettled]++
+		if w, ok := webhooks[k]; ok && w.HTTP != http.StatusOK {
+			c.add(IPaymentSettled, w.Sale, w.User, k.token, "the provider's payment %s never got a 200 (last %d %s%s)", k.ref, w.HTTP, w.Code, w.Err)
+			continue
+		}
+		e, ok := confirmed[k]
+		if !ok {
+			continue
+		}
+		s := c.saleState(e.Sale)
+		if s == nil {
+			continue
+		}
+		r, found := findReservation(s, k.token)
+		if found && r.Status == domain.StatusPaid && r.PaymentRef == k.ref {
+			continue
+		}
+		if hasRefund(s, k.token, k.ref) {
+			continue
+		}
+		st := "no reservation"
+		if found {
+			st = fmt.Sprintf("%s (payment_ref %q)", r.Status, r.PaymentRef)
+		}
+		c.add(IPaymentSettled, e.Sale, e.User, k.token, "payment %s confirmed (%s %d %s) at %s, but the reservation is %s and no refund is recorded",
+			k.ref, e.Op, e.HTTP, e.Status, e.End.Format(timeFmt), st)
+	}
+}
+
+// payInWindow: a user's payment sent after the API showed the reservation
+// PENDING_PAYMENT and more than a second before its pay_by (as MySQL
+// recorded it) must not be refused as not payable (contract: only a
+// reservation that is not PENDING_PAYMENT is).
+func (c *checker) payInWindow() {
+	pendingSeen := map[string]time.Time{}
+	for _, e := range c.h {
+		if e.Kind == KindRequest && e.Op == OpGet && e.HTTP == http.StatusOK && e.Status == string(domain.StatusPendingPayment) {
+			if _, ok := pendingSeen[e.Token]; !ok {
+				pendingSeen[e.Token] = e.End
+			}
+		}
+	}
+	for _, e := range c.h {
+		if e.Kind != KindRequest || e.Op != OpPay || e.HTTP == 0 || e.HTTP == http.StatusServiceUnavailable {
+			continue
+		}
+		seen, ok := pendingSeen[e.Token]
+		if !ok || e.T.Before(seen) {
+			continue
+		}
+		s := c.saleState(e.Sale)
+		if s == nil {
+			continue
+		}
+		r, found := findReservation(s, e.Token)
+		if !found || r.PayBy.IsZero() || !e.T.Before(r.PayBy.Add(-time.Second)) {
+			continue
+		}
+		c.checked[IPayInWindow]++
+		if e.HTTP == http.StatusConflict && e.Code == "not_payable" && r.Status != domain.StatusPaid {
+			c.add(IPayInWindow, e.Sale, e.User, e.Token, "payment %s sent at %s, %s before pay_by, refused 409 not_payable; the reservation ended %s",
+				e.PayRef, e.T.Format(timeFmt), r.PayBy.Sub(e.T).Round(100*time.Millisecond), r.Status)
+		}
+	}
+}
+
+func findReservation(s *SaleState, tok string) (Reservation, bool) {
+	for _, r := range s.Reservations {
+		if r.Token == tok {
+			return r, true
+		}
+	}
+	return Reservation{}, false
+}
+
+func hasRefund(s *SaleState, tok, ref string) bool {
+	for _, r := range s.Refunds {
+		if r.Token == tok && r.PaymentRef == ref {
+			return true
+		}
+	}
+	return false
+}
+
+const timeFmt = "15:04:05.000"
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(timeFmt)
+}
+
+func first(xs []string, n int) []string {
+	if len(xs) > n {
+		return append(xs[:n:n], fmt.Sprintf("... %d more", len(xs)-n))
+	}
+	return xs
+}
+
+func sortedKeys[K int64 | string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
+
+// Around returns the history events within d of t that touch token or user
+// (or any fault), for printing next to a violation.
+func Around(h []Event, v Violation, d time.Duration, max int) []Event {
+	var anchor time.Time
+	for _, e := range h {
+		if (v.Token != "" && e.Token == v.Token) || (v.Token == "" && v.User != 0 && e.User == v.User && e.Sale == v.Sale) {
+			anchor = e.T
+			break
+		}
+	}
+	var out []Event
+	for _, e := range h {
+		related := (v.Token != "" && e.Token == v.Token) || (v.User != 0 && e.User == v.User && e.Sale == v.Sale)
+		near := !anchor.IsZero() && e.T.After(anchor.Add(-d)) && e.T.Before(anchor.Add(d))
+		if related || ((e.Kind == KindFault || e.Kind == KindHeal) && near) {
+			out = append(out, e)
+		}
+	}
+	if len(out) > max {
+		// The beginning (the request, the faults of its time) and the end.
+		out = append(out[:max/2:max/2], out[len(out)-(max-max/2):]...)
+	}
+	return out
+}

@@ -1,0 +1,257 @@
+package chaos
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+// sound is a history and final state that break nothing: sale 1 has 3 units;
+// user 10 paid (API), user 11 expired and paid late by webhook (refund),
+// user 12 cancelled; two fresh users buy the two free units; users 11 and
+// 12 may reserve again.
+func sound() ([]Event, Final) {
+	h := []Event{
+		{Kind: KindRequest, Op: OpReserve, T: at(1), End: at(1), Sale: 1, User: 10, RequestID: "r10", HTTP: http.StatusServiceUnavailable, Code: "unavailable"},
+		{Kind: KindRequest, Op: OpReserve, T: at(2), End: at(2), Sale: 1, User: 10, RequestID: "r10", HTTP: http.StatusAccepted, Token: "t10"},
+		{Kind: KindRequest, Op: OpReserve, T: at(2), End: at(2), Sale: 1, User: 11, RequestID: "r11", HTTP: http.StatusAccepted, Token: "t11"},
+		{Kind: KindRequest, Op: OpReserve, T: at(3), End: at(3), Sale: 1, User: 12, RequestID: "r12", HTTP: http.StatusAccepted, Token: "t12"},
+		{Kind: KindFault, Op: "redis-sigkill", T: at(4), FaultID: 1, Target: "redis"},
+		{Kind: KindHeal, Op: "redis-sigkill", T: at(8), FaultID: 1, Target: "redis"},
+		{Kind: KindRequest, Op: OpGet, T: at(4), End: at(4), Sale: 1, User: 10, Token: "t10", HTTP: http.StatusOK, Status: "PENDING_PAYMENT"},
+		{Kind: KindRequest, Op: OpPay, T: at(5), End: at(5), Sale: 1, User: 10, Token: "t10", PayRef: "p10", HTTP: http.StatusOK, Status: "PAID"},
+		{Kind: KindRequest, Op: OpCancel, T: at(6), End: at(6), Sale: 1, User: 12, Token: "t12", HTTP: http.StatusOK, Status: "CANCELLED"},
+		{Kind: KindRequest, Op: OpWebhook, T: at(30), End: at(30), Sale: 1, User: 11, Token: "t11", PayRef: "p11", HTTP: http.StatusServiceUnavailable},
+		{Kind: KindRequest, Op: OpWebhook, T: at(31), End: at(31), Sale: 1, User: 11, Token: "t11", PayRef: "p11", HTTP: http.StatusOK, Status: "REFUND_REQUIRED"},
+		{Kind: KindProbe, Op: OpProbeFresh, T: at(100), Sale: 1, User: 90, HTTP: http.StatusAccepted, Token: "t90"},
+		{Kind: KindProbe, Op: OpProbeFresh, T: at(100), Sale: 1, User: 91, HTTP: http.StatusAccepted, Token: "t91"},
+		{Kind: KindProbe, Op: OpProbeFresh, T: at(100), Sale: 1, User: 92, HTTP: http.StatusGone, Code: "sold_out"},
+		{Kind: KindProbe, Op: OpProbeAgain, T: at(101), Sale: 1, User: 11, HTTP: http.StatusGone, Code: "sold_out"},
+		{Kind: KindProbe, Op: OpProbeAgain, T: at(101), Sale: 1, User: 12, HTTP: http.StatusGone, Code: "sold_out"},
+	}
+	f := Final{At: at(99), Sales: []SaleState{{
+		SaleID: 1, StockTotal: 3, WindowSeconds: 10, BucketStock: 2, RedisStock: 2, RedisBuyers: []int64{10},
+		Reservations: []Reservation{
+			{Token: "t10", UserID: 10, RequestID: "r10", Status: domain.StatusPaid, OrderStatus: domain.StatusPaid, PaymentRef: "p10", PayBy: at(12)},
+			{Token: "t11", UserID: 11, RequestID: "r11", Status: domain.StatusExpired, OrderStatus: domain.StatusExpired, PayBy: at(12)},
+			{Token: "t12", UserID: 12, RequestID: "r12", Status: domain.StatusCancelled, OrderStatus: domain.StatusCancelled, PayBy: at(13)},
+		},
+		Orders:          map[string]int{"t10": 1, "t11": 1, "t12": 1},
+		Deducts:         map[string]int{"t10": 1, "t11": 1, "t12": 1},
+		Refunds:         []Refund{{Token: "t11", PaymentRef: "p11"}},
+		Workflows:       map[string]Workflow{"order:t10": {Runs: 1}, "order:t11": {Runs: 1}, "order:t12": {Runs: 1}},
+		ReconConsistent: true,
+	}}}
+	return h, f
+}
+
+func invariantsOf(vs []Violation) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Invariant)
+	}
+	return out
+}
+
+func TestSoundRunBreaksNothing(t *testing.T) {
+	h, f := sound()
+	vs, checked := Check(h, f)
+	assert.Empty(t, vs)
+	for _, inv := range Invariants {
+		assert.Positive(t, checked[inv], "%s examined nothing", inv)
+	}
+}
+
+// Each doctored run breaks exactly the invariant it names: the checker can
+// fail on every one.
+func TestEachInvariantCanFail(t *testing.T) {
+	cases := []struct {
+		name   string
+		want   string
+		doctor func(h *[]Event, f *Final)
+	}{
+		{"oversold: more live reservations than units", IOversold, func(_ *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.StockTotal = 1 // t10 paid, and t12 pending, for one unit
+			s.Reservations[2].Status, s.Reservations[2].OrderStatus = domain.StatusPendingPayment, domain.StatusPendingPayment
+		}},
+		{"oversold: one token deducted twice", IOversold, func(_ *[]Event, f *Final) {
+			f.Sales[0].Deducts["t10"] = 2
+		}},
+		{"oversold: a user holds two units", IOversold, func(_ *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.Reservations = append(s.Reservations, Reservation{Token: "t10b", UserID: 10, Status: domain.StatusPaid, OrderStatus: domain.StatusPaid})
+			s.Workflows["order:t10b"] = Workflow{Runs: 1}
+			s.StockTotal = 4
+			s.BucketStock = 1
+		}},
+		{"a 202 still QUEUED: a stuck hold", IAcceptedEnded, func(_ *[]Event, f *Final) {
+			f.Sales[0].Reservations[1].Status = domain.StatusQueued
+			f.Sales[0].Reservations[1].OrderStatus = ""
+			f.Sales[0].Reservations[1].PayBy = time.Time{}
+			f.Sales[0].StockTotal = 4 // keep the unit counts balanced
+			f.Sales[0].BucketStock = 2
+		}},
+		{"a 202 without a reservation", IAcceptedEnded, func(_ *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.Reservations = s.Reservations[:2]
+			delete(s.Workflows, "order:t12")
+		}},
+		{"a 202 FAILED with no write-losing fault", IAcceptedEnded, func(_ *[]Event, f *Final) {
+			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+		}},
+		{"a FAILED 202 before the write-losing fault is not excused by it", IAcceptedEnded, func(h *[]Event, f *Final) {
+			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+			// Keys of another sale deleted after the 202: no excuse for sale 1.
+			*h = append(*h, Event{Kind: KindFault, Op: "redis-keys-deleted", T: at(5), FaultID: 2, Sale: 2, WritesLost: true})
+		}},
+		{"a FAILED 202 long after a Redis AOF loss is not excused by it", IAcceptedEnded, func(h *[]Event, f *Final) {
+			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+			*h = append(*h,
+				Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(3).Add(-DriftRepairWithin - 2*time.Second), FaultID: 2, WritesLost: true},
+				Event{Kind: KindHeal, Op: FRedisAOFLoss, T: at(3).Add(-DriftRepairWithin - time.Second), FaultID: 2})
+		}},
+		{"a FAILED 202 long before a Redis AOF loss is not excused by it", IAcceptedEnded, func(h *[]Event, f *Final) {
+			f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+			*h = append(*h, Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(30), FaultID: 2, WritesLost: true})
+		}},
+		{"a payment in the window refused as not payable", IPayInWindow, func(h *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.Reservations[0].Status, s.Reservations[0].OrderStatus, s.Reservations[0].PaymentRef = domain.StatusExpired, domain.StatusExpired, ""
+			s.BucketStock, s.RedisStock = 3, 3
+			for i := range *h {
+				if (*h)[i].Op == OpPay {
+					(*h)[i].HTTP, (*h)[i].Code, (*h)[i].Status = http.StatusConflict, "not_payable", ""
+				}
+			}
+		}},
+		{"a confirmed payment neither paid nor refunded", IPaymentSettled, func(_ *[]Event, f *Final) {
+			f.Sales[0].Refunds = nil
+		}},
+		{"an API payment confirmed but the order expired", IPaymentSettled, func(_ *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.Reservations[0].Status, s.Reservations[0].OrderStatus = domain.StatusExpired, domain.StatusExpired
+			s.Reservations[0].PaymentRef = ""
+			s.BucketStock = 3
+			s.RedisStock = 3
+			s.StockTotal = 3
+		}},
+		{"a webhook that never got a 200", IPaymentSettled, func(h *[]Event, _ *Final) {
+			*h = append(*h, Event{Kind: KindProbe, Op: OpProbeWebhook, T: at(102), Sale: 1, User: 11, Token: "t11", PayRef: "p11", HTTP: http.StatusServiceUnavailable, Code: "unavailable"})
+		}},
+		{"stranded stock: fresh users buy fewer units than are free", IFreshStock, func(h *[]Event, _ *Final) {
+			*h = dropProbes(*h, OpProbeFresh)
+			*h = append(*h,
+				Event{Kind: KindProbe, Op: OpProbeFresh, Sale: 1, User: 90, HTTP: http.StatusAccepted, Token: "t90"},
+				Event{Kind: KindProbe, Op: OpProbeFresh, Sale: 1, User: 91, HTTP: http.StatusGone, Code: "sold_out"})
+		}},
+		{"a sale that never sells again", IFreshStock, func(h *[]Event, _ *Final) {
+			*h = dropProbes(*h, OpProbeFresh)
+			*h = append(*h, Event{Kind: KindProbe, Op: OpProbeFresh, Sale: 1, User: 90, HTTP: http.StatusServiceUnavailable, Code: "unavailable"})
+		}},
+		{"a stranded user: 409 after every reservation ended", IUserFree, func(h *[]Event, _ *Final) {
+			*h = dropProbes(*h, OpProbeAgain)
+			*h = append(*h,
+				Event{Kind: KindProbe, Op: OpProbeAgain, Sale: 1, User: 11, HTTP: http.StatusGone, Code: "sold_out"},
+				Event{Kind: KindProbe, Op: OpProbeAgain, Sale: 1, User: 12, HTTP: http.StatusConflict, Code: "already_purchased"})
+		}},
+		{"a terminated workflow: a reservation without a running workflow past its window", IOneWorkflow, func(_ *[]Event, f *Final) {
+			f.Sales[0].Workflows["order:t11"] = Workflow{Runs: 1, Running: 1}
+		}},
+		{"a terminated workflow: a live reservation whose workflow is closed", IOneWorkflow, func(_ *[]Event, f *Final) {
+			s := &f.Sales[0]
+			s.Reservations[1].Status, s.Reservations[1].OrderStatus = domain.StatusPendingPayment, domain.StatusPendingPayment
+			s.StockTotal, s.BucketStock = 4, 2
+		}},
+		{"a reservation without a workflow", IOneWorkflow, func(_ *[]Event, f *Final) {
+			delete(f.Sales[0].Workflows, "order:t12")
+		}},
+		{"two runs at once", IOneWorkflow, func(_ *[]Event, f *Final) {
+			f.Sales[0].Workflows["order:t10"] = Workflow{Runs: 2, Running: 2}
+		}},
+		{"reconciliation disagrees", IReconciliation, func(_ *[]Event, f *Final) {
+			f.Sales[0].ReconDiscrepancies = []string{"redis_mark_without_order user 12"}
+		}},
+		{"a run without a single 202 proves nothing", IAcceptedEnded, func(h *[]Event, _ *Final) {
+			var kept []Event
+			for _, e := range *h {
+				if e.Op != OpReserve {
+					kept = append(kept, e)
+				}
+			}
+			*h = kept
+		}},
+		{"reconciliation unreachable", IReconciliation, func(_ *[]Event, f *Final) {
+			f.Sales[0].ReconErr = "503"
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, f := sound()
+			tc.doctor(&h, &f)
+			vs, _ := Check(h, f)
+			require.NotEmpty(t, vs, "the doctored run must break %s", tc.want)
+			assert.Contains(t, invariantsOf(vs), tc.want, "%v", vs)
+		})
+	}
+}
+
+// A FAILED 202 is allowed when a write-losing fault on its sale (or all
+// sales) began after its request.
+func TestFailedAfterWriteLossIsAllowed(t *testing.T) {
+	h, f := sound()
+	f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+	h = append(h, Event{Kind: KindFault, Op: FRedisAOFLoss, T: at(4), FaultID: 3, WritesLost: true})
+	vs, _ := Check(h, f)
+	assert.Empty(t, vs)
+	// So is one whose sale's keys were deleted while it could be unplaced.
+	h, f = sound()
+	f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
+	h = append(h, Event{Kind: KindFault, Op: FRedisKeysDeleted, T: at(20), FaultID: 3, Sale: 1, WritesLost: true})
+	vs, _ = Check(h, f)
+	assert.Empty(t, vs)
+}
+
+func TestSpansPairFaultsAndHeals(t *testing.T) {
+	h, _ := sound()
+	sp := Spans(h)
+	require.Len(t, sp, 1)
+	assert.Equal(t, "redis-sigkill", sp[0].Class)
+	assert.Equal(t, 4*time.Second, sp[0].To.Sub(sp[0].From))
+}
+
+func TestScheduleIsDeterministicPerSeed(t *testing.T) {
+	classes := AllFaults
+	a := Schedule(42, 10*time.Minute, classes)
+	b := Schedule(42, 10*time.Minute, classes)
+	c := Schedule(43, 10*time.Minute, classes)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, c)
+	seen := map[string]bool{}
+	for _, p := range a {
+		seen[p.Class] = true
+		assert.Positive(t, p.Span)
+	}
+	for _, cl := range classes {
+		assert.True(t, seen[cl], "a long run injects %s at least once", cl)
+	}
+}
+
+func dropProbes(h []Event, op string) []Event {
+	var out []Event
+	for _, e := range h {
+		if e.Op != op {
+			out = append(out, e)
+		}
+	}
+	return out
+}

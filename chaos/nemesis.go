@@ -1,0 +1,424 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/lua"
+)
+
+// Fault classes.
+const (
+	FAPIKill           = "api-sigkill"
+	FAPIFreeze         = "api-sigstop"
+	FWorkerKill        = "worker-sigkill"
+	FWorkerFreeze      = "worker-sigstop"
+	FRedisKill         = "redis-sigkill"
+	FRedisFreeze       = "redis-sigstop"
+	FMySQLKill         = "mysql-sigkill"
+	FMySQLFreeze       = "mysql-sigstop"
+	FMySQLDown         = "mysql-down-long"
+	FTemporalKill      = "temporal-sigkill"
+	FTemporalFreeze    = "temporal-sigstop"
+	FLinkCut           = "link-cut"
+	FLinkSlow          = "link-slow"
+	FRedisAOFLoss      = "redis-aof-loss"     // restarted without its last second of AOF
+	FRedisKeysDeleted  = "redis-keys-deleted" // one sale's keys deleted
+	FWorkflowTerminate = "workflow-terminate" // an order workflow terminated with the CLI
+)
+
+// AllFaults lists every class; -faults all.
+var AllFaults = []string{FAPIKill, FAPIFreeze, FWorkerKill, FWorkerFreeze, FRedisKill, FRedisFreeze, FMySQLKill, FMySQLFreeze,
+	FMySQLDown, FTemporalKill, FTemporalFreeze, FLinkCut, FLinkSlow, FRedisAOFLoss, FRedisKeysDeleted, FWorkflowTerminate}
+
+// writesLost says which classes may lose acknowledged writes (contract 1.1).
+func writesLost(class string) bool { return class == FRedisAOFLoss || class == FRedisKeysDeleted }
+
+// resource is what a class acts on; two faults on one resource never overlap.
+func resource(p Planned) string {
+	switch p.Class {
+	case FAPIKill, FAPIFreeze:
+		return fmt.Sprintf("api%d", p.Pick%2+1)
+	case FWorkerKill, FWorkerFreeze:
+		return fmt.Sprintf("worker%d", p.Pick%2+1)
+	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted:
+		return "redis"
+	case FMySQLKill, FMySQLFreeze, FMySQLDown:
+		return "mysql"
+	case FTemporalKill, FTemporalFreeze, FWorkflowTerminate:
+		// The CLI needs the server: a terminate never lands in an outage.
+		return "temporal"
+	case FLinkCut, FLinkSlow:
+		return "links"
+	}
+	return p.Class
+}
+
+// spanRange is how long a class lasts before it heals.
+func spanRange(class string, run time.Duration) (time.Duration, time.Duration) {
+	switch class {
+	case FMySQLDown:
+		// "For minutes" in a long run; a quarter of a short one.
+		return min(run/6, 60*time.Second), min(run/4, 150*time.Second)
+	case FTemporalKill, FTemporalFreeze:
+		// Long enough, in a long run, to pass the dead-letter age (60 s).
+		return 5 * time.Second, min(run/5, 90*time.Second)
+	case FRedisKeysDeleted, FWorkflowTerminate, FRedisAOFLoss:
+		return 0, 2 * time.Second
+	}
+	return 2 * time.Second, 15 * time.Second
+}
+
+// Planned is one fault of the schedule.
+type Planned struct {
+	ID    int
+	At    time.Duration // from the start of the workload
+	Span  time.Duration
+	Class string
+	Pick  int // which target: API, worker, link, sale, token
+}
+
+// Schedule draws the nemesis's faults for a run from its seed: one fault or
+// two overlapping at a time, never two on one resource, every class at
+// least once before any repeats (as long as the run has room).
+func Schedule(seed int64, run time.Duration, classes []string) []Planned {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973))
+	var out []Planned
+	var bag []string
+	t := 5 * time.Second
+	end := run - 5*time.Second
+	for t < end && len(classes) > 0 {
+		if len(bag) == 0 {
+			bag = slices.Clone(classes)
+			rng.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
+		}
+		p := Planned{ID: len(out) + 1, Class: bag[0], Pick: rng.IntN(1 << 20)}
+		bag = bag[1:]
+		lo, hi := spanRange(p.Class, run)
+		p.Span = lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+		p.Span = p.Span.Round(100 * time.Millisecond)
+		// The next start: while this one lasts (overlap) one time in three.
+		at := t
+		for !fits(out, p, at) {
+			at += 500 * time.Millisecond
+		}
+		p.At = at
+		if p.At+p.Span > end {
+			p.Span = max(0, end-p.At)
+		}
+		out = append(out, p)
+		gap := time.Duration(2+rng.IntN(6)) * time.Second
+		if rng.IntN(3) == 0 {
+			t = p.At + p.Span/3
+		} else {
+			t = p.At + p.Span + gap
+		}
+	}
+	return out
+}
+
+// fits reports whether p may start at `at`: fewer than two faults active,
+// none on its resource.
+func fits(done []Planned, p Planned, at time.Duration) bool {
+	active := 0
+	for _, q := range done {
+		if at >= q.At && at < q.At+q.Span+time.Second {
+			active++
+			if resource(q) == resource(p) {
+				return false
+			}
+		}
+	}
+	return active < 2
+}
+
+// Nemesis runs a schedule against a deployment, recording each fault.
+type Nemesis struct {
+	D      *Deployment
+	H      *Recorder
+	Sales  []int64
+	Tokens func(pick int) (token string, sale int64, ok bool) // a live token to terminate
+	Logf   func(format string, args ...any)
+
+	mu      sync.Mutex
+	aofSize []aofSample
+	busy    map[string]*sync.Mutex // per resource: a restart that runs late delays the next fault on it
+}
+
+func (n *Nemesis) lock(res string) *sync.Mutex {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.busy == nil {
+		n.busy = map[string]*sync.Mutex{}
+	}
+	m, ok := n.busy[res]
+	if !ok {
+		m = &sync.Mutex{}
+		n.busy[res] = m
+	}
+	return m
+}
+
+type aofSample struct {
+	at   time.Time
+	size int64
+}
+
+// Run injects each planned fault at its time and heals it after its span;
+// it returns when every fault has healed.
+func (n *Nemesis) Run(ctx context.Context, start time.Time, plan []Planned) {
+	sctx, stop := context.WithCancel(ctx)
+	go n.sampleAOF(sctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, p := range plan {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(start.Add(p.At))):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() { n.one(ctx, p) })
+	}
+	wg.Wait()
+}
+
+// one injects p, waits its span, heals it.
+func (n *Nemesis) one(ctx context.Context, p Planned) {
+	m := n.lock(resource(p))
+	m.Lock()
+	defer m.Unlock()
+	ev := Event{Kind: KindFault, Op: p.Class, FaultID: p.ID, WritesLost: writesLost(p.Class)}
+	heal, target, sale, err := n.inject(ctx, p)
+	ev.Target, ev.Sale = target, sale
+	if err != nil {
+		ev.Detail = "inject failed: " + err.Error()
+		n.Logf("fault %d %s %s: %v", p.ID, p.Class, target, err)
+	} else {
+		ev.Detail = fmt.Sprintf("for %s", p.Span)
+	}
+	ev = n.H.Add(ev)
+	if err == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(p.Span):
+		}
+	}
+	herr := error(nil)
+	if heal != nil {
+		// Healing must happen even when the run is cancelled.
+		herr = heal(context.WithoutCancel(ctx))
+	}
+	h := Event{Kind: KindHeal, Op: p.Class, FaultID: p.ID, Target: target, Sale: sale}
+	if herr != nil {
+		h.Detail = "heal failed: " + herr.Error()
+		n.Logf("heal %d %s %s: %v", p.ID, p.Class, target, herr)
+	}
+	n.H.Add(h)
+}
+
+// inject starts a fault and returns how to heal it.
+func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) error, string, int64, error) {
+	d := n.D
+	restart := func(pr *Proc) func(context.Context) error {
+		return func(ctx context.Context) error { return pr.Start(ctx, 3*time.Minute) }
+	}
+	kill := func(pr *Proc) (func(context.Context) error, string, int64, error) {
+		if err := pr.Kill(); err != nil {
+			return nil, pr.Name, 0, err
+		}
+		return restart(pr), pr.Name, 0, nil
+	}
+	freeze := func(pr *Proc) (func(context.Context) error, string, int64, error) {
+		if err := pr.Freeze(); err != nil {
+			return nil, pr.Name, 0, err
+		}
+		return func(context.Context) error { return pr.Thaw() }, pr.Name, 0, nil
+	}
+	switch p.Class {
+	case FAPIKill:
+		return kill(d.APIs[p.Pick%len(d.APIs)].Proc)
+	case FAPIFreeze:
+		return freeze(d.APIs[p.Pick%len(d.APIs)].Proc)
+	case FWorkerKill:
+		return kill(d.Workers[p.Pick%len(d.Workers)].Proc)
+	case FWorkerFreeze:
+		return freeze(d.Workers[p.Pick%len(d.Workers)].Proc)
+	case FRedisKill:
+		return kill(d.Redis)
+	case FRedisFreeze:
+		return freeze(d.Redis)
+	case FMySQLKill, FMySQLDown:
+		return kill(d.MySQL)
+	case FMySQLFreeze:
+		return freeze(d.MySQL)
+	case FTemporalKill:
+		return kill(d.Temporal)
+	case FTemporalFreeze:
+		return freeze(d.Temporal)
+	case FLinkCut, FLinkSlow:
+		apps := d.Apps()
+		a := apps[p.Pick%len(apps)]
+		links := []string{LinkRedis, LinkMySQL, LinkTemporal}
+		link := links[(p.Pick/len(apps))%len(links)]
+		px := a.Links[link]
+		target := a.Name + "<->" + link
+		if p.Class == FLinkCut {
+			px.SetCut(true)
+			return func(context.Context) error { px.SetCut(false); return nil }, target, 0, nil
+		}
+		delay := time.Duration(100+(p.Pick%9)*100) * time.Millisecond
+		px.SetDelay(delay)
+		return func(context.Context) error { px.SetDelay(0); return nil }, fmt.Sprintf("%s +%s", target, delay), 0, nil
+	case FRedisAOFLoss:
+		return n.aofLoss(ctx)
+	case FRedisKeysDeleted:
+		sale := n.Sales[p.Pick%len(n.Sales)]
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := d.RDB.Del(dctx, lua.SaleKeys(sale).All()...).Err(); err != nil {
+			return nil, "redis", sale, fmt.Errorf("delete keys of sale %d: %w", sale, err)
+		}
+		return nil, fmt.Sprintf("sale %d keys", sale), sale, nil
+	case FWorkflowTerminate:
+		tok, sale, ok := n.Tokens(p.Pick)
+		if !ok {
+			var err error
+			if tok, sale, err = n.pendingToken(ctx, p.Pick); err != nil {
+				return nil, "none", 0, err
+			}
+		}
+		var err error
+		for attempt := 0; attempt < 15; attempt++ { // the server may still be starting
+			if err = d.TerminateWorkflow(ctx, "order:"+tok); err == nil {
+				break
+			}
+			if strings.Contains(err.Error(), "already completed") || strings.Contains(err.Error(), "not found") {
+				// It ended meanwhile (paid, cancelled, expired): another one.
+				var perr error
+				if tok, sale, perr = n.pendingToken(ctx, p.Pick+attempt+1); perr != nil {
+					return nil, "none", 0, errors.Join(err, perr)
+				}
+				continue
+			}
+			time.Sleep(2 * time.Second)
+		}
+		if err != nil {
+			return nil, "order:" + tok, sale, err
+		}
+		return nil, "order:" + tok, sale, nil
+	}
+	return nil, "", 0, fmt.Errorf("unknown fault class %q", p.Class)
+}
+
+// aofLoss kills Redis, cuts its AOF back to its size a second ago (what a
+// host crash under appendfsync everysec may leave) and starts it again.
+func (n *Nemesis) aofLoss(ctx context.Context) (func(context.Context) error, string, int64, error) {
+	d := n.D
+	incr, err := aofIncr(d.RedisDir)
+	if err != nil {
+		return nil, "redis", 0, err
+	}
+	n.mu.Lock()
+	cut := int64(-1)
+	for _, s := range n.aofSize {
+		if time.Since(s.at) >= time.Second {
+			cut = s.size
+		}
+	}
+	n.mu.Unlock()
+	if err := d.Redis.Kill(); err != nil {
+		return nil, "redis", 0, err
+	}
+	fi, err := os.Stat(incr)
+	if err != nil {
+		return restartOnly(d.Redis), "redis", 0, fmt.Errorf("stat AOF: %w", err)
+	}
+	lost := int64(0)
+	if cut >= 0 && cut < fi.Size() {
+		lost = fi.Size() - cut
+		if err := os.Truncate(incr, cut); err != nil {
+			return restartOnly(d.Redis), "redis", 0, fmt.Errorf("truncate AOF: %w", err)
+		}
+	}
+	if err := d.Redis.Start(ctx, 2*time.Minute); err != nil {
+		return nil, "redis", 0, err
+	}
+	return nil, fmt.Sprintf("redis (AOF -%d bytes)", lost), 0, nil
+}
+
+func restartOnly(p *Proc) func(context.Context) error {
+	return func(ctx context.Context) error { return p.Start(ctx, 2*time.Minute) }
+}
+
+// sampleAOF records the AOF's size every 100 ms, keeping five seconds.
+func (n *Nemesis) sampleAOF(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		incr, err := aofIncr(n.D.RedisDir)
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(incr)
+		if err != nil {
+			continue
+		}
+		n.mu.Lock()
+		n.aofSize = append(n.aofSize, aofSample{at: time.Now(), size: fi.Size()})
+		for len(n.aofSize) > 0 && time.Since(n.aofSize[0].at) > 5*time.Second {
+			n.aofSize = n.aofSize[1:]
+		}
+		n.mu.Unlock()
+	}
+}
+
+func aofIncr(dir string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "appendonlydir", "*.incr.aof"))
+	if err != nil || len(files) != 1 {
+		return "", fmt.Errorf("one incr AOF in %s: %v %v", dir, files, err)
+	}
+	return files[0], nil
+}
+
+// pendingToken picks a PENDING_PAYMENT reservation from MySQL (a client
+// may have walked away from it), waiting up to 20 s for one.
+func (n *Nemesis) pendingToken(ctx context.Context, pick int) (string, int64, error) {
+	for attempt := 0; attempt < 20; attempt++ {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rows, err := n.D.DB.QueryContext(qctx, "SELECT token, sale_id FROM reservations WHERE status = 'PENDING_PAYMENT' ORDER BY created_at, token LIMIT 50")
+		var toks []string
+		var sales []int64
+		if err == nil {
+			for rows.Next() {
+				var t string
+				var s int64
+				if rows.Scan(&t, &s) == nil {
+					toks, sales = append(toks, t), append(sales, s)
+				}
+			}
+			rows.Close()
+		}
+		cancel()
+		if len(toks) > 0 {
+			i := pick % len(toks)
+			return toks[i], sales[i], nil
+		}
+		time.Sleep(time.Second)
+	}
+	return "", 0, fmt.Errorf("no PENDING_PAYMENT reservation to terminate")
+}

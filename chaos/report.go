@@ -1,0 +1,330 @@
+package chaos
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// answerClass names an answer for the tables: "202", "409 already_purchased",
+// "no answer".
+func answerClass(e Event) string {
+	if e.HTTP == 0 {
+		if strings.Contains(e.Err, "Timeout") || strings.Contains(e.Err, "deadline") {
+			return "timeout"
+		}
+		return "no answer"
+	}
+	if e.Code != "" {
+		return fmt.Sprintf("%d %s", e.HTTP, e.Code)
+	}
+	if e.Status != "" && e.HTTP == http.StatusOK && (e.Op == OpWebhook || e.Op == OpProbeWebhook) {
+		return fmt.Sprintf("%d %s", e.HTTP, e.Status)
+	}
+	return fmt.Sprint(e.HTTP)
+}
+
+// Counts of a history, for the report and the final message.
+type Counts struct {
+	Requests  int
+	Accepted  int // distinct tokens given by a 202
+	Paid      int // payments confirmed (API 200 PAID, webhook 200 PAID)
+	Refunds   int // webhooks answered REFUND_REQUIRED
+	Cancelled int // cancels answered 200
+	Faults    int
+	ByOp      map[string]map[string]int
+	ByClass   map[string]int
+}
+
+// Count tallies a history's requests (probes apart) and faults.
+func Count(h []Event) Counts {
+	c := Counts{ByOp: map[string]map[string]int{}, ByClass: map[string]int{}}
+	tokens := map[string]bool{}
+	for _, e := range h {
+		switch e.Kind {
+		case KindFault:
+			c.Faults++
+			c.ByClass[e.Op]++
+			continue
+		case KindRequest, KindProbe:
+		default:
+			continue
+		}
+		op := e.Op
+		if c.ByOp[op] == nil {
+			c.ByOp[op] = map[string]int{}
+		}
+		c.ByOp[op][answerClass(e)]++
+		if e.Kind != KindRequest {
+			continue
+		}
+		c.Requests++
+		switch {
+		case e.Op == OpReserve && e.HTTP == http.StatusAccepted:
+			tokens[e.Token] = true
+		case (e.Op == OpPay || e.Op == OpWebhook) && e.HTTP == http.StatusOK && e.Status == string(domain.StatusPaid):
+			c.Paid++
+		case e.Op == OpWebhook && e.HTTP == http.StatusOK:
+			c.Refunds++
+		case e.Op == OpCancel && e.HTTP == http.StatusOK:
+			c.Cancelled++
+		}
+	}
+	c.Accepted = len(tokens)
+	return c
+}
+
+// Markdown is the run's report.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	o := r.Opts
+	cnt := Count(r.History)
+	fmt.Fprintf(&b, "# Chaos run, seed %d\n\n", o.Seed)
+	fmt.Fprintf(&b, "Replay: `go run ./cmd/seckill-chaos -seed %d -duration %s -faults %s` (same schedule of operations and faults; timing differs).\n\n",
+		o.Seed, o.Duration, strings.Join(o.Faults, ","))
+	fmt.Fprintf(&b, "- started %s, workload %s with %d clients on two APIs and two workers (one Redis, MariaDB, Temporal dev server; every link through a proxy)\n",
+		r.Started.UTC().Format(time.RFC3339), o.Duration, o.Clients)
+	fmt.Fprintf(&b, "- quiet period after every fault healed: %s; history: `%s` (%d events)\n", r.QuietEnd.Sub(r.WorkloadEnd).Round(time.Second), r.HistoryPath, len(r.History))
+	fmt.Fprintf(&b, "- requests: %d; 202s: %d distinct tokens; payments confirmed: %d; late payments refunded: %d; cancels: %d; faults: %d\n",
+		cnt.Requests, cnt.Accepted, cnt.Paid, cnt.Refunds, cnt.Cancelled, cnt.Faults)
+	if len(r.Violations) == 0 {
+		b.WriteString("- **result: no violation**\n")
+	} else {
+		fmt.Fprintf(&b, "- **result: %d violations**\n", len(r.Violations))
+	}
+	fmt.Fprintf(&b, "\n![timeline](%d.png)\n", o.Seed)
+
+	b.WriteString("\n## Sales\n\n| sale | stock at start | stock_total at end | window s | PAID | PENDING | EXPIRED | CANCELLED | FAILED | QUEUED | buckets | redis stock | fresh users bought |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, sp := range r.Sales {
+		var s SaleState
+		for _, x := range r.Final.Sales {
+			if x.SaleID == sp.ID {
+				s = x
+			}
+		}
+		st := map[domain.ReservationStatus]int{}
+		for _, x := range s.Reservations {
+			st[x.Status]++
+		}
+		fresh := 0
+		for _, e := range r.History {
+			if e.Kind == KindProbe && e.Op == OpProbeFresh && e.Sale == sp.ID && e.HTTP == http.StatusAccepted {
+				fresh++
+			}
+		}
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", sp.ID, sp.Stock, s.StockTotal, sp.WindowSeconds,
+			st[domain.StatusPaid], st[domain.StatusPendingPayment], st[domain.StatusExpired], st[domain.StatusCancelled], st[domain.StatusFailed], st[domain.StatusQueued],
+			s.BucketStock, s.RedisStock, fresh)
+	}
+
+	b.WriteString("\n## Faults injected\n\n| # | class | target | at s | lasted s | note |\n|---|---|---|---|---|---|\n")
+	notes := map[int]string{}
+	for _, e := range r.History {
+		if (e.Kind == KindFault || e.Kind == KindHeal) && strings.Contains(e.Detail, "failed") {
+			notes[e.FaultID] += e.Detail + " "
+		}
+	}
+	for _, f := range Spans(r.History) {
+		fmt.Fprintf(&b, "| %d | %s | %s | %.1f | %.1f | %s |\n", f.ID, f.Class, f.Target, f.From.Sub(r.Started).Seconds(), f.To.Sub(f.From).Seconds(), strings.TrimSpace(notes[f.ID]))
+	}
+	b.WriteString("\n| class | times |\n|---|---|\n")
+	for _, cl := range sortedKeys(cnt.ByClass) {
+		fmt.Fprintf(&b, "| %s | %d |\n", cl, cnt.ByClass[cl])
+	}
+
+	b.WriteString("\n## Recovery mechanisms seen (from the processes' logs)\n\n| mechanism | times |\n|---|---|\n")
+	for _, m := range Mechanisms {
+		fmt.Fprintf(&b, "| %s | %d |\n", m, r.Mechanisms[m])
+	}
+
+	b.WriteString("\n## Requests by answer\n\n| operation | answers |\n|---|---|\n")
+	for _, op := range sortedKeys(cnt.ByOp) {
+		answers := cnt.ByOp[op]
+		keys := sortedKeys(answers)
+		sort.SliceStable(keys, func(i, j int) bool { return answers[keys[i]] > answers[keys[j]] })
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s: %d", k, answers[k]))
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", op, strings.Join(parts, ", "))
+	}
+
+	b.WriteString("\n## Invariants\n\n| invariant | cases checked | violations |\n|---|---|---|\n")
+	per := map[string]int{}
+	for _, v := range r.Violations {
+		per[v.Invariant]++
+	}
+	for _, inv := range Invariants {
+		fmt.Fprintf(&b, "| %s | %d | %d |\n", inv, r.Checked[inv], per[inv])
+	}
+	fmt.Fprintf(&b, "\nFAILED 202s explained by a write-losing fault (contract 1.1): %d.\n", r.Checked[FailedExcused])
+	if len(r.Violations) > 0 {
+		b.WriteString("\n## Violations\n\nEach with the history around it (its token's or user's requests, and the faults near them).\n")
+		// Up to ten of each invariant, so every failure class shows.
+		shown := map[string]int{}
+		for i, v := range r.Violations {
+			if shown[v.Invariant]++; shown[v.Invariant] > 10 {
+				if shown[v.Invariant] == 11 {
+					fmt.Fprintf(&b, "\n... more %s violations: %d in all (see the history)\n", v.Invariant, per[v.Invariant])
+				}
+				continue
+			}
+			fmt.Fprintf(&b, "\n### %d. %s\n\n```\n", i+1, v.String())
+			for _, e := range Around(r.History, v, 20*time.Second, 25) {
+				b.WriteString(FormatEvent(e, r.Started) + "\n")
+			}
+			b.WriteString("```\n")
+		}
+	}
+	return b.String()
+}
+
+// FormatEvent is one history line for people.
+func FormatEvent(e Event, start time.Time) string {
+	t := fmt.Sprintf("%+8.2fs", e.T.Sub(start).Seconds())
+	switch e.Kind {
+	case KindFault:
+		return fmt.Sprintf("%s FAULT #%d %s %s %s", t, e.FaultID, e.Op, e.Target, e.Detail)
+	case KindHeal:
+		return fmt.Sprintf("%s HEAL  #%d %s %s %s", t, e.FaultID, e.Op, e.Target, e.Detail)
+	}
+	s := fmt.Sprintf("%s %-5s %-12s api%d sale %d user %d", t, e.Kind, e.Op, e.API, e.Sale, e.User)
+	if e.RequestID != "" {
+		s += " req " + e.RequestID
+	}
+	if e.Token != "" {
+		s += " tok " + e.Token[:min(16, len(e.Token))]
+	}
+	if e.PayRef != "" {
+		s += " ref " + e.PayRef
+	}
+	s += " -> " + answerClass(e)
+	if e.Status != "" {
+		s += " " + e.Status
+	}
+	if !e.End.IsZero() {
+		s += fmt.Sprintf(" (%.0f ms)", e.End.Sub(e.T).Seconds()*1000)
+	}
+	return s
+}
+
+// DrawChart draws answers per second by class over the run, faults shaded.
+func (r *Result) DrawChart(path string) error {
+	type series struct {
+		name  string
+		match func(Event) bool
+		color color.Color
+	}
+	all := []series{
+		{"2xx", func(e Event) bool { return e.HTTP >= 200 && e.HTTP < 300 }, color.RGBA{G: 0x99, B: 0x44, A: 0xff}},
+		{"4xx", func(e Event) bool { return e.HTTP >= 400 && e.HTTP < 500 && e.HTTP != http.StatusTooManyRequests }, color.RGBA{R: 0x33, G: 0x66, B: 0xcc, A: 0xff}},
+		{"503 / 429", func(e Event) bool {
+			return e.HTTP == http.StatusServiceUnavailable || e.HTTP == http.StatusTooManyRequests
+		}, color.RGBA{R: 0xee, G: 0x88, A: 0xff}},
+		{"no answer", func(e Event) bool { return e.HTTP == 0 }, color.RGBA{R: 0xcc, G: 0x22, B: 0x22, A: 0xff}},
+	}
+	end := r.WorkloadEnd.Sub(r.Started).Seconds() + 5
+	secs := int(math.Ceil(end))
+	if secs < 1 {
+		return fmt.Errorf("empty run")
+	}
+	counts := make([][]float64, len(all))
+	for i := range counts {
+		counts[i] = make([]float64, secs)
+	}
+	for _, e := range r.History {
+		if e.Kind != KindRequest || e.End.IsZero() {
+			continue
+		}
+		s := int(e.End.Sub(r.Started).Seconds())
+		if s < 0 || s >= secs {
+			continue
+		}
+		for i, se := range all {
+			if se.match(e) {
+				counts[i][s]++
+			}
+		}
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Chaos run, seed %d: answers per second; faults shaded", r.Opts.Seed)
+	p.X.Label.Text = "seconds since the workload started"
+	p.Y.Label.Text = "answers per second"
+	top := 1.0
+	for _, c := range counts {
+		for _, v := range c {
+			top = max(top, v)
+		}
+	}
+	// Fault spans: stacked bands under the top, labelled with their class.
+	spans := Spans(r.History)
+	var labels plotter.XYLabels
+	for i, f := range spans {
+		x0 := f.From.Sub(r.Started).Seconds()
+		x1 := max(f.To.Sub(r.Started).Seconds(), x0+0.5)
+		lane := float64(i % 2)
+		y0, y1 := top*(1.02+0.12*lane), top*(1.12+0.12*lane)
+		band, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
+		if err != nil {
+			return fmt.Errorf("fault band: %w", err)
+		}
+		band.Color = color.NRGBA{R: 0xcc, G: 0x44, B: 0x44, A: 0x30} // not premultiplied: translucent
+		band.LineStyle.Width = 0
+		p.Add(band)
+		labels.XYs = append(labels.XYs, plotter.XY{X: x0, Y: y0})
+		labels.Labels = append(labels.Labels, fmt.Sprintf("%d %s", f.ID, f.Class))
+	}
+	for i, se := range all {
+		xy := make(plotter.XYs, secs)
+		for s := range secs {
+			xy[s] = plotter.XY{X: float64(s), Y: counts[i][s]}
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return fmt.Errorf("line %s: %w", se.name, err)
+		}
+		l.Color = se.color
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(se.name, l)
+	}
+	if len(labels.XYs) > 0 {
+		lb, err := plotter.NewLabels(labels)
+		if err != nil {
+			return fmt.Errorf("labels: %w", err)
+		}
+		for i := range lb.TextStyle {
+			lb.TextStyle[i].Font.Size = vg.Points(7)
+			lb.TextStyle[i].Rotation = math.Pi / 2
+		}
+		p.Add(lb)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Y.Max = top * 1.6
+	w := vg.Points(math.Max(900, math.Min(2400, 3*end)))
+	img := vgimg.New(w, vg.Points(480))
+	p.Draw(draw.New(img))
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,283 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Options of a run.
+type Options struct {
+	Seed     int64
+	Duration time.Duration // of the workload and the nemesis
+	Faults   []string      // classes the nemesis draws from
+	Clients  int
+	// Quiet is the wait after every fault healed and the clients stopped;
+	// 0: the longest payment window plus two reconciliation passes and
+	// some slack.
+	Quiet       time.Duration
+	WorkDir     string // services' data, logs and the history
+	OutDir      string // <seed>.md and <seed>.png
+	SeckillBin  string
+	TemporalBin string
+	Logf        func(format string, args ...any)
+}
+
+// Result is what a run found.
+type Result struct {
+	Opts        Options
+	Started     time.Time
+	WorkloadEnd time.Time
+	QuietEnd    time.Time
+	Plan        []Planned
+	Sales       []SaleSpec
+	History     []Event
+	HistoryPath string
+	Final       Final
+	Violations  []Violation
+	Checked     map[string]int
+	Mechanisms  map[string]int
+	Report      string // path of the markdown report
+	Chart       string
+}
+
+// Run deploys, runs the workload and the nemesis, waits out the quiet
+// period, probes, checks and writes the report.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.Clients == 0 {
+		o.Clients = 16
+	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("out dir: %w", err)
+	}
+	r := &Result{Opts: o, Plan: Schedule(o.Seed, o.Duration, o.Faults), HistoryPath: filepath.Join(o.WorkDir, "history.jsonl")}
+	o.Logf("seed %d: %d faults planned over %s", o.Seed, len(r.Plan), o.Duration)
+	d, err := Deploy(ctx, o.WorkDir, o.SeckillBin, o.TemporalBin)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: %w", err)
+	}
+	defer d.Close()
+	h, err := NewRecorder(r.HistoryPath)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	c := newCaller(d, h)
+	sales, err := createSales(ctx, c, DefaultSales)
+	if err != nil {
+		return nil, err
+	}
+	r.Sales = sales
+	maxWindow := 0
+	for _, s := range sales {
+		maxWindow = max(maxWindow, s.WindowSeconds)
+	}
+	if o.Quiet == 0 {
+		o.Quiet = time.Duration(maxWindow)*time.Second + 2*time.Minute + 15*time.Second
+	}
+
+	w := &Workload{C: c, Seed: o.Seed, Clients: o.Clients, Sales: sales, Logf: o.Logf}
+	n := &Nemesis{D: d, H: h, Tokens: w.LiveToken, Logf: o.Logf}
+	for _, s := range sales {
+		n.Sales = append(n.Sales, s.ID)
+	}
+	r.Started = time.Now()
+	h.Add(Event{Kind: KindNote, Op: "workload", Detail: fmt.Sprintf("seed %d, %d clients, %s", o.Seed, o.Clients, o.Duration)})
+	wctx, stop := context.WithTimeout(ctx, o.Duration)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		n.Run(wctx, r.Started, r.Plan)
+		close(done)
+	}()
+	w.Run(wctx)
+	<-done
+	r.WorkloadEnd = time.Now()
+	if err := d.HealAll(ctx); err != nil {
+		return nil, fmt.Errorf("heal: %w", err)
+	}
+	h.Add(Event{Kind: KindNote, Op: "quiet", Detail: fmt.Sprintf("every fault healed; waiting %s", o.Quiet)})
+	o.Logf("workload over (%d events); quiet for %s", len(h.Events()), o.Quiet)
+	sleep(ctx, o.Quiet)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	r.QuietEnd = time.Now()
+	r.Mechanisms = mechanisms(d)
+	probeWebhooks(ctx, c, h, sales)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	final, err := collect(cctx, d, c, sales)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("final state: %w", err)
+	}
+	r.Final = final
+	if b, err := json.MarshalIndent(final, "", " "); err == nil {
+		// With the history, all a later -recheck needs.
+		_ = os.WriteFile(filepath.Join(o.WorkDir, "final.json"), b, 0o644)
+	}
+	h.Add(Event{Kind: KindNote, Op: "probe"})
+	probe(ctx, c, final)
+	r.History = h.Events()
+	r.Violations, r.Checked = Check(r.History, r.Final)
+	if err := h.Close(); err != nil {
+		return nil, err
+	}
+	return r, r.Write(o.OutDir)
+}
+
+// createSales creates and warms the run's sales through the admin API.
+func createSales(ctx context.Context, c *caller, specs []SaleSpec) ([]SaleSpec, error) {
+	now := time.Now().UTC()
+	var out []SaleSpec
+	for i, s := range specs {
+		a := c.send(ctx, 0, http.MethodPost, "/admin/v1/sales", AdminUser, map[string]any{
+			"goods_id": 100 + i, "title": fmt.Sprintf("chaos sale %d", i+1), "price_cents": s.PriceCents, "stock": s.Stock, "buckets": 4,
+			"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(6 * time.Hour).Format(time.RFC3339),
+			"payment_window_seconds": s.WindowSeconds,
+		}, nil)
+		if a.Err != nil || a.HTTP != http.StatusCreated {
+			return nil, fmt.Errorf("create sale: %d %v %v", a.HTTP, a.Body, a.Err)
+		}
+		id, _ := a.Body["sale_id"].(float64)
+		s.ID = int64(id)
+		a = c.send(ctx, 0, http.MethodPost, fmt.Sprintf("/admin/v1/sales/%d/warmup", s.ID), AdminUser, nil, nil)
+		if a.Err != nil || a.HTTP != http.StatusOK {
+			return nil, fmt.Errorf("warm up sale %d: %d %v %v", s.ID, a.HTTP, a.Body, a.Err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Mechanisms counted from the processes' logs: each recovery path the
+// faults must trip.
+const (
+	MBreakerOpened = "breaker opened"
+	MDatabasePath  = "sale moved to the database path"
+	MResync        = "resync back to Redis"
+	MReclaim       = "inbox entries reclaimed"
+	MRepair        = "reconciliation repair"
+	MDeadLetter    = "inbox entry dead-lettered"
+)
+
+// Mechanisms lists them in the report's order.
+var Mechanisms = []string{MBreakerOpened, MDatabasePath, MResync, MReclaim, MRepair, MDeadLetter}
+
+// mechanismLines: a line counts when it holds every string of one of its
+// alternatives.
+var mechanismLines = map[string][][]string{
+	MBreakerOpened: {{`"msg":"circuit breaker state change"`, `"to":"open"`}},
+	MDatabasePath:  {{`"msg":"sale moved to the database path"`}},
+	MResync:        {{`"msg":"resync: sale is back on Redis"`}},
+	MReclaim:       {{`"msg":"relay: reclaimed pending inbox entries"`}},
+	MRepair:        {{`"msg":"reconcile: repaired`}, {`"msg":"reconcile: rebuilt Redis stock`}},
+	MDeadLetter:    {{`"msg":"relay: inbox entry dead-lettered"`}},
+}
+
+// countMechanisms counts the mechanism lines of a log.
+func countMechanisms(log string, into map[string]int) {
+	for _, line := range strings.Split(log, "\n") {
+		for m, alts := range mechanismLines {
+			for _, needles := range alts {
+				all := true
+				for _, n := range needles {
+					all = all && strings.Contains(line, n)
+				}
+				if all {
+					into[m]++
+					break
+				}
+			}
+		}
+	}
+}
+
+func mechanisms(d *Deployment) map[string]int {
+	out := map[string]int{}
+	for _, a := range d.Apps() {
+		if b, err := os.ReadFile(a.LogPath); err == nil {
+			countMechanisms(string(b), out)
+		}
+	}
+	return out
+}
+
+// Recheck runs the checker again over a run's saved history, final state
+// and logs (the work dir of a run) and rebuilds its result, so that a
+// report can be written again with a changed checker.
+func Recheck(workDir string, faults []string) (*Result, error) {
+	h, err := ReadHistory(filepath.Join(workDir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(workDir, "final.json"))
+	if err != nil {
+		return nil, fmt.Errorf("recheck: %w", err)
+	}
+	var f Final
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("recheck: final.json: %w", err)
+	}
+	r := &Result{History: h, Final: f, HistoryPath: filepath.Join(workDir, "history.jsonl"), Opts: Options{Faults: faults}, Mechanisms: map[string]int{}}
+	for _, e := range h {
+		if e.Kind != KindNote {
+			continue
+		}
+		switch e.Op {
+		case "workload":
+			r.Started = e.T
+			if _, err := fmt.Sscanf(e.Detail, "seed %d, %d clients, %s", &r.Opts.Seed, &r.Opts.Clients, new(string)); err != nil {
+				return nil, fmt.Errorf("recheck: workload note %q: %w", e.Detail, err)
+			}
+			var d string
+			fmt.Sscanf(e.Detail[strings.LastIndex(e.Detail, " ")+1:], "%s", &d)
+			r.Opts.Duration, _ = time.ParseDuration(d)
+		case "quiet":
+			r.WorkloadEnd = e.T
+		case "probe":
+			r.QuietEnd = e.T
+		}
+	}
+	for i, s := range f.Sales {
+		spec := SaleSpec{ID: s.SaleID, WindowSeconds: s.WindowSeconds}
+		if i < len(DefaultSales) {
+			spec.Stock, spec.PriceCents = DefaultSales[i].Stock, DefaultSales[i].PriceCents
+		}
+		r.Sales = append(r.Sales, spec)
+	}
+	for _, name := range []string{"api1", "api2", "worker1", "worker2"} {
+		if b, err := os.ReadFile(logPath(workDir, name)); err == nil {
+			countMechanisms(string(b), r.Mechanisms)
+		}
+	}
+	r.Violations, r.Checked = Check(h, f)
+	return r, nil
+}
+
+// Write writes the report and chart of r into dir.
+func (r *Result) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report dir: %w", err)
+	}
+	r.Report = filepath.Join(dir, fmt.Sprintf("%d.md", r.Opts.Seed))
+	r.Chart = filepath.Join(dir, fmt.Sprintf("%d.png", r.Opts.Seed))
+	if err := os.WriteFile(r.Report, []byte(r.Markdown()), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := r.DrawChart(r.Chart); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	return nil
+}

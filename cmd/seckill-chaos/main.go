@@ -1,0 +1,152 @@
+// Command seckill-chaos runs seckill's seeded chaos run: two APIs and two
+// workers on their own Redis, MariaDB and Temporal, a client workload and a
+// nemesis for -duration, a quiet period, then the history checker. It
+// writes <out>/<seed>.md and <seed>.png and exits 1 when an invariant broke.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/chaos"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var (
+		seed     = flag.Int64("seed", 1, "seed of the workload and the fault schedule (the same seed replays the same schedule)")
+		duration = flag.Duration("duration", 3*time.Minute, "how long the workload and the nemesis run")
+		faults   = flag.String("faults", "all", "comma-separated fault classes, or all: "+strings.Join(chaos.AllFaults, ","))
+		out      = flag.String("out", "chaos/results", "directory of <seed>.md and <seed>.png")
+		work     = flag.String("work", "", "directory of the services' data, logs and the history (default: a new temp dir, kept)")
+		clients  = flag.Int("clients", 16, "concurrent clients")
+		quiet    = flag.Duration("quiet", 0, "wait after the faults healed (default: longest payment window + two reconciliation passes + 15s)")
+		seckill  = flag.String("seckill", "", "the seckill binary (default: go build ./cmd/seckill)")
+		temporal = flag.String("temporal", "", "the Temporal CLI (default: $SECKILL_TEMPORAL_BIN or .data/bin/temporal)")
+		plan     = flag.Bool("plan", false, "print the fault schedule of -seed and -duration, and exit")
+		recheck  = flag.String("recheck", "", "run the checker again over the history and final state saved in this work dir, and exit")
+	)
+	flag.Parse()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// The proxies warn at every refused dial while a fault holds a service
+	// down: thousands of lines that say what the history already records.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	// Likewise the MySQL driver's notes on connections a fault broke.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	logf := func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
+
+	classes := chaos.AllFaults
+	if *faults != "all" {
+		classes = nil
+		for _, c := range strings.Split(*faults, ",") {
+			c = strings.TrimSpace(c)
+			if c == "" {
+				continue
+			}
+			if !slices.Contains(chaos.AllFaults, c) {
+				fmt.Fprintf(os.Stderr, "seckill-chaos: unknown fault class %q (known: %s)\n", c, strings.Join(chaos.AllFaults, ", "))
+				return 2
+			}
+			classes = append(classes, c)
+		}
+	}
+	if *recheck != "" {
+		res, err := chaos.Recheck(*recheck, classes)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
+			return 1
+		}
+		if err := res.Write(*out); err != nil {
+			fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
+			return 1
+		}
+		return summarize(res, *faults)
+	}
+	if *plan {
+		for _, p := range chaos.Schedule(*seed, *duration, classes) {
+			fmt.Printf("#%-3d at %7.1fs for %6.1fs  %-20s pick %d\n", p.ID, p.At.Seconds(), p.Span.Seconds(), p.Class, p.Pick)
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *work == "" {
+		dir, err := os.MkdirTemp("", fmt.Sprintf("seckill-chaos-%d-", *seed))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
+			return 1
+		}
+		*work = dir
+	}
+	if *seckill == "" {
+		*seckill = filepath.Join(*work, "seckill")
+		cmd := exec.Command("go", "build", "-o", *seckill, "./cmd/seckill")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "seckill-chaos: go build ./cmd/seckill: %v\n", err)
+			return 1
+		}
+	}
+	if *temporal == "" {
+		*temporal = os.Getenv("SECKILL_TEMPORAL_BIN")
+		if *temporal == "" {
+			*temporal = filepath.Join(".data", "bin", "temporal")
+		}
+	}
+	if _, err := os.Stat(*temporal); err != nil {
+		fmt.Fprintf(os.Stderr, "seckill-chaos: the Temporal CLI (go tool task temporal:build): %v\n", err)
+		return 1
+	}
+	logf("seed %d, %s, work dir %s", *seed, *duration, *work)
+	res, err := chaos.Run(ctx, chaos.Options{Seed: *seed, Duration: *duration, Faults: classes, Clients: *clients, Quiet: *quiet,
+		WorkDir: *work, OutDir: *out, SeckillBin: *seckill, TemporalBin: *temporal, Logf: logf})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "seckill-chaos: seed %d: %v (logs in %s)\n", *seed, err, *work)
+		return 1
+	}
+	return summarize(res, *faults)
+}
+
+// summarize prints a run's figures and its violations with the history
+// around each; it answers the exit code.
+func summarize(res *chaos.Result, faults string) int {
+	seed, duration := res.Opts.Seed, res.Opts.Duration
+	c := chaos.Count(res.History)
+	fmt.Printf("seed %d: %d requests, %d 202s, %d payments, %d faults; report %s\n", seed, c.Requests, c.Accepted, c.Paid, c.Faults, res.Report)
+	if len(res.Violations) == 0 {
+		fmt.Println("no violation")
+		return 0
+	}
+	fmt.Printf("%d VIOLATIONS (seed %d; replay: -seed %d -duration %s -faults %s)\n", len(res.Violations), seed, seed, duration, faults)
+	fmt.Println("fault schedule:")
+	for _, f := range chaos.Spans(res.History) {
+		fmt.Printf("  #%d %s %s at %.1fs for %.1fs\n", f.ID, f.Class, f.Target, f.From.Sub(res.Started).Seconds(), f.To.Sub(f.From).Seconds())
+	}
+	for i, v := range res.Violations {
+		if i == 10 {
+			fmt.Printf("... %d more in %s\n", len(res.Violations)-i, res.Report)
+			break
+		}
+		fmt.Printf("\n%s\n", v)
+		for _, e := range chaos.Around(res.History, v, 20*time.Second, 12) {
+			fmt.Println("  " + chaos.FormatEvent(e, res.Started))
+		}
+	}
+	return 1
+}
