@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
