@@ -3,11 +3,13 @@ package ops
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
@@ -169,6 +172,20 @@ func TestMixedVersionDeploy(t *testing.T) {
 	oldWorker.Stop(t)
 	tproxy.SetCut(true)
 	queued := reserveVia(oldAPI, "old-inbox", 4)
+	tc := testenv.MustTemporal(t)
+	entries, err := rdb.XRange(ctx, lua.SaleKeys(sale).Inbox, "-", "+").Result()
+	require.NoError(t, err)
+	fields := map[string][]string{}
+	for _, e := range entries {
+		tok, _ := e.Values["token"].(string)
+		fields[tok] = slices.Sorted(maps.Keys(e.Values))
+	}
+	for _, r := range queued {
+		require.Equal(t, []string{"request", "token", "user"}, fields[r.token], "the old script's entry for %s", r.token)
+		_, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(r.token), "")
+		var nf *serviceerror.NotFound
+		require.ErrorAs(t, err, &nf, "no workflow yet for %s: only a relay can start it", r.token)
+	}
 	// The new release starts: its worker migrates the schema under the old
 	// API, relays the old entries and replays the old workflows.
 	newWorker := testenv.MustWorker(t, "new-worker", env)
@@ -206,7 +223,6 @@ func TestMixedVersionDeploy(t *testing.T) {
 	// replay the version marker's branch and fails the workflow task
 	// (panic policy BlockWorkflow: the workflow stays Running, unchanged);
 	// Temporal retries it until a new worker takes it.
-	tc := testenv.MustTemporal(t)
 	var marked res
 	for _, r := range mixed {
 		if hasVersionMarker(t, tc, r.token) {
