@@ -197,6 +197,17 @@ func TestMixedVersionDeploy(t *testing.T) {
 		newAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
 	}
 	tproxy.SetCut(false)
+	// The sale workflow the old API started and the old worker ran answers
+	// through the new worker, which replays its history and input.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		v, err := tc.QueryWorkflow(ctx, domain.SaleWorkflowID(sale), "", domain.QueryReport)
+		if !assert.NoError(c, err) {
+			return
+		}
+		var rep map[string]any
+		assert.NoError(c, v.Get(&rep))
+		assert.EqualValues(c, sale, rep["sale_id"], "%v", rep)
+	}, 30*time.Second, 500*time.Millisecond)
 	// Old workflows, their Redis tokens and payloads, read by new code.
 	pay(newAPI, old1[2])
 	cancel(newAPI, old1[3])
