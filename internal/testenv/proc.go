@@ -234,12 +234,18 @@ type API struct {
 // MustAPI starts `seckill api` on a free port and waits for /healthz.
 func MustAPI(tb testing.TB, name string, env map[string]string) *API {
 	tb.Helper()
+	return MustAPIOf(tb, MustBinary(tb), name, env)
+}
+
+// MustAPIOf is MustAPI with another build of seckill (a previous release).
+func MustAPIOf(tb testing.TB, bin, name string, env map[string]string) *API {
+	tb.Helper()
 	addr := FreeAddr(tb)
 	e := map[string]string{"API_ADDR": addr}
 	for k, v := range env {
 		e[k] = v
 	}
-	a := &API{Proc: StartProc(tb, name, e, "api"), URL: "http://" + addr}
+	a := &API{Proc: StartCommand(tb, name, bin, e, "api"), URL: "http://" + addr}
 	a.WaitHealthy(tb)
 	return a
 }
@@ -259,12 +265,18 @@ type Worker struct {
 // MustWorker starts `seckill worker` and waits for its metrics endpoint.
 func MustWorker(tb testing.TB, name string, env map[string]string) *Worker {
 	tb.Helper()
+	return MustWorkerOf(tb, MustBinary(tb), name, env)
+}
+
+// MustWorkerOf is MustWorker with another build of seckill.
+func MustWorkerOf(tb testing.TB, bin, name string, env map[string]string) *Worker {
+	tb.Helper()
 	addr := FreeAddr(tb)
 	e := map[string]string{"WORKER_METRICS_ADDR": addr, "SECKILL_RELAY_CONSUMER": name + "-" + strings.ReplaceAll(tb.Name(), "/", "_")}
 	for k, v := range env {
 		e[k] = v
 	}
-	w := &Worker{Proc: StartProc(tb, name, e, "worker"), MetricsURL: "http://" + addr + "/metrics"}
+	w := &Worker{Proc: StartCommand(tb, name, bin, e, "worker"), MetricsURL: "http://" + addr + "/metrics"}
 	w.WaitHealthy(tb)
 	return w
 }

@@ -1,0 +1,349 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// prevRelease is the commit of the previous release, which the
+// mixed-version test runs beside this code. Move it to the release's
+// commit (or tag) at each release.
+const prevRelease = "01f57e7"
+
+var (
+	prevOnce sync.Once
+	prevBin  string
+	prevErr  error
+)
+
+// mustPrevBinary builds cmd/seckill of prevRelease from git (the Go build
+// cache makes it quick after the first time).
+func mustPrevBinary(tb testing.TB) string {
+	tb.Helper()
+	prevOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "seckill-prev-")
+		if err != nil {
+			prevErr = err
+			return
+		}
+		src := filepath.Join(dir, "src")
+		if err := os.Mkdir(src, 0o755); err != nil {
+			prevErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		archive := exec.CommandContext(ctx, "sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", prevRelease, src)
+		archive.Dir = repoRoot(tb)
+		if out, err := archive.CombinedOutput(); err != nil {
+			prevErr = fmt.Errorf("git archive %s (CI needs the full history): %w\n%s", prevRelease, err, out)
+			return
+		}
+		prevBin = filepath.Join(dir, "seckill-prev")
+		build := exec.CommandContext(ctx, "go", "build", "-o", prevBin, "./cmd/seckill")
+		build.Dir = src
+		if out, err := build.CombinedOutput(); err != nil {
+			prevErr = fmt.Errorf("build %s: %w\n%s", prevRelease, err, out)
+		}
+	})
+	if prevErr != nil {
+		tb.Fatalf("previous release: %v", prevErr)
+	}
+	return prevBin
+}
+
+// nonDeterministic matches the SDK's error when a worker's code cannot
+// replay a workflow's history (TMPRL1100: its workflow task fails and is
+// retried).
+var nonDeterministic = regexp.MustCompile(`TMPRL1100`)
+
+// TestMixedVersionDeploy runs the previous release's API and worker beside
+// this code's on one database, Redis and task queue, as a rolling deploy
+// does: the old release alone; the new worker and API start (migrating the
+// schema under the old processes) while the old worker is stopped, and the
+// new worker relays inbox entries the old reserve script wrote and replays
+// workflows the old worker started; then both workers and both APIs serve
+// together; the old worker is drained last. Every 202 reaches
+// PENDING_PAYMENT, payments and cancels through either API settle,
+// nothing is oversold and the sale reconciles.
+func TestMixedVersionDeploy(t *testing.T) {
+	prev := mustPrevBinary(t)
+	queue := newQueue("mixed")
+	dsn := testenv.MustEmptyDatabase(t) // the old release creates its own schema
+	// The old API reaches Temporal through a proxy the test can cut, so
+	// that its reservations wait in the inbox for the new worker's relay.
+	tproxy, err := netproxy.Start(testenv.TemporalAddress(), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tproxy.Close() })
+	env := testenv.ProcEnv(t, queue, map[string]string{
+		"MYSQL_DSN":              dsn,
+		"SECKILL_PER_ADDR_RPS":   "100000",
+		"SECKILL_PER_ADDR_BURST": "100000",
+		"SECKILL_RELAY_MIN_IDLE": "1s",
+	})
+	with := func(k, v string) map[string]string {
+		e := map[string]string{k: v}
+		for key, val := range env {
+			if key != k {
+				e[key] = val
+			}
+		}
+		return e
+	}
+	ctx := testCtx(t, 3*time.Minute)
+
+	// 1. The previous release alone.
+	oldAPI := &stack{queue: queue, api: testenv.MustAPIOf(t, prev, "old-api", with("TEMPORAL_ADDRESS", tproxy.Addr()))}
+	oldWorker := testenv.MustWorkerOf(t, prev, "old-worker", env)
+	st, err := store.Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	// Sale ids far from this package's others and from earlier runs' (this
+	// database is new each run; Redis keys are per sale id).
+	var maxID int64
+	require.NoError(t, testenv.MustStore(t).DB.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM sales").Scan(&maxID))
+	_, err = st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", maxID+100_000_000+time.Now().UnixMilli()%1_000_000_000))
+	require.NoError(t, err)
+	const stock = 60
+	sale := oldAPI.MustLiveSale(t, stock, 600, 30*time.Minute)
+	rdb := testenv.MustRedis(t)
+
+	type res struct {
+		user  int64
+		token string
+		via   string // the API that took it
+	}
+	var all []res
+	reserveVia := func(s *stack, via string, n int) []res {
+		var out []res
+		for range n {
+			user := testenv.UniqueUser()
+			code, body := s.reserve(t, sale, user, fmt.Sprintf("mixed-%d", user))
+			require.Equal(t, http.StatusAccepted, code, "%s: %v", via, body)
+			out = append(out, res{user: user, token: body["token"].(string), via: via})
+		}
+		all = append(all, out...)
+		return out
+	}
+	pay := func(s *stack, r res) {
+		code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+r.token+"/payment", r.user, map[string]any{"payment_ref": "mixed-" + r.token[:8]})
+		require.Equal(t, http.StatusOK, code, "pay %s (taken by %s): %v", r.token, r.via, body)
+		require.Equal(t, "PAID", body["status"])
+	}
+	cancel := func(s *stack, r res) {
+		code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+r.token+"/cancel", r.user, nil)
+		require.Equal(t, http.StatusOK, code, "cancel %s (taken by %s): %v", r.token, r.via, body)
+		require.Equal(t, "CANCELLED", body["status"])
+	}
+	want := map[string]string{} // token -> final status
+	old1 := reserveVia(oldAPI, "old", 6)
+	for _, r := range old1 {
+		oldAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
+	}
+	pay(oldAPI, old1[0])
+	cancel(oldAPI, old1[1])
+
+	// 2. Workers first: the old worker stops; reservations the old API
+	// takes while it cannot reach Temporal wait in the inbox, written by
+	// the old reserve script (no deadline, tp or rid fields).
+	oldWorker.Stop(t)
+	tproxy.SetCut(true)
+	queued := reserveVia(oldAPI, "old-inbox", 4)
+	tc := testenv.MustTemporal(t)
+	entries, err := rdb.XRange(ctx, lua.SaleKeys(sale).Inbox, "-", "+").Result()
+	require.NoError(t, err)
+	fields := map[string][]string{}
+	for _, e := range entries {
+		tok, _ := e.Values["token"].(string)
+		fields[tok] = slices.Sorted(maps.Keys(e.Values))
+	}
+	for _, r := range queued {
+		require.Equal(t, []string{"request", "token", "user"}, fields[r.token], "the old script's entry for %s", r.token)
+		_, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(r.token), "")
+		var nf *serviceerror.NotFound
+		require.ErrorAs(t, err, &nf, "no workflow yet for %s: only a relay can start it", r.token)
+	}
+	// The new release starts: its worker migrates the schema under the old
+	// API, relays the old entries and replays the old workflows.
+	newWorker := testenv.MustWorker(t, "new-worker", env)
+	newAPI := &stack{queue: queue, api: testenv.MustAPI(t, "new-api", env)}
+	var applied int
+	require.NoError(t, st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = '0005_db_sell_after'").Scan(&applied))
+	require.Equal(t, 1, applied, "the new release migrated the shared database")
+	for _, r := range queued {
+		newAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
+	}
+	tproxy.SetCut(false)
+	// The sale workflow the old API started and the old worker ran answers
+	// through the new worker, which replays its history and input.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		v, err := tc.QueryWorkflow(ctx, domain.SaleWorkflowID(sale), "", domain.QueryReport)
+		if !assert.NoError(c, err) {
+			return
+		}
+		var rep map[string]any
+		assert.NoError(c, v.Get(&rep))
+		assert.EqualValues(c, sale, rep["sale_id"], "%v", rep)
+	}, 30*time.Second, 500*time.Millisecond)
+	// Old workflows, their Redis tokens and payloads, read by new code.
+	pay(newAPI, old1[2])
+	cancel(newAPI, old1[3])
+	want[old1[0].token], want[old1[1].token] = "PAID", "CANCELLED"
+	want[old1[2].token], want[old1[3].token] = "PAID", "CANCELLED"
+
+	// 3. Both releases side by side on one queue: the old worker is back
+	// (a rolling restart that has not reached it), both APIs take traffic.
+	oldWorker.Restart(t)
+	oldWorker.WaitHealthy(t)
+	var mixed []res
+	for range 4 {
+		mixed = append(mixed, reserveVia(oldAPI, "old", 3)...)
+		mixed = append(mixed, reserveVia(newAPI, "new", 3)...)
+	}
+	for _, r := range mixed {
+		newAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
+	}
+	apis := []*stack{oldAPI, newAPI}
+
+	// 3b. What the old code does with a workflow new code has run: with a
+	// new worker up, sticky queues keep such workflows on it. With none up
+	// (all new workers restarting), the old worker takes the task, cannot
+	// replay the version marker's branch and fails the workflow task
+	// (panic policy BlockWorkflow: the workflow stays Running, unchanged);
+	// Temporal retries it until a new worker takes it.
+	var marked res
+	for _, r := range mixed {
+		if hasVersionMarker(t, tc, r.token) {
+			marked = r
+			break
+		}
+	}
+	require.NotEmpty(t, marked.token, "some workflow of the mix ran on the new worker")
+	newWorker.Stop(t)
+	payMarked := func() (int, map[string]any, error) {
+		return testenv.Do("POST", oldAPI.api.URL+"/api/v1/reservations/"+marked.token+"/payment", marked.user, map[string]any{"payment_ref": "mixed-" + marked.token[:8]})
+	}
+	before := len(nonDeterministic.FindAllString(oldWorker.Log(), -1))
+	t.Logf("both workers up: the old worker failed %d workflow tasks (sticky queues keep a workflow on the worker that runs it)", before)
+	firstPay := make(chan int, 1)
+	go func() { // waits out the API's update timeout: only the old worker polls
+		code, _, _ := payMarked()
+		firstPay <- code
+	}()
+	var attempts int32
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Regexp(c, nonDeterministic, oldWorker.Log())
+		d, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(marked.token), "")
+		if !assert.NoError(c, err) {
+			return
+		}
+		assert.Equal(c, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.RawResponse.GetWorkflowExecutionInfo().GetStatus())
+		attempts = d.RawResponse.GetPendingWorkflowTask().GetAttempt()
+		assert.Greater(c, attempts, int32(1), "a failed workflow task, retried")
+	}, 30*time.Second, 250*time.Millisecond)
+	t.Logf("new-version workflow on the old worker alone: blocked, workflow task attempt %d, still Running", attempts)
+	restarted := time.Now()
+	newWorker.Restart(t)
+	newWorker.WaitHealthy(t)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body, err := payMarked()
+		assert.NoError(c, err)
+		assert.Equal(c, http.StatusOK, code, "%v", body)
+		assert.Equal(c, "PAID", body["status"])
+	}, 60*time.Second, time.Second, "the new worker takes the retried task; the same payment_ref pays")
+	t.Logf("paid through the new worker %s after its restart; the payment sent while only the old worker polled answered %d", time.Since(restarted).Round(time.Millisecond), <-firstPay)
+	want[marked.token] = "PAID"
+	for i, r := range append(mixed, old1[4], old1[5], queued[0], queued[1]) {
+		if r.token == marked.token {
+			continue
+		}
+		s := apis[i%2] // the other API half the time
+		switch i % 3 {
+		case 0:
+			pay(s, r)
+			want[r.token] = "PAID"
+		case 1:
+			cancel(s, r)
+			want[r.token] = "CANCELLED"
+		}
+	}
+
+	// 4. The old worker drains last.
+	oldWorker.Stop(t)
+	failures := len(nonDeterministic.FindAllString(oldWorker.Log(), -1))
+	t.Logf("old worker: %d nondeterminism log lines in all", failures)
+
+	for _, r := range all {
+		status, ok := want[r.token]
+		if !ok {
+			status = "PENDING_PAYMENT"
+		}
+		newAPI.waitStatus(t, r.user, r.token, status)
+	}
+	var held, paid int64
+	for _, s := range want {
+		if s == "PAID" {
+			paid++
+		}
+	}
+	held = int64(len(all)) - int64(len(want))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		left, err := rdb.Get(ctx, lua.SaleKeys(sale).Stock).Int64()
+		assert.NoError(c, err)
+		assert.Equal(c, int64(stock)-held-paid, left, "Redis: units on sale")
+		rep := newAPI.reconciliation(t, sale, false)
+		assert.True(c, rep.Consistent, "%s", rep.raw)
+		assert.Empty(c, rep.Discrepancies, "%s", rep.raw)
+		assert.Equal(c, int64(stock)-held-paid, rep.DBStock, "MySQL: units on sale")
+		assert.Equal(c, paid, rep.Orders["PAID"], "%s", rep.raw)
+	}, 60*time.Second, 500*time.Millisecond)
+	// Cancelled buyers may buy again, through either release.
+	again := 0
+	for _, r := range all {
+		if want[r.token] != "CANCELLED" || again == len(apis) {
+			continue
+		}
+		code, body := apis[again].reserve(t, sale, r.user, fmt.Sprintf("mixed-again-%d", r.user))
+		require.Equal(t, http.StatusAccepted, code, "%v", body)
+		again++
+	}
+	require.Equal(t, len(apis), again)
+}
+
+// hasVersionMarker tells whether the token's order workflow recorded the
+// GetVersion marker of a change the previous release does not have.
+func hasVersionMarker(tb testing.TB, tc client.Client, token string) bool {
+	tb.Helper()
+	it := tc.GetWorkflowHistory(testCtx(tb, 30*time.Second), domain.OrderWorkflowID(token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(tb, err)
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "Version" && strings.Contains(e.String(), "redis-step-reads-state") {
+			return true
+		}
+	}
+	return false
+}
