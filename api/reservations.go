@@ -160,6 +160,13 @@ func (s *server) pay(c *fiber.Ctx) error {
 // webhook share it. Refusals are *domain.Error (not_payable, unavailable).
 func (s *server) payToken(ctx context.Context, token, ref string) (domain.ReservationView, error) {
 	st, err := s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	if domain.ErrorCode(err) == domain.ENotPayable && s.awaitAdopted(ctx, token) == domain.StatusPendingPayment {
+		// A database-path order is PENDING_PAYMENT (and shown so) from its
+		// transaction on, before its workflow has read it; the workflow
+		// refuses while it still says QUEUED. Ask again now that it knows
+		// (a refusal for another reason is given again).
+		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+	}
 	if errors.Is(err, errWorkflowClosed) && s.repairClosed(ctx, token) {
 		// A new run took the reservation over, or it was released: ask
 		// again, so the payment settles now (paid, or refused and then
@@ -316,21 +323,25 @@ func (s *server) repairClosed(ctx context.Context, token string) bool {
 
 // awaitAdopted waits (briefly) until the token's workflow has read its
 // reservation: a new run answers QUEUED, and refuses a payment, until then.
-func (s *server) awaitAdopted(ctx context.Context, token string) {
+// It returns the status the workflow then answers ("" when it did not).
+func (s *server) awaitAdopted(ctx context.Context, token string) domain.ReservationStatus {
+	if s.temporal == nil {
+		return ""
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
 		v, err := s.temporal.QueryWorkflow(ctx, domain.OrderWorkflowID(token), "", domain.QueryStatus)
 		var st domain.OrderState
 		if err == nil && v.Get(&st) == nil && st.Status != domain.StatusQueued {
-			return
+			return st.Status
 		}
 		if err != nil && errors.Is(s.updateError(ctx, token, err), errWorkflowClosed) {
-			return // released and finished already
+			return "" // released and finished already
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return ""
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
