@@ -182,8 +182,11 @@ var mechanismLines = map[string][][]string{
 	MDatabasePath:  {{`"msg":"sale moved to the database path"`}},
 	MResync:        {{`"msg":"resync: sale is back on Redis"`}},
 	MReclaim:       {{`"msg":"relay: reclaimed pending inbox entries"`}},
-	MRepair:        {{`"msg":"reconcile: repaired`}, {`"msg":"reconcile: rebuilt Redis stock`}},
-	MDeadLetter:    {{`"msg":"relay: inbox entry dead-lettered"`}},
+	MRepair: {{`"msg":"reconcile: repaired`}, {`"msg":"reconcile: rebuilt Redis stock`},
+		{`"msg":"reconcile: finished a release in Redis"`},
+		{`"msg":"reconcile: released a live reservation whose workflow closed`},
+		{`"msg":"reconcile: a new run took over a live reservation whose workflow closed"`}},
+	MDeadLetter: {{`"msg":"relay: inbox entry dead-lettered"`}},
 }
 
 // countMechanisms counts the mechanism lines of a log.
