@@ -184,12 +184,7 @@ func NewServer(d Deps) *Server {
 	if cfg.Tracing {
 		app.Use(otelfiber.Middleware())
 	}
-	app.Use(s.countRequests)
-	timer, err := requestTimer(reg)
-	if err != nil {
-		panic(fmt.Sprintf("api metrics: %v", err))
-	}
-	app.Use(timer)
+	app.Use(s.observeRequests)
 	if len(cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
 			AllowOrigins:  strings.Join(cfg.CORSOrigins, ","),
@@ -270,9 +265,10 @@ func (s *server) limitReads(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// countRequests counts every answer by route pattern (not raw path, so the
-// label set stays bounded).
-func (s *server) countRequests(c *fiber.Ctx) error {
+// observeRequests counts and times every answer by route template and
+// status, in one pass over the request.
+func (s *server) observeRequests(c *fiber.Ctx) error {
+	start := time.Now()
 	err := c.Next()
 	route := "unmatched"
 	if r := c.Route(); r != nil && r.Path != "/" {
@@ -280,12 +276,14 @@ func (s *server) countRequests(c *fiber.Ctx) error {
 	}
 	status := c.Response().StatusCode()
 	if err != nil {
+		// The error handler writes the answer after the middleware.
+		status = statusOf(domain.ErrorCode(err))
 		var fe *fiber.Error
 		if errors.As(err, &fe) {
 			status = fe.Code
 		}
 	}
-	s.m.request(route, status)
+	s.m.request(route, status, time.Since(start))
 	return err
 }
 

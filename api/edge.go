@@ -453,7 +453,7 @@ func (s *server) transportAnswer(ctx *fasthttp.RequestCtx, code, message string)
 	ctx.SetStatusCode(status)
 	ctx.SetContentType(mimeJSON)
 	ctx.SetBody(errorBytes(code, message))
-	s.m.request(routeTransport, status)
+	s.m.request(routeTransport, status, -1)
 }
 
 const mimeJSON = "application/json"

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/seckill/seckill/lua"
 )
 
 // Filter layers of the reservation path, cheapest first.
@@ -26,9 +29,11 @@ const (
 type metrics struct {
 	filterCache  seriesCache[prometheus.Counter]
 	requestCache seriesCache[prometheus.Counter]
+	latencyCache seriesCache[prometheus.Observer]
 
 	filter   *prometheus.CounterVec
 	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 	starter  *prometheus.CounterVec
 	queueLen prometheus.GaugeFunc
 	breaker  prometheus.Gauge
@@ -43,6 +48,11 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_http_requests_total",
 			Help: "HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "seckill_http_request_duration_seconds",
+			Help:    "Time the API took to answer, by route template and status.",
+			Buckets: lua.LatencyBuckets,
 		}, []string{"route", "status"}),
 		starter: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_starter_total",
@@ -62,6 +72,9 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		return nil, err
 	}
 	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.latency, err = register(reg, m.latency); err != nil {
 		return nil, err
 	}
 	if m.starter, err = register(reg, m.starter); err != nil {
@@ -102,12 +115,18 @@ func (m *metrics) pass(layer string) { m.filterCache.get(m.filter, layer, "pass"
 
 func (m *metrics) reject(layer, outcome string) { m.filterCache.get(m.filter, layer, outcome).Inc() }
 
-func (m *metrics) request(route string, status int) {
+// request counts an answer by route template (never the raw path: it holds
+// tokens) and status; took >= 0 also observes its latency (answers given
+// before routing have none).
+func (m *metrics) request(route string, status int, took time.Duration) {
 	code := "other"
 	if status >= 100 && status < len(statusLabels) {
 		code = statusLabels[status]
 	}
 	m.requestCache.get(m.requests, route, code).Inc()
+	if took >= 0 {
+		m.latencyCache.get(m.latency, route, code).Observe(took.Seconds())
+	}
 }
 
 // statusLabels are the status codes as label values, made once.
