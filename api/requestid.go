@@ -9,8 +9,6 @@ import (
 	"github.com/seckill/seckill/internal/reqid"
 )
 
-const requestIDKey = "seckill.request_id"
-
 // requestID gives every request an id: the client's X-Request-Id when it is
 // 1 to 64 of [A-Za-z0-9_-], else a new one. It is returned in the answer's
 // X-Request-Id, logged with every line of the request (s.log) and carried
@@ -23,18 +21,12 @@ func requestID(c *fiber.Ctx) error {
 		// fasthttp reuses the header's bytes after the request.
 		id = string([]byte(id))
 	}
-	c.Locals(requestIDKey, id)
-	// Calls made with the request's context (workflow starts and updates,
-	// background work it hands on) carry the id too.
+	// The request's context is the id's one home: its log lines and the
+	// calls made with it (workflow starts and updates, background work it
+	// hands on) read it there.
 	c.SetUserContext(reqid.With(c.UserContext(), id))
 	c.Set(reqid.Header, id)
 	return c.Next()
-}
-
-// requestIDOf is the request's id ("" outside the middleware).
-func requestIDOf(c *fiber.Ctx) string {
-	id, _ := c.Locals(requestIDKey).(string)
-	return id
 }
 
 // log is the logger of one request: its id and, once authenticated, who
@@ -53,7 +45,7 @@ func (s *server) ctxLog(ctx context.Context) *slog.Logger {
 
 func requestLogger(logger *slog.Logger, c *fiber.Ctx) *slog.Logger {
 	attrs := make([]any, 0, 4)
-	attrs = append(attrs, reqid.LogKey, requestIDOf(c))
+	attrs = append(attrs, reqid.LogKey, reqid.From(c.UserContext()))
 	if p, ok := c.Locals(principalKey).(Principal); ok {
 		if p.Admin {
 			attrs = append(attrs, "admin_user_id", p.UserID)
