@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/internal/cli"
 )
 
 func env(name, def string) string {
@@ -71,23 +71,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(fs.Output(), "\n%s.\n\nflags:\n", synopsis)
 		fs.PrintDefaults()
 	}
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		fs.Usage()
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", name, fs.Args())
-		fs.Usage()
-		return 2
+	if code, done := cli.Parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

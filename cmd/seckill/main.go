@@ -26,6 +26,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/cli"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/worker"
@@ -116,23 +117,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(fs.Output(), "\nConfiguration comes from environment variables (see the README).")
 	}
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "seckill %s: %v\n", name, err)
-		fs.Usage()
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "seckill %s: unexpected arguments %q\n", name, fs.Args())
-		fs.Usage()
-		return 2
+	if code, done := cli.Parse(fs, rest, stdout, stderr); done {
+		return code
 	}
 
 	cfg, err := config.Load()
