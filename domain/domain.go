@@ -40,6 +40,12 @@ func (s ReservationStatus) HoldsUnit() bool {
 	return s == StatusQueued || s == StatusPendingPayment || s == StatusPaid
 }
 
+// Live reports whether a reservation in this status is a live order: it
+// took a unit from the database (PENDING_PAYMENT or PAID).
+func (s ReservationStatus) Live() bool {
+	return s == StatusPendingPayment || s == StatusPaid
+}
+
 // Valid reports whether s is one of the contract's statuses.
 func (s ReservationStatus) Valid() bool {
 	for _, v := range AllStatuses {
@@ -179,6 +185,14 @@ type Reservation struct {
 	FailReason  string // why a FAILED reservation failed (FailReason*)
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+}
+
+// OrderInput is the input that starts (or restarts) this reservation's
+// order workflow: a database-path reservation took its unit in the
+// database path's own transaction.
+func (r *Reservation) OrderInput() OrderInput {
+	return OrderInput{Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, RequestID: r.RequestID, Path: r.Path,
+		Deducted: r.Path == PathDatabase}
 }
 
 // ReservationView is the contract's view of a reservation.

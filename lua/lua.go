@@ -32,6 +32,8 @@ var (
 	setStockSrc string
 	//go:embed rebuild.lua
 	rebuildSrc string
+	//go:embed restore.lua
+	restoreSrc string
 )
 
 // InboxGroup is the consumer group of every sale's inbox stream.
@@ -90,6 +92,7 @@ type Scripts struct {
 	snapshot *redis.Script
 	setStock *redis.Script
 	rebuild  *redis.Script
+	restore  *redis.Script
 }
 
 // New prepares the scripts.
@@ -104,6 +107,7 @@ func New() *Scripts {
 		snapshot: redis.NewScript(snapshotSrc),
 		setStock: redis.NewScript(setStockSrc),
 		rebuild:  redis.NewScript(rebuildSrc),
+		restore:  redis.NewScript(restoreSrc),
 	}
 }
 
@@ -214,6 +218,24 @@ func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64,
 	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens, k.Fence}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("advance script: %w", err)
+	}
+	return n == 1, nil
+}
+
+// RestoreLive puts a live order's token state (ordered or paid) and its
+// buyer mark back where a fault lost them (see restore.lua); fence is the
+// sale's fence as read before the order was read from the database. It
+// reports whether Redis changed; ErrFenceMoved when a release or advance
+// ran since fence was read.
+func (s *Scripts) RestoreLive(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token, state string, fence int64) (bool, error) {
+	k := SaleKeys(saleID)
+	n, err := s.restore.Run(ctx, rdb, []string{k.Meta, k.Tokens, k.Buyers, k.Fence},
+		token, strconv.FormatInt(userID, 10), state, strconv.FormatInt(fence, 10)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("restore script: %w", err)
+	}
+	if n < 0 {
+		return false, ErrFenceMoved
 	}
 	return n == 1, nil
 }

@@ -105,6 +105,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 	}
 	seen = append(seen, closed...)
 	if repair {
+		seen = r.restoreMarks(ctx, saleID, seen)
 		seen = r.repairStock(ctx, saleID, first, second, seen)
 	}
 	sort.Slice(seen, func(i, j int) bool { return key(seen[i]) < key(seen[j]) })
@@ -175,7 +176,7 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 				o.add(domain.Discrepancy{Kind: domain.KindHoldWithoutWorkflow, UserID: e.UserID, Token: token, Detail: "Redis holds a unit for this token but the database has no reservation"})
 			case d.Status == domain.StatusQueued:
 				rep.InFlight++
-			case d.Status == domain.StatusPendingPayment || d.Status == domain.StatusPaid:
+			case d.Status.Live():
 				// Placed; the workflow has yet to mark the token ordered.
 			default:
 				rep.InFlight++
@@ -184,7 +185,7 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 		case domain.TokenOrdered:
 			o.holding[e.UserID] = true
 			switch {
-			case ok && (d.Status == domain.StatusPendingPayment || d.Status == domain.StatusPaid):
+			case ok && d.Status.Live():
 			case ok && d.Status.Terminal():
 				rep.InFlight++
 				o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("order is %s but Redis still holds it", d.Status)})
@@ -318,7 +319,7 @@ func (r *Reconciler) workflowState(ctx context.Context, token string) (running, 
 // "user:request_id" whose value is the token).
 func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Discrepancy) (domain.OrderInput, error) {
 	if res, err := r.Store.GetReservation(ctx, d.Token); err == nil {
-		return domain.OrderInput{Token: res.Token, SaleID: res.SaleID, UserID: res.UserID, RequestID: res.RequestID, Path: res.Path}, nil
+		return res.OrderInput(), nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return domain.OrderInput{}, err
 	}
@@ -330,6 +331,27 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 		return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
 	}
 	return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: requestID, Path: domain.PathRedis}, nil
+}
+
+// restoreMarks puts back the token state and buyer mark of live orders
+// that Redis lost (a restart without its AOF's last second), so their users
+// cannot buy twice and their releases find the tokens.
+func (r *Reconciler) restoreMarks(ctx context.Context, saleID int64, seen []domain.Discrepancy) []domain.Discrepancy {
+	for i, d := range seen {
+		if d.Kind != domain.KindOrderWithoutRedisMark {
+			continue
+		}
+		changed, err := sales.RestoreLive(ctx, r.Store, r.Redis, r.Scripts, d.Token)
+		if err != nil {
+			r.log().Warn("reconcile: restoring a lost buyer mark failed", "sale_id", saleID, "token", d.Token, "err", err)
+			continue
+		}
+		if changed {
+			seen[i].Repaired = true
+			r.log().Info("reconcile: restored a live order's token and buyer mark in Redis", "sale_id", saleID, "token", d.Token, "user_id", d.UserID)
+		}
+	}
+	return seen
 }
 
 // repairStock rebuilds a drifted Redis stock from the database, only while
@@ -396,7 +418,8 @@ func (r *Reconciler) RepairClosedWorkflows(ctx context.Context, saleID int64) ([
 
 // RepairToken applies the closed-workflow policy to one reservation: when
 // it is live and its workflow has closed, it is taken over by a new run
-// (before pay_by) or released (after). It reports whether it repaired. The
+// (before pay_by) or released (after); when it is live and has no workflow
+// yet, the workflow is started. It reports whether it repaired. The
 // API calls it when a payment or cancel finds the workflow closed, so the
 // caller gets an answer now instead of waiting for the next reconciliation.
 func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error) {
@@ -411,8 +434,20 @@ func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("repair %s: %w", token, err)
 	}
-	if !exists || status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	switch {
+	case status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return false, nil
+	case !exists:
+		// Not started yet (its starter and relay are behind, or Temporal
+		// was down when they tried): start it now, as they would.
+		if r.Start == nil {
+			return false, nil
+		}
+		if err := r.Start(ctx, res.OrderInput()); err != nil {
+			return false, fmt.Errorf("repair %s: start its workflow: %w", token, err)
+		}
+		r.log().Info("reconcile: started the workflow of a live reservation that had none", "token", token)
+		return true, nil
 	}
 	return r.repairClosed(ctx, res), nil
 }
@@ -490,9 +525,7 @@ func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) 
 	if r.Restart == nil {
 		return false
 	}
-	in := domain.OrderInput{Token: res.Token, SaleID: res.SaleID, UserID: res.UserID, RequestID: res.RequestID, Path: res.Path,
-		Deducted: res.Path == domain.PathDatabase}
-	if err := r.Restart(ctx, in); err != nil {
+	if err := r.Restart(ctx, res.OrderInput()); err != nil {
 		log.Warn("reconcile: restart of a closed workflow failed", "err", err)
 		return false
 	}

@@ -243,3 +243,42 @@ func TestStockAdditionAfterARepairIsNotAppliedTwice(t *testing.T) {
 	require.True(t, after.Consistent, "%+v", after)
 	require.EqualValues(t, 7, after.RedisStock)
 }
+
+// A restart that lost Redis's last second of AOF can lose a placed order's
+// reserve step: its token, its buyer mark and its decrement. The repair
+// puts the token and the mark back (its user cannot buy twice) and the
+// stock repair then copies the stock from the database.
+func TestLostBuyerMarkOfALiveOrderIsRestored(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	user := testenv.UniqueUser()
+	in := f.hold(user, "request-lost")
+	f.order(in)
+	require.NoError(t, f.rec.Redis.HDel(ctx(t), f.keys.Tokens, in.Token).Err())
+	require.NoError(t, f.rec.Redis.SRem(ctx(t), f.keys.Buyers, user).Err())
+	require.NoError(t, f.rec.Redis.Incr(ctx(t), f.keys.Stock).Err())
+
+	rep := f.run(true)
+	require.ElementsMatch(t, []string{domain.KindOrderWithoutRedisMark, domain.KindRedisStockDrift}, kinds(rep))
+	for _, d := range rep.Discrepancies {
+		require.True(t, d.Repaired, "%+v", d)
+	}
+	after := f.run(false)
+	require.True(t, after.Consistent, "%+v", after)
+	require.EqualValues(t, 4, after.RedisStock)
+	r, err := f.scripts.Reserve(ctx(t), f.rec.Redis, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "request-again",
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "request-again"), Epoch: 1})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeAlready, r.Outcome, "the user holds a live order")
+}
+
+// A payment that arrives before a live reservation's workflow has started
+// (the starter and the relay are behind) starts it, instead of being refused.
+func TestRepairTokenStartsAMissingWorkflow(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	in := f.hold(testenv.UniqueUser(), "request-nowf")
+	f.order(in)
+	repaired, err := f.rec.RepairToken(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.True(t, repaired)
+	require.Equal(t, []domain.OrderInput{in}, f.started)
+}

@@ -2,6 +2,7 @@ package sales
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -78,6 +79,53 @@ func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, 
 		}
 	}
 	return changed, nil
+}
+
+// restoreAttempts bounds RestoreLive's retries while releases and advances
+// keep moving the sale's fence.
+const restoreAttempts = 3
+
+// RestoreLive puts a live order's token state and buyer mark back in Redis
+// where a fault lost them (a restart that lost the AOF's last second): its
+// user must not buy twice, and its release must find the token. The fence
+// is read before the order, so a release committed after that read is never
+// undone (see restore.lua). Stock is left to the drift repair, which copies
+// it from the database once nothing is in flight. It reports whether Redis
+// changed; a sale in database mode, or not in Redis, is left alone.
+func RestoreLive(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, token string) (bool, error) {
+	saleID, ok := domain.ParseToken(token)
+	if !ok {
+		return false, fmt.Errorf("restore %s: not a reservation token", token)
+	}
+	for attempt := 1; ; attempt++ {
+		fence, err := scripts.ReadFence(ctx, rdb, saleID)
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		res, err := st.GetReservation(ctx, token)
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		sale, err := st.GetSale(ctx, saleID)
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		if sale.Mode == domain.ModeDatabase || !res.Status.Live() {
+			return false, nil
+		}
+		state := domain.TokenOrdered
+		if res.Status == domain.StatusPaid {
+			state = domain.TokenPaid
+		}
+		changed, err := scripts.RestoreLive(ctx, rdb, saleID, res.UserID, token, state, fence)
+		if errors.Is(err, lua.ErrFenceMoved) && attempt < restoreAttempts {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		return changed, nil
+	}
 }
 
 // StatusSeq is a status's rank along the contract's arrows: it grows with
