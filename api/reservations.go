@@ -14,10 +14,8 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 const (
@@ -305,11 +303,7 @@ var errWorkflowClosed = errors.New("order workflow closed or not found")
 // repairClosed repairs a live reservation whose workflow has closed
 // (reconcile's closed-workflow policy); it reports whether it did.
 func (s *server) repairClosed(ctx context.Context, token string) bool {
-	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.temporal, Logger: s.logger,
-		Restart: func(ctx context.Context, in domain.OrderInput) error {
-			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
-			return err
-		}}
+	r := s.reconciler(s.logger)
 	repaired, err := r.RepairToken(ctx, token)
 	if err != nil {
 		s.logger.Warn("repair of a closed workflow failed", "token", token, "err", err)
