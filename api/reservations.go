@@ -221,6 +221,11 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		// The order was placed meanwhile: its workflow cancels it.
 	}
 	st, err := s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
+	if errors.Is(err, errWorkflowClosed) && s.repairClosed(c.UserContext(), token) {
+		// A live reservation whose workflow had closed (or not started
+		// yet) has one now: ask it.
+		st, err = s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
+	}
 	switch {
 	case err == nil:
 		if st.Status == domain.StatusCancelled {
