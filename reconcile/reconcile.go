@@ -419,7 +419,8 @@ func (r *Reconciler) RepairClosedWorkflows(ctx context.Context, saleID int64) ([
 // RepairToken applies the closed-workflow policy to one reservation: when
 // it is live and its workflow has closed, it is taken over by a new run
 // (before pay_by) or released (after); when it is live and has no workflow
-// yet, the workflow is started. It reports whether it repaired. The
+// yet, the workflow is started. It reports whether the caller should ask
+// the token's workflow again: it repaired it, or found it running now. The
 // API calls it when a payment or cancel finds the workflow closed, so the
 // caller gets an answer now instead of waiting for the next reconciliation.
 func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error) {
@@ -435,8 +436,10 @@ func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error
 		return false, fmt.Errorf("repair %s: %w", token, err)
 	}
 	switch {
-	case status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return false, nil
+	case exists && status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		// Started meanwhile (the caller found none a moment ago, as a
+		// payment racing its database-path order's start does): ask it.
+		return true, nil
 	case !exists:
 		// Not started yet (its starter and relay are behind, or Temporal
 		// was down when they tried): start it now, as they would.

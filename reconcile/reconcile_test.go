@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
@@ -281,4 +282,24 @@ func TestRepairTokenStartsAMissingWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, repaired)
 	require.Equal(t, []domain.OrderInput{in}, f.started)
+}
+
+// A payment that found no workflow a moment ago, whose workflow the starter
+// has started since, is told to ask again (nothing is started twice).
+func TestRepairTokenAsksAgainWhenTheWorkflowStartedMeanwhile(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	in := f.hold(testenv.UniqueUser(), "request-meanwhile")
+	f.order(in)
+	// A run with no worker behind its queue stays running.
+	run, err := f.rec.Temporal.ExecuteWorkflow(ctx(t), client.StartWorkflowOptions{
+		ID: domain.OrderWorkflowID(in.Token), TaskQueue: fmt.Sprintf("reconcile-idle-%d", f.sale.ID),
+	}, domain.OrderWorkflowName, in)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = f.rec.Temporal.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "test over")
+	})
+	again, err := f.rec.RepairToken(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.True(t, again)
+	require.Empty(t, f.started)
 }
