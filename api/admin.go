@@ -7,7 +7,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/oklog/ulid/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
@@ -151,7 +150,7 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, s.scripts, sale.ID)
+	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, sale.ID)
 	if err != nil {
 		s.log(c).Error("warmup", "sale_id", sale.ID, "err", err)
 		return unavailable(c, 1, "warm-up failed; retry")
@@ -165,14 +164,6 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	s.log(c).Info("sale warmed", "sale_id", sale.ID, "redis_stock", redisStock)
 	return c.JSON(fiber.Map{"sale_id": sale.ID, "redis_stock": redisStock})
 }
-
-// setControl writes the control into the sale's Redis metadata only when
-// the sale is warmed, so it never creates half a sale.
-var setControl = redis.NewScript(`if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'control', ARGV[1])
-  return 1
-end
-return 0`)
 
 // POST /admin/v1/sales/{sale_id}/pause|resume|stop
 func (s *server) control(to domain.SaleControl) fiber.Handler {
@@ -191,7 +182,8 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 			s.log(c).Error("set sale control", "sale_id", id, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
-		if err := setControl.Run(ctx, s.rdb, []string{lua.SaleKeys(id).Meta}, string(to)).Err(); err != nil {
+		// Only when the sale is warmed (lua/control.lua).
+		if _, err := s.rdb.SetControl(ctx, id, string(to)); err != nil {
 			// The database holds the decision; this instance enforces it
 			// at once from its cache, others within a second.
 			s.log(c).Error("set sale control in redis", "sale_id", id, "err", err)
@@ -245,13 +237,13 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		}
 		// The ref makes the Redis step apply once, also when a stock repair
 		// copied the buckets (with this addition) into Redis meanwhile.
-		if _, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, ref); err != nil {
+		if _, _, err := s.rdb.Adjust(ctx, id, delta, ref); err != nil {
 			s.log(c).Error("adjust stock in redis after the database; reconciliation repairs it", "sale_id", id, "delta", delta, "err", err)
 			return unavailable(c, 1, "database changed but redis did not; reconciliation will repair")
 		}
 		s.cache.dropMark(id)
 	} else {
-		outcome, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, "")
+		outcome, _, err := s.rdb.Adjust(ctx, id, delta, "")
 		if err != nil {
 			s.log(c).Error("adjust stock in redis", "sale_id", id, "err", err)
 			return unavailable(c, 1, "redis unavailable")
@@ -262,7 +254,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		if err := s.st.AdjustStock(ctx, id, delta, ref); err != nil {
 			if outcome == lua.AdjustOK {
 				// Give the units back to Redis: the database refused them.
-				if _, _, gerr := s.scripts.Adjust(context.WithoutCancel(ctx), s.rdb, id, -delta, ""); gerr != nil {
+				if _, _, gerr := s.rdb.Adjust(context.WithoutCancel(ctx), id, -delta, ""); gerr != nil {
 					s.log(c).Error("give units back to redis", "sale_id", id, "delta", -delta, "err", gerr)
 				}
 			}

@@ -44,7 +44,6 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 	r := &reconcile.Reconciler{
 		Store:    s.st,
 		Redis:    s.rdb,
-		Scripts:  s.scripts,
 		Temporal: s.temporal,
 		Logger:   s.log(c),
 	}

@@ -7,13 +7,11 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -43,14 +41,12 @@ func tokenParam(c *fiber.Ctx) (string, int64, error) {
 func (s *server) redisHold(ctx context.Context, saleID int64, token string) (state string, userID int64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	v, err := s.rdb.HGet(ctx, lua.SaleKeys(saleID).Tokens, token).Result()
+	state, userID, found, err := s.rdb.TokenHold(ctx, saleID, token)
 	if err != nil {
-		if !errors.Is(err, redis.Nil) {
-			s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
-		}
+		s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
 		return "", 0, false
 	}
-	return lua.TokenState(v)
+	return state, userID, found
 }
 
 // dbReservation reads a reservation row; (nil, nil) when there is none.
@@ -256,7 +252,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	defer cancel()
 	if _, err := s.st.GetReservation(dctx, token); errors.Is(err, store.ErrNotFound) {
 		// No workflow has recorded it yet: record it as the workflow would.
-		requestID, ok, err := lua.RequestID(dctx, s.rdb, saleID, userID, token)
+		requestID, ok, err := s.rdb.RequestID(dctx, saleID, userID, token)
 		if err != nil {
 			s.logger.Warn("cancel: find request id", "token", token, "err", err)
 			return nil, domain.Errorf(domain.EUnavailable, "reservation data unavailable")
@@ -286,7 +282,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	// now, whatever path took the unit.
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
 	defer rcancel()
-	if _, err := sales.SyncToken(rctx, s.st, s.rdb, s.scripts, token); err != nil {
+	if _, err := sales.SyncToken(rctx, s.st, s.rdb, token); err != nil {
 		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
 		return nil, domain.Errorf(domain.EUnavailable, "the cancellation is recorded; releasing the unit failed, retry")
 	}
@@ -305,7 +301,7 @@ var errWorkflowClosed = errors.New("order workflow closed or not found")
 // repairClosed repairs a live reservation whose workflow has closed
 // (reconcile's closed-workflow policy); it reports whether it did.
 func (s *server) repairClosed(ctx context.Context, token string) bool {
-	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.temporal, Logger: s.logger,
+	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Temporal: s.temporal, Logger: s.logger,
 		Restart: func(ctx context.Context, in domain.OrderInput) error {
 			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
 			return err
