@@ -1,6 +1,10 @@
-// Package sales holds the operations on a sale that touch Redis and the
-// database together — warm-up, tear-down — so that the admin API and the
-// sale workflow do them the same way.
+// Package sales is the service for the operations on a sale that touch
+// Redis and the database together — warm-up, tear-down, pause, resume and
+// stop, stock changes and their rollback, the switches between Redis and
+// database mode both ways and the rollback of a stalled one, the rebuild
+// of lost keys, a token's Redis sync — so that the admin API, the
+// reservation path, the worker and the activities do them the same way
+// and stay thin.
 package sales
 
 import (
@@ -84,7 +88,7 @@ func RebuildLost(ctx context.Context, st *store.Store, rdb *lua.Client, saleID i
 	// No hold-off: with its keys gone the reserve script takes nothing for
 	// this sale, and the resync begins at once, so the database path never
 	// sells in between.
-	if _, err := st.SwitchToDatabase(ctx, saleID, 0); err != nil {
+	if _, err := SwitchToDatabase(ctx, st, saleID, 0); err != nil {
 		return false, fmt.Errorf("rebuild lost sale %d: %w", saleID, err)
 	}
 	done, err := Resync(ctx, st, rdb, saleID)

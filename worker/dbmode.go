@@ -124,7 +124,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 			}
 		case domain.ModeResync:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			rolled, err := r.Store.AbortResync(actx, s.ID, 0, r.StaleResync)
+			rolled, err := sales.AbortStalledResync(actx, r.Store, s.ID, r.StaleResync)
 			cancel()
 			if err != nil {
 				r.Logger.Warn("resync: roll back a stalled resync", "sale_id", s.ID, "err", err)
