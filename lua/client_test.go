@@ -195,4 +195,3 @@ func BenchmarkSoldOutReplay(b *testing.B) {
 		}
 	})
 }
-
