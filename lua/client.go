@@ -104,11 +104,6 @@ func (c *Client) ReadStatus(ctx context.Context, saleID int64, token string) (St
 	return c.scripts.ReadStatus(ctx, c.rdb, saleID, token)
 }
 
-// RequestID finds the request_id a token was reserved with (RequestID).
-func (c *Client) RequestID(ctx context.Context, saleID, userID int64, token string) (string, bool, error) {
-	return RequestID(ctx, c.rdb, saleID, userID, token)
-}
-
 //go:embed control.lua
 var controlSrc string
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // RequestField is the replay map's field of a user's request,
@@ -45,9 +43,9 @@ func (d *RebuildData) AddReservation(token, state string, userID int64, requestI
 // replay map (field "user:request_id", value the token); ok is false when
 // the map has no such token for the user. It scans the user's fields only,
 // with HSCAN MATCH, so it is for repairs and rare paths, not the hot path.
-func RequestID(ctx context.Context, rdb redis.UniversalClient, saleID, userID int64, token string) (string, bool, error) {
+func (c *Client) RequestID(ctx context.Context, saleID, userID int64, token string) (string, bool, error) {
 	prefix := strconv.FormatInt(userID, 10) + ":"
-	iter := rdb.HScan(ctx, SaleKeys(saleID).Requests, 0, prefix+"*", 100).Iterator()
+	iter := c.rdb.HScan(ctx, SaleKeys(saleID).Requests, 0, prefix+"*", 100).Iterator()
 	for {
 		if !iter.Next(ctx) {
 			break
