@@ -57,7 +57,7 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 // starts or restarts the token's own workflow.
 func (s *server) reconciler(logger *slog.Logger) *reconcile.Reconciler {
 	return &reconcile.Reconciler{
-		Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.temporal, Logger: logger,
+		Store: s.st, Redis: s.rdb, Temporal: s.temporal, Logger: logger,
 		Start: func(ctx context.Context, in domain.OrderInput) error {
 			return workflows.StartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
 		},

@@ -7,13 +7,11 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -41,14 +39,12 @@ func tokenParam(c *fiber.Ctx) (string, int64, error) {
 func (s *server) redisHold(ctx context.Context, saleID int64, token string) (state string, userID int64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	v, err := s.rdb.HGet(ctx, lua.SaleKeys(saleID).Tokens, token).Result()
+	state, userID, found, err := s.rdb.TokenHold(ctx, saleID, token)
 	if err != nil {
-		if !errors.Is(err, redis.Nil) {
-			s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
-		}
+		s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
 		return "", 0, false
 	}
-	return lua.TokenState(v)
+	return state, userID, found
 }
 
 // dbReservation reads a reservation row; (nil, nil) when there is none.
@@ -259,7 +255,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	defer cancel()
 	if _, err := s.st.GetReservation(dctx, token); errors.Is(err, store.ErrNotFound) {
 		// No workflow has recorded it yet: record it as the workflow would.
-		requestID, ok, err := lua.RequestID(dctx, s.rdb, saleID, userID, token)
+		requestID, ok, err := s.rdb.RequestID(dctx, saleID, userID, token)
 		if err != nil {
 			s.logger.Warn("cancel: find request id", "token", token, "err", err)
 			return nil, domain.Errorf(domain.EUnavailable, "reservation data unavailable")
@@ -289,7 +285,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	// now, whatever path took the unit.
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
 	defer rcancel()
-	if _, err := sales.SyncToken(rctx, s.st, s.rdb, s.scripts, token); err != nil {
+	if _, err := sales.SyncToken(rctx, s.st, s.rdb, token); err != nil {
 		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
 		return nil, domain.Errorf(domain.EUnavailable, "the cancellation is recorded; releasing the unit failed, retry")
 	}

@@ -110,7 +110,7 @@ func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64
 func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.scripts.ReadStatus(rctx, s.rdb, saleID, token)
+	got, err := s.rdb.ReadStatus(rctx, saleID, token)
 	if err != nil {
 		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
 		return lua.StatusRead{}, false

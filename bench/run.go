@@ -196,7 +196,7 @@ func (r *runner) close() {
 			if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
 				r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
 			}
-			if err := sales.Teardown(ctx, r.st, r.rdb, id); err != nil {
+			if err := sales.Teardown(ctx, r.st, lua.NewClient(r.rdb), id); err != nil {
 				r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 			}
 			continue
@@ -344,7 +344,7 @@ func (r *runner) sale(ctx context.Context, title string, stock int64, buckets in
 	if warm {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if _, _, err := sales.Warmup(wctx, r.st, r.rdb, r.scripts, s.ID); err != nil {
+		if _, _, err := sales.Warmup(wctx, r.st, lua.NewClient(r.rdb), s.ID); err != nil {
 			return nil, fmt.Errorf("warm up sale %d: %w", s.ID, err)
 		}
 	}

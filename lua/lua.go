@@ -146,22 +146,9 @@ type ReserveArgs struct {
 	// nothing (OutcomeLate). Zero: none.
 	Deadline time.Time
 	// TraceParent (W3C) and HTTPRequestID (X-Request-Id), both optional,
-	// go into the inbox entry; read them back with EntryTraceParent and
-	// EntryHTTPRequestID.
+	// go into the inbox entry (InboxEntry.TraceParent and HTTPRequestID).
 	TraceParent   string
 	HTTPRequestID string
-}
-
-// EntryTraceParent is the traceparent an inbox entry carries ("" if none).
-func EntryTraceParent(m redis.XMessage) string {
-	tp, _ := m.Values["tp"].(string)
-	return tp
-}
-
-// EntryHTTPRequestID is the request id an inbox entry carries ("" if none).
-func EntryHTTPRequestID(m redis.XMessage) string {
-	id, _ := m.Values["rid"].(string)
-	return id
 }
 
 // ReserveKeys returns the reserve script's keys, in its order.

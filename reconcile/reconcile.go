@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -31,9 +30,8 @@ import (
 
 // Reconciler reconciles sales.
 type Reconciler struct {
-	Store   *store.Store
-	Redis   redis.UniversalClient
-	Scripts *lua.Scripts
+	Store *store.Store
+	Redis *lua.Client
 	// Temporal tells whether a token's workflow exists. Required.
 	Temporal client.Client
 	// Start starts (or finds) a token's OrderWorkflow; nil reports only.
@@ -138,7 +136,7 @@ func (r *Reconciler) staleAfter() time.Duration {
 // between the two reads can show up in the database but not in Redis; the
 // second pass exists for such moments.
 func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, error) {
-	rs, err := r.Scripts.ReadSnapshot(ctx, r.Redis, saleID, r.staleAfter())
+	rs, err := r.Redis.ReadSnapshot(ctx, saleID, r.staleAfter())
 	if err != nil {
 		return nil, fmt.Errorf("reconcile sale %d: %w", saleID, err)
 	}
@@ -271,7 +269,7 @@ func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, see
 			// workflow's own Redis step does (a closed workflow's start
 			// would return the old run and change nothing).
 			if repair {
-				changed, err := sales.SyncToken(ctx, r.Store, r.Redis, r.Scripts, d.Token)
+				changed, err := sales.SyncToken(ctx, r.Store, r.Redis, d.Token)
 				if err != nil {
 					r.log().Warn("reconcile: finishing a release failed", "sale_id", saleID, "token", d.Token, "err", err)
 				} else if changed {
@@ -323,7 +321,7 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return domain.OrderInput{}, err
 	}
-	requestID, ok, err := lua.RequestID(ctx, r.Redis, saleID, d.UserID, d.Token)
+	requestID, ok, err := r.Redis.RequestID(ctx, saleID, d.UserID, d.Token)
 	if err != nil {
 		return domain.OrderInput{}, err
 	}
@@ -341,7 +339,7 @@ func (r *Reconciler) restoreMarks(ctx context.Context, saleID int64, seen []doma
 		if d.Kind != domain.KindOrderWithoutRedisMark {
 			continue
 		}
-		changed, err := sales.RestoreLive(ctx, r.Store, r.Redis, r.Scripts, d.Token)
+		changed, err := sales.RestoreLive(ctx, r.Store, r.Redis, d.Token)
 		if err != nil {
 			r.log().Warn("reconcile: restoring a lost buyer mark failed", "sale_id", saleID, "token", d.Token, "err", err)
 			continue
@@ -369,7 +367,7 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, first, secon
 		if target != second.db.DBStock || target < 0 {
 			continue // the database disagrees with itself: report, do not copy
 		}
-		ok, err := r.Scripts.SetStock(ctx, r.Redis, saleID, second.redis.Stock, second.redis.Reserved, target, second.db.AddedRefs)
+		ok, err := r.Redis.SetStock(ctx, saleID, second.redis.Stock, second.redis.Reserved, target, second.db.AddedRefs)
 		if err != nil {
 			r.log().Warn("reconcile: stock repair failed", "sale_id", saleID, "err", err)
 			continue
@@ -518,7 +516,7 @@ func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) 
 		}
 		// Redis follows the token's state now, whatever path took the
 		// unit (a database-path order is in Redis after a resync).
-		if _, err := sales.SyncToken(ctx, r.Store, r.Redis, r.Scripts, res.Token); err != nil {
+		if _, err := sales.SyncToken(ctx, r.Store, r.Redis, res.Token); err != nil {
 			log.Warn("reconcile: Redis release of a closed workflow's order failed", "err", err)
 			return false
 		}
