@@ -39,7 +39,7 @@ const InboxGroup = "relay"
 
 // Keys are the Redis keys of one sale.
 type Keys struct {
-	Meta     string // hash: starts_ms, ends_ms, control, epoch, mode
+	Meta     string // hash: starts_ms, ends_ms, control, epoch, mode, listed, listed_holds
 	Stock    string // units Redis may still hand out
 	Buyers   string // set of users holding or having paid a unit
 	Tokens   string // hash: token -> "state:user"
@@ -52,6 +52,7 @@ type Keys struct {
 	Fence    string // counter bumped by every Redis step of a release or advance
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)
+	Mine     string // hash: user -> the user's tokens in hold order (mine.go)
 }
 
 // SaleKeys returns the keys of a sale.
@@ -71,12 +72,13 @@ func SaleKeys(saleID int64) Keys {
 		Fence:    p + "fence",
 		Adjusts:  p + "adjusts",
 		Status:   p + "status",
+		Mine:     p + "mine",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status, k.Mine}
 }
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
@@ -162,7 +164,7 @@ func EntryHTTPRequestID(m redis.XMessage) string {
 
 // ReserveKeys returns the reserve script's keys, in its order.
 func ReserveKeys(k Keys) []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine}
 }
 
 // Reserve runs the reservation script.

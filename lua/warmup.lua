@@ -14,6 +14,14 @@ for i = 8, #ARGV do
   redis.call('SADD', KEYS[3], ARGV[i])
 end
 redis.call('HSET', KEYS[1], 'starts_ms', ARGV[1], 'ends_ms', ARGV[2], 'control', ARGV[3], 'epoch', ARGV[4], 'mode', ARGV[5])
+-- The user index (see reserve.lua, mine_read.lua) lists every reservation
+-- of this epoch from here on only when the sale has none yet: no hold in
+-- Redis (checked above), no live order, Redis mode.
+if ARGV[5] == 'redis' and #ARGV < 8 then
+  redis.call('HSET', KEYS[1], 'listed', ARGV[4], 'listed_holds', 0)
+else
+  redis.call('HDEL', KEYS[1], 'listed', 'listed_holds')
+end
 redis.call('SET', KEYS[2], ARGV[6])
 local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[5], ARGV[7], '0', 'MKSTREAM')
 if not ok and not string.find(tostring(err), 'BUSYGROUP') then
