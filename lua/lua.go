@@ -39,7 +39,7 @@ const InboxGroup = "relay"
 
 // Keys are the Redis keys of one sale.
 type Keys struct {
-	Meta     string // hash: starts_ms, ends_ms, control, epoch, mode, listed, listed_holds
+	Meta     string // hash: starts_ms, ends_ms, control, epoch, mode
 	Stock    string // units Redis may still hand out
 	Buyers   string // set of users holding or having paid a unit
 	Tokens   string // hash: token -> "state:user"
@@ -52,7 +52,7 @@ type Keys struct {
 	Fence    string // counter bumped by every Redis step of a release or advance
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)
-	Mine     string // hash: user -> the user's tokens in hold order (mine.go)
+	Mine     string // hash: user -> the user's tokens in hold order; _epoch, _holds (mine.go)
 }
 
 // SaleKeys returns the keys of a sale.
@@ -246,7 +246,7 @@ func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) 
 	for _, b := range a.Buyers {
 		args = append(args, b)
 	}
-	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox}, args...).Slice()
+	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox, k.Mine}, args...).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("warmup script: %w", err)
 	}

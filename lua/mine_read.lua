@@ -3,18 +3,20 @@
 -- index reserve.lua appends to), each with its hold state and its status
 -- record of the sale's current epoch (see status_read.lua).
 -- The index is complete only when warm-up started it on a sale with no
--- reservation in this epoch ('listed' = epoch), the sale is in Redis mode
--- and every hold of the epoch was indexed ('listed_holds' = the reserved
+-- reservation in this epoch (its '_epoch' = the sale's epoch), the sale is
+-- in Redis mode and every hold was indexed (its '_holds' = the reserved
 -- counter; a reserve script of an older release takes holds without
--- indexing them). A rebuild after a database-mode episode or lost keys
--- sets a new epoch, so the index is incomplete from then on.
+-- indexing them, and a lost index or counter makes them differ). A rebuild
+-- after a database-mode episode or lost keys sets a new epoch, so the
+-- index is incomplete from then on.
 -- KEYS: 1 meta, 2 reserved, 3 user index, 4 tokens, 5 status hash
 -- ARGV: 1 user id
 -- Returns {'0'} when the index is incomplete, else
 -- {'1', token, state or '', record or '', token, ...} oldest first.
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'mode', 'listed', 'listed_holds')
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'mode')
+local idx = redis.call('HMGET', KEYS[3], '_epoch', '_holds')
 local reserved = redis.call('GET', KEYS[2]) or '0'
-if not m[1] or m[2] ~= 'redis' or m[3] ~= m[1] or tonumber(m[4] or '-1') ~= tonumber(reserved) then
+if not m[1] or m[2] ~= 'redis' or idx[1] ~= m[1] or tonumber(idx[2] or '-1') ~= tonumber(reserved) then
   return {'0'}
 end
 local out = {'1'}

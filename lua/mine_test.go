@@ -20,8 +20,9 @@ func tokensOf(u lua.UserReservations) []string {
 // TestUserIndex: the reserve script lists each hold under its user, in hold
 // order (a replay adds nothing), and the read returns each token with its
 // hold state and status record; the index is complete only for the epoch
-// warm-up started it in, in Redis mode, while every hold was indexed, and
-// it is one of the sale's keys.
+// warm-up started it in, in Redis mode, while every hold was indexed (not
+// after a hold by an older reserve script, nor once the index was lost),
+// and it is one of the sale's keys.
 func TestUserIndex(t *testing.T) {
 	f := mustWarmSale(t, 5)
 	c := ctx(t)
@@ -73,6 +74,19 @@ func TestUserIndex(t *testing.T) {
 		require.False(t, got.Complete, name)
 		require.NoError(t, f.rdb.HSet(c, f.keys.Meta, edit[0], old).Err())
 	}
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.True(t, got.Complete)
+
+	index, err := f.rdb.HGetAll(c, f.keys.Mine).Result()
+	require.NoError(t, err)
+	require.NoError(t, f.rdb.Del(c, f.keys.Mine).Err())
+	f.reserve(t, 10, "req-1")
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.False(t, got.Complete, "the index lost (and a hold indexed since)")
+	require.NoError(t, f.rdb.HSet(c, f.keys.Mine, index).Err())
+	require.NoError(t, f.rdb.Decr(c, f.keys.Reserved).Err())
 	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
 	require.NoError(t, err)
 	require.True(t, got.Complete)

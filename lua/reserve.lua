@@ -2,7 +2,7 @@
 -- without interleaving, so the check and the decrement cannot race.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved,
 --       8 user index (field user id, value the user's tokens in hold order,
---       comma separated; counted in meta's 'listed_holds': see mine_read.lua)
+--       comma separated; field '_holds' counts them: see mine_read.lua)
 -- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
 --       5 deadline (Unix ms; '0' for none),
 --       6 (optional) W3C traceparent of the request, 7 (optional) its
@@ -67,7 +67,7 @@ else
   mine = ARGV[3]
 end
 redis.call('HSET', KEYS[8], ARGV[1], mine)
-redis.call('HINCRBY', KEYS[1], 'listed_holds', 1)
+redis.call('HINCRBY', KEYS[8], '_holds', 1)
 local entry = {'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2]}
 if ARGV[6] and ARGV[6] ~= '' then
   entry[#entry + 1] = 'tp'
