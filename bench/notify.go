@@ -244,6 +244,27 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 	if err := checkPending(mineURL, ps.jwts[0], `"status":"PENDING_PAYMENT"`); err != nil {
 		return err
 	}
+	// The baseline a poll cannot beat: a bare Fiber handler running the
+	// status read script once (no auth, no limits, no view).
+	addr, err := FreeAddr()
+	if err != nil {
+		return err
+	}
+	bare, err := StartProc(ctx, "baseline-status", r.o.SelfBin,
+		[]string{"baseline", "-addr", addr, "-redis", r.o.RedisAddr, "-sale", strconv.FormatInt(ps.sale.ID, 10), "-epoch", strconv.FormatInt(ps.sale.ModeEpoch, 10)},
+		nil, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
+	if err != nil {
+		return err
+	}
+	r.procs = append(r.procs, bare)
+	defer bare.Stop()
+	bareOp := func(ctx context.Context, i int64) (int, error) {
+		return c.do(ctx, "GET", bare.URL+"/status/"+ps.tokens[i%n], "", nil)
+	}
+	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, bareOp)
+	bareRes := ClosedLoop(ctx, "bare Fiber + status EVALSHA", conns, r.o.Dur, 0, bareOp)
+	bare.Stop()
+
 	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
 	idle0, err := r.comSelect(ctx)
 	if err != nil {
@@ -288,11 +309,13 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 	}
 	r.add(Scenario{
 		ID: "6 status polling", Title: fmt.Sprintf("Status polls of PENDING_PAYMENT reservations of %d distinct users vs GET /healthz, %d connections", n, conns),
-		Runs: []Result{base, polls, mines},
+		Runs: []Result{base, bareRes, polls, mines},
 		Figures: []Figure{
 			{Name: "status polls/s", Value: polls.RPS, Unit: "req/s"},
 			{Name: "status poll / healthz", Value: ratio(polls.RPS, base.RPS), Unit: "×", Target: "≥ 0.8"},
 			{Name: "SELECTs per 1,000 status polls", Value: pollSelects, Unit: "SELECTs", Target: "≤ 1"},
+			{Name: "bare status EVALSHA / healthz", Value: ratio(bareRes.RPS, base.RPS), Unit: "×"},
+			{Name: "status poll / bare status EVALSHA", Value: ratio(polls.RPS, bareRes.RPS), Unit: "×"},
 			{Name: "status poll p99", Value: polls.P99MS, Unit: "ms"},
 			{Name: "me/reservations polls/s", Value: mines.RPS, Unit: "req/s"},
 			{Name: "me/reservations / healthz", Value: ratio(mines.RPS, base.RPS), Unit: "×"},
@@ -300,6 +323,7 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 		},
 		Notes: []string{
 			fmt.Sprintf("the reservations are made directly as the reserve script and the order workflow leave them (Redis: hold, user index, token ordered, status record PENDING_PAYMENT; MySQL: the reservation row, no order or stock movement), with no workflow running; each user polled about once per %d polls, under the per-user read limit", n),
+			"the bare baseline is a Fiber handler in a process of its own (seckill-bench baseline) running the status read script once per request, with no auth, limit or view: the ceiling of a poll that makes one Redis call",
 			fmt.Sprintf("SELECTs: MariaDB's global Com_select over each run less an idle window of the same length before the runs (%d SELECTs: the API's sale cache)", idle),
 		},
 	})
