@@ -76,12 +76,19 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	return c.JSON(v)
 }
 
-// GET /api/v1/me/reservations?sale_id=
+// GET /api/v1/me/reservations?sale_id=: of one sale, answered from Redis
+// like a status read (listViews); across sales, or when Redis cannot
+// answer, from the database.
 func (s *server) listReservations(c *fiber.Ctx) error {
 	p := principal(c)
 	saleID, err := optionalSaleID(c)
 	if err != nil {
 		return sendErr(c, err)
+	}
+	if saleID > 0 {
+		if views, ok := s.listViews(c.UserContext(), p.UserID, saleID, listLimit); ok {
+			return c.JSON(fiber.Map{"reservations": views})
+		}
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
 	defer cancel()

@@ -54,6 +54,7 @@ type Keys struct {
 	Fence    string // counter bumped by every Redis step of a release or advance
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)
+	Mine     string // hash: user -> the user's tokens in hold order; _epoch, _holds (mine.go)
 }
 
 // SaleKeys returns the keys of a sale.
@@ -73,12 +74,13 @@ func SaleKeys(saleID int64) Keys {
 		Fence:    p + "fence",
 		Adjusts:  p + "adjusts",
 		Status:   p + "status",
+		Mine:     p + "mine",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status, k.Mine}
 }
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
@@ -153,7 +155,7 @@ type ReserveArgs struct {
 
 // ReserveKeys returns the reserve script's keys, in its order.
 func ReserveKeys(k Keys) []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine}
 }
 
 // Reserve runs the reservation script.
@@ -253,7 +255,7 @@ func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) 
 	for _, b := range a.Buyers {
 		args = append(args, b)
 	}
-	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox}, args...).Slice()
+	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox, k.Mine}, args...).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("warmup script: %w", err)
 	}
