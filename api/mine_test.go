@@ -54,7 +54,7 @@ func (f *mineFixture) reserve(user int64, requestID string, record bool) string 
 func (f *mineFixture) step(token string, db func() error) {
 	f.t.Helper()
 	require.NoError(f.t, db())
-	_, err := sales.SyncToken(f.ctx, f.h.st, f.h.rdb, f.h.scripts, token)
+	_, err := sales.SyncToken(f.ctx, f.h.st, lua.NewClient(f.h.rdb), token)
 	require.NoError(f.t, err)
 }
 

@@ -147,7 +147,7 @@ func (s *server) listViews(ctx context.Context, userID, saleID int64, limit int)
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.scripts.ReadUserReservations(rctx, s.rdb, saleID, userID)
+	got, err := s.rdb.ReadUserReservations(rctx, saleID, userID)
 	if err != nil {
 		s.logger.Warn("list reservations: redis", "sale_id", saleID, "err", err)
 		return nil, false

@@ -92,7 +92,7 @@ func (r *runner) finishSales(ctx context.Context) {
 		if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
 			r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
 		}
-		if err := sales.Teardown(ctx, r.st, r.rdb, id); err != nil {
+		if err := sales.Teardown(ctx, r.st, lua.NewClient(r.rdb), id); err != nil {
 			r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 		}
 	}

@@ -65,6 +65,12 @@ func (c *Client) RestoreLive(ctx context.Context, saleID, userID int64, token, s
 	return c.scripts.RestoreLive(ctx, c.rdb, saleID, userID, token, state, fence)
 }
 
+// ReadUserReservations reads a user's reservations of a sale from the
+// user index (Scripts.ReadUserReservations).
+func (c *Client) ReadUserReservations(ctx context.Context, saleID, userID int64) (UserReservations, error) {
+	return c.scripts.ReadUserReservations(ctx, c.rdb, saleID, userID)
+}
+
 // Warmup loads a sale into Redis (Scripts.Warmup).
 func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
 	return c.scripts.Warmup(ctx, c.rdb, a)
