@@ -276,6 +276,9 @@ func (r *Result) DrawChart(path string) error {
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Chaos run, seed %d: answers per second; faults shaded", r.Opts.Seed)
+	if r.Opts.Cluster() {
+		p.Title.Text = fmt.Sprintf("Chaos run, seed %d, Redis Cluster: answers per second; faults shaded", r.Opts.Seed)
+	}
 	p.X.Label.Text = "seconds since the workload started"
 	p.Y.Label.Text = "answers per second"
 	top := 1.0
