@@ -69,6 +69,8 @@ type RedisNode struct {
 	Addr  string          // its own address
 	Dir   string          // its data dir (the AOF)
 	Proxy *netproxy.Proxy // with Cluster: the address it announces, for every process
+
+	direct *redis.Client // with Cluster: its readiness checks
 }
 
 // Link names.
@@ -422,6 +424,11 @@ func (d *Deployment) Close() {
 	if d.RDB != nil {
 		_ = d.RDB.Close()
 	}
+	for _, n := range d.Nodes {
+		if n.direct != nil {
+			_ = n.direct.Close()
+		}
+	}
 }
 
 // quietLogger drops the Temporal SDK's log lines.
@@ -460,11 +467,11 @@ func (d *Deployment) startCluster(ctx context.Context) error {
 			_ = px.Close()
 			return fmt.Errorf("%s dir: %w", name, err)
 		}
-		n := &RedisNode{Addr: addr, Dir: dir, Proxy: px}
+		direct := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, DialTimeout: 2 * time.Second})
+		n := &RedisNode{Addr: addr, Dir: dir, Proxy: px, direct: direct}
 		d.Nodes = append(d.Nodes, n)
 		proxyOf[px.Addr()] = addr
 		addrs = append(addrs, addr)
-		direct := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, DialTimeout: 2 * time.Second})
 		n.Proc = &Proc{Name: name, Bin: "redis-server", LogPath: logPath(d.Dir, name),
 			Args: []string{"--port", port(addr), "--bind", "127.0.0.1", "--appendonly", "yes", "--appendfsync", "everysec",
 				"--auto-aof-rewrite-percentage", "0", "--dir", dir, "--save", "", "--protected-mode", "no",
