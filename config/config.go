@@ -63,6 +63,10 @@ type Config struct {
 	StarterQueue    int // bounded queue of workflow starts in the API
 	ShutdownTimeout time.Duration
 
+	// FallbackInFlight bounds the database path's transactions in flight
+	// per instance; a reservation beyond it is refused at once (429).
+	FallbackInFlight int
+
 	// Read routes (storefront, sale view, reservation reads): per address
 	// and per user; health probes and /metrics are exempt.
 	ReadRPS          float64
@@ -234,6 +238,7 @@ func load(get func(string) string) (*Config, error) {
 	c.PerUserRPS = num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = int(num("SECKILL_PER_USER_BURST", 10))
 	c.FallbackRPS = num("SECKILL_FALLBACK_RPS", 500)
+	c.FallbackInFlight = max(int(num("SECKILL_FALLBACK_IN_FLIGHT", 16)), 1)
 	c.ReadRPS = num("SECKILL_READ_RPS", 50)
 	c.ReadBurst = int(num("SECKILL_READ_BURST", 100))
 	c.ReadPerUserRPS = num("SECKILL_READ_PER_USER_RPS", 10)
