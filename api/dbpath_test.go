@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -64,4 +65,25 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 	require.Equal(t, 202, (<-first).Status)
 	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Empty(c, h.server.s.dbSlots) }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, 202, reserveAs(base+2).Status, "with a slot free the refused buyer buys")
+}
+
+// A Redis-path 202 leaves the order's start to the worker's inbox relay
+// (which reads the script's inbox entry at once): the API starting it too
+// made nearly every order two start calls and a describe on the Temporal
+// server. SECKILL_API_STARTS_REDIS_ORDERS=on brings the API's start back.
+func TestRedisPathLeavesTheStartToTheRelay(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		h := MustHarness(t, func(c *config.Config) { c.APIStartsRedisOrders = on })
+		sale := h.MustWarmSale(5)
+		r := h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), authtoken.RoleUser), "relay-starts-1")
+		require.Equal(t, 202, r.Status, string(r.Body))
+		handed := testutil.ToFloat64(h.server.s.m.starter.WithLabelValues("queued")) +
+			testutil.ToFloat64(h.server.s.m.starter.WithLabelValues("no_temporal")) +
+			testutil.ToFloat64(h.server.s.m.starter.WithLabelValues("dropped"))
+		if on {
+			require.EqualValues(t, 1, handed, "SECKILL_API_STARTS_REDIS_ORDERS=on")
+		} else {
+			require.Zero(t, handed, "the API started a Redis-path order")
+		}
+	}
 }
