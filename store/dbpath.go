@@ -290,11 +290,11 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCe
 		// database mode and in the epoch whose quota the shares are.
 		stillDatabase := func() error {
 			var mode string
-			var now int64
-			if err := tx.QueryRowContext(ctx, "SELECT mode, mode_epoch FROM sales WHERE id = ? LOCK IN SHARE MODE", in.SaleID).Scan(&mode, &now); err != nil {
+			var current int64
+			if err := tx.QueryRowContext(ctx, "SELECT mode, mode_epoch FROM sales WHERE id = ? LOCK IN SHARE MODE", in.SaleID).Scan(&mode, &current); err != nil {
 				return fmt.Errorf("read mode: %w", err)
 			}
-			if mode != string(domain.ModeDatabase) || now != epoch {
+			if mode != string(domain.ModeDatabase) || current != epoch {
 				return ErrNotDatabaseMode
 			}
 			return nil
