@@ -32,13 +32,23 @@ func (s *server) dbPathHoldOff() time.Duration {
 
 // reserveViaDatabase is the reservation path while Redis is out: one
 // transaction in MySQL (store.ReserveInDB), behind the lowered fallback rate
-// so the database is not flooded: beyond SECKILL_FALLBACK_RPS clients get
-// 429, not a slow database. The first database-path reservation of a sale
+// and a bound on the transactions in flight, so the database is not
+// flooded: beyond SECKILL_FALLBACK_RPS, or with SECKILL_FALLBACK_IN_FLIGHT
+// transactions already running, clients get 429 at once (nothing was
+// tried, so a retry may use a new request_id or the same), not a queue in
+// front of a slow database. The first database-path reservation of a sale
 // switches the sale's mode in MySQL with a new epoch; every instance learns
 // it within a second and stops using Redis for that sale.
 func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain.Sale, in domain.OrderInput) error {
 	if !s.fallback.Allow() {
 		s.m.reject(layerDatabase, "rate_limited")
+		return s.rateLimited(c, s.cfg.FallbackRPS)
+	}
+	select {
+	case s.dbSlots <- struct{}{}:
+		defer func() { <-s.dbSlots }()
+	default:
+		s.m.reject(layerDatabase, "saturated")
 		return s.rateLimited(c, s.cfg.FallbackRPS)
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbPathTimeout)

@@ -67,6 +67,9 @@ func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
 func TestRequestIDs(t *testing.T) {
 	cfg := testenv.Config(t)
 	cfg.TaskQueue = fmt.Sprintf("api-reqid-%d", time.Now().UnixNano()) // nobody polls it
+	// The API's own start of a Redis-path order (off by default: the inbox
+	// relay starts it, carrying the id from the inbox entry).
+	cfg.APIStartsRedisOrders = true
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

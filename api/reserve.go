@@ -230,7 +230,11 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			// Fault suite: die like a SIGKILL between the hold and the start.
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
-		s.starter.enqueue(c.UserContext(), domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
+		// The inbox relay starts the order (the script's XADD); the API
+		// starting it as well only doubled the start calls.
+		if s.cfg.APIStartsRedisOrders {
+			s.starter.enqueue(c.UserContext(), domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
+		}
 		entry.lowerStock(res.StockLeft)
 		return s.accepted(c, token, saleID, requestID)
 	case lua.OutcomeReplay:

@@ -63,6 +63,17 @@ type Config struct {
 	StarterQueue    int // bounded queue of workflow starts in the API
 	ShutdownTimeout time.Duration
 
+	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS=on; default
+	// off) makes the API start the order workflow of a Redis-path 202
+	// itself as well. The worker's inbox relay starts every one anyway, as
+	// soon as the script has run; with both, nearly every order cost two
+	// start calls and a describe on the Temporal server (issue 20).
+	APIStartsRedisOrders bool
+
+	// FallbackInFlight bounds the database path's transactions in flight
+	// per instance; a reservation beyond it is refused at once (429).
+	FallbackInFlight int
+
 	// Read routes (storefront, sale view, reservation reads): per address
 	// and per user; health probes and /metrics are exempt.
 	ReadRPS          float64
@@ -234,6 +245,7 @@ func load(get func(string) string) (*Config, error) {
 	c.PerUserRPS = num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = int(num("SECKILL_PER_USER_BURST", 10))
 	c.FallbackRPS = num("SECKILL_FALLBACK_RPS", 500)
+	c.FallbackInFlight = max(int(num("SECKILL_FALLBACK_IN_FLIGHT", 16)), 1)
 	c.ReadRPS = num("SECKILL_READ_RPS", 50)
 	c.ReadBurst = int(num("SECKILL_READ_BURST", 100))
 	c.ReadPerUserRPS = num("SECKILL_READ_PER_USER_RPS", 10)
@@ -268,6 +280,7 @@ func load(get func(string) string) (*Config, error) {
 	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = get("SECKILL_SALE_SWEEP") != "off"
+	c.APIStartsRedisOrders = get("SECKILL_API_STARTS_REDIS_ORDERS") == "on"
 	if dev {
 		c.PprofAddr = get("SECKILL_PPROF_ADDR")
 	}

@@ -29,7 +29,10 @@ func TestCancelQueuedWithOrWithoutWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = proxy.Close() })
 	cfg.Addr = proxy.Addr()
-	env := testenv.ProcEnv(t, queue, map[string]string{"MYSQL_DSN": cfg.FormatDSN(), "SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000"})
+	// The API starts the workflows itself here (by default it leaves that
+	// to the worker's inbox relay, and no worker runs yet).
+	env := testenv.ProcEnv(t, queue, map[string]string{"MYSQL_DSN": cfg.FormatDSN(), "SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000",
+		"SECKILL_API_STARTS_REDIS_ORDERS": "on"})
 	// The API alone: no worker runs any workflow yet.
 	s := &stack{queue: queue, api: testenv.MustAPI(t, "api", env)}
 	sale := s.MustLiveSale(t, 2, 300, 30*time.Minute)

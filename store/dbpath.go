@@ -56,29 +56,122 @@ func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64, holdOff time
 // (clock skew allowed for), and no more than the buckets hold net of the
 // recorded holds that have no order yet. What it holds back stays in the
 // buckets and goes on sale at the resync.
-func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) error {
-	_, err := s.DB.ExecContext(ctx, `UPDATE sales s SET s.db_quota = GREATEST(0, LEAST(
-			IF(s.redis_stock_seen_at IS NOT NULL AND s.redis_stock_seen_at >= s.mode_changed_at - INTERVAL ? MICROSECOND,
-				s.redis_stock_seen - (SELECT COUNT(*) FROM reservations r
-					WHERE r.sale_id = s.id AND r.path = ? AND r.created_at >= s.redis_stock_seen_at - INTERVAL ? MICROSECOND),
-				0),
-			(SELECT COALESCE(SUM(b.stock), 0) FROM stock_buckets b WHERE b.sale_id = s.id)
-				- (SELECT COUNT(*) FROM reservations q WHERE q.sale_id = s.id AND q.status = ?)))
-		WHERE s.id = ? AND s.mode = ? AND s.db_quota IS NULL AND s.db_sell_after <= NOW(3)`,
-		(MaxStockSampleAge + skew).Microseconds(), string(domain.PathRedis), skew.Microseconds(), string(domain.StatusQueued),
-		saleID, string(domain.ModeDatabase))
+//
+// The quota is recorded on the sale row as opened (sales.db_quota, the
+// total) and spread over the buckets (stock_buckets.db_quota, each at most
+// the bucket's stock, in proportion to it): a database-path reservation
+// takes a unit of its bucket's share with the bucket's stock, so no
+// reservation waits for the sale row. The shares add up to the quota, so
+// the path never sells more; a Redis hold's order taken from a bucket
+// whose stock then falls below its share may leave part of the quota
+// unsold, which stays in the buckets for the resync. It takes the sale row
+// first and the buckets only when it opened the quota: the many callers
+// that find it open by then leave at once. (A release or a reservation of
+// an earlier epoch that holds a bucket and waits for the sale row may
+// deadlock with it; the victim is retried.)
+func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) (err error) {
+	for attempt := 1; ; attempt++ {
+		err = s.openQuotaTx(ctx, saleID, skew)
+		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("open database path quota of sale %d: %w", saleID, err)
 	}
 	return nil
 }
 
+// openQuotaTx is openQuota's one transaction.
+func (s *Store) openQuotaTx(ctx context.Context, saleID int64, skew time.Duration) error {
+	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sales s SET s.db_quota = GREATEST(0, LEAST(
+				IF(s.redis_stock_seen_at IS NOT NULL AND s.redis_stock_seen_at >= s.mode_changed_at - INTERVAL ? MICROSECOND,
+					s.redis_stock_seen - (SELECT COUNT(*) FROM reservations r
+						WHERE r.sale_id = s.id AND r.path = ? AND r.created_at >= s.redis_stock_seen_at - INTERVAL ? MICROSECOND),
+					0),
+				(SELECT COALESCE(SUM(b.stock), 0) FROM stock_buckets b WHERE b.sale_id = s.id)
+					- (SELECT COUNT(*) FROM reservations q WHERE q.sale_id = s.id AND q.status = ?)))
+			WHERE s.id = ? AND s.mode = ? AND s.db_quota IS NULL AND s.db_sell_after <= NOW(3)`,
+			(MaxStockSampleAge + skew).Microseconds(), string(domain.PathRedis), skew.Microseconds(), string(domain.StatusQueued),
+			saleID, string(domain.ModeDatabase))
+		if err != nil {
+			return fmt.Errorf("decide: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return err // another caller opened it, or the sale is not ready: nothing to spread
+		}
+		var quota int64
+		if err := tx.QueryRowContext(ctx, "SELECT db_quota FROM sales WHERE id = ?", saleID).Scan(&quota); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		var buckets []struct {
+			No    int   `bun:"bucket_no"`
+			Stock int64 `bun:"stock"`
+		}
+		if err := tx.NewRaw("SELECT bucket_no, stock FROM stock_buckets WHERE sale_id = ? ORDER BY bucket_no FOR UPDATE", saleID).Scan(ctx, &buckets); err != nil {
+			return fmt.Errorf("lock buckets: %w", err)
+		}
+		stocks := make([]int64, len(buckets))
+		for i, b := range buckets {
+			stocks[i] = b.Stock
+		}
+		shares := spreadQuota(quota, stocks)
+		q := "UPDATE stock_buckets SET db_quota = CASE bucket_no"
+		args := make([]any, 0, 2*len(buckets)+1)
+		for i, b := range buckets {
+			q += " WHEN ? THEN ?"
+			args = append(args, b.No, shares[i])
+		}
+		q += " ELSE 0 END WHERE sale_id = ?"
+		if _, err := tx.ExecContext(ctx, q, append(args, saleID)...); err != nil {
+			return fmt.Errorf("spread over the buckets: %w", err)
+		}
+		return nil
+	})
+}
+
+// spreadQuota splits quota over buckets holding stocks: each share at most
+// its bucket's stock, in proportion to it, the shares adding up to
+// min(quota, the stocks' sum).
+func spreadQuota(quota int64, stocks []int64) []int64 {
+	shares := make([]int64, len(stocks))
+	var total int64
+	for _, st := range stocks {
+		total += max(st, 0)
+	}
+	quota = min(max(quota, 0), total)
+	if quota == 0 {
+		return shares
+	}
+	left := quota
+	for i, st := range stocks {
+		if st > 0 {
+			// quota*st/total without overflow for large stocks.
+			shares[i] = int64(float64(quota) * float64(st) / float64(total))
+			shares[i] = min(shares[i], st, left)
+			left -= shares[i]
+		}
+	}
+	for i := 0; left > 0 && i < len(stocks); i++ {
+		more := min(stocks[i]-shares[i], left)
+		if more > 0 {
+			shares[i] += more
+			left -= more
+		}
+	}
+	return shares
+}
+
 // ReserveInDB is the database reservation path: in one transaction, with
 // the same lock order as order placement (reservation row, order row, a
-// bucket, the ledger, then the sale row for the quota), it records the
-// reservation with its replay key, places the order, deducts a bucket
-// conditionally, writes the ledger and an outbox row, and takes one unit of
-// the quota. A replay of (sale, user, request_id) returns the first answer
+// bucket, the ledger, then the sale row, only read under a shared lock), it
+// records the reservation with its replay key, places the order, deducts a
+// bucket and a unit of that bucket's share of the quota conditionally,
+// writes the ledger and an outbox row, and checks that the sale is still in
+// database mode in the epoch it read: a mode change (which takes the sale
+// row exclusively) waits for it, or it for the mode change and then rolls
+// back. A replay of (sale, user, request_id) returns the first answer
 // and reserves nothing. The order workflow starts afterwards, from the
 // caller or from the outbox relay.
 func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, replay bool, err error) {
@@ -99,7 +192,9 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		PaymentWindowSeconds int           `bun:"payment_window_seconds"`
 		Buckets              int           `bun:"buckets"`
 		Mode                 string        `bun:"mode"`
+		Epoch                int64         `bun:"mode_epoch"`
 		Quota                sql.NullInt64 `bun:"db_quota"`
+		QuotaLeft            int64         `bun:"quota_left"`
 		Selling              bool          `bun:"selling"`
 		Control              string        `bun:"control"`
 		Window               string        `bun:"window_state"`
@@ -107,7 +202,8 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 	// The window and the operator's pause are checked here, on the sale as
 	// it is now and on MySQL's clock: the API's cached copy may be seconds
 	// old (on the Redis path the script checks them on Redis's clock).
-	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, db_quota,
+	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, mode_epoch, db_quota,
+		(SELECT COALESCE(SUM(b.db_quota), 0) FROM stock_buckets b WHERE b.sale_id = sales.id) AS quota_left,
 		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
 		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state
 		FROM sales WHERE id = ?`, in.SaleID).Scan(ctx, &sale); err != nil {
@@ -127,25 +223,28 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 	if !sale.Selling {
 		return nil, false, ErrNotSellingYet
 	}
+	wasOpen := sale.Quota.Valid
 	if !sale.Quota.Valid {
 		if err := s.openQuota(ctx, in.SaleID, skew); err != nil {
 			return nil, false, fmt.Errorf("reserve in db: %w", err)
 		}
-		if err := s.DB.QueryRowContext(ctx, "SELECT mode, db_quota FROM sales WHERE id = ?", in.SaleID).Scan(&sale.Mode, &sale.Quota); err != nil {
+		if err := s.DB.QueryRowContext(ctx, "SELECT mode, mode_epoch, db_quota FROM sales WHERE id = ?", in.SaleID).Scan(&sale.Mode, &sale.Epoch, &sale.Quota); err != nil {
 			return nil, false, fmt.Errorf("reserve in db: read quota: %w", err)
 		}
 		if sale.Mode != string(domain.ModeDatabase) {
 			return nil, false, ErrNotDatabaseMode // a resync began meanwhile
 		}
 	}
-	if !sale.Quota.Valid || sale.Quota.Int64 < 1 {
-		return nil, false, ErrQuotaExhausted // cheap early answer; the UPDATE below decides
+	if !sale.Quota.Valid || sale.Quota.Int64 < 1 || (wasOpen && sale.QuotaLeft < 1) {
+		// A cheap early answer (the buckets' shares, read in the same
+		// snapshot as the opened quota); the conditional update decides.
+		return nil, false, ErrQuotaExhausted
 	}
 	// A deadlock victim was rolled back whole, so it is retried here, a few
 	// times: near sell-out, when buckets run empty, the bucket pick's
 	// locking scan (deductBucket's last query) can deadlock with another.
 	for attempt := 1; ; attempt++ {
-		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
+		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets, sale.Epoch)
 		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
 			break
 		}
@@ -167,7 +266,7 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 const reserveInDBAttempts = 4
 
 // reserveInDBTx is ReserveInDB's one transaction.
-func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCents int64, windowSeconds, buckets int) (res *domain.Reservation, err error) {
+func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCents int64, windowSeconds, buckets int, epoch int64) (res *domain.Reservation, err error) {
 	sale := struct {
 		PriceCents           int64
 		PaymentWindowSeconds int
@@ -187,35 +286,39 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCe
 			}
 			return fmt.Errorf("insert reservation: %w", err)
 		}
+		// The sale as it is now, read last under a shared lock: still in
+		// database mode and in the epoch whose quota the shares are.
+		stillDatabase := func() error {
+			var mode string
+			var current int64
+			if err := tx.QueryRowContext(ctx, "SELECT mode, mode_epoch FROM sales WHERE id = ? LOCK IN SHARE MODE", in.SaleID).Scan(&mode, &current); err != nil {
+				return fmt.Errorf("read mode: %w", err)
+			}
+			if mode != string(domain.ModeDatabase) || current != epoch {
+				return ErrNotDatabaseMode
+			}
+			return nil
+		}
 		if err := insertOrderAndDeduct(ctx, tx, newOrder{
 			OrderNo: orderNo, Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
-			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now,
-		}); err != nil {
+			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now, Quota: true,
+		}); errors.Is(err, ErrNoStock) {
+			// No bucket has both stock and quota: either the quota ran out
+			// or the sale left database mode (a resync began) since the
+			// read above. The caller answers those differently (sold out
+			// vs. retry soon).
+			if err := stillDatabase(); err != nil {
+				return err
+			}
+			return ErrQuotaExhausted
+		} else if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", in.Token, in.SaleID, now); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
-		q, err := tx.ExecContext(ctx, "UPDATE sales SET db_quota = db_quota - 1 WHERE id = ? AND mode = ? AND db_quota >= 1", in.SaleID, string(domain.ModeDatabase))
-		if err != nil {
-			return fmt.Errorf("take quota: %w", err)
-		}
-		n, err := q.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("take quota: %w", err)
-		}
-		if n != 1 {
-			// No unit taken: either the quota ran out or the sale left
-			// database mode (a resync began) since the read above. The
-			// caller answers those differently (sold out vs. retry soon).
-			var mode string
-			if err := tx.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ?", in.SaleID).Scan(&mode); err != nil {
-				return fmt.Errorf("take quota: read mode: %w", err)
-			}
-			if mode != string(domain.ModeDatabase) {
-				return ErrNotDatabaseMode
-			}
-			return ErrQuotaExhausted
+		if err := stillDatabase(); err != nil {
+			return err
 		}
 		res = &domain.Reservation{
 			Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,

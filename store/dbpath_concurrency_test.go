@@ -136,3 +136,46 @@ func TestDatabasePathRacingAResyncIsNotSoldOut(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 10, left)
 }
+
+// A database-path reservation in flight (a bucket's row taken, the sale row
+// read under a shared lock) does not hold up another: the quota is taken
+// from the buckets' shares, not from the sale row. Before, every
+// reservation updated the sale row's quota and waited for the one before.
+func TestDatabasePathReservationsDoNotQueueOnTheSaleRow(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 20, func(s *domain.Sale) { s.Buckets = 4 })
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 20))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	base := testenv.UniqueUser() * 1000
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
+		require.NoError(t, err)
+	})
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base, "queue-0")) // opens the quota
+	require.NoError(t, err)
+
+	// What a reservation in flight holds just before its commit.
+	tx, err := st.DB.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx(t), "UPDATE stock_buckets SET stock = stock - 1, db_quota = db_quota - 1 WHERE sale_id = ? AND bucket_no = 0", sale.ID)
+	require.NoError(t, err)
+	var mode string
+	require.NoError(t, tx.QueryRowContext(ctx(t), "SELECT mode FROM sales WHERE id = ? LOCK IN SHARE MODE", sale.ID).Scan(&mode))
+
+	// Far below InnoDB's lock wait timeout: a reservation that queued
+	// behind the one in flight would run out of time.
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := 1; i <= 3; i++ {
+		_, _, err := st.ReserveInDB(c, dbInput(sale, base+int64(i), fmt.Sprintf("queue-%d", i)))
+		require.NoError(t, err, "reservation %d while another is in flight", i)
+	}
+	require.NoError(t, tx.Rollback())
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 16, left)
+}

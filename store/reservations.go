@@ -209,6 +209,9 @@ type newOrder struct {
 	PayBy       time.Time
 	Buckets     int
 	Now         time.Time
+	// Quota: the unit is the database path's, so it also takes one unit
+	// of the bucket's share of that path's quota (openQuota).
+	Quota bool
 }
 
 // insertOrderAndDeduct is the heart of both order paths (the workflow's
@@ -226,7 +229,7 @@ func insertOrderAndDeduct(ctx context.Context, tx bun.Tx, o newOrder) error {
 		}
 		return fmt.Errorf("insert order: %w", err)
 	}
-	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets)
+	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets, o.Quota)
 	if err != nil {
 		return err
 	}
@@ -247,14 +250,21 @@ func insertOrderAndDeduct(ctx context.Context, tx bun.Tx, o newOrder) error {
 // does it wait, and then for one row at a time by its key: a locking scan
 // here would let two transactions each hold a row the other waits for. The
 // conditional UPDATE, checked by affected rows, is what makes a unit
-// impossible to take twice.
-func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int) (int, error) {
+// impossible to take twice. With quota (the database path) a bucket must
+// also have a unit of that path's quota left, and gives it up with the
+// stock: the quota is spread over the buckets, so concurrent reservations
+// do not queue on one row for it. ErrNoStock then means no bucket has both.
+func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int, quota bool) (int, error) {
 	start := 0
 	if buckets > 1 {
 		start = rand.IntN(buckets)
 	}
+	has, set := "stock >= 1", "stock = stock - 1"
+	if quota {
+		has, set = "stock >= 1 AND db_quota >= 1", "stock = stock - 1, db_quota = db_quota - 1"
+	}
 	take := func(bucket int) (bool, error) {
-		res, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = ? AND stock >= 1", saleID, bucket)
+		res, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET "+set+" WHERE sale_id = ? AND bucket_no = ? AND "+has, saleID, bucket)
 		if err != nil {
 			return false, fmt.Errorf("deduct bucket: %w", err)
 		}
@@ -265,8 +275,8 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int) (in
 		return n == 1, nil
 	}
 	for _, q := range []string{
-		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
-		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND stock >= 1 ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
+		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
+		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
 	} {
 		var bucket int
 		err := tx.QueryRowContext(ctx, q, saleID, start).Scan(&bucket)
@@ -284,7 +294,7 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int) (in
 	// Every bucket with stock is held by another transaction (or empty):
 	// read the candidates without locking, then wait on them one by one.
 	var candidates []int
-	rows, err := tx.QueryContext(ctx, "SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND stock >= 1 ORDER BY bucket_no", saleID)
+	rows, err := tx.QueryContext(ctx, "SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND "+has+" ORDER BY bucket_no", saleID)
 	if err != nil {
 		return 0, fmt.Errorf("list buckets: %w", err)
 	}
@@ -391,9 +401,19 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ?", string(to), now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
-		// In database mode the returned unit may be sold again by that path.
-		if _, err := tx.ExecContext(ctx, "UPDATE sales SET db_quota = db_quota + 1 WHERE id = ? AND mode = ?", res.SaleID, string(domain.ModeDatabase)); err != nil {
-			return fmt.Errorf("return quota: %w", err)
+		// In database mode the returned unit may be sold again by that
+		// path: its bucket's share of the quota grows by one. The sale row
+		// is only read, under a shared lock (a mode change waits for this
+		// transaction, and it for a mode change), so releases do not queue
+		// on it.
+		var mode string
+		if err := tx.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ? LOCK IN SHARE MODE", res.SaleID).Scan(&mode); err != nil {
+			return fmt.Errorf("return quota: read mode: %w", err)
+		}
+		if mode == string(domain.ModeDatabase) {
+			if _, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET db_quota = db_quota + 1 WHERE sale_id = ? AND bucket_no = ?", res.SaleID, bucket); err != nil {
+				return fmt.Errorf("return quota: %w", err)
+			}
 		}
 		res.Status, res.UpdatedAt = string(to), now
 		out = res.domain()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )
@@ -52,9 +53,19 @@ func (s *StockRecorder) Run(ctx context.Context) {
 // RecordOnce records the stock of every open sale whose Redis stock key
 // exists, and answers how many sales it recorded.
 func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
-	sales, err := s.Store.ListOpenSales(ctx)
+	open, err := s.Store.ListOpenSales(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("record redis stock: %w", err)
+	}
+	// Only a sale on Redis is sampled: a sample counts only at the next
+	// switch to the database path (the quota), and once a sale is on that
+	// path a write to its row each second would only hold up the path's
+	// transactions (they read the row under a shared lock).
+	sales := open[:0]
+	for _, sale := range open {
+		if sale.Mode == domain.ModeRedis {
+			sales = append(sales, sale)
+		}
 	}
 	if len(sales) == 0 {
 		return 0, nil

@@ -197,4 +197,13 @@ func TestStockRecorderRecordsRedisStock(t *testing.T) {
 	}
 	assert.Equal(t, sql.NullInt64{Int64: 7, Valid: true}, seen(warmed.ID))
 	assert.False(t, seen(cold.ID).Valid, "a sale without a Redis stock key is not recorded")
+
+	// On the database path the sale row is left alone (no write each
+	// second for that path's transactions to wait for).
+	_, err = st.SwitchToDatabase(testCtx(t), warmed.ID, 0)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 5, time.Hour).Err())
+	_, err = rec.RecordOnce(testCtx(t))
+	require.NoError(t, err)
+	assert.Equal(t, sql.NullInt64{Int64: 7, Valid: true}, seen(warmed.ID), "a sale in database mode is not sampled")
 }

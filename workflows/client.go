@@ -36,6 +36,11 @@ func OrderStartOptions(taskQueue string, in domain.OrderInput) client.StartWorkf
 			UserIDKey.ValueSet(in.UserID),
 			OrderStatusKey.ValueSet(string(domain.StatusQueued)),
 		),
+		// Where the starter is the worker's own client (the inbox and
+		// outbox relays), the first workflow task comes back in the start's
+		// answer when the worker has a free slot: no poll and no matching
+		// for it. Elsewhere (the API) the SDK does not ask for it.
+		EnableEagerStart: true,
 	}
 }
 
