@@ -43,30 +43,44 @@ const (
 	redisTimeout = 3 * time.Second
 )
 
-// NonRetryableErrorTypes are the application error types whose answer a
-// retry cannot change.
+// A business refusal crosses Temporal as a non-retryable application error
+// whose type is the refusal's domain code (domain.E*): the workflow and the
+// API read the code back with workflows.RefusalCode, and the API answers it
+// through its one status map (api/errors.go). Histories recorded before the
+// codes were the types carry older type names; RefusalCode accepts those too.
+
+// NonRetryableErrorTypes are the refusal codes the order activities answer
+// with; a retry cannot change them. (refuse marks them non-retryable too.)
 var NonRetryableErrorTypes = []string{
-	domain.ErrTypeNoStock,
-	domain.ErrTypeAlreadyPurchased,
-	domain.ErrTypeNotPayable,
-	domain.ErrTypeNotCancellable,
+	domain.ESoldOut,
+	domain.EAlreadyPurchased,
+	domain.ENotPayable,
+	domain.ENotCancellable,
 }
 
-// classify wraps err with the operation and turns the store's business
-// sentinels into non-retryable application errors; everything else (lost
-// connections, deadlocks, timeouts) stays retryable.
+// refuse wraps a business refusal as the application error whose type is
+// its domain code.
+func refuse(op, code string, err error) error {
+	return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), code, err)
+}
+
+// classify is the one mapping from the store's business sentinels to the
+// domain codes of refusals; everything else (lost connections, deadlocks,
+// timeouts) stays retryable, wrapped with the operation.
 func classify(op string, err error) error {
 	for _, m := range []struct {
 		sentinel error
-		typ      string
+		code     string
 	}{
-		{store.ErrNoStock, domain.ErrTypeNoStock},
-		{store.ErrAlreadyPurchased, domain.ErrTypeAlreadyPurchased},
-		{store.ErrNotPayable, domain.ErrTypeNotPayable},
-		{store.ErrNotCancellable, domain.ErrTypeNotCancellable},
+		// The database has no unit for the hold: the sale is sold out
+		// as far as this reservation is concerned.
+		{store.ErrNoStock, domain.ESoldOut},
+		{store.ErrAlreadyPurchased, domain.EAlreadyPurchased},
+		{store.ErrNotPayable, domain.ENotPayable},
+		{store.ErrNotCancellable, domain.ENotCancellable},
 	} {
 		if errors.Is(err, m.sentinel) {
-			return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), m.typ, err)
+			return refuse(op, m.code, err)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
@@ -378,15 +377,16 @@ func (s *server) updateError(ctx context.Context, token string, err error) error
 	if errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed") {
 		return errWorkflowClosed
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		msg, typ := appErr.Message(), appErr.Type()
-		switch {
-		case strings.HasPrefix(msg, domain.ENotPayable) || typ == domain.ErrTypeNotPayable:
-			return domain.Errorf(domain.ENotPayable, "the reservation is not awaiting payment")
-		case strings.HasPrefix(msg, domain.ENotCancellable) || typ == domain.ErrTypeNotCancellable:
-			return domain.Errorf(domain.ENotCancellable, "the reservation can no longer be cancelled")
-		}
+	// A refusal's application error type is its domain code (read under
+	// the older type names too, for workers of the previous release).
+	switch code := workflows.RefusalCode(err); code {
+	case "":
+	case domain.ENotPayable:
+		return domain.Errorf(code, "the reservation is not awaiting payment")
+	case domain.ENotCancellable:
+		return domain.Errorf(code, "the reservation can no longer be cancelled")
+	default:
+		return domain.Errorf(code, "the reservation's workflow refused the request")
 	}
 	s.ctxLog(ctx).Warn("order workflow update failed", "token", token, "err", err)
 	return domain.Errorf(domain.EUnavailable, "workflow service unavailable, retry")

@@ -74,16 +74,6 @@ type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Application error types of the order activities. They are non-retryable:
-// retrying cannot change the answer.
-const (
-	ErrTypeNoStock          = "NoStock"
-	ErrTypeAlreadyPurchased = "AlreadyPurchased"
-	ErrTypeSaleClosed       = "SaleClosed"
-	ErrTypeNotPayable       = "NotPayable"
-	ErrTypeNotCancellable   = "NotCancellable"
-)
-
 // Fail reasons stored with a FAILED reservation.
 const (
 	// FailReasonNoStock: the database had no unit for the hold, so Redis

@@ -319,7 +319,7 @@ func TestOrderIntegrationNoStockFails(t *testing.T) {
 	in := s.MustOrder(sale, testenv.UniqueUser(), "req-nostock")
 	st := s.result(in.Token)
 	require.Equal(t, domain.StatusFailed, st.Status)
-	require.Equal(t, ReasonNoStock, st.FailReason)
+	require.Equal(t, domain.FailReasonNoStock, st.FailReason)
 	s.waitStatus(in.Token, domain.StatusFailed)
 	b := s.books(sale.ID)
 	require.Zero(t, b.redisStock)
