@@ -86,24 +86,6 @@ func classify(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// StateOf is the OrderState of a stored reservation.
-func StateOf(r *domain.Reservation) domain.OrderState {
-	st := domain.OrderState{
-		Token:       r.Token,
-		SaleID:      r.SaleID,
-		UserID:      r.UserID,
-		Status:      r.Status,
-		OrderNo:     r.OrderNo,
-		AmountCents: r.AmountCents,
-		PaymentRef:  r.PaymentRef,
-	}
-	if r.PayBy != nil {
-		t := r.PayBy.UTC()
-		st.PayBy = &t
-	}
-	return st
-}
-
 // RecordReservation records the reservation as QUEUED, or finds the row a
 // previous run (or the database path) wrote, and says where it stands.
 func (a *Activities) RecordReservation(ctx context.Context, in domain.OrderInput) (domain.OrderState, error) {
@@ -113,7 +95,7 @@ func (a *Activities) RecordReservation(ctx context.Context, in domain.OrderInput
 	if err != nil {
 		return domain.OrderState{}, classify("record reservation", err)
 	}
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // PlaceOrder creates the order and deducts its unit from a bucket in one
@@ -131,7 +113,7 @@ func (a *Activities) PlaceOrder(ctx context.Context, token string) (domain.Order
 			return domain.OrderState{}, fmt.Errorf("place order %s: injected failure after commit", token)
 		}
 	}
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // MarkPaid records the payment; repeated with the same ref it returns the
@@ -145,7 +127,7 @@ func (a *Activities) MarkPaid(ctx context.Context, token, paymentRef string) (do
 		return domain.OrderState{}, classify("mark paid", err)
 	}
 	a.countEnd(before, known, r.Status)
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // ReleaseOrder ends a pending order as EXPIRED or CANCELLED and puts its
@@ -159,7 +141,7 @@ func (a *Activities) ReleaseOrder(ctx context.Context, token string, to domain.R
 		return domain.OrderState{}, classify("release order", err)
 	}
 	a.countEnd(before, known, r.Status)
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // EndQueued ends a reservation that never got an order, as FAILED or
@@ -173,7 +155,7 @@ func (a *Activities) EndQueued(ctx context.Context, token string, to domain.Rese
 		return domain.OrderState{}, classify("end queued", err)
 	}
 	a.countEnd(before, known, r.Status)
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // RedisAdvance moves the token's Redis state to `to` if it is in one of

@@ -230,7 +230,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 			// Fault suite: die like a SIGKILL between the hold and the start.
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
-		s.starter.enqueue(c.UserContext(), domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
+		s.starter.enqueue(c.UserContext(), domain.RedisHoldInput(token, saleID, p.UserID, requestID))
 		entry.lowerStock(res.StockLeft)
 		return s.accepted(c, token, saleID, requestID)
 	case lua.OutcomeReplay:
@@ -257,7 +257,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 }
 
 func (s *server) dbInput(token string, saleID, userID int64, requestID string) domain.OrderInput {
-	return domain.OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: domain.PathDatabase, Deducted: true}
+	return domain.DatabasePathInput(token, saleID, userID, requestID)
 }
 
 // reserveViaRedis is the one Redis call of the hot path, kept small so that

@@ -34,6 +34,25 @@ func (s ReservationStatus) Terminal() bool {
 	return false
 }
 
+// Live reports whether an order in this status holds one of the
+// database's units: placed and not released (PENDING_PAYMENT or PAID).
+// The stock balances count these: db_stock + live = stock_total.
+func (s ReservationStatus) Live() bool {
+	return s == StatusPendingPayment || s == StatusPaid
+}
+
+// LiveCount sums the live statuses (Live) of counts by status, keyed by
+// the status or by its name.
+func LiveCount[K ~string](counts map[K]int64) int64 {
+	var n int64
+	for s, c := range counts {
+		if ReservationStatus(s).Live() {
+			n += c
+		}
+	}
+	return n
+}
+
 // HoldsUnit reports whether a reservation in this status keeps the user from
 // buying again: it holds a unit or has paid for one.
 func (s ReservationStatus) HoldsUnit() bool {
@@ -164,7 +183,12 @@ func (s *Sale) View(now time.Time, stockLeft int64) SaleView {
 	}
 }
 
-// Reservation is one user's claim on one unit of a sale, named by its token.
+// Reservation is one user's claim on one unit of a sale, named by its token:
+// the one shape of a reservation. The store reads it from its row; the
+// order workflow carries it as its OrderState (State), clients see its
+// View. It starts one of two ways: a Redis hold (RedisHoldInput, and
+// HeldReservation for how it looks before its workflow recorded it) or the
+// database path (DatabasePathReservation, DatabasePathInput).
 type Reservation struct {
 	Token       string
 	SaleID      int64
@@ -177,8 +201,28 @@ type Reservation struct {
 	PayBy       *time.Time
 	PaymentRef  string
 	FailReason  string // why a FAILED reservation failed (FailReason*)
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// TokenState is the token's Redis state (Token*) where the reader read
+	// it from Redis; "" where it read the database alone.
+	TokenState string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// HeldReservation is a Redis hold as it stands before its workflow has
+// recorded it: QUEUED, with no order yet (its amount, the sale's price, is
+// the caller's to fill in where it shows one).
+func HeldReservation(token string, saleID, userID int64) *Reservation {
+	return &Reservation{Token: token, SaleID: saleID, UserID: userID, Path: PathRedis,
+		Status: StatusQueued, TokenState: TokenHeld}
+}
+
+// DatabasePathReservation is a reservation the database path took: its
+// unit deducted and its order placed in the reserving transaction at now,
+// so it starts PENDING_PAYMENT with no Redis hold.
+func DatabasePathReservation(in OrderInput, orderNo string, amountCents int64, payBy, now time.Time) *Reservation {
+	return &Reservation{Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
+		Path: PathDatabase, Status: StatusPendingPayment, OrderNo: orderNo,
+		AmountCents: amountCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now}
 }
 
 // ReservationView is the contract's view of a reservation.
@@ -193,16 +237,50 @@ type ReservationView struct {
 
 // View renders the reservation for its owner.
 func (r *Reservation) View() ReservationView {
-	v := ReservationView{
+	return r.State().View()
+}
+
+// State is the reservation as the order workflow carries it.
+func (r *Reservation) State() OrderState {
+	st := OrderState{
 		Token:       r.Token,
 		SaleID:      r.SaleID,
+		UserID:      r.UserID,
 		Status:      r.Status,
 		OrderNo:     r.OrderNo,
 		AmountCents: r.AmountCents,
+		PaymentRef:  r.PaymentRef,
+		FailReason:  r.FailReason,
 	}
 	if r.PayBy != nil {
 		t := r.PayBy.UTC()
+		st.PayBy = &t
+	}
+	return st
+}
+
+// View renders the workflow's state of a reservation for its owner: the
+// one conversion to the contract's view.
+func (st OrderState) View() ReservationView {
+	v := ReservationView{
+		Token:       st.Token,
+		SaleID:      st.SaleID,
+		Status:      st.Status,
+		OrderNo:     st.OrderNo,
+		AmountCents: st.AmountCents,
+	}
+	if st.PayBy != nil {
+		t := st.PayBy.UTC()
 		v.PayBy = &t
 	}
 	return v
+}
+
+// Input is the workflow input that runs the stored reservation again (a
+// repair's new run adopts it).
+func (r *Reservation) Input() OrderInput {
+	if r.Path == PathDatabase {
+		return DatabasePathInput(r.Token, r.SaleID, r.UserID, r.RequestID)
+	}
+	return RedisHoldInput(r.Token, r.SaleID, r.UserID, r.RequestID)
 }

@@ -118,7 +118,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 
 // identitiesHold checks the contract's two identities on a report.
 func identitiesHold(rep *domain.ReconciliationReport) bool {
-	live := rep.Orders[string(domain.StatusPendingPayment)] + rep.Orders[string(domain.StatusPaid)]
+	live := domain.LiveCount(rep.Orders)
 	dbOK := rep.DBStock+live == rep.StockTotal
 	if !rep.RedisLoaded {
 		return dbOK
@@ -175,7 +175,7 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 				o.add(domain.Discrepancy{Kind: domain.KindHoldWithoutWorkflow, UserID: e.UserID, Token: token, Detail: "Redis holds a unit for this token but the database has no reservation"})
 			case d.Status == domain.StatusQueued:
 				rep.InFlight++
-			case d.Status == domain.StatusPendingPayment || d.Status == domain.StatusPaid:
+			case d.Status.Live():
 				// Placed; the workflow has yet to mark the token ordered.
 			default:
 				rep.InFlight++
@@ -184,7 +184,7 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 		case domain.TokenOrdered:
 			o.holding[e.UserID] = true
 			switch {
-			case ok && (d.Status == domain.StatusPendingPayment || d.Status == domain.StatusPaid):
+			case ok && d.Status.Live():
 			case ok && d.Status.Terminal():
 				rep.InFlight++
 				o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("order is %s but Redis still holds it", d.Status)})
@@ -215,7 +215,7 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 		}
 	}
 
-	live := ds.Statuses[domain.StatusPendingPayment] + ds.Statuses[domain.StatusPaid]
+	live := domain.LiveCount(ds.Statuses)
 	if rs.Exists && rs.Stock+rep.InFlight+live != ds.StockTotal {
 		o.add(domain.Discrepancy{Kind: domain.KindRedisStockDrift, Detail: fmt.Sprintf("redis_stock %d + in_flight %d + live orders %d != stock_total %d", rs.Stock, rep.InFlight, live, ds.StockTotal)})
 	}
@@ -318,7 +318,7 @@ func (r *Reconciler) workflowState(ctx context.Context, token string) (running, 
 // "user:request_id" whose value is the token).
 func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Discrepancy) (domain.OrderInput, error) {
 	if res, err := r.Store.GetReservation(ctx, d.Token); err == nil {
-		return domain.OrderInput{Token: res.Token, SaleID: res.SaleID, UserID: res.UserID, RequestID: res.RequestID, Path: res.Path}, nil
+		return res.Input(), nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return domain.OrderInput{}, err
 	}
@@ -329,7 +329,7 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 	if !ok {
 		return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
 	}
-	return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: requestID, Path: domain.PathRedis}, nil
+	return domain.RedisHoldInput(d.Token, saleID, d.UserID, requestID), nil
 }
 
 // repairStock rebuilds a drifted Redis stock from the database, only while
@@ -342,7 +342,7 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, first, secon
 		if first.report.InFlight != 0 || second.report.InFlight != 0 {
 			continue
 		}
-		live := second.db.Statuses[domain.StatusPendingPayment] + second.db.Statuses[domain.StatusPaid]
+		live := domain.LiveCount(second.db.Statuses)
 		target := second.db.StockTotal - live
 		if target != second.db.DBStock || target < 0 {
 			continue // the database disagrees with itself: report, do not copy
@@ -490,9 +490,7 @@ func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) 
 	if r.Restart == nil {
 		return false
 	}
-	in := domain.OrderInput{Token: res.Token, SaleID: res.SaleID, UserID: res.UserID, RequestID: res.RequestID, Path: res.Path,
-		Deducted: res.Path == domain.PathDatabase}
-	if err := r.Restart(ctx, in); err != nil {
+	if err := r.Restart(ctx, res.Input()); err != nil {
 		log.Warn("reconcile: restart of a closed workflow failed", "err", err)
 		return false
 	}

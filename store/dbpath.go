@@ -217,11 +217,7 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCe
 			}
 			return ErrQuotaExhausted
 		}
-		res = &domain.Reservation{
-			Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
-			Path: domain.PathDatabase, Status: domain.StatusPendingPayment, OrderNo: orderNo,
-			AmountCents: sale.PriceCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now,
-		}
+		res = domain.DatabasePathReservation(in, orderNo, sale.PriceCents, payBy, now)
 		return nil
 	})
 	return res, err

@@ -59,7 +59,7 @@ func (o *OutboxRelay) Once(ctx context.Context) (int, error) {
 	started := 0
 	for _, e := range entries {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := o.Starter(sctx, domain.OrderInput{Token: e.Token, SaleID: e.SaleID, UserID: e.UserID, RequestID: e.Req, Path: domain.PathDatabase, Deducted: true})
+		err := o.Starter(sctx, domain.DatabasePathInput(e.Token, e.SaleID, e.UserID, e.Req))
 		cancel()
 		if err != nil {
 			return started, err // Temporal is down: try again next tick

@@ -79,8 +79,9 @@ func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderStat
 	w := &orderWorkflow{
 		in: in,
 		// Database-path reservations have no Redis hold: their order was
-		// placed in the reserving transaction.
-		skipRedis: in.Deducted || in.Path == domain.PathDatabase,
+		// placed in the reserving transaction (the one decision, in
+		// domain: inputs carry it in two encodings).
+		skipRedis: in.NoRedisHold(),
 		st: domain.OrderState{
 			Token:  in.Token,
 			SaleID: in.SaleID,
