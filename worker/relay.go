@@ -149,17 +149,8 @@ func (r *Relay) Run(stop, work context.Context) {
 		}
 	}
 
-	ticker := time.NewTicker(orDefault(r.RefreshEvery, defaultRefreshEvery))
-	defer ticker.Stop()
-	for {
-		refresh()
-		select {
-		case <-stop.Done():
-			wg.Wait()
-			return
-		case <-ticker.C:
-		}
-	}
+	everyTick(stop, orDefault(r.RefreshEvery, defaultRefreshEvery), true, refresh)
+	wg.Wait()
 }
 
 func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
