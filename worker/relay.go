@@ -449,7 +449,10 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 	startTimeout := orDefault(r.StartTimeout, defaultStartTimeout)
 	for i, e := range entries {
 		if known[i] {
+			// Under the lock: the starts before it append to the same list.
+			mu.Lock()
 			ackIDs = append(ackIDs, e.msg.ID)
+			mu.Unlock()
 			continue
 		}
 		sem <- struct{}{}
