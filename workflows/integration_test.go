@@ -182,7 +182,7 @@ func (s *stack) books(saleID int64) books {
 func (s *stack) requireConsistent(sale *domain.Sale) books {
 	s.t.Helper()
 	b := s.books(sale.ID)
-	live := b.counts[domain.StatusPendingPayment] + b.counts[domain.StatusPaid]
+	live := domain.LiveCount(b.counts)
 	require.Equal(s.t, sale.StockTotal, b.dbStock+live, "db stock + live orders, books %+v", b)
 	require.Equal(s.t, sale.StockTotal, b.redisStock+live, "redis stock + live orders, books %+v", b)
 	require.Equal(s.t, -live, b.ledger, "ledger deducts - restores, books %+v", b)

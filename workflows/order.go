@@ -214,8 +214,9 @@ func (w *orderWorkflow) finish(ctx workflow.Context) (domain.OrderState, error) 
 	return w.st, nil
 }
 
-// adopt takes an activity's answer as the workflow's state, keeping what
-// only the workflow knows, and upserts the status.
+// adopt takes an activity's answer as the workflow's state and upserts the
+// status. It keeps the fail reason the workflow set when the answer has
+// none: answers recorded before Reservation.State carried it have none.
 func (w *orderWorkflow) adopt(ctx workflow.Context, got domain.OrderState) {
 	reason := w.st.FailReason
 	w.st = got
