@@ -34,29 +34,16 @@ func (s ReservationStatus) Terminal() bool {
 	return false
 }
 
-// Live reports whether an order in this status holds one of the
-// database's units: placed and not released (PENDING_PAYMENT or PAID).
-// The stock balances count these: db_stock + live = stock_total.
-func (s ReservationStatus) Live() bool {
-	return s == StatusPendingPayment || s == StatusPaid
-}
-
-// LiveCount sums the live statuses (Live) of counts by status, keyed by
-// the status or by its name.
-func LiveCount[K ~string](counts map[K]int64) int64 {
-	var n int64
-	for s, c := range counts {
-		if ReservationStatus(s).Live() {
-			n += c
-		}
-	}
-	return n
-}
-
 // HoldsUnit reports whether a reservation in this status keeps the user from
 // buying again: it holds a unit or has paid for one.
 func (s ReservationStatus) HoldsUnit() bool {
 	return s == StatusQueued || s == StatusPendingPayment || s == StatusPaid
+}
+
+// Live reports whether a reservation in this status is a live order: it
+// took a unit from the database (PENDING_PAYMENT or PAID).
+func (s ReservationStatus) Live() bool {
+	return s == StatusPendingPayment || s == StatusPaid
 }
 
 // Valid reports whether s is one of the contract's statuses.
@@ -67,6 +54,19 @@ func (s ReservationStatus) Valid() bool {
 		}
 	}
 	return false
+}
+
+// LiveCount sums the live statuses (Live) of counts by status, keyed by
+// the status or by its name: the stock balances count these
+// (db_stock + live = stock_total).
+func LiveCount[K ~string](counts map[K]int64) int64 {
+	var n int64
+	for s, c := range counts {
+		if ReservationStatus(s).Live() {
+			n += c
+		}
+	}
+	return n
 }
 
 // SaleControl is what an operator decided about a sale.
@@ -188,7 +188,8 @@ func (s *Sale) View(now time.Time, stockLeft int64) SaleView {
 // order workflow carries it as its OrderState (State), clients see its
 // View. It starts one of two ways: a Redis hold (RedisHoldInput, and
 // HeldReservation for how it looks before its workflow recorded it) or the
-// database path (DatabasePathReservation, DatabasePathInput).
+// database path (DatabasePathReservation, DatabasePathInput); OrderInput
+// starts its workflow again.
 type Reservation struct {
 	Token       string
 	SaleID      int64
@@ -201,28 +202,17 @@ type Reservation struct {
 	PayBy       *time.Time
 	PaymentRef  string
 	FailReason  string // why a FAILED reservation failed (FailReason*)
-	// TokenState is the token's Redis state (Token*) where the reader read
-	// it from Redis; "" where it read the database alone.
-	TokenState string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	TokenState  string // the token's Redis state (Token*) where read from Redis; "" from the database alone
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
-// HeldReservation is a Redis hold as it stands before its workflow has
-// recorded it: QUEUED, with no order yet (its amount, the sale's price, is
-// the caller's to fill in where it shows one).
-func HeldReservation(token string, saleID, userID int64) *Reservation {
-	return &Reservation{Token: token, SaleID: saleID, UserID: userID, Path: PathRedis,
-		Status: StatusQueued, TokenState: TokenHeld}
-}
-
-// DatabasePathReservation is a reservation the database path took: its
-// unit deducted and its order placed in the reserving transaction at now,
-// so it starts PENDING_PAYMENT with no Redis hold.
-func DatabasePathReservation(in OrderInput, orderNo string, amountCents int64, payBy, now time.Time) *Reservation {
-	return &Reservation{Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
-		Path: PathDatabase, Status: StatusPendingPayment, OrderNo: orderNo,
-		AmountCents: amountCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now}
+// OrderInput is the input that starts (or restarts) this reservation's
+// order workflow: a database-path reservation took its unit in the
+// database path's own transaction.
+func (r *Reservation) OrderInput() OrderInput {
+	return OrderInput{Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, RequestID: r.RequestID, Path: r.Path,
+		Deducted: r.Path == PathDatabase}
 }
 
 // ReservationView is the contract's view of a reservation.
@@ -276,11 +266,19 @@ func (st OrderState) View() ReservationView {
 	return v
 }
 
-// Input is the workflow input that runs the stored reservation again (a
-// repair's new run adopts it).
-func (r *Reservation) Input() OrderInput {
-	if r.Path == PathDatabase {
-		return DatabasePathInput(r.Token, r.SaleID, r.UserID, r.RequestID)
-	}
-	return RedisHoldInput(r.Token, r.SaleID, r.UserID, r.RequestID)
+// HeldReservation is a Redis hold as it stands before its workflow has
+// recorded it: QUEUED, with no order yet (its amount, the sale's price, is
+// the caller's to fill in where it shows one).
+func HeldReservation(token string, saleID, userID int64) *Reservation {
+	return &Reservation{Token: token, SaleID: saleID, UserID: userID, Path: PathRedis,
+		Status: StatusQueued, TokenState: TokenHeld}
+}
+
+// DatabasePathReservation is a reservation the database path took: its
+// unit deducted and its order placed in the reserving transaction at now,
+// so it starts PENDING_PAYMENT with no Redis hold.
+func DatabasePathReservation(in OrderInput, orderNo string, amountCents int64, payBy, now time.Time) *Reservation {
+	return &Reservation{Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
+		Path: PathDatabase, Status: StatusPendingPayment, OrderNo: orderNo,
+		AmountCents: amountCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now}
 }

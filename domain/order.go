@@ -40,7 +40,7 @@ func OrderWorkflowID(token string) string { return "order:" + token }
 func SaleWorkflowID(saleID int64) string { return "sale:" + strconv.FormatInt(saleID, 10) }
 
 // OrderInput starts an OrderWorkflow. Build it with RedisHoldInput,
-// DatabasePathInput or Reservation.Input.
+// DatabasePathInput or Reservation.OrderInput.
 type OrderInput struct {
 	Token     string          `json:"token"`
 	SaleID    int64           `json:"sale_id"`

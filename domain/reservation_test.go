@@ -108,12 +108,12 @@ func TestReservationsStartTwoWays(t *testing.T) {
 		t.Errorf("database path reservation: %+v", r)
 	}
 	// A stored reservation runs again with the input it started with.
-	if r.Input() != dbIn {
-		t.Errorf("rerun input %+v, want %+v", r.Input(), dbIn)
+	if r.OrderInput() != dbIn {
+		t.Errorf("rerun input %+v, want %+v", r.OrderInput(), dbIn)
 	}
 	stored := &Reservation{Token: "7-x", SaleID: 7, UserID: 42, RequestID: "req-00000001", Path: PathRedis}
-	if stored.Input() != in {
-		t.Errorf("rerun input %+v, want %+v", stored.Input(), in)
+	if stored.OrderInput() != in {
+		t.Errorf("rerun input %+v, want %+v", stored.OrderInput(), in)
 	}
 }
 

@@ -358,7 +358,7 @@ func (r *Reconciler) workflowState(ctx context.Context, token string) (running, 
 // "user:request_id" whose value is the token).
 func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Discrepancy) (domain.OrderInput, error) {
 	if res, err := r.Store.GetReservation(ctx, d.Token); err == nil {
-		return res.Input(), nil
+		return res.OrderInput(), nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return domain.OrderInput{}, err
 	}
@@ -530,7 +530,7 @@ func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) 
 	if r.Restart == nil {
 		return false
 	}
-	if err := r.Restart(ctx, res.Input()); err != nil {
+	if err := r.Restart(ctx, res.OrderInput()); err != nil {
 		log.Warn("reconcile: restart of a closed workflow failed", "err", err)
 		return false
 	}
