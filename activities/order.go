@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
@@ -24,9 +23,8 @@ import (
 // as local activities through method values of a nil *Activities; the
 // worker registers a real instance, whose methods the SDK then runs.
 type Activities struct {
-	Store   *store.Store
-	Redis   redis.UniversalClient
-	Scripts *lua.Scripts
+	Store *store.Store
+	Redis *lua.Client
 	// FailAfterCommit (fault suite, development mode only) makes the first
 	// PlaceOrder of each token fail after its transaction committed, so the
 	// retry must find the order instead of deducting again.
@@ -165,11 +163,11 @@ func (a *Activities) EndQueued(ctx context.Context, token string, to domain.Rese
 func (a *Activities) RedisAdvance(ctx context.Context, saleID int64, token, to string, from []string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	moved, err := a.Scripts.Advance(ctx, a.Redis, saleID, token, to, from...)
+	moved, err := a.Redis.Advance(ctx, saleID, token, to, from...)
 	if err != nil {
 		return false, fmt.Errorf("redis advance %s to %s: %w", token, to, err)
 	}
-	if err := a.Scripts.ForgetStatus(ctx, a.Redis, saleID, token); err != nil {
+	if err := a.Redis.ForgetStatus(ctx, saleID, token); err != nil {
 		return false, fmt.Errorf("redis advance %s to %s: %w", token, to, err)
 	}
 	return moved, nil
@@ -181,7 +179,7 @@ func (a *Activities) RedisAdvance(ctx context.Context, saleID int64, token, to s
 func (a *Activities) SyncRedis(ctx context.Context, token string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	changed, err := sales.SyncToken(ctx, a.Store, a.Redis, a.Scripts, token)
+	changed, err := sales.SyncToken(ctx, a.Store, a.Redis, token)
 	if err != nil {
 		return false, fmt.Errorf("sync redis: %w", err)
 	}
@@ -195,11 +193,11 @@ func (a *Activities) SyncRedis(ctx context.Context, token string) (bool, error) 
 func (a *Activities) RedisRelease(ctx context.Context, saleID, userID int64, token string, restore bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	released, err := a.Scripts.Release(ctx, a.Redis, saleID, userID, token, restore)
+	released, err := a.Redis.Release(ctx, saleID, userID, token, restore)
 	if err != nil {
 		return false, fmt.Errorf("redis release %s: %w", token, err)
 	}
-	if err := a.Scripts.ForgetStatus(ctx, a.Redis, saleID, token); err != nil {
+	if err := a.Redis.ForgetStatus(ctx, saleID, token); err != nil {
 		return false, fmt.Errorf("redis release %s: %w", token, err)
 	}
 	return released, nil

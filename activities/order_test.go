@@ -20,7 +20,7 @@ import (
 
 func MustActivities(tb testing.TB) *Activities {
 	tb.Helper()
-	return &Activities{Store: testenv.MustStore(tb), Redis: testenv.MustRedis(tb), Scripts: lua.New()}
+	return &Activities{Store: testenv.MustStore(tb), Redis: lua.NewClient(testenv.MustRedis(tb))}
 }
 
 func testCtx(tb testing.TB) context.Context {
@@ -34,11 +34,11 @@ func mustHeldOrder(tb testing.TB, a *Activities, stock int64) domain.OrderInput 
 	tb.Helper()
 	ctx := testCtx(tb)
 	sale := testenv.MustSale(tb, a.Store, stock)
-	testenv.MustWarm(tb, a.Store, a.Redis, sale)
+	testenv.MustWarm(tb, a.Store, testenv.MustRedis(tb), sale)
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{SaleID: sale.ID, UserID: user, RequestID: "req-activities", Path: domain.PathRedis}
 	in.Token = domain.DeriveToken([]byte("activities-test"), sale.ID, user, in.RequestID)
-	res, err := a.Scripts.Reserve(ctx, a.Redis, lua.ReserveArgs{SaleID: sale.ID, UserID: user, RequestID: in.RequestID, Token: in.Token, Epoch: 1})
+	res, err := a.Redis.Reserve(ctx, lua.ReserveArgs{SaleID: sale.ID, UserID: user, RequestID: in.RequestID, Token: in.Token, Epoch: 1})
 	require.NoError(tb, err)
 	require.Equal(tb, lua.OutcomeOK, res.Outcome)
 	return in
@@ -96,7 +96,7 @@ func TestOrderActivitiesAreIdempotent(t *testing.T) {
 	released, err = a.RedisRelease(ctx, in.SaleID, in.UserID, in.Token, true)
 	require.NoError(t, err)
 	require.False(t, released)
-	redisStock, err := a.Redis.Get(ctx, lua.SaleKeys(in.SaleID).Stock).Int64()
+	redisStock, _, err := a.Redis.Stock(ctx, in.SaleID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), redisStock, "restored once")
 
@@ -144,7 +144,7 @@ func TestOrderActivitiesNoStockIsNotRetryable(t *testing.T) {
 	released, err := a.RedisRelease(ctx, in.SaleID, in.UserID, in.Token, false)
 	require.NoError(t, err)
 	require.True(t, released)
-	redisStock, err := a.Redis.Get(ctx, lua.SaleKeys(in.SaleID).Stock).Int64()
+	redisStock, _, err := a.Redis.Stock(ctx, in.SaleID)
 	require.NoError(t, err)
 	require.Zero(t, redisStock, "no unit comes back for a hold the database could not fill")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -21,8 +20,7 @@ import (
 // SaleActivities are the sale workflow's activities.
 type SaleActivities struct {
 	Store      *store.Store
-	Redis      redis.UniversalClient
-	Scripts    *lua.Scripts
+	Redis      *lua.Client
 	Temporal   client.Client
 	Reconciler *reconcile.Reconciler
 	// Metrics, when set, export each sale's latest reconciliation.
@@ -53,7 +51,7 @@ func (a *SaleActivities) LoadSale(ctx context.Context, saleID int64) (SaleTimes,
 // WarmupSale loads the sale into Redis; a sale that already took a
 // reservation is left as it is.
 func (a *SaleActivities) WarmupSale(ctx context.Context, saleID int64) (int64, error) {
-	_, stock, err := sales.Warmup(ctx, a.Store, a.Redis, a.Scripts, saleID)
+	_, stock, err := sales.Warmup(ctx, a.Store, a.Redis, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("warm up: %w", err)
 	}
@@ -100,7 +98,7 @@ func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64
 		}
 		a.Metrics.withoutWorkflow(saleID, closed)
 	}
-	snap, err := a.Scripts.ReadSnapshot(ctx, a.Redis, saleID, time.Minute)
+	snap, err := a.Redis.ReadSnapshot(ctx, saleID, time.Minute)
 	if err != nil {
 		return 0, fmt.Errorf("count running orders: %w", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/oklog/ulid/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
@@ -151,7 +149,7 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, s.scripts, sale.ID)
+	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, sale.ID)
 	if err != nil {
 		s.log(c).Error("warmup", "sale_id", sale.ID, "err", err)
 		return unavailable(c, 1, "warm-up failed; retry")
@@ -166,14 +164,6 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"sale_id": sale.ID, "redis_stock": redisStock})
 }
 
-// setControl writes the control into the sale's Redis metadata only when
-// the sale is warmed, so it never creates half a sale.
-var setControl = redis.NewScript(`if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'control', ARGV[1])
-  return 1
-end
-return 0`)
-
 // POST /admin/v1/sales/{sale_id}/pause|resume|stop
 func (s *server) control(to domain.SaleControl) fiber.Handler {
 	return func(c *fiber.Ctx) error {
@@ -183,19 +173,18 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
-		sale, err := s.st.SetSaleControl(ctx, id, to)
-		if errors.Is(err, store.ErrNotFound) {
+		sale, err := sales.SetControl(ctx, s.st, s.rdb, id, to)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
 			return sendError(c, domain.ENotFound, "no such sale")
-		}
-		if err != nil {
-			s.log(c).Error("set sale control", "sale_id", id, "err", err)
-			return unavailable(c, 1, "database unavailable")
-		}
-		if err := setControl.Run(ctx, s.rdb, []string{lua.SaleKeys(id).Meta}, string(to)).Err(); err != nil {
+		case errors.Is(err, sales.ErrRedisBehind):
 			// The database holds the decision; this instance enforces it
 			// at once from its cache, others within a second.
 			s.log(c).Error("set sale control in redis", "sale_id", id, "err", err)
 			return unavailable(c, 1, "recorded, but redis did not take it; retry")
+		case err != nil:
+			s.log(c).Error("set sale control", "sale_id", id, "err", err)
+			return unavailable(c, 1, "database unavailable")
 		}
 		e := s.cache.put(sale)
 		s.log(c).Info("sale control", "sale_id", id, "control", to)
@@ -234,44 +223,24 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	if before.StockTotal+delta > MaxStock {
 		return sendError(c, domain.EInvalid, "delta: the stock would exceed 10000000")
 	}
-	ref := "adjust-" + ulid.Make().String()
-	insufficient := func() error {
+	err = sales.AdjustStock(ctx, s.st, s.rdb, id, delta)
+	if err != nil && err != sales.ErrInsufficient {
+		// A bare refusal is an answer; anything else is logged (also a
+		// refused withdrawal whose units did not go back to Redis).
+		s.log(c).Error("adjust stock", "sale_id", id, "delta", delta, "err", err)
+	}
+	switch {
+	case errors.Is(err, sales.ErrInsufficient):
 		return sendError(c, domain.EInsufficient, "cannot withdraw more than the unsold units")
+	case errors.Is(err, sales.ErrRedisBehind):
+		return unavailable(c, 1, "database changed but redis did not; reconciliation will repair")
+	case errors.Is(err, sales.ErrRedis):
+		return unavailable(c, 1, "redis unavailable")
+	case err != nil:
+		return unavailable(c, 1, "database unavailable")
 	}
 	if delta > 0 {
-		if err := s.st.AdjustStock(ctx, id, delta, ref); err != nil {
-			s.log(c).Error("adjust stock in db", "sale_id", id, "err", err)
-			return unavailable(c, 1, "database unavailable")
-		}
-		// The ref makes the Redis step apply once, also when a stock repair
-		// copied the buckets (with this addition) into Redis meanwhile.
-		if _, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, ref); err != nil {
-			s.log(c).Error("adjust stock in redis after the database; reconciliation repairs it", "sale_id", id, "delta", delta, "err", err)
-			return unavailable(c, 1, "database changed but redis did not; reconciliation will repair")
-		}
 		s.cache.dropMark(id)
-	} else {
-		outcome, _, err := s.scripts.Adjust(ctx, s.rdb, id, delta, "")
-		if err != nil {
-			s.log(c).Error("adjust stock in redis", "sale_id", id, "err", err)
-			return unavailable(c, 1, "redis unavailable")
-		}
-		if outcome == lua.AdjustInsufficient {
-			return insufficient()
-		}
-		if err := s.st.AdjustStock(ctx, id, delta, ref); err != nil {
-			if outcome == lua.AdjustOK {
-				// Give the units back to Redis: the database refused them.
-				if _, _, gerr := s.scripts.Adjust(context.WithoutCancel(ctx), s.rdb, id, -delta, ""); gerr != nil {
-					s.log(c).Error("give units back to redis", "sale_id", id, "delta", -delta, "err", gerr)
-				}
-			}
-			if errors.Is(err, store.ErrInsufficient) {
-				return insufficient()
-			}
-			s.log(c).Error("adjust stock in db", "sale_id", id, "err", err)
-			return unavailable(c, 1, "database unavailable")
-		}
 	}
 	sale, err := s.st.GetSale(ctx, id)
 	if err != nil {

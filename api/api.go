@@ -23,7 +23,6 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
@@ -46,8 +45,7 @@ type Deps struct {
 	Config   *config.Config
 	Logger   *slog.Logger
 	Store    *store.Store
-	Redis    redis.UniversalClient
-	Scripts  *lua.Scripts
+	Redis    *lua.Client
 	Temporal client.Client
 	// Registry receives the API's metrics and serves /metrics; nil makes a
 	// fresh one.
@@ -58,8 +56,7 @@ type server struct {
 	cfg      *config.Config
 	logger   *slog.Logger
 	st       *store.Store
-	rdb      redis.UniversalClient
-	scripts  *lua.Scripts
+	rdb      *lua.Client
 	temporal client.Client
 	m        *metrics
 	cache    *saleCache
@@ -116,16 +113,11 @@ func NewServer(d Deps) *Server {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	scripts := d.Scripts
-	if scripts == nil {
-		scripts = lua.New()
-	}
 	s := &server{
 		cfg:       cfg,
 		logger:    logger,
 		st:        d.Store,
 		rdb:       d.Redis,
-		scripts:   scripts,
 		temporal:  d.Temporal,
 		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
 		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
@@ -202,7 +194,7 @@ func NewServer(d Deps) *Server {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		s.breaker.probe(s.stop, func(ctx context.Context) error { return s.rdb.Ping(ctx).Err() })
+		s.breaker.probe(s.stop, func(ctx context.Context) error { return s.rdb.Ping(ctx) })
 	}()
 	app.Hooks().OnShutdown(func() error {
 		s.stopOnce.Do(func() {
@@ -335,15 +327,12 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("api: %w", err)
 	}
 	defer func() { _ = st.Close() }()
-	rdb := conn.Redis(cfg)
+	rdb := lua.NewClient(conn.Redis(cfg))
 	defer func() { _ = rdb.Close() }()
 	reg := prometheus.NewRegistry()
-	scripts := lua.New()
-	hook, err := scripts.ScriptLatencyHook(reg)
-	if err != nil {
+	if err := rdb.InstrumentScripts(reg); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	rdb.AddHook(hook)
 	temporalMetrics, closeMetrics := conn.TemporalMetrics(reg, logger)
 	defer func() { _ = closeMetrics.Close() }()
 	tc, err := conn.LazyTemporal(cfg, logger, conn.WithMetrics(temporalMetrics))
@@ -352,7 +341,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer tc.Close()
 
-	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Registry: reg})
+	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Temporal: tc, Registry: reg})
 	app := srv.App
 	if cfg.PprofAddr != "" {
 		go func() {

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/domain"
@@ -29,13 +27,9 @@ type saleEntry struct {
 }
 
 // soldOutMark is an immutable picture of a sold-out sale taken in one
-// MULTI/EXEC: while the release counter has not moved, no unit can be
-// reserved, so the buyers and the replay map are exact.
-type soldOutMark struct {
-	released int64
-	buyers   map[int64]struct{}
-	requests map[string]string // "user:request_id" -> token
-}
+// MULTI/EXEC (lua.SoldOut): while the release counter has not moved, no
+// unit can be reserved, so the buyers and the replay map are exact.
+type soldOutMark = lua.SoldOut
 
 // lowerStock records a stock seen by a script answer; concurrent answers
 // arrive out of order, so only a lower value wins (the refresher raises it).
@@ -64,14 +58,10 @@ func (e *saleEntry) check(userID int64, requestID string) (markAnswer, string) {
 	if m == nil {
 		return markNone, ""
 	}
-	var buf [96]byte
-	k := strconv.AppendInt(buf[:0], userID, 10)
-	k = append(k, ':')
-	k = append(k, requestID...)
-	if tok, ok := m.requests[string(k)]; ok {
+	if tok, ok := m.Replay(userID, requestID); ok {
 		return markReplay, tok
 	}
-	if _, ok := m.buyers[userID]; ok {
+	if _, ok := m.Buyers[userID]; ok {
 		return markBuyer, ""
 	}
 	return markSoldOut, ""
@@ -80,7 +70,7 @@ func (e *saleEntry) check(userID int64, requestID string) (markAnswer, string) {
 // saleCache holds sales, their stock and the blacklist, refreshed every second.
 type saleCache struct {
 	st      *store.Store
-	rdb     redis.UniversalClient
+	rdb     *lua.Client
 	timeout time.Duration
 
 	mu      sync.RWMutex
@@ -105,7 +95,7 @@ type saleCache struct {
 	blacklist atomic.Pointer[map[int64]struct{}]
 }
 
-func newSaleCache(st *store.Store, rdb redis.UniversalClient, timeout time.Duration) *saleCache {
+func newSaleCache(st *store.Store, rdb *lua.Client, timeout time.Duration) *saleCache {
 	c := &saleCache{st: st, rdb: rdb, timeout: timeout, entries: map[int64]*saleEntry{}, misses: map[int64]time.Time{}, known: map[int64]struct{}{},
 		discovery: rate.NewLimiter(discoverRate, discoverBurst)}
 	empty := map[int64]struct{}{}
@@ -222,9 +212,9 @@ func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
 // readStock is the Redis stock of a warmed sale, else the database's.
 func (c *saleCache) readStock(ctx context.Context, id int64) int64 {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	n, err := c.rdb.Get(rctx, lua.SaleKeys(id).Stock).Int64()
+	n, ok, err := c.rdb.Stock(rctx, id)
 	cancel()
-	if err == nil {
+	if err == nil && ok {
 		return n
 	}
 	dctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -304,37 +294,14 @@ func (c *saleCache) markSoldOutAsync(id int64, e *saleEntry, logger *slog.Logger
 // markSoldOut loads the sold-out picture of a sale in one MULTI/EXEC on its
 // keys (one hash slot) and stores it unless units are left.
 func (c *saleCache) markSoldOut(ctx context.Context, id int64, e *saleEntry) error {
-	k := lua.SaleKeys(id)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var released, stock *redis.StringCmd
-	var buyers *redis.StringSliceCmd
-	var requests *redis.MapStringStringCmd
-	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		released = p.Get(ctx, k.Released)
-		stock = p.Get(ctx, k.Stock)
-		buyers = p.SMembers(ctx, k.Buyers)
-		requests = p.HGetAll(ctx, k.Requests)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	m, err := c.rdb.ReadSoldOut(ctx, id)
+	if err != nil {
 		return fmt.Errorf("load sold-out mark of sale %d: %w", id, err)
 	}
-	n, err := stock.Int64()
-	if err != nil || n > 0 {
+	if m == nil {
 		return nil // not warmed, or units are back: no mark
-	}
-	rel, err := released.Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("sold-out mark of sale %d: release counter: %w", id, err)
-	}
-	m := &soldOutMark{released: rel, buyers: map[int64]struct{}{}, requests: requests.Val()}
-	for _, b := range buyers.Val() {
-		u, err := strconv.ParseInt(b, 10, 64)
-		if err != nil {
-			return fmt.Errorf("sold-out mark of sale %d: bad buyer %q", id, b)
-		}
-		m.buyers[u] = struct{}{}
 	}
 	e.mark.Store(m)
 	return nil
@@ -385,24 +352,21 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	// Redis: the stock of each open sale and the counter of each marked one.
 	rctx, rcancel := context.WithTimeout(ctx, time.Second)
 	defer rcancel()
-	pipe := c.rdb.Pipeline()
-	stocks := make(map[int64]*redis.StringCmd, len(sales))
-	counters := map[int64]*redis.StringCmd{}
+	stockOf := make([]int64, 0, len(open))
+	var marked []int64
 	c.mu.RLock()
 	for id := range open {
-		k := lua.SaleKeys(id)
-		stocks[id] = pipe.Get(rctx, k.Stock)
+		stockOf = append(stockOf, id)
 		if e := c.entries[id]; e != nil && e.mark.Load() != nil {
-			counters[id] = pipe.Get(rctx, k.Released)
+			marked = append(marked, id)
 		}
 	}
 	c.mu.RUnlock()
 	redisOK := true
-	if len(stocks) > 0 {
-		if _, err := pipe.Exec(rctx); err != nil && !errors.Is(err, redis.Nil) {
-			redisOK = false
-			errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
-		}
+	stocks, counters, err := c.rdb.ReadCounters(rctx, stockOf, marked)
+	if err != nil {
+		redisOK = false
+		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
 	}
 
 	c.mu.Lock()
@@ -424,9 +388,9 @@ func (c *saleCache) refresh(ctx context.Context) error {
 		if !redisOK {
 			continue
 		}
-		n, err := stocks[id].Int64()
+		n, err := stocks[id].N, stocks[id].Err
 		if err != nil {
-			if errors.Is(err, redis.Nil) {
+			if errors.Is(err, lua.ErrMissing) {
 				needDB = append(needDB, id)
 			}
 			continue
@@ -440,8 +404,8 @@ func (c *saleCache) refresh(ctx context.Context) error {
 			e.mark.CompareAndSwap(m, nil)
 			continue
 		}
-		if cmd, ok := counters[id]; ok {
-			if rel, err := cmd.Int64(); (err == nil && rel != m.released) || (errors.Is(err, redis.Nil) && m.released != 0) {
+		if cnt, ok := counters[id]; ok {
+			if rel, err := cnt.N, cnt.Err; (err == nil && rel != m.Released) || (errors.Is(err, lua.ErrMissing) && m.Released != 0) {
 				e.mark.CompareAndSwap(m, nil)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -43,7 +44,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbPathTimeout)
 	defer cancel()
 	if sale.Mode == domain.ModeRedis {
-		switched, err := s.st.SwitchToDatabase(ctx, sale.ID, s.dbPathHoldOff())
+		switched, err := sales.SwitchToDatabase(ctx, s.st, sale.ID, s.dbPathHoldOff())
 		if err != nil {
 			s.m.reject(layerDatabase, "error")
 			s.log(c).Error("switch sale to database mode", "sale_id", sale.ID, "err", err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
@@ -80,25 +79,9 @@ func (h *statusHub) wake(token string) {
 
 // run listens on every sale's event channel until stop; go-redis
 // resubscribes after a lost connection.
-func (h *statusHub) run(stop <-chan struct{}, rdb redis.UniversalClient, logger *slog.Logger) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ps := rdb.PSubscribe(ctx, lua.EventChannelPattern)
-	defer func() { _ = ps.Close() }()
-	msgs := ps.Channel()
-	for {
-		select {
-		case <-stop:
-			return
-		case m, ok := <-msgs:
-			if !ok {
-				logger.Warn("status events: subscription closed")
-				return
-			}
-			if _, ok := lua.SaleOfEventChannel(m.Channel); ok {
-				h.wake(m.Payload)
-			}
-		}
+func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logger) {
+	if err := rdb.ListenStatusEvents(stop, h.wake); err != nil {
+		logger.Warn("status events: subscription closed")
 	}
 }
 

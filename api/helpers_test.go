@@ -53,7 +53,7 @@ func MustHarnessWithRedis(tb testing.TB, rdb redis.UniversalClient, mutate ...fu
 	}
 	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: h.st, Redis: h.rdb, Scripts: h.scripts})
+	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: h.st, Redis: lua.NewClient(h.rdb)})
 	h.app, h.server = srv.App, srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -41,22 +42,7 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 		// Holds and releases are judged against their workflows.
 		return unavailable(c, 5, "temporal is not configured; reconciliation needs it")
 	}
-	r := &reconcile.Reconciler{
-		Store:    s.st,
-		Redis:    s.rdb,
-		Scripts:  s.scripts,
-		Temporal: s.temporal,
-		Logger:   s.log(c),
-	}
-	if repair {
-		r.Start = func(ctx context.Context, in domain.OrderInput) error {
-			return workflows.StartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
-		}
-		r.Restart = func(ctx context.Context, in domain.OrderInput) error {
-			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
-			return err
-		}
-	}
+	r := s.reconciler(s.log(c))
 	rep, err := r.Run(ctx, sale.ID, repair)
 	if err != nil {
 		s.log(c).Error("reconciliation", "sale_id", sale.ID, "repair", repair, "err", err)
@@ -65,4 +51,19 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 	s.log(c).Info("reconciliation", "sale_id", sale.ID, "repair", repair, "consistent", rep.Consistent,
 		"discrepancies", len(rep.Discrepancies))
 	return c.JSON(rep)
+}
+
+// reconciler reconciles and repairs through this API's clients: a repair
+// starts or restarts the token's own workflow.
+func (s *server) reconciler(logger *slog.Logger) *reconcile.Reconciler {
+	return &reconcile.Reconciler{
+		Store: s.st, Redis: s.rdb, Temporal: s.temporal, Logger: logger,
+		Start: func(ctx context.Context, in domain.OrderInput) error {
+			return workflows.StartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+		},
+		Restart: func(ctx context.Context, in domain.OrderInput) error {
+			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+			return err
+		},
+	}
 }

@@ -7,13 +7,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -42,14 +39,12 @@ func tokenParam(c *fiber.Ctx) (string, int64, error) {
 func (s *server) redisHold(ctx context.Context, saleID int64, token string) (state string, userID int64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	v, err := s.rdb.HGet(ctx, lua.SaleKeys(saleID).Tokens, token).Result()
+	state, userID, found, err := s.rdb.TokenHold(ctx, saleID, token)
 	if err != nil {
-		if !errors.Is(err, redis.Nil) {
-			s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
-		}
+		s.ctxLog(ctx).Warn("read token state", "sale_id", saleID, "err", err)
 		return "", 0, false
 	}
-	return lua.TokenState(v)
+	return state, userID, found
 }
 
 // dbReservation reads a reservation row; (nil, nil) when there is none.
@@ -81,12 +76,19 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	return c.JSON(v)
 }
 
-// GET /api/v1/me/reservations?sale_id=
+// GET /api/v1/me/reservations?sale_id=: of one sale, answered from Redis
+// like a status read (listViews); across sales, or when Redis cannot
+// answer, from the database.
 func (s *server) listReservations(c *fiber.Ctx) error {
 	p := principal(c)
 	saleID, err := optionalSaleID(c)
 	if err != nil {
 		return sendErr(c, err)
+	}
+	if saleID > 0 {
+		if views, ok := s.listViews(c.UserContext(), p.UserID, saleID, listLimit); ok {
+			return c.JSON(fiber.Map{"reservations": views})
+		}
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
 	defer cancel()
@@ -226,6 +228,11 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		// The order was placed meanwhile: its workflow cancels it.
 	}
 	st, err := s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
+	if errors.Is(err, errWorkflowClosed) && s.repairClosed(c.UserContext(), token) {
+		// A live reservation whose workflow had closed (or not started
+		// yet) has one now: ask it.
+		st, err = s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
+	}
 	switch {
 	case err == nil:
 		if st.Status == domain.StatusCancelled {
@@ -259,7 +266,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	defer cancel()
 	if _, err := s.st.GetReservation(dctx, token); errors.Is(err, store.ErrNotFound) {
 		// No workflow has recorded it yet: record it as the workflow would.
-		requestID, ok, err := lua.RequestID(dctx, s.rdb, saleID, userID, token)
+		requestID, ok, err := s.rdb.RequestID(dctx, saleID, userID, token)
 		if err != nil {
 			s.logger.Warn("cancel: find request id", "token", token, "err", err)
 			return nil, domain.Errorf(domain.EUnavailable, "reservation data unavailable")
@@ -289,7 +296,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	// now, whatever path took the unit.
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
 	defer rcancel()
-	if _, err := sales.SyncToken(rctx, s.st, s.rdb, s.scripts, token); err != nil {
+	if _, err := sales.SyncToken(rctx, s.st, s.rdb, token); err != nil {
 		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
 		return nil, domain.Errorf(domain.EUnavailable, "the cancellation is recorded; releasing the unit failed, retry")
 	}
@@ -308,11 +315,7 @@ var errWorkflowClosed = errors.New("order workflow closed or not found")
 // repairClosed repairs a live reservation whose workflow has closed
 // (reconcile's closed-workflow policy); it reports whether it did.
 func (s *server) repairClosed(ctx context.Context, token string) bool {
-	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.temporal, Logger: s.logger,
-		Restart: func(ctx context.Context, in domain.OrderInput) error {
-			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
-			return err
-		}}
+	r := s.reconciler(s.logger)
 	repaired, err := r.RepairToken(ctx, token)
 	if err != nil {
 		s.logger.Warn("repair of a closed workflow failed", "token", token, "err", err)

@@ -340,7 +340,7 @@ func (s *server) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.Re
 	defer cancel()
 	a.TraceParent = telemetry.TraceParent(ctx)
 	a.HTTPRequestID = reqid.From(ctx)
-	return s.scripts.Reserve(ctx, s.rdb, a)
+	return s.rdb.Reserve(ctx, a)
 }
 
 type reservationAccepted struct {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
@@ -30,14 +29,14 @@ type starter struct {
 	tc      client.Client
 	queue   string // Temporal task queue
 	st      *store.Store
-	rdb     redis.UniversalClient
+	rdb     *lua.Client
 	timeout time.Duration
 	logger  *slog.Logger
 	m       *metrics
 	wg      sync.WaitGroup
 }
 
-func newStarter(capacity int, tc client.Client, taskQueue string, st *store.Store, rdb redis.UniversalClient, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
+func newStarter(capacity int, tc client.Client, taskQueue string, st *store.Store, rdb *lua.Client, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
 	return &starter{q: make(chan queuedStart, max(capacity, 1)), tc: tc, queue: taskQueue, st: st, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
 }
 
@@ -123,7 +122,7 @@ func (s *starter) start(parent context.Context, in domain.OrderInput) {
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(parent), max(s.timeout, time.Second))
 	defer rcancel()
-	if err := s.rdb.SAdd(rctx, lua.SaleKeys(in.SaleID).Started, in.Token).Err(); err != nil {
+	if err := s.rdb.MarkStarted(rctx, in.SaleID, in.Token); err != nil {
 		// Only an optimisation for the relay: it finds the workflow started.
 		s.logger.Warn("mark workflow started", "token", in.Token, "err", err)
 	}

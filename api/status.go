@@ -110,7 +110,7 @@ func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64
 func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.scripts.ReadStatus(rctx, s.rdb, saleID, token)
+	got, err := s.rdb.ReadStatus(rctx, saleID, token)
 	if err != nil {
 		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
 		return lua.StatusRead{}, false
@@ -127,4 +127,56 @@ func (s *server) initStatus() {
 		defer s.bg.Done()
 		s.hub.run(s.stop, s.rdb, s.logger)
 	}()
+}
+
+// listViews is the caller's reservations of one sale, newest first, from
+// Redis alone: the user index lists the user's tokens (lua/mine_read.lua)
+// and each is shown as statusView would show it (its status record, its
+// hold while QUEUED, or the cache of ended reservations). ok is false when
+// Redis cannot answer for every reservation (the index incomplete, a token
+// neither recorded nor held, the database path owning the sale, Redis
+// unreachable): the database answers then.
+func (s *server) listViews(ctx context.Context, userID, saleID int64, limit int) ([]domain.ReservationView, bool) {
+	e, err := s.cache.get(ctx, saleID)
+	if err != nil {
+		return nil, false
+	}
+	sale := e.sale.Load()
+	if sale.Mode != domain.ModeRedis {
+		return nil, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	got, err := s.rdb.ReadUserReservations(rctx, saleID, userID)
+	if err != nil {
+		s.logger.Warn("list reservations: redis", "sale_id", saleID, "err", err)
+		return nil, false
+	}
+	if !got.Complete {
+		return nil, false
+	}
+	views := make([]domain.ReservationView, 0, min(len(got.Tokens), limit))
+	for i := len(got.Tokens) - 1; i >= 0 && len(views) < limit; i-- {
+		t := got.Tokens[i]
+		var v ownedView
+		switch {
+		case t.Record != nil:
+			v = ownedView{owner: t.Record.UserID, view: sales.ViewOfStatusRecord(t.Token, saleID, t.Record)}
+			s.ended.put(t.Token, v)
+		default:
+			if ended, ok := s.ended.get(t.Token); ok {
+				v = ended
+			} else if t.TokenState == domain.TokenHeld {
+				v = ownedView{owner: t.Owner, view: domain.ReservationView{Token: t.Token, SaleID: saleID,
+					Status: domain.StatusQueued, AmountCents: sale.PriceCents}}
+			} else {
+				return nil, false
+			}
+		}
+		if v.owner != userID {
+			return nil, false // not the index's user: trust the database
+		}
+		views = append(views, v.view)
+	}
+	return views, true
 }

@@ -38,7 +38,7 @@ type Options struct {
 	BurstStock      int64
 	HelloN          int
 	FallbackRPS     float64
-	// Scenarios selects scenarios by number ("1".."5"); empty runs all.
+	// Scenarios selects scenarios by number ("1".."8"); empty runs all.
 	Scenarios []string
 	Logger    *slog.Logger
 }
@@ -105,6 +105,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		api.Stop()
 		worker.Stop()
 	}
+	if o.want("6") || o.want("7") || o.want("8") {
+		if err := r.notify(ctx); err != nil {
+			return r.rep, err
+		}
+	}
 	if o.want("4") {
 		if err := r.mysql(ctx); err != nil {
 			return r.rep, err
@@ -123,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, err
 		}
 	}
-	sort := []string{"1", "2", "3", "4", "5"}
+	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8"}
 	ordered := make([]Scenario, 0, len(r.rep.Scenarios))
 	for _, id := range sort {
 		for _, s := range r.rep.Scenarios {
@@ -196,7 +201,7 @@ func (r *runner) close() {
 			if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
 				r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
 			}
-			if err := sales.Teardown(ctx, r.st, r.rdb, id); err != nil {
+			if err := sales.Teardown(ctx, r.st, lua.NewClient(r.rdb), id); err != nil {
 				r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 			}
 			continue
@@ -344,7 +349,7 @@ func (r *runner) sale(ctx context.Context, title string, stock int64, buckets in
 	if warm {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if _, _, err := sales.Warmup(wctx, r.st, r.rdb, r.scripts, s.ID); err != nil {
+		if _, _, err := sales.Warmup(wctx, r.st, lua.NewClient(r.rdb), s.ID); err != nil {
 			return nil, fmt.Errorf("warm up sale %d: %w", s.ID, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/valyala/fasthttp"
 )
@@ -219,7 +220,7 @@ func (r *runner) checkBurst(ctx context.Context, saleID int64, drained bool) err
 		r.o.Logger.Warn("burst sale not drained: not reconciled", "sale_id", saleID)
 		return nil
 	}
-	rec := &reconcile.Reconciler{Store: r.st, Redis: r.rdb, Scripts: r.scripts, Temporal: r.tc, Logger: r.o.Logger}
+	rec := &reconcile.Reconciler{Store: r.st, Redis: lua.NewClient(r.rdb), Temporal: r.tc, Logger: r.o.Logger}
 	rctx, cancel2 := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel2()
 	rep, err := rec.Run(rctx, saleID, false)

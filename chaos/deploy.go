@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,25 +19,34 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/lua"
 )
 
 // Deployment is the system under test: its own redis-server (AOF,
 // appendfsync everysec), mariadbd and Temporal dev server, two APIs and two
 // workers, each of whose links to a service goes through its own proxy.
+// With Cluster, Redis is a three-master Redis Cluster instead: each master
+// announces its own proxy, shared by every process (a cluster client
+// follows the addresses the nodes announce, so one process's link to a
+// master cannot be told from another's).
 type Deployment struct {
 	Dir       string
 	TaskQueue string
+	Cluster   bool
 
-	Redis, MySQL, Temporal *Proc
+	Redis, MySQL, Temporal *Proc // Redis: the single one (nil with Cluster)
 	RedisAddr, MySQLAddr   string
 	TemporalAddr           string
 	RedisDir               string
+	// Nodes are the Redis servers: the single one, or the cluster's masters.
+	Nodes []*RedisNode
 
 	APIs    []*App
 	Workers []*App
 
-	// Direct clients of the checker (not through the proxies).
-	RDB *redis.Client
+	// Direct clients of the checker (not through the proxies); RDB is a
+	// cluster client with Cluster.
+	RDB redis.UniversalClient
 	DB  *sql.DB
 	TC  client.Client
 
@@ -47,9 +57,20 @@ type Deployment struct {
 // App is a seckill process and its proxies.
 type App struct {
 	*Proc
-	URL        string // API base URL, or the worker's /metrics
+	URL string // API base URL, or the worker's /metrics
+	// Links: no LinkRedis with Cluster (the masters' proxies are shared).
 	Links      map[string]*netproxy.Proxy
 	MetricsURL string
+}
+
+// RedisNode is one redis-server: the single one, or a cluster master.
+type RedisNode struct {
+	*Proc
+	Addr  string          // its own address
+	Dir   string          // its data dir (the AOF)
+	Proxy *netproxy.Proxy // with Cluster: the address it announces, for every process
+
+	direct *redis.Client // with Cluster: its readiness checks
 }
 
 // Link names.
@@ -62,16 +83,21 @@ const (
 const chaosDB = "seckill_chaos"
 
 // Deploy starts everything under dir. seckillBin is the built cmd/seckill;
-// temporalBin the Temporal CLI.
-func Deploy(ctx context.Context, dir, seckillBin, temporalBin string) (*Deployment, error) {
-	d := &Deployment{Dir: dir, TaskQueue: "chaos", temporalBin: temporalBin}
+// temporalBin the Temporal CLI; cluster: a three-master Redis Cluster
+// instead of one redis-server.
+func Deploy(ctx context.Context, dir, seckillBin, temporalBin string, cluster bool) (*Deployment, error) {
+	d := &Deployment{Dir: dir, TaskQueue: "chaos", Cluster: cluster, temporalBin: temporalBin}
 	ok := false
 	defer func() {
 		if !ok {
 			d.Close()
 		}
 	}()
-	if err := d.startRedis(ctx); err != nil {
+	start := d.startRedis
+	if cluster {
+		start = d.startCluster
+	}
+	if err := start(ctx); err != nil {
 		return nil, err
 	}
 	if err := d.startMySQL(ctx); err != nil {
@@ -113,6 +139,7 @@ func (d *Deployment) startRedis(ctx context.Context) error {
 		Args: []string{"--port", port(addr), "--bind", "127.0.0.1", "--appendonly", "yes", "--appendfsync", "everysec",
 			"--auto-aof-rewrite-percentage", "0", "--dir", d.RedisDir, "--save", "", "--protected-mode", "no"},
 		Ready: func(ctx context.Context) error { return d.RDB.Ping(ctx).Err() }}
+	d.Nodes = []*RedisNode{{Proc: d.Redis, Addr: addr, Dir: d.RedisDir}}
 	return d.Redis.Start(ctx, 60*time.Second)
 }
 
@@ -207,7 +234,11 @@ func (d *Deployment) startTemporal(ctx context.Context) error {
 
 func (d *Deployment) startApp(ctx context.Context, bin, name, role string) (*App, error) {
 	a := &App{Links: map[string]*netproxy.Proxy{}}
-	for link, target := range map[string]string{LinkRedis: d.RedisAddr, LinkMySQL: d.MySQLAddr, LinkTemporal: d.TemporalAddr} {
+	targets := map[string]string{LinkRedis: d.RedisAddr, LinkMySQL: d.MySQLAddr, LinkTemporal: d.TemporalAddr}
+	if d.Cluster {
+		delete(targets, LinkRedis)
+	}
+	for link, target := range targets {
 		p, err := netproxy.Start(target, 0)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s proxy: %w", name, link, err)
@@ -220,7 +251,6 @@ func (d *Deployment) startApp(ctx context.Context, bin, name, role string) (*App
 	}
 	env := map[string]string{
 		"SECKILL_ENV":              "dev",
-		"REDIS_ADDR":               a.Links[LinkRedis].Addr(),
 		"MYSQL_DSN":                d.dsn(a.Links[LinkMySQL].Addr()),
 		"TEMPORAL_ADDRESS":         a.Links[LinkTemporal].Addr(),
 		"SECKILL_TASK_QUEUE":       d.TaskQueue,
@@ -231,6 +261,16 @@ func (d *Deployment) startApp(ctx context.Context, bin, name, role string) (*App
 		"SECKILL_RELAY_MIN_IDLE":     "2s",
 		"SECKILL_RELAY_DEAD_AFTER":   "30s",
 		"SECKILL_RELAY_MAX_DELIVERY": "4",
+	}
+	if d.Cluster {
+		// Several addresses select the cluster client (config, internal/conn).
+		var addrs []string
+		for _, n := range d.Nodes {
+			addrs = append(addrs, n.Proxy.Addr())
+		}
+		env["REDIS_ADDRS"] = strings.Join(addrs, ",")
+	} else {
+		env["REDIS_ADDRS"] = a.Links[LinkRedis].Addr()
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	health := ""
@@ -271,11 +311,43 @@ func (d *Deployment) startApp(ctx context.Context, bin, name, role string) (*App
 // Apps lists the APIs then the workers.
 func (d *Deployment) Apps() []*App { return append(append([]*App(nil), d.APIs...), d.Workers...) }
 
-// Proxies lists every proxy of a link kind.
+// Proxies lists every proxy of a link kind (for LinkRedis with Cluster,
+// the masters' proxies).
 func (d *Deployment) Proxies(link string) []*netproxy.Proxy {
 	var out []*netproxy.Proxy
+	if link == LinkRedis && d.Cluster {
+		for _, n := range d.Nodes {
+			out = append(out, n.Proxy)
+		}
+		return out
+	}
 	for _, a := range d.Apps() {
 		out = append(out, a.Links[link])
+	}
+	return out
+}
+
+// allProxies lists every proxy of the deployment.
+func (d *Deployment) allProxies() []*netproxy.Proxy {
+	var out []*netproxy.Proxy
+	for _, a := range d.Apps() {
+		for _, p := range a.Links {
+			out = append(out, p)
+		}
+	}
+	for _, n := range d.Nodes {
+		if n.Proxy != nil {
+			out = append(out, n.Proxy)
+		}
+	}
+	return out
+}
+
+// redisProcs lists the Redis servers' processes.
+func (d *Deployment) redisProcs() []*Proc {
+	var out []*Proc
+	for _, n := range d.Nodes {
+		out = append(out, n.Proc)
 	}
 	return out
 }
@@ -284,13 +356,11 @@ func (d *Deployment) Proxies(link string) []*netproxy.Proxy {
 // link.
 func (d *Deployment) HealAll(ctx context.Context) error {
 	var errs []error
-	for _, a := range d.Apps() {
-		for _, p := range a.Links {
-			p.SetCut(false)
-			p.SetDelay(0)
-		}
+	for _, p := range d.allProxies() {
+		p.SetCut(false)
+		p.SetDelay(0)
 	}
-	for _, p := range []*Proc{d.Redis, d.MySQL, d.Temporal} {
+	for _, p := range append(d.redisProcs(), d.MySQL, d.Temporal) {
 		errs = append(errs, ensureUp(ctx, p))
 	}
 	for _, a := range d.Apps() {
@@ -333,11 +403,11 @@ func (d *Deployment) Close() {
 		if a.Proc != nil {
 			a.Stop(10 * time.Second)
 		}
-		for _, p := range a.Links {
-			_ = p.Close()
-		}
 	}
-	for _, p := range []*Proc{d.Temporal, d.MySQL, d.Redis} {
+	for _, p := range d.allProxies() {
+		_ = p.Close()
+	}
+	for _, p := range append([]*Proc{d.Temporal, d.MySQL}, d.redisProcs()...) {
 		if p != nil {
 			p.Stop(20 * time.Second)
 		}
@@ -354,6 +424,11 @@ func (d *Deployment) Close() {
 	if d.RDB != nil {
 		_ = d.RDB.Close()
 	}
+	for _, n := range d.Nodes {
+		if n.direct != nil {
+			_ = n.direct.Close()
+		}
+	}
 }
 
 // quietLogger drops the Temporal SDK's log lines.
@@ -363,3 +438,166 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
+
+// ClusterMasters is the number of masters of the cluster variant.
+const ClusterMasters = 3
+
+// startCluster starts three cluster-mode redis-servers (AOF, appendfsync
+// everysec, the node timeout of cluster/), each announcing its own proxy as
+// its address, and joins them with `redis-cli --cluster create`.
+func (d *Deployment) startCluster(ctx context.Context) error {
+	proxyOf := map[string]string{} // announced (proxy) address -> the node's own
+	var addrs []string
+	for i := range ClusterMasters {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		bus, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		px, err := netproxy.Start(addr, 0)
+		if err != nil {
+			return fmt.Errorf("redis node %d proxy: %w", i+1, err)
+		}
+		name := fmt.Sprintf("redis%d", i+1)
+		dir := filepath.Join(d.Dir, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			_ = px.Close()
+			return fmt.Errorf("%s dir: %w", name, err)
+		}
+		direct := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, DialTimeout: 2 * time.Second})
+		n := &RedisNode{Addr: addr, Dir: dir, Proxy: px, direct: direct}
+		d.Nodes = append(d.Nodes, n)
+		proxyOf[px.Addr()] = addr
+		addrs = append(addrs, addr)
+		n.Proc = &Proc{Name: name, Bin: "redis-server", LogPath: logPath(d.Dir, name),
+			Args: []string{"--port", port(addr), "--bind", "127.0.0.1", "--appendonly", "yes", "--appendfsync", "everysec",
+				"--auto-aof-rewrite-percentage", "0", "--dir", dir, "--save", "", "--protected-mode", "no",
+				"--cluster-enabled", "yes", "--cluster-port", port(bus), "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+				"--cluster-node-timeout", "5000",
+				"--cluster-announce-ip", "127.0.0.1", "--cluster-announce-port", port(px.Addr()), "--cluster-announce-bus-port", port(bus)},
+			// Until the cluster is created a node only answers PING.
+			Ready: func(ctx context.Context) error { return direct.Ping(ctx).Err() }}
+		if err := n.Start(ctx, 60*time.Second); err != nil {
+			return err
+		}
+		// From now on, whenever it restarts: ready once it serves its slots.
+		n.Ready = func(ctx context.Context) error { return clusterOK(ctx, direct) }
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(cctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	for _, n := range d.Nodes {
+		if err := n.WaitReady(cctx, time.Minute); err != nil {
+			return err
+		}
+	}
+	// The checker's client: the nodes announce their proxies; it dials
+	// the nodes themselves.
+	var dialer net.Dialer
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, DialTimeout: 2 * time.Second,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if own, ok := proxyOf[addr]; ok {
+				addr = own
+			}
+			return dialer.DialContext(ctx, network, addr)
+		}})
+	d.RDB = rdb
+	for {
+		if err := rdb.ForEachMaster(cctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }); err == nil {
+			if _, err := d.masterIndex(cctx, 0); err == nil {
+				return nil
+			}
+		}
+		rdb.ReloadState(cctx)
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("cluster client never saw the three masters: %w", cctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// clusterOK answers nil once a node says cluster_state:ok.
+func clusterOK(ctx context.Context, node *redis.Client) error {
+	info, err := node.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return errors.New("cluster_state is not ok")
+	}
+	return nil
+}
+
+// SaleNode is the Redis node that holds a sale's keys: the single one, or
+// the master serving the slot of the sale's hash tag.
+func (d *Deployment) SaleNode(ctx context.Context, sale int64) (*RedisNode, error) {
+	if !d.Cluster {
+		return d.Nodes[0], nil
+	}
+	i, err := d.masterIndex(ctx, KeySlot(lua.SaleKeys(sale).Stock))
+	if err != nil {
+		return nil, fmt.Errorf("master of sale %d: %w", sale, err)
+	}
+	return d.Nodes[i], nil
+}
+
+// masterIndex asks the cluster which node serves slot.
+func (d *Deployment) masterIndex(ctx context.Context, slot int) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	slots, err := d.RDB.ClusterSlots(cctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("cluster slots: %w", err)
+	}
+	var announced []string
+	for _, n := range d.Nodes {
+		announced = append(announced, n.Proxy.Addr())
+	}
+	return masterOf(slots, slot, announced)
+}
+
+// masterOf finds, in a CLUSTER SLOTS answer, the master serving slot and
+// returns its index in addrs (the addresses the nodes announce).
+func masterOf(slots []redis.ClusterSlot, slot int, addrs []string) (int, error) {
+	for _, s := range slots {
+		if slot < s.Start || slot > s.End || len(s.Nodes) == 0 {
+			continue
+		}
+		for i, a := range addrs {
+			if s.Nodes[0].Addr == a {
+				return i, nil
+			}
+		}
+		return 0, fmt.Errorf("slot %d is served by %s, not a node of the deployment %v", slot, s.Nodes[0].Addr, addrs)
+	}
+	return 0, fmt.Errorf("slot %d is not served", slot)
+}
+
+// KeySlot is the Redis Cluster slot of a key: CRC16 (XMODEM) of its hash
+// tag (the first non-empty {...}) or of the whole key, modulo 16384.
+func KeySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc % 16384)
+}

@@ -148,8 +148,12 @@ type Nemesis struct {
 	Tokens func(pick int) (token string, sale int64, ok bool) // a live token to terminate
 	Logf   func(format string, args ...any)
 
+	// SaleNodes: the Redis node holding each sale's keys (with a cluster,
+	// the master of its slot), looked up before the faults begin.
+	SaleNodes map[int64]*RedisNode
+
 	mu      sync.Mutex
-	aofSize []aofSample
+	aofSize map[string][]aofSample // by node dir
 	busy    map[string]*sync.Mutex // per resource: a restart that runs late delays the next fault on it
 }
 
@@ -253,10 +257,20 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		return kill(d.Workers[p.Pick%len(d.Workers)].Proc)
 	case FWorkerFreeze:
 		return freeze(d.Workers[p.Pick%len(d.Workers)].Proc)
-	case FRedisKill:
-		return kill(d.Redis)
-	case FRedisFreeze:
-		return freeze(d.Redis)
+	case FRedisKill, FRedisFreeze:
+		node, what := n.redisNode(p.Pick)
+		pr := node.Proc
+		var (
+			heal   func(context.Context) error
+			target string
+			err    error
+		)
+		if p.Class == FRedisKill {
+			heal, target, _, err = kill(pr)
+		} else {
+			heal, target, _, err = freeze(pr)
+		}
+		return heal, target + what, 0, err
 	case FMySQLKill, FMySQLDown:
 		return kill(d.MySQL)
 	case FMySQLFreeze:
@@ -272,6 +286,12 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		link := links[(p.Pick/len(apps))%len(links)]
 		px := a.Links[link]
 		target := a.Name + "<->" + link
+		if link == LinkRedis && d.Cluster {
+			// Every process reaches a master through its one proxy.
+			node, what := n.redisNode(p.Pick / (len(apps) * len(links)))
+			px = node.Proxy
+			target = "all<->" + node.Name + what
+		}
 		if p.Class == FLinkCut {
 			px.SetCut(true)
 			return func(context.Context) error { px.SetCut(false); return nil }, target, 0, nil
@@ -280,15 +300,22 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		px.SetDelay(delay)
 		return func(context.Context) error { px.SetDelay(0); return nil }, fmt.Sprintf("%s +%s", target, delay), 0, nil
 	case FRedisAOFLoss:
-		return n.aofLoss(ctx)
+		return n.aofLoss(ctx, p.Pick)
 	case FRedisKeysDeleted:
 		sale := n.Sales[p.Pick%len(n.Sales)]
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
+		// One slot (the keys' hash tag): one DEL on a cluster too.
 		if err := d.RDB.Del(dctx, lua.SaleKeys(sale).All()...).Err(); err != nil {
 			return nil, "redis", sale, fmt.Errorf("delete keys of sale %d: %w", sale, err)
 		}
-		return nil, fmt.Sprintf("sale %d keys", sale), sale, nil
+		target := fmt.Sprintf("sale %d keys", sale)
+		if d.Cluster {
+			if node := n.SaleNodes[sale]; node != nil {
+				target += " on " + node.Name
+			}
+		}
+		return nil, target, sale, nil
 	case FWorkflowTerminate:
 		tok, sale, ok := n.Tokens(p.Pick)
 		if !ok {
@@ -320,40 +347,57 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 	return nil, "", 0, fmt.Errorf("unknown fault class %q", p.Class)
 }
 
-// aofLoss kills Redis, cuts its AOF back to its size a second ago (what a
-// host crash under appendfsync everysec may leave) and starts it again.
-func (n *Nemesis) aofLoss(ctx context.Context) (func(context.Context) error, string, int64, error) {
-	d := n.D
-	incr, err := aofIncr(d.RedisDir)
+// redisNode is the Redis node a fault with this pick acts on: the single
+// one, or the master holding the keys of the sale the pick names (every
+// key of a sale shares its slot). what describes it for the target.
+func (n *Nemesis) redisNode(pick int) (node *RedisNode, what string) {
+	nodes := n.D.Nodes
+	if !n.D.Cluster || len(n.Sales) == 0 {
+		return nodes[0], ""
+	}
+	sale := n.Sales[pick%len(n.Sales)]
+	if node := n.SaleNodes[sale]; node != nil {
+		return node, fmt.Sprintf(" (master of sale %d)", sale)
+	}
+	return nodes[pick%len(nodes)], ""
+}
+
+// aofLoss kills a Redis node, cuts its AOF back to its size a second ago
+// (what a host crash under appendfsync everysec may leave) and starts it
+// again.
+func (n *Nemesis) aofLoss(ctx context.Context, pick int) (func(context.Context) error, string, int64, error) {
+	node, what := n.redisNode(pick)
+	name := node.Name + what
+	incr, err := aofIncr(node.Dir)
 	if err != nil {
-		return nil, "redis", 0, err
+		return nil, name, 0, err
 	}
 	n.mu.Lock()
 	cut := int64(-1)
-	for _, s := range n.aofSize {
+	for _, s := range n.aofSize[node.Dir] {
 		if time.Since(s.at) >= time.Second {
 			cut = s.size
 		}
 	}
 	n.mu.Unlock()
-	if err := d.Redis.Kill(); err != nil {
-		return nil, "redis", 0, err
+	if err := node.Kill(); err != nil {
+		return nil, name, 0, err
 	}
 	fi, err := os.Stat(incr)
 	if err != nil {
-		return restartOnly(d.Redis), "redis", 0, fmt.Errorf("stat AOF: %w", err)
+		return restartOnly(node.Proc), name, 0, fmt.Errorf("stat AOF: %w", err)
 	}
 	lost := int64(0)
 	if cut >= 0 && cut < fi.Size() {
 		lost = fi.Size() - cut
 		if err := os.Truncate(incr, cut); err != nil {
-			return restartOnly(d.Redis), "redis", 0, fmt.Errorf("truncate AOF: %w", err)
+			return restartOnly(node.Proc), name, 0, fmt.Errorf("truncate AOF: %w", err)
 		}
 	}
-	if err := d.Redis.Start(ctx, 2*time.Minute); err != nil {
-		return nil, "redis", 0, err
+	if err := node.Start(ctx, 2*time.Minute); err != nil {
+		return nil, name, 0, err
 	}
-	return nil, fmt.Sprintf("redis (AOF -%d bytes)", lost), 0, nil
+	return nil, fmt.Sprintf("%s (AOF -%d bytes)%s", node.Name, lost, what), 0, nil
 }
 
 func restartOnly(p *Proc) func(context.Context) error {
@@ -370,20 +414,26 @@ func (n *Nemesis) sampleAOF(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		incr, err := aofIncr(n.D.RedisDir)
-		if err != nil {
-			continue
+		for _, node := range n.D.Nodes {
+			incr, err := aofIncr(node.Dir)
+			if err != nil {
+				continue
+			}
+			fi, err := os.Stat(incr)
+			if err != nil {
+				continue
+			}
+			n.mu.Lock()
+			if n.aofSize == nil {
+				n.aofSize = map[string][]aofSample{}
+			}
+			ss := append(n.aofSize[node.Dir], aofSample{at: time.Now(), size: fi.Size()})
+			for len(ss) > 0 && time.Since(ss[0].at) > 5*time.Second {
+				ss = ss[1:]
+			}
+			n.aofSize[node.Dir] = ss
+			n.mu.Unlock()
 		}
-		fi, err := os.Stat(incr)
-		if err != nil {
-			continue
-		}
-		n.mu.Lock()
-		n.aofSize = append(n.aofSize, aofSample{at: time.Now(), size: fi.Size()})
-		for len(n.aofSize) > 0 && time.Since(n.aofSize[0].at) > 5*time.Second {
-			n.aofSize = n.aofSize[1:]
-		}
-		n.mu.Unlock()
 	}
 }
 

@@ -92,11 +92,26 @@ func (r *Result) Markdown() string {
 	var b strings.Builder
 	o := r.Opts
 	cnt := Count(r.History)
-	fmt.Fprintf(&b, "# Chaos run, seed %d\n\n", o.Seed)
-	fmt.Fprintf(&b, "Replay: `go run ./cmd/seckill-chaos -seed %d -duration %s -faults %s` (same schedule of operations and faults; timing differs).\n\n",
-		o.Seed, o.Duration, strings.Join(o.Faults, ","))
-	fmt.Fprintf(&b, "- started %s, workload %s with %d clients on two APIs and two workers (one Redis, MariaDB, Temporal dev server; every link through a proxy)\n",
-		r.Started.UTC().Format(time.RFC3339), o.Duration, o.Clients)
+	redisFlag, redisDesc, title := "", "one Redis, MariaDB, Temporal dev server; every link through a proxy", ""
+	if o.Cluster() {
+		redisFlag = " -redis cluster"
+		redisDesc = "a three-master Redis Cluster, MariaDB, Temporal dev server; each master behind one proxy shared by every process, every other link through a proxy of its own"
+		title = " (Redis Cluster)"
+	}
+	fmt.Fprintf(&b, "# Chaos run, seed %d%s\n\n", o.Seed, title)
+	fmt.Fprintf(&b, "Replay: `go run ./cmd/seckill-chaos -seed %d -duration %s%s -faults %s` (same schedule of operations and faults; timing differs).\n\n",
+		o.Seed, o.Duration, redisFlag, strings.Join(o.Faults, ","))
+	fmt.Fprintf(&b, "- started %s, workload %s with %d clients on two APIs and two workers (%s)\n",
+		r.Started.UTC().Format(time.RFC3339), o.Duration, o.Clients, redisDesc)
+	if o.Cluster() {
+		var on []string
+		for _, e := range r.History {
+			if e.Kind == KindNote && e.Op == "redis" && e.Sale != 0 {
+				on = append(on, fmt.Sprintf("sale %d on %s", e.Sale, strings.TrimPrefix(e.Detail, "sale keys on ")))
+			}
+		}
+		fmt.Fprintf(&b, "- slots: %s (a Redis fault acts on the master of the sale its pick names)\n", strings.Join(on, ", "))
+	}
 	fmt.Fprintf(&b, "- quiet period after every fault healed: %s; history: `%s` (%d events)\n", r.QuietEnd.Sub(r.WorkloadEnd).Round(time.Second), r.HistoryPath, len(r.History))
 	fmt.Fprintf(&b, "- requests: %d; 202s: %d distinct tokens; payments confirmed: %d; late payments refunded: %d; cancels: %d; faults: %d\n",
 		cnt.Requests, cnt.Accepted, cnt.Paid, cnt.Refunds, cnt.Cancelled, cnt.Faults)
@@ -105,7 +120,7 @@ func (r *Result) Markdown() string {
 	} else {
 		fmt.Fprintf(&b, "- **result: %d violations**\n", len(r.Violations))
 	}
-	fmt.Fprintf(&b, "\n![timeline](%d.png)\n", o.Seed)
+	fmt.Fprintf(&b, "\n![timeline](%s.png)\n", o.ReportName())
 
 	b.WriteString("\n## Sales\n\n| sale | stock at start | stock_total at end | window s | PAID | PENDING | EXPIRED | CANCELLED | FAILED | QUEUED | buckets | redis stock | fresh users bought |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sp := range r.Sales {
@@ -261,6 +276,9 @@ func (r *Result) DrawChart(path string) error {
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Chaos run, seed %d: answers per second; faults shaded", r.Opts.Seed)
+	if r.Opts.Cluster() {
+		p.Title.Text = fmt.Sprintf("Chaos run, seed %d, Redis Cluster: answers per second; faults shaded", r.Opts.Seed)
+	}
 	p.X.Label.Text = "seconds since the workload started"
 	p.Y.Label.Text = "answers per second"
 	top := 1.0

@@ -17,6 +17,9 @@ type Options struct {
 	Duration time.Duration // of the workload and the nemesis
 	Faults   []string      // classes the nemesis draws from
 	Clients  int
+	// Redis is RedisSingle (default) or RedisCluster: one redis-server,
+	// or a three-master Redis Cluster.
+	Redis string
 	// Quiet is the wait after every fault healed and the clients stopped;
 	// 0: the longest payment window plus two reconciliation passes and
 	// some slack.
@@ -27,6 +30,15 @@ type Options struct {
 	TemporalBin string
 	Logf        func(format string, args ...any)
 }
+
+// Redis modes.
+const (
+	RedisSingle  = "single"
+	RedisCluster = "cluster"
+)
+
+// Cluster reports whether the run is the cluster variant.
+func (o Options) Cluster() bool { return o.Redis == RedisCluster }
 
 // Result is what a run found.
 type Result struct {
@@ -63,7 +75,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r := &Result{Opts: o, Plan: Schedule(o.Seed, o.Duration, o.Faults), HistoryPath: filepath.Join(o.WorkDir, "history.jsonl")}
 	o.Logf("seed %d: %d faults planned over %s", o.Seed, len(r.Plan), o.Duration)
-	d, err := Deploy(ctx, o.WorkDir, o.SeckillBin, o.TemporalBin)
+	d, err := Deploy(ctx, o.WorkDir, o.SeckillBin, o.TemporalBin, o.Cluster())
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
@@ -88,12 +100,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	w := &Workload{C: c, Seed: o.Seed, Clients: o.Clients, Sales: sales, Logf: o.Logf}
-	n := &Nemesis{D: d, H: h, Tokens: w.LiveToken, Logf: o.Logf}
+	n := &Nemesis{D: d, H: h, Tokens: w.LiveToken, Logf: o.Logf, SaleNodes: map[int64]*RedisNode{}}
 	for _, s := range sales {
 		n.Sales = append(n.Sales, s.ID)
+		node, err := d.SaleNode(ctx, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		n.SaleNodes[s.ID] = node
+		if o.Cluster() {
+			h.Add(Event{Kind: KindNote, Op: "redis", Sale: s.ID, Detail: "sale keys on " + node.Name})
+		}
 	}
 	r.Started = time.Now()
 	h.Add(Event{Kind: KindNote, Op: "workload", Detail: fmt.Sprintf("seed %d, %d clients, %s", o.Seed, o.Clients, o.Duration)})
+	if o.Cluster() {
+		h.Add(Event{Kind: KindNote, Op: "redis", Detail: RedisCluster})
+	}
 	wctx, stop := context.WithTimeout(ctx, o.Duration)
 	defer stop()
 	done := make(chan struct{})
@@ -247,6 +270,10 @@ func Recheck(workDir string, faults []string) (*Result, error) {
 			var d string
 			fmt.Sscanf(e.Detail[strings.LastIndex(e.Detail, " ")+1:], "%s", &d)
 			r.Opts.Duration, _ = time.ParseDuration(d)
+		case "redis":
+			if e.Detail == RedisCluster {
+				r.Opts.Redis = RedisCluster
+			}
 		case "quiet":
 			r.WorkloadEnd = e.T
 		case "probe":
@@ -269,13 +296,22 @@ func Recheck(workDir string, faults []string) (*Result, error) {
 	return r, nil
 }
 
+// ReportName is the base name of the report and chart: the seed, prefixed
+// with "cluster-" for the cluster variant.
+func (o Options) ReportName() string {
+	if o.Cluster() {
+		return fmt.Sprintf("cluster-%d", o.Seed)
+	}
+	return fmt.Sprint(o.Seed)
+}
+
 // Write writes the report and chart of r into dir.
 func (r *Result) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report dir: %w", err)
 	}
-	r.Report = filepath.Join(dir, fmt.Sprintf("%d.md", r.Opts.Seed))
-	r.Chart = filepath.Join(dir, fmt.Sprintf("%d.png", r.Opts.Seed))
+	r.Report = filepath.Join(dir, r.Opts.ReportName()+".md")
+	r.Chart = filepath.Join(dir, r.Opts.ReportName()+".png")
 	if err := os.WriteFile(r.Report, []byte(r.Markdown()), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}

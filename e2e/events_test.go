@@ -121,10 +121,11 @@ func apiSelects(t *testing.T, db *sql.DB) int64 {
 }
 
 // TestStatusReadsAndEventsAcrossInstances: two API instances on one Redis
-// and one worker. Polls of pending reservations cost MariaDB no SELECT
-// (counted for the APIs' own MariaDB account, against an idle window of
-// the same length: the sale caches' refreshes); a read after a 200 from pay or cancel, on the other instance,
-// shows the new status; an event stream held by one instance gets the
+// and one worker. Polls of pending reservations (status reads and the
+// sale's me/reservations list) cost MariaDB no SELECT (counted for the
+// APIs' own MariaDB account, against an idle window of the same length:
+// the sale caches' refreshes); a read or list after a 200 from pay or
+// cancel, on the other instance, shows the new status; an event stream held by one instance gets the
 // change made through the other at once (pub/sub), ends after the terminal
 // status, and resumes with Last-Event-ID.
 func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
@@ -173,6 +174,15 @@ func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
 							base = b.URL
 						}
 						k := i % n
+						if i%4 == 3 { // the list of the sale, served the same way
+							code, body, err := testenv.Do("GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", base, saleID), users[k], nil)
+							list, _ := body["reservations"].([]any)
+							if err != nil || code != http.StatusOK || len(list) != 1 || list[0].(map[string]any)["status"] != "PENDING_PAYMENT" {
+								bad.Add(1)
+							}
+							polls.Add(1)
+							continue
+						}
 						code, body, err := testenv.Do("GET", base+"/api/v1/reservations/"+tokens[k], users[k], nil)
 						if err != nil || code != http.StatusOK || body["status"] != "PENDING_PAYMENT" || body["order_no"] == nil || body["pay_by"] == nil {
 							bad.Add(1)
@@ -215,6 +225,7 @@ func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
 		code, body = call(t, "GET", b.URL+"/api/v1/reservations/"+tokens[0], users[0], nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Equal(t, "PAID", body["status"], "a read after the 200 of pay, on the other instance")
+		require.Equal(t, "PAID", onlyListed(t, b.URL, saleID, users[0])["status"], "the list after the 200 of pay, on the other instance")
 
 		// Within the stream's periodic re-read (5 s): the wake-up came
 		// through Redis pub/sub.
@@ -247,6 +258,7 @@ func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
 		code, body = call(t, "GET", a.URL+"/api/v1/reservations/"+tokens[1], users[1], nil)
 		require.Equal(t, http.StatusOK, code)
 		require.Equal(t, "CANCELLED", body["status"], "a read after the 200 of cancel, on the other instance")
+		require.Equal(t, "CANCELLED", onlyListed(t, a.URL, saleID, users[1])["status"], "the list after the 200 of cancel, on the other instance")
 		ev, ok := nextEvent(t, events, 4*time.Second)
 		require.True(t, ok)
 		require.Equal(t, "3", ev.ID)
@@ -263,4 +275,14 @@ func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	})
+}
+
+// onlyListed is the one reservation GET me/reservations?sale_id= lists.
+func onlyListed(t *testing.T, base string, saleID, user int64) map[string]any {
+	t.Helper()
+	code, body := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", base, saleID), user, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	list, _ := body["reservations"].([]any)
+	require.Len(t, list, 1, "%v", body)
+	return list[0].(map[string]any)
 }

@@ -331,7 +331,7 @@ func (s *stack) payWhenPending(user int64, token string) bool {
 }
 
 func (s *stack) reconciler() *reconcile.Reconciler {
-	r := &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: lua.New(), Temporal: s.tc, Gap: 300 * time.Millisecond}
+	r := &reconcile.Reconciler{Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.tc, Gap: 300 * time.Millisecond}
 	if s.repair {
 		r.Start = func(ctx context.Context, in domain.OrderInput) error {
 			return workflows.StartOrder(ctx, s.tc, s.queue, in)

@@ -32,6 +32,8 @@ var (
 	setStockSrc string
 	//go:embed rebuild.lua
 	rebuildSrc string
+	//go:embed restore.lua
+	restoreSrc string
 )
 
 // InboxGroup is the consumer group of every sale's inbox stream.
@@ -52,6 +54,7 @@ type Keys struct {
 	Fence    string // counter bumped by every Redis step of a release or advance
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)
+	Mine     string // hash: user -> the user's tokens in hold order; _epoch, _holds (mine.go)
 }
 
 // SaleKeys returns the keys of a sale.
@@ -71,12 +74,13 @@ func SaleKeys(saleID int64) Keys {
 		Fence:    p + "fence",
 		Adjusts:  p + "adjusts",
 		Status:   p + "status",
+		Mine:     p + "mine",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status, k.Mine}
 }
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
@@ -90,6 +94,7 @@ type Scripts struct {
 	snapshot *redis.Script
 	setStock *redis.Script
 	rebuild  *redis.Script
+	restore  *redis.Script
 }
 
 // New prepares the scripts.
@@ -104,6 +109,7 @@ func New() *Scripts {
 		snapshot: redis.NewScript(snapshotSrc),
 		setStock: redis.NewScript(setStockSrc),
 		rebuild:  redis.NewScript(rebuildSrc),
+		restore:  redis.NewScript(restoreSrc),
 	}
 }
 
@@ -142,27 +148,14 @@ type ReserveArgs struct {
 	// nothing (OutcomeLate). Zero: none.
 	Deadline time.Time
 	// TraceParent (W3C) and HTTPRequestID (X-Request-Id), both optional,
-	// go into the inbox entry; read them back with EntryTraceParent and
-	// EntryHTTPRequestID.
+	// go into the inbox entry (InboxEntry.TraceParent and HTTPRequestID).
 	TraceParent   string
 	HTTPRequestID string
 }
 
-// EntryTraceParent is the traceparent an inbox entry carries ("" if none).
-func EntryTraceParent(m redis.XMessage) string {
-	tp, _ := m.Values["tp"].(string)
-	return tp
-}
-
-// EntryHTTPRequestID is the request id an inbox entry carries ("" if none).
-func EntryHTTPRequestID(m redis.XMessage) string {
-	id, _ := m.Values["rid"].(string)
-	return id
-}
-
 // ReserveKeys returns the reserve script's keys, in its order.
 func ReserveKeys(k Keys) []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine}
 }
 
 // Reserve runs the reservation script.
@@ -218,6 +211,24 @@ func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64,
 	return n == 1, nil
 }
 
+// RestoreLive puts a live order's token state (ordered or paid) and its
+// buyer mark back where a fault lost them (see restore.lua); fence is the
+// sale's fence as read before the order was read from the database. It
+// reports whether Redis changed; ErrFenceMoved when a release or advance
+// ran since fence was read.
+func (s *Scripts) RestoreLive(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token, state string, fence int64) (bool, error) {
+	k := SaleKeys(saleID)
+	n, err := s.restore.Run(ctx, rdb, []string{k.Meta, k.Tokens, k.Buyers, k.Fence},
+		token, strconv.FormatInt(userID, 10), state, strconv.FormatInt(fence, 10)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("restore script: %w", err)
+	}
+	if n < 0 {
+		return false, ErrFenceMoved
+	}
+	return n == 1, nil
+}
+
 // WarmupArgs describe the sale to load.
 type WarmupArgs struct {
 	SaleID   int64
@@ -244,7 +255,7 @@ func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) 
 	for _, b := range a.Buyers {
 		args = append(args, b)
 	}
-	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox}, args...).Slice()
+	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox, k.Mine}, args...).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("warmup script: %w", err)
 	}

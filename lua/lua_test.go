@@ -261,3 +261,54 @@ func TestReserveAfterItsDeadlineTakesNothing(t *testing.T) {
 	require.Equal(t, lua.OutcomeOK, res.Outcome)
 	require.EqualValues(t, 2, res.StockLeft)
 }
+
+// A live order whose token and buyer mark a fault lost is restored, so its
+// user cannot buy twice; a release that ran since the caller read the fence
+// (here on the missing token) makes the restore refuse instead of undoing it.
+func TestRestoreLiveOrder(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	a := f.reserve(t, 1, "request-01")
+	require.Equal(t, lua.OutcomeOK, a.Outcome)
+	require.NoError(t, f.rdb.HDel(ctx(t), f.keys.Tokens, a.Token).Err())
+	require.NoError(t, f.rdb.SRem(ctx(t), f.keys.Buyers, 1).Err())
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 1, "request-02").Outcome, "without its mark the user could buy twice")
+	require.NoError(t, f.rdb.SRem(ctx(t), f.keys.Buyers, 1).Err())
+
+	fence, err := f.scripts.ReadFence(ctx(t), f.rdb, f.saleID)
+	require.NoError(t, err)
+	_, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true) // finds nothing, moves the fence
+	require.NoError(t, err)
+	_, err = f.scripts.RestoreLive(ctx(t), f.rdb, f.saleID, 1, a.Token, domain.TokenOrdered, fence)
+	require.ErrorIs(t, err, lua.ErrFenceMoved)
+	require.False(t, f.rdb.HExists(ctx(t), f.keys.Tokens, a.Token).Val(), "a refused restore writes nothing")
+	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, 1).Val())
+
+	fence, err = f.scripts.ReadFence(ctx(t), f.rdb, f.saleID)
+	require.NoError(t, err)
+	restored, err := f.scripts.RestoreLive(ctx(t), f.rdb, f.saleID, 1, a.Token, domain.TokenPaid, fence)
+	require.NoError(t, err)
+	require.True(t, restored)
+	state, user, ok := lua.TokenState(f.rdb.HGet(ctx(t), f.keys.Tokens, a.Token).Val())
+	require.True(t, ok)
+	require.Equal(t, domain.TokenPaid, state)
+	require.EqualValues(t, 1, user)
+	require.Equal(t, lua.OutcomeAlready, f.reserve(t, 1, "request-03").Outcome)
+
+	fence, err = f.scripts.ReadFence(ctx(t), f.rdb, f.saleID)
+	require.NoError(t, err)
+	again, err := f.scripts.RestoreLive(ctx(t), f.rdb, f.saleID, 1, a.Token, domain.TokenPaid, fence)
+	require.NoError(t, err)
+	require.False(t, again, "nothing left to restore")
+
+	// A released token is never brought back.
+	require.NoError(t, f.rdb.HSet(ctx(t), f.keys.Tokens, a.Token, domain.TokenOrdered+":1").Err())
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, false)
+	require.NoError(t, err)
+	require.True(t, released)
+	fence, err = f.scripts.ReadFence(ctx(t), f.rdb, f.saleID)
+	require.NoError(t, err)
+	restored, err = f.scripts.RestoreLive(ctx(t), f.rdb, f.saleID, 1, a.Token, domain.TokenOrdered, fence)
+	require.NoError(t, err)
+	require.False(t, restored)
+	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, 1).Val())
+}

@@ -42,6 +42,7 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 	for name, sc := range map[string]*redis.Script{
 		"reserve": s.reserve, "release": s.release, "advance": s.advance, "warmup": s.warmup,
 		"adjust": s.adjust, "snapshot": s.snapshot, "set_stock": s.setStock, "rebuild": s.rebuild,
+		"restore": s.restore,
 	} {
 		obs := scriptObservers{ok: hist.WithLabelValues(name, "ok"), failed: hist.WithLabelValues(name, "error")}
 		h.byKey[sc.Hash()] = obs
@@ -54,6 +55,7 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 var scriptSources = map[string]string{
 	"reserve": reserveSrc, "release": releaseSrc, "advance": advanceSrc, "warmup": warmupSrc,
 	"adjust": adjustSrc, "snapshot": snapshotSrc, "set_stock": setStockSrc, "rebuild": rebuildSrc,
+	"restore": restoreSrc,
 }
 
 type scriptObservers struct{ ok, failed prometheus.Observer }

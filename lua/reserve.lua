@@ -1,6 +1,8 @@
 -- Reserve one unit of a sale for a user, atomically. Redis runs a script
 -- without interleaving, so the check and the decrement cannot race.
--- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved,
+--       8 user index (field user id, value the user's tokens in hold order,
+--       comma separated; field '_holds' counts them: see mine_read.lua)
 -- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
 --       5 deadline (Unix ms; '0' for none),
 --       6 (optional) W3C traceparent of the request, 7 (optional) its
@@ -58,6 +60,14 @@ redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[3], 'held:' .. ARGV[1])
 redis.call('HSET', KEYS[5], reqfield, ARGV[3])
 redis.call('INCR', KEYS[7])
+local mine = redis.call('HGET', KEYS[8], ARGV[1])
+if mine then
+  mine = mine .. ',' .. ARGV[3]
+else
+  mine = ARGV[3]
+end
+redis.call('HSET', KEYS[8], ARGV[1], mine)
+redis.call('HINCRBY', KEYS[8], '_holds', 1)
 local entry = {'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2]}
 if ARGV[6] and ARGV[6] ~= '' then
   entry[#entry + 1] = 'tp'

@@ -134,18 +134,28 @@ func (s *Scripts) ReadStatus(ctx context.Context, rdb redis.Scripter, saleID int
 	if len(v) != 2 {
 		return StatusRead{}, fmt.Errorf("status read script: unexpected reply %v", v)
 	}
-	var out StatusRead
-	if v[0] != "" {
-		state, user, ok := TokenState(v[0])
-		if !ok {
-			return StatusRead{}, fmt.Errorf("status read script: bad token state %q", v[0])
-		}
-		out.TokenState, out.Owner = state, user
+	out, err := parseStatusRead(v[0], v[1])
+	if err != nil {
+		return StatusRead{}, fmt.Errorf("status read script: %w", err)
 	}
-	if v[1] != "" {
-		r, ok := ParseStatusRecord(v[1])
+	return out, nil
+}
+
+// parseStatusRead parses a token's hold state ("state:user") and status
+// record as the read scripts return them ("" when absent).
+func parseStatusRead(state, rec string) (StatusRead, error) {
+	var out StatusRead
+	if state != "" {
+		st, user, ok := TokenState(state)
 		if !ok {
-			return StatusRead{}, fmt.Errorf("status read script: bad status record %q", v[1])
+			return StatusRead{}, fmt.Errorf("bad token state %q", state)
+		}
+		out.TokenState, out.Owner = st, user
+	}
+	if rec != "" {
+		r, ok := ParseStatusRecord(rec)
+		if !ok {
+			return StatusRead{}, fmt.Errorf("bad status record %q", rec)
 		}
 		out.Record = &r
 	}

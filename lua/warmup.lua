@@ -1,7 +1,7 @@
 -- Load a sale into Redis: metadata, stock, buyers and the inbox's consumer
 -- group, in one step. Refused once the sale has taken a reservation, so a
 -- repeated warm-up can never reset what Redis holds.
--- KEYS: 1 meta, 2 stock, 3 buyers, 4 reserved, 5 inbox
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 reserved, 5 inbox, 6 user index
 -- ARGV: 1 starts_ms, 2 ends_ms, 3 control, 4 epoch, 5 mode, 6 stock,
 --       7 consumer group, 8.. user ids of live orders
 -- Returns {outcome, stock}.
@@ -14,6 +14,13 @@ for i = 8, #ARGV do
   redis.call('SADD', KEYS[3], ARGV[i])
 end
 redis.call('HSET', KEYS[1], 'starts_ms', ARGV[1], 'ends_ms', ARGV[2], 'control', ARGV[3], 'epoch', ARGV[4], 'mode', ARGV[5])
+-- The user index (see reserve.lua, mine_read.lua) lists every reservation
+-- of this epoch from here on only when the sale has none yet: no hold in
+-- Redis (checked above), no live order, Redis mode.
+redis.call('DEL', KEYS[6])
+if ARGV[5] == 'redis' and #ARGV < 8 then
+  redis.call('HSET', KEYS[6], '_epoch', ARGV[4], '_holds', 0)
+end
 redis.call('SET', KEYS[2], ARGV[6])
 local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[5], ARGV[7], '0', 'MKSTREAM')
 if not ok and not string.find(tostring(err), 'BUSYGROUP') then

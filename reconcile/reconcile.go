@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
@@ -31,9 +30,8 @@ import (
 
 // Reconciler reconciles sales.
 type Reconciler struct {
-	Store   *store.Store
-	Redis   redis.UniversalClient
-	Scripts *lua.Scripts
+	Store *store.Store
+	Redis *lua.Client
 	// Temporal tells whether a token's workflow exists. Required.
 	Temporal client.Client
 	// Start starts (or finds) a token's OrderWorkflow; nil reports only.
@@ -105,6 +103,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 	}
 	seen = append(seen, closed...)
 	if repair {
+		seen = r.restoreMarks(ctx, saleID, seen)
 		seen = r.repairStock(ctx, saleID, first, second, seen)
 	}
 	sort.Slice(seen, func(i, j int) bool { return key(seen[i]) < key(seen[j]) })
@@ -137,7 +136,7 @@ func (r *Reconciler) staleAfter() time.Duration {
 // between the two reads can show up in the database but not in Redis; the
 // second pass exists for such moments.
 func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, error) {
-	rs, err := r.Scripts.ReadSnapshot(ctx, r.Redis, saleID, r.staleAfter())
+	rs, err := r.Redis.ReadSnapshot(ctx, saleID, r.staleAfter())
 	if err != nil {
 		return nil, fmt.Errorf("reconcile sale %d: %w", saleID, err)
 	}
@@ -310,7 +309,7 @@ func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, see
 			// workflow's own Redis step does (a closed workflow's start
 			// would return the old run and change nothing).
 			if repair {
-				changed, err := sales.SyncToken(ctx, r.Store, r.Redis, r.Scripts, d.Token)
+				changed, err := sales.SyncToken(ctx, r.Store, r.Redis, d.Token)
 				if err != nil {
 					r.log().Warn("reconcile: finishing a release failed", "sale_id", saleID, "token", d.Token, "err", err)
 				} else if changed {
@@ -362,7 +361,7 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return domain.OrderInput{}, err
 	}
-	requestID, ok, err := lua.RequestID(ctx, r.Redis, saleID, d.UserID, d.Token)
+	requestID, ok, err := r.Redis.RequestID(ctx, saleID, d.UserID, d.Token)
 	if err != nil {
 		return domain.OrderInput{}, err
 	}
@@ -370,6 +369,27 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 		return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
 	}
 	return domain.RedisHoldInput(d.Token, saleID, d.UserID, requestID), nil
+}
+
+// restoreMarks puts back the token state and buyer mark of live orders
+// that Redis lost (a restart without its AOF's last second), so their users
+// cannot buy twice and their releases find the tokens.
+func (r *Reconciler) restoreMarks(ctx context.Context, saleID int64, seen []domain.Discrepancy) []domain.Discrepancy {
+	for i, d := range seen {
+		if d.Kind != domain.KindOrderWithoutRedisMark {
+			continue
+		}
+		changed, err := sales.RestoreLive(ctx, r.Store, r.Redis, d.Token)
+		if err != nil {
+			r.log().Warn("reconcile: restoring a lost buyer mark failed", "sale_id", saleID, "token", d.Token, "err", err)
+			continue
+		}
+		if changed {
+			seen[i].Repaired = true
+			r.log().Info("reconcile: restored a live order's token and buyer mark in Redis", "sale_id", saleID, "token", d.Token, "user_id", d.UserID)
+		}
+	}
+	return seen
 }
 
 // repairStock rebuilds a drifted Redis stock from the database, only while
@@ -387,7 +407,7 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, first, secon
 		if target != second.db.DBStock || target < 0 {
 			continue // the database disagrees with itself: report, do not copy
 		}
-		ok, err := r.Scripts.SetStock(ctx, r.Redis, saleID, second.redis.Stock, second.redis.Reserved, target, second.db.AddedRefs)
+		ok, err := r.Redis.SetStock(ctx, saleID, second.redis.Stock, second.redis.Reserved, target, second.db.AddedRefs)
 		if err != nil {
 			r.log().Warn("reconcile: stock repair failed", "sale_id", saleID, "err", err)
 			continue
@@ -436,7 +456,9 @@ func (r *Reconciler) RepairClosedWorkflows(ctx context.Context, saleID int64) ([
 
 // RepairToken applies the closed-workflow policy to one reservation: when
 // it is live and its workflow has closed, it is taken over by a new run
-// (before pay_by) or released (after). It reports whether it repaired. The
+// (before pay_by) or released (after); when it is live and has no workflow
+// yet, the workflow is started. It reports whether the caller should ask
+// the token's workflow again: it repaired it, or found it running now. The
 // API calls it when a payment or cancel finds the workflow closed, so the
 // caller gets an answer now instead of waiting for the next reconciliation.
 func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error) {
@@ -451,8 +473,22 @@ func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("repair %s: %w", token, err)
 	}
-	if !exists || status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return false, nil
+	switch {
+	case exists && status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		// Started meanwhile (the caller found none a moment ago, as a
+		// payment racing its database-path order's start does): ask it.
+		return true, nil
+	case !exists:
+		// Not started yet (its starter and relay are behind, or Temporal
+		// was down when they tried): start it now, as they would.
+		if r.Start == nil {
+			return false, nil
+		}
+		if err := r.Start(ctx, res.OrderInput()); err != nil {
+			return false, fmt.Errorf("repair %s: start its workflow: %w", token, err)
+		}
+		r.log().Info("reconcile: started the workflow of a live reservation that had none", "token", token)
+		return true, nil
 	}
 	return r.repairClosed(ctx, res), nil
 }
@@ -520,7 +556,7 @@ func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) 
 		}
 		// Redis follows the token's state now, whatever path took the
 		// unit (a database-path order is in Redis after a resync).
-		if _, err := sales.SyncToken(ctx, r.Store, r.Redis, r.Scripts, res.Token); err != nil {
+		if _, err := sales.SyncToken(ctx, r.Store, r.Redis, res.Token); err != nil {
 			log.Warn("reconcile: Redis release of a closed workflow's order failed", "err", err)
 			return false
 		}

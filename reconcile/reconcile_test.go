@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
@@ -19,12 +21,12 @@ import (
 var tokenKey = []byte("reconcile-test-key")
 
 type fixture struct {
-	t       *testing.T
-	st      *store.Store
-	scripts *lua.Scripts
-	rec     *reconcile.Reconciler
-	sale    *domain.Sale
-	keys    lua.Keys
+	t    *testing.T
+	st   *store.Store
+	rdb  redis.UniversalClient
+	rec  *reconcile.Reconciler
+	sale *domain.Sale
+	keys lua.Keys
 
 	mu      sync.Mutex
 	started []domain.OrderInput
@@ -43,11 +45,11 @@ func mustWarmSale(t *testing.T, stock int64) *fixture {
 	t.Helper()
 	st := testenv.MustStore(t)
 	rdb := testenv.MustRedis(t)
-	f := &fixture{t: t, st: st, scripts: lua.New()}
+	f := &fixture{t: t, st: st, rdb: rdb}
 	f.sale = testenv.MustSale(t, st, stock)
 	f.keys = lua.SaleKeys(f.sale.ID)
 	f.rec = &reconcile.Reconciler{
-		Store: st, Redis: rdb, Scripts: f.scripts, Temporal: testenv.MustTemporal(t),
+		Store: st, Redis: lua.NewClient(rdb), Temporal: testenv.MustTemporal(t),
 		Gap: 50 * time.Millisecond,
 		Start: func(_ context.Context, in domain.OrderInput) error {
 			f.mu.Lock()
@@ -64,7 +66,7 @@ func mustWarmSale(t *testing.T, stock int64) *fixture {
 func (f *fixture) hold(user int64, req string) domain.OrderInput {
 	f.t.Helper()
 	in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), SaleID: f.sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis}
-	r, err := f.scripts.Reserve(ctx(f.t), f.rec.Redis, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: 1})
+	r, err := f.rec.Redis.Reserve(ctx(f.t), lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: 1})
 	require.NoError(f.t, err)
 	require.Equal(f.t, lua.OutcomeOK, r.Outcome)
 	return in
@@ -77,7 +79,7 @@ func (f *fixture) order(in domain.OrderInput) {
 	require.NoError(f.t, err)
 	_, err = f.st.PlaceOrder(ctx(f.t), in.Token)
 	require.NoError(f.t, err)
-	_, err = f.scripts.Advance(ctx(f.t), f.rec.Redis, f.sale.ID, in.Token, domain.TokenOrdered, domain.TokenHeld)
+	_, err = f.rec.Redis.Advance(ctx(f.t), f.sale.ID, in.Token, domain.TokenOrdered, domain.TokenHeld)
 	require.NoError(f.t, err)
 }
 
@@ -107,12 +109,12 @@ func TestConsistentAfterOrdersPaymentsAndReleases(t *testing.T) {
 	}
 	_, err := f.st.MarkPaid(ctx(t), ins[0].Token, "ref-1")
 	require.NoError(t, err)
-	_, err = f.scripts.Advance(ctx(t), f.rec.Redis, f.sale.ID, ins[0].Token, domain.TokenPaid, domain.TokenOrdered)
+	_, err = f.rec.Redis.Advance(ctx(t), f.sale.ID, ins[0].Token, domain.TokenPaid, domain.TokenOrdered)
 	require.NoError(t, err)
 	for i, to := range map[int]domain.ReservationStatus{1: domain.StatusExpired, 2: domain.StatusCancelled} {
 		_, err := f.st.ReleaseOrder(ctx(t), ins[i].Token, to)
 		require.NoError(t, err)
-		_, err = f.scripts.Release(ctx(t), f.rec.Redis, f.sale.ID, ins[i].UserID, ins[i].Token, true)
+		_, err = f.rec.Redis.Release(ctx(t), f.sale.ID, ins[i].UserID, ins[i].Token, true)
 		require.NoError(t, err)
 	}
 
@@ -147,7 +149,7 @@ func TestLeakedHoldIsFoundAndRepaired(t *testing.T) {
 	leaked := f.hold(user, "request-leak")
 	// Its inbox entry is lost (as after a Redis failover); while the entry
 	// is in the inbox the hold is in flight (TestHoldInTheInboxIsInFlight).
-	require.NoError(t, f.rec.Redis.XTrimMaxLen(ctx(t), f.keys.Inbox, 0).Err())
+	require.NoError(t, f.rdb.XTrimMaxLen(ctx(t), f.keys.Inbox, 0).Err())
 
 	rep := f.run(true)
 	require.False(t, rep.Consistent)
@@ -192,7 +194,7 @@ func TestRedisStockDriftIsRepairedWhenNothingIsInFlight(t *testing.T) {
 	in := f.hold(testenv.UniqueUser(), "request-0001")
 	f.order(in)
 	// Lose a unit in Redis, as a truncated AOF could.
-	require.NoError(t, f.rec.Redis.DecrBy(ctx(t), f.keys.Stock, 2).Err())
+	require.NoError(t, f.rdb.DecrBy(ctx(t), f.keys.Stock, 2).Err())
 
 	rep := f.run(true)
 	require.Equal(t, []string{domain.KindRedisStockDrift}, kinds(rep))
@@ -204,7 +206,7 @@ func TestRedisStockDriftIsRepairedWhenNothingIsInFlight(t *testing.T) {
 
 func TestBuyerMarkWithoutOrder(t *testing.T) {
 	f := mustWarmSale(t, 5)
-	require.NoError(t, f.rec.Redis.SAdd(ctx(t), f.keys.Buyers, 987654321).Err())
+	require.NoError(t, f.rdb.SAdd(ctx(t), f.keys.Buyers, 987654321).Err())
 	rep := f.run(false)
 	require.False(t, rep.Consistent)
 	require.Equal(t, []string{domain.KindRedisMarkWithoutOrder}, kinds(rep))
@@ -217,7 +219,7 @@ func TestTransientStateSeenOnceIsNotReported(t *testing.T) {
 	f.rec.Gap = 300 * time.Millisecond
 	go func() {
 		time.Sleep(150 * time.Millisecond)
-		f.rec.Redis.SAdd(context.Background(), f.keys.Buyers, 123456789)
+		f.rdb.SAdd(context.Background(), f.keys.Buyers, 123456789)
 	}()
 	rep := f.run(false)
 	require.Empty(t, rep.Discrepancies, "seen in one pass only")
@@ -235,11 +237,70 @@ func TestStockAdditionAfterARepairIsNotAppliedTwice(t *testing.T) {
 	require.Equal(t, []string{domain.KindRedisStockDrift}, kinds(rep))
 	require.True(t, rep.Discrepancies[0].Repaired)
 
-	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rec.Redis, f.sale.ID, 2, ref) // the late Redis step
+	outcome, stock, err := f.rec.Redis.Adjust(ctx(t), f.sale.ID, 2, ref) // the late Redis step
 	require.NoError(t, err)
 	require.Equal(t, lua.AdjustAlready, outcome)
 	require.EqualValues(t, 7, stock)
 	after := f.run(false)
 	require.True(t, after.Consistent, "%+v", after)
 	require.EqualValues(t, 7, after.RedisStock)
+}
+
+// A restart that lost Redis's last second of AOF can lose a placed order's
+// reserve step: its token, its buyer mark and its decrement. The repair
+// puts the token and the mark back (its user cannot buy twice) and the
+// stock repair then copies the stock from the database.
+func TestLostBuyerMarkOfALiveOrderIsRestored(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	user := testenv.UniqueUser()
+	in := f.hold(user, "request-lost")
+	f.order(in)
+	require.NoError(t, f.rdb.HDel(ctx(t), f.keys.Tokens, in.Token).Err())
+	require.NoError(t, f.rdb.SRem(ctx(t), f.keys.Buyers, user).Err())
+	require.NoError(t, f.rdb.Incr(ctx(t), f.keys.Stock).Err())
+
+	rep := f.run(true)
+	require.ElementsMatch(t, []string{domain.KindOrderWithoutRedisMark, domain.KindRedisStockDrift}, kinds(rep))
+	for _, d := range rep.Discrepancies {
+		require.True(t, d.Repaired, "%+v", d)
+	}
+	after := f.run(false)
+	require.True(t, after.Consistent, "%+v", after)
+	require.EqualValues(t, 4, after.RedisStock)
+	r, err := f.rec.Redis.Reserve(ctx(t), lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "request-again",
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "request-again"), Epoch: 1})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeAlready, r.Outcome, "the user holds a live order")
+}
+
+// A payment that arrives before a live reservation's workflow has started
+// (the starter and the relay are behind) starts it, instead of being refused.
+func TestRepairTokenStartsAMissingWorkflow(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	in := f.hold(testenv.UniqueUser(), "request-nowf")
+	f.order(in)
+	repaired, err := f.rec.RepairToken(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.True(t, repaired)
+	require.Equal(t, []domain.OrderInput{in}, f.started)
+}
+
+// A payment that found no workflow a moment ago, whose workflow the starter
+// has started since, is told to ask again (nothing is started twice).
+func TestRepairTokenAsksAgainWhenTheWorkflowStartedMeanwhile(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	in := f.hold(testenv.UniqueUser(), "request-meanwhile")
+	f.order(in)
+	// A run with no worker behind its queue stays running.
+	run, err := f.rec.Temporal.ExecuteWorkflow(ctx(t), client.StartWorkflowOptions{
+		ID: domain.OrderWorkflowID(in.Token), TaskQueue: fmt.Sprintf("reconcile-idle-%d", f.sale.ID),
+	}, domain.OrderWorkflowName, in)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = f.rec.Temporal.TerminateWorkflow(context.Background(), run.GetID(), run.GetRunID(), "test over")
+	})
+	again, err := f.rec.RepairToken(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.True(t, again)
+	require.Empty(t, f.started)
 }

@@ -1,6 +1,10 @@
-// Package sales holds the operations on a sale that touch Redis and the
-// database together — warm-up, tear-down — so that the admin API and the
-// sale workflow do them the same way.
+// Package sales is the service for the operations on a sale that touch
+// Redis and the database together — warm-up, tear-down, pause, resume and
+// stop, stock changes and their rollback, the switches between Redis and
+// database mode both ways and the rollback of a stalled one, the rebuild
+// of lost keys, a token's Redis sync — so that the admin API, the
+// reservation path, the worker and the activities do them the same way
+// and stay thin.
 package sales
 
 import (
@@ -8,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
@@ -20,21 +22,24 @@ import (
 // afterwards it answers lua.WarmupAlreadyLive and changes nothing while
 // Redis holds the sale. A warmed sale whose keys Redis lost is rebuilt by
 // RebuildLost instead (every recorded reservation counted, none resold).
-func Warmup(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID int64) (outcome string, redisStock int64, err error) {
+func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (outcome string, redisStock int64, err error) {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 	}
 	if sale.Warmed {
-		lost, err := KeysLost(ctx, rdb, saleID)
+		lost, err := rdb.SaleKeysLost(ctx, saleID)
 		if err != nil {
 			return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 		}
 		if lost {
-			if _, err := RebuildLost(ctx, st, rdb, scripts, saleID); err != nil {
+			if _, err := RebuildLost(ctx, st, rdb, saleID); err != nil {
 				return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 			}
-			stock, err := rdb.Get(ctx, lua.SaleKeys(saleID).Stock).Int64()
+			stock, ok, err := rdb.Stock(ctx, saleID)
+			if err == nil && !ok {
+				err = errors.New("no stock key")
+			}
 			if err != nil {
 				return "", 0, fmt.Errorf("warm up sale %d: read rebuilt stock: %w", saleID, err)
 			}
@@ -49,7 +54,7 @@ func Warmup(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scr
 	if err != nil {
 		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 	}
-	outcome, redisStock, err = scripts.Warmup(ctx, rdb, lua.WarmupArgs{
+	outcome, redisStock, err = rdb.Warmup(ctx, lua.WarmupArgs{
 		SaleID:   saleID,
 		StartsMS: sale.StartsAt.UnixMilli(),
 		EndsMS:   sale.EndsAt.UnixMilli(),
@@ -70,26 +75,6 @@ func Warmup(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scr
 	return outcome, redisStock, nil
 }
 
-// KeysLost reports whether Redis lacks a sale's metadata or stock, the two
-// keys the reserve script needs: for a warmed sale that is a Redis fault
-// (a key deleted, a restart without its AOF, a failover to an empty
-// replica), not "not warmed yet".
-func KeysLost(ctx context.Context, rdb redis.UniversalClient, saleID int64) (bool, error) {
-	k := lua.SaleKeys(saleID)
-	// One key per call: EXISTS of several keys is one slot here, but the
-	// per-key form also works across a cluster reshard.
-	for _, key := range []string{k.Meta, k.Stock} {
-		n, err := rdb.Exists(ctx, key).Result()
-		if err != nil {
-			return false, fmt.Errorf("check keys of sale %d: %w", saleID, err)
-		}
-		if n == 0 {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // RebuildLost rebuilds a warmed sale whose keys Redis lost, by the resync's
 // procedure: the sale moves to database mode (new epoch, so no instance
 // reserves on Redis's stale or empty copy), then is rebuilt from the
@@ -99,14 +84,14 @@ func KeysLost(ctx context.Context, rdb redis.UniversalClient, saleID int64) (boo
 // buy twice; holds Redis lost before they were recorded end FAILED when
 // their workflow finds no unit, never sold twice. It reports false when
 // another instance is resynchronising the sale.
-func RebuildLost(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID int64) (bool, error) {
+func RebuildLost(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (bool, error) {
 	// No hold-off: with its keys gone the reserve script takes nothing for
 	// this sale, and the resync begins at once, so the database path never
 	// sells in between.
-	if _, err := st.SwitchToDatabase(ctx, saleID, 0); err != nil {
+	if _, err := SwitchToDatabase(ctx, st, saleID, 0); err != nil {
 		return false, fmt.Errorf("rebuild lost sale %d: %w", saleID, err)
 	}
-	done, err := Resync(ctx, st, rdb, scripts, saleID)
+	done, err := Resync(ctx, st, rdb, saleID)
 	if err != nil {
 		return false, fmt.Errorf("rebuild lost sale %d: %w", saleID, err)
 	}
@@ -115,13 +100,9 @@ func RebuildLost(ctx context.Context, st *store.Store, rdb redis.UniversalClient
 
 // Teardown removes a finished sale's Redis keys and streams and records it;
 // the reports and every row stay in the database.
-func Teardown(ctx context.Context, st *store.Store, rdb redis.UniversalClient, saleID int64) error {
-	// One key at a time: DEL of several keys is fine in one slot, but the
-	// per-key form also works across a cluster reshard.
-	for _, k := range lua.SaleKeys(saleID).All() {
-		if err := rdb.Del(ctx, k).Err(); err != nil {
-			return fmt.Errorf("tear down sale %d: delete %s: %w", saleID, k, err)
-		}
+func Teardown(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) error {
+	if err := rdb.DeleteSale(ctx, saleID); err != nil {
+		return fmt.Errorf("tear down sale %d: %w", saleID, err)
 	}
 	if err := st.MarkFinished(ctx, saleID); err != nil {
 		return fmt.Errorf("tear down sale %d: %w", saleID, err)
@@ -140,7 +121,7 @@ func Teardown(ctx context.Context, st *store.Store, rdb redis.UniversalClient, s
 // the stock. Redis is rebuilt as stock net of holds from the database, which
 // no path can change during the rebuild; a hold Redis promised that the
 // database cannot honour ends FAILED, never as a unit sold twice.
-func Resync(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID int64) (bool, error) {
+func Resync(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (bool, error) {
 	epoch, err := st.BeginResync(ctx, saleID)
 	if errors.Is(err, store.ErrNotDatabaseMode) {
 		return false, nil
@@ -148,7 +129,7 @@ func Resync(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scr
 	if err != nil {
 		return false, fmt.Errorf("resync sale %d: %w", saleID, err)
 	}
-	if err := rebuild(ctx, st, rdb, scripts, saleID, epoch); err != nil {
+	if err := rebuild(ctx, st, rdb, saleID, epoch); err != nil {
 		if _, aerr := st.AbortResync(context.WithoutCancel(ctx), saleID, epoch, 0); aerr != nil {
 			return false, fmt.Errorf("resync sale %d: %w (and rolling back: %v)", saleID, err, aerr)
 		}
@@ -166,7 +147,7 @@ const rebuildAttempts = 5
 // the rebuild script: where a release racing the resync lands.
 var afterSnapshot func()
 
-func rebuild(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, saleID, epoch int64) error {
+func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, epoch int64) error {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return err
@@ -176,7 +157,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb redis.UniversalClient, sc
 		// write the snapshot missed runs its Redis step after this read,
 		// so either the script sees the fence moved or the step runs on
 		// the rebuilt token.
-		fence, err := scripts.ReadFence(ctx, rdb, saleID)
+		fence, err := rdb.ReadFence(ctx, saleID)
 		if err != nil {
 			return err
 		}
@@ -187,15 +168,18 @@ func rebuild(ctx context.Context, st *store.Store, rdb redis.UniversalClient, sc
 		if afterSnapshot != nil {
 			afterSnapshot()
 		}
-		buyers := make([]string, len(state.Buyers))
-		for i, b := range state.Buyers {
-			buyers[i] = strconv.FormatInt(b, 10)
-		}
-		_, err = scripts.Rebuild(ctx, rdb, saleID, lua.RebuildData{
+		d := lua.RebuildData{
 			Stock: state.Stock, Epoch: epoch, Fence: fence,
 			StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(), Control: string(sale.Control),
-			Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests, Added: state.AddedRefs,
-		})
+			Buyers: make([]string, len(state.Buyers)), Added: state.AddedRefs,
+		}
+		for i, b := range state.Buyers {
+			d.Buyers[i] = strconv.FormatInt(b, 10)
+		}
+		for _, h := range state.Tokens {
+			d.AddReservation(h.Token, h.State, h.UserID, h.RequestID)
+		}
+		_, err = rdb.Rebuild(ctx, saleID, d)
 		if errors.Is(err, lua.ErrFenceMoved) && attempt < rebuildAttempts {
 			continue
 		}

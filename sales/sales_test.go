@@ -24,6 +24,7 @@ type fixture struct {
 	st      *store.Store
 	rdb     redis.UniversalClient
 	scripts *lua.Scripts
+	client  *lua.Client
 	sale    *domain.Sale
 	keys    lua.Keys
 }
@@ -32,6 +33,7 @@ func mustFixture(t *testing.T, stock int64) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	f := &fixture{t: t, ctx: ctx, st: testenv.MustStore(t), rdb: testenv.MustRedis(t), scripts: lua.New()}
+	f.client = lua.NewClient(f.rdb)
 	f.sale = testenv.MustSale(t, f.st, stock)
 	testenv.MustWarm(t, f.st, f.rdb, f.sale)
 	f.keys = lua.SaleKeys(f.sale.ID)
@@ -119,12 +121,12 @@ func TestRebuildNeverUndoesAReleaseCommittedAfterItsSnapshot(t *testing.T) {
 		for _, tok := range []string{redisTok, dbTok} {
 			_, err := f.st.ReleaseOrder(f.ctx, tok, domain.StatusCancelled)
 			require.NoError(t, err)
-			_, err = sales.SyncToken(f.ctx, f.st, f.rdb, f.scripts, tok)
+			_, err = sales.SyncToken(f.ctx, f.st, f.client, tok)
 			require.NoError(t, err)
 		}
 	})
 	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
-	done, err := sales.Resync(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	done, err := sales.Resync(f.ctx, f.st, f.client, f.sale.ID)
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Equal(t, 2, snapshots, "the rebuild started over once")
@@ -147,7 +149,7 @@ func TestSyncTokenRestoresOnlyWhatTheDatabaseKept(t *testing.T) {
 	require.NoError(t, err)
 	for range 2 { // idempotent
 		for _, tok := range []string{keptTok, lostTok} {
-			_, err := sales.SyncToken(f.ctx, f.st, f.rdb, f.scripts, tok)
+			_, err := sales.SyncToken(f.ctx, f.st, f.client, tok)
 			require.NoError(t, err)
 		}
 	}
@@ -181,7 +183,7 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lua.OutcomeOK, res.Outcome)
 
-	outcome, _, err := sales.Warmup(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	outcome, _, err := sales.Warmup(f.ctx, f.st, f.client, f.sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, lua.WarmupAlreadyLive, outcome, "Redis holds the live sale")
 
@@ -190,10 +192,10 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 			require.NoError(t, f.rdb.Del(f.ctx, k).Err())
 		}
 	}
-	lost, err := sales.KeysLost(f.ctx, f.rdb, f.sale.ID)
+	lost, err := f.client.SaleKeysLost(f.ctx, f.sale.ID)
 	require.NoError(t, err)
 	require.True(t, lost)
-	outcome, stock, err := sales.Warmup(f.ctx, f.st, f.rdb, f.scripts, f.sale.ID)
+	outcome, stock, err := sales.Warmup(f.ctx, f.st, f.client, f.sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, lua.WarmupOK, outcome)
 	require.EqualValues(t, 2, stock, "5 units - 1 order - 2 holds")

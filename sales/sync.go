@@ -2,11 +2,10 @@ package sales
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
@@ -32,7 +31,7 @@ const forgetTimeout = 100 * time.Millisecond
 // is stale then, and the resync rebuilds it from a database snapshot taken
 // after this reservation's database write, which is already committed.
 // It reports whether Redis changed.
-func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, scripts *lua.Scripts, token string) (bool, error) {
+func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token string) (bool, error) {
 	res, err := st.GetReservation(ctx, token)
 	if err != nil {
 		return false, fmt.Errorf("sync token %s: %w", token, err)
@@ -47,7 +46,7 @@ func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, 
 		// Bounded tightly: Redis is often what failed, and the database
 		// path must not wait for it.
 		fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
-		err := scripts.ForgetStatus(fctx, rdb, res.SaleID, token)
+		err := rdb.ForgetStatus(fctx, res.SaleID, token)
 		cancel()
 		if err != nil {
 			slog.Warn("sync token: forget status record", "token", token, "err", err)
@@ -57,15 +56,15 @@ func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, 
 	var changed bool
 	switch res.Status {
 	case domain.StatusPendingPayment:
-		changed, err = scripts.Advance(ctx, rdb, res.SaleID, token, domain.TokenOrdered, domain.TokenHeld)
+		changed, err = rdb.Advance(ctx, res.SaleID, token, domain.TokenOrdered, domain.TokenHeld)
 	case domain.StatusPaid:
-		changed, err = scripts.Advance(ctx, rdb, res.SaleID, token, domain.TokenPaid, domain.TokenHeld, domain.TokenOrdered)
+		changed, err = rdb.Advance(ctx, res.SaleID, token, domain.TokenPaid, domain.TokenHeld, domain.TokenOrdered)
 	case domain.StatusExpired, domain.StatusCancelled, domain.StatusFailed:
 		// A FAILED hold's unit goes back only when the database is known
 		// to have it (the user's unit was another order's); restoring one
 		// the database lacks would promise a unit that does not exist.
 		restore := res.Status != domain.StatusFailed || res.FailReason == domain.FailReasonAlreadyPurchased
-		changed, err = scripts.Release(ctx, rdb, res.SaleID, res.UserID, token, restore)
+		changed, err = rdb.Release(ctx, res.SaleID, res.UserID, token, restore)
 	}
 	if err != nil {
 		return false, fmt.Errorf("sync token %s: %w", token, err)
@@ -73,11 +72,58 @@ func SyncToken(ctx context.Context, st *store.Store, rdb redis.UniversalClient, 
 	// The status record follows the token's Redis state in the same step,
 	// before the workflow acknowledges the change to anyone.
 	if res.Status != domain.StatusQueued {
-		if _, err := scripts.WriteStatus(ctx, rdb, res.SaleID, token, StatusRecordOf(res)); err != nil {
+		if _, err := rdb.WriteStatus(ctx, res.SaleID, token, StatusRecordOf(res)); err != nil {
 			return false, fmt.Errorf("sync token %s: %w", token, err)
 		}
 	}
 	return changed, nil
+}
+
+// restoreAttempts bounds RestoreLive's retries while releases and advances
+// keep moving the sale's fence.
+const restoreAttempts = 3
+
+// RestoreLive puts a live order's token state and buyer mark back in Redis
+// where a fault lost them (a restart that lost the AOF's last second): its
+// user must not buy twice, and its release must find the token. The fence
+// is read before the order, so a release committed after that read is never
+// undone (see restore.lua). Stock is left to the drift repair, which copies
+// it from the database once nothing is in flight. It reports whether Redis
+// changed; a sale in database mode, or not in Redis, is left alone.
+func RestoreLive(ctx context.Context, st *store.Store, rdb *lua.Client, token string) (bool, error) {
+	saleID, ok := domain.ParseToken(token)
+	if !ok {
+		return false, fmt.Errorf("restore %s: not a reservation token", token)
+	}
+	for attempt := 1; ; attempt++ {
+		fence, err := rdb.ReadFence(ctx, saleID)
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		res, err := st.GetReservation(ctx, token)
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		sale, err := st.GetSale(ctx, saleID)
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		if sale.Mode == domain.ModeDatabase || !res.Status.Live() {
+			return false, nil
+		}
+		state := domain.TokenOrdered
+		if res.Status == domain.StatusPaid {
+			state = domain.TokenPaid
+		}
+		changed, err := rdb.RestoreLive(ctx, saleID, res.UserID, token, state, fence)
+		if errors.Is(err, lua.ErrFenceMoved) && attempt < restoreAttempts {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("restore %s: %w", token, err)
+		}
+		return changed, nil
+	}
 }
 
 // StatusSeq is a status's rank along the contract's arrows: it grows with

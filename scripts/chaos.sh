@@ -3,6 +3,8 @@
 # Starts its own Redis, MariaDB and Temporal dev server on free ports under
 # a temp dir (never the test or dev services), two APIs and two workers,
 # and writes chaos/results/<seed>.md and .png. Exit 1: an invariant broke.
+# -redis cluster: a three-master Redis Cluster instead of one redis-server
+# (chaos/results/cluster-<seed>.md and .png).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

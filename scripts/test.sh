@@ -61,3 +61,13 @@ if [ -f "$SECKILL_FAULTS_SUMMARY" ]; then
 	log "fault suite summary:"
 	cat "$SECKILL_FAULTS_SUMMARY"
 fi
+# The seeded chaos runs (scripts/chaos.sh) on their own services: fixed
+# seeds, 3 minutes each, about 9 minutes each with the quiet period and the
+# checker. SECKILL_TEST_CHAOS_SEEDS picks others ("none" for a quick local
+# run); reports go to .data/test/chaos/<seed>.md.
+chaos_seeds="${SECKILL_TEST_CHAOS_SEEDS:-1 3}"
+if [ "$chaos_seeds" != none ]; then
+	for seed in $chaos_seeds; do
+		step "chaos seed $seed" "$ROOT/scripts/chaos.sh" -seed "$seed" -duration 3m -out "$ROOT/.data/test/chaos"
+	done
+fi

@@ -304,21 +304,29 @@ func (s *Store) FinishResync(ctx context.Context, saleID, epoch int64) error {
 
 // RedisState is what Redis should hold of a sale, computed from the
 // database: the stock net of holds (reservations recorded but not yet
-// ordered), the buyers (live orders and holds), every token's state and
-// every replay key.
+// ordered), the buyers (live orders and holds), and every reservation's
+// token state and replay key (lua encodes them).
 type RedisState struct {
-	Stock    int64
-	Buyers   []int64
-	Tokens   map[string]string // token -> "state:user"
-	Requests map[string]string // "user:request_id" -> token
+	Stock  int64
+	Buyers []int64
+	Tokens []RedisToken
 	// AddedRefs: the stock additions Stock includes (Snapshot.AddedRefs).
 	AddedRefs []string
+}
+
+// RedisToken is one reservation as Redis should know it: its token's state
+// (domain.Token*), its owner and its request id.
+type RedisToken struct {
+	Token     string
+	State     string
+	UserID    int64
+	RequestID string
 }
 
 // ReadRedisState reads a sale's Redis state from the database in one
 // snapshot.
 func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, error) {
-	st := &RedisState{Tokens: map[string]string{}, Requests: map[string]string{}}
+	st := &RedisState{}
 	err := s.DB.RunInTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(ctx context.Context, tx bun.Tx) error {
 		var dbStock sql.NullInt64
 		if err := tx.QueryRowContext(ctx, "SELECT SUM(stock) FROM stock_buckets WHERE sale_id = ?", saleID).Scan(&dbStock); err != nil {
@@ -354,9 +362,7 @@ func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, 
 				state = domain.TokenPaid
 				buyers[r.UserID] = true
 			}
-			user := fmt.Sprint(r.UserID)
-			st.Tokens[r.Token] = state + ":" + user
-			st.Requests[user+":"+r.RequestID] = r.Token
+			st.Tokens = append(st.Tokens, RedisToken{Token: r.Token, State: state, UserID: r.UserID, RequestID: r.RequestID})
 		}
 		st.Stock = max(dbStock.Int64-holds, 0)
 		for u := range buyers {

@@ -172,7 +172,11 @@ func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	for _, b := range state.Buyers {
 		buyers = append(buyers, fmt.Sprint(b))
 	}
-	got, err := scripts.Rebuild(ctx(t), rdb, sale.ID, lua.RebuildData{Stock: state.Stock, Epoch: epoch, Buyers: buyers, Tokens: state.Tokens, Requests: state.Requests})
+	d := lua.RebuildData{Stock: state.Stock, Epoch: epoch, Buyers: buyers}
+	for _, tok := range state.Tokens {
+		d.AddReservation(tok.Token, tok.State, tok.UserID, tok.RequestID)
+	}
+	got, err := scripts.Rebuild(ctx(t), rdb, sale.ID, d)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, got)
 	require.NoError(t, st.FinishResync(ctx(t), sale.ID, epoch))

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
@@ -16,9 +14,8 @@ import (
 // Resyncer returns sales from database mode to Redis once Redis has
 // answered for a while, and rolls back resyncs that stalled.
 type Resyncer struct {
-	Store   *store.Store
-	Redis   redis.UniversalClient
-	Scripts *lua.Scripts
+	Store *store.Store
+	Redis *lua.Client
 	// Healthy is how long Redis must answer before a sale goes back.
 	Healthy time.Duration
 	// StaleResync is how long a resync may take before it is rolled back.
@@ -46,7 +43,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	pingErr := r.Redis.Ping(pctx).Err()
+	pingErr := r.Redis.Ping(pctx)
 	cancel()
 	now := time.Now()
 	switch {
@@ -65,7 +62,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 			}
 		case domain.ModeResync:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			rolled, err := r.Store.AbortResync(actx, s.ID, 0, r.StaleResync)
+			rolled, err := sales.AbortStalledResync(actx, r.Store, s.ID, r.StaleResync)
 			cancel()
 			if err != nil {
 				r.Logger.Warn("resync: roll back a stalled resync", "sale_id", s.ID, "err", err)
@@ -77,7 +74,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			done, err := sales.Resync(rctx, r.Store, r.Redis, r.Scripts, s.ID)
+			done, err := sales.Resync(rctx, r.Store, r.Redis, s.ID)
 			cancel()
 			if err != nil {
 				r.Logger.Error("resync: sale stays in database mode", "sale_id", s.ID, "err", err)
@@ -95,12 +92,12 @@ func (r *Resyncer) Once(ctx context.Context) {
 func (r *Resyncer) rebuildIfLost(ctx context.Context, saleID int64) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	lost, err := sales.KeysLost(cctx, r.Redis, saleID)
+	lost, err := r.Redis.SaleKeysLost(cctx, saleID)
 	if err != nil || !lost {
 		return // Redis failing is the breaker's and the ping's business
 	}
 	r.Logger.Warn("resync: Redis lost a live sale's keys; rebuilding it from the database", "sale_id", saleID)
-	done, err := sales.RebuildLost(cctx, r.Store, r.Redis, r.Scripts, saleID)
+	done, err := sales.RebuildLost(cctx, r.Store, r.Redis, saleID)
 	switch {
 	case err != nil:
 		r.Logger.Error("resync: rebuilding a lost sale failed; it stays on the database path", "sale_id", saleID, "err", err)

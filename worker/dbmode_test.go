@@ -71,7 +71,7 @@ func TestResyncerReturnsASaleToRedis(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	sale, in := mustDatabaseModeSale(t, st)
 	rdb := testenv.MustRedis(t)
-	r := &Resyncer{Store: st, Redis: rdb, Scripts: lua.New(), Healthy: 0, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Healthy: 0, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
 	r.Once(testCtx(t)) // first sight of a healthy Redis
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
@@ -93,7 +93,7 @@ func TestResyncerRollsBackAStalledResync(t *testing.T) {
 	sale, _ := mustDatabaseModeSale(t, st)
 	_, err := st.BeginResync(testCtx(t), sale.ID) // its instance "dies" here
 	require.NoError(t, err)
-	r := &Resyncer{Store: st, Redis: testenv.MustRedis(t), Scripts: lua.New(), Healthy: time.Hour, StaleResync: time.Millisecond, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), Healthy: time.Hour, StaleResync: time.Millisecond, Every: time.Second, Logger: slog.Default()}
 	time.Sleep(5 * time.Millisecond)
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
@@ -112,7 +112,7 @@ func TestResyncerRebuildsALiveSaleWhoseKeysVanished(t *testing.T) {
 	k := lua.SaleKeys(sale.ID)
 	require.NoError(t, rdb.Del(testCtx(t), k.All()...).Err())
 
-	r := &Resyncer{Store: st, Redis: rdb, Scripts: lua.New(), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
 	r.Once(testCtx(t))
 	stock, err := rdb.Get(testCtx(t), k.Stock).Int64()
 	require.NoError(t, err, "the stock key is back")

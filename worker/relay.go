@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
@@ -40,7 +37,7 @@ const (
 
 // errNoInbox says the sale's inbox or its consumer group is gone (not warmed
 // yet, or torn down); the sale's loop ends and the refresh starts it again.
-var errNoInbox = errors.New("inbox or consumer group missing")
+var errNoInbox = lua.ErrNoInbox
 
 // Starter starts a reservation's order workflow; it must be idempotent.
 type Starter func(ctx context.Context, in domain.OrderInput) error
@@ -53,7 +50,7 @@ type Starter func(ctx context.Context, in domain.OrderInput) error
 // of a hold that has no workflow yet, and the stream is bounded by the sale's
 // stock anyway; the sale's tear-down deletes it.
 type Relay struct {
-	Redis    redis.UniversalClient
+	Redis    *lua.Client
 	Store    *store.Store
 	Starter  Starter
 	Consumer string
@@ -154,11 +151,7 @@ func (r *Relay) Run(stop, work context.Context) {
 }
 
 func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
-	n, err := r.Redis.Exists(ctx, lua.SaleKeys(saleID).Inbox).Result()
-	if err != nil {
-		return false, fmt.Errorf("exists inbox of sale %d: %w", saleID, err)
-	}
-	return n == 1, nil
+	return r.Redis.InboxExists(ctx, saleID)
 }
 
 // runSale reads one sale's inbox until stop is cancelled or the inbox goes.
@@ -196,11 +189,8 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 		}
 		// The read is bounded but not cancelled by stop: entries Redis hands
 		// this consumer are processed, never left behind by the shutdown.
-		from := ">"
-		if retryOwn {
-			from = "0" // this consumer's pending entries, oldest first
-		}
-		read, failed, err := r.readBatch(work, saleID, from)
+		// With retryOwn: this consumer's pending entries, oldest first.
+		read, failed, err := r.readBatch(work, saleID, retryOwn)
 		if errors.Is(err, errNoInbox) {
 			log.Debug("relay: inbox gone")
 			return
@@ -228,55 +218,30 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	}
 }
 
-func isNoGroup(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
-}
-
 // ReadOnce reads one batch of new entries (blocking up to Block) and hands
 // it over. It answers how many entries it read.
 func (r *Relay) ReadOnce(ctx context.Context, saleID int64) (int, error) {
-	n, _, err := r.readBatch(ctx, saleID, ">")
+	n, _, err := r.readBatch(ctx, saleID, false)
 	return n, err
 }
 
-// readBatch reads one batch, of new entries (from ">", blocking up to
-// Block) or of this consumer's pending ones (from "0"), and hands it over.
-// It answers how many entries it read and how many starts failed.
-func (r *Relay) readBatch(ctx context.Context, saleID int64, from string) (read, failed int, err error) {
-	k := lua.SaleKeys(saleID)
+// readBatch reads one batch, of new entries (blocking up to Block) or,
+// with own, of this consumer's pending ones, and hands it over. It answers
+// how many entries it read and how many starts failed.
+func (r *Relay) readBatch(ctx context.Context, saleID int64, own bool) (read, failed int, err error) {
 	block := orDefault(r.Block, defaultBlock)
-	args := &redis.XReadGroupArgs{
-		Group:    lua.InboxGroup,
-		Consumer: r.Consumer,
-		Streams:  []string{k.Inbox, from},
-		Count:    orDefault(r.BatchSize, defaultBatchSize),
-		Block:    block,
-	}
-	if from != ">" {
-		args.Block = -1 // a read of the pending history never blocks
-	}
 	rctx, cancel := context.WithTimeout(ctx, block+2*time.Second)
-	streams, err := r.Redis.XReadGroup(rctx, args).Result()
+	msgs, err := r.Redis.ReadInbox(rctx, saleID, r.Consumer, own, orDefault(r.BatchSize, defaultBatchSize), block)
 	cancel()
-	if errors.Is(err, redis.Nil) {
-		return 0, 0, nil
-	}
-	if isNoGroup(err) {
-		return 0, 0, errNoInbox
-	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("read inbox of sale %d: %w", saleID, err)
-	}
-	var msgs []redis.XMessage
-	for _, s := range streams {
-		msgs = append(msgs, s.Messages...)
+		return 0, 0, err
 	}
 	if len(msgs) == 0 {
 		return 0, 0, nil
 	}
 	var deliveries map[string]int64
-	if from != ">" {
-		if deliveries, err = r.deliveries(ctx, k.Inbox, msgs); err != nil {
+	if own {
+		if deliveries, err = r.deliveries(ctx, saleID, msgs); err != nil {
 			return len(msgs), 0, err
 		}
 	}
@@ -293,28 +258,17 @@ func (r *Relay) Reclaim(ctx context.Context, saleID int64) (int, error) {
 }
 
 func (r *Relay) reclaim(ctx context.Context, saleID int64) (claimed, failed int, err error) {
-	k := lua.SaleKeys(saleID)
-	start := "0-0"
+	cursor := ""
 	for range reclaimPages {
 		cctx, cancel := context.WithTimeout(ctx, redisTimeout)
-		msgs, next, err := r.Redis.XAutoClaim(cctx, &redis.XAutoClaimArgs{
-			Stream:   k.Inbox,
-			Group:    lua.InboxGroup,
-			MinIdle:  orDefault(r.MinIdle, defaultMinIdle),
-			Start:    start,
-			Count:    orDefault(r.BatchSize, defaultBatchSize),
-			Consumer: r.Consumer,
-		}).Result()
+		msgs, next, err := r.Redis.ClaimInbox(cctx, saleID, r.Consumer, orDefault(r.MinIdle, defaultMinIdle), cursor, orDefault(r.BatchSize, defaultBatchSize))
 		cancel()
-		if isNoGroup(err) {
-			return claimed, failed, errNoInbox
-		}
 		if err != nil {
-			return claimed, failed, fmt.Errorf("reclaim inbox of sale %d: %w", saleID, err)
+			return claimed, failed, err
 		}
 		if len(msgs) > 0 {
 			claimed += len(msgs)
-			deliveries, err := r.deliveries(ctx, k.Inbox, msgs)
+			deliveries, err := r.deliveries(ctx, saleID, msgs)
 			if err != nil {
 				return claimed, failed, err
 			}
@@ -324,64 +278,38 @@ func (r *Relay) reclaim(ctx context.Context, saleID int64) (claimed, failed int,
 				return claimed, failed, err
 			}
 		}
-		if next == "0-0" || next == "" {
+		if next == "" {
 			break
 		}
-		start = next
+		cursor = next
 	}
 	return claimed, failed, nil
 }
 
 // deliveries reads the delivery counts of freshly claimed entries (XAUTOCLAIM
 // has just counted this delivery too).
-func (r *Relay) deliveries(ctx context.Context, inbox string, msgs []redis.XMessage) (map[string]int64, error) {
+func (r *Relay) deliveries(ctx context.Context, saleID int64, msgs []lua.InboxEntry) (map[string]int64, error) {
 	pctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	pending, err := r.Redis.XPendingExt(pctx, &redis.XPendingExtArgs{
-		Stream:   inbox,
-		Group:    lua.InboxGroup,
-		Start:    msgs[0].ID,
-		End:      msgs[len(msgs)-1].ID,
-		Count:    int64(2 * len(msgs)),
-		Consumer: r.Consumer,
-	}).Result()
-	if err != nil {
-		return nil, fmt.Errorf("delivery counts of %s: %w", inbox, err)
-	}
-	out := make(map[string]int64, len(pending))
-	for _, p := range pending {
-		out[p.ID] = p.RetryCount
-	}
-	return out, nil
+	return r.Redis.Deliveries(pctx, saleID, r.Consumer, msgs)
 }
 
 type inboxEntry struct {
-	msg redis.XMessage
+	msg lua.InboxEntry
 	in  domain.OrderInput
 }
 
-type deadEntry struct {
-	msg       redis.XMessage
-	reason    string
-	delivered int64
-}
-
-func parseEntry(saleID int64, m redis.XMessage) (domain.OrderInput, error) {
-	token, _ := m.Values["token"].(string)
-	user, _ := m.Values["user"].(string)
-	request, _ := m.Values["request"].(string)
-	if token == "" {
-		return domain.OrderInput{}, errors.New("no token")
-	}
-	userID, err := strconv.ParseInt(user, 10, 64)
-	if err != nil || userID <= 0 {
-		return domain.OrderInput{}, fmt.Errorf("bad user %q", user)
+// parseEntry is the order input of an inbox entry (an error when the
+// entry is malformed).
+func parseEntry(saleID int64, m lua.InboxEntry) (domain.OrderInput, error) {
+	if m.Malformed != nil {
+		return domain.OrderInput{}, m.Malformed
 	}
 	return domain.OrderInput{
-		Token:     token,
+		Token:     m.Token,
 		SaleID:    saleID,
-		UserID:    userID,
-		RequestID: request,
+		UserID:    m.UserID,
+		RequestID: m.RequestID,
 		Path:      domain.PathRedis,
 	}, nil
 }
@@ -396,18 +324,18 @@ func parseEntry(saleID int64, m redis.XMessage) (domain.OrderInput, error) {
 // on more than MaxDelivery deliveries and older than DeadAfter. A start that
 // failed because Temporal was unavailable, slow or overloaded leaves its
 // entry pending however long that lasts. It answers how many starts failed.
-func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage, deliveries map[string]int64) (int, error) {
+func (r *Relay) process(ctx context.Context, saleID int64, msgs []lua.InboxEntry, deliveries map[string]int64) (int, error) {
 	maxDelivery := orDefault(r.MaxDelivery, defaultMaxDelivery)
 	var (
 		entries []inboxEntry
-		dead    []deadEntry
+		dead    []lua.DeadLetter
 	)
 	for _, m := range msgs {
 		in, err := parseEntry(saleID, m)
 		n := deliveries[m.ID]
 		if err != nil {
 			// Retrying cannot fix a malformed entry.
-			dead = append(dead, deadEntry{msg: m, reason: "malformed entry: " + err.Error(), delivered: n})
+			dead = append(dead, lua.DeadLetter{Entry: m, Reason: "malformed entry: " + err.Error(), Delivered: n})
 			continue
 		}
 		entries = append(entries, inboxEntry{msg: m, in: in})
@@ -422,25 +350,24 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 		return 0, errors.Join(errs...)
 	}
 
-	k := lua.SaleKeys(saleID)
-	tokens := make([]any, len(entries))
+	tokens := make([]string, len(entries))
 	for i, e := range entries {
 		tokens[i] = e.in.Token
 	}
 	sctx, cancel := context.WithTimeout(ctx, redisTimeout)
-	known, err := r.Redis.SMIsMember(sctx, k.Started, tokens...).Result()
+	known, err := r.Redis.Started(sctx, saleID, tokens)
 	cancel()
 	if err != nil {
 		// Nothing is acknowledged; the entries stay pending and come back.
-		errs = append(errs, fmt.Errorf("started set of sale %d: %w", saleID, err))
+		errs = append(errs, err)
 		return len(entries), errors.Join(errs...)
 	}
 
 	var (
 		mu        sync.Mutex
 		ackIDs    []string
-		newTokens []any
-		refused   []deadEntry
+		newTokens []string
+		refused   []lua.DeadLetter
 		failed    int
 		firstErr  error
 		wg        sync.WaitGroup
@@ -462,7 +389,7 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 			defer func() { <-sem }()
 			// The start joins the reservation request's trace and names
 			// its request id.
-			startCtx := reqid.With(telemetry.WithTraceParent(ctx, lua.EntryTraceParent(e.msg)), lua.EntryHTTPRequestID(e.msg))
+			startCtx := reqid.With(telemetry.WithTraceParent(ctx, e.msg.TraceParent), e.msg.HTTPRequestID)
 			stctx, cancel := context.WithTimeout(startCtx, startTimeout)
 			err := r.Starter(stctx, e.in)
 			cancel()
@@ -470,8 +397,8 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 			defer mu.Unlock()
 			if err != nil {
 				r.Metrics.StartErrors.Inc()
-				if n := deliveries[e.msg.ID]; workflows.StartRefused(err) && n > maxDelivery && entryAge(e.msg.ID) >= r.DeadAfter {
-					refused = append(refused, deadEntry{msg: e.msg, reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", n, err), delivered: n})
+				if n := deliveries[e.msg.ID]; workflows.StartRefused(err) && n > maxDelivery && lua.EntryAge(e.msg.ID) >= r.DeadAfter {
+					refused = append(refused, lua.DeadLetter{Entry: e.msg, Reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", n, err), Delivered: n})
 					return
 				}
 				failed++
@@ -504,58 +431,32 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redis.XMessage
 
 // ack records the newly started tokens and acknowledges the entries, in one
 // MULTI (all of a sale's keys share a hash slot).
-func (r *Relay) ack(ctx context.Context, saleID int64, ids []string, started []any) error {
+func (r *Relay) ack(ctx context.Context, saleID int64, ids []string, started []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	k := lua.SaleKeys(saleID)
 	actx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	var xack *redis.IntCmd
-	_, err := r.Redis.TxPipelined(actx, func(p redis.Pipeliner) error {
-		if len(started) > 0 {
-			p.SAdd(actx, k.Started, started...)
-		}
-		xack = p.XAck(actx, k.Inbox, lua.InboxGroup, ids...)
-		return nil
-	})
+	acked, err := r.Redis.AckInbox(actx, saleID, ids, started)
 	if err != nil {
-		return fmt.Errorf("ack %d inbox entries of sale %d: %w", len(ids), saleID, err)
+		return err
 	}
-	r.Metrics.Acked.Add(float64(xack.Val()))
+	r.Metrics.Acked.Add(float64(acked))
 	return nil
 }
 
 // deadLetter copies entries to the dead-letter stream and acknowledges them,
 // in one MULTI so that an entry is never both dead and pending.
-func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []deadEntry) error {
-	k := lua.SaleKeys(saleID)
+func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []lua.DeadLetter) error {
 	dctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	ids := make([]string, len(dead))
-	_, err := r.Redis.TxPipelined(dctx, func(p redis.Pipeliner) error {
-		for i, d := range dead {
-			ids[i] = d.msg.ID
-			values := make(map[string]any, len(d.msg.Values)+3)
-			for f, v := range d.msg.Values {
-				values[f] = v
-			}
-			values["reason"] = d.reason
-			values["delivered"] = d.delivered
-			values["entry"] = d.msg.ID
-			p.XAdd(dctx, &redis.XAddArgs{Stream: k.Dead, Values: values})
-		}
-		p.XAck(dctx, k.Inbox, lua.InboxGroup, ids...)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("dead-letter %d inbox entries of sale %d: %w", len(dead), saleID, err)
+	if err := r.Redis.DeadLetterInbox(dctx, saleID, dead); err != nil {
+		return err
 	}
 	r.Metrics.DeadLetters.WithLabelValues(strconv.FormatInt(saleID, 10)).Add(float64(len(dead)))
 	for _, d := range dead {
-		token, _ := d.msg.Values["token"].(string)
-		r.Logger.Error("relay: inbox entry dead-lettered", "sale_id", saleID, "entry", d.msg.ID,
-			"token", token, "delivered", d.delivered, "reason", d.reason)
+		r.Logger.Error("relay: inbox entry dead-lettered", "sale_id", saleID, "entry", d.Entry.ID,
+			"token", d.Entry.Token, "delivered", d.Delivered, "reason", d.Reason)
 	}
 	return nil
 }
@@ -564,72 +465,49 @@ func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []deadEntry) 
 func (r *Relay) ObserveLag(ctx context.Context, saleID int64) error {
 	ictx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	groups, err := r.Redis.XInfoGroups(ictx, lua.SaleKeys(saleID).Inbox).Result()
+	g, err := r.Redis.InboxGroupState(ictx, saleID)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such key") {
-			return errNoInbox
-		}
-		return fmt.Errorf("xinfo groups of sale %d: %w", saleID, err)
+		return err
 	}
 	label := strconv.FormatInt(saleID, 10)
-	for _, g := range groups {
-		if g.Name != lua.InboxGroup {
-			continue
-		}
-		r.Metrics.Pending.WithLabelValues(label).Set(float64(g.Pending))
-		// -1: Redis cannot tell (entries were deleted mid-stream); keep the
-		// last value rather than report a wrong one.
-		if g.Lag >= 0 {
-			r.Metrics.Lag.WithLabelValues(label).Set(float64(g.Lag))
-		}
-		age, err := r.oldestWaiting(ctx, saleID, g)
-		if err != nil {
-			return err
-		}
-		r.Metrics.OldestAge.WithLabelValues(label).Set(age.Seconds())
-		return nil
+	r.Metrics.Pending.WithLabelValues(label).Set(float64(g.Pending))
+	// -1: Redis cannot tell (entries were deleted mid-stream); keep the
+	// last value rather than report a wrong one.
+	if g.Lag >= 0 {
+		r.Metrics.Lag.WithLabelValues(label).Set(float64(g.Lag))
 	}
-	return errNoInbox
+	age, err := r.oldestWaiting(ctx, saleID, g)
+	if err != nil {
+		return err
+	}
+	r.Metrics.OldestAge.WithLabelValues(label).Set(age.Seconds())
+	return nil
 }
 
 // oldestWaiting is the age of the oldest inbox entry not yet acknowledged:
 // the first one pending (delivered, its start not yet confirmed) or, when
 // older, the first one not yet delivered; zero when none waits.
-func (r *Relay) oldestWaiting(ctx context.Context, saleID int64, g redis.XInfoGroup) (time.Duration, error) {
-	k := lua.SaleKeys(saleID)
+func (r *Relay) oldestWaiting(ctx context.Context, saleID int64, g lua.InboxGroupInfo) (time.Duration, error) {
 	var oldest time.Duration
 	if g.Pending > 0 {
 		pctx, cancel := context.WithTimeout(ctx, redisTimeout)
-		p, err := r.Redis.XPending(pctx, k.Inbox, lua.InboxGroup).Result()
+		lower, err := r.Redis.OldestPending(pctx, saleID)
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("xpending of sale %d: %w", saleID, err)
+			return 0, err
 		}
-		oldest = entryAge(p.Lower)
+		oldest = lua.EntryAge(lower)
 	}
 	if g.Lag != 0 {
 		xctx, cancel := context.WithTimeout(ctx, redisTimeout)
-		next, err := r.Redis.XRangeN(xctx, k.Inbox, "("+g.LastDeliveredID, "+", 1).Result()
+		next, err := r.Redis.FirstUndelivered(xctx, saleID, g.LastDeliveredID)
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("first undelivered entry of sale %d: %w", saleID, err)
+			return 0, err
 		}
-		if len(next) == 1 {
-			oldest = max(oldest, entryAge(next[0].ID))
+		if next != "" {
+			oldest = max(oldest, lua.EntryAge(next))
 		}
 	}
 	return oldest, nil
-}
-
-// entryAge is how long ago a stream entry was added, from its id.
-func entryAge(id string) time.Duration {
-	ms, _, ok := strings.Cut(id, "-")
-	if !ok {
-		return 0
-	}
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return 0
-	}
-	return time.Since(time.UnixMilli(n))
 }

@@ -139,7 +139,7 @@ func MustRelay(tb testing.TB, w *warmSale, starter Starter) *Relay {
 	m, err := NewMetrics(prometheus.NewRegistry())
 	require.NoError(tb, err)
 	return &Relay{
-		Redis:        w.rdb,
+		Redis:        lua.NewClient(w.rdb),
 		Store:        w.st,
 		Starter:      starter,
 		Consumer:     fmt.Sprintf("test-%d", testenv.UniqueUser()),
@@ -381,7 +381,7 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, streams, 1)
 	require.Len(t, streams[0].Messages, 1)
-	in, err := parseEntry(w.ID, streams[0].Messages[0])
+	in, err := parseEntry(w.ID, lua.ParseInboxEntry(streams[0].Messages[0]))
 	require.NoError(t, err)
 	require.NoError(t, workflows.StartOrder(testCtx(t), tc, domain.TaskQueue, in))
 	first, err := tc.DescribeWorkflow(testCtx(t), wfID, "")

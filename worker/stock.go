@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )
@@ -17,7 +15,7 @@ import (
 // tick: when Redis goes away the database path caps its sales by the last
 // stock Redis was seen to hold, so the two paths together cannot oversell.
 type StockRecorder struct {
-	Redis  redis.UniversalClient
+	Redis  *lua.Client
 	Store  *store.Store
 	Logger *slog.Logger
 	Every  time.Duration // 1s when zero
@@ -54,21 +52,19 @@ func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
 	if len(sales) == 0 {
 		return 0, nil
 	}
-	pipe := s.Redis.Pipeline()
-	cmds := make([]*redis.StringCmd, len(sales))
+	ids := make([]int64, len(sales))
 	for i, sale := range sales {
-		cmds[i] = pipe.Get(ctx, lua.SaleKeys(sale.ID).Stock)
+		ids[i] = sale.ID
 	}
-	// Exec reports the first command error, redis.Nil included; each command
-	// is checked below instead.
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	stocks, _, err := s.Redis.ReadCounters(ctx, ids, nil)
+	if err != nil {
 		return 0, fmt.Errorf("record redis stock: read stock: %w", err)
 	}
 	var errs []error
 	n := 0
-	for i, sale := range sales {
-		v, err := cmds[i].Int64()
-		if errors.Is(err, redis.Nil) {
+	for _, sale := range sales {
+		v, err := stocks[sale.ID].N, stocks[sale.ID].Err
+		if errors.Is(err, lua.ErrMissing) {
 			continue // not warmed, or torn down
 		}
 		if err != nil {

@@ -53,11 +53,6 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	scripts := lua.New()
-	scriptHook, err := scripts.ScriptLatencyHook(reg)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
 	temporalMetrics, closeTemporalMetrics := conn.TemporalMetrics(reg, logger)
 	defer closeLogged(logger, "temporal metrics", closeTemporalMetrics.Close)
 	// Bind first: a taken port fails the start before anything else opens.
@@ -82,9 +77,11 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		<-serveDone
 	}()
 
-	rdb := conn.Redis(cfg)
-	rdb.AddHook(scriptHook)
+	rdb := lua.NewClient(conn.Redis(cfg))
 	defer closeLogged(logger, "redis", rdb.Close)
+	if err := rdb.InstrumentScripts(reg); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	st, err := conn.Store(ctx, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -113,17 +110,16 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		// Leave part of the budget for the relay and the clients.
 		WorkerStopTimeout: cfg.ShutdownTimeout * 8 / 10,
 	})
-	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts, FailAfterCommit: cfg.FaultFailAfterCommit, Metrics: actMetrics})
+	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, FailAfterCommit: cfg.FaultFailAfterCommit, Metrics: actMetrics})
 	// This is the project's one worker process, so the sale workflow runs
 	// here too.
 	workflows.RegisterSale(w, &activities.SaleActivities{
 		Store:    st,
 		Redis:    rdb,
-		Scripts:  scripts,
 		Temporal: tc,
 		Metrics:  actMetrics,
 		Reconciler: &reconcile.Reconciler{
-			Store: st, Redis: rdb, Scripts: scripts, Temporal: tc, Start: startTimes.wrap("reconcile", start), Restart: restart, Logger: logger,
+			Store: st, Redis: rdb, Temporal: tc, Start: startTimes.wrap("reconcile", start), Restart: restart, Logger: logger,
 		},
 	})
 	if err := w.Start(); err != nil {
@@ -155,7 +151,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	bg.Go(func() { recorder.Run(ctx) })
 	outbox := &OutboxRelay{Store: st, Starter: startTimes.wrap("outbox_relay", start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
-	resyncer := &Resyncer{Store: st, Redis: rdb, Scripts: scripts, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
+	resyncer := &Resyncer{Store: st, Redis: rdb, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,

@@ -185,7 +185,7 @@ func TestStockRecorderRecordsRedisStock(t *testing.T) {
 	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 7, time.Hour).Err())
 	t.Cleanup(func() { _ = rdb.Del(context.Background(), k.Stock).Err() })
 
-	rec := &StockRecorder{Redis: rdb, Store: st, Logger: testLogger()}
+	rec := &StockRecorder{Redis: lua.NewClient(rdb), Store: st, Logger: testLogger()}
 	n, err := rec.RecordOnce(testCtx(t))
 	require.NoError(t, err)
 	assert.Positive(t, n)

@@ -60,7 +60,7 @@ func replayerOf(wf any) worker.WorkflowReplayer {
 func TestDeployOfChangedWorkflowCodeMidFlight(t *testing.T) {
 	s := MustStack(t)
 	queue := s.queue + "-deploy"
-	acts := &activities.Activities{Store: s.st, Redis: s.rdb, Scripts: s.scripts}
+	acts := &activities.Activities{Store: s.st, Redis: lua.NewClient(s.rdb)}
 	before := worker.New(s.c, queue, worker.Options{})
 	Register(before, acts)
 	require.NoError(t, before.Start())

@@ -54,7 +54,7 @@ func MustStack(tb testing.TB) *stack {
 		queue:   fmt.Sprintf("seckill-test-orders-%d", time.Now().UnixNano()),
 	}
 	w := worker.New(s.c, s.queue, worker.Options{})
-	Register(w, &activities.Activities{Store: s.st, Redis: s.rdb, Scripts: s.scripts})
+	Register(w, &activities.Activities{Store: s.st, Redis: lua.NewClient(s.rdb)})
 	require.NoError(tb, w.Start())
 	tb.Cleanup(w.Stop)
 	return s
@@ -351,7 +351,7 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 	require.NoError(t, StartOrder(ctx, s.c, s.queue, in))
 	s.waitStatus(in.Token, domain.StatusPendingPayment)
 
-	done, err := sales.Resync(ctx, s.st, s.rdb, s.scripts, sale.ID)
+	done, err := sales.Resync(ctx, s.st, lua.NewClient(s.rdb), sale.ID)
 	require.NoError(t, err)
 	require.True(t, done)
 	k := lua.SaleKeys(sale.ID)

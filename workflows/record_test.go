@@ -195,7 +195,7 @@ func (s *stack) mustUpdate(token, name string, arg any, want domain.ReservationS
 func (s *stack) startWorker(queue string, register func(worker.Worker)) {
 	s.t.Helper()
 	w := worker.New(s.c, queue, worker.Options{})
-	Register(w, &activities.Activities{Store: s.st, Redis: s.rdb, Scripts: s.scripts})
+	Register(w, &activities.Activities{Store: s.st, Redis: lua.NewClient(s.rdb)})
 	if register != nil {
 		register(w)
 	}
@@ -321,8 +321,8 @@ func (s *stack) saleWorker(queue string) {
 	s.t.Helper()
 	w := worker.New(s.c, queue, worker.Options{})
 	RegisterSale(w, &activities.SaleActivities{
-		Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.c,
-		Reconciler: &reconcile.Reconciler{Store: s.st, Redis: s.rdb, Scripts: s.scripts, Temporal: s.c, Gap: 20 * time.Millisecond},
+		Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.c,
+		Reconciler: &reconcile.Reconciler{Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.c, Gap: 20 * time.Millisecond},
 	})
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)

@@ -2,6 +2,8 @@
 // workers on their own Redis, MariaDB and Temporal, a client workload and a
 // nemesis for -duration, a quiet period, then the history checker. It
 // writes <out>/<seed>.md and <seed>.png and exits 1 when an invariant broke.
+// With -redis cluster, Redis is a three-master Redis Cluster and the report
+// is <out>/cluster-<seed>.md and .png.
 package main
 
 import (
@@ -29,17 +31,18 @@ func main() { os.Exit(run()) }
 
 func run() int {
 	var (
-		seed     = flag.Int64("seed", 1, "seed of the workload and the fault schedule (the same seed replays the same schedule)")
-		duration = flag.Duration("duration", 3*time.Minute, "how long the workload and the nemesis run")
-		faults   = flag.String("faults", "all", "comma-separated fault classes, or all: "+strings.Join(chaos.AllFaults, ","))
-		out      = flag.String("out", "chaos/results", "directory of <seed>.md and <seed>.png")
-		work     = flag.String("work", "", "directory of the services' data, logs and the history (default: a new temp dir, kept)")
-		clients  = flag.Int("clients", 16, "concurrent clients")
-		quiet    = flag.Duration("quiet", 0, "wait after the faults healed (default: longest payment window + two reconciliation passes + 15s)")
-		seckill  = flag.String("seckill", "", "the seckill binary (default: go build ./cmd/seckill)")
-		temporal = flag.String("temporal", "", "the Temporal CLI (default: $SECKILL_TEMPORAL_BIN or .data/bin/temporal)")
-		plan     = flag.Bool("plan", false, "print the fault schedule of -seed and -duration, and exit")
-		recheck  = flag.String("recheck", "", "run the checker again over the history and final state saved in this work dir, and exit")
+		seed      = flag.Int64("seed", 1, "seed of the workload and the fault schedule (the same seed replays the same schedule)")
+		duration  = flag.Duration("duration", 3*time.Minute, "how long the workload and the nemesis run")
+		faults    = flag.String("faults", "all", "comma-separated fault classes, or all: "+strings.Join(chaos.AllFaults, ","))
+		out       = flag.String("out", "chaos/results", "directory of <seed>.md and <seed>.png")
+		work      = flag.String("work", "", "directory of the services' data, logs and the history (default: a new temp dir, kept)")
+		clients   = flag.Int("clients", 16, "concurrent clients")
+		redisMode = flag.String("redis", chaos.RedisSingle, "single: one redis-server; cluster: a three-master Redis Cluster (report cluster-<seed>.md)")
+		quiet     = flag.Duration("quiet", 0, "wait after the faults healed (default: longest payment window + two reconciliation passes + 15s)")
+		seckill   = flag.String("seckill", "", "the seckill binary (default: go build ./cmd/seckill)")
+		temporal  = flag.String("temporal", "", "the Temporal CLI (default: $SECKILL_TEMPORAL_BIN or .data/bin/temporal)")
+		plan      = flag.Bool("plan", false, "print the fault schedule of -seed and -duration, and exit")
+		recheck   = flag.String("recheck", "", "run the checker again over the history and final state saved in this work dir, and exit")
 	)
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -64,6 +67,10 @@ func run() int {
 			}
 			classes = append(classes, c)
 		}
+	}
+	if *redisMode != chaos.RedisSingle && *redisMode != chaos.RedisCluster {
+		fmt.Fprintf(os.Stderr, "seckill-chaos: -redis %q: single or cluster\n", *redisMode)
+		return 2
 	}
 	if *recheck != "" {
 		res, err := chaos.Recheck(*recheck, classes)
@@ -113,8 +120,8 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: the Temporal CLI (go tool task temporal:build): %v\n", err)
 		return 1
 	}
-	logf("seed %d, %s, work dir %s", *seed, *duration, *work)
-	res, err := chaos.Run(ctx, chaos.Options{Seed: *seed, Duration: *duration, Faults: classes, Clients: *clients, Quiet: *quiet,
+	logf("seed %d, %s, redis %s, work dir %s", *seed, *duration, *redisMode, *work)
+	res, err := chaos.Run(ctx, chaos.Options{Seed: *seed, Duration: *duration, Faults: classes, Clients: *clients, Quiet: *quiet, Redis: *redisMode,
 		WorkDir: *work, OutDir: *out, SeckillBin: *seckill, TemporalBin: *temporal, Logf: logf})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: seed %d: %v (logs in %s)\n", *seed, err, *work)
@@ -133,7 +140,11 @@ func summarize(res *chaos.Result, faults string) int {
 		fmt.Println("no violation")
 		return 0
 	}
-	fmt.Printf("%d VIOLATIONS (seed %d; replay: -seed %d -duration %s -faults %s)\n", len(res.Violations), seed, seed, duration, faults)
+	redisFlag := ""
+	if res.Opts.Cluster() {
+		redisFlag = " -redis cluster"
+	}
+	fmt.Printf("%d VIOLATIONS (seed %d; replay: -seed %d -duration %s%s -faults %s)\n", len(res.Violations), seed, seed, duration, redisFlag, faults)
 	fmt.Println("fault schedule:")
 	for _, f := range chaos.Spans(res.History) {
 		fmt.Printf("  #%d %s %s at %.1fs for %.1fs\n", f.ID, f.Class, f.Target, f.From.Sub(res.Started).Seconds(), f.To.Sub(f.From).Seconds())

@@ -69,17 +69,17 @@ func TestOneReservationOneTrace(t *testing.T) {
 	tc, err := conn.Temporal(ctx, cfg, logger, 30*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(tc.Close)
-	scripts := lua.New()
+	client := lua.NewClient(rdb)
 
 	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{})
-	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, Scripts: scripts})
+	workflows.Register(w, &activities.Activities{Store: st, Redis: client})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 
 	metrics, err := worker.NewMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
 	relay := &worker.Relay{
-		Redis: rdb, Store: st, Consumer: "telemetry-test", MinIdle: time.Minute, DeadAfter: time.Hour,
+		Redis: client, Store: st, Consumer: "telemetry-test", MinIdle: time.Minute, DeadAfter: time.Hour,
 		MaxDelivery: 10, Logger: logger, Metrics: metrics,
 		Starter: func(ctx context.Context, in domain.OrderInput) error {
 			return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in)
@@ -97,8 +97,8 @@ func TestOneReservationOneTrace(t *testing.T) {
 		t.Cleanup(func() { _ = app.ShutdownWithTimeout(5 * time.Second) })
 		return "http://" + ln.Addr().String()
 	}
-	withStarter := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: scripts, Temporal: tc}))
-	relayOnly := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Scripts: scripts}))
+	withStarter := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client, Temporal: tc}))
+	relayOnly := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client}))
 
 	sale := testenv.MustSale(t, st, 5)
 	testenv.MustWarm(t, st, rdb, sale)

@@ -1,0 +1,321 @@
+package lua
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Client is the production code's one way to Redis. Packages other than
+// lua (and internal/conn, which dials) never import go-redis: they hold a
+// *Client and call its typed operations, so the key layout, the value
+// encodings and the scripts live here only (arch_test.go checks it).
+// Test support may still reach Redis directly (Scripts, SaleKeys).
+type Client struct {
+	rdb     redis.UniversalClient
+	scripts *Scripts
+}
+
+// NewClient wraps a go-redis client (one server or a cluster).
+func NewClient(rdb redis.UniversalClient) *Client {
+	return &Client{rdb: rdb, scripts: New()}
+}
+
+// Close closes the connections.
+func (c *Client) Close() error { return c.rdb.Close() }
+
+// Ping checks that Redis answers.
+func (c *Client) Ping(ctx context.Context) error { return c.rdb.Ping(ctx).Err() }
+
+// InstrumentScripts times every script call on
+// seckill_redis_script_duration_seconds (ScriptLatencyHook), registered on reg.
+func (c *Client) InstrumentScripts(reg prometheus.Registerer) error {
+	hook, err := c.scripts.ScriptLatencyHook(reg)
+	if err != nil {
+		return err
+	}
+	c.rdb.AddHook(hook)
+	return nil
+}
+
+// Reserve runs the reservation script (Scripts.Reserve).
+func (c *Client) Reserve(ctx context.Context, a ReserveArgs) (ReserveResult, error) {
+	return c.scripts.Reserve(ctx, c.rdb, a)
+}
+
+// Release releases a token's hold (Scripts.Release).
+func (c *Client) Release(ctx context.Context, saleID, userID int64, token string, restore bool) (bool, error) {
+	return c.scripts.Release(ctx, c.rdb, saleID, userID, token, restore)
+}
+
+// Advance moves a token's state (Scripts.Advance).
+func (c *Client) Advance(ctx context.Context, saleID int64, token, to string, from ...string) (bool, error) {
+	return c.scripts.Advance(ctx, c.rdb, saleID, token, to, from...)
+}
+
+// RestoreLive puts a live order's lost token state and buyer mark back
+// (Scripts.RestoreLive).
+func (c *Client) RestoreLive(ctx context.Context, saleID, userID int64, token, state string, fence int64) (bool, error) {
+	return c.scripts.RestoreLive(ctx, c.rdb, saleID, userID, token, state, fence)
+}
+
+// ReadUserReservations reads a user's reservations of a sale from the
+// user index (Scripts.ReadUserReservations).
+func (c *Client) ReadUserReservations(ctx context.Context, saleID, userID int64) (UserReservations, error) {
+	return c.scripts.ReadUserReservations(ctx, c.rdb, saleID, userID)
+}
+
+// Warmup loads a sale into Redis (Scripts.Warmup).
+func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
+	return c.scripts.Warmup(ctx, c.rdb, a)
+}
+
+// Adjust changes a sale's Redis stock (Scripts.Adjust).
+func (c *Client) Adjust(ctx context.Context, saleID, delta int64, ref string) (outcome string, stock int64, err error) {
+	return c.scripts.Adjust(ctx, c.rdb, saleID, delta, ref)
+}
+
+// ReadSnapshot reads a sale's Redis state (Scripts.ReadSnapshot).
+func (c *Client) ReadSnapshot(ctx context.Context, saleID int64, staleAfter time.Duration) (*Snapshot, error) {
+	return c.scripts.ReadSnapshot(ctx, c.rdb, saleID, staleAfter)
+}
+
+// SetStock sets a sale's Redis stock if unchanged (Scripts.SetStock).
+func (c *Client) SetStock(ctx context.Context, saleID, expectStock, expectReserved, stock int64, addedRefs []string) (bool, error) {
+	return c.scripts.SetStock(ctx, c.rdb, saleID, expectStock, expectReserved, stock, addedRefs)
+}
+
+// ReadFence reads a sale's fence counter (Scripts.ReadFence).
+func (c *Client) ReadFence(ctx context.Context, saleID int64) (int64, error) {
+	return c.scripts.ReadFence(ctx, c.rdb, saleID)
+}
+
+// Rebuild loads a sale into Redis from the database (Scripts.Rebuild).
+func (c *Client) Rebuild(ctx context.Context, saleID int64, d RebuildData) (int64, error) {
+	return c.scripts.Rebuild(ctx, c.rdb, saleID, d)
+}
+
+// WriteStatus records a reservation's status (Scripts.WriteStatus).
+func (c *Client) WriteStatus(ctx context.Context, saleID int64, token string, r StatusRecord) (bool, error) {
+	return c.scripts.WriteStatus(ctx, c.rdb, saleID, token, r)
+}
+
+// ForgetStatus deletes a reservation's status record (Scripts.ForgetStatus).
+func (c *Client) ForgetStatus(ctx context.Context, saleID int64, token string) error {
+	return c.scripts.ForgetStatus(ctx, c.rdb, saleID, token)
+}
+
+// ReadStatus reads a token's hold and status record (Scripts.ReadStatus).
+func (c *Client) ReadStatus(ctx context.Context, saleID int64, token string) (StatusRead, error) {
+	return c.scripts.ReadStatus(ctx, c.rdb, saleID, token)
+}
+
+//go:embed control.lua
+var controlSrc string
+
+var controlScript = redis.NewScript(controlSrc)
+
+// SetControl writes a sale's control (active, paused, stopped) into its
+// Redis metadata, only when the sale is warmed, so it never creates half a
+// sale; it reports whether the sale was there.
+func (c *Client) SetControl(ctx context.Context, saleID int64, control string) (bool, error) {
+	n, err := controlScript.Run(ctx, c.rdb, []string{SaleKeys(saleID).Meta}, control).Int64()
+	if err != nil {
+		return false, fmt.Errorf("control script: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Stock reads a sale's Redis stock; ok is false when the sale is not in
+// Redis (not warmed, torn down or lost).
+func (c *Client) Stock(ctx context.Context, saleID int64) (stock int64, ok bool, err error) {
+	n, err := c.rdb.Get(ctx, SaleKeys(saleID).Stock).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read stock of sale %d: %w", saleID, err)
+	}
+	return n, true, nil
+}
+
+// ErrMissing is the error of a counter read (Counter.Err) whose key does
+// not exist.
+var ErrMissing = redis.Nil
+
+// Counter is one integer key as a pipelined read saw it; Err is ErrMissing
+// when the key does not exist.
+type Counter struct {
+	N   int64
+	Err error
+}
+
+// ReadCounters reads, in one pipeline, the stock of every sale of stockOf
+// and the release counter of every sale of releasedOf. err is the
+// pipeline's failure (a missing key is not one); on success every sale
+// asked for has its Counter.
+func (c *Client) ReadCounters(ctx context.Context, stockOf, releasedOf []int64) (stocks, released map[int64]Counter, err error) {
+	stocks = make(map[int64]Counter, len(stockOf))
+	released = make(map[int64]Counter, len(releasedOf))
+	if len(stockOf)+len(releasedOf) == 0 {
+		return stocks, released, nil
+	}
+	pipe := c.rdb.Pipeline()
+	stockCmds := make([]*redis.StringCmd, len(stockOf))
+	for i, id := range stockOf {
+		stockCmds[i] = pipe.Get(ctx, SaleKeys(id).Stock)
+	}
+	relCmds := make([]*redis.StringCmd, len(releasedOf))
+	for i, id := range releasedOf {
+		relCmds[i] = pipe.Get(ctx, SaleKeys(id).Released)
+	}
+	// Exec reports the first command error, redis.Nil included; each
+	// command is read below instead.
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("read counters: %w", err)
+	}
+	for i, id := range stockOf {
+		n, err := stockCmds[i].Int64()
+		stocks[id] = Counter{N: n, Err: err}
+	}
+	for i, id := range releasedOf {
+		n, err := relCmds[i].Int64()
+		released[id] = Counter{N: n, Err: err}
+	}
+	return stocks, released, nil
+}
+
+// SoldOut is a sold-out sale's picture taken in one MULTI/EXEC: while its
+// release counter has not moved, no unit can be reserved, so the buyers
+// and the replay map are exact.
+type SoldOut struct {
+	Released int64
+	Buyers   map[int64]struct{}
+	requests map[string]string // RequestField -> token
+}
+
+// ReadSoldOut reads a sale's sold-out picture; nil when the sale is not in
+// Redis or has units left.
+func (c *Client) ReadSoldOut(ctx context.Context, saleID int64) (*SoldOut, error) {
+	k := SaleKeys(saleID)
+	var released, stock *redis.StringCmd
+	var buyers *redis.StringSliceCmd
+	var requests *redis.MapStringStringCmd
+	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		released = p.Get(ctx, k.Released)
+		stock = p.Get(ctx, k.Stock)
+		buyers = p.SMembers(ctx, k.Buyers)
+		requests = p.HGetAll(ctx, k.Requests)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read sold-out picture: %w", err)
+	}
+	n, err := stock.Int64()
+	if err != nil || n > 0 {
+		return nil, nil // not warmed, or units are back
+	}
+	rel, err := released.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("release counter: %w", err)
+	}
+	m := &SoldOut{Released: rel, Buyers: map[int64]struct{}{}, requests: requests.Val()}
+	for _, b := range buyers.Val() {
+		u, err := strconv.ParseInt(b, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad buyer %q", b)
+		}
+		m.Buyers[u] = struct{}{}
+	}
+	return m, nil
+}
+
+// Replay answers the token a user's request already reserved, without
+// allocating (it runs on the hot path).
+func (m *SoldOut) Replay(userID int64, requestID string) (string, bool) {
+	var buf [96]byte
+	k := AppendRequestField(buf[:0], userID, requestID)
+	tok, ok := m.requests[string(k)]
+	return tok, ok
+}
+
+// TokenHold reads a token's state and owner; found is false when Redis
+// does not know the token.
+func (c *Client) TokenHold(ctx context.Context, saleID int64, token string) (state string, userID int64, found bool, err error) {
+	v, err := c.rdb.HGet(ctx, SaleKeys(saleID).Tokens, token).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", 0, false, fmt.Errorf("read token state: %w", err)
+	}
+	state, userID, ok := TokenState(v)
+	if !ok {
+		return "", 0, false, fmt.Errorf("read token state: bad value %q", v)
+	}
+	return state, userID, true, nil
+}
+
+// SaleKeysLost reports whether Redis lacks a sale's metadata or stock, the
+// two keys the reserve script needs.
+func (c *Client) SaleKeysLost(ctx context.Context, saleID int64) (bool, error) {
+	k := SaleKeys(saleID)
+	// One key per call: EXISTS of several keys is one slot here, but the
+	// per-key form also works across a cluster reshard.
+	for _, key := range []string{k.Meta, k.Stock} {
+		n, err := c.rdb.Exists(ctx, key).Result()
+		if err != nil {
+			return false, fmt.Errorf("check keys of sale %d: %w", saleID, err)
+		}
+		if n == 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// DeleteSale removes every key and stream of a sale.
+func (c *Client) DeleteSale(ctx context.Context, saleID int64) error {
+	// One key at a time: DEL of several keys is fine in one slot, but the
+	// per-key form also works across a cluster reshard.
+	for _, k := range SaleKeys(saleID).All() {
+		if err := c.rdb.Del(ctx, k).Err(); err != nil {
+			return fmt.Errorf("delete %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// ErrEventsClosed: the status-event subscription closed.
+var ErrEventsClosed = errors.New("status events: subscription closed")
+
+// ListenStatusEvents calls wake with the token of every status change
+// announced on any sale's event channel (status.lua), until stop is closed
+// (nil) or the subscription closes (ErrEventsClosed). go-redis
+// resubscribes after a lost connection.
+func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string)) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ps := c.rdb.PSubscribe(ctx, EventChannelPattern)
+	defer func() { _ = ps.Close() }()
+	msgs := ps.Channel()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case m, ok := <-msgs:
+			if !ok {
+				return ErrEventsClosed
+			}
+			if _, ok := SaleOfEventChannel(m.Channel); ok {
+				wake(m.Payload)
+			}
+		}
+	}
+}

@@ -1,0 +1,10 @@
+-- Write a sale's control (pause, resume, stop) into its metadata, only
+-- when the sale is warmed, so it never creates half a sale.
+-- KEYS: 1 meta
+-- ARGV: 1 control
+-- Returns 1 when written, 0 when the sale is not in Redis.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'control', ARGV[1])
+  return 1
+end
+return 0

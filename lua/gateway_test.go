@@ -1,0 +1,111 @@
+package lua_test
+
+import (
+	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// productionPackages reach Redis only through lua.Client. lua and
+// internal/conn (which dials) may import go-redis; so may test support
+// (internal/testenv, bench, faults, cluster, chaos) and every _test file.
+var productionPackages = []string{
+	"api", "worker", "workflows", "activities", "store", "sales",
+	"reconcile", "domain", "config", "cmd/seckill",
+}
+
+// keyLayout are lua's names that build keys or parse raw values: only
+// lua's own code (and tests) may use them.
+var keyLayout = map[string]bool{
+	"SaleKeys": true, "Keys": true, "ReserveKeys": true, "InboxGroup": true,
+	"EventChannel": true, "EventChannelPattern": true, "TokenState": true,
+	"ParseInboxEntry": true, "Scripts": true, "New": true,
+}
+
+const module = "github.com/seckill/seckill/"
+
+type listed struct {
+	path, dir string
+	imports   []string
+	files     []string
+}
+
+// goList lists the production packages' direct imports and Go files
+// (tests excluded).
+func goList(t *testing.T) []listed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .Imports \" \"}}\t{{join .GoFiles \" \"}}"}
+	for _, p := range productionPackages {
+		args = append(args, module+p)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list")
+	var pkgs []listed
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		require.Len(t, f, 4, "go list line %q", line)
+		pkgs = append(pkgs, listed{path: f[0], dir: f[1], imports: strings.Fields(f[2]), files: strings.Fields(f[3])})
+	}
+	require.Len(t, pkgs, len(productionPackages), "every production package listed")
+	return pkgs
+}
+
+// TestOnlyTheGatewayImportsGoRedis fails when a production package other
+// than lua and internal/conn imports go-redis: Redis is reached through
+// lua.Client's typed operations, so the key layout, the encodings and the
+// scripts have one home.
+func TestOnlyTheGatewayImportsGoRedis(t *testing.T) {
+	for _, p := range goList(t) {
+		for _, imp := range p.imports {
+			if strings.HasPrefix(imp, "github.com/redis/go-redis") {
+				t.Errorf("%s imports %s: reach Redis through lua.Client instead", p.path, imp)
+			}
+		}
+	}
+}
+
+// TestNoKeysBuiltOutsideTheGateway fails when production code outside lua
+// uses lua's key layout or raw-value parsers (lua.SaleKeys and the like).
+func TestNoKeysBuiltOutsideTheGateway(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, p := range goList(t) {
+		for _, name := range p.files {
+			file, err := parser.ParseFile(fset, filepath.Join(p.dir, name), nil, parser.SkipObjectResolution)
+			require.NoError(t, err)
+			local := ""
+			for _, imp := range file.Imports {
+				if imp.Path.Value == `"`+module+`lua"` {
+					local = "lua"
+					if imp.Name != nil {
+						local = imp.Name.Name
+					}
+				}
+			}
+			if local == "" {
+				continue
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == local && keyLayout[sel.Sel.Name] {
+					t.Errorf("%s: lua.%s outside lua: add a typed operation to lua.Client instead", fset.Position(sel.Pos()), sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package lua_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+)
+
+func tokensOf(u lua.UserReservations) []string {
+	out := make([]string, len(u.Tokens))
+	for i, t := range u.Tokens {
+		out[i] = t.Token
+	}
+	return out
+}
+
+// TestUserIndex: the reserve script lists each hold under its user, in hold
+// order (a replay adds nothing), and the read returns each token with its
+// hold state and status record; the index is complete only for the epoch
+// warm-up started it in, in Redis mode, while every hold was indexed (not
+// after a hold by an older reserve script, nor once the index was lost),
+// and it is one of the sale's keys.
+func TestUserIndex(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	c := ctx(t)
+	got, err := f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.True(t, got.Complete, "a warmed sale without reservations is listed")
+	require.Empty(t, got.Tokens)
+
+	first := f.reserve(t, 7, "req-1")
+	require.Equal(t, lua.OutcomeOK, first.Outcome)
+	require.Equal(t, lua.OutcomeReplay, f.reserve(t, 7, "req-1").Outcome)
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 8, "req-1").Outcome)
+	_, err = f.scripts.Release(c, f.rdb, f.saleID, 7, first.Token, true)
+	require.NoError(t, err)
+	second := f.reserve(t, 7, "req-2")
+	require.Equal(t, lua.OutcomeOK, second.Outcome)
+	rec := lua.StatusRecord{Seq: 3, UserID: 7, Status: "CANCELLED", AmountCents: 100}
+	_, err = f.scripts.WriteStatus(c, f.rdb, f.saleID, first.Token, rec)
+	require.NoError(t, err)
+
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.True(t, got.Complete)
+	require.Equal(t, []string{first.Token, second.Token}, tokensOf(got), "hold order, the replay not twice")
+	require.Equal(t, domain.TokenReleased, got.Tokens[0].TokenState)
+	require.NotNil(t, got.Tokens[0].Record)
+	require.Equal(t, "CANCELLED", got.Tokens[0].Record.Status)
+	require.Equal(t, domain.TokenHeld, got.Tokens[1].TokenState)
+	require.Equal(t, int64(7), got.Tokens[1].Owner)
+	require.Nil(t, got.Tokens[1].Record)
+
+	// A hold taken by an older release's reserve script, which counts it
+	// in the reserved counter but does not index it.
+	require.NoError(t, f.rdb.Incr(c, f.keys.Reserved).Err())
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.False(t, got.Complete, "a hold the index missed")
+	require.NoError(t, f.rdb.Decr(c, f.keys.Reserved).Err())
+
+	for name, edit := range map[string][2]string{
+		"database mode": {"mode", string(domain.ModeDatabase)},
+		"a new epoch":   {"epoch", "2"},
+	} {
+		old, err := f.rdb.HGet(c, f.keys.Meta, edit[0]).Result()
+		require.NoError(t, err)
+		require.NoError(t, f.rdb.HSet(c, f.keys.Meta, edit[0], edit[1]).Err())
+		got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+		require.NoError(t, err)
+		require.False(t, got.Complete, name)
+		require.NoError(t, f.rdb.HSet(c, f.keys.Meta, edit[0], old).Err())
+	}
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.True(t, got.Complete)
+
+	index, err := f.rdb.HGetAll(c, f.keys.Mine).Result()
+	require.NoError(t, err)
+	require.NoError(t, f.rdb.Del(c, f.keys.Mine).Err())
+	f.reserve(t, 10, "req-1")
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.False(t, got.Complete, "the index lost (and a hold indexed since)")
+	require.NoError(t, f.rdb.HSet(c, f.keys.Mine, index).Err())
+	require.NoError(t, f.rdb.Decr(c, f.keys.Reserved).Err())
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.True(t, got.Complete)
+
+	require.Contains(t, f.keys.All(), f.keys.Mine)
+	require.NoError(t, f.rdb.Del(c, f.keys.All()...).Err())
+	got, err = f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+	require.NoError(t, err)
+	require.False(t, got.Complete, "a torn-down sale")
+}
+
+// TestUserIndexNotStartedOnALiveSale: warm-up of a sale that already has
+// live orders (or in database mode) does not start the index, so reads go
+// to the database.
+func TestUserIndexNotStartedOnALiveSale(t *testing.T) {
+	for name, edit := range map[string]func(*lua.WarmupArgs){
+		"live orders":   func(a *lua.WarmupArgs) { a.Buyers = []int64{3} },
+		"database mode": func(a *lua.WarmupArgs) { a.Mode = string(domain.ModeDatabase) },
+	} {
+		f := mustWarmSale(t, 5, edit)
+		got, err := f.scripts.ReadUserReservations(ctx(t), f.rdb, f.saleID, 3)
+		require.NoError(t, err)
+		require.False(t, got.Complete, name)
+	}
+}

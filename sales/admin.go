@@ -1,0 +1,111 @@
+package sales
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// Which store failed an operation that touches both (match with
+// errors.Is; the cause is wrapped too).
+var (
+	// ErrDatabase: the database failed; nothing is left half done.
+	ErrDatabase = errors.New("database unavailable")
+	// ErrRedis: Redis failed before the database changed; nothing changed.
+	ErrRedis = errors.New("redis unavailable")
+	// ErrRedisBehind: the database changed but Redis did not follow; a
+	// retry or the reconciliation brings Redis up to date.
+	ErrRedisBehind = errors.New("the database changed but redis did not")
+	// ErrInsufficient: a withdrawal of more than the unsold units.
+	ErrInsufficient = errors.New("cannot withdraw more than the unsold units")
+)
+
+// SetControl pauses, resumes or stops a sale: the database holds the
+// decision, then the sale's Redis metadata follows when the sale is warmed
+// (lua/control.lua), so the reserve script enforces it at once. Errors:
+// store.ErrNotFound, ErrDatabase, or ErrRedisBehind (recorded, but Redis
+// did not take it: retry).
+func SetControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64, to domain.SaleControl) (*domain.Sale, error) {
+	sale, err := st.SetSaleControl(ctx, saleID, to)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set control of sale %d: %w: %w", saleID, ErrDatabase, err)
+	}
+	if _, err := rdb.SetControl(ctx, saleID, string(to)); err != nil {
+		return nil, fmt.Errorf("set control of sale %d in redis: %w: %w", saleID, ErrRedisBehind, err)
+	}
+	return sale, nil
+}
+
+// AdjustStock adds units to a sale (delta > 0) or withdraws unsold ones
+// (delta < 0), in the database's buckets and in Redis's stock.
+//
+// An addition goes to the database first, then to Redis under a ref that
+// applies it once, also when a stock repair copied the buckets (with this
+// addition) into Redis meanwhile; a Redis failure then is ErrRedisBehind
+// (reconciliation repairs it). A withdrawal takes the units from Redis
+// first, so none of them can be reserved meanwhile, then from the
+// database; when the database refuses, the units go back to Redis.
+// Errors: ErrInsufficient, ErrRedis, ErrDatabase, ErrRedisBehind.
+func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, delta int64) error {
+	ref := "adjust-" + ulid.Make().String()
+	if delta > 0 {
+		if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
+			return fmt.Errorf("adjust stock of sale %d in the database: %w: %w", saleID, ErrDatabase, err)
+		}
+		if _, _, err := rdb.Adjust(ctx, saleID, delta, ref); err != nil {
+			return fmt.Errorf("adjust stock of sale %d in redis after the database: %w: %w", saleID, ErrRedisBehind, err)
+		}
+		return nil
+	}
+	outcome, _, err := rdb.Adjust(ctx, saleID, delta, "")
+	if err != nil {
+		return fmt.Errorf("adjust stock of sale %d in redis: %w: %w", saleID, ErrRedis, err)
+	}
+	if outcome == lua.AdjustInsufficient {
+		return ErrInsufficient
+	}
+	if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
+		var gerr error
+		if outcome == lua.AdjustOK {
+			// Give the units back to Redis: the database refused them.
+			_, _, gerr = rdb.Adjust(context.WithoutCancel(ctx), saleID, -delta, "")
+		}
+		if errors.Is(err, store.ErrInsufficient) {
+			err = ErrInsufficient
+		} else {
+			err = fmt.Errorf("adjust stock of sale %d in the database: %w: %w", saleID, ErrDatabase, err)
+		}
+		if gerr != nil {
+			return fmt.Errorf("%w (and giving %d units back to redis: %v)", err, -delta, gerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// SwitchToDatabase moves a sale from Redis mode to database mode for the
+// database path (store.SwitchToDatabase): the new epoch makes Redis's copy
+// stale, so no instance reserves on it once it has learnt of the switch,
+// and the database path sells only after holdOff. Resync and RebuildLost
+// take the sale back.
+func SwitchToDatabase(ctx context.Context, st *store.Store, saleID int64, holdOff time.Duration) (*domain.Sale, error) {
+	return st.SwitchToDatabase(ctx, saleID, holdOff)
+}
+
+// AbortStalledResync rolls a resync older than staleAfter (its instance
+// died between BeginResync and FinishResync) back to database mode with a
+// new epoch, so the database path sells again and a later resync starts
+// over. It reports whether it rolled one back.
+func AbortStalledResync(ctx context.Context, st *store.Store, saleID int64, staleAfter time.Duration) (bool, error) {
+	return st.AbortResync(ctx, saleID, 0, staleAfter)
+}
