@@ -41,51 +41,47 @@ const (
 	redisTimeout = 3 * time.Second
 )
 
-// NonRetryableErrorTypes are the application error types whose answer a
-// retry cannot change.
+// A business refusal crosses Temporal as a non-retryable application error
+// whose type is the refusal's domain code (domain.E*): the workflow and the
+// API read the code back with workflows.RefusalCode, and the API answers it
+// through its one status map (api/errors.go). Histories recorded before the
+// codes were the types carry older type names; RefusalCode accepts those too.
+
+// NonRetryableErrorTypes are the refusal codes the order activities answer
+// with; a retry cannot change them. (refuse marks them non-retryable too.)
 var NonRetryableErrorTypes = []string{
-	domain.ErrTypeNoStock,
-	domain.ErrTypeAlreadyPurchased,
-	domain.ErrTypeNotPayable,
-	domain.ErrTypeNotCancellable,
+	domain.ESoldOut,
+	domain.EAlreadyPurchased,
+	domain.ENotPayable,
+	domain.ENotCancellable,
 }
 
-// classify wraps err with the operation and turns the store's business
-// sentinels into non-retryable application errors; everything else (lost
-// connections, deadlocks, timeouts) stays retryable.
+// refuse wraps a business refusal as the application error whose type is
+// its domain code.
+func refuse(op, code string, err error) error {
+	return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), code, err)
+}
+
+// classify is the one mapping from the store's business sentinels to the
+// domain codes of refusals; everything else (lost connections, deadlocks,
+// timeouts) stays retryable, wrapped with the operation.
 func classify(op string, err error) error {
 	for _, m := range []struct {
 		sentinel error
-		typ      string
+		code     string
 	}{
-		{store.ErrNoStock, domain.ErrTypeNoStock},
-		{store.ErrAlreadyPurchased, domain.ErrTypeAlreadyPurchased},
-		{store.ErrNotPayable, domain.ErrTypeNotPayable},
-		{store.ErrNotCancellable, domain.ErrTypeNotCancellable},
+		// The database has no unit for the hold: the sale is sold out
+		// as far as this reservation is concerned.
+		{store.ErrNoStock, domain.ESoldOut},
+		{store.ErrAlreadyPurchased, domain.EAlreadyPurchased},
+		{store.ErrNotPayable, domain.ENotPayable},
+		{store.ErrNotCancellable, domain.ENotCancellable},
 	} {
 		if errors.Is(err, m.sentinel) {
-			return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), m.typ, err)
+			return refuse(op, m.code, err)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)
-}
-
-// StateOf is the OrderState of a stored reservation.
-func StateOf(r *domain.Reservation) domain.OrderState {
-	st := domain.OrderState{
-		Token:       r.Token,
-		SaleID:      r.SaleID,
-		UserID:      r.UserID,
-		Status:      r.Status,
-		OrderNo:     r.OrderNo,
-		AmountCents: r.AmountCents,
-		PaymentRef:  r.PaymentRef,
-	}
-	if r.PayBy != nil {
-		t := r.PayBy.UTC()
-		st.PayBy = &t
-	}
-	return st
 }
 
 // RecordReservation records the reservation as QUEUED, or finds the row a
@@ -97,7 +93,7 @@ func (a *Activities) RecordReservation(ctx context.Context, in domain.OrderInput
 	if err != nil {
 		return domain.OrderState{}, classify("record reservation", err)
 	}
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // PlaceOrder creates the order and deducts its unit from a bucket in one
@@ -115,7 +111,7 @@ func (a *Activities) PlaceOrder(ctx context.Context, token string) (domain.Order
 			return domain.OrderState{}, fmt.Errorf("place order %s: injected failure after commit", token)
 		}
 	}
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // MarkPaid records the payment; repeated with the same ref it returns the
@@ -129,7 +125,7 @@ func (a *Activities) MarkPaid(ctx context.Context, token, paymentRef string) (do
 		return domain.OrderState{}, classify("mark paid", err)
 	}
 	a.countEnd(before, known, r.Status)
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // ReleaseOrder ends a pending order as EXPIRED or CANCELLED and puts its
@@ -143,7 +139,7 @@ func (a *Activities) ReleaseOrder(ctx context.Context, token string, to domain.R
 		return domain.OrderState{}, classify("release order", err)
 	}
 	a.countEnd(before, known, r.Status)
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // EndQueued ends a reservation that never got an order, as FAILED or
@@ -157,7 +153,7 @@ func (a *Activities) EndQueued(ctx context.Context, token string, to domain.Rese
 		return domain.OrderState{}, classify("end queued", err)
 	}
 	a.countEnd(before, known, r.Status)
-	return StateOf(r), nil
+	return r.State(), nil
 }
 
 // RedisAdvance moves the token's Redis state to `to` if it is in one of

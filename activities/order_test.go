@@ -102,9 +102,9 @@ func TestOrderActivitiesAreIdempotent(t *testing.T) {
 
 	// A cancelled order can be neither paid nor released as EXPIRED.
 	_, err = a.MarkPaid(ctx, in.Token, "ref-1")
-	requireAppErr(t, err, domain.ErrTypeNotPayable)
+	requireAppErr(t, err, domain.ENotPayable)
 	_, err = a.ReleaseOrder(ctx, in.Token, domain.StatusExpired)
-	requireAppErr(t, err, domain.ErrTypeNotCancellable)
+	requireAppErr(t, err, domain.ENotCancellable)
 }
 
 func TestOrderActivitiesPayOnce(t *testing.T) {
@@ -123,9 +123,9 @@ func TestOrderActivitiesPayOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, paid, again)
 	_, err = a.MarkPaid(ctx, in.Token, "ref-2")
-	requireAppErr(t, err, domain.ErrTypeNotPayable)
+	requireAppErr(t, err, domain.ENotPayable)
 	_, err = a.ReleaseOrder(ctx, in.Token, domain.StatusExpired)
-	requireAppErr(t, err, domain.ErrTypeNotCancellable)
+	requireAppErr(t, err, domain.ENotCancellable)
 }
 
 func TestOrderActivitiesNoStockIsNotRetryable(t *testing.T) {
@@ -136,7 +136,7 @@ func TestOrderActivitiesNoStockIsNotRetryable(t *testing.T) {
 	_, err := a.RecordReservation(ctx, in)
 	require.NoError(t, err)
 	_, err = a.PlaceOrder(ctx, in.Token)
-	requireAppErr(t, err, domain.ErrTypeNoStock)
+	requireAppErr(t, err, domain.ESoldOut)
 
 	st, err := a.EndQueued(ctx, in.Token, domain.StatusFailed, "no_stock")
 	require.NoError(t, err)

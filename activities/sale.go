@@ -9,7 +9,6 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
@@ -28,9 +27,6 @@ type SaleActivities struct {
 	Metrics *Metrics
 }
 
-// ErrTypeSaleMissing marks a sale row that does not exist.
-const ErrTypeSaleMissing = "SaleMissing"
-
 // SaleTimes is what the sale workflow needs of its sale.
 type SaleTimes struct {
 	StartsAt      time.Time `json:"starts_at"`
@@ -39,11 +35,12 @@ type SaleTimes struct {
 	Stopped       bool `json:"stopped"`
 }
 
-// LoadSale reads the sale's times.
+// LoadSale reads the sale's times; a sale row that does not exist is
+// refused as domain.ENotFound.
 func (a *SaleActivities) LoadSale(ctx context.Context, saleID int64) (SaleTimes, error) {
 	s, err := a.Store.GetSale(ctx, saleID)
 	if errors.Is(err, store.ErrNotFound) {
-		return SaleTimes{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSaleMissing, err)
+		return SaleTimes{}, refuse("load sale", domain.ENotFound, err)
 	}
 	if err != nil {
 		return SaleTimes{}, fmt.Errorf("load sale: %w", err)

@@ -9,11 +9,11 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 const (
@@ -108,7 +108,9 @@ type payRequest struct {
 	PaymentRef *string `json:"payment_ref"`
 }
 
-// ownReservation checks the caller owns the token (database row or Redis hold).
+// ownReservation checks the caller owns the token (database row or Redis
+// hold) and returns it; a token the database does not know yet is a
+// HeldReservation with the token's Redis state.
 func (s *server) ownReservation(ctx context.Context, p Principal, token string, saleID int64) (*domain.Reservation, error) {
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
@@ -120,8 +122,10 @@ func (s *server) ownReservation(ctx context.Context, p Principal, token string, 
 		}
 		return r, nil
 	}
-	if _, owner, ok := s.redisHold(ctx, saleID, token); ok && owner == p.UserID {
-		return nil, nil
+	if state, owner, ok := s.redisHold(ctx, saleID, token); ok && owner == p.UserID {
+		r := domain.HeldReservation(token, saleID, owner)
+		r.TokenState = state
+		return r, nil
 	}
 	return nil, errNoReservation
 }
@@ -176,7 +180,7 @@ func (s *server) payToken(ctx context.Context, token, ref string) (domain.Reserv
 	}
 	switch {
 	case err == nil:
-		return stateView(st), nil
+		return st.View(), nil
 	case errors.Is(err, errWorkflowClosed):
 		r, derr := s.dbReservation(ctx, token)
 		if derr != nil {
@@ -212,7 +216,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	if r == nil || r.Status == domain.StatusQueued || r.Status == domain.StatusCancelled {
+	if r.Status == domain.StatusQueued || r.Status == domain.StatusCancelled {
 		ended, err := s.cancelQueued(c.UserContext(), p.UserID, saleID, token)
 		if err != nil {
 			return s.sendMaybeUnavailable(c, err)
@@ -234,7 +238,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		if st.Status == domain.StatusCancelled {
 			s.cache.dropMark(saleID) // the unit is back on sale
 		}
-		return c.JSON(stateView(st))
+		return c.JSON(st.View())
 	case errors.Is(err, errWorkflowClosed):
 		r, derr := s.dbReservation(c.UserContext(), token)
 		if derr != nil {
@@ -270,7 +274,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 		if !ok {
 			return nil, errNoReservation
 		}
-		in := domain.OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: domain.PathRedis}
+		in := domain.RedisHoldInput(token, saleID, userID, requestID)
 		if _, err := s.st.RecordReservation(dctx, in); err != nil {
 			s.logger.Warn("cancel: record reservation", "token", token, "err", err)
 			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
@@ -380,23 +384,19 @@ func (s *server) updateError(ctx context.Context, token string, err error) error
 	if errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed") {
 		return errWorkflowClosed
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		msg, typ := appErr.Message(), appErr.Type()
-		switch {
-		case strings.HasPrefix(msg, domain.ENotPayable) || typ == domain.ErrTypeNotPayable:
-			return domain.Errorf(domain.ENotPayable, "the reservation is not awaiting payment")
-		case strings.HasPrefix(msg, domain.ENotCancellable) || typ == domain.ErrTypeNotCancellable:
-			return domain.Errorf(domain.ENotCancellable, "the reservation can no longer be cancelled")
-		}
+	// A refusal's application error type is its domain code (read under
+	// the older type names too, for workers of the previous release).
+	switch code := workflows.RefusalCode(err); code {
+	case "":
+	case domain.ENotPayable:
+		return domain.Errorf(code, "the reservation is not awaiting payment")
+	case domain.ENotCancellable:
+		return domain.Errorf(code, "the reservation can no longer be cancelled")
+	default:
+		return domain.Errorf(code, "the reservation's workflow refused the request")
 	}
 	s.ctxLog(ctx).Warn("order workflow update failed", "token", token, "err", err)
 	return domain.Errorf(domain.EUnavailable, "workflow service unavailable, retry")
-}
-
-func stateView(st domain.OrderState) domain.ReservationView {
-	r := domain.Reservation{Token: st.Token, SaleID: st.SaleID, Status: st.Status, OrderNo: st.OrderNo, AmountCents: st.AmountCents, PayBy: st.PayBy}
-	return r.View()
 }
 
 // GET /api/v1/sales/{sale_id}

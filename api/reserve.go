@@ -110,16 +110,61 @@ func saleIDParam(c *fiber.Ctx, name string) (int64, error) {
 // the authoritative check runs on Redis's clock in the script.
 const timeSlack = 2 * time.Second
 
-// reserve is POST /api/v1/sales/{sale_id}/reservations: cheapest filter first.
+// reserve is POST /api/v1/sales/{sale_id}/reservations: admission (the
+// layered filters, cheapest first), then the reservation itself on the path
+// the sale's mode picks.
 func (s *server) reserve(c *fiber.Ctx) error {
-	p := principal(c)
+	a, ok, err := s.admit(c)
+	if !ok {
+		return err
+	}
+	return s.reserveAdmitted(c, a)
+}
 
+// admission is what a request that passed the filters carries on.
+type admission struct {
+	userID    int64
+	saleID    int64
+	requestID string
+	entry     *saleEntry
+	sale      *domain.Sale
+}
+
+// admit runs the filters in order, cheapest first, counting each pass and
+// refusal. ok is false when a filter answered the request (a refusal, or
+// a replay the sold-out mark already knows); err is then that answer's.
+func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
+	a.userID = principal(c).UserID
 	// 1. validation
-	var requestID string
-	saleID, ok := parsePositiveID(c.Params("sale_id"))
+	if a.saleID, a.requestID, ok, err = s.admitRequest(c); !ok {
+		return a, false, err
+	}
+	// 2. global and per-address buckets
+	now := time.Now()
+	if ok, err = s.admitRate(c, now); !ok {
+		return a, false, err
+	}
+	// 3. sale metadata from the cache
+	if a.entry, a.sale, ok, err = s.admitSale(c, a.saleID, now); !ok {
+		return a, false, err
+	}
+	// 4. the in-process sold-out mark (a picture of Redis: only in Redis mode)
+	if ok, err = s.admitSoldOutMark(c, a); !ok {
+		return a, false, err
+	}
+	// 5. per-user bucket and blacklist
+	if ok, err = s.admitUser(c, a.userID, now); !ok {
+		return a, false, err
+	}
+	return a, true, nil
+}
+
+// admitRequest validates the path and the body.
+func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID string, ok bool, err error) {
+	saleID, ok = parsePositiveID(c.Params("sale_id"))
 	if !ok {
 		s.m.reject(layerValidation, "not_found")
-		return sendError(c, domain.ENotFound, "no such sale")
+		return 0, "", false, sendError(c, domain.ENotFound, "no such sale")
 	}
 	body, err := jsonBody(c)
 	if err == nil {
@@ -127,102 +172,125 @@ func (s *server) reserve(c *fiber.Ctx) error {
 	}
 	if err != nil {
 		s.m.reject(layerValidation, "invalid")
-		return sendErr(c, err)
+		return 0, "", false, sendErr(c, err)
 	}
 	s.m.pass(layerValidation)
+	return saleID, requestID, true, nil
+}
 
-	// 2. global and per-address buckets
-	now := time.Now()
+// admitRate takes a token from the global and the per-address buckets.
+func (s *server) admitRate(c *fiber.Ctx, now time.Time) (bool, error) {
 	if !s.global.AllowN(now, 1) {
 		s.m.reject(layerGlobal, "rate_limited")
-		return s.rateLimited(c, s.cfg.GlobalRPS)
+		return false, s.rateLimited(c, s.cfg.GlobalRPS)
 	}
 	s.m.pass(layerGlobal)
 	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.allow(addr, now) {
 		s.m.reject(layerAddr, "rate_limited")
-		return s.rateLimited(c, s.cfg.PerAddrRPS)
+		return false, s.rateLimited(c, s.cfg.PerAddrRPS)
 	}
 	s.m.pass(layerAddr)
+	return true, nil
+}
 
-	// 3. sale metadata from the cache
+// admitSale reads the sale from the cache and refuses it outside its
+// window, stopped or paused.
+func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*saleEntry, *domain.Sale, bool, error) {
 	entry, err := s.cache.get(c.UserContext(), saleID)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.ENotFound {
 			s.m.reject(layerSale, "not_found")
-			return sendErr(c, err)
+			return nil, nil, false, sendErr(c, err)
 		}
 		s.m.reject(layerSale, "unavailable")
 		s.log(c).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
-		return unavailable(c, 1, "sale data unavailable, retry with the same request_id")
+		return nil, nil, false, unavailable(c, 1, "sale data unavailable, retry with the same request_id")
 	}
 	sale := entry.sale.Load()
 	switch {
 	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(timeSlack)):
 		s.m.reject(layerSale, "ended")
-		return sendError(c, domain.ESaleEnded, "the sale has ended")
+		return nil, nil, false, sendError(c, domain.ESaleEnded, "the sale has ended")
 	case now.Before(sale.StartsAt.Add(-timeSlack)):
 		s.m.reject(layerSale, "not_started")
-		return sendError(c, domain.ESaleNotStarted, "the sale has not started")
+		return nil, nil, false, sendError(c, domain.ESaleNotStarted, "the sale has not started")
 	case sale.Control == domain.ControlPaused:
 		s.m.reject(layerSale, "paused")
-		return sendError(c, domain.ESalePaused, "the sale is paused")
+		return nil, nil, false, sendError(c, domain.ESalePaused, "the sale is paused")
 	}
 	s.m.pass(layerSale)
+	return entry, sale, true, nil
+}
 
-	// 4. the in-process sold-out mark (a picture of Redis: only in Redis mode)
+// admitSoldOutMark answers from the in-process sold-out mark: a replay it
+// knows is accepted again, a sold-out sale refused.
+func (s *server) admitSoldOutMark(c *fiber.Ctx, a admission) (bool, error) {
 	ans, tok := markNone, ""
-	if sale.Mode == domain.ModeRedis {
-		ans, tok = entry.check(p.UserID, requestID)
+	if a.sale.Mode == domain.ModeRedis {
+		ans, tok = a.entry.check(a.userID, a.requestID)
 	}
 	switch ans {
 	case markReplay:
 		s.m.reject(layerSoldOut, "replay")
-		return s.accepted(c, tok, saleID, requestID)
+		return false, s.accepted(c, tok, a.saleID, a.requestID)
 	case markSoldOut:
 		s.m.reject(layerSoldOut, "sold_out")
-		return sendError(c, domain.ESoldOut, "sold out")
+		return false, sendError(c, domain.ESoldOut, "sold out")
 	}
 	s.m.pass(layerSoldOut)
+	return true, nil
+}
 
-	// 5. per-user bucket and blacklist
-	if !s.perUser.allow(p.UserID, now) {
+// admitUser takes a token from the user's bucket and refuses a
+// blacklisted user.
+func (s *server) admitUser(c *fiber.Ctx, userID int64, now time.Time) (bool, error) {
+	if !s.perUser.allow(userID, now) {
 		s.m.reject(layerUser, "rate_limited")
-		return s.rateLimited(c, s.cfg.PerUserRPS)
+		return false, s.rateLimited(c, s.cfg.PerUserRPS)
 	}
 	s.m.pass(layerUser)
-	if s.cache.blacklisted(p.UserID) {
+	if s.cache.blacklisted(userID) {
 		s.m.reject(layerBlacklist, "blacklisted")
-		return sendError(c, domain.EBlacklisted, "this user may not take part")
+		return false, sendError(c, domain.EBlacklisted, "this user may not take part")
 	}
 	s.m.pass(layerBlacklist)
+	return true, nil
+}
 
-	// 6. the atomic script, or the database path when the sale is in
-	// database mode or Redis's breaker is open. Either way the token is the
-	// same, so a retry on the other path reaches the same reservation.
-	token := domain.DeriveToken(s.cfg.TokenKey, saleID, p.UserID, requestID)
-	switch sale.Mode {
+// reserveAdmitted is the reservation itself: the atomic script, or the
+// database path when the sale is in database mode or Redis's breaker is
+// open. Either way the token is the same, so a retry on the other path
+// reaches the same reservation.
+func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
+	token := domain.DeriveToken(s.cfg.TokenKey, a.saleID, a.userID, a.requestID)
+	switch a.sale.Mode {
 	case domain.ModeDatabase:
-		return s.reserveViaDatabase(c, entry, sale, s.dbInput(token, saleID, p.UserID, requestID))
+		return s.reserveViaDatabase(c, a.entry, a.sale, s.dbInput(token, a.saleID, a.userID, a.requestID))
 	case domain.ModeResync:
 		s.m.reject(layerRedis, "resync")
 		return unavailable(c, 1, "the sale is switching back to Redis; retry with the same request_id")
 	}
 	res, err := s.breaker.execute(func() (lua.ReserveResult, error) {
 		return s.reserveViaRedis(c.UserContext(), lua.ReserveArgs{
-			SaleID: saleID, UserID: p.UserID, RequestID: requestID, Token: token, Epoch: sale.ModeEpoch,
+			SaleID: a.saleID, UserID: a.userID, RequestID: a.requestID, Token: token, Epoch: a.sale.ModeEpoch,
 		})
 	})
 	if isBreakerRefusal(err) {
 		// Redis is failing: no call was made, so the database path is safe.
-		return s.reserveViaDatabase(c, entry, sale, s.dbInput(token, saleID, p.UserID, requestID))
+		return s.reserveViaDatabase(c, a.entry, a.sale, s.dbInput(token, a.saleID, a.userID, a.requestID))
 	}
 	if err != nil {
 		// The script may or may not have run: never retried on the other
 		// path; the client retries with the same request_id.
 		s.m.reject(layerRedis, "error")
-		s.log(c).Warn("reserve: redis", "sale_id", saleID, "err", err)
+		s.log(c).Warn("reserve: redis", "sale_id", a.saleID, "err", err)
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}
+	return s.answerScript(c, a, token, res)
+}
+
+// answerScript answers the reserve script's outcome.
+func (s *server) answerScript(c *fiber.Ctx, a admission, token string, res lua.ReserveResult) error {
 	s.m.reject(layerRedis, res.Outcome)
 	switch res.Outcome {
 	case lua.OutcomeOK:
@@ -233,17 +301,17 @@ func (s *server) reserve(c *fiber.Ctx) error {
 		// The inbox relay starts the order (the script's XADD); the API
 		// starting it as well only doubled the start calls.
 		if s.cfg.APIStartsRedisOrders {
-			s.starter.enqueue(c.UserContext(), domain.OrderInput{Token: token, SaleID: saleID, UserID: p.UserID, RequestID: requestID, Path: domain.PathRedis})
+			s.starter.enqueue(c.UserContext(), domain.RedisHoldInput(token, a.saleID, a.userID, a.requestID))
 		}
-		entry.lowerStock(res.StockLeft)
-		return s.accepted(c, token, saleID, requestID)
+		a.entry.lowerStock(res.StockLeft)
+		return s.accepted(c, token, a.saleID, a.requestID)
 	case lua.OutcomeReplay:
-		return s.accepted(c, res.Token, saleID, requestID)
+		return s.accepted(c, res.Token, a.saleID, a.requestID)
 	case lua.OutcomeAlready:
 		return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
 	case lua.OutcomeSoldOut:
-		entry.stockLeft.Store(0)
-		s.cache.markSoldOutAsync(saleID, entry, s.logger)
+		a.entry.stockLeft.Store(0)
+		s.cache.markSoldOutAsync(a.saleID, a.entry, s.logger)
 		return sendError(c, domain.ESoldOut, "sold out")
 	case lua.OutcomeNotStarted:
 		return sendError(c, domain.ESaleNotStarted, "the sale has not started")
@@ -261,7 +329,7 @@ func (s *server) reserve(c *fiber.Ctx) error {
 }
 
 func (s *server) dbInput(token string, saleID, userID int64, requestID string) domain.OrderInput {
-	return domain.OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: domain.PathDatabase, Deducted: true}
+	return domain.DatabasePathInput(token, saleID, userID, requestID)
 }
 
 // reserveViaRedis is the one Redis call of the hot path, kept small so that

@@ -188,7 +188,7 @@ func (c *checker) sale(s SaleState) {
 	}
 	var liveOrders int64
 	for _, r := range s.Reservations {
-		if r.OrderStatus == domain.StatusPaid || r.OrderStatus == domain.StatusPendingPayment {
+		if r.OrderStatus.Live() {
 			liveOrders++
 		}
 	}

@@ -165,7 +165,7 @@ func probe(ctx context.Context, c *caller, f Final) {
 	for _, s := range f.Sales {
 		var live int64
 		for _, r := range s.Reservations {
-			if r.Status == domain.StatusPaid || r.Status == domain.StatusPendingPayment {
+			if r.Status.Live() {
 				live++
 			}
 		}

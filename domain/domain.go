@@ -56,6 +56,19 @@ func (s ReservationStatus) Valid() bool {
 	return false
 }
 
+// LiveCount sums the live statuses (Live) of counts by status, keyed by
+// the status or by its name: the stock balances count these
+// (db_stock + live = stock_total).
+func LiveCount[K ~string](counts map[K]int64) int64 {
+	var n int64
+	for s, c := range counts {
+		if ReservationStatus(s).Live() {
+			n += c
+		}
+	}
+	return n
+}
+
 // SaleControl is what an operator decided about a sale.
 type SaleControl string
 
@@ -170,7 +183,13 @@ func (s *Sale) View(now time.Time, stockLeft int64) SaleView {
 	}
 }
 
-// Reservation is one user's claim on one unit of a sale, named by its token.
+// Reservation is one user's claim on one unit of a sale, named by its token:
+// the one shape of a reservation. The store reads it from its row; the
+// order workflow carries it as its OrderState (State), clients see its
+// View. It starts one of two ways: a Redis hold (RedisHoldInput, and
+// HeldReservation for how it looks before its workflow recorded it) or the
+// database path (DatabasePathReservation, DatabasePathInput); OrderInput
+// starts its workflow again.
 type Reservation struct {
 	Token       string
 	SaleID      int64
@@ -183,6 +202,7 @@ type Reservation struct {
 	PayBy       *time.Time
 	PaymentRef  string
 	FailReason  string // why a FAILED reservation failed (FailReason*)
+	TokenState  string // the token's Redis state (Token*) where read from Redis; "" from the database alone
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
@@ -207,16 +227,58 @@ type ReservationView struct {
 
 // View renders the reservation for its owner.
 func (r *Reservation) View() ReservationView {
-	v := ReservationView{
+	return r.State().View()
+}
+
+// State is the reservation as the order workflow carries it.
+func (r *Reservation) State() OrderState {
+	st := OrderState{
 		Token:       r.Token,
 		SaleID:      r.SaleID,
+		UserID:      r.UserID,
 		Status:      r.Status,
 		OrderNo:     r.OrderNo,
 		AmountCents: r.AmountCents,
+		PaymentRef:  r.PaymentRef,
+		FailReason:  r.FailReason,
 	}
 	if r.PayBy != nil {
 		t := r.PayBy.UTC()
+		st.PayBy = &t
+	}
+	return st
+}
+
+// View renders the workflow's state of a reservation for its owner: the
+// one conversion to the contract's view.
+func (st OrderState) View() ReservationView {
+	v := ReservationView{
+		Token:       st.Token,
+		SaleID:      st.SaleID,
+		Status:      st.Status,
+		OrderNo:     st.OrderNo,
+		AmountCents: st.AmountCents,
+	}
+	if st.PayBy != nil {
+		t := st.PayBy.UTC()
 		v.PayBy = &t
 	}
 	return v
+}
+
+// HeldReservation is a Redis hold as it stands before its workflow has
+// recorded it: QUEUED, with no order yet (its amount, the sale's price, is
+// the caller's to fill in where it shows one).
+func HeldReservation(token string, saleID, userID int64) *Reservation {
+	return &Reservation{Token: token, SaleID: saleID, UserID: userID, Path: PathRedis,
+		Status: StatusQueued, TokenState: TokenHeld}
+}
+
+// DatabasePathReservation is a reservation the database path took: its
+// unit deducted and its order placed in the reserving transaction at now,
+// so it starts PENDING_PAYMENT with no Redis hold.
+func DatabasePathReservation(in OrderInput, orderNo string, amountCents int64, payBy, now time.Time) *Reservation {
+	return &Reservation{Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
+		Path: PathDatabase, Status: StatusPendingPayment, OrderNo: orderNo,
+		AmountCents: amountCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now}
 }

@@ -39,19 +39,45 @@ func OrderWorkflowID(token string) string { return "order:" + token }
 // SaleWorkflowID names the one workflow of a sale.
 func SaleWorkflowID(saleID int64) string { return "sale:" + strconv.FormatInt(saleID, 10) }
 
-// OrderInput starts an OrderWorkflow.
+// OrderInput starts an OrderWorkflow. Build it with RedisHoldInput,
+// DatabasePathInput or Reservation.OrderInput.
 type OrderInput struct {
 	Token     string          `json:"token"`
 	SaleID    int64           `json:"sale_id"`
 	UserID    int64           `json:"user_id"`
 	RequestID string          `json:"request_id"`
 	Path      ReservationPath `json:"path"`
-	// Deducted is true when the database path already deducted the unit and
-	// placed the order in its own transaction; there is no Redis hold then.
+	// Deducted is the older encoding of Path == PathDatabase (the database
+	// path deducted the unit and placed the order in its own transaction).
+	// Inputs in recorded histories and from processes of earlier releases
+	// may carry either, so it stays in the JSON and DatabasePathInput
+	// still sets it; only NoRedisHold reads it.
 	Deducted bool `json:"deducted"`
 }
 
-// OrderState is what the status query and the updates answer.
+// RedisHoldInput starts the workflow of a reservation the reserve script
+// took in Redis: a hold, recorded QUEUED by the workflow, which then
+// places its order.
+func RedisHoldInput(token string, saleID, userID int64, requestID string) OrderInput {
+	return OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: PathRedis}
+}
+
+// DatabasePathInput starts the workflow of a reservation the database path
+// took (DatabasePathReservation): the order exists, there is no Redis hold.
+func DatabasePathInput(token string, saleID, userID int64, requestID string) OrderInput {
+	return OrderInput{Token: token, SaleID: saleID, UserID: userID, RequestID: requestID, Path: PathDatabase, Deducted: true}
+}
+
+// NoRedisHold reports whether the reservation started without a Redis
+// hold (the database path took it). It is the one place that reads both
+// encodings of that fact: Path, and the older Deducted.
+func (in OrderInput) NoRedisHold() bool {
+	return in.Path == PathDatabase || in.Deducted
+}
+
+// OrderState is what the status query and the updates answer: the order
+// workflow's form of a Reservation (Reservation.State), its JSON recorded
+// in histories, so its field names stay.
 type OrderState struct {
 	Token       string            `json:"token"`
 	SaleID      int64             `json:"sale_id"`
@@ -73,16 +99,6 @@ type PayRequest struct {
 type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
-
-// Application error types of the order activities. They are non-retryable:
-// retrying cannot change the answer.
-const (
-	ErrTypeNoStock          = "NoStock"
-	ErrTypeAlreadyPurchased = "AlreadyPurchased"
-	ErrTypeSaleClosed       = "SaleClosed"
-	ErrTypeNotPayable       = "NotPayable"
-	ErrTypeNotCancellable   = "NotCancellable"
-)
 
 // Fail reasons stored with a FAILED reservation.
 const (

@@ -55,7 +55,7 @@ func (s State) StrandedUnits() int64 {
 	if rep == nil || !rep.RedisLoaded {
 		return 0
 	}
-	live := rep.Orders[string(domain.StatusPendingPayment)] + rep.Orders[string(domain.StatusPaid)]
+	live := domain.LiveCount(rep.Orders)
 	return max(rep.StockTotal-live-rep.InFlight-rep.RedisStock, 0)
 }
 
@@ -118,7 +118,7 @@ func Check(s State) []Violation {
 	if rep == nil {
 		add(VNoReport, "sale %d: no reconciliation report", s.SaleID)
 	} else {
-		live := rep.Orders[string(domain.StatusPendingPayment)] + rep.Orders[string(domain.StatusPaid)]
+		live := domain.LiveCount(rep.Orders)
 		if !rep.Consistent {
 			add(VInconsistent, "sale %d: reconciliation says inconsistent", s.SaleID)
 		}
@@ -228,7 +228,7 @@ func Summarize(scenario string, requests int, s State, violations []Violation) R
 		StrandedUnits: s.StrandedUnits(), StrandedUsers: len(s.StrandedUsers())}
 	if s.Report != nil {
 		o := s.Report.Orders
-		r.Sold = o[string(domain.StatusPaid)] + o[string(domain.StatusPendingPayment)]
+		r.Sold = domain.LiveCount(o)
 		r.Released = o[string(domain.StatusExpired)] + o[string(domain.StatusCancelled)] + o[string(domain.StatusFailed)]
 		r.Oversold = max(r.Sold-s.Report.StockTotal, 0)
 	}

@@ -117,7 +117,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 
 // identitiesHold checks the contract's two identities on a report.
 func identitiesHold(rep *domain.ReconciliationReport) bool {
-	live := rep.Orders[string(domain.StatusPendingPayment)] + rep.Orders[string(domain.StatusPaid)]
+	live := domain.LiveCount(rep.Orders)
 	dbOK := rep.DBStock+live == rep.StockTotal
 	if !rep.RedisLoaded {
 		return dbOK
@@ -144,6 +144,21 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 	if err != nil {
 		return nil, fmt.Errorf("reconcile sale %d: %w", saleID, err)
 	}
+	o := newObservation(saleID, rs, ds)
+	// The checks, in this order: the token checks count the reservations in
+	// flight, which the identities use.
+	for token, e := range rs.Tokens {
+		o.checkToken(token, e)
+	}
+	o.checkBuyers()
+	o.checkIdentities()
+	o.checkInbox(r.staleAfter())
+	return o, nil
+}
+
+// newObservation starts the observation of the two snapshots with the
+// report's figures.
+func newObservation(saleID int64, rs *lua.Snapshot, ds *store.Snapshot) *observation {
 	o := &observation{redis: rs, db: ds, found: map[string]domain.Discrepancy{}, holding: map[int64]bool{}}
 	rep := &o.report
 	rep.SaleID = saleID
@@ -162,61 +177,81 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 	rep.DeadLetters = rs.Dead
 	rep.Refunds = ds.Refunds
 	rep.CheckedAt = time.Now().UTC()
+	return o
+}
 
-	for token, e := range rs.Tokens {
-		d, ok := ds.Reservations[token]
-		switch e.State {
-		case domain.TokenHeld:
-			o.holding[e.UserID] = true
-			switch {
-			case !ok:
-				rep.InFlight++
-				o.add(domain.Discrepancy{Kind: domain.KindHoldWithoutWorkflow, UserID: e.UserID, Token: token, Detail: "Redis holds a unit for this token but the database has no reservation"})
-			case d.Status == domain.StatusQueued:
-				rep.InFlight++
-			case d.Status.Live():
-				// Placed; the workflow has yet to mark the token ordered.
-			default:
-				rep.InFlight++
-				o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("reservation is %s but Redis still holds it", d.Status)})
-			}
-		case domain.TokenOrdered:
-			o.holding[e.UserID] = true
-			switch {
-			case ok && d.Status.Live():
-			case ok && d.Status.Terminal():
-				rep.InFlight++
-				o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("order is %s but Redis still holds it", d.Status)})
-			default:
-				o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says ordered, the database " + describe(d, ok)})
-			}
-		case domain.TokenPaid:
-			if !ok || d.Status != domain.StatusPaid {
-				o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says paid, the database " + describe(d, ok)})
-			}
-		case domain.TokenReleased:
-			if ok && d.Status.HoldsUnit() {
-				o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says released, the database " + describe(d, ok)})
-			}
+// checkToken compares a Redis token's state with its database reservation
+// and counts the reservations in flight (a unit held in Redis that is
+// neither on sale nor in a live order).
+func (o *observation) checkToken(token string, e lua.TokenEntry) {
+	d, ok := o.db.Reservations[token]
+	switch e.State {
+	case domain.TokenHeld:
+		o.holding[e.UserID] = true
+		o.checkHeld(token, e, d, ok)
+	case domain.TokenOrdered:
+		o.holding[e.UserID] = true
+		switch {
+		case ok && d.Status.Live():
+		case ok && d.Status.Terminal():
+			o.report.InFlight++
+			o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("order is %s but Redis still holds it", d.Status)})
+		default:
+			o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says ordered, the database " + describe(d, ok)})
+		}
+	case domain.TokenPaid:
+		if !ok || d.Status != domain.StatusPaid {
+			o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says paid, the database " + describe(d, ok)})
+		}
+	case domain.TokenReleased:
+		if ok && d.Status.HoldsUnit() {
+			o.add(domain.Discrepancy{Kind: domain.KindTokenStateMismatch, UserID: e.UserID, Token: token, Detail: "Redis says released, the database " + describe(d, ok)})
 		}
 	}
+}
 
-	if rs.Exists {
-		for user := range rs.Buyers {
-			if _, live := ds.LiveUsers[user]; !live && !o.holding[user] {
-				o.add(domain.Discrepancy{Kind: domain.KindRedisMarkWithoutOrder, UserID: user, Detail: "user is in the buyer set without a live order or a hold"})
-			}
-		}
-		for user, token := range ds.LiveUsers {
-			if ds.Reservations[token].Path == domain.PathRedis && !rs.Buyers[user] {
-				o.add(domain.Discrepancy{Kind: domain.KindOrderWithoutRedisMark, UserID: user, Token: token, Detail: "live order whose user is missing from the buyer set"})
-			}
+// checkHeld checks a token Redis says is held.
+func (o *observation) checkHeld(token string, e lua.TokenEntry, d store.SnapshotReservation, ok bool) {
+	switch {
+	case !ok:
+		o.report.InFlight++
+		o.add(domain.Discrepancy{Kind: domain.KindHoldWithoutWorkflow, UserID: e.UserID, Token: token, Detail: "Redis holds a unit for this token but the database has no reservation"})
+	case d.Status == domain.StatusQueued:
+		o.report.InFlight++
+	case d.Status.Live():
+		// Placed; the workflow has yet to mark the token ordered.
+	default:
+		o.report.InFlight++
+		o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("reservation is %s but Redis still holds it", d.Status)})
+	}
+}
+
+// checkBuyers compares Redis's buyer set with the users of live orders and
+// of Redis holds.
+func (o *observation) checkBuyers() {
+	rs, ds := o.redis, o.db
+	if !rs.Exists {
+		return
+	}
+	for user := range rs.Buyers {
+		if _, live := ds.LiveUsers[user]; !live && !o.holding[user] {
+			o.add(domain.Discrepancy{Kind: domain.KindRedisMarkWithoutOrder, UserID: user, Detail: "user is in the buyer set without a live order or a hold"})
 		}
 	}
+	for user, token := range ds.LiveUsers {
+		if ds.Reservations[token].Path == domain.PathRedis && !rs.Buyers[user] {
+			o.add(domain.Discrepancy{Kind: domain.KindOrderWithoutRedisMark, UserID: user, Token: token, Detail: "live order whose user is missing from the buyer set"})
+		}
+	}
+}
 
-	live := ds.Statuses[domain.StatusPendingPayment] + ds.Statuses[domain.StatusPaid]
-	if rs.Exists && rs.Stock+rep.InFlight+live != ds.StockTotal {
-		o.add(domain.Discrepancy{Kind: domain.KindRedisStockDrift, Detail: fmt.Sprintf("redis_stock %d + in_flight %d + live orders %d != stock_total %d", rs.Stock, rep.InFlight, live, ds.StockTotal)})
+// checkIdentities checks the stock identities: Redis's and the database's
+// stock against the live orders, the buckets against the ledger.
+func (o *observation) checkIdentities() {
+	rs, ds, inFlight := o.redis, o.db, o.report.InFlight
+	live := domain.LiveCount(ds.Statuses)
+	if rs.Exists && rs.Stock+inFlight+live != ds.StockTotal {
+		o.add(domain.Discrepancy{Kind: domain.KindRedisStockDrift, Detail: fmt.Sprintf("redis_stock %d + in_flight %d + live orders %d != stock_total %d", rs.Stock, inFlight, live, ds.StockTotal)})
 	}
 	if ds.DBStock+live != ds.StockTotal {
 		o.add(domain.Discrepancy{Kind: domain.KindDBStockDrift, Detail: fmt.Sprintf("db_stock %d + live orders %d != stock_total %d", ds.DBStock, live, ds.StockTotal)})
@@ -227,13 +262,18 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 	if ds.Deducts-ds.Restores != live {
 		o.add(domain.Discrepancy{Kind: domain.KindLedgerBucketMismatch, Token: "orders", Detail: fmt.Sprintf("ledger deducts %d - restores %d != live orders %d", ds.Deducts, ds.Restores, live)})
 	}
+}
+
+// checkInbox reports dead letters and entries unacknowledged for longer
+// than staleAfter.
+func (o *observation) checkInbox(staleAfter time.Duration) {
+	rs := o.redis
 	if rs.Dead > 0 {
 		o.add(domain.Discrepancy{Kind: domain.KindInboxDeadLetter, Detail: fmt.Sprintf("%d inbox entries were dead-lettered", rs.Dead)})
 	}
 	if rs.Stale > 0 {
-		o.add(domain.Discrepancy{Kind: domain.KindInboxUnacked, Detail: fmt.Sprintf("%d inbox entries unacknowledged for over %s", rs.Stale, r.staleAfter())})
+		o.add(domain.Discrepancy{Kind: domain.KindInboxUnacked, Detail: fmt.Sprintf("%d inbox entries unacknowledged for over %s", rs.Stale, staleAfter)})
 	}
-	return o, nil
 }
 
 func describe(d store.SnapshotReservation, ok bool) string {
@@ -328,7 +368,7 @@ func (r *Reconciler) orderInput(ctx context.Context, saleID int64, d domain.Disc
 	if !ok {
 		return domain.OrderInput{}, fmt.Errorf("no request id found for token %s", d.Token)
 	}
-	return domain.OrderInput{Token: d.Token, SaleID: saleID, UserID: d.UserID, RequestID: requestID, Path: domain.PathRedis}, nil
+	return domain.RedisHoldInput(d.Token, saleID, d.UserID, requestID), nil
 }
 
 // restoreMarks puts back the token state and buyer mark of live orders
@@ -362,7 +402,7 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, first, secon
 		if first.report.InFlight != 0 || second.report.InFlight != 0 {
 			continue
 		}
-		live := second.db.Statuses[domain.StatusPendingPayment] + second.db.Statuses[domain.StatusPaid]
+		live := domain.LiveCount(second.db.Statuses)
 		target := second.db.StockTotal - live
 		if target != second.db.DBStock || target < 0 {
 			continue // the database disagrees with itself: report, do not copy

@@ -320,11 +320,7 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCe
 		if err := stillDatabase(); err != nil {
 			return err
 		}
-		res = &domain.Reservation{
-			Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
-			Path: domain.PathDatabase, Status: domain.StatusPendingPayment, OrderNo: orderNo,
-			AmountCents: sale.PriceCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now,
-		}
+		res = domain.DatabasePathReservation(in, orderNo, sale.PriceCents, payBy, now)
 		return nil
 	})
 	return res, err

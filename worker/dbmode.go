@@ -11,68 +11,6 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// OutboxRelay starts the workflows of database-path reservations whose
-// start the API did not confirm: the outbox row was committed with the
-// reservation, so a crash between commit and start loses nothing.
-type OutboxRelay struct {
-	Store   *store.Store
-	Starter func(ctx context.Context, in domain.OrderInput) error
-	// MinAge leaves fresh rows to the API's own start.
-	MinAge time.Duration
-	Every  time.Duration
-	Logger *slog.Logger
-}
-
-// Run relays until ctx ends.
-func (o *OutboxRelay) Run(ctx context.Context) {
-	everyTick(ctx, o.Every, func() {
-		if _, err := o.Once(ctx); err != nil && ctx.Err() == nil {
-			o.Logger.Warn("outbox relay", "err", err)
-		}
-	})
-}
-
-// everyTick runs fn at once and then every period until ctx ends.
-func everyTick(ctx context.Context, period time.Duration, fn func()) {
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		fn()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// Once relays one batch and returns how many workflows it started.
-func (o *OutboxRelay) Once(ctx context.Context) (int, error) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	entries, err := o.Store.PendingOutbox(qctx, o.MinAge, 256)
-	cancel()
-	if err != nil {
-		return 0, err
-	}
-	started := 0
-	for _, e := range entries {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := o.Starter(sctx, domain.OrderInput{Token: e.Token, SaleID: e.SaleID, UserID: e.UserID, RequestID: e.Req, Path: domain.PathDatabase, Deducted: true})
-		cancel()
-		if err != nil {
-			return started, err // Temporal is down: try again next tick
-		}
-		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = o.Store.MarkDispatched(mctx, e.Token)
-		cancel()
-		if err != nil {
-			return started, err
-		}
-		started++
-	}
-	return started, nil
-}
-
 // Resyncer returns sales from database mode to Redis once Redis has
 // answered for a while, and rolls back resyncs that stalled.
 type Resyncer struct {
@@ -90,7 +28,7 @@ type Resyncer struct {
 
 // Run resyncs until ctx ends.
 func (r *Resyncer) Run(ctx context.Context) {
-	everyTick(ctx, r.Every, func() { r.Once(ctx) })
+	everyTick(ctx, r.Every, true, func() { r.Once(ctx) })
 }
 
 // Once checks every open sale once.
@@ -165,40 +103,5 @@ func (r *Resyncer) rebuildIfLost(ctx context.Context, saleID int64) {
 		r.Logger.Error("resync: rebuilding a lost sale failed; it stays on the database path", "sale_id", saleID, "err", err)
 	case done:
 		r.Logger.Info("resync: lost sale rebuilt and back on Redis", "sale_id", saleID)
-	}
-}
-
-// SaleSweeper makes sure every open sale has its SaleWorkflow, also when
-// the API could not start it at creation (Temporal down).
-type SaleSweeper struct {
-	Store  *store.Store
-	Start  func(ctx context.Context, in domain.SaleInput) error
-	Every  time.Duration
-	Logger *slog.Logger
-}
-
-// Run sweeps until ctx ends.
-func (s *SaleSweeper) Run(ctx context.Context) {
-	everyTick(ctx, s.Every, func() { s.Once(ctx) })
-}
-
-// Once starts the sale workflows that are missing.
-func (s *SaleSweeper) Once(ctx context.Context) {
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	open, err := s.Store.ListOpenSales(lctx)
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		s.Logger.Warn("sale sweeper: list sales", "err", err)
-	}
-	for _, sale := range open {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := s.Start(sctx, domain.SaleInput{SaleID: sale.ID})
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				s.Logger.Warn("sale sweeper: start sale workflow", "sale_id", sale.ID, "err", err)
-			}
-			break // Temporal is down: try again next round
-		}
 	}
 }

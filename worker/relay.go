@@ -146,17 +146,8 @@ func (r *Relay) Run(stop, work context.Context) {
 		}
 	}
 
-	ticker := time.NewTicker(orDefault(r.RefreshEvery, defaultRefreshEvery))
-	defer ticker.Stop()
-	for {
-		refresh()
-		select {
-		case <-stop.Done():
-			wg.Wait()
-			return
-		case <-ticker.C:
-		}
-	}
+	everyTick(stop, orDefault(r.RefreshEvery, defaultRefreshEvery), true, refresh)
+	wg.Wait()
 }
 
 func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
@@ -314,13 +305,7 @@ func parseEntry(saleID int64, m lua.InboxEntry) (domain.OrderInput, error) {
 	if m.Malformed != nil {
 		return domain.OrderInput{}, m.Malformed
 	}
-	return domain.OrderInput{
-		Token:     m.Token,
-		SaleID:    saleID,
-		UserID:    m.UserID,
-		RequestID: m.RequestID,
-		Path:      domain.PathRedis,
-	}, nil
+	return domain.RedisHoldInput(m.Token, saleID, m.UserID, m.RequestID), nil
 }
 
 // process hands a batch over: entries already in the started set are only
@@ -334,21 +319,7 @@ func parseEntry(saleID int64, m lua.InboxEntry) (domain.OrderInput, error) {
 // failed because Temporal was unavailable, slow or overloaded leaves its
 // entry pending however long that lasts. It answers how many starts failed.
 func (r *Relay) process(ctx context.Context, saleID int64, msgs []lua.InboxEntry, deliveries map[string]int64) (int, error) {
-	maxDelivery := orDefault(r.MaxDelivery, defaultMaxDelivery)
-	var (
-		entries []inboxEntry
-		dead    []lua.DeadLetter
-	)
-	for _, m := range msgs {
-		in, err := parseEntry(saleID, m)
-		n := deliveries[m.ID]
-		if err != nil {
-			// Retrying cannot fix a malformed entry.
-			dead = append(dead, lua.DeadLetter{Entry: m, Reason: "malformed entry: " + err.Error(), Delivered: n})
-			continue
-		}
-		entries = append(entries, inboxEntry{msg: m, in: in})
-	}
+	entries, dead := sortEntries(saleID, msgs, deliveries)
 	var errs []error
 	if len(dead) > 0 {
 		if err := r.deadLetter(ctx, saleID, dead); err != nil {
@@ -358,34 +329,76 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []lua.InboxEntry
 	if len(entries) == 0 {
 		return 0, errors.Join(errs...)
 	}
-
-	tokens := make([]string, len(entries))
-	for i, e := range entries {
-		tokens[i] = e.in.Token
-	}
-	sctx, cancel := context.WithTimeout(ctx, redisTimeout)
-	known, err := r.Redis.Started(sctx, saleID, tokens)
-	cancel()
+	known, err := r.startedBefore(ctx, saleID, entries)
 	if err != nil {
 		// Nothing is acknowledged; the entries stay pending and come back.
 		errs = append(errs, err)
 		return len(entries), errors.Join(errs...)
 	}
+	b := r.startAll(ctx, entries, known, deliveries)
+	if b.failed > 0 {
+		// One line per batch, not per entry: a Temporal outage fails them all.
+		r.Logger.Warn("relay: workflow starts failed; entries stay pending and are retried, oldest first",
+			"sale_id", saleID, "failed", b.failed, "batch", len(entries), "err", b.firstErr)
+	}
+	if len(b.refused) > 0 {
+		if err := r.deadLetter(ctx, saleID, b.refused); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := r.ack(ctx, saleID, b.ackIDs, b.newTokens); err != nil {
+		errs = append(errs, err)
+	}
+	return b.failed, errors.Join(errs...)
+}
 
-	var (
-		mu        sync.Mutex
-		ackIDs    []string
-		newTokens []string
-		refused   []lua.DeadLetter
-		failed    int
-		firstErr  error
-		wg        sync.WaitGroup
-		sem       = make(chan struct{}, orDefault(r.Concurrency, defaultConcurrency))
-	)
-	startTimeout := orDefault(r.StartTimeout, defaultStartTimeout)
+// sortEntries parses a batch into the entries to start and the malformed
+// ones, which retrying cannot fix.
+func sortEntries(saleID int64, msgs []lua.InboxEntry, deliveries map[string]int64) (entries []inboxEntry, dead []lua.DeadLetter) {
+	for _, m := range msgs {
+		in, err := parseEntry(saleID, m)
+		if err != nil {
+			dead = append(dead, lua.DeadLetter{Entry: m, Reason: "malformed entry: " + err.Error(), Delivered: deliveries[m.ID]})
+			continue
+		}
+		entries = append(entries, inboxEntry{msg: m, in: in})
+	}
+	return entries, dead
+}
+
+// startedBefore reads which entries' tokens are in the started set.
+func (r *Relay) startedBefore(ctx context.Context, saleID int64, entries []inboxEntry) ([]bool, error) {
+	tokens := make([]string, len(entries))
+	for i, e := range entries {
+		tokens[i] = e.in.Token
+	}
+	sctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	return r.Redis.Started(sctx, saleID, tokens)
+}
+
+// batchStarts is what a batch's starts came to.
+type batchStarts struct {
+	mu        sync.Mutex
+	ackIDs    []string         // started now or before: acknowledged
+	newTokens []string         // started now: into the started set
+	refused   []lua.DeadLetter // refused for good: dead-lettered
+	failed    int              // failed for now: left pending
+	firstErr  error
+}
+
+// startAll starts the entries not started before, with bounded
+// concurrency.
+func (r *Relay) startAll(ctx context.Context, entries []inboxEntry, known []bool, deliveries map[string]int64) *batchStarts {
+	b := &batchStarts{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, orDefault(r.Concurrency, defaultConcurrency))
 	for i, e := range entries {
 		if known[i] {
-			ackIDs = append(ackIDs, e.msg.ID)
+			// Under the lock: the starts before it append to the same list.
+			b.mu.Lock()
+			b.ackIDs = append(b.ackIDs, e.msg.ID)
+			b.mu.Unlock()
 			continue
 		}
 		sem <- struct{}{}
@@ -393,46 +406,40 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []lua.InboxEntry
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			// The start joins the reservation request's trace and names
-			// its request id.
-			startCtx := reqid.With(telemetry.WithTraceParent(ctx, e.msg.TraceParent), e.msg.HTTPRequestID)
-			stctx, cancel := context.WithTimeout(startCtx, startTimeout)
-			err := r.Starter(stctx, e.in)
-			cancel()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				r.Metrics.StartErrors.Inc()
-				if n := deliveries[e.msg.ID]; workflows.StartRefused(err) && n > maxDelivery && lua.EntryAge(e.msg.ID) >= r.DeadAfter {
-					refused = append(refused, lua.DeadLetter{Entry: e.msg, Reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", n, err), Delivered: n})
-					return
-				}
-				failed++
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			r.Metrics.Started.Inc()
-			ackIDs = append(ackIDs, e.msg.ID)
-			newTokens = append(newTokens, e.in.Token)
+			r.startEntry(ctx, e, deliveries[e.msg.ID], b)
 		}()
 	}
 	wg.Wait()
-	if failed > 0 {
-		// One line per batch, not per entry: a Temporal outage fails them all.
-		r.Logger.Warn("relay: workflow starts failed; entries stay pending and are retried, oldest first",
-			"sale_id", saleID, "failed", failed, "batch", len(entries), "err", firstErr)
-	}
-	if len(refused) > 0 {
-		if err := r.deadLetter(ctx, saleID, refused); err != nil {
-			errs = append(errs, err)
+	return b
+}
+
+// startEntry starts one entry's workflow and records the outcome in b. A
+// start Temporal refused for good is dead-lettered only after more than
+// MaxDelivery deliveries and DeadAfter.
+func (r *Relay) startEntry(ctx context.Context, e inboxEntry, delivered int64, b *batchStarts) {
+	// The start joins the reservation request's trace and names its
+	// request id.
+	startCtx := reqid.With(telemetry.WithTraceParent(ctx, e.msg.TraceParent), e.msg.HTTPRequestID)
+	stctx, cancel := context.WithTimeout(startCtx, orDefault(r.StartTimeout, defaultStartTimeout))
+	err := r.Starter(stctx, e.in)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		r.Metrics.StartErrors.Inc()
+		if workflows.StartRefused(err) && delivered > orDefault(r.MaxDelivery, defaultMaxDelivery) && lua.EntryAge(e.msg.ID) >= r.DeadAfter {
+			b.refused = append(b.refused, lua.DeadLetter{Entry: e.msg, Reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", delivered, err), Delivered: delivered})
+			return
 		}
+		b.failed++
+		if b.firstErr == nil {
+			b.firstErr = err
+		}
+		return
 	}
-	if err := r.ack(ctx, saleID, ackIDs, newTokens); err != nil {
-		errs = append(errs, err)
-	}
-	return failed, errors.Join(errs...)
+	r.Metrics.Started.Inc()
+	b.ackIDs = append(b.ackIDs, e.msg.ID)
+	b.newTokens = append(b.newTokens, e.in.Token)
 }
 
 // ack records the newly started tokens and acknowledges the entries, in one

@@ -206,6 +206,37 @@ func TestRelayAcksStartedTokensWithoutStarting(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(r.Metrics.Started))
 }
 
+// A batch whose started-before entries follow new ones: the new ones'
+// starts run while the batch's loop acknowledges the started-before ones,
+// on the same list. Under -race this failed while the loop appended
+// without the lock the starts take.
+func TestRelayAcksStartedTokensBesideStarts(t *testing.T) {
+	w := MustWarmSale(t, 20)
+	rec := newRecorder(nil)
+	r := MustRelay(t, w, rec.start)
+	var fresh, known []string
+	for i := range 10 {
+		tok, _ := w.MustReserve(t)
+		if i%2 == 0 {
+			fresh = append(fresh, tok)
+			continue
+		}
+		known = append(known, tok)
+		require.NoError(t, w.rdb.SAdd(testCtx(t), w.keys.Started, tok).Err())
+	}
+	n, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 10, n)
+	for _, tok := range fresh {
+		assert.Equal(t, 1, rec.count(tok))
+	}
+	for _, tok := range known {
+		assert.Zero(t, rec.count(tok), "a token in the started set is not started again")
+	}
+	assert.Zero(t, w.pending(t), "every entry acknowledged")
+	assert.Equal(t, 10.0, testutil.ToFloat64(r.Metrics.Acked))
+}
+
 func TestRelayRetriesFailedStartAfterReclaim(t *testing.T) {
 	w := MustWarmSale(t, 10)
 	ok, _ := w.MustReserve(t)

@@ -25,15 +25,8 @@ type StockRecorder struct {
 // Run records until ctx is cancelled.
 func (s *StockRecorder) Run(ctx context.Context) {
 	every := orDefault(s.Every, time.Second)
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
 	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	everyTick(ctx, every, false, func() {
 		// One tick's work never outlives the next tick.
 		tctx, cancel := context.WithTimeout(ctx, every)
 		_, err := s.RecordOnce(tctx)
@@ -47,7 +40,7 @@ func (s *StockRecorder) Run(ctx context.Context) {
 			s.Logger.Info("stock recorder: recovered")
 			failing = false
 		}
-	}
+	})
 }
 
 // RecordOnce records the stock of every open sale whose Redis stock key

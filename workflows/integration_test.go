@@ -182,7 +182,7 @@ func (s *stack) books(saleID int64) books {
 func (s *stack) requireConsistent(sale *domain.Sale) books {
 	s.t.Helper()
 	b := s.books(sale.ID)
-	live := b.counts[domain.StatusPendingPayment] + b.counts[domain.StatusPaid]
+	live := domain.LiveCount(b.counts)
 	require.Equal(s.t, sale.StockTotal, b.dbStock+live, "db stock + live orders, books %+v", b)
 	require.Equal(s.t, sale.StockTotal, b.redisStock+live, "redis stock + live orders, books %+v", b)
 	require.Equal(s.t, -live, b.ledger, "ledger deducts - restores, books %+v", b)
@@ -319,7 +319,7 @@ func TestOrderIntegrationNoStockFails(t *testing.T) {
 	in := s.MustOrder(sale, testenv.UniqueUser(), "req-nostock")
 	st := s.result(in.Token)
 	require.Equal(t, domain.StatusFailed, st.Status)
-	require.Equal(t, ReasonNoStock, st.FailReason)
+	require.Equal(t, domain.FailReasonNoStock, st.FailReason)
 	s.waitStatus(in.Token, domain.StatusFailed)
 	b := s.books(sale.ID)
 	require.Zero(t, b.redisStock)

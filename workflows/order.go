@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -50,12 +49,6 @@ func withLocal(ctx workflow.Context) workflow.Context {
 // among the registered activities and runs the worker's instance.
 var a *activities.Activities
 
-// Fail reasons stored with a FAILED reservation.
-const (
-	ReasonNoStock          = domain.FailReasonNoStock
-	ReasonAlreadyPurchased = domain.FailReasonAlreadyPurchased
-)
-
 // OrderWorkflow carries one reservation (one token) from QUEUED to its end:
 // it places the order, waits for payment until pay_by, and releases the
 // unit on expiry or cancellation, in the database and in Redis.
@@ -86,8 +79,9 @@ func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderStat
 	w := &orderWorkflow{
 		in: in,
 		// Database-path reservations have no Redis hold: their order was
-		// placed in the reserving transaction.
-		skipRedis: in.Deducted || in.Path == domain.PathDatabase,
+		// placed in the reserving transaction (the one decision, in
+		// domain: inputs carry it in two encodings).
+		skipRedis: in.NoRedisHold(),
 		st: domain.OrderState{
 			Token:  in.Token,
 			SaleID: in.SaleID,
@@ -118,10 +112,6 @@ type orderWorkflow struct {
 	// empty while none was.
 	releaseTo     domain.ReservationStatus
 	releaseReason string
-}
-
-func rejectf(typ, code, format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(code+": "+fmt.Sprintf(format, args...), typ, nil)
 }
 
 func (w *orderWorkflow) setup(ctx workflow.Context) error {
@@ -224,8 +214,9 @@ func (w *orderWorkflow) finish(ctx workflow.Context) (domain.OrderState, error) 
 	return w.st, nil
 }
 
-// adopt takes an activity's answer as the workflow's state, keeping what
-// only the workflow knows, and upserts the status.
+// adopt takes an activity's answer as the workflow's state and upserts the
+// status. It keeps the fail reason the workflow set when the answer has
+// none: answers recorded before Reservation.State carried it have none.
 func (w *orderWorkflow) adopt(ctx workflow.Context, got domain.OrderState) {
 	reason := w.st.FailReason
 	w.st = got
@@ -255,11 +246,6 @@ func (w *orderWorkflow) setStatus(ctx workflow.Context, s domain.ReservationStat
 	w.upserted = s
 }
 
-func isAppErr(err error, typ string) bool {
-	var ae *temporal.ApplicationError
-	return errors.As(err, &ae) && ae.Type() == typ
-}
-
 // placeOrder creates the order. No stock or a second live order of the
 // user ends the reservation FAILED (a business outcome; the workflow still
 // completes normally) and releases the Redis hold.
@@ -268,15 +254,15 @@ func (w *orderWorkflow) placeOrder(ctx workflow.Context) error {
 	err := workflow.ExecuteLocalActivity(withLocal(ctx), a.PlaceOrder, w.in.Token).Get(ctx, &got)
 	switch {
 	case err == nil:
-	case isAppErr(err, domain.ErrTypeNoStock):
+	case refusal(err, domain.ESoldOut): // "NoStock" in older histories
 		// The database had no unit for this hold (Redis ran ahead of it,
 		// e.g. after losing writes), so Redis must not get one back:
 		// restoring it would sell a unit that does not exist.
-		return w.failQueued(ctx, ReasonNoStock, false)
-	case isAppErr(err, domain.ErrTypeAlreadyPurchased):
+		return w.failQueued(ctx, domain.FailReasonNoStock, false)
+	case refusal(err, domain.EAlreadyPurchased): // "AlreadyPurchased" in older histories
 		// The user's unit is taken by another order; this hold's unit was
 		// never sold, so it goes back on sale.
-		return w.failQueued(ctx, ReasonAlreadyPurchased, true)
+		return w.failQueued(ctx, domain.FailReasonAlreadyPurchased, true)
 	default:
 		return fmt.Errorf("place order: %w", err)
 	}
@@ -452,25 +438,25 @@ func (w *orderWorkflow) advanceRedis(ctx workflow.Context, to string, from ...st
 // Validators do not run on replay, so they only read state.
 func (w *orderWorkflow) validatePay(req domain.PayRequest) error {
 	if !domain.ValidPaymentRef(req.PaymentRef) {
-		return rejectf(domain.ErrTypeNotPayable, domain.EInvalid, "bad payment_ref")
+		return reject(domain.EInvalid, "bad payment_ref")
 	}
 	switch {
 	case w.st.Status == domain.StatusPaid:
 		if req.PaymentRef == w.st.PaymentRef {
 			return nil
 		}
-		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "already paid with another payment_ref")
+		return reject(domain.ENotPayable, "already paid with another payment_ref")
 	case w.paying:
 		if req.PaymentRef == w.payingRef {
 			return nil
 		}
-		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "another payment is being recorded")
+		return reject(domain.ENotPayable, "another payment is being recorded")
 	case w.st.Status != domain.StatusPendingPayment:
-		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is %s", w.st.Status)
+		return reject(domain.ENotPayable, "reservation is %s", w.st.Status)
 	case w.timerFired:
-		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "payment window has closed")
+		return reject(domain.ENotPayable, "payment window has closed")
 	case w.releaseTo != "":
-		return rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is being released as %s", w.releaseTo)
+		return reject(domain.ENotPayable, "reservation is being released as %s", w.releaseTo)
 	}
 	return nil
 }
@@ -480,7 +466,7 @@ func (w *orderWorkflow) pay(ctx workflow.Context, req domain.PayRequest) (domain
 		if req.PaymentRef == w.st.PaymentRef {
 			return w.st, nil
 		}
-		return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "already paid with another payment_ref")
+		return w.st, reject(domain.ENotPayable, "already paid with another payment_ref")
 	}
 	if w.paying {
 		// The same payment again while it is being recorded: answer with
@@ -491,11 +477,11 @@ func (w *orderWorkflow) pay(ctx workflow.Context, req domain.PayRequest) (domain
 		if w.st.Status == domain.StatusPaid && req.PaymentRef == w.st.PaymentRef {
 			return w.st, nil
 		}
-		return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is %s", w.st.Status)
+		return w.st, reject(domain.ENotPayable, "reservation is %s", w.st.Status)
 	}
 	if w.st.Status != domain.StatusPendingPayment || w.timerFired || w.releaseTo != "" {
 		// Only reached on a history the validator never saw.
-		return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is %s", w.st.Status)
+		return w.st, reject(domain.ENotPayable, "reservation is %s", w.st.Status)
 	}
 	// Set before the first await: from here on the expiry waits for us.
 	w.paying, w.payingRef = true, req.PaymentRef
@@ -503,8 +489,8 @@ func (w *orderWorkflow) pay(ctx workflow.Context, req domain.PayRequest) (domain
 
 	var got domain.OrderState
 	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.MarkPaid, w.in.Token, req.PaymentRef).Get(ctx, &got); err != nil {
-		if isAppErr(err, domain.ErrTypeNotPayable) {
-			return w.st, rejectf(domain.ErrTypeNotPayable, domain.ENotPayable, "reservation is not payable")
+		if refusal(err, domain.ENotPayable) { // "NotPayable" in older histories
+			return w.st, reject(domain.ENotPayable, "reservation is not payable")
 		}
 		return w.st, fmt.Errorf("mark paid: %w", err)
 	}
@@ -524,15 +510,15 @@ func (w *orderWorkflow) validateCancel(to domain.ReservationStatus) error {
 	case w.st.Status == to, w.releaseTo == to:
 		return nil
 	case w.paying:
-		return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "a payment is being recorded")
+		return reject(domain.ENotCancellable, "a payment is being recorded")
 	case w.releaseTo != "":
-		return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "reservation is being released as %s", w.releaseTo)
+		return reject(domain.ENotCancellable, "reservation is being released as %s", w.releaseTo)
 	case w.timerFired:
-		return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "payment window has closed")
+		return reject(domain.ENotCancellable, "payment window has closed")
 	case w.st.Status == domain.StatusQueued, w.st.Status == domain.StatusPendingPayment:
 		return nil
 	}
-	return rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "reservation is %s", w.st.Status)
+	return reject(domain.ENotCancellable, "reservation is %s", w.st.Status)
 }
 
 // cancel asks for the release and answers once it is done, so the unit is
@@ -545,7 +531,7 @@ func (w *orderWorkflow) cancel(ctx workflow.Context, to domain.ReservationStatus
 		return w.st, fmt.Errorf("await release: %w", err)
 	}
 	if w.st.Status != to {
-		return w.st, rejectf(domain.ErrTypeNotCancellable, domain.ENotCancellable, "reservation is %s", w.st.Status)
+		return w.st, reject(domain.ENotCancellable, "reservation is %s", w.st.Status)
 	}
 	return w.st, nil
 }

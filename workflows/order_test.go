@@ -331,34 +331,44 @@ func TestOrderPlaceRetriedAfterCommit(t *testing.T) {
 	env.AssertNumberOfCalls(t, "RedisAdvance", 2) // ordered once, paid once
 }
 
+// Each refusal is read under its domain code and under the type name that
+// histories recorded before the codes carry.
 func TestOrderNoStockFailsWithoutRestore(t *testing.T) {
-	env := MustOrderEnv(t)
-	env.OnActivity(a.RecordReservation, anything, testIn).Return(stateWith(domain.StatusQueued), nil).Once()
-	env.OnActivity(a.PlaceOrder, anything, testIn.Token).
-		Return(domain.OrderState{}, temporal.NewNonRetryableApplicationError("no stock", domain.ErrTypeNoStock, nil)).Once()
-	env.OnActivity(a.EndQueued, anything, testIn.Token, domain.StatusFailed, ReasonNoStock).Return(stateWith(domain.StatusFailed), nil).Once()
-	env.OnActivity(a.RedisRelease, anything, testIn.SaleID, testIn.UserID, testIn.Token, false).Return(true, nil).Once()
+	for _, typ := range []string{domain.ESoldOut, "NoStock"} {
+		t.Run(typ, func(t *testing.T) {
+			env := MustOrderEnv(t)
+			env.OnActivity(a.RecordReservation, anything, testIn).Return(stateWith(domain.StatusQueued), nil).Once()
+			env.OnActivity(a.PlaceOrder, anything, testIn.Token).
+				Return(domain.OrderState{}, temporal.NewNonRetryableApplicationError("no stock", typ, nil)).Once()
+			env.OnActivity(a.EndQueued, anything, testIn.Token, domain.StatusFailed, domain.FailReasonNoStock).Return(stateWith(domain.StatusFailed), nil).Once()
+			env.OnActivity(a.RedisRelease, anything, testIn.SaleID, testIn.UserID, testIn.Token, false).Return(true, nil).Once()
 
-	st := env.run(testIn)
-	require.Equal(t, domain.StatusFailed, st.Status)
-	require.Equal(t, ReasonNoStock, st.FailReason)
-	env.AssertNumberOfCalls(t, "PlaceOrder", 1) // non-retryable
-	require.Equal(t, []string{"FAILED"}, env.upserted())
+			st := env.run(testIn)
+			require.Equal(t, domain.StatusFailed, st.Status)
+			require.Equal(t, domain.FailReasonNoStock, st.FailReason)
+			env.AssertNumberOfCalls(t, "PlaceOrder", 1) // non-retryable
+			require.Equal(t, []string{"FAILED"}, env.upserted())
+		})
+	}
 }
 
 // Compensation after a failed order: the user's unit is already taken by
 // another order, so this hold's unit goes back on sale.
 func TestOrderAlreadyPurchasedCompensates(t *testing.T) {
-	env := MustOrderEnv(t)
-	env.OnActivity(a.RecordReservation, anything, testIn).Return(stateWith(domain.StatusQueued), nil).Once()
-	env.OnActivity(a.PlaceOrder, anything, testIn.Token).
-		Return(domain.OrderState{}, temporal.NewNonRetryableApplicationError("dup", domain.ErrTypeAlreadyPurchased, nil)).Once()
-	env.OnActivity(a.EndQueued, anything, testIn.Token, domain.StatusFailed, ReasonAlreadyPurchased).Return(stateWith(domain.StatusFailed), nil).Once()
-	env.OnActivity(a.RedisRelease, anything, testIn.SaleID, testIn.UserID, testIn.Token, true).Return(true, nil).Once()
+	for _, typ := range []string{domain.EAlreadyPurchased, "AlreadyPurchased"} {
+		t.Run(typ, func(t *testing.T) {
+			env := MustOrderEnv(t)
+			env.OnActivity(a.RecordReservation, anything, testIn).Return(stateWith(domain.StatusQueued), nil).Once()
+			env.OnActivity(a.PlaceOrder, anything, testIn.Token).
+				Return(domain.OrderState{}, temporal.NewNonRetryableApplicationError("dup", typ, nil)).Once()
+			env.OnActivity(a.EndQueued, anything, testIn.Token, domain.StatusFailed, domain.FailReasonAlreadyPurchased).Return(stateWith(domain.StatusFailed), nil).Once()
+			env.OnActivity(a.RedisRelease, anything, testIn.SaleID, testIn.UserID, testIn.Token, true).Return(true, nil).Once()
 
-	st := env.run(testIn)
-	require.Equal(t, domain.StatusFailed, st.Status)
-	require.Equal(t, ReasonAlreadyPurchased, st.FailReason)
+			st := env.run(testIn)
+			require.Equal(t, domain.StatusFailed, st.Status)
+			require.Equal(t, domain.FailReasonAlreadyPurchased, st.FailReason)
+		})
+	}
 }
 
 // A rerun after terminate finds the order placed and goes straight to the

@@ -108,7 +108,7 @@ func recordings() []recording {
 			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-nostock")
 			st := s.result(in.Token)
 			require.Equal(s.t, domain.StatusFailed, st.Status)
-			require.Equal(s.t, ReasonNoStock, st.FailReason)
+			require.Equal(s.t, domain.FailReasonNoStock, st.FailReason)
 			return domain.OrderWorkflowID(in.Token), ""
 		}},
 		{orderHistoryPrefix + "failed_already_purchased", func(s *stack) (string, string) {
@@ -126,7 +126,7 @@ func recordings() []recording {
 			require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
 			st := s.result(second.Token)
 			require.Equal(s.t, domain.StatusFailed, st.Status)
-			require.Equal(s.t, ReasonAlreadyPurchased, st.FailReason)
+			require.Equal(s.t, domain.FailReasonAlreadyPurchased, st.FailReason)
 			s.mustUpdate(first.Token, domain.UpdateCancel, domain.CancelRequest{Reason: "cleanup"}, domain.StatusCancelled)
 			return domain.OrderWorkflowID(second.Token), ""
 		}},

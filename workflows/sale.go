@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -65,16 +64,9 @@ func (w *saleWorkflow) setup(ctx workflow.Context) error {
 	return nil
 }
 
+// run is the sale's life in its phases: warm-up, live, draining, finished.
 func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeSaleMissing},
-		},
-	})
+	ctx = withSaleActivityOptions(ctx)
 	result := domain.SaleResult{SaleID: w.in.SaleID}
 	sale, err := w.loadSale(ctx)
 	if err != nil {
@@ -84,96 +76,150 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 		w.phase = domain.PhaseSaleMissing
 		return result, nil
 	}
-
-	if !w.in.Warmed {
-		lead := w.in.WarmLead
-		if lead <= 0 {
-			lead = domain.DefaultWarmLead
-		}
-		// Warm up ahead of the opening, never at the moment it opens; a
-		// sale created with a past start is warmed at once.
-		if wait := sale.StartsAt.Add(-lead).Sub(workflow.Now(ctx)); wait > 0 {
-			if err := workflow.Sleep(ctx, wait); err != nil {
-				return result, fmt.Errorf("wait for warm-up: %w", err)
-			}
-		}
-		if err := workflow.ExecuteActivity(ctx, saleActs.WarmupSale, w.in.SaleID).Get(ctx, nil); err != nil {
-			return result, fmt.Errorf("warm up: %w", err)
-		}
-		w.in.Warmed = true
+	if err := w.warmUp(ctx, sale); err != nil {
+		return result, err
 	}
 	w.phase = domain.PhaseLive
+	ended, err := w.live(ctx)
+	if err != nil || !ended {
+		return result, err
+	}
+	if err := w.drain(ctx); err != nil {
+		return result, err
+	}
+	if err := w.finish(ctx); err != nil {
+		return result, err
+	}
+	result.FinalReport = w.last
+	return result, nil
+}
 
+func withSaleActivityOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		// Not retried: LoadSale's refusal of a missing sale row. (The
+		// list is not compared on replay; older histories say
+		// "SaleMissing", which loadSale still reads as not_found.)
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: []string{domain.ENotFound},
+		},
+	})
+}
+
+// warmUp loads the sale into Redis ahead of its opening, once per chain.
+func (w *saleWorkflow) warmUp(ctx workflow.Context, sale *activities.SaleTimes) error {
+	if w.in.Warmed {
+		return nil
+	}
+	lead := w.in.WarmLead
+	if lead <= 0 {
+		lead = domain.DefaultWarmLead
+	}
+	// Warm up ahead of the opening, never at the moment it opens; a
+	// sale created with a past start is warmed at once.
+	if wait := sale.StartsAt.Add(-lead).Sub(workflow.Now(ctx)); wait > 0 {
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return fmt.Errorf("wait for warm-up: %w", err)
+		}
+	}
+	if err := workflow.ExecuteActivity(ctx, saleActs.WarmupSale, w.in.SaleID).Get(ctx, nil); err != nil {
+		return fmt.Errorf("warm up: %w", err)
+	}
+	w.in.Warmed = true
+	return nil
+}
+
+// live reconciles every period while the sale is open, and waits once it
+// has ended until its payment window has closed too; ended is true then.
+// It returns ended false and no error when the sale row has gone, and
+// the continue-as-new error when the history has grown long.
+func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 	every := w.in.ReconcileEvery
 	if every <= 0 {
 		every = domain.DefaultReconcileEvery
 	}
 	for {
-		sale, err = w.loadSale(ctx)
+		sale, err := w.loadSale(ctx)
 		if err != nil {
-			return result, err
+			return false, err
 		}
 		if sale == nil {
 			w.phase = domain.PhaseSaleMissing
-			return result, nil
+			return false, nil
 		}
 		closesAt := sale.EndsAt.Add(sale.PaymentWindow)
 		now := workflow.Now(ctx)
 		if sale.Stopped || !now.Before(sale.EndsAt) {
 			if !now.Before(closesAt) {
-				break
+				return true, nil
 			}
 			// Ended: no reconciliation needed until the payments close.
 			w.phase = domain.PhaseDraining
 			if err := workflow.Sleep(ctx, min(closesAt.Sub(now), every)); err != nil {
-				return result, fmt.Errorf("wait for the payment window: %w", err)
+				return false, fmt.Errorf("wait for the payment window: %w", err)
 			}
 			continue
 		}
 		if now.After(sale.StartsAt) {
 			if err := w.reconcile(ctx, false); err != nil {
-				return result, err
+				return false, err
 			}
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > w.historyLimit() {
-			next := w.in
-			next.LastReport = w.last
-			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
+		if err := w.continueAsNewIfLong(ctx); err != nil {
+			return false, err
 		}
 		if err := workflow.Sleep(ctx, every); err != nil {
-			return result, fmt.Errorf("wait to reconcile: %w", err)
+			return false, fmt.Errorf("wait to reconcile: %w", err)
 		}
 	}
+}
 
-	// Wait until every order workflow of the sale has finished and the
-	// inbox is empty, then reconcile one last time.
+// drain waits until every order workflow of the sale has finished and the
+// inbox is empty.
+func (w *saleWorkflow) drain(ctx workflow.Context) error {
 	w.phase = domain.PhaseDraining
 	for {
 		var running int64
 		if err := workflow.ExecuteActivity(ctx, saleActs.RunningOrders, w.in.SaleID).Get(ctx, &running); err != nil {
-			return result, fmt.Errorf("count running orders: %w", err)
+			return fmt.Errorf("count running orders: %w", err)
 		}
 		if running == 0 {
-			break
+			return nil
 		}
-		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > w.historyLimit() {
-			next := w.in
-			next.LastReport = w.last
-			return result, workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
+		if err := w.continueAsNewIfLong(ctx); err != nil {
+			return err
 		}
 		if err := workflow.Sleep(ctx, 10*time.Second); err != nil {
-			return result, fmt.Errorf("wait for orders: %w", err)
+			return fmt.Errorf("wait for orders: %w", err)
 		}
 	}
+}
+
+// finish reconciles one last time and removes the sale's Redis keys and
+// streams.
+func (w *saleWorkflow) finish(ctx workflow.Context) error {
 	if err := w.reconcile(ctx, true); err != nil {
-		return result, err
+		return err
 	}
 	if err := workflow.ExecuteActivity(ctx, saleActs.TeardownSale, w.in.SaleID).Get(ctx, nil); err != nil {
-		return result, fmt.Errorf("tear down: %w", err)
+		return fmt.Errorf("tear down: %w", err)
 	}
 	w.phase = domain.PhaseFinished
-	result.FinalReport = w.last
-	return result, nil
+	return nil
+}
+
+// continueAsNewIfLong returns the continue-as-new error, carrying the
+// latest report, once the history has grown past the limit; else nil.
+func (w *saleWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
+	if workflow.GetInfo(ctx).GetCurrentHistoryLength() <= w.historyLimit() {
+		return nil
+	}
+	next := w.in
+	next.LastReport = w.last
+	return workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
 }
 
 // historyLimit is the input's HistoryLimit, or continueAsNewAfter. Only
@@ -190,8 +236,7 @@ func (w *saleWorkflow) historyLimit() int {
 func (w *saleWorkflow) loadSale(ctx workflow.Context) (*activities.SaleTimes, error) {
 	var sale activities.SaleTimes
 	err := workflow.ExecuteActivity(ctx, saleActs.LoadSale, w.in.SaleID).Get(ctx, &sale)
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeSaleMissing {
+	if refusal(err, domain.ENotFound) { // "SaleMissing" in older histories
 		return nil, nil
 	}
 	if err != nil {
