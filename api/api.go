@@ -326,8 +326,11 @@ func (s *server) readyz(c *fiber.Ctx) error {
 // gracefully: stop accepting, finish in-flight requests within
 // cfg.ShutdownTimeout, drain the workflow starter best-effort.
 func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
-	st, err := conn.Store(ctx, cfg)
+	st, err := conn.StoreWhenReady(ctx, cfg, logger)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the database answered
+		}
 		return fmt.Errorf("api: %w", err)
 	}
 	defer func() { _ = st.Close() }()

@@ -24,11 +24,14 @@ type Store struct {
 	DB *bun.DB
 }
 
+// ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
+var ErrInvalidDSN = errors.New("invalid MYSQL_DSN")
+
 // Open connects to MySQL with times in UTC and every call bounded.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open store: parse MYSQL_DSN: %w", err)
+		return nil, fmt.Errorf("open store: %w: %v", ErrInvalidDSN, err)
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC

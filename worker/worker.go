@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err := rdb.InstrumentScripts(reg); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	st, err := conn.Store(ctx, cfg)
+	st, err := conn.StoreWhenReady(ctx, cfg, logger)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -5,6 +5,7 @@ package conn
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -68,6 +69,36 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	}
 	return st, nil
 }
+
+// StoreWhenReady opens the store like Store, retrying with backoff (capped
+// at storeMaxBackoff) until the database answers or ctx ends: a process
+// restarted while MySQL is down or unreachable waits for it instead of
+// exiting. An invalid MYSQL_DSN is not retried.
+func StoreWhenReady(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*store.Store, error) {
+	backoff := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		st, err := Store(ctx, cfg)
+		if err == nil {
+			return st, nil
+		}
+		if errors.Is(err, store.ErrInvalidDSN) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("open store: %w (last error: %v)", ctx.Err(), err)
+		}
+		logger.Warn("mysql not answering; retrying", "attempt", attempt, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open store: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, storeMaxBackoff)
+	}
+}
+
+// storeMaxBackoff caps StoreWhenReady's wait between attempts.
+const storeMaxBackoff = 5 * time.Second
 
 // TemporalOptions are the client options of the configuration.
 func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
