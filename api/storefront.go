@@ -27,18 +27,6 @@ const devTokenTTL = 12 * time.Hour
 // third-party resource.
 const storefrontCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
-// storefrontRoutes adds the payment webhook, the refunds listing, the
-// storefront page and, in development mode only, the development login.
-func (s *server) storefrontRoutes(app *fiber.App, admin fiber.Handler) {
-	app.Post("/webhooks/payments", s.paymentWebhook)
-	app.Get("/admin/v1/refunds", admin, s.listRefunds)
-	app.Get("/", s.limitReads, s.storefront)
-	app.Get("/web/:file", s.limitReads, s.webAsset)
-	if s.cfg.Dev() {
-		app.Post("/dev/login", s.devLogin)
-	}
-}
-
 // GET /: the storefront of ?sale=ID; without it, a redirect to the newest
 // open sale (the page itself says when there is none).
 func (s *server) storefront(c *fiber.Ctx) error {
