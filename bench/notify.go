@@ -455,26 +455,10 @@ func rssBytes(p *Proc) (int64, error) {
 func (r *runner) idleStreams(ctx context.Context, api *Proc, ps *pollSet) error {
 	const conns = 64
 	n := min(idleStreams, len(ps.tokens))
-	so, err := r.sale(ctx, "sold-out beside streams", 1, 1, true)
+	c, url, toks, err := r.soldOutSale(ctx, api, "sold-out beside streams", conns)
 	if err != nil {
 		return err
 	}
-	toks, _, err := r.users(20_000)
-	if err != nil {
-		return err
-	}
-	c := newDoer(conns)
-	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, so.ID)
-	for i, want := range []int{http.StatusAccepted, http.StatusGone} {
-		st, err := reserveOp(c, url, toks)(ctx, int64(len(toks)-1-i))
-		if err != nil {
-			return fmt.Errorf("sold-out setup: %w", err)
-		}
-		if st != want {
-			return fmt.Errorf("sold-out setup: reservation %d answered %d, want %d", i, st, want)
-		}
-	}
-	toks = toks[:len(toks)-2]
 	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
 	measure := func(label string) (Result, Result) {
 		ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)

@@ -83,31 +83,14 @@ const (
 // soldOut: scenario 1, the sold-out path against GET /healthz.
 func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 	const conns = 64
-	s, err := r.sale(ctx, "sold-out", 1, 1, true)
+	c, url, toks, err := r.soldOutSale(ctx, api, "sold-out", conns)
 	if err != nil {
 		return err
-	}
-	toks, _, err := r.users(20_000)
-	if err != nil {
-		return err
-	}
-	c := newDoer(conns)
-	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
-	// Sell the one unit, then one more try sets the sold-out mark.
-	for i, want := range []int{http.StatusAccepted, http.StatusGone} {
-		st, err := reserveOp(c, url, toks)(ctx, int64(len(toks)-1-i))
-		if err != nil {
-			return fmt.Errorf("sold-out setup: %w", err)
-		}
-		if st != want {
-			return fmt.Errorf("sold-out setup: reservation %d answered %d, want %d", i, st, want)
-		}
 	}
 	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
 	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
 	base := ClosedLoop(ctx, "GET /healthz", conns, r.o.Dur, 0, health)
-	toksLoop := toks[:len(toks)-2]
-	so := ClosedLoop(ctx, "sold-out reserve", conns, r.o.Dur, 0, reserveOp(c, url, toksLoop))
+	so := ClosedLoop(ctx, "sold-out reserve", conns, r.o.Dur, 0, reserveOp(c, url, toks))
 	if n := so.Count(http.StatusAccepted); n > 0 {
 		r.violation("scenario 1: %d reservations accepted on a sold-out sale of 1 unit", n)
 	}
@@ -121,6 +104,33 @@ func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 		},
 	})
 	return nil
+}
+
+// soldOutSale makes a sale of one unit and sells it out through the API
+// (the unit sold, then one more try sets the sold-out mark). It returns a
+// client of conns connections, the sale's reservation URL and the users'
+// tokens left for the measured loop (the two setup users taken out).
+func (r *runner) soldOutSale(ctx context.Context, api *Proc, label string, conns int) (httpDoer, string, []string, error) {
+	s, err := r.sale(ctx, label, 1, 1, true)
+	if err != nil {
+		return httpDoer{}, "", nil, err
+	}
+	toks, _, err := r.users(20_000)
+	if err != nil {
+		return httpDoer{}, "", nil, err
+	}
+	c := newDoer(conns)
+	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	for i, want := range []int{http.StatusAccepted, http.StatusGone} {
+		st, err := reserveOp(c, url, toks)(ctx, int64(len(toks)-1-i))
+		if err != nil {
+			return httpDoer{}, "", nil, fmt.Errorf("sold-out setup: %w", err)
+		}
+		if st != want {
+			return httpDoer{}, "", nil, fmt.Errorf("sold-out setup: reservation %d answered %d, want %d", i, st, want)
+		}
+	}
+	return c, url, toks[:len(toks)-2], nil
 }
 
 // burst: scenario 3, a flash sale of BurstStock units to BurstUsers users
