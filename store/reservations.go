@@ -81,6 +81,29 @@ func getReservation(ctx context.Context, q querier, token string, forUpdate bool
 	return row, nil
 }
 
+// updateReservation is every transition's transaction: it locks the
+// reservation row, lets fn check it and write the change (mirroring it on
+// res), and returns the reservation as fn left it; an error from fn rolls
+// everything back. op names the transition in errors.
+func (s *Store) updateReservation(ctx context.Context, op, token string, fn func(ctx context.Context, tx bun.Tx, res *reservationRow) error) (*domain.Reservation, error) {
+	var out *domain.Reservation
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := getReservation(ctx, tx, token, true)
+		if err != nil {
+			return fmt.Errorf("lock reservation: %w", err)
+		}
+		if err := fn(ctx, tx, res); err != nil {
+			return err
+		}
+		out = res.domain()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, token, err)
+	}
+	return out, nil
+}
+
 // RecordReservation records a reservation as QUEUED, or leaves the row that
 // is there; either way it returns where the reservation stands now.
 func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error) {
@@ -158,14 +181,8 @@ func (s *Store) CountReservations(ctx context.Context, saleID int64) (map[domain
 // write the ledger row. Rerun on a reservation that is no longer QUEUED it
 // changes nothing and returns where the reservation stands.
 func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservation, error) {
-	var out *domain.Reservation
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := getReservation(ctx, tx, token, true)
-		if err != nil {
-			return fmt.Errorf("lock reservation: %w", err)
-		}
+	return s.updateReservation(ctx, "place order", token, func(ctx context.Context, tx bun.Tx, res *reservationRow) error {
 		if res.Status != string(domain.StatusQueued) {
-			out = res.domain()
 			return nil
 		}
 		var sale struct {
@@ -190,13 +207,8 @@ func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservati
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &orderNo, sale.PriceCents, &payBy, now
-		out = res.domain()
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("place order %s: %w", token, err)
-	}
-	return out, nil
 }
 
 // newOrder is what insertOrderAndDeduct writes.
@@ -326,14 +338,8 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int, quo
 // order again with the same payment_ref returns it unchanged; anything else
 // is ErrNotPayable.
 func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain.Reservation, error) {
-	var out *domain.Reservation
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := getReservation(ctx, tx, token, true)
-		if err != nil {
-			return fmt.Errorf("lock reservation: %w", err)
-		}
+	return s.updateReservation(ctx, "mark paid", token, func(ctx context.Context, tx bun.Tx, res *reservationRow) error {
 		if res.Status == string(domain.StatusPaid) && res.PaymentRef != nil && *res.PaymentRef == paymentRef {
-			out = res.domain()
 			return nil
 		}
 		if res.Status != string(domain.StatusPendingPayment) {
@@ -353,13 +359,8 @@ func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		res.Status, res.PaymentRef, res.UpdatedAt = string(domain.StatusPaid), &paymentRef, now
-		out = res.domain()
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("mark paid %s: %w", token, err)
-	}
-	return out, nil
 }
 
 // ReleaseOrder ends a PENDING_PAYMENT order as EXPIRED or CANCELLED and
@@ -369,14 +370,8 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 	if to != domain.StatusExpired && to != domain.StatusCancelled {
 		return nil, fmt.Errorf("release order %s: bad target status %s", token, to)
 	}
-	var out *domain.Reservation
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := getReservation(ctx, tx, token, true)
-		if err != nil {
-			return fmt.Errorf("lock reservation: %w", err)
-		}
+	return s.updateReservation(ctx, "release order", token, func(ctx context.Context, tx bun.Tx, res *reservationRow) error {
 		if res.Status == string(to) {
-			out = res.domain()
 			return nil
 		}
 		if res.Status != string(domain.StatusPendingPayment) {
@@ -416,13 +411,8 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 			}
 		}
 		res.Status, res.UpdatedAt = string(to), now
-		out = res.domain()
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("release order %s: %w", token, err)
-	}
-	return out, nil
 }
 
 // EndQueued ends a QUEUED reservation that never got an order, as FAILED
@@ -432,14 +422,8 @@ func (s *Store) EndQueued(ctx context.Context, token string, to domain.Reservati
 	if to != domain.StatusFailed && to != domain.StatusCancelled {
 		return nil, fmt.Errorf("end queued %s: bad target status %s", token, to)
 	}
-	var out *domain.Reservation
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := getReservation(ctx, tx, token, true)
-		if err != nil {
-			return fmt.Errorf("lock reservation: %w", err)
-		}
+	return s.updateReservation(ctx, "end queued", token, func(ctx context.Context, tx bun.Tx, res *reservationRow) error {
 		if res.Status != string(domain.StatusQueued) {
-			out = res.domain()
 			return nil
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
@@ -448,11 +432,6 @@ func (s *Store) EndQueued(ctx context.Context, token string, to domain.Reservati
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		res.Status, res.UpdatedAt = string(to), now
-		out = res.domain()
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("end queued %s: %w", token, err)
-	}
-	return out, nil
 }
