@@ -31,7 +31,7 @@ import (
 // prevRelease is the commit of the previous release, which the
 // mixed-version test runs beside this code. Move it to the release's
 // commit (or tag) at each release.
-const prevRelease = "01f57e7"
+const prevRelease = "50e6ee0"
 
 var (
 	prevOnce sync.Once
@@ -131,11 +131,6 @@ func TestMixedVersionDeploy(t *testing.T) {
 	sale := oldAPI.MustLiveSale(t, stock, 600, 30*time.Minute)
 	rdb := testenv.MustRedis(t)
 
-	type res struct {
-		user  int64
-		token string
-		via   string // the API that took it
-	}
 	var all []res
 	reserveVia := func(s *stack, via string, n int) []res {
 		var out []res
@@ -168,7 +163,7 @@ func TestMixedVersionDeploy(t *testing.T) {
 
 	// 2. Workers first: the old worker stops; reservations the old API
 	// takes while it cannot reach Temporal wait in the inbox, written by
-	// the old reserve script (no deadline, tp or rid fields).
+	// the old reserve script (the inbox entry's fields are unchanged since).
 	oldWorker.Stop(t)
 	tproxy.SetCut(true)
 	queued := reserveVia(oldAPI, "old-inbox", 4)
@@ -181,7 +176,7 @@ func TestMixedVersionDeploy(t *testing.T) {
 		fields[tok] = slices.Sorted(maps.Keys(e.Values))
 	}
 	for _, r := range queued {
-		require.Equal(t, []string{"request", "token", "user"}, fields[r.token], "the old script's entry for %s", r.token)
+		require.Equal(t, []string{"request", "rid", "token", "user"}, fields[r.token], "the old script's entry for %s", r.token)
 		_, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(r.token), "")
 		var nf *serviceerror.NotFound
 		require.ErrorAs(t, err, &nf, "no workflow yet for %s: only a relay can start it", r.token)
@@ -191,7 +186,7 @@ func TestMixedVersionDeploy(t *testing.T) {
 	newWorker := testenv.MustWorker(t, "new-worker", env)
 	newAPI := &stack{queue: queue, api: testenv.MustAPI(t, "new-api", env)}
 	var applied int
-	require.NoError(t, st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = '0005_db_sell_after'").Scan(&applied))
+	require.NoError(t, st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = '0006_bucket_quota'").Scan(&applied))
 	require.Equal(t, 1, applied, "the new release migrated the shared database")
 	for _, r := range queued {
 		newAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
@@ -228,53 +223,13 @@ func TestMixedVersionDeploy(t *testing.T) {
 	}
 	apis := []*stack{oldAPI, newAPI}
 
-	// 3b. What the old code does with a workflow new code has run: with a
-	// new worker up, sticky queues keep such workflows on it. With none up
-	// (all new workers restarting), the old worker takes the task, cannot
-	// replay the version marker's branch and fails the workflow task
-	// (panic policy BlockWorkflow: the workflow stays Running, unchanged);
-	// Temporal retries it until a new worker takes it.
+	// 3b. What the old code does with a workflow new code has run.
 	var marked res
-	for _, r := range mixed {
-		if hasVersionMarker(t, tc, r.token) {
-			marked = r
-			break
-		}
+	if len(newVersionChanges) == 0 {
+		marked = oldWorkerAloneRunsNewWorkflows(t, tc, oldAPI, newWorker, oldWorker, mixed)
+	} else {
+		marked = oldWorkerBlocksOnNewMarkers(t, tc, oldAPI, newWorker, oldWorker, mixed)
 	}
-	require.NotEmpty(t, marked.token, "some workflow of the mix ran on the new worker")
-	newWorker.Stop(t)
-	payMarked := func() (int, map[string]any, error) {
-		return testenv.Do("POST", oldAPI.api.URL+"/api/v1/reservations/"+marked.token+"/payment", marked.user, map[string]any{"payment_ref": "mixed-" + marked.token[:8]})
-	}
-	before := len(nonDeterministic.FindAllString(oldWorker.Log(), -1))
-	t.Logf("both workers up: the old worker failed %d workflow tasks (sticky queues keep a workflow on the worker that runs it)", before)
-	firstPay := make(chan int, 1)
-	go func() { // waits out the API's update timeout: only the old worker polls
-		code, _, _ := payMarked()
-		firstPay <- code
-	}()
-	var attempts int32
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Regexp(c, nonDeterministic, oldWorker.Log())
-		d, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(marked.token), "")
-		if !assert.NoError(c, err) {
-			return
-		}
-		assert.Equal(c, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.RawResponse.GetWorkflowExecutionInfo().GetStatus())
-		attempts = d.RawResponse.GetPendingWorkflowTask().GetAttempt()
-		assert.Greater(c, attempts, int32(1), "a failed workflow task, retried")
-	}, 30*time.Second, 250*time.Millisecond)
-	t.Logf("new-version workflow on the old worker alone: blocked, workflow task attempt %d, still Running", attempts)
-	restarted := time.Now()
-	newWorker.Restart(t)
-	newWorker.WaitHealthy(t)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		code, body, err := payMarked()
-		assert.NoError(c, err)
-		assert.Equal(c, http.StatusOK, code, "%v", body)
-		assert.Equal(c, "PAID", body["status"])
-	}, 60*time.Second, time.Second, "the new worker takes the retried task; the same payment_ref pays")
-	t.Logf("paid through the new worker %s after its restart; the payment sent while only the old worker polled answered %d", time.Since(restarted).Round(time.Millisecond), <-firstPay)
 	want[marked.token] = "PAID"
 	for i, r := range append(mixed, old1[4], old1[5], queued[0], queued[1]) {
 		if r.token == marked.token {
@@ -335,14 +290,97 @@ func TestMixedVersionDeploy(t *testing.T) {
 
 // hasVersionMarker tells whether the token's order workflow recorded the
 // GetVersion marker of a change the previous release does not have.
-func hasVersionMarker(tb testing.TB, tc client.Client, token string) bool {
+// res is one reservation of the mixed-version run.
+type res struct {
+	user  int64
+	token string
+	via   string // the API that took it
+}
+
+// newVersionChanges are the workflow.GetVersion change ids the order
+// workflow gained since prevRelease; none since 50e6ee0.
+var newVersionChanges []string
+
+// oldWorkerBlocksOnNewMarkers: with a new worker up, sticky queues keep a
+// workflow on it. With none up (all new workers restarting), the old worker
+// takes the task, cannot replay a new version marker's branch and fails the
+// workflow task (panic policy BlockWorkflow: the workflow stays Running,
+// unchanged); Temporal retries it until a new worker takes it.
+func oldWorkerBlocksOnNewMarkers(t *testing.T, tc client.Client, oldAPI *stack, newWorker, oldWorker *testenv.Worker, mixed []res) res {
+	ctx := testCtx(t, 3*time.Minute)
+	var marked res
+	for _, r := range mixed {
+		if hasVersionMarker(t, tc, r.token, newVersionChanges) {
+			marked = r
+			break
+		}
+	}
+	require.NotEmpty(t, marked.token, "some workflow of the mix ran on the new worker")
+	newWorker.Stop(t)
+	payMarked := func() (int, map[string]any, error) {
+		return testenv.Do("POST", oldAPI.api.URL+"/api/v1/reservations/"+marked.token+"/payment", marked.user, map[string]any{"payment_ref": "mixed-" + marked.token[:8]})
+	}
+	before := len(nonDeterministic.FindAllString(oldWorker.Log(), -1))
+	t.Logf("both workers up: the old worker failed %d workflow tasks (sticky queues keep a workflow on the worker that runs it)", before)
+	firstPay := make(chan int, 1)
+	go func() { // waits out the API's update timeout: only the old worker polls
+		code, _, _ := payMarked()
+		firstPay <- code
+	}()
+	var attempts int32
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Regexp(c, nonDeterministic, oldWorker.Log())
+		d, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(marked.token), "")
+		if !assert.NoError(c, err) {
+			return
+		}
+		assert.Equal(c, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.RawResponse.GetWorkflowExecutionInfo().GetStatus())
+		attempts = d.RawResponse.GetPendingWorkflowTask().GetAttempt()
+		assert.Greater(c, attempts, int32(1), "a failed workflow task, retried")
+	}, 30*time.Second, 250*time.Millisecond)
+	t.Logf("new-version workflow on the old worker alone: blocked, workflow task attempt %d, still Running", attempts)
+	restarted := time.Now()
+	newWorker.Restart(t)
+	newWorker.WaitHealthy(t)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body, err := payMarked()
+		assert.NoError(c, err)
+		assert.Equal(c, http.StatusOK, code, "%v", body)
+		assert.Equal(c, "PAID", body["status"])
+	}, 60*time.Second, time.Second, "the new worker takes the retried task; the same payment_ref pays")
+	t.Logf("paid through the new worker %s after its restart; the payment sent while only the old worker polled answered %d", time.Since(restarted).Round(time.Millisecond), <-firstPay)
+	return marked
+}
+
+// oldWorkerAloneRunsNewWorkflows: the new release added no version marker,
+// so with every new worker down the old worker alone carries a workflow the
+// new worker ran, and pays it, with no non-determinism.
+func oldWorkerAloneRunsNewWorkflows(t *testing.T, tc client.Client, oldAPI *stack, newWorker, oldWorker *testenv.Worker, mixed []res) res {
+	before := len(nonDeterministic.FindAllString(oldWorker.Log(), -1))
+	newWorker.Stop(t)
+	r := mixed[len(mixed)-1] // taken by the new API, placed while both workers ran
+	code, body, err := testenv.Do("POST", oldAPI.api.URL+"/api/v1/reservations/"+r.token+"/payment", r.user, map[string]any{"payment_ref": "mixed-" + r.token[:8]})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	require.Equal(t, "PAID", body["status"])
+	require.Len(t, nonDeterministic.FindAllString(oldWorker.Log(), -1), before, "the old worker replayed the new release's workflows")
+	newWorker.Restart(t)
+	newWorker.WaitHealthy(t)
+	return r
+}
+
+func hasVersionMarker(tb testing.TB, tc client.Client, token string, changes []string) bool {
 	tb.Helper()
 	it := tc.GetWorkflowHistory(testCtx(tb, 30*time.Second), domain.OrderWorkflowID(token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		require.NoError(tb, err)
-		if m := e.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "Version" && strings.Contains(e.String(), "redis-step-reads-state") {
-			return true
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "Version" {
+			for _, c := range changes {
+				if strings.Contains(e.String(), c) {
+					return true
+				}
+			}
 		}
 	}
 	return false
