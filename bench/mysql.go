@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/store"
@@ -46,38 +47,36 @@ func NewSale(ctx context.Context, st *store.Store, title string, stock int64, bu
 // their tokens: the input of the deduction benchmark.
 func RecordReservations(ctx context.Context, st *store.Store, tokenKey []byte, saleID, firstUser int64, n, workers int) ([]string, error) {
 	tokens := make([]string, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				user := firstUser + i
-				req := fmt.Sprintf("bench-%d", user)
-				tok := domain.DeriveToken(tokenKey, saleID, user, req)
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_, err := st.RecordReservation(cctx, domain.OrderInput{Token: tok, SaleID: saleID, UserID: user, RequestID: req, Path: domain.PathRedis})
-				cancel()
-				if err != nil {
-					errs <- fmt.Errorf("record reservation %d: %w", i, err)
-					return
-				}
-				tokens[i] = tok
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := forEach(ctx, n, workers, func(ctx context.Context, i int64) error {
+		user := firstUser + i
+		req := fmt.Sprintf("bench-%d", user)
+		tok := domain.DeriveToken(tokenKey, saleID, user, req)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := st.RecordReservation(cctx, domain.RedisHoldInput(tok, saleID, user, req)); err != nil {
+			return fmt.Errorf("record reservation %d: %w", i, err)
+		}
+		tokens[i] = tok
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return tokens, nil
+}
+
+// forEach runs fn for each index below n on at most `workers` goroutines
+// and returns the first error; after one, no new index starts.
+func forEach(ctx context.Context, n, workers int, fn func(ctx context.Context, i int64) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range int64(n) {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return fn(gctx, i) })
+	}
+	return g.Wait()
 }
 
 // Deduct runs store.PlaceOrder (bucket update + order insert + ledger row in

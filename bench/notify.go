@@ -141,44 +141,29 @@ func (r *runner) pendingReservations(ctx context.Context, n int) (*pollSet, erro
 	}
 	ps := &pollSet{sale: s, tokens: make([]string, n), jwts: jwts}
 	payBy := time.Now().Add(time.Hour).UTC()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				user := first + i
-				token := domain.DeriveToken([]byte(config.DevTokenKey), s.ID, user, "bench-poll")
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				res, err := r.scripts.Reserve(cctx, r.rdb, lua.ReserveArgs{SaleID: s.ID, UserID: user, RequestID: "bench-poll", Token: token, Epoch: s.ModeEpoch})
-				if err == nil && res.Outcome != lua.OutcomeOK {
-					err = fmt.Errorf("reserve for user %d: %s", user, res.Outcome)
-				}
-				if err == nil {
-					_, err = r.scripts.Advance(cctx, r.rdb, s.ID, token, domain.TokenOrdered, domain.TokenHeld)
-				}
-				if err == nil {
-					_, err = r.scripts.WriteStatus(cctx, r.rdb, s.ID, token, lua.StatusRecord{Seq: 2, UserID: user,
-						Status: string(domain.StatusPendingPayment), OrderNo: benchOrderNo(i), AmountCents: s.PriceCents, PayBy: payBy})
-				}
-				cancel()
-				if err != nil {
-					errs <- fmt.Errorf("pending reservations: %w", err)
-					return
-				}
-				ps.tokens[i] = token
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err = forEach(ctx, n, 16, func(ctx context.Context, i int64) error {
+		user := first + i
+		token := domain.DeriveToken([]byte(config.DevTokenKey), s.ID, user, "bench-poll")
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		res, err := r.scripts.Reserve(cctx, r.rdb, lua.ReserveArgs{SaleID: s.ID, UserID: user, RequestID: "bench-poll", Token: token, Epoch: s.ModeEpoch})
+		if err == nil && res.Outcome != lua.OutcomeOK {
+			err = fmt.Errorf("reserve for user %d: %s", user, res.Outcome)
+		}
+		if err == nil {
+			_, err = r.scripts.Advance(cctx, r.rdb, s.ID, token, domain.TokenOrdered, domain.TokenHeld)
+		}
+		if err == nil {
+			_, err = r.scripts.WriteStatus(cctx, r.rdb, s.ID, token, lua.StatusRecord{Seq: 2, UserID: user,
+				Status: string(domain.StatusPendingPayment), OrderNo: benchOrderNo(i), AmountCents: s.PriceCents, PayBy: payBy})
+		}
+		if err != nil {
+			return fmt.Errorf("pending reservations: %w", err)
+		}
+		ps.tokens[i] = token
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	// The rows as the order step leaves them, for the reads that fall
