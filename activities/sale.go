@@ -51,7 +51,7 @@ func (a *SaleActivities) LoadSale(ctx context.Context, saleID int64) (SaleTimes,
 // WarmupSale loads the sale into Redis; a sale that already took a
 // reservation is left as it is.
 func (a *SaleActivities) WarmupSale(ctx context.Context, saleID int64) (int64, error) {
-	_, stock, err := sales.Warmup(ctx, a.Store, a.Redis, saleID)
+	_, stock, err := sales.Warmup(ctx, a.Store, a.Redis, a.Temporal, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("warm up: %w", err)
 	}

@@ -149,7 +149,7 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, sale.ID)
+	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, s.temporal, sale.ID)
 	if err != nil {
 		s.log(c).Error("warmup", "sale_id", sale.ID, "err", err)
 		return unavailable(c, 1, "warm-up failed; retry")

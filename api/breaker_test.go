@@ -118,7 +118,7 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 	// Resyncer does this in production).
 	proxy.SetCut(false)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ok, err := sales.Resync(ctx, h.st, lua.NewClient(rdb), sale.ID)
+		ok, err := sales.Resync(ctx, h.st, lua.NewClient(rdb), nil, sale.ID)
 		assert.NoError(c, err)
 		assert.True(c, ok)
 	}, 10*time.Second, 200*time.Millisecond)

@@ -349,7 +349,7 @@ func (r *runner) sale(ctx context.Context, title string, stock int64, buckets in
 	if warm {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if _, _, err := sales.Warmup(wctx, r.st, lua.NewClient(r.rdb), s.ID); err != nil {
+		if _, _, err := sales.Warmup(wctx, r.st, lua.NewClient(r.rdb), nil, s.ID); err != nil {
 			return nil, fmt.Errorf("warm up sale %d: %w", s.ID, err)
 		}
 	}

@@ -230,8 +230,9 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	if snap.Stock != 3 {
 		return fmt.Errorf("snapshot: stock %d, want 3", snap.Stock)
 	}
-	if ok, err := s.SetStock(ctx, rdb, id, snap.Stock, snap.Reserved, 3, []string{"cluster-add"}); err != nil || !ok {
-		return fmt.Errorf("set stock %v: %w", ok, err)
+	// 9 units, 4 held in Redis, 1 live order Redis lost: 4 on sale.
+	if rep, err := s.RepairStock(ctx, rdb, id, 9, []string{"cluster-add"}, []string{"tok-lost"}); err != nil || rep.Outcome != lua.RepairSet || rep.To != 4 {
+		return fmt.Errorf("repair stock %+v: %w", rep, err)
 	}
 	// The resync: rebuild from the database's picture; the four holds the
 	// database does not know yet stay held.

@@ -34,7 +34,16 @@ const (
 )
 
 // OrderWorkflowID names the one workflow of a reservation token.
-func OrderWorkflowID(token string) string { return "order:" + token }
+func OrderWorkflowID(token string) string { return orderWorkflowPrefix + token }
+
+// TokenOfOrderWorkflowID is OrderWorkflowID's inverse; false for the id of
+// another workflow.
+func TokenOfOrderWorkflowID(id string) (string, bool) {
+	token, ok := strings.CutPrefix(id, orderWorkflowPrefix)
+	return token, ok && token != ""
+}
+
+const orderWorkflowPrefix = "order:"
 
 // SaleWorkflowID names the one workflow of a sale.
 func SaleWorkflowID(saleID int64) string { return "sale:" + strconv.FormatInt(saleID, 10) }

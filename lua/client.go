@@ -86,9 +86,9 @@ func (c *Client) ReadSnapshot(ctx context.Context, saleID int64, staleAfter time
 	return c.scripts.ReadSnapshot(ctx, c.rdb, saleID, staleAfter)
 }
 
-// SetStock sets a sale's Redis stock if unchanged (Scripts.SetStock).
-func (c *Client) SetStock(ctx context.Context, saleID, expectStock, expectReserved, stock int64, addedRefs []string) (bool, error) {
-	return c.scripts.SetStock(ctx, c.rdb, saleID, expectStock, expectReserved, stock, addedRefs)
+// RepairStock repairs a sale's drifted Redis stock (Scripts.RepairStock).
+func (c *Client) RepairStock(ctx context.Context, saleID, stockTotal int64, addedRefs, liveTokens []string) (StockRepair, error) {
+	return c.scripts.RepairStock(ctx, c.rdb, saleID, stockTotal, addedRefs, liveTokens)
 }
 
 // ReadFence reads a sale's fence counter (Scripts.ReadFence).

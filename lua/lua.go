@@ -28,8 +28,8 @@ var (
 	adjustSrc string
 	//go:embed snapshot.lua
 	snapshotSrc string
-	//go:embed setstock.lua
-	setStockSrc string
+	//go:embed repairstock.lua
+	repairStockSrc string
 	//go:embed rebuild.lua
 	rebuildSrc string
 	//go:embed restore.lua
@@ -91,10 +91,10 @@ type Scripts struct {
 	warmup  *redis.Script
 	adjust  *redis.Script
 
-	snapshot *redis.Script
-	setStock *redis.Script
-	rebuild  *redis.Script
-	restore  *redis.Script
+	snapshot    *redis.Script
+	repairStock *redis.Script
+	rebuild     *redis.Script
+	restore     *redis.Script
 }
 
 // New prepares the scripts.
@@ -106,10 +106,10 @@ func New() *Scripts {
 		warmup:  redis.NewScript(warmupSrc),
 		adjust:  redis.NewScript(adjustSrc),
 
-		snapshot: redis.NewScript(snapshotSrc),
-		setStock: redis.NewScript(setStockSrc),
-		rebuild:  redis.NewScript(rebuildSrc),
-		restore:  redis.NewScript(restoreSrc),
+		snapshot:    redis.NewScript(snapshotSrc),
+		repairStock: redis.NewScript(repairStockSrc),
+		rebuild:     redis.NewScript(rebuildSrc),
+		restore:     redis.NewScript(restoreSrc),
 	}
 }
 
@@ -373,20 +373,45 @@ func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID i
 	return snap, nil
 }
 
-// SetStock sets the sale's Redis stock to stock if stock and the hold
-// counter are still as a snapshot saw them, and marks the stock additions
-// the snapshot included (addedRefs) applied; it reports whether it did.
-func (s *Scripts) SetStock(ctx context.Context, rdb redis.Scripter, saleID, expectStock, expectReserved, stock int64, addedRefs []string) (bool, error) {
+// StockRepair is what RepairStock did.
+type StockRepair struct {
+	// Outcome: RepairSet, RepairRight or RepairRefused.
+	Outcome int
+	// From is the stock before; To the stock the repair computed (-1 when
+	// refused before computing it; negative when more units are out of sale
+	// than the total, which it refuses to write).
+	From, To int64
+}
+
+// RepairStock outcomes.
+const (
+	RepairRefused = -1 // not in Redis mode, or an addition the snapshot lacks
+	RepairRight   = 0  // the stock was right
+	RepairSet     = 1  // the stock was set
+)
+
+// RepairStock sets a sale's Redis stock to stockTotal minus the units out
+// of sale: Redis's unreleased tokens, plus the snapshot's live tokens Redis
+// does not know (repairstock.lua). addedRefs are the stock additions
+// stockTotal includes.
+func (s *Scripts) RepairStock(ctx context.Context, rdb redis.Scripter, saleID, stockTotal int64, addedRefs, liveTokens []string) (StockRepair, error) {
 	k := SaleKeys(saleID)
-	args := []any{expectStock, expectReserved, stock}
+	args := make([]any, 0, 2+len(addedRefs)+len(liveTokens))
+	args = append(args, stockTotal, len(addedRefs))
 	for _, r := range addedRefs {
 		args = append(args, r)
 	}
-	n, err := s.setStock.Run(ctx, rdb, []string{k.Stock, k.Reserved, k.Released, k.Adjusts}, args...).Int64()
-	if err != nil {
-		return false, fmt.Errorf("set stock script: %w", err)
+	for _, t := range liveTokens {
+		args = append(args, t)
 	}
-	return n == 1, nil
+	v, err := s.repairStock.Run(ctx, rdb, []string{k.Stock, k.Tokens, k.Released, k.Adjusts, k.Meta}, args...).Int64Slice()
+	if err != nil {
+		return StockRepair{}, fmt.Errorf("repair stock script: %w", err)
+	}
+	if len(v) != 3 {
+		return StockRepair{}, fmt.Errorf("repair stock script: unexpected reply of %d items", len(v))
+	}
+	return StockRepair{Outcome: int(v[0]), From: v[1], To: v[2]}, nil
 }
 
 // RebuildData is a sale's state as the database knows it, for Rebuild.

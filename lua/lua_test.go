@@ -312,3 +312,45 @@ func TestRestoreLiveOrder(t *testing.T) {
 	require.False(t, restored)
 	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, 1).Val())
 }
+
+// The stock repair counts a unit out of sale where Redis holds its token,
+// or where the snapshot has it live and Redis does not know it; released
+// tokens are on sale. It refuses outside Redis mode and when Redis applied
+// a stock addition the snapshot's total lacks.
+func TestRepairStock(t *testing.T) {
+	f := mustWarmSale(t, 10)
+	held := f.reserve(t, 1, "req-00000001")
+	f.reserve(t, 2, "req-00000002")
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, held.Token, true)
+	require.NoError(t, err)
+	require.True(t, released)
+	f.reserve(t, 3, "req-00000003")
+	require.NoError(t, f.rdb.Set(ctx(t), f.keys.Stock, 99, 0).Err()) // the drift
+
+	// 10 units: users 2 and 3 hold, one live order Redis lost, one live
+	// order Redis knows (user 2's token, placed since).
+	tok2, _ := f.rdb.HGet(ctx(t), f.keys.Requests, "2:req-00000002").Result()
+	rep, err := f.scripts.RepairStock(ctx(t), f.rdb, f.saleID, 10, nil, []string{"tok-lost", tok2})
+	require.NoError(t, err)
+	require.Equal(t, lua.StockRepair{Outcome: lua.RepairSet, From: 99, To: 7}, rep)
+	rep, err = f.scripts.RepairStock(ctx(t), f.rdb, f.saleID, 10, nil, []string{"tok-lost", tok2})
+	require.NoError(t, err)
+	require.Equal(t, lua.RepairRight, rep.Outcome)
+
+	_, _, err = f.scripts.Adjust(ctx(t), f.rdb, f.saleID, 2, "add-1")
+	require.NoError(t, err)
+	rep, err = f.scripts.RepairStock(ctx(t), f.rdb, f.saleID, 10, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, lua.RepairRefused, rep.Outcome, "an addition the snapshot lacks")
+	rep, err = f.scripts.RepairStock(ctx(t), f.rdb, f.saleID, 12, []string{"add-1"}, []string{"tok-lost"})
+	require.NoError(t, err)
+	require.Equal(t, lua.StockRepair{Outcome: lua.RepairRight, From: 9, To: 9}, rep)
+
+	require.NoError(t, f.rdb.HSet(ctx(t), f.keys.Meta, "mode", string(domain.ModeDatabase)).Err())
+	rep, err = f.scripts.RepairStock(ctx(t), f.rdb, f.saleID, 100, []string{"add-1"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, lua.RepairRefused, rep.Outcome, "database mode")
+	stock, err := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
+	require.NoError(t, err)
+	require.EqualValues(t, 9, stock, "refusals change nothing")
+}

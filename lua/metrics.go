@@ -41,7 +41,7 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 	h := &scriptHook{byKey: map[string]scriptObservers{}}
 	for name, sc := range map[string]*redis.Script{
 		"reserve": s.reserve, "release": s.release, "advance": s.advance, "warmup": s.warmup,
-		"adjust": s.adjust, "snapshot": s.snapshot, "set_stock": s.setStock, "rebuild": s.rebuild,
+		"adjust": s.adjust, "snapshot": s.snapshot, "repair_stock": s.repairStock, "rebuild": s.rebuild,
 		"restore": s.restore,
 	} {
 		obs := scriptObservers{ok: hist.WithLabelValues(name, "ok"), failed: hist.WithLabelValues(name, "error")}
@@ -54,7 +54,7 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 // scriptSources are the scripts' texts by name: EVAL carries the text.
 var scriptSources = map[string]string{
 	"reserve": reserveSrc, "release": releaseSrc, "advance": advanceSrc, "warmup": warmupSrc,
-	"adjust": adjustSrc, "snapshot": snapshotSrc, "set_stock": setStockSrc, "rebuild": rebuildSrc,
+	"adjust": adjustSrc, "snapshot": snapshotSrc, "repair_stock": repairStockSrc, "rebuild": rebuildSrc,
 	"restore": restoreSrc,
 }
 

@@ -184,7 +184,7 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 			t.Logf("clean up sale %d: %v", sale.ID, err)
 		}
 	})
-	_, _, err := sales.Warmup(ctx, st, lua.NewClient(rdb), sale.ID)
+	_, _, err := sales.Warmup(ctx, st, lua.NewClient(rdb), nil, sale.ID)
 	require.NoError(t, err)
 
 	// The leak: the reserve script and the removal of its inbox entry in

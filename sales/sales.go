@@ -13,6 +13,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )
@@ -22,7 +25,7 @@ import (
 // afterwards it answers lua.WarmupAlreadyLive and changes nothing while
 // Redis holds the sale. A warmed sale whose keys Redis lost is rebuilt by
 // RebuildLost instead (every recorded reservation counted, none resold).
-func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (outcome string, redisStock int64, err error) {
+func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID int64) (outcome string, redisStock int64, err error) {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
@@ -33,7 +36,7 @@ func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64)
 			return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 		}
 		if lost {
-			if _, err := RebuildLost(ctx, st, rdb, saleID); err != nil {
+			if _, err := RebuildLost(ctx, st, rdb, tc, saleID); err != nil {
 				return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 			}
 			stock, ok, err := rdb.Stock(ctx, saleID)
@@ -84,14 +87,14 @@ func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64)
 // buy twice; holds Redis lost before they were recorded end FAILED when
 // their workflow finds no unit, never sold twice. It reports false when
 // another instance is resynchronising the sale.
-func RebuildLost(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (bool, error) {
+func RebuildLost(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID int64) (bool, error) {
 	// No hold-off: with its keys gone the reserve script takes nothing for
 	// this sale, and the resync begins at once, so the database path never
 	// sells in between.
 	if _, err := SwitchToDatabase(ctx, st, saleID, 0); err != nil {
 		return false, fmt.Errorf("rebuild lost sale %d: %w", saleID, err)
 	}
-	done, err := Resync(ctx, st, rdb, saleID)
+	done, err := Resync(ctx, st, rdb, tc, saleID)
 	if err != nil {
 		return false, fmt.Errorf("rebuild lost sale %d: %w", saleID, err)
 	}
@@ -121,7 +124,7 @@ func Teardown(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int6
 // the stock. Redis is rebuilt as stock net of holds from the database, which
 // no path can change during the rebuild; a hold Redis promised that the
 // database cannot honour ends FAILED, never as a unit sold twice.
-func Resync(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (bool, error) {
+func Resync(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID int64) (bool, error) {
 	epoch, err := st.BeginResync(ctx, saleID)
 	if errors.Is(err, store.ErrNotDatabaseMode) {
 		return false, nil
@@ -129,7 +132,7 @@ func Resync(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64)
 	if err != nil {
 		return false, fmt.Errorf("resync sale %d: %w", saleID, err)
 	}
-	if err := rebuild(ctx, st, rdb, saleID, epoch); err != nil {
+	if err := rebuild(ctx, st, rdb, tc, saleID, epoch); err != nil {
 		if _, aerr := st.AbortResync(context.WithoutCancel(ctx), saleID, epoch, 0); aerr != nil {
 			return false, fmt.Errorf("resync sale %d: %w (and rolling back: %v)", saleID, err, aerr)
 		}
@@ -147,7 +150,7 @@ const rebuildAttempts = 5
 // the rebuild script: where a release racing the resync lands.
 var afterSnapshot func()
 
-func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, epoch int64) error {
+func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID, epoch int64) error {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return err
@@ -176,9 +179,23 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, epoc
 		for i, b := range state.Buyers {
 			d.Buyers[i] = strconv.FormatInt(b, 10)
 		}
+		known := make(map[string]bool, len(state.Tokens))
 		for _, h := range state.Tokens {
 			d.AddReservation(h.Token, h.State, h.UserID, h.RequestID)
+			known[h.Token] = true
 		}
+		// After the snapshot: a workflow that recorded its hold since is
+		// in the list and not in the snapshot, so it is counted once.
+		unrecorded, err := unrecordedHolds(ctx, tc, saleID, func(token string) bool { return known[token] })
+		if err != nil {
+			return err
+		}
+		for _, in := range unrecorded {
+			d.AddReservation(in.Token, domain.TokenHeld, in.UserID, in.RequestID)
+			d.Buyers = append(d.Buyers, strconv.FormatInt(in.UserID, 10))
+			d.Stock--
+		}
+		d.Stock = max(d.Stock, 0)
 		_, err = rdb.Rebuild(ctx, saleID, d)
 		if errors.Is(err, lua.ErrFenceMoved) && attempt < rebuildAttempts {
 			continue

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 var tokenKey = []byte("sales-test-token-key")
@@ -126,7 +127,7 @@ func TestRebuildNeverUndoesAReleaseCommittedAfterItsSnapshot(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
-	done, err := sales.Resync(f.ctx, f.st, f.client, f.sale.ID)
+	done, err := sales.Resync(f.ctx, f.st, f.client, nil, f.sale.ID)
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Equal(t, 2, snapshots, "the rebuild started over once")
@@ -183,7 +184,7 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lua.OutcomeOK, res.Outcome)
 
-	outcome, _, err := sales.Warmup(f.ctx, f.st, f.client, f.sale.ID)
+	outcome, _, err := sales.Warmup(f.ctx, f.st, f.client, nil, f.sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, lua.WarmupAlreadyLive, outcome, "Redis holds the live sale")
 
@@ -195,7 +196,7 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 	lost, err := f.client.SaleKeysLost(f.ctx, f.sale.ID)
 	require.NoError(t, err)
 	require.True(t, lost)
-	outcome, stock, err := sales.Warmup(f.ctx, f.st, f.client, f.sale.ID)
+	outcome, stock, err := sales.Warmup(f.ctx, f.st, f.client, nil, f.sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, lua.WarmupOK, outcome)
 	require.EqualValues(t, 2, stock, "5 units - 1 order - 2 holds")
@@ -225,4 +226,63 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 	got, err := f.st.GetSale(f.ctx, f.sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeRedis, got.Mode)
+}
+
+// A 202 whose workflow runs but has not recorded its hold (the database was
+// down) is nowhere but in Temporal once Redis loses the sale's keys and its
+// inbox. The rebuild counts it: its unit stays out of sale, its buyer is
+// marked, its request replays to its token. Before, the rebuild counted the
+// database's reservations and what survived in Redis only: the unit was
+// sold again and the 202 ended FAILED no_stock (chaos soak seed 7).
+func TestRebuildCountsHoldsWhoseWorkflowsRunUnrecorded(t *testing.T) {
+	f := mustFixture(t, 3)
+	tc := testenv.MustTemporal(t)
+	user := testenv.UniqueUser()
+	req := fmt.Sprintf("req-%d", user)
+	tok := domain.DeriveToken(tokenKey, f.sale.ID, user, req)
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeOK, res.Outcome)
+	// No worker polls this queue: the workflow runs and records nothing.
+	queue := fmt.Sprintf("sales-test-unpolled-%d", user)
+	require.NoError(t, workflows.StartOrder(f.ctx, tc, queue, domain.RedisHoldInput(tok, f.sale.ID, user, req)))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(tok), "", "test over")
+	})
+	require.Eventually(t, func() bool {
+		running, err := sales.RunningOrders(f.ctx, tc, f.sale.ID)
+		return err == nil && running[tok]
+	}, 10*time.Second, 50*time.Millisecond, "the workflow is visible as running")
+
+	require.NoError(t, f.rdb.Del(f.ctx, f.keys.All()...).Err())
+	done, err := sales.RebuildLost(f.ctx, f.st, f.client, tc, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+
+	require.EqualValues(t, 2, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)), "3 units - 1 running hold")
+	state, owner, ok, err := f.client.TokenHold(f.ctx, f.sale.ID, tok)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, domain.TokenHeld, state)
+	require.Equal(t, user, owner)
+	r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeReplay, r.Outcome, "the 202's request replays to its token")
+	r, err = f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "again-1",
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "again-1"), Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeAlready, r.Outcome, "its user cannot buy twice")
+	sold := 0
+	for range 3 {
+		u := testenv.UniqueUser()
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
+			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "fresh-1"), Epoch: f.epoch()})
+		require.NoError(t, err)
+		if r.Outcome == lua.OutcomeOK {
+			sold++
+		}
+	}
+	require.Equal(t, 2, sold, "fresh users buy exactly what the running hold left")
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
@@ -16,6 +18,9 @@ import (
 type Resyncer struct {
 	Store *store.Store
 	Redis *lua.Client
+	// Temporal lists the holds whose workflows run unrecorded, which a
+	// rebuild must count (sales.RebuildLost); nil counts none.
+	Temporal client.Client
 	// Healthy is how long Redis must answer before a sale goes back.
 	Healthy time.Duration
 	// StaleResync is how long a resync may take before it is rolled back.
@@ -74,7 +79,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			done, err := sales.Resync(rctx, r.Store, r.Redis, s.ID)
+			done, err := sales.Resync(rctx, r.Store, r.Redis, r.Temporal, s.ID)
 			cancel()
 			if err != nil {
 				r.Logger.Error("resync: sale stays in database mode", "sale_id", s.ID, "err", err)
@@ -97,7 +102,7 @@ func (r *Resyncer) rebuildIfLost(ctx context.Context, saleID int64) {
 		return // Redis failing is the breaker's and the ping's business
 	}
 	r.Logger.Warn("resync: Redis lost a live sale's keys; rebuilding it from the database", "sale_id", saleID)
-	done, err := sales.RebuildLost(cctx, r.Store, r.Redis, saleID)
+	done, err := sales.RebuildLost(cctx, r.Store, r.Redis, r.Temporal, saleID)
 	switch {
 	case err != nil:
 		r.Logger.Error("resync: rebuilding a lost sale failed; it stays on the database path", "sale_id", saleID, "err", err)

@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	bg.Go(func() { recorder.Run(ctx) })
 	outbox := &OutboxRelay{Store: st, Starter: startTimes.wrap("outbox_relay", start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
-	resyncer := &Resyncer{Store: st, Redis: rdb, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
+	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: tc, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,

@@ -351,7 +351,7 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 	require.NoError(t, StartOrder(ctx, s.c, s.queue, in))
 	s.waitStatus(in.Token, domain.StatusPendingPayment)
 
-	done, err := sales.Resync(ctx, s.st, lua.NewClient(s.rdb), sale.ID)
+	done, err := sales.Resync(ctx, s.st, lua.NewClient(s.rdb), s.c, sale.ID)
 	require.NoError(t, err)
 	require.True(t, done)
 	k := lua.SaleKeys(sale.ID)

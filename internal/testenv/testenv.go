@@ -290,7 +290,7 @@ func MustWarm(tb testing.TB, st *store.Store, rdb redis.UniversalClient, sale *d
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	outcome, _, err := sales.Warmup(ctx, st, lua.NewClient(rdb), sale.ID)
+	outcome, _, err := sales.Warmup(ctx, st, lua.NewClient(rdb), nil, sale.ID)
 	if err != nil {
 		tb.Fatalf("testenv: warm up sale %d: %v", sale.ID, err)
 	}

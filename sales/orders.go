@@ -1,0 +1,97 @@
+package sales
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// RunningOrders lists the tokens of a sale's running order workflows (one
+// visibility query, paged).
+func RunningOrders(ctx context.Context, tc client.Client, saleID int64) (map[string]bool, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND %s = %d AND ExecutionStatus = 'Running'", domain.OrderWorkflowName, domain.SearchAttrSaleID, saleID)
+	out := map[string]bool{}
+	var next []byte
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := tc.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000, NextPageToken: next})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("list running orders of sale %d: %w", saleID, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if token, ok := domain.TokenOfOrderWorkflowID(e.GetExecution().GetWorkflowId()); ok {
+				out[token] = true
+			}
+		}
+		if next = resp.GetNextPageToken(); len(next) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// orderInput reads the input a token's order workflow started with (its
+// history's first event).
+func orderInput(ctx context.Context, tc client.Client, token string) (domain.OrderInput, error) {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	it := tc.GetWorkflowHistory(hctx, domain.OrderWorkflowID(token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return domain.OrderInput{}, fmt.Errorf("input of %s: empty history", token)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return domain.OrderInput{}, fmt.Errorf("input of %s: %w", token, err)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return domain.OrderInput{}, fmt.Errorf("input of %s: first event is %s", token, ev.GetEventType())
+	}
+	var in domain.OrderInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in); err != nil {
+		return domain.OrderInput{}, fmt.Errorf("input of %s: %w", token, err)
+	}
+	if in.Token != token {
+		return domain.OrderInput{}, errors.New("input of " + token + ": names token " + in.Token)
+	}
+	return in, nil
+}
+
+// unrecordedHolds lists the Redis holds whose order workflows run but whose
+// reservations the database did not have when known was read: a 202 the
+// workflow has not recorded yet (the database was down, the worker slow).
+// Once Redis lost its keys they are nowhere else; a rebuild that did not
+// count them would sell their units again and fail them. With no Temporal
+// client (tests, tools) it lists nothing.
+func unrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known func(token string) bool) ([]domain.OrderInput, error) {
+	if tc == nil {
+		return nil, nil
+	}
+	running, err := RunningOrders(ctx, tc, saleID)
+	if err != nil {
+		return nil, err
+	}
+	var out []domain.OrderInput
+	for token := range running {
+		if known(token) {
+			continue
+		}
+		in, err := orderInput(ctx, tc, token)
+		if err != nil {
+			return nil, err
+		}
+		if in.NoRedisHold() {
+			continue // the database path records before it answers
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
