@@ -155,6 +155,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 	if err != nil {
 		return err
 	}
+	inputs := map[string]domain.OrderInput{}
 	for attempt := 1; ; attempt++ {
 		// The fence first, then the snapshot: a release whose database
 		// write the snapshot missed runs its Redis step after this read,
@@ -186,7 +187,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		}
 		// After the snapshot: a workflow that recorded its hold since is
 		// in the list and not in the snapshot, so it is counted once.
-		unrecorded, err := unrecordedHolds(ctx, tc, saleID, func(token string) bool { return known[token] })
+		unrecorded, err := unrecordedHolds(ctx, tc, saleID, func(token string) bool { return known[token] }, inputs)
 		if err != nil {
 			return err
 		}
