@@ -33,11 +33,14 @@ const (
 	FRedisAOFLoss      = "redis-aof-loss"     // restarted without its last second of AOF
 	FRedisKeysDeleted  = "redis-keys-deleted" // one sale's keys deleted
 	FWorkflowTerminate = "workflow-terminate" // an order workflow terminated with the CLI
+	FAPIDeploy         = "api-deploy"         // SIGTERM, a graceful exit, the binary started again
+	FWorkerDeploy      = "worker-deploy"
 )
 
 // AllFaults lists every class; -faults all.
 var AllFaults = []string{FAPIKill, FAPIFreeze, FWorkerKill, FWorkerFreeze, FRedisKill, FRedisFreeze, FMySQLKill, FMySQLFreeze,
-	FMySQLDown, FTemporalKill, FTemporalFreeze, FLinkCut, FLinkSlow, FRedisAOFLoss, FRedisKeysDeleted, FWorkflowTerminate}
+	FMySQLDown, FTemporalKill, FTemporalFreeze, FLinkCut, FLinkSlow, FRedisAOFLoss, FRedisKeysDeleted, FWorkflowTerminate,
+	FAPIDeploy, FWorkerDeploy}
 
 // writesLost says which classes may lose acknowledged writes (contract 1.1).
 func writesLost(class string) bool { return class == FRedisAOFLoss || class == FRedisKeysDeleted }
@@ -45,9 +48,9 @@ func writesLost(class string) bool { return class == FRedisAOFLoss || class == F
 // resource is what a class acts on; two faults on one resource never overlap.
 func resource(p Planned) string {
 	switch p.Class {
-	case FAPIKill, FAPIFreeze:
+	case FAPIKill, FAPIFreeze, FAPIDeploy:
 		return fmt.Sprintf("api%d", p.Pick%2+1)
-	case FWorkerKill, FWorkerFreeze:
+	case FWorkerKill, FWorkerFreeze, FWorkerDeploy:
 		return fmt.Sprintf("worker%d", p.Pick%2+1)
 	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted:
 		return "redis"
@@ -73,6 +76,8 @@ func spanRange(class string, run time.Duration) (time.Duration, time.Duration) {
 		return 5 * time.Second, min(run/5, 90*time.Second)
 	case FRedisKeysDeleted, FWorkflowTerminate, FRedisAOFLoss:
 		return 0, 2 * time.Second
+	case FAPIDeploy, FWorkerDeploy:
+		return 500 * time.Millisecond, 5 * time.Second // between the old exit and the new start
 	}
 	return 2 * time.Second, 15 * time.Second
 }
@@ -242,6 +247,11 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		}
 		return restart(pr), pr.Name, 0, nil
 	}
+	// A deploy: the process exits gracefully (its drain bounded as an
+	// orchestrator bounds it) and the same binary starts after the span.
+	deploy := func(pr *Proc) (func(context.Context) error, string, int64, error) {
+		return restart(pr), pr.Name, 0, pr.StopGracefully(30 * time.Second)
+	}
 	freeze := func(pr *Proc) (func(context.Context) error, string, int64, error) {
 		if err := pr.Freeze(); err != nil {
 			return nil, pr.Name, 0, err
@@ -253,8 +263,12 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		return kill(d.APIs[p.Pick%len(d.APIs)].Proc)
 	case FAPIFreeze:
 		return freeze(d.APIs[p.Pick%len(d.APIs)].Proc)
+	case FAPIDeploy:
+		return deploy(d.APIs[p.Pick%len(d.APIs)].Proc)
 	case FWorkerKill:
 		return kill(d.Workers[p.Pick%len(d.Workers)].Proc)
+	case FWorkerDeploy:
+		return deploy(d.Workers[p.Pick%len(d.Workers)].Proc)
 	case FWorkerFreeze:
 		return freeze(d.Workers[p.Pick%len(d.Workers)].Proc)
 	case FRedisKill, FRedisFreeze:

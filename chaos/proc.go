@@ -157,8 +157,13 @@ func (p *Proc) Thaw() error {
 
 // Stop thaws a frozen process, sends SIGTERM and waits (SIGKILL after wait).
 func (p *Proc) Stop(wait time.Duration) {
+	_ = p.StopGracefully(wait)
+}
+
+// StopGracefully is Stop reporting whether the process needed the SIGKILL.
+func (p *Proc) StopGracefully(wait time.Duration) error {
 	if !p.Running() {
-		return
+		return nil
 	}
 	p.mu.Lock()
 	frozen := p.frozen
@@ -169,9 +174,11 @@ func (p *Proc) Stop(wait time.Duration) {
 	_ = p.signal(syscall.SIGTERM)
 	select {
 	case <-p.Done():
+		return nil
 	case <-time.After(wait):
 		_ = p.signal(syscall.SIGKILL)
 		<-p.Done()
+		return fmt.Errorf("%s did not exit within %s of SIGTERM; killed", p.Name, wait)
 	}
 }
 
