@@ -79,7 +79,7 @@ func TestRedisPathLeavesTheStartToTheRelay(t *testing.T) {
 		require.Equal(t, 202, r.Status, string(r.Body))
 		handed := testutil.ToFloat64(h.server.s.m.starter.WithLabelValues("queued")) +
 			testutil.ToFloat64(h.server.s.m.starter.WithLabelValues("no_temporal")) +
-			testutil.ToFloat64(h.server.s.m.starter.WithLabelValues("dropped"))
+			testutil.ToFloat64(h.server.s.m.starter.WithLabelValues("deferred"))
 		if on {
 			require.EqualValues(t, 1, handed, "SECKILL_API_STARTS_REDIS_ORDERS=on")
 		} else {

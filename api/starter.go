@@ -19,13 +19,27 @@ import (
 const (
 	starterWorkers = 4
 	startTimeout   = 5 * time.Second
+	// retryCap bounds the starts kept for retrying; beyond it the oldest
+	// is left to the relays alone.
+	retryCap       = 50_000
+	retryFirstWait = time.Second
+	retryMaxWait   = 5 * time.Second
 )
 
 // starter starts order workflows off the request path. The queue is bounded
-// and never blocks a request: an entry that does not fit is dropped, and the
-// worker's inbox relay starts that workflow from the Redis stream instead.
+// and never blocks a request: an entry that does not fit is retried later,
+// and the worker's inbox relay starts that workflow from the Redis stream
+// as well.
+//
+// A start that fails (Temporal down) is retried until it succeeds: while
+// Temporal is down a Redis hold's 202 lives only in Redis, and a fault that
+// loses Redis writes meanwhile (keys deleted, an AOF's last second) took
+// its inbox entry too, so no relay could ever start it and the 202
+// vanished (chaos soak seed 7). The retry keeps it; the workflow then
+// finds the unit or ends FAILED, as the contract allows after such faults.
 type starter struct {
 	q       chan queuedStart
+	retry   retryList
 	tc      client.Client
 	queue   string // Temporal task queue
 	st      *store.Store
@@ -65,17 +79,27 @@ func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 		s.m.starter.WithLabelValues("no_temporal").Inc()
 		return
 	}
+	q := queuedStart{in: in, httpRequestID: reqid.From(reqCtx), span: trace.SpanContextFromContext(reqCtx)}
 	select {
-	case s.q <- queuedStart{in: in, httpRequestID: reqid.From(reqCtx), span: trace.SpanContextFromContext(reqCtx)}:
+	case s.q <- q:
 		s.m.starter.WithLabelValues("queued").Inc()
 	default:
-		s.m.starter.WithLabelValues("dropped").Inc()
+		// The starts are slow (Temporal down or a burst): retried later.
+		s.m.starter.WithLabelValues("deferred").Inc()
+		if s.retry.add(q) {
+			s.m.starter.WithLabelValues("retry_dropped").Inc()
+		}
 	}
 }
 
 // run serves the queue until stop closes, then drains what is queued while
 // the drain context lasts (best effort: the relay covers whatever is left).
 func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.retryLoop(stop, drain)
+	}()
 	for range starterWorkers {
 		s.wg.Add(1)
 		go func() {
@@ -102,13 +126,22 @@ func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
 }
 
 func (s *starter) start(parent context.Context, in domain.OrderInput) {
+	if !s.tryStart(parent, in) {
+		if s.retry.add(queuedStart{in: in, httpRequestID: reqid.From(parent), span: trace.SpanContextFromContext(parent)}) {
+			s.m.starter.WithLabelValues("retry_dropped").Inc()
+		}
+	}
+}
+
+// tryStart starts in's workflow once; false when the start failed.
+func (s *starter) tryStart(parent context.Context, in domain.OrderInput) bool {
 	sctx, cancel := context.WithTimeout(parent, startTimeout)
 	defer cancel()
 	if err := workflows.StartOrder(sctx, s.tc, s.queue, in); err != nil {
 		s.m.starter.WithLabelValues("failed").Inc()
-		s.logger.Warn("workflow start failed; the inbox or outbox relay will start it", "token", in.Token,
+		s.logger.Warn("workflow start failed; retried, and the inbox or outbox relay starts it too", "token", in.Token,
 			reqid.LogKey, reqid.From(parent), "err", err)
-		return
+		return false
 	}
 	s.m.starter.WithLabelValues("started").Inc()
 	if in.Path == domain.PathDatabase {
@@ -118,7 +151,7 @@ func (s *starter) start(parent context.Context, in domain.OrderInput) {
 		if err := s.st.MarkDispatched(dctx, in.Token); err != nil {
 			s.logger.Warn("mark outbox dispatched", "token", in.Token, "err", err)
 		}
-		return
+		return true
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(parent), max(s.timeout, time.Second))
 	defer rcancel()
@@ -126,6 +159,89 @@ func (s *starter) start(parent context.Context, in domain.OrderInput) {
 		// Only an optimisation for the relay: it finds the workflow started.
 		s.logger.Warn("mark workflow started", "token", in.Token, "err", err)
 	}
+	return true
+}
+
+// retryLoop retries the failed starts, oldest first, waiting between rounds
+// (1 s, doubling to 5 s while they keep failing), until stop closes; then
+// once more while the drain context lasts.
+func (s *starter) retryLoop(stop <-chan struct{}, drain func() context.Context) {
+	wait := retryFirstWait
+	for {
+		select {
+		case <-stop:
+			s.retryRound(drain())
+			return
+		case <-time.After(wait):
+		}
+		if s.retryRound(context.Background()) {
+			wait = retryFirstWait
+		} else {
+			wait = min(2*wait, retryMaxWait)
+		}
+	}
+}
+
+// retryRound starts the kept starts until one fails; false when one did.
+func (s *starter) retryRound(ctx context.Context) bool {
+	for ctx.Err() == nil {
+		q, ok := s.retry.oldest()
+		if !ok {
+			return true
+		}
+		if !s.tryStart(q.context(ctx), q.in) {
+			return false
+		}
+		s.retry.remove(q.in.Token)
+		s.m.starter.WithLabelValues("retried").Inc()
+	}
+	return false
+}
+
+// retryList is the bounded list of starts to retry, oldest first.
+type retryList struct {
+	mu    sync.Mutex
+	items []queuedStart
+}
+
+// add appends q; it reports whether the oldest was dropped to make room.
+func (l *retryList) add(q queuedStart) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	dropped := false
+	if len(l.items) >= retryCap {
+		l.items = l.items[1:]
+		dropped = true
+	}
+	l.items = append(l.items, q)
+	return dropped
+}
+
+func (l *retryList) oldest() (queuedStart, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.items) == 0 {
+		return queuedStart{}, false
+	}
+	return l.items[0], true
+}
+
+// remove drops the entry of token (the oldest, unless dropped meanwhile).
+func (l *retryList) remove(token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, q := range l.items {
+		if q.in.Token == token {
+			l.items = append(l.items[:i], l.items[i+1:]...)
+			return
+		}
+	}
+}
+
+func (l *retryList) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.items)
 }
 
 func (s *starter) wait() { s.wg.Wait() }

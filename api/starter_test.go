@@ -1,0 +1,68 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+)
+
+// A start that fails while Temporal is unreachable is retried until it
+// succeeds: no relay runs here, so the workflow exists afterwards only
+// because the API kept its start. Before, the API logged the failure and
+// left the start to the relays; with the hold's inbox entry lost as well
+// (keys deleted, an AOF's last second) the 202 vanished (chaos soak seed 7).
+func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
+	proxy, err := netproxy.Start(testenv.TemporalAddress(), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc, err := client.DialContext(dctx, client.Options{HostPort: proxy.Addr(), Logger: testenv.TemporalLogger{}})
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	direct := testenv.MustTemporal(t)
+
+	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	queue := "starter-test-unpolled" // no worker: the workflow just runs
+	s := newStarter(16, tc, queue, testenv.MustStore(t), lua.NewClient(testenv.MustRedis(t)), time.Second, logger, m)
+	stop := make(chan struct{})
+	s.run(stop, func() context.Context { return context.Background() })
+	t.Cleanup(func() { close(stop); s.wait() })
+
+	user := testenv.UniqueUser()
+	in := domain.RedisHoldInput(domain.DeriveToken([]byte("starter-test"), 1, user, "req-1"), 1, user, "req-1")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = direct.TerminateWorkflow(ctx, domain.OrderWorkflowID(in.Token), "", "test over")
+	})
+	proxy.SetCut(true)
+	s.enqueue(context.Background(), in)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.WithLabelValues("failed")) >= 1 },
+		20*time.Second, 20*time.Millisecond, "the start fails while Temporal is cut off")
+	require.Equal(t, 1, s.retry.len(), "the failed start is kept")
+	proxy.SetCut(false)
+
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := direct.DescribeWorkflow(ctx, domain.OrderWorkflowID(in.Token), "")
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the start was retried once Temporal answered")
+	require.Eventually(t, func() bool { return s.retry.len() == 0 }, 5*time.Second, 20*time.Millisecond)
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.starter.WithLabelValues("retried")), 1.0)
+}
