@@ -123,7 +123,7 @@ func TestDatabasePathRacingAResyncIsNotSoldOut(t *testing.T) {
 		var n int
 		// Either the quota's opening or the taking of a unit.
 		assert.NoError(c, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE info LIKE ? OR info LIKE ?",
-			fmt.Sprintf("UPDATE sales SET db_quota = db_quota - 1 WHERE id = %d %%", sale.ID),
+			fmt.Sprintf("INSERT INTO orders %%FROM sales WHERE id = %d %%", sale.ID),
 			fmt.Sprintf("UPDATE sales s SET s.db_quota = %%WHERE s.id = %d %%", sale.ID)).Scan(&n))
 		assert.Positive(c, n)
 	}, 10*time.Second, 20*time.Millisecond)
