@@ -62,11 +62,10 @@ type server struct {
 	cache    *saleCache
 	starter  *starter
 
-	global   *rate.Limiter
-	fallback *rate.Limiter // the global rate while a sale is in database mode
-	// dbSlots bounds the database path's transactions in flight: a
-	// reservation that finds none free is refused at once.
-	dbSlots   chan struct{}
+	global *rate.Limiter
+	// dbAdmit bounds the database path (a sale in database mode): its rate
+	// and its transactions in flight.
+	dbAdmit   *dbAdmission
 	breaker   *redisBreaker
 	tokens    *verifiedTokens
 	perAddr   *keyedLimiters[netip.Addr]
@@ -124,8 +123,7 @@ func NewServer(d Deps) *Server {
 		temporal:  d.Temporal,
 		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
 		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
-		fallback:  rate.NewLimiter(limitOf(cfg.FallbackRPS), max(int(cfg.FallbackRPS/10), 1)),
-		dbSlots:   make(chan struct{}, max(cfg.FallbackInFlight, 1)),
+		dbAdmit:   newDBAdmission(cfg.FallbackRPS, cfg.FallbackInFlight),
 		perAddr:   newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
 		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
 		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,

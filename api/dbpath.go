@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/sales"
@@ -40,17 +41,12 @@ func (s *server) dbPathHoldOff() time.Duration {
 // switches the sale's mode in MySQL with a new epoch; every instance learns
 // it within a second and stops using Redis for that sale.
 func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain.Sale, in domain.OrderInput) error {
-	if !s.fallback.Allow() {
-		s.m.reject(layerDatabase, "rate_limited")
+	release, refused := s.dbAdmit.admit(time.Now())
+	if refused != "" {
+		s.m.reject(layerDatabase, refused)
 		return s.rateLimited(c, s.cfg.FallbackRPS)
 	}
-	select {
-	case s.dbSlots <- struct{}{}:
-		defer func() { <-s.dbSlots }()
-	default:
-		s.m.reject(layerDatabase, "saturated")
-		return s.rateLimited(c, s.cfg.FallbackRPS)
-	}
+	defer release()
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbPathTimeout)
 	defer cancel()
 	if sale.Mode == domain.ModeRedis {
@@ -98,6 +94,45 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 	s.m.reject(layerDatabase, "ok")
 	s.starter.enqueue(c.UserContext(), in)
 	return s.accepted(c, res.Token, sale.ID, in.RequestID)
+}
+
+// dbAdmission admits the database path's transactions: at most
+// SECKILL_FALLBACK_IN_FLIGHT in flight (slots) and at most
+// SECKILL_FALLBACK_RPS (rate). A request it refuses is refused at once. A
+// slot is taken before the rate's token, so a request refused because
+// every slot is in flight spends none of the rate: the rate then admits
+// as many transactions as it allows, not fewer for each refusal the slots
+// made.
+type dbAdmission struct {
+	rate  *rate.Limiter
+	slots chan struct{}
+}
+
+// newDBAdmission is the admission of a path of rps transactions a second
+// (0: unlimited), inFlight at once. The rate's burst, a tenth of a second's
+// worth, is at most the slots: a burst they would refuse is not admitted.
+func newDBAdmission(rps float64, inFlight int) *dbAdmission {
+	inFlight = max(inFlight, 1)
+	return &dbAdmission{
+		rate:  rate.NewLimiter(limitOf(rps), min(max(int(rps/10), 1), inFlight)),
+		slots: make(chan struct{}, inFlight),
+	}
+}
+
+// admit takes a slot and a token of the rate at now, and returns the
+// slot's release, or why it refused: "saturated" (no slot free) or
+// "rate_limited" (the rate is spent).
+func (a *dbAdmission) admit(now time.Time) (release func(), refused string) {
+	select {
+	case a.slots <- struct{}{}:
+	default:
+		return nil, "saturated"
+	}
+	if !a.rate.AllowN(now, 1) {
+		<-a.slots
+		return nil, "rate_limited"
+	}
+	return func() { <-a.slots }, ""
 }
 
 // saleModeCollector exports, per cached sale, whether it is in database

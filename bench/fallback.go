@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/domain"
@@ -86,12 +89,24 @@ func (r *runner) fallback(ctx context.Context) error {
 	// Users continue after the ones used above, none twice.
 	first := next
 	load := func(ctx context.Context, i int64) (int, error) { return op(ctx, first+i) }
+	questions0, err := r.globalStatus(ctx, "Questions")
+	if err != nil {
+		return err
+	}
 	res := OpenLoop(ctx, "database path via the API", offered, r.o.Dur, 256, load)
+	questions1, err := r.globalStatus(ctx, "Questions")
+	if err != nil {
+		return err
+	}
 	if res.Requests+first > int64(len(toks)) {
 		return fmt.Errorf("fallback: %d requests outran the %d minted users", res.Requests+first, len(toks))
 	}
 	accepted := res.Count(http.StatusAccepted)
 	acceptedRate := float64(accepted) / res.Seconds
+	outcomes, err := databaseOutcomes(ctx, api.URL)
+	if err != nil {
+		return err
+	}
 	if err := r.checkFallback(ctx, s.ID, quota, accepted+1); err != nil {
 		return err
 	}
@@ -103,11 +118,15 @@ func (r *runner) fallback(ctx context.Context) error {
 		Figures: []Figure{
 			{Name: "accepted/s (202)", Value: acceptedRate, Unit: "res/s", Target: fmt.Sprintf("≈ %g (the limit)", r.o.FallbackRPS), Published: pubRowLock},
 			{Name: "refused by the limit (429)", Value: float64(res.Count(http.StatusTooManyRequests)), Unit: "answers"},
+			{Name: "refused in flight (429, saturated)", Value: outcomes["saturated"], Unit: "answers"},
+			{Name: "MySQL statements per 202", Value: float64(questions1-questions0) / float64(max(accepted, 1)), Unit: "statements"},
 			{Name: "p99 of the 202s", Value: res.StatusP99MS["202"], Unit: "ms", Published: pubIssue1471},
 			{Name: "p99 (all answers)", Value: res.P99MS, Unit: "ms"},
 		},
 		Notes: []string{
 			fmt.Sprintf("API and worker of their own reach Redis through a TCP proxy that is cut after one reservation through Redis and the worker's record of the Redis stock; answers while the breaker tripped (not timed): %v", tripping),
+			fmt.Sprintf("the API's database-path outcomes (seckill_filter_total{layer=\"database\"}, the trip included): %v", outcomes),
+			"MySQL statements per 202: MariaDB's global Questions over the open loop (the reservations' and everything else's: the starter's dispatch marks, the order workflows' activities, the relays, the sale cache) per 202",
 			"distinct users, one request each; 429 = the fallback limiter, 503 = outcome unknown (retry); checked afterwards: sold ≤ quota, nobody twice, one order per reservation, buckets net of orders",
 		},
 	})
@@ -168,4 +187,52 @@ func (r *runner) checkFallback(ctx context.Context, saleID, quota, accepted int6
 		r.violation("scenario 5: buckets hold %d, want %d - %d orders", left, sale.StockTotal, orders)
 	}
 	return nil
+}
+
+// databaseOutcomes reads the API's count of database-path answers by
+// outcome (ok, rate_limited, saturated, ...) from its /metrics.
+func databaseOutcomes(ctx context.Context, apiURL string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiURL+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("fallback: metrics: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fallback: metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("fallback: metrics: %w", err)
+	}
+	const prefix = `seckill_filter_total{layer="database",outcome="`
+	out := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		outcome, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[outcome] = v
+		}
+	}
+	return out, nil
+}
+
+// globalStatus is one of MariaDB's global status counters.
+func (r *runner) globalStatus(ctx context.Context, name string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var got string
+	var n int64
+	if err := r.st.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE ?", name).Scan(&got, &n); err != nil {
+		return 0, fmt.Errorf("read global status %s: %w", name, err)
+	}
+	return n, nil
 }

@@ -163,17 +163,21 @@ func spreadQuota(quota int64, stocks []int64) []int64 {
 	return shares
 }
 
-// ReserveInDB is the database reservation path: in one transaction, with
-// the same lock order as order placement (reservation row, order row, a
-// bucket, the ledger, then the sale row, only read under a shared lock), it
-// records the reservation with its replay key, places the order, deducts a
+// ReserveInDB is the database reservation path: in one transaction it
+// records the reservation with its replay key and an outbox row, deducts a
 // bucket and a unit of that bucket's share of the quota conditionally,
-// writes the ledger and an outbox row, and checks that the sale is still in
-// database mode in the epoch it read: a mode change (which takes the sale
-// row exclusively) waits for it, or it for the mode change and then rolls
-// back. A replay of (sale, user, request_id) returns the first answer
-// and reserves nothing. The order workflow starts afterwards, from the
-// caller or from the outbox relay.
+// places the order and writes the ledger, and checks that the sale is
+// still in database mode in the epoch it read, reading the sale row last
+// under a shared lock: a mode change (which takes the sale row
+// exclusively) waits for it, or it for the mode change and then rolls
+// back. A replay of (sale, user, request_id) returns the first answer and
+// reserves nothing. The order workflow starts afterwards, from the caller
+// or from the outbox relay.
+//
+// It is the path's whole cost in MySQL, so it makes few round trips: one
+// read of the sale (with the replay probe) before the transaction, and in
+// it one statement per row written, the bucket's pick and the commit (see
+// reserveInDBTx).
 func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, replay bool, err error) {
 	return s.ReserveInDBWithSkew(ctx, in, 0)
 }
@@ -182,32 +186,34 @@ func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *dom
 // worker that samples Redis's stock and the ones that record holds. Before
 // the sale's hold-off has passed it answers ErrNotSellingYet.
 func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, skew time.Duration) (res *domain.Reservation, replay bool, err error) {
-	if prior, err := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID); err == nil {
-		return prior, true, nil
-	} else if !errors.Is(err, ErrNotFound) {
-		return nil, false, fmt.Errorf("reserve in db: %w", err)
-	}
 	var sale struct {
-		PriceCents           int64         `bun:"price_cents"`
-		PaymentWindowSeconds int           `bun:"payment_window_seconds"`
-		Buckets              int           `bun:"buckets"`
-		Mode                 string        `bun:"mode"`
-		Epoch                int64         `bun:"mode_epoch"`
-		Quota                sql.NullInt64 `bun:"db_quota"`
-		QuotaLeft            int64         `bun:"quota_left"`
-		Selling              bool          `bun:"selling"`
-		Control              string        `bun:"control"`
-		Window               string        `bun:"window_state"`
+		PriceCents           int64          `bun:"price_cents"`
+		PaymentWindowSeconds int            `bun:"payment_window_seconds"`
+		Buckets              int            `bun:"buckets"`
+		Mode                 string         `bun:"mode"`
+		Epoch                int64          `bun:"mode_epoch"`
+		Quota                sql.NullInt64  `bun:"db_quota"`
+		QuotaLeft            int64          `bun:"quota_left"`
+		Selling              bool           `bun:"selling"`
+		Control              string         `bun:"control"`
+		Window               string         `bun:"window_state"`
+		Prior                sql.NullString `bun:"prior"`
 	}
 	// The window and the operator's pause are checked here, on the sale as
 	// it is now and on MySQL's clock: the API's cached copy may be seconds
-	// old (on the Redis path the script checks them on Redis's clock).
+	// old (on the Redis path the script checks them on Redis's clock). The
+	// same read probes the replay key (prior): a replay answers what the
+	// first request got, whatever the sale's state now.
 	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, mode_epoch, db_quota,
 		(SELECT COALESCE(SUM(b.db_quota), 0) FROM stock_buckets b WHERE b.sale_id = sales.id) AS quota_left,
 		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
-		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state
-		FROM sales WHERE id = ?`, in.SaleID).Scan(ctx, &sale); err != nil {
+		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state,
+		(SELECT r.token FROM reservations r WHERE r.sale_id = sales.id AND r.user_id = ? AND r.request_id = ?) AS prior
+		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.SaleID).Scan(ctx, &sale); err != nil {
 		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
+	}
+	if sale.Prior.Valid {
+		return s.replayInDB(ctx, in)
 	}
 	switch {
 	case sale.Control == string(domain.ControlStopped) || sale.Window == "ended":
@@ -250,11 +256,7 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		}
 	}
 	if errors.Is(err, errReplayRace) {
-		prior, ferr := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID)
-		if ferr != nil {
-			return nil, false, fmt.Errorf("reserve in db: replay: %w", ferr)
-		}
-		return prior, true, nil
+		return s.replayInDB(ctx, in)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reserve in db: %w", err)
@@ -262,68 +264,87 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 	return res, false, nil
 }
 
+// replayInDB answers a replay of (sale, user, request_id) with the
+// reservation the first request made.
+func (s *Store) replayInDB(ctx context.Context, in domain.OrderInput) (*domain.Reservation, bool, error) {
+	prior, err := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID)
+	if err != nil {
+		return nil, false, fmt.Errorf("reserve in db: replay: %w", err)
+	}
+	return prior, true, nil
+}
+
 // reserveInDBAttempts bounds ReserveInDB's retries of deadlock victims.
 const reserveInDBAttempts = 4
 
-// reserveInDBTx is ReserveInDB's one transaction.
+// reserveInDBTx is ReserveInDB's one transaction, eight round trips: begin,
+// the reservation, its outbox row, the bucket's pick and conditional
+// update (deductBucket; more only when buckets run empty or are all held),
+// the order with the bucket it took together with the check of the sale
+// row (insertOrderIfDatabase), the ledger row, and the commit. The sale
+// row is read under a shared lock after the bucket, as in ReleaseOrder;
+// the order row comes after the bucket (in PlaceOrder before it), so a
+// Redis-path order and a database-path reservation of the same user at the
+// same moment may deadlock: the victim is retried.
 func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCents int64, windowSeconds, buckets int, epoch int64) (res *domain.Reservation, err error) {
-	sale := struct {
-		PriceCents           int64
-		PaymentWindowSeconds int
-		Buckets              int
-	}{priceCents, windowSeconds, buckets}
 	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
+		payBy := now.Add(time.Duration(windowSeconds) * time.Second)
 		orderNo := ulid.Make().String()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO reservations
 			(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
-			orderNo, sale.PriceCents, payBy, now, now); err != nil {
+			orderNo, priceCents, payBy, now, now); err != nil {
 			if IsDuplicate(err) {
 				return errReplayRace
 			}
 			return fmt.Errorf("insert reservation: %w", err)
 		}
-		// The sale as it is now, read last under a shared lock: still in
-		// database mode and in the epoch whose quota the shares are.
-		stillDatabase := func() error {
-			var mode string
-			var current int64
-			if err := tx.QueryRowContext(ctx, "SELECT mode, mode_epoch FROM sales WHERE id = ? LOCK IN SHARE MODE", in.SaleID).Scan(&mode, &current); err != nil {
-				return fmt.Errorf("read mode: %w", err)
-			}
-			if mode != string(domain.ModeDatabase) || current != epoch {
-				return ErrNotDatabaseMode
-			}
-			return nil
+		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", in.Token, in.SaleID, now); err != nil {
+			return fmt.Errorf("outbox: %w", err)
 		}
-		if err := insertOrderAndDeduct(ctx, tx, newOrder{
-			OrderNo: orderNo, Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
-			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now, Quota: true,
-		}); errors.Is(err, ErrNoStock) {
+		bucket, err := deductBucket(ctx, tx, in.SaleID, buckets, true)
+		if errors.Is(err, ErrNoStock) {
 			// No bucket has both stock and quota: either the quota ran out
 			// or the sale left database mode (a resync began) since the
 			// read above. The caller answers those differently (sold out
 			// vs. retry soon).
-			if err := stillDatabase(); err != nil {
+			if err := stillDatabase(ctx, tx, in.SaleID, epoch); err != nil {
 				return err
 			}
 			return ErrQuotaExhausted
 		} else if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", in.Token, in.SaleID, now); err != nil {
-			return fmt.Errorf("outbox: %w", err)
-		}
-		if err := stillDatabase(); err != nil {
+		if err := insertOrderIfDatabase(ctx, tx, newOrder{
+			OrderNo: orderNo, Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
+			AmountCents: priceCents, PayBy: payBy, Now: now,
+		}, bucket, epoch); err != nil {
 			return err
 		}
-		res = domain.DatabasePathReservation(in, orderNo, sale.PriceCents, payBy, now)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+			VALUES (?, 'deduct', ?, ?, -1, ?)`, in.Token, in.SaleID, bucket, now); err != nil {
+			return fmt.Errorf("ledger deduct: %w", err)
+		}
+		res = domain.DatabasePathReservation(in, orderNo, priceCents, payBy, now)
 		return nil
 	})
 	return res, err
+}
+
+// stillDatabase checks, under a shared lock on the sale row, that the sale
+// is still in database mode in the given epoch.
+func stillDatabase(ctx context.Context, tx bun.Tx, saleID, epoch int64) error {
+	var mode string
+	var current int64
+	if err := tx.QueryRowContext(ctx, "SELECT mode, mode_epoch FROM sales WHERE id = ? LOCK IN SHARE MODE", saleID).Scan(&mode, &current); err != nil {
+		return fmt.Errorf("read mode: %w", err)
+	}
+	if mode != string(domain.ModeDatabase) || current != epoch {
+		return ErrNotDatabaseMode
+	}
+	return nil
 }
 
 var errReplayRace = errors.New("replay raced")
@@ -505,3 +526,30 @@ func (s *Store) AbortResync(ctx context.Context, saleID, epoch int64, staleAfter
 }
 
 func nowMS() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// insertOrderIfDatabase is insertOrder for the database path, together with
+// the check of the sale row in the same statement: an INSERT ... SELECT
+// from the sale row, read under a shared lock, that inserts nothing
+// (ErrNotDatabaseMode) unless the sale is still in database mode in the
+// given epoch. (The orders table has no auto-increment column, so the
+// statement takes no table lock; on the ledger it would take InnoDB's
+// AUTO-INC lock for the statement, and the reservations in flight queued on
+// it.)
+func insertOrderIfDatabase(ctx context.Context, tx bun.Tx, o newOrder, bucket int, epoch int64) error {
+	r, err := tx.ExecContext(ctx, "INSERT INTO orders ("+orderColumns+`)
+		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ? LOCK IN SHARE MODE`,
+		o.OrderNo, o.Token, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now,
+		o.SaleID, string(domain.ModeDatabase), epoch)
+	if err != nil {
+		if IsDuplicate(err) {
+			return ErrAlreadyPurchased
+		}
+		return fmt.Errorf("insert order: %w", err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("insert order: %w", err)
+	} else if n != 1 {
+		return ErrNotDatabaseMode
+	}
+	return nil
+}

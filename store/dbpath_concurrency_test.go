@@ -123,7 +123,7 @@ func TestDatabasePathRacingAResyncIsNotSoldOut(t *testing.T) {
 		var n int
 		// Either the quota's opening or the taking of a unit.
 		assert.NoError(c, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE info LIKE ? OR info LIKE ?",
-			fmt.Sprintf("UPDATE sales SET db_quota = db_quota - 1 WHERE id = %d %%", sale.ID),
+			fmt.Sprintf("INSERT INTO orders %%FROM sales WHERE id = %d %%", sale.ID),
 			fmt.Sprintf("UPDATE sales s SET s.db_quota = %%WHERE s.id = %d %%", sale.ID)).Scan(&n))
 		assert.Positive(c, n)
 	}, 10*time.Second, 20*time.Millisecond)
@@ -178,4 +178,61 @@ func TestDatabasePathReservationsDoNotQueueOnTheSaleRow(t *testing.T) {
 	left, err := st.DBStock(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 16, left)
+}
+
+// A mode change that commits while a database-path reservation, its quota
+// open, waits for the sale row (the last row it reads, under a shared lock,
+// after it took a unit of a bucket) makes the reservation roll back whole
+// with ErrNotDatabaseMode: no reservation, order, ledger or outbox row, and
+// the bucket's stock and share as they were.
+func TestDatabasePathWaitingForAModeChangeRollsBack(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 10, func(s *domain.Sale) { s.Buckets = 2 })
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 10))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	base := testenv.UniqueUser() * 1000
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
+		require.NoError(t, err)
+	})
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base, "mode-0")) // opens the quota
+	require.NoError(t, err)
+
+	// The resync's mode change, held uncommitted: it owns the sale row.
+	tx, err := st.DB.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx(t), "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1 WHERE id = ?", string(domain.ModeResync), sale.ID)
+	require.NoError(t, err)
+
+	in := dbInput(sale, base+1, "mode-1")
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := st.ReserveInDB(ctx(t), in)
+		done <- err
+	}()
+	// Waiting: its statement that reads the sale row has run for a while.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var n int
+		assert.NoError(c, st.DB.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE command = 'Query' AND time_ms > 200 AND info LIKE ?`, fmt.Sprintf("%%FROM sales WHERE id = %d %%LOCK IN SHARE MODE", sale.ID)).Scan(&n))
+		assert.Positive(c, n, "the reservation waits for the sale row")
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, tx.Commit())
+
+	require.ErrorIs(t, <-done, store.ErrNotDatabaseMode)
+	_, err = st.GetReservation(ctx(t), in.Token)
+	require.ErrorIs(t, err, store.ErrNotFound, "the reservation rolled back")
+	var orders, ledger, outbox int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), `SELECT (SELECT COUNT(*) FROM orders WHERE token = ?),
+		(SELECT COUNT(*) FROM stock_ledger WHERE token = ?), (SELECT COUNT(*) FROM outbox WHERE token = ?)`,
+		in.Token, in.Token, in.Token).Scan(&orders, &ledger, &outbox))
+	require.Zero(t, orders+ledger+outbox, "orders %d, ledger %d, outbox %d", orders, ledger, outbox)
+	var stock, share int64
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT SUM(stock), SUM(db_quota) FROM stock_buckets WHERE sale_id = ?", sale.ID).Scan(&stock, &share))
+	require.EqualValues(t, 9, stock)
+	require.EqualValues(t, 9, share)
 }

@@ -232,14 +232,8 @@ type newOrder struct {
 // order of the user), take a unit from a bucket, record the bucket on the
 // order, and write the ledger's deduct row.
 func insertOrderAndDeduct(ctx context.Context, tx bun.Tx, o newOrder) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO orders
-		(order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, -1, ?, ?, ?)`,
-		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), o.PayBy, o.Now, o.Now); err != nil {
-		if IsDuplicate(err) {
-			return ErrAlreadyPurchased
-		}
-		return fmt.Errorf("insert order: %w", err)
+	if err := insertOrder(ctx, tx, o, -1); err != nil {
+		return err
 	}
 	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets, o.Quota)
 	if err != nil {
@@ -254,6 +248,23 @@ func insertOrderAndDeduct(ctx context.Context, tx bun.Tx, o newOrder) error {
 	}
 	return nil
 }
+
+// insertOrder inserts the order, PENDING_PAYMENT, with the bucket its unit
+// came from (-1: not taken yet). The unique live_user key refuses a second
+// live order of the user: ErrAlreadyPurchased.
+func insertOrder(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO orders ("+orderColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now); err != nil {
+		if IsDuplicate(err) {
+			return ErrAlreadyPurchased
+		}
+		return fmt.Errorf("insert order: %w", err)
+	}
+	return nil
+}
+
+// orderColumns are the columns insertOrder and insertOrderIfDatabase write.
+const orderColumns = "order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at"
 
 // deductBucket takes one unit from a bucket of the sale. It starts at a
 // random bucket and skips buckets other transactions hold (SELECT ... FOR
