@@ -279,6 +279,11 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 			s.logger.Warn("cancel: record reservation", "token", token, "err", err)
 			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 		}
+		// Its workflow may never have started (Temporal down, the
+		// reserving API gone, the inbox entry lost with Redis's writes):
+		// start it, idempotently, so that it reads CANCELLED and ends and
+		// every reservation has its workflow.
+		s.starter.enqueue(ctx, in)
 	} else if err != nil {
 		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 	}

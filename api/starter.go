@@ -35,8 +35,10 @@ const (
 // Temporal is down a Redis hold's 202 lives only in Redis, and a fault that
 // loses Redis writes meanwhile (keys deleted, an AOF's last second) took
 // its inbox entry too, so no relay could ever start it and the 202
-// vanished (chaos soak seed 7). The retry keeps it; the workflow then
-// finds the unit or ends FAILED, as the contract allows after such faults.
+// vanished (chaos soak seed 7). The retry keeps it, and records it QUEUED
+// in the database so that it outlives this process too (recordKept); the
+// workflow then finds the unit or ends FAILED, as the contract allows
+// after such faults.
 type starter struct {
 	q       chan queuedStart
 	retry   retryList
@@ -190,6 +192,7 @@ func (s *starter) retryRound(ctx context.Context) bool {
 			return true
 		}
 		if !s.tryStart(q.context(ctx), q.in) {
+			s.recordKept(ctx)
 			return false
 		}
 		s.retry.remove(q.in.Token)
@@ -198,10 +201,37 @@ func (s *starter) retryRound(ctx context.Context) bool {
 	return false
 }
 
+// recordKept records the kept Redis-path reservations QUEUED in the
+// database (what the workflow's first step does), so that a 202 whose
+// start waits for Temporal outlives this process and a loss of Redis's
+// writes: reconciliation starts the workflow of a QUEUED reservation that
+// has none. It stops at the first failure (the database down too) and
+// tries again after the next failed round.
+func (s *starter) recordKept(ctx context.Context) {
+	for _, in := range s.retry.unrecorded() {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := s.st.RecordReservation(rctx, in)
+		cancel()
+		if err != nil {
+			s.logger.Warn("recording a reservation whose start waits failed", "token", in.Token, "err", err)
+			return
+		}
+		s.retry.markRecorded(in.Token)
+		s.m.starter.WithLabelValues("recorded").Inc()
+	}
+}
+
 // retryList is the bounded list of starts to retry, oldest first.
 type retryList struct {
 	mu    sync.Mutex
-	items []queuedStart
+	items []keptStart
+}
+
+// keptStart is a start to retry; recorded once its reservation is in the
+// database.
+type keptStart struct {
+	queuedStart
+	recorded bool
 }
 
 // add appends q; it reports whether the oldest was dropped to make room.
@@ -213,7 +243,7 @@ func (l *retryList) add(q queuedStart) bool {
 		l.items = l.items[1:]
 		dropped = true
 	}
-	l.items = append(l.items, q)
+	l.items = append(l.items, keptStart{queuedStart: q})
 	return dropped
 }
 
@@ -223,15 +253,39 @@ func (l *retryList) oldest() (queuedStart, bool) {
 	if len(l.items) == 0 {
 		return queuedStart{}, false
 	}
-	return l.items[0], true
+	return l.items[0].queuedStart, true
+}
+
+// unrecorded lists the kept Redis-path starts not recorded yet.
+func (l *retryList) unrecorded() []domain.OrderInput {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []domain.OrderInput
+	for _, k := range l.items {
+		if !k.recorded && !k.in.NoRedisHold() {
+			out = append(out, k.in)
+		}
+	}
+	return out
+}
+
+func (l *retryList) markRecorded(token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.items {
+		if l.items[i].in.Token == token {
+			l.items[i].recorded = true
+			return
+		}
+	}
 }
 
 // remove drops the entry of token (the oldest, unless dropped meanwhile).
 func (l *retryList) remove(token string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, q := range l.items {
-		if q.in.Token == token {
+	for i, k := range l.items {
+		if k.in.Token == token {
 			l.items = append(l.items[:i], l.items[i+1:]...)
 			return
 		}

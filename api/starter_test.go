@@ -18,9 +18,9 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
-// A start that fails while Temporal is unreachable is retried until it
-// succeeds: no relay runs here, so the workflow exists afterwards only
-// because the API kept its start. Before, the API logged the failure and
+// A start that fails while Temporal is unreachable is recorded QUEUED in
+// the database and retried until it succeeds: no relay runs here, so the
+// workflow exists afterwards only because the API kept its start. Before, the API logged the failure and
 // left the start to the relays; with the hold's inbox entry lost as well
 // (keys deleted, an AOF's last second) the 202 vanished (chaos soak seed 7).
 func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
@@ -34,17 +34,19 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	t.Cleanup(tc.Close)
 	direct := testenv.MustTemporal(t)
 
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
 	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	queue := "starter-test-unpolled" // no worker: the workflow just runs
-	s := newStarter(16, tc, queue, testenv.MustStore(t), lua.NewClient(testenv.MustRedis(t)), time.Second, logger, m)
+	s := newStarter(16, tc, queue, st, lua.NewClient(testenv.MustRedis(t)), time.Second, logger, m)
 	stop := make(chan struct{})
 	s.run(stop, func() context.Context { return context.Background() })
 	t.Cleanup(func() { close(stop); s.wait() })
 
 	user := testenv.UniqueUser()
-	in := domain.RedisHoldInput(domain.DeriveToken([]byte("starter-test"), 1, user, "req-1"), 1, user, "req-1")
+	in := domain.RedisHoldInput(domain.DeriveToken([]byte("starter-test"), sale.ID, user, "req-1"), sale.ID, user, "req-1")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -55,6 +57,13 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.WithLabelValues("failed")) >= 1 },
 		20*time.Second, 20*time.Millisecond, "the start fails while Temporal is cut off")
 	require.Equal(t, 1, s.retry.len(), "the failed start is kept")
+	// ... and recorded, so that it outlives this process.
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		r, err := st.GetReservation(ctx, in.Token)
+		return err == nil && r.Status == domain.StatusQueued && r.UserID == user && r.RequestID == "req-1"
+	}, 10*time.Second, 50*time.Millisecond, "the kept start is recorded QUEUED")
 	proxy.SetCut(false)
 
 	require.Eventually(t, func() bool {

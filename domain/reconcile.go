@@ -9,7 +9,8 @@ const (
 	KindRedisMarkWithoutOrder = "redis_mark_without_order"
 	// A live Redis-path order whose user is missing from the buyer set.
 	KindOrderWithoutRedisMark = "order_without_redis_mark"
-	// A Redis hold whose workflow does not exist (repaired by starting it).
+	// A hold whose workflow does not exist: in Redis, or a reservation
+	// QUEUED in the database for over 30 s (repaired by starting it).
 	KindHoldWithoutWorkflow = "hold_without_workflow"
 	// An order that ended in the database but whose Redis hold was not
 	// released, and whose workflow is no longer running (repaired by

@@ -8,6 +8,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/netproxy"
@@ -77,6 +78,14 @@ func TestCancelQueuedWithOrWithoutWorkflow(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	require.Equal(t, "CANCELLED", body["status"])
 	require.EqualValues(t, 1, redisStock(), "t1again holds one unit; t2's is back")
+	// The cancel starts the missing workflow (a new run), which will read
+	// CANCELLED: every reservation has its workflow.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		desc, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(t2), "")
+		if assert.NoError(c, err) {
+			assert.Equal(c, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.RawResponse.GetWorkflowExecutionInfo().GetStatus())
+		}
+	}, 10*time.Second, 100*time.Millisecond)
 
 	// 3. MySQL unreachable: 503, nothing changes; once it answers, 200.
 	u3 := testenv.UniqueUser()

@@ -535,7 +535,13 @@ func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map
 		if err != nil {
 			return nil, err
 		}
-		if !exists || status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if !exists {
+			if f, ok := r.queuedWithoutWorkflow(ctx, tok, d, repair); ok {
+				out = append(out, f)
+			}
+			continue
+		}
+		if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			continue
 		}
 		res, err := r.Store.GetReservation(ctx, tok)
@@ -554,6 +560,38 @@ func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Token < out[j].Token })
 	return out, nil
+}
+
+// queuedWithoutWorkflow reports a QUEUED reservation that has had no
+// workflow for longer than staleAfter, and with repair starts it. The API
+// records a 202 QUEUED when Temporal did not take its start (so that the
+// 202 outlives the API and a loss of Redis's writes); if that API then
+// died, nothing else would start it. Younger ones are left to the starters
+// and relays.
+func (r *Reconciler) queuedWithoutWorkflow(ctx context.Context, tok string, d store.SnapshotReservation, repair bool) (domain.Discrepancy, bool) {
+	if d.Status != domain.StatusQueued || time.Since(d.UpdatedAt) < r.staleAfter() {
+		return domain.Discrepancy{}, false
+	}
+	found := domain.Discrepancy{Kind: domain.KindHoldWithoutWorkflow, UserID: d.UserID, Token: tok,
+		Detail: "the reservation is QUEUED and no workflow of it exists"}
+	if !repair || r.Start == nil {
+		return found, true
+	}
+	res, err := r.Store.GetReservation(ctx, tok)
+	if err != nil {
+		r.log().Warn("reconcile: read a QUEUED reservation without workflow", "token", tok, "err", err)
+		return found, true
+	}
+	if res.Status != domain.StatusQueued {
+		return domain.Discrepancy{}, false // moved on meanwhile
+	}
+	if err := r.Start(ctx, res.OrderInput()); err != nil {
+		r.log().Warn("reconcile: starting a QUEUED reservation's workflow failed", "sale_id", res.SaleID, "token", tok, "err", err)
+		return found, true
+	}
+	found.Repaired = true
+	r.log().Info("reconcile: repaired by starting the token's workflow", "sale_id", res.SaleID, "token", tok, "kind", found.Kind)
+	return found, true
 }
 
 // repairClosed applies the repair policy to one reservation; it reports

@@ -391,3 +391,26 @@ func TestRepairTokenAsksAgainWhenTheWorkflowStartedMeanwhile(t *testing.T) {
 	require.True(t, again)
 	require.Empty(t, f.started)
 }
+
+// A reservation QUEUED in the database with no workflow (the API recorded
+// a 202 whose start Temporal did not take, then died, and Redis lost the
+// hold's inbox entry) gets its workflow once it is older than StaleAfter;
+// a younger one is left to the starters. Before, reconciliation passed
+// over a live reservation without any workflow and the 202 never ended.
+func TestQueuedReservationWithoutWorkflowIsStarted(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	user := testenv.UniqueUser()
+	in := domain.RedisHoldInput(domain.DeriveToken(tokenKey, f.sale.ID, user, "request-q"), f.sale.ID, user, "request-q")
+	_, err := f.st.RecordReservation(ctx(t), in)
+	require.NoError(t, err)
+
+	f.rec.StaleAfter = time.Hour
+	rep := f.run(true)
+	require.NotContains(t, kinds(rep), domain.KindHoldWithoutWorkflow, "young: left to the starters")
+	require.Empty(t, f.started)
+
+	f.rec.StaleAfter = 10 * time.Millisecond
+	rep = f.run(true)
+	require.Contains(t, kinds(rep), domain.KindHoldWithoutWorkflow)
+	require.Equal(t, []domain.OrderInput{in}, f.started)
+}
