@@ -128,10 +128,14 @@ func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
 }
 
 func (s *starter) start(parent context.Context, in domain.OrderInput) {
-	if !s.tryStart(parent, in) {
-		if s.retry.add(queuedStart{in: in, httpRequestID: reqid.From(parent), span: trace.SpanContextFromContext(parent)}) {
-			s.m.starter.WithLabelValues("retry_dropped").Inc()
-		}
+	if s.tryStart(parent, in) {
+		return
+	}
+	if s.retry.add(queuedStart{in: in, httpRequestID: reqid.From(parent), span: trace.SpanContextFromContext(parent)}) {
+		s.m.starter.WithLabelValues("retry_dropped").Inc()
+	}
+	if !in.NoRedisHold() && s.record(parent, in) {
+		s.retry.markRecorded(in.Token)
 	}
 }
 
@@ -209,16 +213,23 @@ func (s *starter) retryRound(ctx context.Context) bool {
 // tries again after the next failed round.
 func (s *starter) recordKept(ctx context.Context) {
 	for _, in := range s.retry.unrecorded() {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := s.st.RecordReservation(rctx, in)
-		cancel()
-		if err != nil {
-			s.logger.Warn("recording a reservation whose start waits failed", "token", in.Token, "err", err)
+		if !s.record(ctx, in) {
 			return
 		}
 		s.retry.markRecorded(in.Token)
-		s.m.starter.WithLabelValues("recorded").Inc()
 	}
+}
+
+// record records a Redis hold's reservation QUEUED; false when it failed.
+func (s *starter) record(ctx context.Context, in domain.OrderInput) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if _, err := s.st.RecordReservation(rctx, in); err != nil {
+		s.logger.Warn("recording a reservation whose start waits failed", "token", in.Token, "err", err)
+		return false
+	}
+	s.m.starter.WithLabelValues("recorded").Inc()
+	return true
 }
 
 // retryList is the bounded list of starts to retry, oldest first.
