@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/seckill/seckill/domain"
@@ -58,6 +59,28 @@ func (e *endedViews) put(token string, v ownedView) {
 // view's sequence number (sales.StatusSeq). Errors are *domain.Error
 // (not_found, unavailable).
 func (s *server) statusView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
+	return s.readView(ctx, userID, token, saleID, true)
+}
+
+// errRedisBusy: Redis did not answer a stream's re-read in time; the
+// stream tries again later instead of asking the database.
+var errRedisBusy = errors.New("status read: redis did not answer")
+
+// streamView is an open stream's re-read: as statusView, except that a
+// Redis that does not answer now (slow, unreachable) while it owns the
+// sale gives errRedisBusy instead of a database read. The stream already
+// showed a view, so waiting for Redis costs it nothing, where thousands of
+// streams re-reading from MySQL whenever Redis is slow would load the one
+// primary the order workflows need. The database still answers what Redis
+// does not know (no record, no hold) and while the database path owns the
+// sale.
+func (s *server) streamView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
+	return s.readView(ctx, userID, token, saleID, false)
+}
+
+// readView is statusView; dbWhenRedisFails says whether the database
+// answers when Redis does not answer in time in Redis mode.
+func (s *server) readView(ctx context.Context, userID int64, token string, saleID int64, dbWhenRedisFails bool) (domain.ReservationView, int64, error) {
 	if v, ok := s.ended.get(token); ok {
 		return s.owned(v, userID)
 	}
@@ -66,6 +89,9 @@ func (s *server) statusView(ctx context.Context, userID int64, token string, sal
 	var held *ownedView
 	if err == nil {
 		got, ok := s.redisStatus(ctx, token, saleID)
+		if !ok && redisMode && !dbWhenRedisFails {
+			return domain.ReservationView{}, 0, errRedisBusy
+		}
 		switch {
 		case ok && got.Record != nil && redisMode:
 			v := ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}
@@ -121,7 +147,7 @@ func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (l
 // initStatus prepares the status reads and starts the event fan-in.
 func (s *server) initStatus() {
 	s.ended = newEndedViews(1 << 17)
-	s.hub = newStatusHub()
+	s.hub = newStatusHub(s)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
