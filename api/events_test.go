@@ -1,0 +1,142 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+)
+
+// rawStream opens a reservation's event stream on a bare TCP connection
+// (no client goroutine) and reads up to the first event's data line.
+func rawStream(t *testing.T, h *harness, token, jwt string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(h.base, "http://"), 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = fmt.Fprintf(c, "GET /api/v1/reservations/%s/events HTTP/1.1\r\nHost: seckill\r\nAuthorization: Bearer %s\r\n\r\n", token, jwt)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, " 200 ")
+	for {
+		l, err := br.ReadString('\n')
+		require.NoError(t, err)
+		if strings.HasPrefix(l, "data: ") {
+			return c, br
+		}
+	}
+}
+
+// TestEventStreamsHoldNoGoroutine: an open stream is its connection and a
+// small struct in the hub, with no goroutine of its own (fasthttp's body
+// stream writer held two per stream: the connection's and the writer's),
+// and it still gets its keep-alive comment within the contract's 15 s.
+func TestEventStreamsHoldNoGoroutine(t *testing.T) {
+	h := MustHarness(t, func(c *config.Config) { c.ReadPerUserRPS = 0 })
+	sale := h.MustWarmSale(5)
+	jwt := h.MustToken(testenv.UniqueUser(), "")
+	r := h.reserve(sale.ID, jwt, "events-goroutines-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+
+	first, br := rawStream(t, h, token, jwt) // the worker pools are up
+	time.Sleep(200 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	const n = 40
+	for range n {
+		rawStream(t, h, token, jwt)
+	}
+	time.Sleep(200 * time.Millisecond)
+	after := runtime.NumGoroutine()
+	t.Logf("goroutines: %d before, %d with %d more streams", before, after, n)
+	require.Less(t, after-before, n/4, "goroutines per open stream")
+
+	require.NoError(t, first.SetReadDeadline(time.Now().Add(15*time.Second)))
+	for {
+		l, err := br.ReadString('\n')
+		require.NoError(t, err, "no keep-alive comment within 15 s")
+		if strings.HasPrefix(l, ": keep-alive") {
+			break
+		}
+	}
+}
+
+// TestStreamReReadWaitsForASlowRedis: while Redis owns the sale but does
+// not answer in time, an open stream's re-reads wait for it instead of
+// asking MySQL (thousands of streams would turn a slow Redis into a
+// loaded primary); here the row says CANCELLED while Redis still holds
+// the unit QUEUED, so a re-read that asked MySQL would push CANCELLED.
+// Once Redis answers, the stream follows it again.
+func TestStreamReReadWaitsForASlowRedis(t *testing.T) {
+	direct := testenv.MustRedis(t)
+	proxy, err := netproxy.Start(testenv.RedisAddr(), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	// As internal/conn makes it: the call's context bounds its socket wait.
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 200 * time.Millisecond })
+	sale := h.MustWarmSale(5)
+	user := testenv.UniqueUser()
+	jwt := h.MustToken(user, "")
+	r := h.reserve(sale.ID, jwt, "events-slow-redis-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = h.st.RecordReservation(ctx, domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "events-slow-redis-1", Path: domain.PathRedis})
+	require.NoError(t, err)
+	_, err = h.st.EndQueued(ctx, token, domain.StatusCancelled, "user")
+	require.NoError(t, err)
+
+	c, br := rawStream(t, h, token, jwt)
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(l, "data: ") {
+				events <- l
+			}
+		}
+	}()
+	_ = c.SetReadDeadline(time.Time{})
+
+	proxy.SetDelay(time.Second) // every Redis call outlasts the timeout
+	select {
+	case ev, ok := <-events:
+		require.False(t, ok, "an event while Redis is slow: %s", ev)
+		t.Fatal("the stream ended while Redis was slow")
+	case <-time.After(streamReread + 3*time.Second): // at least one periodic re-read
+	}
+
+	proxy.SetDelay(0)
+	_, err = h.scripts.WriteStatus(ctx, direct, sale.ID, token, lua.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", AmountCents: sale.PriceCents})
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		require.Contains(t, ev, `"status":"CANCELLED"`)
+	case <-time.After(streamReread + 5*time.Second):
+		t.Fatal("no event once Redis answers again")
+	}
+}
