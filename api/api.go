@@ -82,6 +82,7 @@ type server struct {
 	// status reads (status.go, events.go)
 	ended *endedViews
 	hub   *statusHub
+	reads *statusReads
 
 	stop     chan struct{}
 	stopOnce sync.Once

@@ -136,7 +136,7 @@ func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64
 func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.rdb.ReadStatus(rctx, saleID, token)
+	got, err := s.reads.read(rctx, saleID, token)
 	if err != nil {
 		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
 		return lua.StatusRead{}, false
@@ -147,6 +147,7 @@ func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (l
 // initStatus prepares the status reads and starts the event fan-in.
 func (s *server) initStatus() {
 	s.ended = newEndedViews(1 << 17)
+	s.reads = newStatusReads(s.rdb, s.cfg.RedisTimeout)
 	s.hub = newStatusHub(s)
 	s.bg.Add(1)
 	go func() {

@@ -116,6 +116,12 @@ func (c *Client) ReadStatus(ctx context.Context, saleID int64, token string) (St
 	return c.scripts.ReadStatus(ctx, c.rdb, saleID, token)
 }
 
+// ReadStatuses reads several tokens of one sale in one script (see
+// Scripts.ReadStatuses).
+func (c *Client) ReadStatuses(ctx context.Context, saleID int64, tokens []string) ([]StatusRead, error) {
+	return c.scripts.ReadStatuses(ctx, c.rdb, saleID, tokens)
+}
+
 //go:embed control.lua
 var controlSrc string
 
