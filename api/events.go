@@ -21,9 +21,10 @@ import (
 // Event streams (GET /api/v1/reservations/{token}/events). A status
 // change reaches every API instance as a wake-up on the sale's Redis
 // channel (status.lua publishes it); the status record stays the truth:
-// a stream re-reads it on every wake-up and every streamReread, so a
-// message lost to pub/sub (a reconnect, an instance started late) delays
-// an event by at most that period and never leaves a client stale.
+// a stream re-reads it on every wake-up, on every (re)subscription of the
+// instance to the channels (the messages published while it was down are
+// lost) and every streamReread, so a message lost to pub/sub delays an
+// event by at most that period and never leaves a client stale.
 //
 // An open stream costs no goroutine: once its headers and first event are
 // written, the handler hijacks the connection from fasthttp (whose request
@@ -32,7 +33,7 @@ import (
 // ticker decides which streams are due a periodic re-read or a keep-alive
 // comment. An idle stream is its connection and one small struct.
 const (
-	streamReread    = 5 * time.Second
+	streamReread    = 30 * time.Second // the guard against a lost wake-up without a reconnect
 	streamHeartbeat = 10 * time.Second // the contract: a comment at least every 15 s
 	streamWriteWait = 5 * time.Second  // per write: a client that has not read a full socket buffer by then is dropped (it reconnects with Last-Event-ID)
 	streamRetryMS   = 2000             // the client's reconnection delay (SSE retry:)
@@ -44,8 +45,9 @@ const (
 // statusHub holds this instance's open streams: it fans the sale
 // channels' wake-ups out to them by token, and its workers serve them.
 type statusHub struct {
-	s    *server
-	work chan *eventStream
+	s      *server
+	work   chan *eventStream
+	reread atomic.Int64 // streamReread; tests shorten it
 
 	mu      sync.Mutex
 	byToken map[string][]*eventStream
@@ -54,8 +56,10 @@ type statusHub struct {
 }
 
 func newStatusHub(s *server) *statusHub {
-	return &statusHub{s: s, work: make(chan *eventStream, 4096),
+	h := &statusHub{s: s, work: make(chan *eventStream, 4096),
 		byToken: make(map[string][]*eventStream), streams: make(map[*eventStream]struct{})}
+	h.reread.Store(int64(streamReread))
+	return h
 }
 
 // add registers a stream before its first read, so a change made between
@@ -98,6 +102,21 @@ func (h *statusHub) wake(token string) {
 	}
 }
 
+// wakeAll tells every stream to re-read: the instance has just
+// (re)subscribed, and what was published before is lost to it.
+func (h *statusHub) wakeAll() {
+	h.mu.Lock()
+	all := make([]*eventStream, 0, len(h.streams))
+	for e := range h.streams {
+		e.reread.Store(true)
+		all = append(all, e)
+	}
+	h.mu.Unlock()
+	for _, e := range all {
+		h.enqueue(e)
+	}
+}
+
 // enqueue hands a started stream to the workers, once until they take it.
 func (h *statusHub) enqueue(e *eventStream) {
 	if !e.started.Load() || !e.queued.CompareAndSwap(false, true) {
@@ -117,7 +136,7 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 	go func() {
 		defer wg.Done()
 		// go-redis resubscribes after a lost connection.
-		if err := rdb.ListenStatusEvents(stop, h.wake); err != nil {
+		if err := rdb.ListenStatusEvents(stop, h.wake, h.wakeAll); err != nil {
 			logger.Warn("status events: subscription closed")
 		}
 	}()
@@ -156,6 +175,7 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 func (h *statusHub) tick(now time.Time) {
 	var due, lost []*eventStream
 	nowNS := now.UnixNano()
+	reread := h.reread.Load()
 	h.mu.Lock()
 	for e := range h.streams {
 		if !e.started.Load() {
@@ -165,7 +185,7 @@ func (h *statusHub) tick(now time.Time) {
 			continue
 		}
 		d := false
-		if nowNS-e.lastRead.Load() >= int64(streamReread) {
+		if nowNS-e.lastRead.Load() >= reread {
 			e.reread.Store(true)
 			d = true
 		}

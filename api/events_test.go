@@ -86,6 +86,7 @@ func TestStreamReReadWaitsForASlowRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 200 * time.Millisecond })
+	h.server.s.hub.reread.Store(int64(3 * time.Second)) // several periodic re-reads while Redis is slow
 	sale := h.MustWarmSale(5)
 	user := testenv.UniqueUser()
 	jwt := h.MustToken(user, "")
@@ -124,7 +125,7 @@ func TestStreamReReadWaitsForASlowRedis(t *testing.T) {
 	case ev, ok := <-events:
 		require.False(t, ok, "an event while Redis is slow: %s", ev)
 		t.Fatal("the stream ended while Redis was slow")
-	case <-time.After(15 * time.Second): // two periodic re-reads at least, and a comment
+	case <-time.After(15 * time.Second): // four periodic re-reads at least, and a comment
 	}
 	require.Positive(t, beats.Load(), "no keep-alive comment within 15 s")
 
@@ -134,7 +135,59 @@ func TestStreamReReadWaitsForASlowRedis(t *testing.T) {
 	select {
 	case ev := <-events:
 		require.Contains(t, ev, `"status":"CANCELLED"`)
-	case <-time.After(streamReread + 5*time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("no event once Redis answers again")
+	}
+}
+
+// TestStreamsReReadWhenTheSubscriptionReturns: a status change published
+// while the instance's subscription to the event channels was down is
+// lost to it; when the subscription comes back every stream re-reads, so
+// the client gets the change at once, not at the periodic re-read (30 s).
+func TestStreamsReReadWhenTheSubscriptionReturns(t *testing.T) {
+	direct := testenv.MustRedis(t)
+	proxy, err := netproxy.Start(testenv.RedisAddr(), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := MustHarnessWithRedis(t, rdb)
+	sale := h.MustWarmSale(5)
+	user := testenv.UniqueUser()
+	jwt := h.MustToken(user, "")
+	r := h.reserve(sale.ID, jwt, "events-resubscribe-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	opened := time.Now()
+	c, br := rawStream(t, h, token, jwt)
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(l, "data: ") {
+				events <- l
+			}
+		}
+	}()
+	_ = c.SetReadDeadline(time.Time{})
+
+	proxy.SetCut(true) // the subscription (and every Redis connection) drops
+	_, err = h.scripts.WriteStatus(ctx, direct, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-resub", AmountCents: sale.PriceCents})
+	require.NoError(t, err)
+	time.Sleep(time.Second)
+	proxy.SetCut(false)
+	select {
+	case ev := <-events:
+		require.Contains(t, ev, `"status":"PENDING_PAYMENT"`)
+		require.Less(t, time.Since(opened), streamReread, "not the periodic re-read")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10 s of the subscription's return")
 	}
 }

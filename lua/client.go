@@ -304,13 +304,15 @@ var ErrEventsClosed = errors.New("status events: subscription closed")
 // ListenStatusEvents calls wake with the token of every status change
 // announced on any sale's event channel (status.lua), until stop is closed
 // (nil) or the subscription closes (ErrEventsClosed). go-redis
-// resubscribes after a lost connection.
-func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string)) error {
+// resubscribes after a lost connection; subscribed is called each time
+// the subscription is (re)established, since the messages published
+// while it was down are lost.
+func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string), subscribed func()) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ps := c.rdb.PSubscribe(ctx, EventChannelPattern)
 	defer func() { _ = ps.Close() }()
-	msgs := ps.Channel()
+	msgs := ps.ChannelWithSubscriptions()
 	for {
 		select {
 		case <-stop:
@@ -319,8 +321,15 @@ func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string
 			if !ok {
 				return ErrEventsClosed
 			}
-			if _, ok := SaleOfEventChannel(m.Channel); ok {
-				wake(m.Payload)
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if m.Kind == "psubscribe" {
+					subscribed()
+				}
+			case *redis.Message:
+				if _, ok := SaleOfEventChannel(m.Channel); ok {
+					wake(m.Payload)
+				}
 			}
 		}
 	}
