@@ -83,6 +83,7 @@ type server struct {
 	ended *endedViews
 	hub   *statusHub
 	reads *statusReads
+	mine  *readBatcher[int64, lua.UserReservations]
 
 	stop     chan struct{}
 	stopOnce sync.Once

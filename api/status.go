@@ -136,7 +136,7 @@ func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64
 func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.reads.read(rctx, saleID, token)
+	got, err := s.reads.get(rctx, saleID, token)
 	if err != nil {
 		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
 		return lua.StatusRead{}, false
@@ -148,6 +148,7 @@ func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (l
 func (s *server) initStatus() {
 	s.ended = newEndedViews(1 << 17)
 	s.reads = newStatusReads(s.rdb, s.cfg.RedisTimeout)
+	s.mine = newMineReads(s.rdb, s.cfg.RedisTimeout)
 	s.hub = newStatusHub(s)
 	s.bg.Add(1)
 	go func() {
@@ -174,7 +175,7 @@ func (s *server) listViews(ctx context.Context, userID, saleID int64, limit int)
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.rdb.ReadUserReservations(rctx, saleID, userID)
+	got, err := s.mine.get(rctx, saleID, userID)
 	if err != nil {
 		s.logger.Warn("list reservations: redis", "sale_id", saleID, "err", err)
 		return nil, false

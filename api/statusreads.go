@@ -9,60 +9,74 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
-// statusReads lets concurrent status reads of one sale share Redis round
-// trips, like a group commit: a read joins the sale's next call, which is
-// sent after the read arrived (so it sees every status the workflow wrote
+// readBatcher lets concurrent reads of one sale share Redis round trips,
+// like a group commit: a read joins the sale's next call, which is sent
+// after the read arrived (so it sees every status the workflow wrote
 // before, and so everything it acknowledged), and one script answers up
-// to statusBatchMax tokens. While fewer than statusCallsInFlight calls of
-// the sale are in flight a read is sent at once, as before; beyond that,
+// to readBatchMax keys. While fewer than readCallsInFlight calls of the
+// sale are in flight a read is sent at once, as before; beyond that,
 // reads wait for one of them to return and go together in the next call.
 // Nothing is cached: every answer is Redis's, read after the request.
-type statusReads struct {
-	rdb     *lua.Client
+// Status reads batch tokens (lua.ReadStatuses); me/reservations reads
+// batch users (lua.ReadUsersReservations).
+type readBatcher[K, V any] struct {
+	read    func(ctx context.Context, saleID int64, keys []K) ([]V, error)
 	timeout time.Duration
 
 	mu    sync.Mutex
-	sales map[int64]*saleReads
+	sales map[int64]*saleReads[K, V]
 	calls atomic.Int64 // scripts sent
 }
 
 const (
-	statusBatchMax      = 256
-	statusCallsInFlight = 2
+	readBatchMax      = 256
+	readCallsInFlight = 2
 )
 
-type saleReads struct {
+type saleReads[K, V any] struct {
 	inFlight int
-	next     *statusBatch // gathering, not sent yet
+	next     *readBatch[K, V] // gathering, not sent yet
 }
 
-type statusBatch struct {
-	tokens []string
-	out    []lua.StatusRead
-	err    error
-	done   chan struct{}
+type readBatch[K, V any] struct {
+	keys []K
+	out  []V
+	err  error
+	done chan struct{}
 }
+
+type statusReads = readBatcher[string, lua.StatusRead]
 
 func newStatusReads(rdb *lua.Client, timeout time.Duration) *statusReads {
-	return &statusReads{rdb: rdb, timeout: timeout, sales: make(map[int64]*saleReads)}
+	return newReadBatcher(rdb.ReadStatuses, timeout)
 }
 
-// read is the token's hold state and status record; ctx bounds the wait.
-func (r *statusReads) read(ctx context.Context, saleID int64, token string) (lua.StatusRead, error) {
+func newMineReads(rdb *lua.Client, timeout time.Duration) *readBatcher[int64, lua.UserReservations] {
+	return newReadBatcher(rdb.ReadUsersReservations, timeout)
+}
+
+func newReadBatcher[K, V any](read func(ctx context.Context, saleID int64, keys []K) ([]V, error), timeout time.Duration) *readBatcher[K, V] {
+	return &readBatcher[K, V]{read: read, timeout: timeout, sales: make(map[int64]*saleReads[K, V])}
+}
+
+// get is key's answer, read in a call sent after get was called; ctx
+// bounds the wait.
+func (r *readBatcher[K, V]) get(ctx context.Context, saleID int64, key K) (V, error) {
+	var zero V
 	r.mu.Lock()
 	sr := r.sales[saleID]
 	if sr == nil {
-		sr = &saleReads{}
+		sr = &saleReads[K, V]{}
 		r.sales[saleID] = sr
 	}
 	b := sr.next
 	if b == nil {
-		b = &statusBatch{done: make(chan struct{})}
+		b = &readBatch[K, V]{done: make(chan struct{})}
 		sr.next = b
 	}
-	i := len(b.tokens)
-	b.tokens = append(b.tokens, token)
-	send := sr.inFlight < statusCallsInFlight || len(b.tokens) >= statusBatchMax
+	i := len(b.keys)
+	b.keys = append(b.keys, key)
+	send := sr.inFlight < readCallsInFlight || len(b.keys) >= readBatchMax
 	if send {
 		sr.next = nil
 		sr.inFlight++
@@ -74,21 +88,21 @@ func (r *statusReads) read(ctx context.Context, saleID int64, token string) (lua
 		select {
 		case <-b.done:
 		case <-ctx.Done():
-			return lua.StatusRead{}, ctx.Err()
+			return zero, ctx.Err()
 		}
 	}
 	if b.err != nil {
-		return lua.StatusRead{}, b.err
+		return zero, b.err
 	}
 	return b.out[i], nil
 }
 
 // call sends a batch; when it returns, the reads gathered meanwhile go in
 // the next call (on a goroutine of their own, so this caller answers now).
-func (r *statusReads) call(saleID int64, sr *saleReads, b *statusBatch) {
+func (r *readBatcher[K, V]) call(saleID int64, sr *saleReads[K, V], b *readBatch[K, V]) {
 	r.calls.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
-	b.out, b.err = r.rdb.ReadStatuses(ctx, saleID, b.tokens)
+	b.out, b.err = r.read(ctx, saleID, b.keys)
 	cancel()
 	close(b.done)
 	r.mu.Lock()

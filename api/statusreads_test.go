@@ -40,7 +40,7 @@ func TestConcurrentStatusReadsShareCalls(t *testing.T) {
 		require.NoError(t, err)
 	}
 	reads := newStatusReads(lua.NewClient(rdb), 5*time.Second)
-	_, err = reads.read(ctx, saleID, tokens[0]) // the script is loaded
+	_, err = reads.get(ctx, saleID, tokens[0]) // the script is loaded
 	require.NoError(t, err)
 	reads.calls.Store(0)
 
@@ -48,7 +48,7 @@ func TestConcurrentStatusReadsShareCalls(t *testing.T) {
 	got := make([]lua.StatusRead, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { got[i], errs[i] = reads.read(ctx, saleID, tokens[i]) })
+		wg.Go(func() { got[i], errs[i] = reads.get(ctx, saleID, tokens[i]) })
 	}
 	wg.Wait()
 	for i := range n {
@@ -83,7 +83,7 @@ func TestBatchedStatusReadsSeeAcknowledgedWrites(t *testing.T) {
 					errs <- err
 					return
 				}
-				got, err := reads.read(ctx, saleID, token)
+				got, err := reads.get(ctx, saleID, token)
 				if err != nil {
 					errs <- err
 					return

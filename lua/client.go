@@ -71,6 +71,12 @@ func (c *Client) ReadUserReservations(ctx context.Context, saleID, userID int64)
 	return c.scripts.ReadUserReservations(ctx, c.rdb, saleID, userID)
 }
 
+// ReadUsersReservations reads several users' reservations of a sale in
+// one script (Scripts.ReadUsersReservations).
+func (c *Client) ReadUsersReservations(ctx context.Context, saleID int64, userIDs []int64) ([]UserReservations, error) {
+	return c.scripts.ReadUsersReservations(ctx, c.rdb, saleID, userIDs)
+}
+
 // Warmup loads a sale into Redis (Scripts.Warmup).
 func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
 	return c.scripts.Warmup(ctx, c.rdb, a)
