@@ -29,15 +29,18 @@ import (
 // An open stream costs no goroutine: once its headers and first event are
 // written, the handler hijacks the connection from fasthttp (whose request
 // goroutine, buffers and context go back to their pools) and registers it
-// with the hub. A few workers do the streams' re-reads and writes, and one
-// ticker decides which streams are due a periodic re-read or a keep-alive
-// comment. An idle stream is its connection and one small struct.
+// with the hub. A few workers do the streams' re-reads (and write what
+// they find), a few others the keep-alive comments, so a slow re-read
+// (MySQL in database mode) never delays a comment; one ticker decides
+// which streams are due either. An idle stream is its connection and one
+// small struct.
 const (
 	streamReread    = 30 * time.Second // the guard against a lost wake-up without a reconnect
 	streamHeartbeat = 10 * time.Second // the contract: a comment at least every 15 s
 	streamWriteWait = 5 * time.Second  // per write: a client that has not read a full socket buffer by then is dropped (it reconnects with Last-Event-ID)
 	streamRetryMS   = 2000             // the client's reconnection delay (SSE retry:)
-	streamWorkers   = 32               // re-reads and writes in flight, for every stream of the instance
+	streamWorkers   = 32               // re-reads in flight, for every stream of the instance
+	streamBeaters   = 4                // keep-alive writes in flight
 	streamTick      = time.Second      // how often the ticker looks for streams due a re-read or a comment
 	streamUnstarted = time.Minute      // a stream never handed its connection is forgotten after this
 )
@@ -46,8 +49,9 @@ const (
 // channels' wake-ups out to them by token, and its workers serve them.
 type statusHub struct {
 	s      *server
-	work   chan *eventStream
-	reread atomic.Int64 // streamReread; tests shorten it
+	work   chan *eventStream // streams due a re-read
+	beats  chan *eventStream // streams due a keep-alive comment
+	reread atomic.Int64      // streamReread; tests shorten it
 
 	mu      sync.Mutex
 	byToken map[string][]*eventStream
@@ -56,7 +60,7 @@ type statusHub struct {
 }
 
 func newStatusHub(s *server) *statusHub {
-	h := &statusHub{s: s, work: make(chan *eventStream, 4096),
+	h := &statusHub{s: s, work: make(chan *eventStream, 4096), beats: make(chan *eventStream, 4096),
 		byToken: make(map[string][]*eventStream), streams: make(map[*eventStream]struct{})}
 	h.reread.Store(int64(streamReread))
 	return h
@@ -117,14 +121,29 @@ func (h *statusHub) wakeAll() {
 	}
 }
 
-// enqueue hands a started stream to the workers, once until they take it.
+// enqueue hands a started stream to the re-read workers, once until they
+// take it. It never blocks: when they are that far behind, the stream
+// keeps its re-read flag and the ticker hands it over again.
 func (h *statusHub) enqueue(e *eventStream) {
 	if !e.started.Load() || !e.queued.CompareAndSwap(false, true) {
 		return
 	}
 	select {
 	case h.work <- e:
-	case <-h.s.stop:
+	default:
+		e.queued.Store(false)
+	}
+}
+
+// enqueueBeat hands a started stream to the keep-alive workers, likewise.
+func (h *statusHub) enqueueBeat(e *eventStream) {
+	if !e.started.Load() || !e.beatQueued.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case h.beats <- e:
+	default:
+		e.beatQueued.Store(false)
 	}
 }
 
@@ -155,6 +174,21 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 			}
 		}()
 	}
+	for range streamBeaters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case e := <-h.beats:
+					e.beatQueued.Store(false)
+					e.keepAlive()
+				}
+			}
+		}()
+	}
 	tick := time.NewTicker(streamTick)
 	defer tick.Stop()
 	for {
@@ -170,10 +204,10 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 }
 
 // tick marks the streams due a periodic re-read or a keep-alive comment
-// and hands them to the workers; it forgets streams whose connection never
-// came.
+// and hands them to the workers (again, for a re-read asked for that did
+// not reach them); it forgets streams whose connection never came.
 func (h *statusHub) tick(now time.Time) {
-	var due, lost []*eventStream
+	var due, beat, lost []*eventStream
 	nowNS := now.UnixNano()
 	reread := h.reread.Load()
 	h.mu.Lock()
@@ -184,22 +218,22 @@ func (h *statusHub) tick(now time.Time) {
 			}
 			continue
 		}
-		d := false
 		if nowNS-e.lastRead.Load() >= reread {
 			e.reread.Store(true)
-			d = true
+		}
+		if e.reread.Load() {
+			due = append(due, e)
 		}
 		if nowNS-e.lastWrite.Load() >= int64(streamHeartbeat) {
-			e.beat.Store(true)
-			d = true
-		}
-		if d {
-			due = append(due, e)
+			beat = append(beat, e)
 		}
 	}
 	h.mu.Unlock()
 	for _, e := range lost {
 		h.remove(e)
+	}
+	for _, e := range beat {
+		h.enqueueBeat(e)
 	}
 	for _, e := range due {
 		h.enqueue(e)
@@ -283,15 +317,16 @@ type eventStream struct {
 	created time.Time
 	chunked bool // HTTP/1.1: events are written as chunks
 
-	started atomic.Bool // its connection is handed over
-	queued  atomic.Bool // waiting for a worker
-	reread  atomic.Bool // a re-read is asked for (wake-up or period)
-	beat    atomic.Bool // a keep-alive comment is due
+	started    atomic.Bool // its connection is handed over
+	queued     atomic.Bool // waiting for a re-read worker
+	beatQueued atomic.Bool // waiting for a keep-alive worker
+	reread     atomic.Bool // a re-read is asked for (wake-up or period)
 
 	lastRead  atomic.Int64 // unix nanos of the last re-read
 	lastWrite atomic.Int64 // unix nanos of the last write
 
-	mu   sync.Mutex // held by the one worker serving the stream
+	rmu  sync.Mutex // one re-read of the stream at a time
+	mu   sync.Mutex // every write: guards conn, last and buf
 	conn net.Conn   // nil once ended
 	last int64      // the sequence the client has
 	buf  []byte     // the write being built
@@ -326,50 +361,69 @@ func (e *eventStream) start(conn net.Conn, head []byte, view domain.ReservationV
 	e.hub.open.Add(1)
 	e.started.Store(true)
 	if e.reread.Load() { // a wake-up came before the hand-over
-		go e.hub.enqueue(e)
+		e.hub.enqueue(e)
 	}
 }
 
-// serve does what the stream is due: a re-read (sending the view if it is
-// newer than what the client has), a keep-alive comment.
+// serve re-reads the status when asked to and sends the view if it is
+// newer than what the client has. The read holds no write lock, so a slow
+// one delays no keep-alive comment.
 func (e *eventStream) serve() {
+	e.rmu.Lock()
+	defer e.rmu.Unlock()
+	if !e.reread.Swap(false) || e.ended() {
+		return
+	}
+	s := e.hub.s
+	e.lastRead.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
+	view, seq, err := s.streamView(ctx, e.userID, e.token, e.saleID)
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, errRedisBusy):
+		// Redis is slow or unreachable now: the next wake-up or re-read
+		// tries again (the database is not asked for what Redis holds).
+		return
+	default:
+		// Not now (the database unreachable): likewise.
+		s.logger.Warn("status events: re-read", "token", e.token, "err", err)
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.conn == nil {
 		return
 	}
-	s := e.hub.s
-	if e.reread.Swap(false) {
-		e.lastRead.Store(time.Now().UnixNano())
-		ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
-		view, seq, err := s.streamView(ctx, e.userID, e.token, e.saleID)
-		cancel()
-		switch {
-		case err == nil:
-			done, err := e.appendView(view, seq)
-			if err == nil && len(e.buf) > 0 {
-				err = e.flush()
-			}
-			if done || err != nil {
-				e.end()
-				e.hub.remove(e)
-				return
-			}
-		case errors.Is(err, errRedisBusy):
-			// Redis is slow or unreachable now: the next wake-up or
-			// re-read tries again (the database is not asked for what
-			// Redis holds).
-		default:
-			// Not now (the database unreachable): likewise.
-			s.logger.Warn("status events: re-read", "token", e.token, "err", err)
-		}
+	done, err := e.appendView(view, seq)
+	if err == nil && len(e.buf) > 0 {
+		err = e.flush()
 	}
-	if e.beat.Swap(false) && time.Now().UnixNano()-e.lastWrite.Load() >= int64(streamHeartbeat)-int64(streamTick) {
-		e.appendChunk([]byte(": keep-alive\n\n"))
-		if e.flush() != nil {
-			e.end()
-			e.hub.remove(e)
-		}
+	if done || err != nil {
+		e.end()
+		e.hub.remove(e)
+	}
+}
+
+// ended reports whether the stream's connection is closed.
+func (e *eventStream) ended() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.conn == nil
+}
+
+// keepAlive writes a comment unless something was written since it fell
+// due.
+func (e *eventStream) keepAlive() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn == nil || time.Now().UnixNano()-e.lastWrite.Load() < int64(streamHeartbeat-streamTick) {
+		return
+	}
+	e.appendChunk([]byte(": keep-alive\n\n"))
+	if e.flush() != nil {
+		e.end()
+		e.hub.remove(e)
 	}
 }
 

@@ -191,3 +191,39 @@ func TestStreamsReReadWhenTheSubscriptionReturns(t *testing.T) {
 		t.Fatal("no event within 10 s of the subscription's return")
 	}
 }
+
+// TestKeepAliveWhileAReReadWaits: a stream whose re-read waits a long
+// time (here for a Redis 20 s away, with a timeout as long) still gets its
+// keep-alive comment within the contract's 15 s: comments do not wait
+// behind reads.
+func TestKeepAliveWhileAReReadWaits(t *testing.T) {
+	proxy, err := netproxy.Start(testenv.RedisAddr(), 0)
+	require.NoError(t, err)
+	// Close waits for the chunks still held back (20 s): not this test.
+	t.Cleanup(func() { go func() { _ = proxy.Close() }() })
+	// The socket waits as long as the call's context (go-redis caps it at
+	// ReadTimeout, 3 s by default).
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, ReadTimeout: time.Minute})
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 20 * time.Second })
+	h.server.s.hub.reread.Store(int64(time.Second))
+	sale := h.MustWarmSale(5)
+	jwt := h.MustToken(testenv.UniqueUser(), "")
+	r := h.reserve(sale.ID, jwt, "events-keepalive-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+
+	opened := time.Now()
+	c, br := rawStream(t, h, token, jwt)
+	proxy.SetDelay(20 * time.Second) // the next re-read waits about 20 s
+	require.NoError(t, c.SetReadDeadline(opened.Add(15*time.Second)))
+	for {
+		l, err := br.ReadString('\n')
+		require.NoError(t, err, "no keep-alive comment within 15 s")
+		if strings.HasPrefix(l, ": keep-alive") {
+			break
+		}
+	}
+	t.Logf("keep-alive after %s", time.Since(opened).Round(time.Millisecond))
+	proxy.SetCut(true) // the waiting re-read fails now, so the server stops at once
+}
