@@ -81,6 +81,8 @@ type server struct {
 	// status reads (status.go, events.go)
 	ended *endedViews
 	hub   *statusHub
+	reads *statusReads
+	mine  *readBatcher[int64, lua.UserReservations]
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -174,6 +176,9 @@ func NewServer(d Deps) *Server {
 	srv.ErrorHandler = s.transportError
 	srv.HeaderReceived = s.headerReceived
 	srv.ExpectHandler = s.expect
+	// Event streams take their connections over (events.go) and close
+	// them themselves.
+	srv.KeepHijackedConns = true
 	app.Use(requestID)
 	if cfg.Tracing {
 		app.Use(otelfiber.Middleware())

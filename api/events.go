@@ -1,13 +1,15 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -19,69 +21,241 @@ import (
 // Event streams (GET /api/v1/reservations/{token}/events). A status
 // change reaches every API instance as a wake-up on the sale's Redis
 // channel (status.lua publishes it); the status record stays the truth:
-// a stream re-reads it on every wake-up and every streamReread, so a
-// message lost to pub/sub (a reconnect, an instance started late) delays
-// an event by at most that period and never leaves a client stale.
+// a stream re-reads it on every wake-up, on every (re)subscription of the
+// instance to the channels (the messages published while it was down are
+// lost) and every streamReread, so a message lost to pub/sub delays an
+// event by at most that period and never leaves a client stale.
+//
+// An open stream costs no goroutine: once its headers and first event are
+// written, the handler hijacks the connection from fasthttp (whose request
+// goroutine, buffers and context go back to their pools) and registers it
+// with the hub. A few workers do the streams' re-reads (and write what
+// they find), a few others the keep-alive comments, so a slow re-read
+// (MySQL in database mode) never delays a comment; one ticker decides
+// which streams are due either. An idle stream is its connection and one
+// small struct.
 const (
-	streamReread    = 5 * time.Second
+	streamReread    = 30 * time.Second // the guard against a lost wake-up without a reconnect
 	streamHeartbeat = 10 * time.Second // the contract: a comment at least every 15 s
-	streamWriteWait = 30 * time.Second // per write; the server's WriteTimeout is per response
+	streamWriteWait = 5 * time.Second  // per write: a client that has not read a full socket buffer by then is dropped (it reconnects with Last-Event-ID)
 	streamRetryMS   = 2000             // the client's reconnection delay (SSE retry:)
+	streamWorkers   = 32               // re-reads in flight, for every stream of the instance
+	streamBeaters   = 4                // keep-alive writes in flight
+	streamTick      = time.Second      // how often the ticker looks for streams due a re-read or a comment
+	streamUnstarted = time.Minute      // a stream never handed its connection is forgotten after this
 )
 
-// statusHub fans the sale channels' wake-ups out to this instance's
-// streams, by token.
+// statusHub holds this instance's open streams: it fans the sale
+// channels' wake-ups out to them by token, and its workers serve them.
 type statusHub struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	s      *server
+	work   chan *eventStream // streams due a re-read
+	beats  chan *eventStream // streams due a keep-alive comment
+	reread atomic.Int64      // streamReread; tests shorten it
+
+	mu      sync.Mutex
+	byToken map[string][]*eventStream
+	streams map[*eventStream]struct{}
+	open    atomic.Int64 // streams with a connection
 }
 
-func newStatusHub() *statusHub {
-	return &statusHub{subs: make(map[string]map[chan struct{}]struct{})}
+func newStatusHub(s *server) *statusHub {
+	h := &statusHub{s: s, work: make(chan *eventStream, 4096), beats: make(chan *eventStream, 4096),
+		byToken: make(map[string][]*eventStream), streams: make(map[*eventStream]struct{})}
+	h.reread.Store(int64(streamReread))
+	return h
 }
 
-func (h *statusHub) subscribe(token string) chan struct{} {
-	ch := make(chan struct{}, 1)
+// add registers a stream before its first read, so a change made between
+// that read and the connection's hand-over wakes it.
+func (h *statusHub) add(e *eventStream) {
 	h.mu.Lock()
-	set := h.subs[token]
-	if set == nil {
-		set = make(map[chan struct{}]struct{})
-		h.subs[token] = set
-	}
-	set[ch] = struct{}{}
+	h.byToken[e.token] = append(h.byToken[e.token], e)
+	h.streams[e] = struct{}{}
 	h.mu.Unlock()
-	return ch
 }
 
-func (h *statusHub) unsubscribe(token string, ch chan struct{}) {
+func (h *statusHub) remove(e *eventStream) {
 	h.mu.Lock()
-	if set := h.subs[token]; set != nil {
-		delete(set, ch)
-		if len(set) == 0 {
-			delete(h.subs, token)
+	if _, ok := h.streams[e]; ok {
+		delete(h.streams, e)
+		list := h.byToken[e.token]
+		for i, o := range list {
+			if o == e {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(h.byToken, e.token)
+		} else {
+			h.byToken[e.token] = list
 		}
 	}
 	h.mu.Unlock()
 }
 
-// wake tells the token's streams to re-read; a stream that has a wake-up
-// pending needs no second one.
+// wake tells the token's streams to re-read.
 func (h *statusHub) wake(token string) {
 	h.mu.Lock()
-	for ch := range h.subs[token] {
+	list := append([]*eventStream(nil), h.byToken[token]...)
+	h.mu.Unlock()
+	for _, e := range list {
+		e.reread.Store(true)
+		h.enqueue(e)
+	}
+}
+
+// wakeAll tells every stream to re-read: the instance has just
+// (re)subscribed, and what was published before is lost to it.
+func (h *statusHub) wakeAll() {
+	h.mu.Lock()
+	all := make([]*eventStream, 0, len(h.streams))
+	for e := range h.streams {
+		e.reread.Store(true)
+		all = append(all, e)
+	}
+	h.mu.Unlock()
+	for _, e := range all {
+		h.enqueue(e)
+	}
+}
+
+// enqueue hands a started stream to the re-read workers, once until they
+// take it. It never blocks: when they are that far behind, the stream
+// keeps its re-read flag and the ticker hands it over again.
+func (h *statusHub) enqueue(e *eventStream) {
+	if !e.started.Load() || !e.queued.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case h.work <- e:
+	default:
+		e.queued.Store(false)
+	}
+}
+
+// enqueueBeat hands a started stream to the keep-alive workers, likewise.
+func (h *statusHub) enqueueBeat(e *eventStream) {
+	if !e.started.Load() || !e.beatQueued.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case h.beats <- e:
+	default:
+		e.beatQueued.Store(false)
+	}
+}
+
+// run listens on every sale's event channel and serves the streams until
+// stop, then ends them all.
+func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logger) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// go-redis resubscribes after a lost connection.
+		if err := rdb.ListenStatusEvents(stop, h.wake, h.wakeAll); err != nil {
+			logger.Warn("status events: subscription closed")
+		}
+	}()
+	for range streamWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case e := <-h.work:
+					e.queued.Store(false)
+					e.serve()
+				}
+			}
+		}()
+	}
+	for range streamBeaters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case e := <-h.beats:
+					e.beatQueued.Store(false)
+					e.keepAlive()
+				}
+			}
+		}()
+	}
+	tick := time.NewTicker(streamTick)
+	defer tick.Stop()
+	for {
 		select {
-		case ch <- struct{}{}:
-		default:
+		case <-stop:
+			wg.Wait()
+			h.closeAll()
+			return
+		case now := <-tick.C:
+			h.tick(now)
+		}
+	}
+}
+
+// tick marks the streams due a periodic re-read or a keep-alive comment
+// and hands them to the workers (again, for a re-read asked for that did
+// not reach them); it forgets streams whose connection never came.
+func (h *statusHub) tick(now time.Time) {
+	var due, beat, lost []*eventStream
+	nowNS := now.UnixNano()
+	reread := h.reread.Load()
+	h.mu.Lock()
+	for e := range h.streams {
+		if !e.started.Load() {
+			if now.Sub(e.created) > streamUnstarted {
+				lost = append(lost, e)
+			}
+			continue
+		}
+		if nowNS-e.lastRead.Load() >= reread {
+			e.reread.Store(true)
+		}
+		if e.reread.Load() {
+			due = append(due, e)
+		}
+		if nowNS-e.lastWrite.Load() >= int64(streamHeartbeat) {
+			beat = append(beat, e)
 		}
 	}
 	h.mu.Unlock()
+	for _, e := range lost {
+		h.remove(e)
+	}
+	for _, e := range beat {
+		h.enqueueBeat(e)
+	}
+	for _, e := range due {
+		h.enqueue(e)
+	}
 }
 
-// run listens on every sale's event channel until stop; go-redis
-// resubscribes after a lost connection.
-func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logger) {
-	if err := rdb.ListenStatusEvents(stop, h.wake); err != nil {
-		logger.Warn("status events: subscription closed")
+// closeAll ends every open stream (the server is shutting down): the
+// clients reconnect to another instance with Last-Event-ID.
+func (h *statusHub) closeAll() {
+	h.mu.Lock()
+	all := make([]*eventStream, 0, len(h.streams))
+	for e := range h.streams {
+		all = append(all, e)
+	}
+	h.mu.Unlock()
+	for _, e := range all {
+		e.mu.Lock()
+		if e.conn != nil {
+			e.end()
+		}
+		e.mu.Unlock()
+		h.remove(e)
 	}
 }
 
@@ -92,103 +266,219 @@ func (s *server) reservationEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	view, seq, err := s.statusView(c.UserContext(), p.UserID, token, saleID)
-	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
-	}
 	// Last-Event-ID: the sequence the client saw last; garbage counts as
 	// nothing seen.
 	last, _ := strconv.ParseInt(strings.TrimSpace(c.Get("Last-Event-ID")), 10, 64)
+	e := &eventStream{hub: s.hub, userID: p.UserID, token: token, saleID: saleID, last: last, created: time.Now()}
+	s.hub.add(e)
+	view, seq, err := s.statusView(c.UserContext(), p.UserID, token, saleID)
+	if err != nil {
+		s.hub.remove(e)
+		return s.sendMaybeUnavailable(c, err)
+	}
 
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
-	conn := c.Context().Conn()
-	wake := s.hub.subscribe(token)
-	st := &eventStream{s: s, userID: p.UserID, token: token, saleID: saleID, last: last, wake: wake,
-		shutdown: c.Context().Done(), // closed when the server starts shutting down
-		deadline: func() { _ = conn.SetWriteDeadline(time.Now().Add(streamWriteWait)) }}
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.hub.unsubscribe(token, wake)
-		st.w = w
-		st.serve(view, seq)
+	fc := c.Context()
+	if fc.IsHead() {
+		s.hub.remove(e)
+		return nil
+	}
+	h := &fc.Response.Header
+	e.chunked = fc.Request.Header.IsHTTP11()
+	if e.chunked {
+		h.SetContentLength(-1) // Transfer-Encoding: chunked
+	} else {
+		h.SetContentLength(-2) // HTTP/1.0: the body ends with the connection
+	}
+	// The stream ends with its connection: no further request on it.
+	h.SetConnectionClose()
+	fc.HijackSetNoResponse(true)
+	fc.Hijack(func(conn net.Conn) {
+		// The response is written here, after every middleware has set
+		// its headers; fc is valid until this function returns.
+		if u, ok := conn.(interface{ UnsafeConn() net.Conn }); ok {
+			// The raw connection: the hijack wrapper would keep the
+			// request's read buffer alive, and the stream never reads.
+			conn = u.UnsafeConn()
+		}
+		e.start(conn, fc.Response.Header.Header(), view, seq)
 	})
 	return nil
 }
 
-// eventStream is one open stream; it outlives the handler's fiber.Ctx.
+// eventStream is one open stream; it outlives the request.
 type eventStream struct {
-	s        *server
-	w        *bufio.Writer
-	userID   int64
-	token    string
-	saleID   int64
-	last     int64 // the sequence the client has
-	wake     chan struct{}
-	shutdown <-chan struct{}
-	deadline func()
+	hub     *statusHub
+	userID  int64
+	token   string
+	saleID  int64
+	created time.Time
+	chunked bool // HTTP/1.1: events are written as chunks
+
+	started    atomic.Bool // its connection is handed over
+	queued     atomic.Bool // waiting for a re-read worker
+	beatQueued atomic.Bool // waiting for a keep-alive worker
+	reread     atomic.Bool // a re-read is asked for (wake-up or period)
+
+	lastRead  atomic.Int64 // unix nanos of the last re-read
+	lastWrite atomic.Int64 // unix nanos of the last write
+
+	rmu  sync.Mutex // one re-read of the stream at a time
+	mu   sync.Mutex // every write: guards conn, last and buf
+	conn net.Conn   // nil once ended
+	last int64      // the sequence the client has
+	buf  []byte     // the write being built
 }
 
-func (e *eventStream) serve(view domain.ReservationView, seq int64) {
-	if e.write("retry: "+strconv.Itoa(streamRetryMS)+"\n\n") != nil {
+// start writes the response head, the retry delay and the first event,
+// then hands the stream to the hub (or ends it after a terminal status).
+func (e *eventStream) start(conn net.Conn, head []byte, view domain.ReservationView, seq int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.conn = conn
+	select {
+	case <-e.hub.s.stop: // shutting down: closeAll may have passed it
+		e.end()
+		e.hub.remove(e)
+		return
+	default:
+	}
+	e.buf = append(e.buf[:0], head...)
+	e.appendChunk([]byte("retry: " + strconv.Itoa(streamRetryMS) + "\n\n"))
+	done, err := e.appendView(view, seq)
+	if err == nil {
+		err = e.flush()
+	}
+	if done || err != nil {
+		e.end()
+		e.hub.remove(e)
 		return
 	}
-	if done, err := e.send(view, seq); done || err != nil {
-		return
-	}
-	reread := time.NewTicker(streamReread)
-	defer reread.Stop()
-	heartbeat := time.NewTicker(streamHeartbeat)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case <-e.s.stop:
-			return
-		case <-e.shutdown:
-			return
-		case <-heartbeat.C:
-			if e.write(": keep-alive\n\n") != nil {
-				return
-			}
-			continue
-		case <-e.wake:
-		case <-reread.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
-		view, seq, err := e.s.statusView(ctx, e.userID, e.token, e.saleID)
-		cancel()
-		if err != nil {
-			// Not now (Redis and the database unreachable): the next
-			// wake-up or re-read tries again.
-			e.s.logger.Warn("status events: re-read", "token", e.token, "err", err)
-			continue
-		}
-		if done, err := e.send(view, seq); done || err != nil {
-			return
-		}
+	now := time.Now().UnixNano()
+	e.lastRead.Store(now)
+	e.hub.open.Add(1)
+	e.started.Store(true)
+	if e.reread.Load() { // a wake-up came before the hand-over
+		e.hub.enqueue(e)
 	}
 }
 
-// send writes the view as an event when the client does not have it yet;
-// done is true once the reservation has ended (the stream closes).
-func (e *eventStream) send(view domain.ReservationView, seq int64) (done bool, err error) {
+// serve re-reads the status when asked to and sends the view if it is
+// newer than what the client has. The read holds no write lock, so a slow
+// one delays no keep-alive comment.
+func (e *eventStream) serve() {
+	e.rmu.Lock()
+	defer e.rmu.Unlock()
+	if !e.reread.Swap(false) || e.ended() {
+		return
+	}
+	s := e.hub.s
+	e.lastRead.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
+	view, seq, err := s.streamView(ctx, e.userID, e.token, e.saleID)
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, errRedisBusy):
+		// Redis is slow or unreachable now: the next wake-up or re-read
+		// tries again (the database is not asked for what Redis holds).
+		return
+	default:
+		// Not now (the database unreachable): likewise.
+		s.logger.Warn("status events: re-read", "token", e.token, "err", err)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn == nil {
+		return
+	}
+	done, err := e.appendView(view, seq)
+	if err == nil && len(e.buf) > 0 {
+		err = e.flush()
+	}
+	if done || err != nil {
+		e.end()
+		e.hub.remove(e)
+	}
+}
+
+// ended reports whether the stream's connection is closed.
+func (e *eventStream) ended() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.conn == nil
+}
+
+// keepAlive writes a comment unless something was written since it fell
+// due.
+func (e *eventStream) keepAlive() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.conn == nil || time.Now().UnixNano()-e.lastWrite.Load() < int64(streamHeartbeat-streamTick) {
+		return
+	}
+	e.appendChunk([]byte(": keep-alive\n\n"))
+	if e.flush() != nil {
+		e.end()
+		e.hub.remove(e)
+	}
+}
+
+// appendView adds the view as an event when the client does not have it
+// yet; done is true once the reservation has ended (the stream closes).
+func (e *eventStream) appendView(view domain.ReservationView, seq int64) (done bool, err error) {
 	if seq > e.last {
 		body, err := json.Marshal(view)
 		if err != nil {
 			return true, err
 		}
-		if err := e.write("id: " + strconv.FormatInt(seq, 10) + "\nevent: status\ndata: " + string(body) + "\n\n"); err != nil {
-			return true, err
-		}
+		e.appendChunk([]byte("id: " + strconv.FormatInt(seq, 10) + "\nevent: status\ndata: " + string(body) + "\n\n"))
 		e.last = seq
 	}
 	return view.Status.Terminal(), nil
 }
 
-func (e *eventStream) write(s string) error {
-	e.deadline()
-	if _, err := e.w.WriteString(s); err != nil {
-		return err
+// appendChunk adds p to the pending write, framed as a chunk on HTTP/1.1.
+func (e *eventStream) appendChunk(p []byte) {
+	if e.chunked {
+		e.buf = strconv.AppendInt(e.buf, int64(len(p)), 16)
+		e.buf = append(e.buf, '\r', '\n')
+		e.buf = append(e.buf, p...)
+		e.buf = append(e.buf, '\r', '\n')
+		return
 	}
-	return e.w.Flush()
+	e.buf = append(e.buf, p...)
+}
+
+// flush writes the pending bytes within streamWriteWait.
+func (e *eventStream) flush() error {
+	_ = e.conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
+	_, err := e.conn.Write(e.buf)
+	e.buf = e.buf[:0]
+	if cap(e.buf) > 512 {
+		e.buf = nil // an idle stream keeps no buffer
+	}
+	e.lastWrite.Store(time.Now().UnixNano())
+	return err
+}
+
+// end finishes the body (the last chunk) and closes the connection.
+func (e *eventStream) end() {
+	if e.conn == nil {
+		return
+	}
+	if e.chunked {
+		e.buf = append(e.buf[:0], "0\r\n\r\n"...)
+		_ = e.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = e.conn.Write(e.buf)
+	}
+	e.buf = nil
+	_ = e.conn.Close()
+	e.conn = nil
+	if e.started.Load() {
+		e.hub.open.Add(-1)
+	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/seckill/seckill/domain"
@@ -58,6 +59,28 @@ func (e *endedViews) put(token string, v ownedView) {
 // view's sequence number (sales.StatusSeq). Errors are *domain.Error
 // (not_found, unavailable).
 func (s *server) statusView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
+	return s.readView(ctx, userID, token, saleID, true)
+}
+
+// errRedisBusy: Redis did not answer a stream's re-read in time; the
+// stream tries again later instead of asking the database.
+var errRedisBusy = errors.New("status read: redis did not answer")
+
+// streamView is an open stream's re-read: as statusView, except that a
+// Redis that does not answer now (slow, unreachable) while it owns the
+// sale gives errRedisBusy instead of a database read. The stream already
+// showed a view, so waiting for Redis costs it nothing, where thousands of
+// streams re-reading from MySQL whenever Redis is slow would load the one
+// primary the order workflows need. The database still answers what Redis
+// does not know (no record, no hold) and while the database path owns the
+// sale.
+func (s *server) streamView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
+	return s.readView(ctx, userID, token, saleID, false)
+}
+
+// readView is statusView; dbWhenRedisFails says whether the database
+// answers when Redis does not answer in time in Redis mode.
+func (s *server) readView(ctx context.Context, userID int64, token string, saleID int64, dbWhenRedisFails bool) (domain.ReservationView, int64, error) {
 	if v, ok := s.ended.get(token); ok {
 		return s.owned(v, userID)
 	}
@@ -66,6 +89,9 @@ func (s *server) statusView(ctx context.Context, userID int64, token string, sal
 	var held *ownedView
 	if err == nil {
 		got, ok := s.redisStatus(ctx, token, saleID)
+		if !ok && redisMode && !dbWhenRedisFails {
+			return domain.ReservationView{}, 0, errRedisBusy
+		}
 		switch {
 		case ok && got.Record != nil && redisMode:
 			v := ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}
@@ -110,7 +136,7 @@ func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64
 func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.rdb.ReadStatus(rctx, saleID, token)
+	got, err := s.reads.get(rctx, saleID, token)
 	if err != nil {
 		s.logger.Warn("status read: redis", "sale", saleID, "err", err)
 		return lua.StatusRead{}, false
@@ -121,7 +147,9 @@ func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (l
 // initStatus prepares the status reads and starts the event fan-in.
 func (s *server) initStatus() {
 	s.ended = newEndedViews(1 << 17)
-	s.hub = newStatusHub()
+	s.reads = newStatusReads(s.rdb, s.cfg.RedisTimeout)
+	s.mine = newMineReads(s.rdb, s.cfg.RedisTimeout)
+	s.hub = newStatusHub(s)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -147,7 +175,7 @@ func (s *server) listViews(ctx context.Context, userID, saleID int64, limit int)
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	defer cancel()
-	got, err := s.rdb.ReadUserReservations(rctx, saleID, userID)
+	got, err := s.mine.get(rctx, saleID, userID)
 	if err != nil {
 		s.logger.Warn("list reservations: redis", "sale_id", saleID, "err", err)
 		return nil, false

@@ -54,6 +54,8 @@ func TestStatusReadsAreRateLimitedPerUser(t *testing.T) {
 // was lost by its periodic re-read, and ends after a terminal status.
 func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	h := MustHarness(t)
+	const reread = 4 * time.Second // streamReread is 30 s
+	h.server.s.hub.reread.Store(int64(reread))
 	sale := h.MustWarmSale(5)
 	user := testenv.UniqueUser()
 	jwt := h.MustToken(user, "")
@@ -79,7 +81,7 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 		}
 	}()
 	// next returns the id and data of the next event ("" at the end).
-	wait := 3 * time.Second // under the 5 s re-read: pub/sub woke the stream
+	wait := 3 * time.Second // under the re-read period: pub/sub woke the stream
 	next := func() (string, string) {
 		t.Helper()
 		var id, data string
@@ -128,7 +130,7 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	raw, err := h.rdb.HGet(ctx, keys.Status, other).Result()
 	require.NoError(t, err)
 	require.NoError(t, h.rdb.HSet(ctx, keys.Status, token, raw).Err())
-	wait = streamReread + 2*time.Second
+	wait = reread + 2*time.Second
 	id, data = next()
 	require.Equal(t, "3", id)
 	require.Contains(t, data, `"status":"CANCELLED"`)

@@ -71,6 +71,12 @@ func (c *Client) ReadUserReservations(ctx context.Context, saleID, userID int64)
 	return c.scripts.ReadUserReservations(ctx, c.rdb, saleID, userID)
 }
 
+// ReadUsersReservations reads several users' reservations of a sale in
+// one script (Scripts.ReadUsersReservations).
+func (c *Client) ReadUsersReservations(ctx context.Context, saleID int64, userIDs []int64) ([]UserReservations, error) {
+	return c.scripts.ReadUsersReservations(ctx, c.rdb, saleID, userIDs)
+}
+
 // Warmup loads a sale into Redis (Scripts.Warmup).
 func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
 	return c.scripts.Warmup(ctx, c.rdb, a)
@@ -114,6 +120,12 @@ func (c *Client) ForgetStatus(ctx context.Context, saleID int64, token string) e
 // ReadStatus reads a token's hold and status record (Scripts.ReadStatus).
 func (c *Client) ReadStatus(ctx context.Context, saleID int64, token string) (StatusRead, error) {
 	return c.scripts.ReadStatus(ctx, c.rdb, saleID, token)
+}
+
+// ReadStatuses reads several tokens of one sale in one script (see
+// Scripts.ReadStatuses).
+func (c *Client) ReadStatuses(ctx context.Context, saleID int64, tokens []string) ([]StatusRead, error) {
+	return c.scripts.ReadStatuses(ctx, c.rdb, saleID, tokens)
 }
 
 //go:embed control.lua
@@ -298,13 +310,15 @@ var ErrEventsClosed = errors.New("status events: subscription closed")
 // ListenStatusEvents calls wake with the token of every status change
 // announced on any sale's event channel (status.lua), until stop is closed
 // (nil) or the subscription closes (ErrEventsClosed). go-redis
-// resubscribes after a lost connection.
-func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string)) error {
+// resubscribes after a lost connection; subscribed is called each time
+// the subscription is (re)established, since the messages published
+// while it was down are lost.
+func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string), subscribed func()) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ps := c.rdb.PSubscribe(ctx, EventChannelPattern)
 	defer func() { _ = ps.Close() }()
-	msgs := ps.Channel()
+	msgs := ps.ChannelWithSubscriptions()
 	for {
 		select {
 		case <-stop:
@@ -313,8 +327,15 @@ func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string
 			if !ok {
 				return ErrEventsClosed
 			}
-			if _, ok := SaleOfEventChannel(m.Channel); ok {
-				wake(m.Payload)
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if m.Kind == "psubscribe" {
+					subscribed()
+				}
+			case *redis.Message:
+				if _, ok := SaleOfEventChannel(m.Channel); ok {
+					wake(m.Payload)
+				}
 			}
 		}
 	}

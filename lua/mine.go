@@ -37,23 +37,54 @@ type UserToken struct {
 // ReadUserReservations reads a user's reservations of a sale from the user
 // index, with each token's hold state and status record, in one script.
 func (s *Scripts) ReadUserReservations(ctx context.Context, rdb redis.Scripter, saleID, userID int64) (UserReservations, error) {
-	k := SaleKeys(saleID)
-	v, err := mineReadScript.Run(ctx, rdb, []string{k.Meta, k.Reserved, k.Mine, k.Tokens, k.Status},
-		strconv.FormatInt(userID, 10)).StringSlice()
+	out, err := s.ReadUsersReservations(ctx, rdb, saleID, []int64{userID})
 	if err != nil {
-		return UserReservations{}, fmt.Errorf("user index read script: %w", err)
+		return UserReservations{}, err
 	}
-	if len(v) == 0 || (len(v)-1)%3 != 0 {
-		return UserReservations{}, fmt.Errorf("user index read script: unexpected reply %v", v)
+	return out[0], nil
+}
+
+// ReadUsersReservations is ReadUserReservations for several users of one
+// sale, in one script: the answers in order.
+func (s *Scripts) ReadUsersReservations(ctx context.Context, rdb redis.Scripter, saleID int64, userIDs []int64) ([]UserReservations, error) {
+	k := SaleKeys(saleID)
+	args := make([]any, len(userIDs))
+	for i, u := range userIDs {
+		args[i] = strconv.FormatInt(u, 10)
 	}
-	out := UserReservations{Complete: v[0] == "1"}
-	for i := 1; i < len(v); i += 3 {
-		read, err := parseStatusRead(v[i+1], v[i+2])
-		if err != nil {
-			return UserReservations{}, fmt.Errorf("user index read script: %w", err)
+	v, err := mineReadScript.Run(ctx, rdb, []string{k.Meta, k.Reserved, k.Mine, k.Tokens, k.Status}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("user index read script: %w", err)
+	}
+	if len(v) == 0 {
+		return nil, fmt.Errorf("user index read script: empty reply")
+	}
+	out := make([]UserReservations, len(userIDs))
+	if v[0] != "1" {
+		return out, nil // incomplete: Complete false for every user
+	}
+	at := 1
+	for u := range out {
+		out[u].Complete = true
+		if at >= len(v) {
+			return nil, fmt.Errorf("user index read script: reply ends before user %d", userIDs[u])
 		}
-		t := UserToken{Token: v[i], StatusRead: read}
-		out.Tokens = append(out.Tokens, t)
+		n, err := strconv.Atoi(v[at])
+		if err != nil || n < 0 || at+1+3*n > len(v) {
+			return nil, fmt.Errorf("user index read script: bad count %q for user %d", v[at], userIDs[u])
+		}
+		at++
+		for range n {
+			read, err := parseStatusRead(v[at+1], v[at+2])
+			if err != nil {
+				return nil, fmt.Errorf("user index read script: %w", err)
+			}
+			out[u].Tokens = append(out[u].Tokens, UserToken{Token: v[at], StatusRead: read})
+			at += 3
+		}
+	}
+	if at != len(v) {
+		return nil, fmt.Errorf("user index read script: %d values left over", len(v)-at)
 	}
 	return out, nil
 }

@@ -9,10 +9,12 @@
 -- indexing them, and a lost index or counter makes them differ). A rebuild
 -- after a database-mode episode or lost keys sets a new epoch, so the
 -- index is incomplete from then on.
+-- Several users in one call let concurrent reads share a round trip.
 -- KEYS: 1 meta, 2 reserved, 3 user index, 4 tokens, 5 status hash
--- ARGV: 1 user id
--- Returns {'0'} when the index is incomplete, else
--- {'1', token, state or '', record or '', token, ...} oldest first.
+-- ARGV: the user ids
+-- Returns {'0'} when the index is incomplete, else {'1'} followed, for
+-- each user in turn, by the number n of the user's tokens and n triples
+-- token, state or '', record or '' (oldest first).
 local m = redis.call('HMGET', KEYS[1], 'epoch', 'mode')
 local idx = redis.call('HMGET', KEYS[3], '_epoch', '_holds')
 local reserved = redis.call('GET', KEYS[2]) or '0'
@@ -20,17 +22,23 @@ if not m[1] or m[2] ~= 'redis' or idx[1] ~= m[1] or tonumber(idx[2] or '-1') ~= 
   return {'0'}
 end
 local out = {'1'}
-local mine = redis.call('HGET', KEYS[3], ARGV[1])
-if not mine then
-  return out
-end
-for token in string.gmatch(mine, '[^,]+') do
-  local rec = redis.call('HGET', KEYS[5], token) or ''
-  if rec ~= '' and string.match(rec, '^%d+|(%d+)|') ~= m[1] then
-    rec = ''
+for i = 1, #ARGV do
+  local at = #out + 1
+  local n = 0
+  out[at] = '0'
+  local mine = redis.call('HGET', KEYS[3], ARGV[i])
+  if mine then
+    for token in string.gmatch(mine, '[^,]+') do
+      local rec = redis.call('HGET', KEYS[5], token) or ''
+      if rec ~= '' and string.match(rec, '^%d+|(%d+)|') ~= m[1] then
+        rec = ''
+      end
+      out[#out + 1] = token
+      out[#out + 1] = redis.call('HGET', KEYS[4], token) or ''
+      out[#out + 1] = rec
+      n = n + 1
+    end
   end
-  out[#out + 1] = token
-  out[#out + 1] = redis.call('HGET', KEYS[4], token) or ''
-  out[#out + 1] = rec
+  out[at] = tostring(n)
 end
 return out

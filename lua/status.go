@@ -126,17 +126,33 @@ type StatusRead struct {
 // ReadStatus reads a token's hold state and its status record of the
 // sale's current epoch, in one script.
 func (s *Scripts) ReadStatus(ctx context.Context, rdb redis.Scripter, saleID int64, token string) (StatusRead, error) {
+	out, err := s.ReadStatuses(ctx, rdb, saleID, []string{token})
+	if err != nil {
+		return StatusRead{}, err
+	}
+	return out[0], nil
+}
+
+// ReadStatuses is ReadStatus for several tokens of one sale, in one
+// script: the reads answered in order.
+func (s *Scripts) ReadStatuses(ctx context.Context, rdb redis.Scripter, saleID int64, tokens []string) ([]StatusRead, error) {
 	k := SaleKeys(saleID)
-	v, err := statusReadScript.Run(ctx, rdb, []string{k.Tokens, k.Status, k.Meta}, token).StringSlice()
-	if err != nil {
-		return StatusRead{}, fmt.Errorf("status read script: %w", err)
+	args := make([]any, len(tokens))
+	for i, t := range tokens {
+		args[i] = t
 	}
-	if len(v) != 2 {
-		return StatusRead{}, fmt.Errorf("status read script: unexpected reply %v", v)
-	}
-	out, err := parseStatusRead(v[0], v[1])
+	v, err := statusReadScript.Run(ctx, rdb, []string{k.Tokens, k.Status, k.Meta}, args...).StringSlice()
 	if err != nil {
-		return StatusRead{}, fmt.Errorf("status read script: %w", err)
+		return nil, fmt.Errorf("status read script: %w", err)
+	}
+	if len(v) != 2*len(tokens) {
+		return nil, fmt.Errorf("status read script: %d values for %d tokens", len(v), len(tokens))
+	}
+	out := make([]StatusRead, len(tokens))
+	for i := range tokens {
+		if out[i], err = parseStatusRead(v[2*i], v[2*i+1]); err != nil {
+			return nil, fmt.Errorf("status read script: %w", err)
+		}
 	}
 	return out, nil
 }
