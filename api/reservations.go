@@ -279,11 +279,6 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 			s.logger.Warn("cancel: record reservation", "token", token, "err", err)
 			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 		}
-		// Its workflow may never have started (Temporal down, the
-		// reserving API gone, the inbox entry lost with Redis's writes):
-		// start it, idempotently, so that it reads CANCELLED and ends and
-		// every reservation has its workflow.
-		s.starter.enqueue(ctx, in)
 	} else if err != nil {
 		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 	}
@@ -294,6 +289,14 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	}
 	if r.Status != domain.StatusCancelled {
 		return r, nil
+	}
+	// Its workflow may never have started (Temporal down, the reserving
+	// API gone, the inbox entry lost with Redis's writes): start it now,
+	// and durably through the outbox relay, so that it reads CANCELLED and
+	// ends and every reservation has its workflow. Both idempotent.
+	s.starter.enqueue(ctx, r.OrderInput())
+	if err := s.st.EnqueueStart(dctx, token, saleID); err != nil {
+		s.logger.Warn("cancel: enqueue the workflow start", "token", token, "err", err)
 	}
 	// Also on a repeat: the release that ended it may not have reached
 	// Redis yet (a workflow writes the database first), and the answer

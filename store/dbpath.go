@@ -349,14 +349,24 @@ func stillDatabase(ctx context.Context, tx bun.Tx, saleID, epoch int64) error {
 
 var errReplayRace = errors.New("replay raced")
 
-// OutboxEntry is a database-path reservation whose workflow may not have
-// started yet.
+// OutboxEntry is a reservation whose workflow may not have started yet: a
+// database-path reservation, or a Redis hold the API ended CANCELLED
+// before any workflow had recorded it (EnqueueStart).
 type OutboxEntry struct {
 	ID     int64
 	Token  string
 	SaleID int64
 	UserID int64
 	Req    string
+	Path   domain.ReservationPath
+}
+
+// Input is the entry's workflow input, by the path that took the unit.
+func (e OutboxEntry) Input() domain.OrderInput {
+	if e.Path == domain.PathRedis {
+		return domain.RedisHoldInput(e.Token, e.SaleID, e.UserID, e.Req)
+	}
+	return domain.DatabasePathInput(e.Token, e.SaleID, e.UserID, e.Req)
 }
 
 // PendingOutbox lists undispatched outbox entries older than minAge.
@@ -367,8 +377,9 @@ func (s *Store) PendingOutbox(ctx context.Context, minAge time.Duration, limit i
 		SaleID    int64  `bun:"sale_id"`
 		UserID    int64  `bun:"user_id"`
 		RequestID string `bun:"request_id"`
+		Path      string `bun:"path"`
 	}
-	err := s.DB.NewRaw(`SELECT o.id, o.token, o.sale_id, r.user_id, r.request_id FROM outbox o
+	err := s.DB.NewRaw(`SELECT o.id, o.token, o.sale_id, r.user_id, r.request_id, r.path FROM outbox o
 		JOIN reservations r ON r.token = o.token
 		WHERE o.dispatched_at IS NULL AND o.created_at <= ? ORDER BY o.id LIMIT ?`,
 		time.Now().UTC().Add(-minAge), limit).Scan(ctx, &rows)
@@ -377,9 +388,21 @@ func (s *Store) PendingOutbox(ctx context.Context, minAge time.Duration, limit i
 	}
 	out := make([]OutboxEntry, len(rows))
 	for i, r := range rows {
-		out[i] = OutboxEntry{ID: r.ID, Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, Req: r.RequestID}
+		out[i] = OutboxEntry{ID: r.ID, Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, Req: r.RequestID, Path: domain.ReservationPath(r.Path)}
 	}
 	return out, nil
+}
+
+// EnqueueStart records that a reservation's workflow must be started, for
+// the outbox relay; a second call for the token changes nothing. Only for
+// reservations that have ended (a relay of an older release starts every
+// entry as a database-path reservation, which a terminal one tolerates).
+func (s *Store) EnqueueStart(ctx context.Context, token string, saleID int64) error {
+	if _, err := s.DB.ExecContext(ctx, "INSERT IGNORE INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)",
+		token, saleID, time.Now().UTC().Truncate(time.Millisecond)); err != nil {
+		return fmt.Errorf("enqueue the start of %s: %w", token, err)
+	}
+	return nil
 }
 
 // MarkDispatched records that an outbox entry's workflow started.

@@ -67,6 +67,31 @@ func TestOutboxRelayStartsWhatTheAPIDidNot(t *testing.T) {
 	require.Contains(t, tokens, in2.Token)
 }
 
+// A Redis hold the API cancelled while QUEUED is enqueued for a start
+// (its workflow may never have started); the relay starts it with a Redis
+// hold's input, not as a database-path reservation.
+func TestOutboxRelayStartsACancelledRedisHoldAsOne(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	sale := testenv.MustSale(t, st, 3)
+	user := testenv.UniqueUser()
+	in := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "outbox-02"), sale.ID, user, "outbox-02")
+	_, err := st.RecordReservation(testCtx(t), in)
+	require.NoError(t, err)
+	_, err = st.EndQueued(testCtx(t), in.Token, domain.StatusCancelled, "user")
+	require.NoError(t, err)
+	require.NoError(t, st.EnqueueStart(testCtx(t), in.Token, sale.ID))
+	require.NoError(t, st.EnqueueStart(testCtx(t), in.Token, sale.ID), "a second enqueue changes nothing")
+	var started []domain.OrderInput
+	o := &OutboxRelay{Store: st, MinAge: 0, Every: time.Second, Logger: slog.Default(),
+		Starter: func(_ context.Context, got domain.OrderInput) error {
+			started = append(started, got)
+			return nil
+		}}
+	_, err = o.Once(testCtx(t))
+	require.NoError(t, err)
+	require.Contains(t, started, in, "started with a Redis hold's input")
+}
+
 func TestResyncerReturnsASaleToRedis(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	sale, in := mustDatabaseModeSale(t, st)

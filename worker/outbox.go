@@ -41,7 +41,7 @@ func (o *OutboxRelay) Once(ctx context.Context) (int, error) {
 	started := 0
 	for _, e := range entries {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := o.Starter(sctx, domain.DatabasePathInput(e.Token, e.SaleID, e.UserID, e.Req))
+		err := o.Starter(sctx, e.Input())
 		cancel()
 		if err != nil {
 			return started, err // Temporal is down: try again next tick
