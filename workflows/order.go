@@ -36,10 +36,14 @@ func withLocal(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    activityAttemptTimeout,
 		ScheduleToCloseTimeout: activityTotalTimeout,
+		// At most 5 s between attempts: after a database outage a hold is
+		// recorded within seconds of the database's return (at 30 s it
+		// took up to a minute, and a database-path reservation of the
+		// same user, which sees only recorded holds, got in first).
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        200 * time.Millisecond,
 			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
+			MaximumInterval:        5 * time.Second,
 			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
 		},
 	})
