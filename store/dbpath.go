@@ -198,18 +198,23 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		Control              string         `bun:"control"`
 		Window               string         `bun:"window_state"`
 		Prior                sql.NullString `bun:"prior"`
+		Queued               bool           `bun:"queued"`
 	}
 	// The window and the operator's pause are checked here, on the sale as
 	// it is now and on MySQL's clock: the API's cached copy may be seconds
 	// old (on the Redis path the script checks them on Redis's clock). The
 	// same read probes the replay key (prior): a replay answers what the
-	// first request got, whatever the sale's state now.
+	// first request got, whatever the sale's state now; and the user's
+	// QUEUED reservations (queued): a Redis hold recorded but not placed yet
+	// has no order, so the orders' one-live-order key cannot refuse a
+	// second unit for its user.
 	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, mode_epoch, db_quota,
 		(SELECT COALESCE(SUM(b.db_quota), 0) FROM stock_buckets b WHERE b.sale_id = sales.id) AS quota_left,
 		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
 		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state,
-		(SELECT r.token FROM reservations r WHERE r.sale_id = sales.id AND r.user_id = ? AND r.request_id = ?) AS prior
-		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.SaleID).Scan(ctx, &sale); err != nil {
+		(SELECT r.token FROM reservations r WHERE r.sale_id = sales.id AND r.user_id = ? AND r.request_id = ?) AS prior,
+		EXISTS (SELECT 1 FROM reservations q WHERE q.sale_id = sales.id AND q.user_id = ? AND q.status = ?) AS queued
+		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.UserID, string(domain.StatusQueued), in.SaleID).Scan(ctx, &sale); err != nil {
 		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
 	}
 	if sale.Prior.Valid {
@@ -225,6 +230,9 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 	}
 	if sale.Mode != string(domain.ModeDatabase) {
 		return nil, false, ErrNotDatabaseMode
+	}
+	if sale.Queued {
+		return nil, false, ErrAlreadyPurchased
 	}
 	if !sale.Selling {
 		return nil, false, ErrNotSellingYet

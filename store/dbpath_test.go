@@ -139,6 +139,33 @@ func TestDatabasePathReplayAndOneLiveOrder(t *testing.T) {
 	require.EqualValues(t, 4, left)
 }
 
+// A user whose Redis hold is recorded QUEUED but not placed yet (no order,
+// so the orders' one-live-order key does not see it) gets 409 from the
+// database path, not a second unit; once the hold has ended the user may
+// buy. Before, the database path sold the second unit and the hold ended
+// FAILED already_purchased (chaos seed 3).
+func TestDatabasePathRefusesAUserWithAQueuedHold(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	user := testenv.UniqueUser()
+	hold := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "redis-hold"), sale.ID, user, "redis-hold")
+	_, err := st.RecordReservation(ctx(t), hold)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4))
+	_, err = st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-q"))
+	require.ErrorIs(t, err, store.ErrAlreadyPurchased)
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, testenv.UniqueUser(), "dbpath-q"))
+	require.NoError(t, err, "another user buys")
+
+	_, err = st.EndQueued(ctx(t), hold.Token, domain.StatusCancelled, "user")
+	require.NoError(t, err)
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-q"))
+	require.NoError(t, err, "the hold ended: its user may buy")
+}
+
 func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	st := testenv.MustStore(t)
 	rdb := testenv.MustRedis(t)
