@@ -159,36 +159,10 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 			logger.Warn("status events: subscription closed")
 		}
 	}()
-	for range streamWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case e := <-h.work:
-					e.queued.Store(false)
-					e.serve()
-				}
-			}
-		}()
-	}
-	for range streamBeaters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case e := <-h.beats:
-					e.beatQueued.Store(false)
-					e.keepAlive()
-				}
-			}
-		}()
-	}
+	// Each queue's flag is cleared before the work, so a wake during it
+	// queues the stream again.
+	serveQueue(&wg, stop, streamWorkers, h.work, func(e *eventStream) { e.queued.Store(false); e.serve() })
+	serveQueue(&wg, stop, streamBeaters, h.beats, func(e *eventStream) { e.beatQueued.Store(false); e.keepAlive() })
 	tick := time.NewTicker(streamTick)
 	defer tick.Stop()
 	for {
@@ -480,5 +454,24 @@ func (e *eventStream) end() {
 	e.conn = nil
 	if e.started.Load() {
 		e.hub.open.Add(-1)
+	}
+}
+
+// serveQueue runs n goroutines that do work for each stream from q until
+// stop closes.
+func serveQueue(wg *sync.WaitGroup, stop <-chan struct{}, n int, q <-chan *eventStream, work func(*eventStream)) {
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case e := <-q:
+					work(e)
+				}
+			}
+		}()
 	}
 }

@@ -66,6 +66,21 @@ func (f *fixture) redisHold(user int64, place bool) string {
 	return tok
 }
 
+// freshBuyers lets n new users reserve once each and counts the 202s.
+func (f *fixture) freshBuyers(n int) int {
+	sold := 0
+	for range n {
+		u := testenv.UniqueUser()
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
+			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "fresh-1"), Epoch: f.epoch()})
+		require.NoError(f.t, err)
+		if r.Outcome == lua.OutcomeOK {
+			sold++
+		}
+	}
+	return sold
+}
+
 func (f *fixture) toDatabaseMode() {
 	stock, err := f.rdb.Get(f.ctx, f.keys.Stock).Int64()
 	require.NoError(f.t, err)
@@ -212,17 +227,7 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, inboxOnly, req), Epoch: f.epoch()})
 	require.NoError(t, err)
 	require.Equal(t, lua.OutcomeReplay, r.Outcome)
-	sold := 0
-	for range 4 {
-		u := testenv.UniqueUser()
-		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
-			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "fresh-1"), Epoch: f.epoch()})
-		require.NoError(t, err)
-		if r.Outcome == lua.OutcomeOK {
-			sold++
-		}
-	}
-	require.Equal(t, 2, sold, "fresh users buy exactly what is left")
+	require.Equal(t, 2, f.freshBuyers(4), "fresh users buy exactly what is left")
 	got, err := f.st.GetSale(f.ctx, f.sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeRedis, got.Mode)
@@ -274,15 +279,5 @@ func TestRebuildCountsHoldsWhoseWorkflowsRunUnrecorded(t *testing.T) {
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "again-1"), Epoch: f.epoch()})
 	require.NoError(t, err)
 	require.Equal(t, lua.OutcomeAlready, r.Outcome, "its user cannot buy twice")
-	sold := 0
-	for range 3 {
-		u := testenv.UniqueUser()
-		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
-			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "fresh-1"), Epoch: f.epoch()})
-		require.NoError(t, err)
-		if r.Outcome == lua.OutcomeOK {
-			sold++
-		}
-	}
-	require.Equal(t, 2, sold, "fresh users buy exactly what the running hold left")
+	require.Equal(t, 2, f.freshBuyers(3), "fresh users buy exactly what the running hold left")
 }
