@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -50,6 +51,19 @@ type starter struct {
 	logger  *slog.Logger
 	m       *metrics
 	wg      sync.WaitGroup
+	// failedAt is when a start last failed (unix ns; 0 after a success).
+	failedAt atomic.Int64
+}
+
+// suspectWindow is how long after a failed start Temporal is suspect:
+// starts then record their reservation first, since a failing start can
+// take its whole timeout to say so, and the API may not live that long.
+const suspectWindow = 30 * time.Second
+
+// temporalSuspect reports whether a start failed within suspectWindow.
+func (s *starter) temporalSuspect() bool {
+	at := s.failedAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < suspectWindow
 }
 
 func newStarter(capacity int, tc client.Client, taskQueue string, st *store.Store, rdb *lua.Client, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
@@ -128,13 +142,17 @@ func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
 }
 
 func (s *starter) start(parent context.Context, in domain.OrderInput) {
+	recorded := false
+	if s.temporalSuspect() && !in.NoRedisHold() {
+		recorded = s.record(parent, in)
+	}
 	if s.tryStart(parent, in) {
 		return
 	}
 	if s.retry.add(queuedStart{in: in, httpRequestID: reqid.From(parent), span: trace.SpanContextFromContext(parent)}) {
 		s.m.starter.WithLabelValues("retry_dropped").Inc()
 	}
-	if !in.NoRedisHold() && s.record(parent, in) {
+	if !in.NoRedisHold() && (recorded || s.record(parent, in)) {
 		s.retry.markRecorded(in.Token)
 	}
 }
@@ -144,11 +162,13 @@ func (s *starter) tryStart(parent context.Context, in domain.OrderInput) bool {
 	sctx, cancel := context.WithTimeout(parent, startTimeout)
 	defer cancel()
 	if err := workflows.StartOrder(sctx, s.tc, s.queue, in); err != nil {
+		s.failedAt.Store(time.Now().UnixNano())
 		s.m.starter.WithLabelValues("failed").Inc()
 		s.logger.Warn("workflow start failed; retried, and the inbox or outbox relay starts it too", "token", in.Token,
 			reqid.LogKey, reqid.From(parent), "err", err)
 		return false
 	}
+	s.failedAt.Store(0)
 	s.m.starter.WithLabelValues("started").Inc()
 	if in.Path == domain.PathDatabase {
 		// The outbox relay need not start it again.
@@ -190,6 +210,9 @@ func (s *starter) retryLoop(stop <-chan struct{}, drain func() context.Context) 
 
 // retryRound starts the kept starts until one fails; false when one did.
 func (s *starter) retryRound(ctx context.Context) bool {
+	if s.temporalSuspect() {
+		s.recordKept(ctx) // deferred starts wait too: record them first
+	}
 	for ctx.Err() == nil {
 		q, ok := s.retry.oldest()
 		if !ok {

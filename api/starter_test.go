@@ -64,6 +64,25 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 		r, err := st.GetReservation(ctx, in.Token)
 		return err == nil && r.Status == domain.StatusQueued && r.UserID == user && r.RequestID == "req-1"
 	}, 10*time.Second, 50*time.Millisecond, "the kept start is recorded QUEUED")
+	// With Temporal suspect, a new start records its reservation first: a
+	// failing start can take its whole timeout to fail, and the API may die
+	// meanwhile.
+	user2 := testenv.UniqueUser()
+	in2 := domain.RedisHoldInput(domain.DeriveToken([]byte("starter-test"), sale.ID, user2, "req-2"), sale.ID, user2, "req-2")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = direct.TerminateWorkflow(ctx, domain.OrderWorkflowID(in2.Token), "", "test over")
+	})
+	asked := time.Now()
+	s.enqueue(context.Background(), in2)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := st.GetReservation(ctx, in2.Token)
+		return err == nil
+	}, startTimeout/2, 20*time.Millisecond, "recorded before its start attempt could fail")
+	require.Less(t, time.Since(asked), startTimeout)
 	proxy.SetCut(false)
 
 	require.Eventually(t, func() bool {
@@ -72,6 +91,12 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 		_, err := direct.DescribeWorkflow(ctx, domain.OrderWorkflowID(in.Token), "")
 		return err == nil
 	}, 30*time.Second, 100*time.Millisecond, "the start was retried once Temporal answered")
-	require.Eventually(t, func() bool { return s.retry.len() == 0 }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := direct.DescribeWorkflow(ctx, domain.OrderWorkflowID(in2.Token), "")
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the second start too")
+	require.Eventually(t, func() bool { return s.retry.len() == 0 }, 10*time.Second, 20*time.Millisecond)
 	require.GreaterOrEqual(t, testutil.ToFloat64(m.starter.WithLabelValues("retried")), 1.0)
 }
