@@ -19,7 +19,7 @@ import (
 
 const (
 	starterWorkers = 4
-	startTimeout   = 5 * time.Second
+	startTimeout   = 2 * time.Second
 	// retryCap bounds the starts kept for retrying; beyond it the oldest
 	// is left to the relays alone.
 	retryCap       = 50_000
