@@ -45,13 +45,18 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	s.run(stop, func() context.Context { return context.Background() })
 	t.Cleanup(func() { close(stop); s.wait() })
 
+	// hold is a Redis hold's start whose workflow the test ends.
+	hold := func(user int64, req string) domain.OrderInput {
+		in := domain.RedisHoldInput(domain.DeriveToken([]byte("starter-test"), sale.ID, user, req), sale.ID, user, req)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = direct.TerminateWorkflow(ctx, domain.OrderWorkflowID(in.Token), "", "test over")
+		})
+		return in
+	}
 	user := testenv.UniqueUser()
-	in := domain.RedisHoldInput(domain.DeriveToken([]byte("starter-test"), sale.ID, user, "req-1"), sale.ID, user, "req-1")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = direct.TerminateWorkflow(ctx, domain.OrderWorkflowID(in.Token), "", "test over")
-	})
+	in := hold(user, "req-1")
 	proxy.SetCut(true)
 	s.enqueue(context.Background(), in)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.WithLabelValues("failed")) >= 1 },
@@ -67,13 +72,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	// With Temporal suspect, a new start records its reservation first: a
 	// failing start can take its whole timeout to fail, and the API may die
 	// meanwhile.
-	user2 := testenv.UniqueUser()
-	in2 := domain.RedisHoldInput(domain.DeriveToken([]byte("starter-test"), sale.ID, user2, "req-2"), sale.ID, user2, "req-2")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = direct.TerminateWorkflow(ctx, domain.OrderWorkflowID(in2.Token), "", "test over")
-	})
+	in2 := hold(testenv.UniqueUser(), "req-2")
 	asked := time.Now()
 	s.enqueue(context.Background(), in2)
 	require.Eventually(t, func() bool {
