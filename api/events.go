@@ -124,26 +124,20 @@ func (h *statusHub) wakeAll() {
 // enqueue hands a started stream to the re-read workers, once until they
 // take it. It never blocks: when they are that far behind, the stream
 // keeps its re-read flag and the ticker hands it over again.
-func (h *statusHub) enqueue(e *eventStream) {
-	if !e.started.Load() || !e.queued.CompareAndSwap(false, true) {
-		return
-	}
-	select {
-	case h.work <- e:
-	default:
-		e.queued.Store(false)
-	}
-}
+func (h *statusHub) enqueue(e *eventStream) { handOver(e, &e.queued, h.work) }
 
 // enqueueBeat hands a started stream to the keep-alive workers, likewise.
-func (h *statusHub) enqueueBeat(e *eventStream) {
-	if !e.started.Load() || !e.beatQueued.CompareAndSwap(false, true) {
+func (h *statusHub) enqueueBeat(e *eventStream) { handOver(e, &e.beatQueued, h.beats) }
+
+// handOver puts a started stream on q unless its flag says it is there.
+func handOver(e *eventStream, queued *atomic.Bool, q chan<- *eventStream) {
+	if !e.started.Load() || !queued.CompareAndSwap(false, true) {
 		return
 	}
 	select {
-	case h.beats <- e:
+	case q <- e:
 	default:
-		e.beatQueued.Store(false)
+		queued.Store(false)
 	}
 }
 
