@@ -31,7 +31,7 @@ import (
 // prevRelease is the commit of the previous release, which the
 // mixed-version test runs beside this code. Move it to the release's
 // commit (or tag) at each release.
-const prevRelease = "32deb04"
+const prevRelease = "642e4c1"
 
 var (
 	prevOnce sync.Once
@@ -182,7 +182,7 @@ func TestMixedVersionDeploy(t *testing.T) {
 		require.ErrorAs(t, err, &nf, "no workflow yet for %s: only a relay can start it", r.token)
 	}
 	// The new release starts: its worker migrates the schema under the old
-	// API (nothing to migrate since 32deb04, which applied 0006 itself),
+	// API (nothing to migrate since 642e4c1, which applied 0006 itself),
 	// relays the old entries and replays the old workflows.
 	newWorker := testenv.MustWorker(t, "new-worker", env)
 	newAPI := &stack{queue: queue, api: testenv.MustAPI(t, "new-api", env)}
@@ -299,8 +299,8 @@ type res struct {
 }
 
 // newVersionChanges are the workflow.GetVersion change ids the order
-// workflow gained since prevRelease; none since 32deb04.
-var newVersionChanges []string
+// workflow gained since prevRelease.
+var newVersionChanges = []string{"redis-step-yields"}
 
 // oldWorkerBlocksOnNewMarkers: with a new worker up, sticky queues keep a
 // workflow on it. With none up (all new workers restarting), the old worker

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
@@ -41,6 +42,13 @@ type stack struct {
 // task queue no other package polls.
 func MustStack(tb testing.TB) *stack {
 	tb.Helper()
+	return mustStackWorkerRedis(tb, nil)
+}
+
+// mustStackWorkerRedis is MustStack with the worker's activities on their
+// own Redis client (nil: the stack's).
+func mustStackWorkerRedis(tb testing.TB, workerRedis redis.UniversalClient) *stack {
+	tb.Helper()
 	t, ok := tb.(*testing.T)
 	if !ok {
 		tb.Fatal("MustStack needs a *testing.T")
@@ -53,8 +61,11 @@ func MustStack(tb testing.TB) *stack {
 		scripts: lua.New(),
 		queue:   fmt.Sprintf("seckill-test-orders-%d", time.Now().UnixNano()),
 	}
+	if workerRedis == nil {
+		workerRedis = s.rdb
+	}
 	w := worker.New(s.c, s.queue, worker.Options{})
-	Register(w, &activities.Activities{Store: s.st, Redis: lua.NewClient(s.rdb)})
+	Register(w, &activities.Activities{Store: s.st, Redis: lua.NewClient(workerRedis)})
 	require.NoError(tb, w.Start())
 	tb.Cleanup(w.Stop)
 	return s
@@ -372,4 +383,70 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 		Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-dbpath-again"), Epoch: now.ModeEpoch})
 	require.NoError(t, err)
 	require.Equal(t, lua.OutcomeOK, res.Outcome)
+}
+
+// mustRedisAwayStack is a stack whose worker reaches Redis through a proxy
+// the test can cut.
+func mustRedisAwayStack(tb testing.TB) (*stack, *netproxy.Proxy) {
+	tb.Helper()
+	proxy, err := netproxy.Start(testenv.RedisAddr(), 0)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = proxy.Close() })
+	viaProxy := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{proxy.Addr()},
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	tb.Cleanup(func() { _ = viaProxy.Close() })
+	return mustStackWorkerRedis(tb, viaProxy), proxy
+}
+
+// payWhileRedisAway orders a unit with the worker's Redis cut from before
+// the workflow starts, pays one second into the 5-second window and heals
+// Redis just after pay_by, before the workflow task's heartbeat would let a
+// waiting update in. It returns the order and the payment's answer.
+func (s *stack) payWhileRedisAway(proxy *netproxy.Proxy) (domain.OrderInput, domain.OrderState, error) {
+	t := s.t
+	sale := s.MustWarmSale(t, 1, 5*time.Second, 1)
+	user := testenv.UniqueUser()
+	outcome, token := s.reserve(sale, user, "req-redis-away")
+	require.Equal(t, lua.OutcomeOK, outcome)
+
+	proxy.SetCut(true)
+	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "req-redis-away", Path: domain.PathRedis}
+	require.NoError(t, StartOrder(ctxT(t, 10*time.Second), s.c, s.queue, in))
+	s.waitStatus(token, domain.StatusPendingPayment)
+	r, err := s.st.GetReservation(ctxT(t, 5*time.Second), token)
+	require.NoError(t, err)
+	require.NotNil(t, r.PayBy)
+	left := time.Until(*r.PayBy)
+	require.Greater(t, left, 2*time.Second, "the test needs the window open when it pays")
+
+	heal := time.AfterFunc(left+300*time.Millisecond, func() { proxy.SetCut(false) })
+	t.Cleanup(func() { heal.Stop() })
+	time.Sleep(time.Second)
+	before := time.Until(*r.PayBy)
+	st, err := s.update(token, domain.UpdatePay, "pay-while-redis-away", domain.PayRequest{PaymentRef: "pay-while-redis-away"})
+	if err != nil {
+		err = fmt.Errorf("a payment sent %s before pay_by: %w", before, err)
+	}
+	return in, st, err
+}
+
+// Redis dies while the order's first workflow task runs, after the order
+// and its pay_by are written: the Redis step must not hold the workflow
+// task (and with it every update) while it retries. A payment sent in the
+// window is accepted, and Redis follows once it is back (chaos soak seeds
+// 8 and 12: the step's local activity retried inside the task until after
+// pay_by, and the payment waiting for the task was refused).
+func TestOrderIntegrationPaymentAcceptedWhileRedisStepRetries(t *testing.T) {
+	s, proxy := mustRedisAwayStack(t)
+	in, st, err := s.payWhileRedisAway(proxy)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusPaid, st.Status)
+
+	require.Equal(t, domain.StatusPaid, s.result(in.Token).Status)
+	s.waitStatus(in.Token, domain.StatusPaid)
+	k := lua.SaleKeys(in.SaleID)
+	require.Equal(t, "paid:"+fmt.Sprint(in.UserID), s.rdb.HGet(ctxT(t, 5*time.Second), k.Tokens, in.Token).Val(), "the token's Redis state follows once Redis is back")
+	sale, err := s.st.GetSale(ctxT(t, 5*time.Second), in.SaleID)
+	require.NoError(t, err)
+	s.requireConsistent(sale)
 }

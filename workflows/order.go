@@ -116,6 +116,8 @@ type orderWorkflow struct {
 	// empty while none was.
 	releaseTo     domain.ReservationStatus
 	releaseReason string
+	// redisBusy is true while a Redis step runs (redisStepYieldsChange).
+	redisBusy bool
 }
 
 func (w *orderWorkflow) setup(ctx workflow.Context) error {
@@ -194,7 +196,7 @@ func (w *orderWorkflow) run(ctx workflow.Context) (domain.OrderState, error) {
 		// A rerun: the order exists, so wait with the pay_by decided when
 		// it was placed. Redis may still say held if the run before
 		// stopped right after placing the order.
-		if err := w.advanceRedis(ctx, domain.TokenOrdered, domain.TokenHeld); err != nil {
+		if err := w.advanceRedisBeside(ctx); err != nil {
 			return w.st, err
 		}
 	}
@@ -209,10 +211,10 @@ func (w *orderWorkflow) run(ctx workflow.Context) (domain.OrderState, error) {
 	return w.finish(ctx)
 }
 
-// finish waits for every update handler, so that none is cut off by the
-// workflow's completion, and returns the final state.
+// finish waits for every update handler and Redis step, so that none is
+// cut off by the workflow's completion, and returns the final state.
 func (w *orderWorkflow) finish(ctx workflow.Context) (domain.OrderState, error) {
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && !w.redisBusy }); err != nil {
 		return w.st, fmt.Errorf("await handlers: %w", err)
 	}
 	return w.st, nil
@@ -272,7 +274,7 @@ func (w *orderWorkflow) placeOrder(ctx workflow.Context) error {
 	}
 	w.adopt(ctx, got)
 	if got.Status == domain.StatusPendingPayment {
-		return w.advanceRedis(ctx, domain.TokenOrdered, domain.TokenHeld)
+		return w.advanceRedisBeside(ctx)
 	}
 	return nil
 }
@@ -401,10 +403,103 @@ func (w *orderWorkflow) redisFromState(ctx workflow.Context) bool {
 }
 
 func (w *orderWorkflow) syncRedis(ctx workflow.Context) error {
+	if !w.redisStepYields(ctx) {
+		var changed bool
+		if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
+			return fmt.Errorf("sync redis: %w", err)
+		}
+		return nil
+	}
+	// One Redis step at a time, in the order they were asked for: a later
+	// step reads a later state, so it must not be overtaken.
+	if err := workflow.Await(ctx, func() bool { return !w.redisBusy }); err != nil {
+		return fmt.Errorf("await redis step: %w", err)
+	}
+	w.redisBusy = true
+	defer func() { w.redisBusy = false }()
+	return w.yieldingSync(ctx)
+}
+
+// redisStepYieldsChange versions how a Redis step rides out a slow or dead
+// Redis. At version 1 it tries once, briefly, as a local activity and then
+// retries as a regular activity, so the workflow task completes and updates
+// get in meanwhile; and the step after placing the order runs beside the
+// payment wait instead of before it. DefaultVersion retried the local
+// activity inside the workflow task, holding every update (a payment sent
+// in its window was refused after Redis came back past pay_by: chaos soak
+// seeds 8 and 12).
+const redisStepYieldsChange = "redis-step-yields"
+
+func (w *orderWorkflow) redisStepYields(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, redisStepYieldsChange, workflow.DefaultVersion, 1) == 1
+}
+
+// Redis step options at redisStepYieldsChange: a quick local try that
+// costs no server round trip while Redis answers, then an activity whose
+// retries are timers the server keeps, not a held workflow task.
+const (
+	redisQuickBudget = 2 * time.Second
+	redisRetryMax    = 5 * time.Second
+)
+
+func withQuickLocal(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    redisQuickBudget,
+		ScheduleToCloseTimeout: redisQuickBudget,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        100 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        500 * time.Millisecond,
+			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+		},
+	})
+}
+
+func withRetried(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    activityAttemptTimeout,
+		ScheduleToCloseTimeout: activityTotalTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        redisRetryMax,
+			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+		},
+	})
+}
+
+// yieldingSync runs SyncRedis: quick and local first, then retried as an
+// activity while Redis is away.
+func (w *orderWorkflow) yieldingSync(ctx workflow.Context) error {
 	var changed bool
-	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
+	err := workflow.ExecuteLocalActivity(withQuickLocal(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed)
+	if err == nil {
+		return nil
+	}
+	workflow.GetLogger(ctx).Warn("redis step: quick try failed, retrying as an activity", "token", w.in.Token, "error", err)
+	if err := workflow.ExecuteActivity(withRetried(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
 		return fmt.Errorf("sync redis: %w", err)
 	}
+	return nil
+}
+
+// advanceRedisBeside moves the Redis token to ordered without making the
+// caller wait: the payment window is open from the order's placing, and a
+// payment must be able to get in while Redis is away. Later Redis steps
+// wait for this one; the workflow does not end before it.
+func (w *orderWorkflow) advanceRedisBeside(ctx workflow.Context) error {
+	if !w.redisFromState(ctx) || !w.redisStepYields(ctx) {
+		return w.advanceRedis(ctx, domain.TokenOrdered, domain.TokenHeld)
+	}
+	w.redisBusy = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { w.redisBusy = false }()
+		if err := w.yieldingSync(ctx); err != nil {
+			// The next Redis step (payment or release) syncs from the
+			// database again, and reconciliation repairs drift.
+			workflow.GetLogger(ctx).Error("redis advance to ordered", "token", w.in.Token, "error", err)
+		}
+	})
 	return nil
 }
 

@@ -30,8 +30,8 @@ import (
 //
 //	SECKILL_RECORD_HISTORIES=<tag> go test -count=1 -run TestRecordHistories ./workflows/
 //
-// then add their checksums to testdata/histories.sha256
-// (cd workflows/testdata && sha256sum <new files> >> histories.sha256).
+// then list them in a manifest of their own, never editing a committed one
+// (cd workflows/testdata && sha256sum *@<tag>.json > histories@<tag>.sha256).
 // Without the variable the recorder writes to a temporary folder: it runs in
 // every test run and replays what it just recorded, so it cannot rot.
 var recordTagRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
@@ -101,6 +101,14 @@ func recordings() []recording {
 			return domain.OrderWorkflowID(in.Token), ""
 		}},
 		{orderHistoryPrefix + "cancel_queued", recordCancelQueued},
+		{orderHistoryPrefix + "paid_while_redis_away", func(s *stack) (string, string) {
+			away, proxy := mustRedisAwayStack(s.t)
+			in, st, err := away.payWhileRedisAway(proxy)
+			require.NoError(s.t, err)
+			require.Equal(s.t, domain.StatusPaid, st.Status)
+			require.Equal(s.t, domain.StatusPaid, away.result(in.Token).Status)
+			return domain.OrderWorkflowID(in.Token), ""
+		}},
 		{orderHistoryPrefix + "pay_races_timer", recordPayRacesTimer},
 		{orderHistoryPrefix + "failed_no_stock", func(s *stack) (string, string) {
 			sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)

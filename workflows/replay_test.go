@@ -29,9 +29,19 @@ import (
 
 const historyDir = "testdata"
 
-// historyManifest lists every committed history file with its SHA-256; it
-// only ever grows.
+// historyManifest lists the first recording's files with their SHA-256;
+// each later recording adds its own manifest, histories@<tag>.sha256, so no
+// committed file is ever edited. Together they list every history.
 const historyManifest = "histories.sha256"
+
+// manifestFiles lists the manifests, the first one first.
+func manifestFiles(t *testing.T) []string {
+	t.Helper()
+	tagged, err := filepath.Glob(filepath.Join(historyDir, "histories@*.sha256"))
+	require.NoError(t, err)
+	sort.Strings(tagged)
+	return append([]string{filepath.Join(historyDir, historyManifest)}, tagged...)
+}
 
 // Prefixes of the history files, by workflow type.
 const (
@@ -104,23 +114,25 @@ func TestReplay(t *testing.T) {
 
 var manifestLine = regexp.MustCompile(`^([0-9a-f]{64})  ([A-Za-z0-9_.@-]+\.json)$`)
 
-// readManifest reads the manifest as file -> checksum, refusing a file
+// readManifest reads the manifests as file -> checksum, refusing a file
 // listed twice.
 func readManifest(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(historyDir, historyManifest))
-	require.NoError(t, err)
-	defer func() { _ = f.Close() }()
 	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		m := manifestLine.FindStringSubmatch(sc.Text())
-		require.NotNil(t, m, "%s line %d is not '<sha256>  <file>.json': %q", historyManifest, n, sc.Text())
-		_, dup := out[m[2]]
-		require.False(t, dup, "%s lists %s twice", historyManifest, m[2])
-		out[m[2]] = m[1]
+	for _, path := range manifestFiles(t) {
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		sc := bufio.NewScanner(f)
+		for n := 1; sc.Scan(); n++ {
+			m := manifestLine.FindStringSubmatch(sc.Text())
+			require.NotNil(t, m, "%s line %d is not '<sha256>  <file>.json': %q", path, n, sc.Text())
+			_, dup := out[m[2]]
+			require.False(t, dup, "%s lists %s twice", path, m[2])
+			out[m[2]] = m[1]
+		}
+		require.NoError(t, sc.Err())
+		require.NoError(t, f.Close())
 	}
-	require.NoError(t, sc.Err())
 	return out
 }
 
@@ -153,11 +165,11 @@ func TestHistoriesAreAppendOnly(t *testing.T) {
 		name := filepath.Base(f)
 		onDisk[name] = true
 		want, ok := manifest[name]
-		require.True(t, ok, "%s is not listed in %s: add '<sha256>  %s' (sha256sum) when committing a new history", name, historyManifest, name)
+		require.True(t, ok, "%s is not listed in any manifest: add testdata/histories@<tag>.sha256 (sha256sum *@<tag>.json) when committing a new recording", name)
 		require.Equal(t, want, sha256File(t, f), "%s was changed after it was recorded; histories are append-only (record a new file instead)", name)
 	}
 	for name := range manifest {
-		require.True(t, onDisk[name], "%s is listed in %s but gone; histories are append-only", name, historyManifest)
+		require.True(t, onDisk[name], "%s is listed in a manifest but gone; histories are append-only", name)
 	}
 	for name := range readRetired(t) {
 		require.True(t, onDisk[name], "%s retires %s, which is not a recorded history", historyRetired, name)
@@ -169,19 +181,22 @@ func TestHistoriesAreAppendOnly(t *testing.T) {
 	changed := git(t, "log", "--diff-filter=MDR", "--format=%H", "--name-only", "--", historyDir)
 	for _, line := range strings.Split(changed, "\n") {
 		line = strings.TrimSpace(line)
+		base := filepath.Base(line)
+		if strings.HasSuffix(base, ".sha256") {
+			t.Errorf("a commit modified, deleted or renamed the manifest %s: a recording adds its own (git log --diff-filter=MDR -- workflows/testdata)", line)
+		}
 		if !strings.HasSuffix(line, ".json") {
 			continue
 		}
-		base := filepath.Base(line)
 		if strings.HasPrefix(base, orderHistoryPrefix) || strings.HasPrefix(base, saleHistoryPrefix) {
 			t.Errorf("a commit modified, deleted or renamed the history %s (git log --diff-filter=MDR -- workflows/testdata)", line)
 		}
 	}
-	// The manifest and the retired list may only gain lines.
-	patch := git(t, "log", "--format=", "-p", "--", filepath.Join(historyDir, historyManifest), filepath.Join(historyDir, historyRetired))
+	// The retired list may only gain lines.
+	patch := git(t, "log", "--format=", "-p", "--", filepath.Join(historyDir, historyRetired))
 	for _, line := range strings.Split(patch, "\n") {
 		if strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "---") {
-			t.Errorf("a commit removed a line of %s or %s: %q", historyManifest, historyRetired, line)
+			t.Errorf("a commit removed a line of %s: %q", historyRetired, line)
 		}
 	}
 	// Uncommitted edits are caught by the checksums above; a history
@@ -189,7 +204,7 @@ func TestHistoriesAreAppendOnly(t *testing.T) {
 	dirty := git(t, "status", "--porcelain", "--", historyDir)
 	for _, line := range strings.Split(dirty, "\n") {
 		if len(line) > 3 && (line[0] == 'M' || line[1] == 'M' || line[0] == 'D' || line[1] == 'D' || line[0] == 'R') &&
-			strings.HasSuffix(line, ".json") {
+			(strings.HasSuffix(line, ".json") || strings.HasSuffix(line, ".sha256")) {
 			t.Errorf("uncommitted change of a recorded history: %s", line)
 		}
 	}
