@@ -21,10 +21,11 @@ func Register(r worker.Registry, a *activities.Activities) {
 	r.RegisterActivity(a)
 }
 
-// Activity options. Every call is a local activity: the writes are short,
+// Activity options. Every call is a local activity (but for a Redis step's
+// retries while Redis is away: redisStepYieldsChange): the writes are short,
 // and a local activity costs no server round trip, so a drain of many
 // thousand reservations is bound by MySQL, not by Temporal. Retries back
-// off to 30s and go on for a day, long enough to ride out an outage of
+// off to 5 s and go on for a day, long enough to ride out an outage of
 // Redis or MySQL; after that the workflow fails and reconciliation reruns
 // it (the id reuse policy allows a new run after a failed one).
 const (
@@ -40,13 +41,19 @@ func withLocal(ctx workflow.Context) workflow.Context {
 		// recorded within seconds of the database's return (at 30 s it
 		// took up to a minute, and a database-path reservation of the
 		// same user, which sees only recorded holds, got in first).
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        200 * time.Millisecond,
-			BackoffCoefficient:     2,
-			MaximumInterval:        5 * time.Second,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
+		RetryPolicy: retryBetween(200*time.Millisecond, 5*time.Second),
 	})
+}
+
+// retryBetween is the activities' retry policy: backoff doubling from
+// first to at most max, business refusals never retried.
+func retryBetween(first, max time.Duration) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        first,
+		BackoffCoefficient:     2,
+		MaximumInterval:        max,
+		NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
+	}
 }
 
 // a is only a source of method values: the SDK looks the method up by name
@@ -446,12 +453,7 @@ func withQuickLocal(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    redisQuickBudget,
 		ScheduleToCloseTimeout: redisQuickBudget,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        100 * time.Millisecond,
-			BackoffCoefficient:     2,
-			MaximumInterval:        500 * time.Millisecond,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
+		RetryPolicy:            retryBetween(100*time.Millisecond, 500*time.Millisecond),
 	})
 }
 
@@ -459,12 +461,7 @@ func withRetried(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    activityAttemptTimeout,
 		ScheduleToCloseTimeout: activityTotalTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        redisRetryMax,
-			NonRetryableErrorTypes: activities.NonRetryableErrorTypes,
-		},
+		RetryPolicy:            retryBetween(time.Second, redisRetryMax),
 	})
 }
 
