@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -481,4 +482,50 @@ func TestOrderV1PaidSyncsRedis(t *testing.T) {
 	require.NoError(t, pay.err)
 	env.AssertNumberOfCalls(t, "SyncRedis", 2)
 	env.AssertNotCalled(t, "RedisAdvance", anything, anything, anything, anything, anything)
+}
+
+// At redisStepYieldsChange a Redis step that finds Redis away retries as an
+// activity beside the payment wait: a payment in the window is accepted
+// and recorded, and its own Redis step runs only after the earlier one
+// succeeded (a later step reads a later state and must not be overtaken).
+func TestOrderRedisStepRetriesBesideThePaymentWait(t *testing.T) {
+	env := MustOrderEnvV1(t)
+	redisBack := t0.Add(10 * time.Second)
+	pending := stateWith(domain.StatusPendingPayment)
+	shortPayBy := t0.Add(5 * time.Second)
+	pending.PayBy = &shortPayBy
+	paid := paidWith("ref-away")
+	paid.PayBy = &shortPayBy
+	env.OnActivity(a.RecordReservation, anything, testIn).Return(stateWith(domain.StatusQueued), nil).Once()
+	env.OnActivity(a.PlaceOrder, anything, testIn.Token).Return(pending, nil).Once()
+	var mu sync.Mutex
+	var synced []time.Time // successful Redis steps, by workflow time
+	markPaidAt := time.Time{}
+	env.OnActivity(a.MarkPaid, anything, testIn.Token, "ref-away").Return(func(_ context.Context, _, _ string) (domain.OrderState, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		markPaidAt = env.Now()
+		return paid, nil
+	}).Once()
+	env.OnActivity(a.SyncRedis, anything, testIn.Token).Return(func(_ context.Context, _ string) (bool, error) {
+		now := env.Now()
+		if now.Before(redisBack) {
+			return false, errors.New("redis away")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		synced = append(synced, now)
+		return true, nil
+	})
+	pay := env.update(3*time.Second, domain.UpdatePay, "p1", domain.PayRequest{PaymentRef: "ref-away"})
+
+	st := env.run(testIn)
+	require.Equal(t, domain.StatusPaid, st.Status)
+	requireDone(t, pay, domain.StatusPaid)
+	require.True(t, markPaidAt.Before(shortPayBy), "the payment was recorded at %s, in its window", markPaidAt.Sub(t0))
+	require.Len(t, synced, 2, "the step after placing the order, then the payment's")
+	// Beside it, the payment's step would have retried on its own clock
+	// and succeeded at another time; behind it, it succeeds at once.
+	require.Equal(t, synced[0], synced[1], "the payment's Redis step waited for the earlier one (successes at %s and %s)", synced[0].Sub(t0), synced[1].Sub(t0))
+	env.AssertNotCalled(t, "ReleaseOrder", anything, anything, anything)
 }
