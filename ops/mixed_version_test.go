@@ -299,8 +299,10 @@ type res struct {
 }
 
 // newVersionChanges are the workflow.GetVersion change ids the order
-// workflow gained since prevRelease.
-var newVersionChanges = []string{"redis-step-yields"}
+// workflow records on every order since prevRelease: none. (Since 642e4c1
+// it has redis-step-yields, recorded only by an order that found Redis
+// away, which this test does not do: the old worker runs new workflows.)
+var newVersionChanges []string
 
 // oldWorkerBlocksOnNewMarkers: with a new worker up, sticky queues keep a
 // workflow on it. With none up (all new workers restarting), the old worker

@@ -123,7 +123,7 @@ type orderWorkflow struct {
 	// empty while none was.
 	releaseTo     domain.ReservationStatus
 	releaseReason string
-	// redisBusy is true while a Redis step runs (redisStepYieldsChange).
+	// redisBusy is true while a Redis step runs.
 	redisBusy bool
 }
 
@@ -409,41 +409,30 @@ func (w *orderWorkflow) redisFromState(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, redisFromStateChange, workflow.DefaultVersion, 1) == 1
 }
 
+// syncRedis runs one Redis step and waits for it.
 func (w *orderWorkflow) syncRedis(ctx workflow.Context) error {
-	if !w.redisStepYields(ctx) {
-		var changed bool
-		if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
-			return fmt.Errorf("sync redis: %w", err)
-		}
-		return nil
-	}
-	// One Redis step at a time, in the order they were asked for: a later
-	// step reads a later state, so it must not be overtaken.
-	if err := workflow.Await(ctx, func() bool { return !w.redisBusy }); err != nil {
-		return fmt.Errorf("await redis step: %w", err)
-	}
-	w.redisBusy = true
-	defer func() { w.redisBusy = false }()
-	return w.yieldingSync(ctx)
+	return w.redisStep(ctx, false)
 }
 
-// redisStepYieldsChange versions how a Redis step rides out a slow or dead
-// Redis. At version 1 it tries once, briefly, as a local activity and then
-// retries as a regular activity, so the workflow task completes and updates
-// get in meanwhile; and the step after placing the order runs beside the
-// payment wait instead of before it. DefaultVersion retried the local
-// activity inside the workflow task, holding every update (a payment sent
-// in its window was refused after Redis came back past pay_by: chaos soak
-// seeds 8 and 12).
+// redisStepYieldsChange versions what a Redis step does when its quick try
+// fails (Redis slow or away). At version 1 it retries as a regular
+// activity, whose backoff the server keeps, so the workflow task completes
+// and updates get in meanwhile; and the step after placing the order
+// retries beside the payment wait instead of before it. DefaultVersion
+// retried the local activity inside the workflow task for up to a day,
+// holding every update (a payment sent in its window was refused after
+// Redis came back past pay_by: chaos soak seeds 8 and 12). While Redis
+// answers, both run the same single local activity, so the marker is
+// recorded only by a workflow that found Redis away.
 const redisStepYieldsChange = "redis-step-yields"
 
 func (w *orderWorkflow) redisStepYields(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, redisStepYieldsChange, workflow.DefaultVersion, 1) == 1
 }
 
-// Redis step options at redisStepYieldsChange: a quick local try that
-// costs no server round trip while Redis answers, then an activity whose
-// retries are timers the server keeps, not a held workflow task.
+// Redis step options: a quick local try that costs no server round trip
+// while Redis answers, then (redisStepYieldsChange) an activity retried
+// every few seconds for as long as the local activities would be.
 const (
 	redisQuickBudget = 2 * time.Second
 	redisRetryMax    = 5 * time.Second
@@ -465,39 +454,55 @@ func withRetried(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// yieldingSync runs SyncRedis: quick and local first, then retried as an
-// activity while Redis is away.
-func (w *orderWorkflow) yieldingSync(ctx workflow.Context) error {
+// redisStep makes Redis follow the token's state in the database (one
+// SyncRedis). Steps run one at a time, in the order asked for: a later step
+// reads a later state and must not be overtaken. beside: a step that finds
+// Redis away goes on retrying while the caller proceeds (the step after
+// placing the order: the payment window is open and a payment must get in);
+// later steps wait for it, and the workflow does not end before it.
+func (w *orderWorkflow) redisStep(ctx workflow.Context, beside bool) error {
+	if err := workflow.Await(ctx, func() bool { return !w.redisBusy }); err != nil {
+		return fmt.Errorf("await redis step: %w", err)
+	}
+	w.redisBusy = true
 	var changed bool
 	err := workflow.ExecuteLocalActivity(withQuickLocal(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed)
 	if err == nil {
+		w.redisBusy = false
 		return nil
 	}
-	workflow.GetLogger(ctx).Warn("redis step: quick try failed, retrying as an activity", "token", w.in.Token, "error", err)
-	if err := workflow.ExecuteActivity(withRetried(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
+	if !w.redisStepYields(ctx) {
+		w.redisBusy = false
 		return fmt.Errorf("sync redis: %w", err)
 	}
-	return nil
-}
-
-// advanceRedisBeside moves the Redis token to ordered without making the
-// caller wait: the payment window is open from the order's placing, and a
-// payment must be able to get in while Redis is away. Later Redis steps
-// wait for this one; the workflow does not end before it.
-func (w *orderWorkflow) advanceRedisBeside(ctx workflow.Context) error {
-	if !w.redisFromState(ctx) || !w.redisStepYields(ctx) {
-		return w.advanceRedis(ctx, domain.TokenOrdered, domain.TokenHeld)
-	}
-	w.redisBusy = true
-	workflow.Go(ctx, func(ctx workflow.Context) {
+	workflow.GetLogger(ctx).Warn("redis step: quick try failed, retrying as an activity", "token", w.in.Token, "error", err)
+	retry := func(ctx workflow.Context) error {
 		defer func() { w.redisBusy = false }()
-		if err := w.yieldingSync(ctx); err != nil {
+		if err := workflow.ExecuteActivity(withRetried(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
+			return fmt.Errorf("sync redis: %w", err)
+		}
+		return nil
+	}
+	if !beside {
+		return retry(ctx)
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if err := retry(ctx); err != nil {
 			// The next Redis step (payment or release) syncs from the
 			// database again, and reconciliation repairs drift.
-			workflow.GetLogger(ctx).Error("redis advance to ordered", "token", w.in.Token, "error", err)
+			workflow.GetLogger(ctx).Error("redis step beside the payment wait", "token", w.in.Token, "error", err)
 		}
 	})
 	return nil
+}
+
+// advanceRedisBeside moves the Redis token to ordered once the order is
+// placed, retrying beside the payment wait if Redis is away.
+func (w *orderWorkflow) advanceRedisBeside(ctx workflow.Context) error {
+	if !w.redisFromState(ctx) {
+		return w.advanceRedis(ctx, domain.TokenOrdered, domain.TokenHeld)
+	}
+	return w.redisStep(ctx, true)
 }
 
 func (w *orderWorkflow) releaseRedis(ctx workflow.Context, restore bool) error {
