@@ -46,6 +46,29 @@ func SetControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID in
 	return sale, nil
 }
 
+// followControl makes Redis's control of a sale the database's after a
+// script (warm-up, rebuild) wrote the control it had read earlier: a pause
+// or resume committed in between wrote Redis before the script did, and the
+// script overwrote it (soak seed 12: a resume answered 200, and the sale
+// stayed paused). A change committed after the read here writes Redis
+// itself, after its database write, so it is not undone.
+func followControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64, written domain.SaleControl) error {
+	for range 3 {
+		sale, err := st.GetSale(ctx, saleID)
+		if err != nil {
+			return fmt.Errorf("follow control of sale %d: %w", saleID, err)
+		}
+		if sale.Control == written {
+			return nil
+		}
+		if _, err := rdb.SetControl(ctx, saleID, string(sale.Control)); err != nil {
+			return fmt.Errorf("follow control of sale %d: %w", saleID, err)
+		}
+		written = sale.Control
+	}
+	return fmt.Errorf("follow control of sale %d: still changing", saleID)
+}
+
 // AdjustStock adds units to a sale (delta > 0) or withdraws unsold ones
 // (delta < 0), in the database's buckets and in Redis's stock.
 //

@@ -71,6 +71,9 @@ func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cli
 		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 	}
 	if outcome == lua.WarmupOK {
+		if err := followControl(ctx, st, rdb, saleID, sale.Control); err != nil {
+			return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
+		}
 		if err := st.MarkWarmed(ctx, saleID); err != nil {
 			return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 		}
@@ -202,6 +205,9 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 			continue
 		}
 		if err != nil {
+			return err
+		}
+		if err := followControl(ctx, st, rdb, saleID, sale.Control); err != nil {
 			return err
 		}
 		return st.FinishResync(ctx, saleID, epoch)

@@ -281,3 +281,37 @@ func TestRebuildCountsHoldsWhoseWorkflowsRunUnrecorded(t *testing.T) {
 	require.Equal(t, lua.OutcomeAlready, r.Outcome, "its user cannot buy twice")
 	require.Equal(t, 2, f.freshBuyers(3), "fresh users buy exactly what the running hold left")
 }
+
+// A resume committed while a resync rebuilds the sale (after the rebuild
+// read the sale as paused, before its script wrote Redis) stays in force:
+// the script wrote the control it had read over the resume's Redis write,
+// and the sale stayed paused for good although the resume answered 200
+// (soak seed 12).
+func TestResyncKeepsAControlChangeCommittedDuringIt(t *testing.T) {
+	f := mustFixture(t, 3)
+	_, err := sales.SetControl(f.ctx, f.st, f.client, f.sale.ID, domain.ControlPaused)
+	require.NoError(t, err)
+	f.toDatabaseMode()
+	resumed := false
+	sales.SetAfterSnapshot(func() {
+		if resumed {
+			return
+		}
+		resumed = true
+		_, err := sales.SetControl(f.ctx, f.st, f.client, f.sale.ID, domain.ControlActive)
+		require.NoError(t, err)
+	})
+	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
+	done, err := sales.Resync(f.ctx, f.st, f.client, nil, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+	require.True(t, resumed)
+
+	require.Equal(t, string(domain.ControlActive), f.rdb.HGet(f.ctx, f.keys.Meta, "control").Val(), "Redis's control after the resync")
+	user := testenv.UniqueUser()
+	req := fmt.Sprintf("req-%d", user)
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req,
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeOK, res.Outcome, "the resumed sale sells")
+}
