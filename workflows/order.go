@@ -33,15 +33,21 @@ const (
 	activityTotalTimeout   = 24 * time.Hour
 )
 
+// withLocal retries at most 5 s apart: after a database outage a hold is
+// recorded within seconds of the database's return (at 30 s it took up to
+// a minute, and a database-path reservation of the same user, which sees
+// only recorded holds, got in first).
 func withLocal(ctx workflow.Context) workflow.Context {
+	return localWithin(ctx, activityAttemptTimeout, activityTotalTimeout, retryBetween(200*time.Millisecond, 5*time.Second))
+}
+
+// localWithin sets the local activity options: each attempt bounded by
+// attempt, all of them by total.
+func localWithin(ctx workflow.Context, attempt, total time.Duration, retry *temporal.RetryPolicy) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    activityAttemptTimeout,
-		ScheduleToCloseTimeout: activityTotalTimeout,
-		// At most 5 s between attempts: after a database outage a hold is
-		// recorded within seconds of the database's return (at 30 s it
-		// took up to a minute, and a database-path reservation of the
-		// same user, which sees only recorded holds, got in first).
-		RetryPolicy: retryBetween(200*time.Millisecond, 5*time.Second),
+		StartToCloseTimeout:    attempt,
+		ScheduleToCloseTimeout: total,
+		RetryPolicy:            retry,
 	})
 }
 
@@ -439,11 +445,7 @@ const (
 )
 
 func withQuickLocal(ctx workflow.Context) workflow.Context {
-	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    redisQuickBudget,
-		ScheduleToCloseTimeout: redisQuickBudget,
-		RetryPolicy:            retryBetween(100*time.Millisecond, 500*time.Millisecond),
-	})
+	return localWithin(ctx, redisQuickBudget, redisQuickBudget, retryBetween(100*time.Millisecond, 500*time.Millisecond))
 }
 
 func withRetried(ctx workflow.Context) workflow.Context {
