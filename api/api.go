@@ -80,6 +80,7 @@ type server struct {
 	readUser   *keyedLimiters[int64]
 	// status reads (status.go, events.go)
 	ended *endedViews
+	live  *liveViews
 	hub   *statusHub
 	reads *statusReads
 	mine  *readBatcher[int64, lua.UserReservations]

@@ -149,7 +149,17 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 	go func() {
 		defer wg.Done()
 		// go-redis resubscribes after a lost connection.
-		if err := rdb.ListenStatusEvents(stop, h.wake, h.wakeAll); err != nil {
+		live := h.s.live
+		ev := lua.StatusEvents{
+			Token: func(saleID int64, token string) { live.invalidate(saleID, token); h.wake(token) },
+			Sale:  func(saleID int64) { live.invalidateSale(saleID); h.wakeAll() },
+			Subscribed: func() {
+				live.invalidateAll()
+				h.wakeAll()
+			},
+			Fence: live.fenced,
+		}
+		if err := rdb.ListenStatusEvents(stop, ev); err != nil {
 			logger.Warn("status events: subscription closed")
 		}
 	}()

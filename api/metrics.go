@@ -37,7 +37,18 @@ type metrics struct {
 	starter  *prometheus.CounterVec
 	queueLen prometheus.GaugeFunc
 	breaker  prometheus.Gauge
+
+	statusReads *prometheus.CounterVec
+	readFrom    map[string]prometheus.Counter // by statusSource
 }
+
+// Where a status read was answered from (seckill_status_reads_total).
+const (
+	sourceEnded    = "ended_cache"
+	sourceLive     = "live_cache"
+	sourceRedis    = "redis"
+	sourceDatabase = "database"
+)
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
 	m := &metrics{
@@ -62,6 +73,10 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "seckill_redis_breaker_state",
 			Help: "State of the Redis circuit breaker of the reservation path: 0 closed, 1 half-open, 2 open.",
 		}),
+		statusReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_status_reads_total",
+			Help: "Reservation status reads (polls, stream re-reads) by where they were answered: ended_cache, live_cache, redis, database.",
+		}, []string{"source"}),
 		queueLen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "seckill_starter_queue_length",
 			Help: "Workflow starts waiting in the in-process queue.",
@@ -82,6 +97,13 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 	}
 	if m.breaker, err = register(reg, m.breaker); err != nil {
 		return nil, err
+	}
+	if m.statusReads, err = register(reg, m.statusReads); err != nil {
+		return nil, err
+	}
+	m.readFrom = make(map[string]prometheus.Counter)
+	for _, src := range []string{sourceEnded, sourceLive, sourceRedis, sourceDatabase} {
+		m.readFrom[src] = m.statusReads.WithLabelValues(src)
 	}
 	// A second app on one registry keeps the first queue gauge.
 	if _, err = register[prometheus.Collector](reg, m.queueLen); err != nil {

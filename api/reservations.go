@@ -180,6 +180,7 @@ func (s *server) payToken(ctx context.Context, token, ref string) (domain.Reserv
 	}
 	switch {
 	case err == nil:
+		s.live.settle(ctx, time.Now())
 		return st.View(), nil
 	case errors.Is(err, errWorkflowClosed):
 		r, derr := s.dbReservation(ctx, token)
@@ -223,6 +224,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		}
 		if ended != nil && ended.Status == domain.StatusCancelled {
 			s.cache.dropMark(saleID) // the unit is back on sale
+			s.live.settle(c.UserContext(), time.Now())
 			return c.JSON(ended.View())
 		}
 		// The order was placed meanwhile: its workflow cancels it.
@@ -238,6 +240,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		if st.Status == domain.StatusCancelled {
 			s.cache.dropMark(saleID) // the unit is back on sale
 		}
+		s.live.settle(c.UserContext(), time.Now())
 		return c.JSON(st.View())
 	case errors.Is(err, errWorkflowClosed):
 		r, derr := s.dbReservation(c.UserContext(), token)

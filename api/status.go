@@ -15,7 +15,7 @@ import (
 // the reservation advances (sales.SyncToken, before the workflow
 // acknowledges the change to anyone), from the token's Redis hold while
 // the order does not exist yet, and from an in-process cache of ended
-// reservations. MySQL answers only a token Redis no longer knows (the
+// reservations, and of live ones (liveViews). MySQL answers only a token Redis no longer knows (the
 // sale's keys torn down, a record voided by a database-mode episode,
 // Redis unreachable); an ended reservation read there is cached too.
 
@@ -59,7 +59,7 @@ func (e *endedViews) put(token string, v ownedView) {
 // view's sequence number (sales.StatusSeq). Errors are *domain.Error
 // (not_found, unavailable).
 func (s *server) statusView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
-	return s.readView(ctx, userID, token, saleID, true)
+	return s.readView(ctx, userID, token, saleID, true, true)
 }
 
 // errRedisBusy: Redis did not answer a stream's re-read in time; the
@@ -73,21 +73,36 @@ var errRedisBusy = errors.New("status read: redis did not answer")
 // streams re-reading from MySQL whenever Redis is slow would load the one
 // primary the order workflows need. The database still answers what Redis
 // does not know (no record, no hold) and while the database path owns the
-// sale.
+// sale. It never answers from the cache of live views: a stream re-reads
+// when woken, which drops the token's cached view anyway, and every
+// streamReread, which guards against a lost wake-up and must reach Redis.
 func (s *server) streamView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
-	return s.readView(ctx, userID, token, saleID, false)
+	return s.readView(ctx, userID, token, saleID, false, false)
 }
 
 // readView is statusView; dbWhenRedisFails says whether the database
-// answers when Redis does not answer in time in Redis mode.
-func (s *server) readView(ctx context.Context, userID int64, token string, saleID int64, dbWhenRedisFails bool) (domain.ReservationView, int64, error) {
+// answers when Redis does not answer in time in Redis mode, cached whether
+// a live view may come from liveViews.
+func (s *server) readView(ctx context.Context, userID int64, token string, saleID int64, dbWhenRedisFails, cached bool) (domain.ReservationView, int64, error) {
 	if v, ok := s.ended.get(token); ok {
+		s.m.readFrom[sourceEnded].Inc()
 		return s.owned(v, userID)
 	}
 	e, err := s.cache.get(ctx, saleID)
 	redisMode := err == nil && e.sale.Load().Mode == domain.ModeRedis
+	switch {
+	case redisMode && cached:
+		if v, ok := s.live.get(token, saleID); ok {
+			s.m.readFrom[sourceLive].Inc()
+			return s.owned(v, userID)
+		}
+	case err == nil:
+		// Views cached while Redis owned the sale are stale now.
+		s.live.invalidateSale(saleID)
+	}
 	var held *ownedView
 	if err == nil {
+		seq := s.live.begin()
 		got, ok := s.redisStatus(ctx, token, saleID)
 		if !ok && redisMode && !dbWhenRedisFails {
 			return domain.ReservationView{}, 0, errRedisBusy
@@ -96,11 +111,16 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 		case ok && got.Record != nil && redisMode:
 			v := ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}
 			s.ended.put(token, v)
+			s.live.put(token, saleID, v, seq)
+			s.m.readFrom[sourceRedis].Inc()
 			return s.owned(v, userID)
 		case ok && got.TokenState == domain.TokenHeld:
 			held = &ownedView{owner: got.Owner, view: domain.ReservationView{Token: token, SaleID: saleID,
 				Status: domain.StatusQueued, AmountCents: e.sale.Load().PriceCents}}
 			if redisMode {
+				// Not cached: the hold's state also changes by scripts
+				// that announce nothing (advance, release).
+				s.m.readFrom[sourceRedis].Inc()
 				return s.owned(*held, userID)
 			}
 		}
@@ -108,6 +128,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 	// Redis does not know the status, or its copy is stale because the
 	// database path owns the sale: the row decides, and a hold the
 	// workflow has not recorded yet is QUEUED.
+	s.m.readFrom[sourceDatabase].Inc()
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
 		s.logger.Warn("status read: database", "token", token, "err", err)
@@ -147,6 +168,7 @@ func (s *server) redisStatus(ctx context.Context, token string, saleID int64) (l
 // initStatus prepares the status reads and starts the event fan-in.
 func (s *server) initStatus() {
 	s.ended = newEndedViews(1 << 17)
+	s.live = newLiveViews(s.rdb.Fences(), 1<<17)
 	s.reads = newStatusReads(s.rdb, s.cfg.RedisTimeout)
 	s.mine = newMineReads(s.rdb, s.cfg.RedisTimeout)
 	s.hub = newStatusHub(s)

@@ -192,34 +192,40 @@ func (r *runner) checkFallback(ctx context.Context, saleID, quota, accepted int6
 // databaseOutcomes reads the API's count of database-path answers by
 // outcome (ok, rate_limited, saturated, ...) from its /metrics.
 func databaseOutcomes(ctx context.Context, apiURL string) (map[string]float64, error) {
+	return apiCounters(ctx, apiURL, `seckill_filter_total{layer="database",outcome="`)
+}
+
+// apiCounters reads the API's /metrics series that start with prefix (a
+// metric and its labels up to the last label's opening quote), by that
+// label's value.
+func apiCounters(ctx context.Context, apiURL, prefix string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiURL+"/metrics", nil)
 	if err != nil {
-		return nil, fmt.Errorf("fallback: metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fallback: metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("fallback: metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	const prefix = `seckill_filter_total{layer="database",outcome="`
 	out := map[string]float64{}
 	for line := range strings.Lines(string(body)) {
 		rest, ok := strings.CutPrefix(line, prefix)
 		if !ok {
 			continue
 		}
-		outcome, value, ok := strings.Cut(rest, `"} `)
+		label, value, ok := strings.Cut(rest, `"} `)
 		if !ok {
 			continue
 		}
 		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
-			out[outcome] = v
+			out[label] = v
 		}
 	}
 	return out, nil

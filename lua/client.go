@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,13 @@ type Client struct {
 // NewClient wraps a go-redis client (one server or a cluster).
 func NewClient(rdb redis.UniversalClient) *Client {
 	return &Client{rdb: rdb, scripts: New()}
+}
+
+// Fences reports whether ListenStatusEvents can call StatusEvents.Fence
+// (one server, not a cluster).
+func (c *Client) Fences() bool {
+	_, cluster := c.rdb.(*redis.ClusterClient)
+	return !cluster
 }
 
 // Close closes the connections.
@@ -292,7 +300,8 @@ func (c *Client) SaleKeysLost(ctx context.Context, saleID int64) (bool, error) {
 	return false, nil
 }
 
-// DeleteSale removes every key and stream of a sale.
+// DeleteSale removes every key and stream of a sale, and announces it
+// (SaleWide): views cached from its status records are void.
 func (c *Client) DeleteSale(ctx context.Context, saleID int64) error {
 	// One key at a time: DEL of several keys is fine in one slot, but the
 	// per-key form also works across a cluster reshard.
@@ -301,24 +310,60 @@ func (c *Client) DeleteSale(ctx context.Context, saleID int64) error {
 			return fmt.Errorf("delete %s: %w", k, err)
 		}
 	}
+	if err := c.rdb.Publish(ctx, EventChannel(saleID), SaleWide).Err(); err != nil {
+		return fmt.Errorf("delete sale %d: announce: %w", saleID, err)
+	}
 	return nil
 }
 
 // ErrEventsClosed: the status-event subscription closed.
 var ErrEventsClosed = errors.New("status events: subscription closed")
 
-// ListenStatusEvents calls wake with the token of every status change
-// announced on any sale's event channel (status.lua), until stop is closed
-// (nil) or the subscription closes (ErrEventsClosed). go-redis
-// resubscribes after a lost connection; subscribed is called each time
-// the subscription is (re)established, since the messages published
-// while it was down are lost.
-func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string), subscribed func()) error {
+// StatusEvents are ListenStatusEvents' callbacks, all called from one
+// goroutine in the order Redis sent the events.
+type StatusEvents struct {
+	Token func(saleID int64, token string) // the token's status record changed
+	Sale  func(saleID int64)               // a new epoch voided every record of the sale
+	// Subscribed: the subscription is (re)established; what was published
+	// while it was down is lost.
+	Subscribed func()
+	// Fence, when set, is called with the send time of a fence message
+	// each time one arrives (one is published every FencePeriod): every
+	// event Redis executed before that time has been passed to the
+	// callbacks above. A message travels behind everything published
+	// before it on the one subscription connection, which is the order
+	// this relies on; a cluster does not give it (pub/sub crosses nodes
+	// over the cluster bus), so there Fence is never called.
+	Fence func(sentAt time.Time)
+}
+
+// FencePeriod is how often ListenStatusEvents publishes a fence message.
+const FencePeriod = 10 * time.Millisecond
+
+// ListenStatusEvents passes every status change announced on any sale's
+// event channel (status.lua, warmup.lua, rebuild.lua, ForgetStatus) to ev,
+// until stop is closed (nil) or the subscription closes
+// (ErrEventsClosed). go-redis resubscribes after a lost connection.
+func (c *Client) ListenStatusEvents(stop <-chan struct{}, ev StatusEvents) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ps := c.rdb.PSubscribe(ctx, EventChannelPattern)
+	fencing := ev.Fence != nil && c.Fences()
+	patterns := []string{EventChannelPattern}
+	fenceChannel := ""
+	if fencing {
+		// Its own channel, listed after the events' pattern: one PSUBSCRIBE
+		// (also on resubscribing), so the events' pattern is active before
+		// the first fence arrives.
+		fenceChannel = "seckill:fence:" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(fenceInstance.Add(1), 36)
+		patterns = append(patterns, fenceChannel)
+	}
+	ps := c.rdb.PSubscribe(ctx, patterns...)
 	defer func() { _ = ps.Close() }()
 	msgs := ps.ChannelWithSubscriptions()
+	base := time.Now()
+	if fencing {
+		go c.publishFences(ctx, fenceChannel, base)
+	}
 	for {
 		select {
 		case <-stop:
@@ -329,14 +374,46 @@ func (c *Client) ListenStatusEvents(stop <-chan struct{}, wake func(token string
 			}
 			switch m := m.(type) {
 			case *redis.Subscription:
-				if m.Kind == "psubscribe" {
-					subscribed()
+				if m.Kind == "psubscribe" && m.Channel == EventChannelPattern {
+					ev.Subscribed()
 				}
 			case *redis.Message:
-				if _, ok := SaleOfEventChannel(m.Channel); ok {
-					wake(m.Payload)
+				if m.Channel == fenceChannel && fencing {
+					if ns, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
+						ev.Fence(base.Add(time.Duration(ns)))
+					}
+					continue
+				}
+				sale, ok := SaleOfEventChannel(m.Channel)
+				switch {
+				case !ok:
+				case m.Payload == SaleWide:
+					ev.Sale(sale)
+				default:
+					ev.Token(sale, m.Payload)
 				}
 			}
+		}
+	}
+}
+
+// fenceInstance tells apart two listeners of one process.
+var fenceInstance atomic.Int64
+
+// publishFences publishes the time since base on channel every
+// FencePeriod until ctx ends. A failed publish is not retried: the next
+// one is due soon, and until one arrives the fence only grows older.
+func (c *Client) publishFences(ctx context.Context, channel string, base time.Time) {
+	tick := time.NewTicker(FencePeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			_ = c.rdb.Publish(pctx, channel, strconv.FormatInt(int64(time.Since(base)), 10)).Err()
+			cancel()
 		}
 	}
 }

@@ -10,7 +10,9 @@
 -- fence moved since the caller read it before its snapshot, and the caller
 -- starts over; a step that runs after this script finds the rebuilt token.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released,
---       8 inbox, 9 fence, 10 applied additions (set)
+--       8 inbox, 9 fence, 10 applied additions (set), 11 the sale's event
+--       channel (not a key: passed here for its slot; announces the new
+--       epoch to the API instances' status caches)
 -- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
 --               tokens: {token: "state:user"}, requests: {"user:request_id": token}}
 -- Returns the stock set, or -1 when the fence moved.
@@ -83,4 +85,5 @@ if tonumber(redis.call('GET', KEYS[6]) or '0') < n then
   redis.call('SET', KEYS[6], n)
 end
 redis.call('INCR', KEYS[7])
+redis.call('PUBLISH', KEYS[11], '*')
 return stock

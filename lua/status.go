@@ -74,11 +74,15 @@ func ParseStatusRecord(v string) (StatusRecord, bool) {
 }
 
 // EventChannel is the sale's pub/sub channel on which status.lua announces
-// a changed record (message: the token).
+// a changed record (message: the token), and warmup.lua and rebuild.lua a
+// new epoch, which voids every record of the sale (message: SaleWide).
 func EventChannel(saleID int64) string { return "{sale:" + strconv.FormatInt(saleID, 10) + "}:events" }
 
 // EventChannelPattern matches every sale's event channel.
 const EventChannelPattern = "{sale:*}:events"
+
+// SaleWide is the event message that concerns every token of the sale.
+const SaleWide = "*"
 
 // SaleOfEventChannel returns the sale id of an event channel name.
 func SaleOfEventChannel(ch string) (int64, bool) {
@@ -108,10 +112,15 @@ func (s *Scripts) WriteStatus(ctx context.Context, rdb redis.Scripter, saleID in
 }
 
 // ForgetStatus deletes a reservation's status record, so reads fall back
-// to the database (used while the database path owns the sale).
+// to the database (used while the database path owns the sale), and
+// announces it on the sale's event channel as status.lua does: a view
+// cached from the record is stale now.
 func (s *Scripts) ForgetStatus(ctx context.Context, rdb redis.Cmdable, saleID int64, token string) error {
 	if err := rdb.HDel(ctx, SaleKeys(saleID).Status, token).Err(); err != nil {
 		return fmt.Errorf("forget status: %w", err)
+	}
+	if err := rdb.Publish(ctx, EventChannel(saleID), token).Err(); err != nil {
+		return fmt.Errorf("forget status: announce: %w", err)
 	}
 	return nil
 }

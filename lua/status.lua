@@ -4,7 +4,7 @@
 -- (a late or repeated writer loses). The record carries the sale's epoch:
 -- a rebuild after a database-mode episode sets a new epoch, which makes
 -- every older record invalid (status changes made meanwhile are not here).
--- Nothing is written for a sale whose keys are gone (torn down).
+-- Nothing is written for a sale whose keys are gone (torn down, lost).
 -- A changed record is announced on the sale's event channel (a wake-up
 -- only: readers re-read the record).
 -- KEYS: 1 status hash, 2 meta
@@ -13,6 +13,8 @@
 -- Returns 1 when the record changed, 0 otherwise.
 local epoch = redis.call('HGET', KEYS[2], 'epoch')
 if not epoch then
+  -- Still announced: a reader's cached view of the token is stale now.
+  redis.call('PUBLISH', ARGV[4], ARGV[1])
   return 0
 end
 local rank = tonumber(ARGV[2])

@@ -66,3 +66,78 @@ func TestStatusRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "no record for a torn-down sale")
 }
+
+// TestStatusEventsArriveBeforeALaterFence: every announcement (a record
+// written, forgotten, written for a sale whose keys are gone; a sale warmed
+// or deleted) reaches the listener before the first fence sent after the
+// announcing call returned, which is what the API's cache of live views
+// relies on.
+func TestStatusEventsArriveBeforeALaterFence(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	c := ctx(t)
+	client := lua.NewClient(f.rdb)
+	require.True(t, client.Fences())
+	type event struct {
+		kind  string // token, sale, subscribed, fence
+		sale  int64
+		token string
+		at    time.Time
+	}
+	events := make(chan event, 1<<16)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- client.ListenStatusEvents(stop, lua.StatusEvents{
+			Token:      func(sale int64, token string) { events <- event{kind: "token", sale: sale, token: token} },
+			Sale:       func(sale int64) { events <- event{kind: "sale", sale: sale} },
+			Subscribed: func() { events <- event{kind: "subscribed"} },
+			Fence:      func(at time.Time) { events <- event{kind: "fence", at: at} },
+		})
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		require.NoError(t, <-done)
+	})
+	// announced waits for the first fence sent after now and reports
+	// whether want came before it.
+	announced := func(want event) bool {
+		t.Helper()
+		after := time.Now()
+		seen := false
+		for {
+			select {
+			case e := <-events:
+				switch {
+				case e.kind == "fence" && e.at.After(after):
+					return seen
+				case e.kind == want.kind && e.sale == want.sale && e.token == want.token:
+					seen = true
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no fence in 5 s")
+			}
+		}
+	}
+	for e := range events {
+		if e.kind == "subscribed" {
+			break
+		}
+	}
+
+	for i := range 50 {
+		token := "fence-" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
+		rec := lua.StatusRecord{Seq: 2, UserID: 7, Status: "PENDING_PAYMENT", OrderNo: token}
+		_, err := f.scripts.WriteStatus(c, f.rdb, f.saleID, token, rec)
+		require.NoError(t, err)
+		require.True(t, announced(event{kind: "token", sale: f.saleID, token: token}), "write %d", i)
+		require.NoError(t, client.ForgetStatus(c, f.saleID, token))
+		require.True(t, announced(event{kind: "token", sale: f.saleID, token: token}), "forget %d", i)
+	}
+	other := mustWarmSale(t, 1)
+	require.True(t, announced(event{kind: "sale", sale: other.saleID}), "warm-up")
+	require.NoError(t, client.DeleteSale(c, other.saleID))
+	require.True(t, announced(event{kind: "sale", sale: other.saleID}), "tear-down")
+	_, err := f.scripts.WriteStatus(c, f.rdb, other.saleID, "gone", lua.StatusRecord{Seq: 3, UserID: 7, Status: "PAID"})
+	require.NoError(t, err)
+	require.True(t, announced(event{kind: "token", sale: other.saleID, token: "gone"}), "a record for a sale whose keys are gone")
+}

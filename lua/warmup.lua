@@ -1,7 +1,9 @@
 -- Load a sale into Redis: metadata, stock, buyers and the inbox's consumer
 -- group, in one step. Refused once the sale has taken a reservation, so a
 -- repeated warm-up can never reset what Redis holds.
--- KEYS: 1 meta, 2 stock, 3 buyers, 4 reserved, 5 inbox, 6 user index
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 reserved, 5 inbox, 6 user index,
+--       7 the sale's event channel (not a key: passed for its slot; a new
+--       epoch is announced to the API instances' status caches)
 -- ARGV: 1 starts_ms, 2 ends_ms, 3 control, 4 epoch, 5 mode, 6 stock,
 --       7 consumer group, 8.. user ids of live orders
 -- Returns {outcome, stock}.
@@ -26,4 +28,5 @@ local ok, err = pcall(redis.call, 'XGROUP', 'CREATE', KEYS[5], ARGV[7], '0', 'MK
 if not ok and not string.find(tostring(err), 'BUSYGROUP') then
   return redis.error_reply(tostring(err))
 end
+redis.call('PUBLISH', KEYS[7], '*')
 return {'ok', tonumber(ARGV[6])}

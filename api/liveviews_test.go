@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+)
+
+func pendingView(owner int64) ownedView {
+	return ownedView{owner: owner, view: domain.ReservationView{Status: domain.StatusPendingPayment}}
+}
+
+// TestLiveViewsServeOnlyWhatNoAnnouncementVoided: the cache's rules, one by
+// one, without Redis.
+func TestLiveViewsServeOnlyWhatNoAnnouncementVoided(t *testing.T) {
+	l := newLiveViews(true, 1000)
+	seq := l.begin()
+	l.put("a", 1, pendingView(7), seq)
+	_, ok := l.get("a", 1)
+	require.False(t, ok, "no fence yet")
+	l.fenced(time.Now())
+	v, ok := l.get("a", 1)
+	require.True(t, ok)
+	require.Equal(t, int64(7), v.owner)
+	_, ok = l.get("a", 2)
+	require.False(t, ok, "another sale's token of that name")
+
+	time.Sleep(liveFresh + 10*time.Millisecond)
+	_, ok = l.get("a", 1)
+	require.False(t, ok, "the newest fence is older than liveFresh")
+	l.fenced(time.Now())
+	_, ok = l.get("a", 1)
+	require.True(t, ok)
+
+	// A read that began before an announcement it did not see is not kept.
+	seq = l.begin()
+	l.invalidate(1, "a")
+	_, ok = l.get("a", 1)
+	require.False(t, ok, "announced")
+	l.put("a", 1, pendingView(7), seq)
+	_, ok = l.get("a", 1)
+	require.False(t, ok, "a fill that began before the announcement")
+	l.put("a", 1, pendingView(7), l.begin())
+	_, ok = l.get("a", 1)
+	require.True(t, ok, "a fill that began after it")
+
+	// A new epoch voids the sale's views, not others'.
+	l.put("b", 2, pendingView(8), l.begin())
+	seq = l.begin()
+	l.invalidateSale(1)
+	_, ok = l.get("a", 1)
+	require.False(t, ok)
+	_, ok = l.get("b", 2)
+	require.True(t, ok)
+	l.put("a", 1, pendingView(7), seq)
+	_, ok = l.get("a", 1)
+	require.False(t, ok, "a fill that began before the new epoch")
+
+	// A resubscription voids everything.
+	l.invalidateAll()
+	_, ok = l.get("b", 2)
+	require.False(t, ok)
+
+	// Ended views are not kept here (endedViews has them).
+	ended := pendingView(7)
+	ended.view.Status = domain.StatusPaid
+	l.put("c", 1, ended, l.begin())
+	_, ok = l.get("c", 1)
+	require.False(t, ok)
+
+	// A listener that stalled may have lost announcements.
+	l.put("d", 1, pendingView(7), l.begin())
+	l.arrived.Store(l.since(time.Now().Add(-2 * liveStall)))
+	l.fenced(time.Now())
+	_, ok = l.get("d", 1)
+	require.False(t, ok, "fences more than liveStall apart")
+
+	// Disabled (a cluster): never served, and acknowledgements do not wait.
+	off := newLiveViews(false, 1000)
+	off.fenced(time.Now())
+	off.put("a", 1, pendingView(7), off.begin())
+	_, ok = off.get("a", 1)
+	require.False(t, ok)
+	start := time.Now()
+	off.settle(context.Background(), start)
+	require.Less(t, time.Since(start), liveFresh)
+}
+
+// TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges: two API
+// instances on one Redis. Polls of a PENDING_PAYMENT reservation through
+// one are answered from its cache (no Redis read), and a change written
+// through the other (the order workflow's status record), acknowledged
+// after settle, is seen by the very next poll, while other clients keep
+// the cache busy.
+func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T) {
+	acker := MustHarness(t)
+	poller := MustHarness(t, func(c *config.Config) { c.ReadPerUserRPS, c.ReadPerUserBurst = 1e6, 1e6 })
+	sale := acker.MustWarmSale(100)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	waitFenced := func(h *harness) {
+		require.Eventually(t, func() bool { return h.server.s.live.fresh(h.server.s.live.since(time.Now())) },
+			10*time.Second, 5*time.Millisecond, "the instance's fences arrive")
+	}
+	waitFenced(acker)
+	waitFenced(poller)
+
+	const users = 16
+	type buyer struct {
+		user  int64
+		jwt   string
+		token string
+	}
+	buyers := make([]buyer, users)
+	for i := range buyers {
+		b := &buyers[i]
+		b.user = testenv.UniqueUser()
+		b.jwt = poller.MustToken(b.user, "")
+		b.token = domain.DeriveToken([]byte("live-views"), sale.ID, b.user, "r1")
+		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, lua.StatusRecord{Seq: 2, UserID: b.user,
+			Status: string(domain.StatusPendingPayment), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
+		require.NoError(t, err)
+	}
+	poll := func(b buyer) (string, error) {
+		r := poller.do("GET", "/api/v1/reservations/"+b.token, b.jwt, "")
+		if r.Status != http.StatusOK {
+			return "", fmt.Errorf("poll %s: %d %s", b.token, r.Status, r.Body)
+		}
+		return r.json(t)["status"].(string), nil
+	}
+
+	// Warm, then count: the second round reads nothing from Redis.
+	for _, b := range buyers {
+		st, err := poll(b)
+		require.NoError(t, err)
+		require.Equal(t, "PENDING_PAYMENT", st)
+	}
+	live := poller.server.s.live
+	calls, hits := poller.server.s.reads.calls.Load(), live.hits.Load()
+	for _, b := range buyers {
+		st, err := poll(b)
+		require.NoError(t, err)
+		require.Equal(t, "PENDING_PAYMENT", st)
+	}
+	require.Equal(t, calls, poller.server.s.reads.calls.Load(), "Redis reads while the cache serves")
+	require.Equal(t, hits+users, live.hits.Load())
+
+	// Each buyer's reservation moves on (paid for half, cancelled for the
+	// other half), acknowledged by the other instance after settle; the
+	// buyer's next poll must show it. Meanwhile the others keep polling.
+	var wg sync.WaitGroup
+	var busy atomic.Bool
+	busy.Store(true)
+	errs := make(chan error, 4*users)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; busy.Load(); i = (i + 1) % users {
+				if _, err := poll(buyers[i]); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i, b := range buyers {
+		status := domain.StatusPaid
+		if i%2 == 1 {
+			status = domain.StatusCancelled
+		}
+		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, lua.StatusRecord{Seq: 3, UserID: b.user,
+			Status: string(status), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
+		require.NoError(t, err)
+		acker.server.s.live.settle(ctx, time.Now())
+		st, err := poll(b)
+		require.NoError(t, err)
+		require.Equal(t, string(status), st, "the first poll after the acknowledgement, buyer %d", i)
+	}
+	busy.Store(false)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
