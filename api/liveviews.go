@@ -104,6 +104,7 @@ func (l *liveViews) put(token string, saleID int64, v ownedView, seq uint64) {
 	if !l.enabled || v.view.Status.Terminal() {
 		return
 	}
+	v = v.rendered()
 	now := l.since(time.Now())
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -69,11 +69,15 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	v, _, err := s.statusView(c.UserContext(), p.UserID, token, saleID)
+	v, err := s.statusOwned(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	return c.JSON(v)
+	if v.body != nil {
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(v.body)
+	}
+	return c.JSON(v.view)
 }
 
 // GET /api/v1/me/reservations?sale_id=: of one sale, answered from Redis

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -30,6 +31,19 @@ type endedViews struct {
 type ownedView struct {
 	owner int64
 	view  domain.ReservationView
+	body  []byte // the view as JSON, rendered once for a cached view; nil otherwise
+}
+
+// rendered is v with its body, for a cache that serves it many times.
+// A view always encodes; were it not to, the body stays nil and the
+// handler encodes (and reports) it.
+func (v ownedView) rendered() ownedView {
+	if v.body == nil {
+		if b, err := json.Marshal(v.view); err == nil {
+			v.body = b
+		}
+	}
+	return v
 }
 
 func newEndedViews(max int) *endedViews {
@@ -47,6 +61,7 @@ func (e *endedViews) put(token string, v ownedView) {
 	if !v.view.Status.Terminal() {
 		return
 	}
+	v = v.rendered()
 	e.mu.Lock()
 	if len(e.m) >= e.max {
 		clear(e.m)
@@ -59,6 +74,13 @@ func (e *endedViews) put(token string, v ownedView) {
 // view's sequence number (sales.StatusSeq). Errors are *domain.Error
 // (not_found, unavailable).
 func (s *server) statusView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
+	v, err := s.statusOwned(ctx, userID, token, saleID)
+	return v.view, sales.StatusSeq(v.view.Status), err
+}
+
+// statusOwned is statusView's view with its rendered body when it came
+// from a cache.
+func (s *server) statusOwned(ctx context.Context, userID int64, token string, saleID int64) (ownedView, error) {
 	return s.readView(ctx, userID, token, saleID, true, true)
 }
 
@@ -77,13 +99,14 @@ var errRedisBusy = errors.New("status read: redis did not answer")
 // when woken, which drops the token's cached view anyway, and every
 // streamReread, which guards against a lost wake-up and must reach Redis.
 func (s *server) streamView(ctx context.Context, userID int64, token string, saleID int64) (domain.ReservationView, int64, error) {
-	return s.readView(ctx, userID, token, saleID, false, false)
+	v, err := s.readView(ctx, userID, token, saleID, false, false)
+	return v.view, sales.StatusSeq(v.view.Status), err
 }
 
 // readView is statusView; dbWhenRedisFails says whether the database
 // answers when Redis does not answer in time in Redis mode, cached whether
 // a live view may come from liveViews.
-func (s *server) readView(ctx context.Context, userID int64, token string, saleID int64, dbWhenRedisFails, cached bool) (domain.ReservationView, int64, error) {
+func (s *server) readView(ctx context.Context, userID int64, token string, saleID int64, dbWhenRedisFails, cached bool) (ownedView, error) {
 	if v, ok := s.ended.get(token); ok {
 		s.m.readFrom[sourceEnded].Inc()
 		return s.owned(v, userID)
@@ -105,7 +128,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 		seq := s.live.begin()
 		got, ok := s.redisStatus(ctx, token, saleID)
 		if !ok && redisMode && !dbWhenRedisFails {
-			return domain.ReservationView{}, 0, errRedisBusy
+			return ownedView{}, errRedisBusy
 		}
 		switch {
 		case ok && got.Record != nil && redisMode:
@@ -132,24 +155,24 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
 		s.logger.Warn("status read: database", "token", token, "err", err)
-		return domain.ReservationView{}, 0, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+		return ownedView{}, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
 	}
 	if r == nil {
 		if held != nil {
 			return s.owned(*held, userID)
 		}
-		return domain.ReservationView{}, 0, errNoReservation
+		return ownedView{}, errNoReservation
 	}
 	v := ownedView{owner: r.UserID, view: r.View()}
 	s.ended.put(token, v)
 	return s.owned(v, userID)
 }
 
-func (s *server) owned(v ownedView, userID int64) (domain.ReservationView, int64, error) {
+func (s *server) owned(v ownedView, userID int64) (ownedView, error) {
 	if v.owner != userID {
-		return domain.ReservationView{}, 0, errNoReservation
+		return ownedView{}, errNoReservation
 	}
-	return v.view, sales.StatusSeq(v.view.Status), nil
+	return v, nil
 }
 
 // redisStatus reads the token's hold and status record (of the sale's
