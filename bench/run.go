@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 		if o.want("3") {
-			if err := r.burst(ctx, api); err != nil {
+			if err := r.burst(ctx, api, worker); err != nil {
 				return r.rep, err
 			}
 		}

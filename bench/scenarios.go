@@ -136,7 +136,7 @@ func (r *runner) soldOutSale(ctx context.Context, api *Proc, label string, conns
 // burst: scenario 3, a flash sale of BurstStock units to BurstUsers users
 // on 256 connections, then the drain to PENDING_PAYMENT against hello
 // workflows on the same Temporal server.
-func (r *runner) burst(ctx context.Context, api *Proc) error {
+func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	const conns = 256
 	s, err := r.sale(ctx, "burst", r.o.BurstStock, 16, true)
 	if err != nil {
@@ -148,6 +148,29 @@ func (r *runner) burst(ctx context.Context, api *Proc) error {
 	}
 	c := newDoer(conns)
 	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+
+	// CPU over the burst and drain: the API and worker together, and the
+	// Temporal server (when it runs here), against the hello baseline's.
+	var cpuNotes []string
+	stack := cpuMeter{api.CPU, worker.CPU}
+	var server cpuMeter
+	if pid, err := temporalServerPID(r.o.TemporalAddress); err == nil {
+		server = cpuMeter{func() (float64, error) { return pidCPU(pid) }}
+	} else {
+		cpuNotes = append(cpuNotes, fmt.Sprintf("Temporal server CPU not measured: %v", err))
+	}
+	readCPU := func(m cpuMeter) float64 {
+		if m == nil {
+			return 0
+		}
+		v, err := m.read()
+		if err != nil {
+			cpuNotes = append(cpuNotes, fmt.Sprintf("CPU not read: %v", err))
+			return 0
+		}
+		return v
+	}
+	stack0, server0 := readCPU(stack), readCPU(server)
 
 	// The drain clock runs from the burst's first request until every
 	// unit's order is PENDING_PAYMENT in MySQL.
@@ -170,6 +193,7 @@ func (r *runner) burst(ctx context.Context, api *Proc) error {
 	}()
 	res := ClosedLoop(ctx, "burst reserve", conns, 3*time.Minute, int64(len(toks)), reserveOp(c, url, toks))
 	drain, ok := <-drained
+	stack1, server1 := readCPU(stack), readCPU(server)
 	var notes []string
 	if !ok {
 		// Slow, not wrong: reported, and the checks below still run.
@@ -182,10 +206,15 @@ func (r *runner) burst(ctx context.Context, api *Proc) error {
 		return err
 	}
 
+	helloServer0 := readCPU(server)
 	helloRate, helloTime, err := HelloRate(ctx, r.tc, "bench-hello-"+r.stamp, int(r.o.BurstStock), 64)
 	if err != nil {
 		return fmt.Errorf("hello baseline: %w", err)
 	}
+	helloServer1 := readCPU(server)
+	serverPerOrder := perRequestMS(server1-server0, r.o.BurstStock)
+	serverPerHello := perRequestMS(helloServer1-helloServer0, r.o.BurstStock)
+	stackPerOrder := perRequestMS(stack1-stack0, r.o.BurstStock)
 	drainRate := 0.0
 	if drain > 0 {
 		drainRate = float64(r.o.BurstStock) / drain.Seconds()
@@ -202,8 +231,13 @@ func (r *runner) burst(ctx context.Context, api *Proc) error {
 			{Name: "orders drained/s", Value: drainRate, Unit: "orders/s", Published: pubConsumer},
 			{Name: "hello workflows/s (baseline)", Value: helloRate, Unit: "wf/s"},
 			{Name: "drain / hello rate", Value: ratio(drainRate, helloRate), Unit: "×", Target: "≥ 1.5"},
+			{Name: "Temporal server CPU per order", Value: serverPerOrder, Unit: "ms"},
+			{Name: "Temporal server CPU per hello workflow", Value: serverPerHello, Unit: "ms"},
+			{Name: "server CPU per order / per hello workflow", Value: ratio(serverPerOrder, serverPerHello), Unit: "×"},
+			{Name: "API + worker CPU per order", Value: stackPerOrder, Unit: "ms"},
 		},
-		Notes: append(notes, "the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters"),
+		Notes: append(append(notes, "the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters",
+			"CPU: user + system time (/proc) of the Temporal dev server over the burst and drain, per order, and over the hello run, per hello workflow; of the API and worker together over the burst and drain, per order (it includes the burst's refusals)"), cpuNotes...),
 	})
 	return nil
 }

@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+	"slices"
+
+	"github.com/prometheus/procfs"
+)
+
+// CPU is the CPU time (user + system, seconds) the process has used.
+func (p *Proc) CPU() (float64, error) {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0, fmt.Errorf("cpu of %s: not started", p.Name)
+	}
+	return pidCPU(p.cmd.Process.Pid)
+}
+
+func pidCPU(pid int) (float64, error) {
+	proc, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+	}
+	return st.CPUTime(), nil
+}
+
+// cpuMeter reads the CPU time of several processes together.
+type cpuMeter []func() (float64, error)
+
+func (m cpuMeter) read() (float64, error) {
+	total := 0.0
+	for _, f := range m {
+		s, err := f()
+		if err != nil {
+			return 0, err
+		}
+		total += s
+	}
+	return total, nil
+}
+
+// temporalServerPID finds the Temporal dev server listening on addr (the
+// services script starts it as `temporal server start-dev --port P ...`).
+func temporalServerPID(addr string) (int, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("temporal server: %w", err)
+	}
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return 0, fmt.Errorf("temporal server: %w", err)
+	}
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err != nil || len(args) < 3 {
+			continue
+		}
+		if !slices.Contains(args, "start-dev") {
+			continue
+		}
+		for i, a := range args {
+			if a == "--port="+port || (a == "--port" || a == "-p") && i+1 < len(args) && args[i+1] == port {
+				return p.PID, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("temporal server on %s: no start-dev process found", addr)
+}
+
+// perRequestMS is CPU seconds per request, in ms.
+func perRequestMS(cpu float64, requests int64) float64 {
+	if requests <= 0 {
+		return 0
+	}
+	return cpu * 1000 / float64(requests)
+}
