@@ -68,10 +68,7 @@ type Config struct {
 	// besides the worker's inbox relay. Off, the relay alone starts it:
 	// half the start calls (issue 20), but until the relay has read the
 	// entry the 202's only record is Redis's AOF, which a crash can lose
-	// (the soak's seed 6 lost three 202s that way). The worker reads it
-	// too: on, its relay leaves a new entry 2 s to the API's start (which
-	// marks the token started) before starting it itself, so an order is
-	// started once, not twice.
+	// (the soak's seed 6 lost three 202s that way).
 	APIStartsRedisOrders bool
 
 	// FallbackInFlight bounds the database path's transactions in flight

@@ -70,12 +70,6 @@ type Relay struct {
 	StartTimeout time.Duration // per start; 10s when zero
 	ReclaimEvery time.Duration // 5s when zero
 	RefreshEvery time.Duration // open-sales refresh; 3s when zero
-	// StartGrace: a new entry is handed over only once this old (by its
-	// stream id), so that the API's own start, which marks the token in the
-	// started set, usually comes first and the relay only acknowledges:
-	// one start per order instead of two, and no describe for the loser.
-	// Zero (the API leaves Redis-path starts to the relay): at once.
-	StartGrace time.Duration
 }
 
 func orDefault[T int | int64 | time.Duration](v, def T) T {
@@ -245,9 +239,6 @@ func (r *Relay) readBatch(ctx context.Context, saleID int64, own bool) (read, fa
 	if len(msgs) == 0 {
 		return 0, 0, nil
 	}
-	if !own {
-		r.awaitGrace(ctx, msgs[len(msgs)-1].ID)
-	}
 	var deliveries map[string]int64
 	if own {
 		if deliveries, err = r.deliveries(ctx, saleID, msgs); err != nil {
@@ -256,21 +247,6 @@ func (r *Relay) readBatch(ctx context.Context, saleID int64, own bool) (read, fa
 	}
 	failed, err = r.process(ctx, saleID, msgs, deliveries)
 	return len(msgs), failed, err
-}
-
-// awaitGrace waits until the entry id (the batch's newest) is StartGrace
-// old; never longer than StartGrace, whatever the clocks say.
-func (r *Relay) awaitGrace(ctx context.Context, id string) {
-	wait := min(r.StartGrace-lua.EntryAge(id), r.StartGrace)
-	if wait <= 0 {
-		return
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // Reclaim takes over entries pending longer than MinIdle — from consumers

@@ -491,29 +491,3 @@ func TestRelayNeverDeadLettersWhileTemporalIsUnavailable(t *testing.T) {
 		assert.Zero(c, testutil.ToFloat64(r.Metrics.OldestAge.WithLabelValues(strconv.FormatInt(w.ID, 10))))
 	}, 10*time.Second, 50*time.Millisecond)
 }
-
-// TestRelayLeavesNewEntriesToTheAPIsStartForItsGrace: with StartGrace, a
-// new entry is handed over only once that old, so a start the API makes
-// meanwhile (marking the token started) is the only one; an entry the API
-// did not start is started by the relay after the grace.
-func TestRelayLeavesNewEntriesToTheAPIsStartForItsGrace(t *testing.T) {
-	w := MustWarmSale(t, 10)
-	rec := newRecorder(nil)
-	r := MustRelay(t, w, rec.start)
-	r.StartGrace = 700 * time.Millisecond
-	byAPI, _ := w.MustReserve(t)
-	orphan, _ := w.MustReserve(t)
-	reserved := time.Now()
-	// The API's start lands while the relay waits.
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		_ = w.rdb.SAdd(context.Background(), w.keys.Started, byAPI).Err()
-	}()
-	n, err := r.ReadOnce(testCtx(t), w.ID)
-	require.NoError(t, err)
-	assert.Equal(t, 2, n)
-	assert.GreaterOrEqual(t, time.Since(reserved), r.StartGrace-50*time.Millisecond, "handed over after the grace")
-	assert.Zero(t, rec.count(byAPI), "the API started it: acknowledged only")
-	assert.Equal(t, 1, rec.count(orphan), "nobody started it: the relay does")
-	assert.Zero(t, w.pending(t))
-}

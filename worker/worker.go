@@ -34,10 +34,6 @@ const (
 	temporalMaxBackoff  = 15 * time.Second
 )
 
-// relayStartGrace is how long the inbox relay leaves a new entry to the
-// API's own start (Relay.StartGrace) when the API starts Redis-path orders.
-const relayStartGrace = 2 * time.Second
-
 // Run runs the worker until ctx is cancelled, then shuts down within
 // cfg.ShutdownTimeout: the relay stops reading and finishes its batch, the
 // Temporal worker stops, the clients close. A cancelled ctx is a clean stop
@@ -140,9 +136,6 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		MaxDelivery: cfg.RelayMaxDelivery,
 		Logger:      logger,
 		Metrics:     metrics,
-	}
-	if cfg.APIStartsRedisOrders {
-		relay.StartGrace = relayStartGrace
 	}
 	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: logger}
 	// work bounds the relay's in-flight batch; it outlives ctx until the
