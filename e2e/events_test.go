@@ -212,7 +212,7 @@ func TestStatusReadsAndEventsAcrossInstances(t *testing.T) {
 		// must not be fooled by.
 		cached := liveCacheReads(t, a.URL) + liveCacheReads(t, b.URL)
 		t.Logf("%d status reads answered from the instances' caches", cached)
-		require.Greater(t, cached, polls/4, "status reads answered from the cache")
+		require.Greater(t, cached, polls/10, "status reads answered from the cache")
 	})
 
 	t.Run("pushed_across_instances", func(t *testing.T) {
