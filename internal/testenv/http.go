@@ -88,3 +88,19 @@ func MustToken(tb testing.TB, user int64) string {
 	}
 	return tok
 }
+
+// DoRetrying is Do as a client following the contract sends a reservation:
+// a 503 ("outcome unknown" or "not ready", with Retry-After) is sent again
+// with the same body, so the same request_id, up to attempts times in
+// all, a short pause between; it answers the last reply. Under a loaded
+// machine a Redis call can outlast its timeout, and the contract's answer
+// to that is this retry, not a failed test.
+func DoRetrying(method, url string, user int64, body any, attempts int) (int, map[string]any, error) {
+	for i := 1; ; i++ {
+		code, out, err := Do(method, url, user, body)
+		if err != nil || code != http.StatusServiceUnavailable || i >= attempts {
+			return code, out, err
+		}
+		time.Sleep(time.Duration(i) * 200 * time.Millisecond)
+	}
+}
