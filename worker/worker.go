@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("worker: listen for metrics on %s: %w", cfg.WorkerMetricsAddr, err)
 	}
-	srv := metricsServer(reg)
+	srv := metricsServer(reg, cfg.Dev())
 	serveDone := make(chan struct{})
 	go func() {
 		defer close(serveDone)
@@ -189,9 +190,17 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	return nil
 }
 
-// metricsServer serves /metrics and a liveness /healthz.
-func metricsServer(reg *prometheus.Registry) *http.Server {
+// metricsServer serves /metrics and a liveness /healthz, and in
+// development mode Go's profiler under /debug/pprof/ (for profiling a
+// drain; the API has SECKILL_PPROF_ADDR).
+func metricsServer(reg *prometheus.Registry, profile bool) *http.Server {
 	mux := http.NewServeMux()
+	if profile {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, Timeout: 10 * time.Second}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
