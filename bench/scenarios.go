@@ -176,7 +176,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	// unit's order is PENDING_PAYMENT in MySQL.
 	start := time.Now()
 	drained := make(chan time.Duration, 1)
-	pollCtx, stopPoll := context.WithTimeout(ctx, 5*time.Minute)
+	pollCtx, stopPoll := context.WithTimeout(ctx, runLimit(int(r.o.BurstStock)))
 	defer stopPoll()
 	go func() {
 		for pollCtx.Err() == nil {
@@ -197,7 +197,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	var notes []string
 	if !ok {
 		// Slow, not wrong: reported, and the checks below still run.
-		notes = append(notes, fmt.Sprintf("the %d orders did not all reach PENDING_PAYMENT within 5 minutes; drain figures are 0", r.o.BurstStock))
+		notes = append(notes, fmt.Sprintf("the %d orders did not all reach PENDING_PAYMENT within %v; drain figures are 0", r.o.BurstStock, runLimit(int(r.o.BurstStock))))
 	}
 	if got := res.Count(http.StatusAccepted); got != r.o.BurstStock {
 		r.violation("scenario 3: %d reservations accepted, want exactly %d", got, r.o.BurstStock)
