@@ -96,7 +96,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 	if err != nil {
 		return nil, err
 	}
-	closed, err := r.closedWorkflows(ctx, saleID, liveInBoth(first.db, second.db), repair)
+	closed, err := r.closedWorkflows(ctx, saleID, liveInBoth(first.db, second.db), repair, false)
 	if err != nil {
 		return nil, err
 	}
@@ -462,7 +462,7 @@ func (r *Reconciler) RepairClosedWorkflows(ctx context.Context, saleID int64) ([
 	if err != nil {
 		return nil, fmt.Errorf("repair closed workflows of sale %d: %w", saleID, err)
 	}
-	return r.closedWorkflows(ctx, saleID, liveInBoth(ds, ds), true)
+	return r.closedWorkflows(ctx, saleID, liveInBoth(ds, ds), true, true)
 }
 
 // RepairToken applies the closed-workflow policy to one reservation: when
@@ -505,11 +505,18 @@ func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error
 }
 
 // closedWorkflows finds live reservations whose order workflow is not
-// running: the running order workflows of the sale are listed (one query),
-// and each live token missing from the list is described and read again,
-// so neither visibility's lag nor an order that just ended is taken for a
-// closed workflow. A token with no workflow at all is left to the inbox,
-// the outbox relay and hold_without_workflow.
+// running. Each suspect is described and read again, so neither
+// visibility's lag nor an order that just ended is taken for a closed
+// workflow. The suspects: with full, every live token missing from the
+// sale's running order workflows (one listing of them all); otherwise the
+// live tokens among the sale's closed order workflows, and the QUEUED ones
+// older than StaleAfter (a hold with no workflow at all). The regular
+// passes take the second way: during a burst's drain every order is
+// running and none closed, and listing them all each minute competed with
+// the drain for the Temporal server. A close visibility shows late is
+// found by the next pass; the teardown's repair (RepairClosedWorkflows)
+// takes the full way. A token with no workflow at all is left to the
+// inbox, the outbox relay and hold_without_workflow.
 //
 // Repair policy: before pay_by (or while QUEUED) a new run takes the
 // reservation over (Restart: one running workflow per token still); after
@@ -518,19 +525,16 @@ func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error
 // Redis hold released and the unit back on sale. The finding stays in this
 // report marked repaired; the next pass confirms the repair by not finding
 // it again.
-func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map[string]store.SnapshotReservation, repair bool) ([]domain.Discrepancy, error) {
+func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map[string]store.SnapshotReservation, repair, full bool) ([]domain.Discrepancy, error) {
 	if len(live) == 0 {
 		return nil, nil
 	}
-	running, err := sales.RunningOrders(ctx, r.Temporal, saleID)
+	suspects, err := r.closedSuspects(ctx, saleID, live, full)
 	if err != nil {
 		return nil, err
 	}
 	var out []domain.Discrepancy
-	for tok, d := range live {
-		if running[tok] {
-			continue
-		}
+	for tok, d := range suspects {
 		status, exists, err := r.workflowStatus(ctx, tok)
 		if err != nil {
 			return nil, err
@@ -559,6 +563,33 @@ func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map
 		out = append(out, found)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Token < out[j].Token })
+	return out, nil
+}
+
+// closedSuspects picks the live reservations closedWorkflows describes.
+func (r *Reconciler) closedSuspects(ctx context.Context, saleID int64, live map[string]store.SnapshotReservation, full bool) (map[string]store.SnapshotReservation, error) {
+	out := map[string]store.SnapshotReservation{}
+	if full {
+		running, err := sales.RunningOrders(ctx, r.Temporal, saleID)
+		if err != nil {
+			return nil, err
+		}
+		for tok, d := range live {
+			if !running[tok] {
+				out[tok] = d
+			}
+		}
+		return out, nil
+	}
+	closed, err := sales.ClosedOrders(ctx, r.Temporal, saleID)
+	if err != nil {
+		return nil, err
+	}
+	for tok, d := range live {
+		if closed[tok] || (d.Status == domain.StatusQueued && time.Since(d.UpdatedAt) >= r.staleAfter()) {
+			out[tok] = d
+		}
+	}
 	return out, nil
 }
 
