@@ -119,7 +119,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 			s.m.readFrom[sourceLive].Inc()
 			return s.owned(v, userID)
 		}
-	case err == nil:
+	case err == nil && !redisMode:
 		// Views cached while Redis owned the sale are stale now.
 		s.live.invalidateSale(saleID)
 	}

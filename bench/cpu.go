@@ -8,12 +8,30 @@ import (
 	"github.com/prometheus/procfs"
 )
 
+// Process readings from /proc (procfs): CPU time and resident memory.
+
 // CPU is the CPU time (user + system, seconds) the process has used.
 func (p *Proc) CPU() (float64, error) {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return 0, fmt.Errorf("cpu of %s: not started", p.Name)
 	}
 	return pidCPU(p.cmd.Process.Pid)
+}
+
+// rssBytes is a process's resident set size (VmRSS).
+func rssBytes(p *Proc) (int64, error) {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0, fmt.Errorf("rss of %s: not started", p.Name)
+	}
+	proc, err := procfs.NewProc(p.cmd.Process.Pid)
+	if err != nil {
+		return 0, fmt.Errorf("rss of %s: %w", p.Name, err)
+	}
+	st, err := proc.NewStatus()
+	if err != nil {
+		return 0, fmt.Errorf("rss of %s: %w", p.Name, err)
+	}
+	return int64(st.VmRSS), nil
 }
 
 func pidCPU(pid int) (float64, error) {

@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -435,24 +433,6 @@ func streamClient(conns int) *http.Client {
 		MaxConnsPerHost: conns, MaxIdleConnsPerHost: conns, DisableCompression: true,
 		DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 	}}
-}
-
-// rssBytes is a process's resident set size (VmRSS).
-func rssBytes(p *Proc) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return 0, fmt.Errorf("read %s's status: %w", p.Name, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("parse VmRSS %q: %w", rest, err)
-			}
-			return kb * 1024, nil
-		}
-	}
-	return 0, errors.New("no VmRSS in " + p.Name + "'s status")
 }
 
 // idleStreams: scenario 8, one API holding 10,000 idle event streams of

@@ -378,7 +378,7 @@ func (c *Client) ListenStatusEvents(stop <-chan struct{}, ev StatusEvents) error
 					ev.Subscribed()
 				}
 			case *redis.Message:
-				if m.Channel == fenceChannel && fencing {
+				if m.Channel == fenceChannel { // "" unless fencing: never a channel
 					if ns, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
 						ev.Fence(base.Add(time.Duration(ns)))
 					}
