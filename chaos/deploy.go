@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/internal/devtemporal"
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/lua"
 )
@@ -205,10 +206,7 @@ func (d *Deployment) startTemporal(ctx context.Context) error {
 	d.TemporalAddr = addr
 	var tc client.Client
 	d.Temporal = &Proc{Name: "temporal", Bin: d.temporalBin, LogPath: logPath(d.Dir, "temporal"),
-		Args: []string{"server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", port(addr), "--ui-port", port(ui),
-			"--db-filename", filepath.Join(d.Dir, "temporal.db"), "--log-level", "error",
-			"--search-attribute", "SaleId=Int", "--search-attribute", "UserId=Int", "--search-attribute", "OrderStatus=Keyword",
-			"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL"},
+		Args: devtemporal.Args(addr, ui, filepath.Join(d.Dir, "temporal.db"), "error"),
 		Ready: func(ctx context.Context) error {
 			if tc == nil {
 				c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: quietLogger{}})

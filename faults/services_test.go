@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/internal/devtemporal"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -124,10 +125,7 @@ func MustOwnTemporal(tb testing.TB) (*server, string) {
 		_, err = c.CountWorkflow(ctx, countReq("SaleId = 1"))
 		return err
 	}
-	s := startServer(tb, "temporal", temporalBin(tb), ready, "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", port(addr), "--ui-port", port(ui), "--db-filename", db, "--log-level", "warn",
-		"--search-attribute", "SaleId=Int", "--search-attribute", "UserId=Int", "--search-attribute", "OrderStatus=Keyword",
-		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL")
+	s := startServer(tb, "temporal", temporalBin(tb), ready, devtemporal.Args(addr, ui, db, "warn")...)
 	return s, addr
 }
 

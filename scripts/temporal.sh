@@ -49,10 +49,13 @@ start() {
 		return 0
 	fi
 	mkdir -p "$data/temporal" "$data/pids" "$data/logs"
+	# The same settings as internal/devtemporal (the chaos and fault tests'
+	# servers), which says why search attributes are read from the cache.
 	local args=(server start-dev --ip 127.0.0.1 --port "$port" --ui-port "$uiport"
 		--db-filename "$data/temporal/temporal.db"
 		--sqlite-pragma journal_mode=WAL --sqlite-pragma synchronous=NORMAL
 		--search-attribute SaleId=Int --search-attribute UserId=Int --search-attribute OrderStatus=Keyword
+		--dynamic-config-value system.forceSearchAttributesCacheRefreshOnRead=false
 		--log-level warn)
 	[[ "$headless" != --headless ]] || args+=(--headless)
 	local ui="UI http://127.0.0.1:$uiport"
