@@ -51,21 +51,20 @@ type StartOutcome int
 const (
 	// StartedNew: this call started a new run.
 	StartedNew StartOutcome = iota + 1
-	// AlreadyRunning: a run of the id was running; nothing was started.
-	AlreadyRunning
-	// FoundClosed: the id's last run has closed and the reuse policy
-	// allows no new one; nothing was started.
-	FoundClosed
+	// Existing: the id has a run this call did not start, either running
+	// or closed and not replaced by the reuse policy; nothing was started.
+	// The two are not told apart: no caller acts on the difference, and
+	// telling them costs a describe (on the dev server a read of the whole
+	// mutable state) for every duplicate start.
+	Existing
 )
 
 func (o StartOutcome) String() string {
 	switch o {
 	case StartedNew:
 		return "started_new"
-	case AlreadyRunning:
-		return "already_running"
-	case FoundClosed:
-		return "found_closed"
+	case Existing:
+		return "existing"
 	}
 	return "unknown"
 }
@@ -95,7 +94,7 @@ func StartOrderOutcome(ctx context.Context, c client.Client, taskQueue string, i
 // while the reservation is still live (terminated, failed, timed out, or
 // completed leaving it live): the new run adopts the reservation's state in
 // the database (OrderWorkflow's rerun branches). A running workflow is never
-// duplicated: the conflict policy refuses, and the outcome says so. Only
+// duplicated: the conflict policy refuses, and the outcome is Existing. Only
 // reconciliation's repair calls it, after checking the reservation is live.
 func RestartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) (StartOutcome, error) {
 	opts := OrderStartOptions(taskQueue, in)
@@ -108,9 +107,8 @@ func RestartOrder(ctx context.Context, c client.Client, taskQueue string, in dom
 }
 
 // startOnce starts a workflow whose id names its one execution and says
-// what it found: a new run, one already running, or a closed one the reuse
-// policy does not replace. Only the last two need a second call (describe),
-// to tell them apart.
+// whether this call started it. A start that finds the id taken is not an
+// error: the callers are idempotent starters of the same input.
 func startOnce(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, arg any) (StartOutcome, error) {
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
@@ -122,14 +120,7 @@ func startOnce(ctx context.Context, c client.Client, opts client.StartWorkflowOp
 	if !errors.As(err, &already) {
 		return 0, err
 	}
-	desc, err := c.DescribeWorkflow(ctx, opts.ID, "")
-	if err != nil {
-		return 0, fmt.Errorf("describe %s after its start found it: %w", opts.ID, err)
-	}
-	if desc.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return AlreadyRunning, nil
-	}
-	return FoundClosed, nil
+	return Existing, nil
 }
 
 // StartRefused tells whether a start failed because Temporal refused the

@@ -5,15 +5,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
 
-// startOnce tells a new run, a running one and a closed one apart; an
-// ordinary start never replaces a completed order, RestartOrder does, and
-// neither ever runs two at once.
+// startOnce tells a new run from an existing one; an ordinary start never
+// replaces a running or completed order, RestartOrder replaces only a
+// closed one, and neither ever runs two at once.
 func TestStartOrderReportsItsOutcome(t *testing.T) {
 	s := MustStack(t)
 	sale := s.MustWarmSale(t, 1, 10*time.Minute, 1)
@@ -22,29 +23,45 @@ func TestStartOrderReportsItsOutcome(t *testing.T) {
 	require.Equal(t, lua.OutcomeOK, outcome)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "req-outcome", Path: domain.PathRedis}
 	ctx := ctxT(t, time.Minute)
+	// run returns the id's current run and its status.
+	run := func() (string, enumspb.WorkflowExecutionStatus) {
+		d, err := s.c.DescribeWorkflow(ctx, domain.OrderWorkflowID(token), "")
+		require.NoError(t, err)
+		info := d.RawResponse.GetWorkflowExecutionInfo()
+		return info.GetExecution().GetRunId(), info.GetStatus()
+	}
 
 	o, err := StartOrderOutcome(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
 	require.Equal(t, StartedNew, o)
+	first, status := run()
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, status)
 	o, err = StartOrderOutcome(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, AlreadyRunning, o)
+	require.Equal(t, Existing, o)
 	o, err = RestartOrder(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, AlreadyRunning, o, "a running workflow is never duplicated")
+	require.Equal(t, Existing, o, "a running workflow is never duplicated")
+	again, _ := run()
+	require.Equal(t, first, again, "the running run is still the first")
 
 	s.waitStatus(token, domain.StatusPendingPayment)
 	s.mustUpdate(token, domain.UpdateCancel, domain.CancelRequest{Reason: "test"}, domain.StatusCancelled)
 	require.Equal(t, domain.StatusCancelled, s.result(token).Status)
 	o, err = StartOrderOutcome(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, FoundClosed, o, "an ordinary start finds the completed order")
+	require.Equal(t, Existing, o, "an ordinary start finds the completed order")
 	require.NoError(t, StartOrder(ctx, s.c, s.queue, in), "for the relay a closed workflow counts as started")
+	again, status = run()
+	require.Equal(t, first, again, "the completed order was not replaced")
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, status)
 
 	// The repair's restart runs again; the new run adopts the end.
 	o, err = RestartOrder(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
 	require.Equal(t, StartedNew, o)
+	second, _ := run()
+	require.NotEqual(t, first, second)
 	require.Equal(t, domain.StatusCancelled, s.result(token).Status)
 	s.requireConsistent(sale)
 }
