@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -163,30 +164,26 @@ var statusLabels = func() []string {
 // seriesCache keeps the series (counters, observers) of a two-label vector
 // once resolved: the hot path counts several layers per request, and the
 // vector's own lookup (hashing, label checks, its lock) costs more than this
-// map.
+// map. A sync.Map, not a map behind an RWMutex: on a fresh API's first
+// burst each new label pair's write queued every reader behind it, a
+// convoy seen in the scheduling-latency profile.
 type seriesCache[T any] struct {
-	mu sync.RWMutex
-	m  map[[2]string]T
+	m sync.Map // [2]string → T
+	n atomic.Int32
 }
 
 func (c *seriesCache[T]) get(vec interface{ WithLabelValues(...string) T }, a, b string) T {
 	key := [2]string{a, b}
-	c.mu.RLock()
-	series, ok := c.m[key]
-	c.mu.RUnlock()
-	if ok {
-		return series
+	if series, ok := c.m.Load(key); ok {
+		return series.(T)
 	}
-	series = vec.WithLabelValues(a, b)
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[[2]string]T{}
-	}
+	series := vec.WithLabelValues(a, b)
 	// Label values are bounded (layers, outcomes, route patterns, codes);
 	// the cap only guards against a mistake.
-	if len(c.m) < 4096 {
-		c.m[key] = series
+	if c.n.Load() < 4096 {
+		if _, loaded := c.m.LoadOrStore(key, series); !loaded {
+			c.n.Add(1)
+		}
 	}
-	c.mu.Unlock()
 	return series
 }
