@@ -94,8 +94,10 @@ func newVerifiedTokens(max int) *verifiedTokens {
 // with any of secrets (the current one, then the previous one during a
 // rotation) verifies.
 func (v *verifiedTokens) verify(secrets [][]byte, raw string, now time.Time) (Principal, error) {
-	if e, ok := v.entries.Load(raw); ok && now.Before(e.(verifiedToken).exp) {
-		return e.(verifiedToken).p, nil
+	if e, ok := v.entries.Load(raw); ok {
+		if t := e.(verifiedToken); now.Before(t.exp) {
+			return t.p, nil
+		}
 	}
 	var (
 		p   Principal

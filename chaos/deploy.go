@@ -206,7 +206,7 @@ func (d *Deployment) startTemporal(ctx context.Context) error {
 	d.TemporalAddr = addr
 	var tc client.Client
 	d.Temporal = &Proc{Name: "temporal", Bin: d.temporalBin, LogPath: logPath(d.Dir, "temporal"),
-		Args: devtemporal.Args(addr, ui, filepath.Join(d.Dir, "temporal.db"), "error"),
+		Args: devtemporal.Args(port(addr), port(ui), filepath.Join(d.Dir, "temporal.db"), "error"),
 		Ready: func(ctx context.Context) error {
 			if tc == nil {
 				c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: quietLogger{}})

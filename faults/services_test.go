@@ -125,7 +125,7 @@ func MustOwnTemporal(tb testing.TB) (*server, string) {
 		_, err = c.CountWorkflow(ctx, countReq("SaleId = 1"))
 		return err
 	}
-	s := startServer(tb, "temporal", temporalBin(tb), ready, devtemporal.Args(addr, ui, db, "warn")...)
+	s := startServer(tb, "temporal", temporalBin(tb), ready, devtemporal.Args(port(addr), port(ui), db, "warn")...)
 	return s, addr
 }
 

@@ -3,10 +3,8 @@
 // tests start, so both run the server scripts/temporal.sh runs.
 package devtemporal
 
-import "net"
-
-// Args are the arguments of a headless dev server on addr (host:port) with
-// its UI port at uiAddr, persisting to dbFile.
+// Args are the arguments of a headless dev server on 127.0.0.1:port with
+// its UI on uiPort, persisting to dbFile.
 //
 // The server keeps SQLite's WAL journal with synchronous=NORMAL (durable
 // across a process kill). It reads search attributes from its cache: the
@@ -16,21 +14,13 @@ import "net"
 // the one SQLite connection every other write waits for. Ours are
 // registered at start; one created later is seen within the cache's
 // minute.
-func Args(addr, uiAddr, dbFile, logLevel string) []string {
+func Args(port, uiPort, dbFile, logLevel string) []string {
 	return []string{"server", "start-dev", "--headless", "--ip", "127.0.0.1",
-		"--port", port(addr), "--ui-port", port(uiAddr),
+		"--port", port, "--ui-port", uiPort,
 		"--db-filename", dbFile, "--log-level", logLevel,
 		"--sqlite-pragma", "journal_mode=WAL", "--sqlite-pragma", "synchronous=NORMAL",
 		"--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false",
 		// The order workflow's, registered before the server answers.
 		"--search-attribute", "SaleId=Int", "--search-attribute", "UserId=Int",
 		"--search-attribute", "OrderStatus=Keyword"}
-}
-
-func port(addr string) string {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return p
 }
