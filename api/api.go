@@ -148,7 +148,11 @@ func NewServer(d Deps) *Server {
 		panic(fmt.Sprintf("api metrics: %v", err))
 	}
 	s.m = m
-	s.breaker = newRedisBreaker(logger, m.breaker)
+	aside, err := d.Redis.Aside()
+	if err != nil {
+		panic(fmt.Sprintf("api: %v", err)) // a client type lua does not know
+	}
+	s.breaker = newRedisBreaker(logger, m.breaker, newHeartbeat(cfg.RedisTimeout))
 	if _, err := register[prometheus.Collector](reg, newSaleModeCollector(s.cache)); err != nil {
 		panic(fmt.Sprintf("api metrics: %v", err))
 	}
@@ -203,6 +207,14 @@ func NewServer(d Deps) *Server {
 	go func() {
 		defer s.bg.Done()
 		s.breaker.probe(s.stop, func(ctx context.Context) error { return s.rdb.Ping(ctx) })
+	}()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.breaker.heartbeat.run(s.stop, aside.PingAll)
+		if err := aside.Close(); err != nil {
+			logger.Warn("close the heartbeat's redis client", "err", err)
+		}
 	}()
 	app.Hooks().OnShutdown(func() error {
 		s.stopOnce.Do(func() {

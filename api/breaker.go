@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,28 +24,46 @@ const (
 	breakerProbes      = 3                      // successes in half-open that close it
 	breakerProbeEvery  = 250 * time.Millisecond // health pings while not closed
 	breakerCountWindow = 10 * time.Second       // closed-state counts reset
+	heartbeatEvery     = 50 * time.Millisecond  // pings on the aside connections
 )
 
 // redisBreaker guards the reservation path's Redis calls. When it opens,
 // reservations of Redis-mode sales move to the database path; a prober pings
 // Redis through it while it is not closed, so it closes soon after Redis
 // answers, without waiting for reservation traffic.
+//
+// A timed-out call counts as a failure only if Redis also left a ping
+// unanswered since the call began (heartbeat): a process that stalls its
+// own calls (a cold pool, GC assists, a starved CPU on a fresh instance's
+// first burst) while Redis answers must not move a sale to the database
+// path. The call still answers 503 (outcome unknown) either way.
 type redisBreaker struct {
-	cb     *gobreaker.CircuitBreaker[lua.ReserveResult]
-	state  prometheus.Gauge
-	logger *slog.Logger
+	cb        *gobreaker.CircuitBreaker[lua.ReserveResult]
+	heartbeat *heartbeat
+	state     prometheus.Gauge
+	logger    *slog.Logger
 }
 
-func newRedisBreaker(logger *slog.Logger, state prometheus.Gauge) *redisBreaker {
-	b := &redisBreaker{state: state, logger: logger}
+// errClientStall wraps a timed-out call while Redis answered pings: the
+// wait was this process's, so the breaker does not count it.
+type errClientStall struct{ err error }
+
+func (e errClientStall) Error() string { return "client-side stall: " + e.err.Error() }
+func (e errClientStall) Unwrap() error { return e.err }
+
+func isClientStall(err error) bool { return errors.As(err, new(errClientStall)) }
+
+func newRedisBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat) *redisBreaker {
+	b := &redisBreaker{state: state, logger: logger, heartbeat: hb}
 	b.cb = gobreaker.NewCircuitBreaker[lua.ReserveResult](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: breakerProbes,
 		Interval:    breakerCountWindow,
 		Timeout:     breakerOpenFor,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= breakerTrip },
-		// A request cancelled by its client says nothing about Redis.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		// A request cancelled by its client, or timed out while Redis
+		// answered, says nothing about Redis.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || isClientStall(err) },
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			state.Set(float64(to))
 			logger.Warn("circuit breaker state change", "breaker", name, "from", from.String(), "to", to.String())
@@ -60,9 +79,92 @@ func isBreakerRefusal(err error) bool {
 	return errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)
 }
 
-// execute runs fn through the breaker.
+// execute runs fn through the breaker; a timeout while Redis answered the
+// heartbeat comes back as an errClientStall.
 func (b *redisBreaker) execute(fn func() (lua.ReserveResult, error)) (lua.ReserveResult, error) {
-	return b.cb.Execute(fn)
+	return b.cb.Execute(func() (lua.ReserveResult, error) {
+		began := time.Now()
+		res, err := fn()
+		if err != nil && lua.IsTimeout(err) && b.heartbeat.answeredSince(began) {
+			return res, errClientStall{err}
+		}
+		return res, err
+	})
+}
+
+// heartbeat pings every Redis server every heartbeatEvery on aside
+// connections (lua.Client.Aside), without waiting for earlier pings, and
+// keeps when an answer last arrived and when the latest unanswered ping
+// was sent.
+type heartbeat struct {
+	timeout time.Duration
+	mu      sync.Mutex
+	// answered is when the latest answer arrived; lost is when the
+	// latest ping that got none was sent.
+	answered, lost time.Time
+	changed        chan struct{} // closed, and replaced, at each ping's end
+}
+
+func newHeartbeat(timeout time.Duration) *heartbeat {
+	return &heartbeat{timeout: timeout, changed: make(chan struct{})}
+}
+
+// run pings until stop. Each ping has the hot path's timeout.
+func (h *heartbeat) run(stop <-chan struct{}, ping func(context.Context) error) {
+	var pings sync.WaitGroup
+	defer pings.Wait()
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		pings.Go(func() {
+			sent := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+			err := ping(ctx)
+			cancel()
+			h.record(sent, err == nil)
+		})
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (h *heartbeat) record(sent time.Time, answered bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if answered {
+		h.answered = time.Now()
+	} else if sent.After(h.lost) {
+		h.lost = sent
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// answeredSince reports whether Redis answered a ping after began. It
+// waits, at most a ping's timeout and interval, until an answer arrives
+// after began or a ping sent after began goes unanswered.
+func (h *heartbeat) answeredSince(began time.Time) bool {
+	deadline := time.NewTimer(h.timeout + heartbeatEvery)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		answered, lost, changed := h.answered.After(began), !h.lost.Before(began), h.changed
+		h.mu.Unlock()
+		switch {
+		case answered:
+			return true
+		case lost:
+			return false
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		}
+	}
 }
 
 // probe pings Redis through the breaker while it is not closed, until stop.

@@ -2,10 +2,14 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -143,4 +147,77 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 	redisHolds := h.xlen(lua.SaleKeys(sale.ID).Inbox)
 	require.EqualValues(t, stock, dbPath+redisHolds, "database-path orders %d + Redis holds %d: exactly the stock", dbPath, redisHolds)
 	require.EqualValues(t, stock, buyers, "every unit has exactly one buyer")
+}
+
+// A fresh instance's first burst stalls its own Redis calls (a cold pool,
+// GC assists, a starved CPU) while Redis answers. Here the API's one pooled
+// connection is held by a blocking command, so every reservation times out
+// waiting for it: each answers 503 (outcome unknown) but the breaker stays
+// closed and the sale on Redis, because Redis kept answering the heartbeat
+// on its aside connection. Five consecutive timeouts opened it before.
+func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(), PoolSize: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 100 * time.Millisecond })
+	sale := h.MustWarmSale(10)
+	base := testenv.UniqueUser() * 1000
+
+	hogged := make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		close(hogged)
+		held <- rdb.BLPop(context.Background(), 3*time.Second, fmt.Sprintf("seckill:test:hog:%d", base)).Err()
+	}()
+	<-hogged
+	time.Sleep(50 * time.Millisecond) // the BLPOP has the connection
+	const calls = 3 * breakerTrip
+	for i := range int64(calls) {
+		r := h.reserve(sale.ID, h.MustToken(base+i, authtoken.RoleUser), "stall-req-1")
+		require.Equal(t, 503, r.Status, string(r.Body))
+	}
+	require.ErrorIs(t, <-held, redis.Nil, "the BLPOP held the connection to its end")
+
+	require.Equal(t, gobreaker.StateClosed, h.server.s.breaker.cb.State())
+	stalls := testutil.ToFloat64(h.server.s.m.filter.WithLabelValues(layerRedis, "client_stall"))
+	require.EqualValues(t, calls, stalls, "every timeout is the client's")
+	got, err := h.st.GetSale(context.Background(), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+	// The same request, retried, goes through Redis.
+	r := h.reserve(sale.ID, h.MustToken(base, authtoken.RoleUser), "stall-req-1")
+	require.Equal(t, 202, r.Status, string(r.Body))
+}
+
+// The heartbeat answers "answered since" at once while Redis answers, and
+// "no" within a ping's timeout and interval while pings go unanswered.
+func TestHeartbeatTellsAnsweringFromSilentRedis(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	var silent atomic.Bool
+	hb := newHeartbeat(timeout)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hb.run(stop, func(ctx context.Context) error {
+			if silent.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		})
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+
+	began := time.Now()
+	require.True(t, hb.answeredSince(began))
+	require.Less(t, time.Since(began), timeout, "an answering Redis is seen within an interval")
+
+	silent.Store(true)
+	time.Sleep(2 * heartbeatEvery) // answers sent before the silence have arrived
+	began = time.Now()
+	require.False(t, hb.answeredSince(began))
+	require.GreaterOrEqual(t, time.Since(began), timeout, "only a ping's timeout says it went unanswered")
+
+	silent.Store(false)
+	require.Eventually(t, func() bool { return hb.answeredSince(time.Now()) }, 2*time.Second, 10*time.Millisecond)
 }

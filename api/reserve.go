@@ -282,7 +282,11 @@ func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
 	if err != nil {
 		// The script may or may not have run: never retried on the other
 		// path; the client retries with the same request_id.
-		s.m.reject(layerRedis, "error")
+		if isClientStall(err) {
+			s.m.reject(layerRedis, "client_stall")
+		} else {
+			s.m.reject(layerRedis, "error")
+		}
 		s.log(c).Warn("reserve: redis", "sale_id", a.saleID, "err", err)
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}

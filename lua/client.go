@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,61 @@ func (c *Client) Close() error { return c.rdb.Close() }
 
 // Ping checks that Redis answers.
 func (c *Client) Ping(ctx context.Context) error { return c.rdb.Ping(ctx).Err() }
+
+// asidePoolSize bounds the aside client's connections to each server:
+// enough for a ping every 50 ms to overlap its unanswered predecessors
+// while a server stalls.
+const asidePoolSize = 8
+
+// Aside returns a client to the same servers on connections of its own,
+// for a caller that must not queue behind the shared pool: its answers
+// time Redis, not this process's waiting calls. The caller closes it.
+func (c *Client) Aside() (*Client, error) {
+	// The options are copied; the push-notification processor and the
+	// maintenance-notification config are a client's own, where a client
+	// registers its handlers.
+	switch rdb := c.rdb.(type) {
+	case *redis.Client:
+		o := *rdb.Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = asidePoolSize, 1, asidePoolSize
+		o.ContextTimeoutEnabled = true
+		o.PushNotificationProcessor = nil
+		if mc := o.MaintNotificationsConfig; mc != nil {
+			mc := *mc
+			o.MaintNotificationsConfig = &mc
+		}
+		return NewClient(redis.NewClient(&o)), nil
+	case *redis.ClusterClient:
+		o := *rdb.Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = asidePoolSize, 1, asidePoolSize
+		o.ContextTimeoutEnabled = true
+		o.PushNotificationProcessor = nil
+		if mc := o.MaintNotificationsConfig; mc != nil {
+			mc := *mc
+			o.MaintNotificationsConfig = &mc
+		}
+		return NewClient(redis.NewClusterClient(&o)), nil
+	}
+	return nil, fmt.Errorf("aside client: unsupported redis client %T", c.rdb)
+}
+
+// IsTimeout reports a call that gave up waiting (its deadline, the pool,
+// a socket's deadline), which a slow client and a slow Redis both cause;
+// any other error came from the link or from Redis.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// PingAll checks that every server answers: each master of a cluster, or
+// the one server.
+func (c *Client) PingAll(ctx context.Context) error {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+	}
+	return c.Ping(ctx)
+}
 
 // InstrumentScripts times every script call on
 // seckill_redis_script_duration_seconds (ScriptLatencyHook), registered on reg.
