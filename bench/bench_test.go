@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"context"
 	"io"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,4 +33,41 @@ func TestDSNVia(t *testing.T) {
 	addr, err := parseDSN(dsn)
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:4000", addr)
+}
+
+// Settle retries only the requests answered 503, each with its own
+// request, until it gets another answer.
+func TestUnknownSettlesEach503WithItsOwnRequest(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[int64]int{}
+	// Request i answers 503 on its first i%4 tries, then 202 when even
+	// and 410 when odd.
+	op := func(_ context.Context, i int64) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tries[i]++
+		if tries[i] <= int(i%4) {
+			return http.StatusServiceUnavailable, nil
+		}
+		if i%2 == 0 {
+			return http.StatusAccepted, nil
+		}
+		return http.StatusGone, nil
+	}
+	var u Unknown
+	res := ClosedLoop(context.Background(), "settle", 4, time.Minute, 8, u.Record(op))
+	require.EqualValues(t, 2, res.Count(http.StatusAccepted))
+	require.EqualValues(t, 6, res.Count(http.StatusServiceUnavailable))
+	require.Equal(t, 6, u.Len())
+
+	final, err := u.Settle(context.Background(), op)
+	require.NoError(t, err)
+	require.Equal(t, map[int]int64{http.StatusAccepted: 2, http.StatusGone: 4}, final)
+	require.Equal(t, map[int64]int{0: 1, 1: 2, 2: 3, 3: 4, 4: 1, 5: 2, 6: 3, 7: 4}, tries)
+
+	// Cancelled, it stops and says so.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = u.Settle(ctx, op)
+	require.ErrorIs(t, err, context.Canceled)
 }

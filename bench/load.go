@@ -7,7 +7,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/sync/errgroup"
 )
 
 // Op is one request of a load run; i is the request's sequence number (use
@@ -246,4 +249,84 @@ func OpenLoop(ctx context.Context, name string, rate float64, dur time.Duration,
 	res := summarise(name, "open", maxInFlight, elapsed, recs)
 	res.OfferedRPS = rate
 	return res
+}
+
+// Unknown keeps the requests of a run answered 503, whose outcome the API
+// did not know (a call that timed out may still have reserved), so that
+// Settle can retry them as the contract tells a client to: the same
+// request, the same request_id, after Retry-After.
+type Unknown struct {
+	mu  sync.Mutex
+	idx []int64
+}
+
+// Record wraps op to keep the indices it got 503 for.
+func (u *Unknown) Record(op Op) Op {
+	return func(ctx context.Context, i int64) (int, error) {
+		st, err := op(ctx, i)
+		if err == nil && st == http.StatusServiceUnavailable {
+			u.mu.Lock()
+			u.idx = append(u.idx, i)
+			u.mu.Unlock()
+		}
+		return st, err
+	}
+}
+
+// Len is the number of requests recorded.
+func (u *Unknown) Len() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.idx)
+}
+
+// settleRounds bounds Settle: a request still unknown after them is
+// reported as 503.
+const settleRounds = 10
+
+// Settle retries every recorded request with op, a second apart (the API's
+// Retry-After), until each gets an answer other than 503 or the rounds run
+// out, and returns the final statuses.
+func (u *Unknown) Settle(ctx context.Context, op Op) (map[int]int64, error) {
+	u.mu.Lock()
+	pending := slices.Clone(u.idx)
+	u.mu.Unlock()
+	final := map[int]int64{}
+	for round := 0; len(pending) > 0 && round < settleRounds; round++ {
+		select {
+		case <-ctx.Done():
+			return final, fmt.Errorf("settle unknown outcomes: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+		var (
+			mu    sync.Mutex
+			again []int64
+			g     errgroup.Group
+		)
+		g.SetLimit(32)
+		for _, i := range pending {
+			g.Go(func() error {
+				st, err := op(ctx, i)
+				if err != nil {
+					return fmt.Errorf("settle request %d: %w", i, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if st == http.StatusServiceUnavailable {
+					again = append(again, i)
+				} else {
+					final[st]++
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return final, err
+		}
+		pending = again
+	}
+	if len(pending) > 0 {
+		final[http.StatusServiceUnavailable] = int64(len(pending))
+	}
+	return final, nil
 }

@@ -87,7 +87,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// stack stopped: a worker that reaches Redis would resynchronise the
 	// sale back to Redis mode in the middle of the run.
 	if o.want("1") || o.want("3") {
-		api, worker, err := r.startStackEnv(ctx, "api", "worker", r.burstEnv("bench-"+r.stamp))
+		api, worker, err := r.startStackEnv(ctx, "api", "worker", r.env("bench-"+r.stamp))
 		if err != nil {
 			return nil, err
 		}
@@ -259,16 +259,6 @@ func (r *runner) env(taskQueue string) map[string]string {
 		"SECKILL_SHUTDOWN_TIMEOUT": "3s",
 		"SECKILL_FALLBACK_RPS":     strconv.FormatFloat(r.o.FallbackRPS, 'f', -1, 64),
 	}
-}
-
-// burstEnv is the environment of a stack that takes a burst (scenarios 1
-// and 3, and 7): a Redis timeout of 2 s instead of 250 ms. A fresh API's
-// first burst trips the breaker at 250 ms on this machine (README, "A
-// 10,000-unit sale"), and the drain measured is then the database path's.
-func (r *runner) burstEnv(taskQueue string) map[string]string {
-	env := r.env(taskQueue)
-	env["SECKILL_REDIS_TIMEOUT"] = "2s"
-	return env
 }
 
 func (r *runner) startAPI(ctx context.Context, name, taskQueue string) (*Proc, error) {
