@@ -116,11 +116,11 @@ func (r *runner) fallback(ctx context.Context) error {
 		ID: "5 fallback", Title: fmt.Sprintf("Database fallback path through the API (Redis cut), SECKILL_FALLBACK_RPS=%g, open loop at %g/s", r.o.FallbackRPS, offered),
 		Runs: []Result{res},
 		Figures: []Figure{
-			{Name: "accepted/s (202)", Value: acceptedRate, Unit: "res/s", Target: fmt.Sprintf("≈ %g (the limit)", r.o.FallbackRPS), Published: pubRowLock},
+			{Name: "accepted/s (202)", Value: acceptedRate, Unit: "res/s", Target: fmt.Sprintf("≥ %g (0.95 of the limit)", 0.95*r.o.FallbackRPS), Published: pubRowLock},
 			{Name: "refused by the limit (429)", Value: float64(res.Count(http.StatusTooManyRequests)), Unit: "answers"},
 			{Name: "refused in flight (429, saturated)", Value: outcomes["saturated"], Unit: "answers"},
 			{Name: "MySQL statements per 202", Value: float64(questions1-questions0) / float64(max(accepted, 1)), Unit: "statements"},
-			{Name: "p99 of the 202s", Value: res.StatusP99MS["202"], Unit: "ms", Published: pubIssue1471},
+			{Name: "p99 of the 202s", Value: res.StatusP99MS["202"], Unit: "ms", Target: "< 50", Published: pubIssue1471},
 			{Name: "p99 (all answers)", Value: res.P99MS, Unit: "ms"},
 		},
 		Notes: []string{
