@@ -185,9 +185,10 @@ func createSales(ctx context.Context, c *caller, specs []SaleSpec) ([]SaleSpec, 
 }
 
 // Mechanisms counted from the processes' logs: each recovery path the
-// faults must trip.
+// faults must trip, and the timeouts the breaker left uncounted.
 const (
 	MBreakerOpened = "breaker opened"
+	MClientStall   = "timeouts while Redis answered (not counted by the breaker)"
 	MDatabasePath  = "sale moved to the database path"
 	MResync        = "resync back to Redis"
 	MReclaim       = "inbox entries reclaimed"
@@ -196,12 +197,13 @@ const (
 )
 
 // Mechanisms lists them in the report's order.
-var Mechanisms = []string{MBreakerOpened, MDatabasePath, MResync, MReclaim, MRepair, MDeadLetter}
+var Mechanisms = []string{MBreakerOpened, MClientStall, MDatabasePath, MResync, MReclaim, MRepair, MDeadLetter}
 
 // mechanismLines: a line counts when it holds every string of one of its
 // alternatives.
 var mechanismLines = map[string][][]string{
 	MBreakerOpened: {{`"msg":"circuit breaker state change"`, `"to":"open"`}},
+	MClientStall:   {{`"msg":"reserve: redis"`, `client-side stall: `}},
 	MDatabasePath:  {{`"msg":"sale moved to the database path"`}},
 	MResync:        {{`"msg":"resync: sale is back on Redis"`}},
 	MReclaim:       {{`"msg":"relay: reclaimed pending inbox entries"`}},

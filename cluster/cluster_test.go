@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +49,38 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 	shards, err := cc.ClusterShards(ctx).Result()
 	require.NoError(t, err)
 	require.Len(t, shards, cluster.Masters)
+
+	// The breaker's heartbeat (lua.Client.Aside) pings every master.
+	pings := func() map[string]int64 {
+		var mu sync.Mutex
+		got := map[string]int64{}
+		require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			info, err := m.Info(ctx, "commandstats").Result()
+			if err != nil {
+				return err
+			}
+			var n int64
+			if sub := regexp.MustCompile(`cmdstat_ping:calls=(\d+)`).FindStringSubmatch(info); sub != nil {
+				n, _ = strconv.ParseInt(sub[1], 10, 64)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got[m.Options().Addr] = n
+			return nil
+		}))
+		return got
+	}
+	aside, err := lua.NewClient(rdb).Aside()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = aside.Close() })
+	require.NoError(t, aside.PingAll(ctx)) // the aside client learns the cluster's layout
+	before := pings()
+	require.NoError(t, aside.PingAll(ctx))
+	after := pings()
+	require.Len(t, after, cluster.Masters)
+	for addr, n := range after {
+		require.Greater(t, n, before[addr], "master %s was pinged", addr)
+	}
 
 	t.Setenv("REDIS_ADDRS", rc.Addrs[0])
 	cfg, err = config.Load()

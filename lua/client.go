@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/redis/go-redis/v9/push"
 )
 
 // Client is the production code's one way to Redis. Packages other than
@@ -51,29 +53,14 @@ const asidePoolSize = 8
 // for a caller that must not queue behind the shared pool: its answers
 // time Redis, not this process's waiting calls. The caller closes it.
 func (c *Client) Aside() (*Client, error) {
-	// The options are copied; the push-notification processor and the
-	// maintenance-notification config are a client's own, where a client
-	// registers its handlers.
 	switch rdb := c.rdb.(type) {
 	case *redis.Client:
 		o := *rdb.Options()
-		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = asidePoolSize, 1, asidePoolSize
-		o.ContextTimeoutEnabled = true
-		o.PushNotificationProcessor = nil
-		if mc := o.MaintNotificationsConfig; mc != nil {
-			mc := *mc
-			o.MaintNotificationsConfig = &mc
-		}
+		ownConnections(&o.PoolSize, &o.MinIdleConns, &o.MaxIdleConns, &o.ContextTimeoutEnabled, &o.PushNotificationProcessor, &o.MaintNotificationsConfig)
 		return NewClient(redis.NewClient(&o)), nil
 	case *redis.ClusterClient:
 		o := *rdb.Options()
-		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = asidePoolSize, 1, asidePoolSize
-		o.ContextTimeoutEnabled = true
-		o.PushNotificationProcessor = nil
-		if mc := o.MaintNotificationsConfig; mc != nil {
-			mc := *mc
-			o.MaintNotificationsConfig = &mc
-		}
+		ownConnections(&o.PoolSize, &o.MinIdleConns, &o.MaxIdleConns, &o.ContextTimeoutEnabled, &o.PushNotificationProcessor, &o.MaintNotificationsConfig)
 		return NewClient(redis.NewClusterClient(&o)), nil
 	}
 	return nil, fmt.Errorf("aside client: unsupported redis client %T", c.rdb)
@@ -86,6 +73,20 @@ func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrPoolTimeout) ||
 		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// ownConnections sets the fields an aside client's options (a copy of
+// another client's) must not share: a small pool, deadlines from the
+// context, and the push processor and maintenance config a client
+// registers its handlers on.
+func ownConnections(poolSize, minIdle, maxIdle *int, ctxTimeout *bool, push *push.NotificationProcessor, maint **maintnotifications.Config) {
+	*poolSize, *minIdle, *maxIdle = asidePoolSize, 1, asidePoolSize
+	*ctxTimeout = true
+	*push = nil
+	if *maint != nil {
+		mc := **maint
+		*maint = &mc
+	}
 }
 
 // PingAll checks that every server answers: each master of a cluster, or

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -194,4 +195,29 @@ func BenchmarkSoldOutReplay(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The aside client answers while every connection of the client it was
+// made from is busy: its pings time Redis, not the shared pool's queue.
+func TestAsideHasConnectionsOfItsOwn(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(), PoolSize: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := lua.NewClient(rdb)
+	aside, err := c.Aside()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = aside.Close() })
+
+	held := make(chan error, 1)
+	go func() {
+		held <- rdb.BLPop(context.Background(), time.Second, fmt.Sprintf("seckill:test:aside:%d", testenv.UniqueUser())).Err()
+	}()
+	time.Sleep(100 * time.Millisecond) // the BLPOP has the one connection
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, c.PingAll(ctx), context.DeadlineExceeded, "the shared pool's one connection is held")
+	require.True(t, lua.IsTimeout(c.PingAll(ctx)))
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.NoError(t, aside.PingAll(ctx))
+	require.ErrorIs(t, <-held, redis.Nil)
 }
