@@ -14,6 +14,8 @@ import (
 func TestCountMechanisms(t *testing.T) {
 	log := `{"time":"x","level":"WARN","msg":"circuit breaker state change","breaker":"redis","from":"closed","to":"open"}
 {"time":"x","level":"WARN","msg":"circuit breaker state change","breaker":"redis","from":"open","to":"half-open"}
+{"time":"x","level":"WARN","msg":"reserve: redis","sale_id":3,"err":"client-side stall: reserve script: context deadline exceeded"}
+{"time":"x","level":"WARN","msg":"reserve: redis","sale_id":3,"err":"reserve script: context deadline exceeded"}
 {"time":"x","level":"INFO","msg":"resync: sale is back on Redis","sale_id":3}
 {"time":"x","level":"INFO","msg":"relay: reclaimed pending inbox entries","sale":3,"entries":4}
 {"time":"x","level":"INFO","msg":"reconcile: repaired by starting the token's workflow","sale_id":3}
@@ -22,7 +24,7 @@ func TestCountMechanisms(t *testing.T) {
 {"time":"x","level":"ERROR","msg":"relay: inbox entry dead-lettered","sale":3}`
 	got := map[string]int{}
 	countMechanisms(log, got)
-	assert.Equal(t, map[string]int{MBreakerOpened: 1, MResync: 1, MReclaim: 1, MRepair: 2, MDeadLetter: 1}, got)
+	assert.Equal(t, map[string]int{MBreakerOpened: 1, MClientStall: 1, MResync: 1, MReclaim: 1, MRepair: 2, MDeadLetter: 1}, got)
 }
 
 func TestHistoryRoundTripsThroughItsFile(t *testing.T) {
