@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,10 +154,11 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 
 // A fresh instance's first burst stalls its own Redis calls (a cold pool,
 // GC assists, a starved CPU) while Redis answers. Here the API's one pooled
-// connection is held by a blocking command, so every reservation times out
-// waiting for it: each answers 503 (outcome unknown) but the breaker stays
-// closed and the sale on Redis, because Redis kept answering the heartbeat
-// on its aside connection. Five consecutive timeouts opened it before.
+// connection is held by a blocking command, so every reservation of a
+// burst times out waiting for it, and so does its one retry: each answers
+// 503 (outcome unknown), but the breaker stays closed and the sale on
+// Redis, because Redis kept answering the heartbeat on its aside
+// connection. Five consecutive timeouts opened it before.
 func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(), PoolSize: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -162,20 +166,20 @@ func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	sale := h.MustWarmSale(10)
 	base := testenv.UniqueUser() * 1000
 
-	hogged := make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		close(hogged)
-		held <- rdb.BLPop(context.Background(), 3*time.Second, fmt.Sprintf("seckill:test:hog:%d", base)).Err()
-	}()
-	<-hogged
-	time.Sleep(50 * time.Millisecond) // the BLPOP has the connection
+	held := holdTheConnection(t, rdb, 3*time.Second)
 	const calls = 3 * breakerTrip
-	for i := range int64(calls) {
-		r := h.reserve(sale.ID, h.MustToken(base+i, authtoken.RoleUser), "stall-req-1")
+	var wg sync.WaitGroup
+	answers := make([]response, calls)
+	for i := range calls {
+		wg.Go(func() {
+			answers[i] = h.reserve(sale.ID, h.MustToken(base+int64(i), authtoken.RoleUser), "stall-req-1")
+		})
+	}
+	wg.Wait()
+	for _, r := range answers {
 		require.Equal(t, 503, r.Status, string(r.Body))
 	}
-	require.ErrorIs(t, <-held, redis.Nil, "the BLPOP held the connection to its end")
+	require.NoError(t, <-held, "the BLPOP held the connection to its end")
 
 	require.Equal(t, gobreaker.StateClosed, h.server.s.breaker.cb.State())
 	stalls := testutil.ToFloat64(h.server.s.m.filter.WithLabelValues(layerRedis, "client_stall"))
@@ -186,6 +190,52 @@ func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	// The same request, retried, goes through Redis.
 	r := h.reserve(sale.ID, h.MustToken(base, authtoken.RoleUser), "stall-req-1")
 	require.Equal(t, 202, r.Status, string(r.Body))
+}
+
+// A call the API stalled past its timeout while Redis answered is asked
+// once more in the same request, as the client would: here the one pooled
+// connection is busy for one and a half timeouts, the first call times
+// out, the second gets the connection and the reservation its 202 at once,
+// not a 503 and a retry a second later.
+func TestClientStallIsAskedAgainInTheRequest(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(), PoolSize: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = timeout })
+	sale := h.MustWarmSale(10)
+	user := testenv.UniqueUser()
+
+	held := holdTheConnection(t, rdb, timeout*3/2)
+	began := time.Now()
+	r := h.reserve(sale.ID, h.MustToken(user, authtoken.RoleUser), "stalled-req-1")
+	require.Equal(t, 202, r.Status, string(r.Body))
+	require.Greater(t, time.Since(began), timeout, "the first call timed out")
+	require.NoError(t, <-held)
+	require.Zero(t, testutil.ToFloat64(h.server.s.m.filter.WithLabelValues(layerRedis, "client_stall")))
+	require.Equal(t, gobreaker.StateClosed, h.server.s.breaker.cb.State())
+	// The replay answers the same token: one reservation.
+	again := h.reserve(sale.ID, h.MustToken(user, authtoken.RoleUser), "stalled-req-1")
+	require.Equal(t, 202, again.Status, string(again.Body))
+	require.Equal(t, r.json(t)["token"], again.json(t)["token"])
+}
+
+// holdTheConnection takes rdb's one pooled connection with a BLPOP of d on
+// a key nobody writes; the channel gets its error (nil at its timeout).
+func holdTheConnection(t *testing.T, rdb *redis.Client, d time.Duration) <-chan error {
+	t.Helper()
+	held := make(chan error, 1)
+	go func() {
+		// Do, not BLPop: go-redis rounds a BLPop timeout up to whole seconds.
+		key := fmt.Sprintf("seckill:test:hog:%d", testenv.UniqueUser())
+		err := rdb.Do(context.Background(), "BLPOP", key, strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).Err()
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		held <- err
+	}()
+	require.Eventually(t, func() bool { s := rdb.PoolStats(); return s.IdleConns == 0 && s.TotalConns == 1 }, time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the BLPOP is on the wire
+	return held
 }
 
 // The heartbeat answers "answered since" at once while Redis answers, and

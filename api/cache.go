@@ -42,6 +42,13 @@ func (e *saleEntry) lowerStock(n int64) {
 	}
 }
 
+// onRedis reports whether the cached sale is in Redis mode at epoch: what
+// a Redis call must see when it starts.
+func (e *saleEntry) onRedis(epoch int64) bool {
+	sale := e.sale.Load()
+	return sale.Mode == domain.ModeRedis && sale.ModeEpoch == epoch
+}
+
 // markAnswer is what a sold-out mark says about a request.
 type markAnswer int
 

@@ -270,11 +270,26 @@ func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
 		s.m.reject(layerRedis, "resync")
 		return unavailable(c, 1, "the sale is switching back to Redis; retry with the same request_id")
 	}
-	res, err := s.breaker.execute(func() (lua.ReserveResult, error) {
+	reserve := func() (lua.ReserveResult, error) {
 		return s.reserveViaRedis(c.UserContext(), lua.ReserveArgs{
 			SaleID: a.saleID, UserID: a.userID, RequestID: a.requestID, Token: token, Epoch: a.sale.ModeEpoch,
 		})
-	})
+	}
+	res, err := s.breaker.execute(reserve)
+	if isClientStall(err) && a.entry.onRedis(a.sale.ModeEpoch) {
+		// Redis answered while this call waited: the wait was this
+		// process's. Asking once more is the client's retry, made here:
+		// the script's replay key answers the first call's outcome if it
+		// ran. The call starts only while this instance still sees the
+		// sale on Redis at the same epoch, as a first call does, so the
+		// database path's hold-off covers it.
+		// Refused by the breaker, the first call's outcome stays unknown:
+		// never the database path after a call that may have run.
+		s.log(c).Info("reserve: asking Redis again after a client-side stall", "sale_id", a.saleID, "err", err)
+		if again, againErr := s.breaker.execute(reserve); !isBreakerRefusal(againErr) {
+			res, err = again, againErr
+		}
+	}
 	if isBreakerRefusal(err) {
 		// Redis is failing: no call was made, so the database path is safe.
 		return s.reserveViaDatabase(c, a.entry, a.sale, s.dbInput(token, a.saleID, a.userID, a.requestID))
