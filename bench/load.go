@@ -280,6 +280,28 @@ func (u *Unknown) Len() int {
 	return len(u.idx)
 }
 
+// Settled is what Settle made of a run's 503s.
+type Settled struct {
+	Retried int           // requests the run got 503 for
+	Final   map[int]int64 // their last answers
+}
+
+// Accepted is the 202s of run and of its retries.
+func (s Settled) Accepted(run Result) int64 {
+	return run.Count(http.StatusAccepted) + s.Final[http.StatusAccepted]
+}
+
+// settleNote says in a report what ClosedLoopSettled does.
+const settleNote = "the API and worker run with the default SECKILL_REDIS_TIMEOUT (250 ms); a request answered 503 (outcome unknown) is retried after the run with the same request_id, a second apart, as the contract tells a client to, and the reservations counted are the 202s of both"
+
+// ClosedLoopSettled is ClosedLoop followed by Settle of its 503s with op.
+func ClosedLoopSettled(ctx context.Context, name string, conns int, dur time.Duration, maxReq int64, op Op) (Result, Settled, error) {
+	var u Unknown
+	res := ClosedLoop(ctx, name, conns, dur, maxReq, u.Record(op))
+	final, err := u.Settle(ctx, op)
+	return res, Settled{Retried: u.Len(), Final: final}, err
+}
+
 // settleRounds bounds Settle: a request still unknown after them is
 // reported as 503.
 const settleRounds = 10

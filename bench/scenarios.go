@@ -191,14 +191,11 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 		}
 		close(drained)
 	}()
-	var unknown Unknown
-	op := reserveOp(c, url, toks)
-	res := ClosedLoop(ctx, "burst reserve", conns, 3*time.Minute, int64(len(toks)), unknown.Record(op))
-	settled, err := unknown.Settle(ctx, op)
+	res, settled, err := ClosedLoopSettled(ctx, "burst reserve", conns, 3*time.Minute, int64(len(toks)), reserveOp(c, url, toks))
 	if err != nil {
 		return err
 	}
-	reserved := res.Count(http.StatusAccepted) + settled[http.StatusAccepted]
+	reserved := settled.Accepted(res)
 	drain, ok := <-drained
 	stack1, server1 := readCPU(stack), readCPU(server)
 	var notes []string
@@ -209,7 +206,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	if reserved != r.o.BurstStock {
 		r.violation("scenario 3: %d reservations accepted, want exactly %d", reserved, r.o.BurstStock)
 	}
-	if n := settled[http.StatusServiceUnavailable]; n > 0 {
+	if n := settled.Final[http.StatusServiceUnavailable]; n > 0 {
 		r.violation("scenario 3: %d requests still 503 after %d retries", n, settleRounds)
 	}
 	if err := r.checkBurst(ctx, s.ID, ok); err != nil {
@@ -237,8 +234,8 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 			{Name: "reservation answers/s", Value: res.RPS, Unit: "req/s", Published: pubJMeter},
 			{Name: "burst p99", Value: res.P99MS, Unit: "ms", Published: "p99 95 ms (same JMeter run)"},
 			{Name: "units reserved", Value: float64(reserved), Unit: "units", Target: fmt.Sprintf("exactly %d", r.o.BurstStock)},
-			{Name: "503s retried (outcome unknown)", Value: float64(unknown.Len()), Unit: "requests"},
-			{Name: "of them 202 on the retry", Value: float64(settled[http.StatusAccepted]), Unit: "requests"},
+			{Name: "503s retried (outcome unknown)", Value: float64(settled.Retried), Unit: "requests"},
+			{Name: "of them 202 on the retry", Value: float64(settled.Final[http.StatusAccepted]), Unit: "requests"},
 			{Name: "drain time to all PENDING_PAYMENT", Value: drain.Seconds(), Unit: "s", Target: drainTarget(r.o.BurstStock)},
 			{Name: "orders drained/s", Value: drainRate, Unit: "orders/s", Published: pubConsumer},
 			{Name: "hello workflows/s (baseline)", Value: helloRate, Unit: "wf/s"},
@@ -249,7 +246,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 			{Name: "API + worker CPU per order", Value: stackPerOrder, Unit: "ms"},
 		},
 		Notes: append(append(notes, "the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters",
-			"the API and worker run with the default SECKILL_REDIS_TIMEOUT (250 ms); a request answered 503 (outcome unknown) is retried after the burst with the same request_id, a second apart, as the contract tells a client to, and units reserved counts the 202s of both",
+			settleNote,
 			"CPU: user + system time (/proc) of the Temporal dev server over the burst and drain, per order, and over the hello run, per hello workflow; of the API and worker together over the burst and drain, per order (it includes the burst's refusals)"), cpuNotes...),
 	})
 	return nil

@@ -30,6 +30,9 @@ func userBlock(n int) int64 {
 	return first
 }
 
+// pingCalls reads the PING count from INFO commandstats.
+var pingCalls = regexp.MustCompile(`cmdstat_ping:calls=(\d+)`)
+
 // REDIS_ADDRS with several addresses gives the processes a cluster client;
 // one address stays a plain client.
 func TestConfigSelectsClusterClient(t *testing.T) {
@@ -60,7 +63,7 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 				return err
 			}
 			var n int64
-			if sub := regexp.MustCompile(`cmdstat_ping:calls=(\d+)`).FindStringSubmatch(info); sub != nil {
+			if sub := pingCalls.FindStringSubmatch(info); sub != nil {
 				n, _ = strconv.ParseInt(sub[1], 10, 64)
 			}
 			mu.Lock()
