@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -66,9 +67,9 @@ func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64, holdOff time
 // whose stock then falls below its share may leave part of the quota
 // unsold, which stays in the buckets for the resync. It takes the sale row
 // first and the buckets only when it opened the quota: the many callers
-// that find it open by then leave at once. (A release or a reservation of
-// an earlier epoch that holds a bucket and waits for the sale row may
-// deadlock with it; the victim is retried.)
+// that find it open by then leave at once. Every path takes the sale row
+// before a bucket, so none holds a bucket while it waits for the sale row;
+// a deadlock victim is retried all the same.
 func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) (err error) {
 	for attempt := 1; ; attempt++ {
 		err = s.openQuotaTx(ctx, saleID, skew)
@@ -164,20 +165,19 @@ func spreadQuota(quota int64, stocks []int64) []int64 {
 }
 
 // ReserveInDB is the database reservation path: in one transaction it
-// records the reservation with its replay key and an outbox row, deducts a
-// bucket and a unit of that bucket's share of the quota conditionally,
-// places the order and writes the ledger, and checks that the sale is
-// still in database mode in the epoch it read, reading the sale row last
-// under a shared lock: a mode change (which takes the sale row
-// exclusively) waits for it, or it for the mode change and then rolls
-// back. A replay of (sale, user, request_id) returns the first answer and
+// records the reservation with its replay key and an outbox row, places
+// the order if the sale is still in database mode in the epoch it read
+// (reading the sale row under a shared lock: a mode change, which takes the
+// sale row exclusively, waits for it, or it for the mode change and then
+// rolls back), writes the ledger, and last deducts a bucket and a unit of
+// that bucket's share of the quota conditionally. A replay of (sale, user, request_id) returns the first answer and
 // reserves nothing. The order workflow starts afterwards, from the caller
 // or from the outbox relay.
 //
 // It is the path's whole cost in MySQL, so it makes few round trips: one
-// read of the sale (with the replay probe) before the transaction, and in
-// it one statement per row written, the bucket's pick and the commit (see
-// reserveInDBTx).
+// read of the sale (with the replay probe and the pick of a bucket) before
+// the transaction, and in it one statement per row written and the commit
+// (see reserveInDBTx).
 func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, replay bool, err error) {
 	return s.ReserveInDBWithSkew(ctx, in, 0)
 }
@@ -199,6 +199,7 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		Window               string         `bun:"window_state"`
 		Prior                sql.NullString `bun:"prior"`
 		Queued               bool           `bun:"queued"`
+		OpenBucket           sql.NullInt64  `bun:"open_bucket"`
 	}
 	// The window and the operator's pause are checked here, on the sale as
 	// it is now and on MySQL's clock: the API's cached copy may be seconds
@@ -213,8 +214,9 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
 		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state,
 		(SELECT r.token FROM reservations r WHERE r.sale_id = sales.id AND r.user_id = ? AND r.request_id = ?) AS prior,
-		EXISTS (SELECT 1 FROM reservations q WHERE q.sale_id = sales.id AND q.user_id = ? AND q.status = ?) AS queued
-		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.UserID, string(domain.StatusQueued), in.SaleID).Scan(ctx, &sale); err != nil {
+		EXISTS (SELECT 1 FROM reservations q WHERE q.sale_id = sales.id AND q.user_id = ? AND q.status = ?) AS queued,
+		`+openBucketColumn(true)+` AS open_bucket
+		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.UserID, string(domain.StatusQueued), rand.IntN(maxBucketPick), in.SaleID).Scan(ctx, &sale); err != nil {
 		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
 	}
 	if sale.Prior.Valid {
@@ -255,10 +257,10 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		return nil, false, ErrQuotaExhausted
 	}
 	// A deadlock victim was rolled back whole, so it is retried here, a few
-	// times: near sell-out, when buckets run empty, the bucket pick's
-	// locking scan (deductBucket's last query) can deadlock with another.
+	// times: near sell-out, when buckets run empty, the fallback's waits on
+	// buckets one by one (deductBucket) can deadlock with another's.
 	for attempt := 1; ; attempt++ {
-		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets, sale.Epoch)
+		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets, sale.Epoch, pickedBucket(sale.OpenBucket))
 		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
 			break
 		}
@@ -285,25 +287,28 @@ func (s *Store) replayInDB(ctx context.Context, in domain.OrderInput) (*domain.R
 // reserveInDBAttempts bounds ReserveInDB's retries of deadlock victims.
 const reserveInDBAttempts = 4
 
-// reserveInDBTx is ReserveInDB's one transaction, eight round trips: begin,
-// the reservation, its outbox row, the bucket's pick and conditional
-// update (deductBucket; more only when buckets run empty or are all held),
-// the order with the bucket it took together with the check of the sale
-// row (insertOrderIfDatabase), the ledger row, and the commit. The sale
-// row is read under a shared lock after the bucket, as in ReleaseOrder;
-// the order row comes after the bucket (in PlaceOrder before it), so a
-// Redis-path order and a database-path reservation of the same user at the
-// same moment may deadlock: the victim is retried.
-func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCents int64, windowSeconds, buckets int, epoch int64) (res *domain.Reservation, err error) {
+// reserveInDBTx is ReserveInDB's one transaction, seven round trips: begin,
+// the reservation, its outbox row, the order together with the check of
+// the sale row (insertOrderIfDatabase), the ledger row, the unit from the
+// bucket ReserveInDB's read saw with a unit of stock and quota (takeUnit;
+// more only when that bucket ran out meanwhile), and the commit. Like
+// every path it takes the sale row (shared) before a bucket, and the
+// bucket last, so the bucket's row lock is held for one round trip. A
+// Redis-path order and a database-path reservation of the same user at
+// the same moment take the order's unique key in the same order too.
+func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCents int64, windowSeconds, buckets int, epoch int64, want int) (res *domain.Reservation, err error) {
 	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		payBy := now.Add(time.Duration(windowSeconds) * time.Second)
-		orderNo := ulid.Make().String()
+		o := newOrder{
+			OrderNo: ulid.Make().String(), Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
+			AmountCents: priceCents, PayBy: payBy, Buckets: buckets, Now: now, Quota: true,
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO reservations
 			(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
-			orderNo, priceCents, payBy, now, now); err != nil {
+			o.OrderNo, priceCents, payBy, now, now); err != nil {
 			if IsDuplicate(err) {
 				return errReplayRace
 			}
@@ -312,47 +317,24 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCe
 		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", in.Token, in.SaleID, now); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
-		bucket, err := deductBucket(ctx, tx, in.SaleID, buckets, true)
-		if errors.Is(err, ErrNoStock) {
-			// No bucket has both stock and quota: either the quota ran out
-			// or the sale left database mode (a resync began) since the
-			// read above. The caller answers those differently (sold out
-			// vs. retry soon).
-			if err := stillDatabase(ctx, tx, in.SaleID, epoch); err != nil {
-				return err
-			}
+		// The sale is in database mode in the epoch read (or the order is
+		// not inserted), and stays so until the commit: the shared lock.
+		if err := insertOrderIfDatabase(ctx, tx, o, want, epoch); err != nil {
+			return err
+		}
+		if err := insertDeductLedger(ctx, tx, o, want); err != nil {
+			return err
+		}
+		if _, err := takeUnit(ctx, tx, o, want); errors.Is(err, ErrNoStock) {
+			// No bucket has both stock and quota: the quota ran out.
 			return ErrQuotaExhausted
 		} else if err != nil {
 			return err
 		}
-		if err := insertOrderIfDatabase(ctx, tx, newOrder{
-			OrderNo: orderNo, Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
-			AmountCents: priceCents, PayBy: payBy, Now: now,
-		}, bucket, epoch); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
-			VALUES (?, 'deduct', ?, ?, -1, ?)`, in.Token, in.SaleID, bucket, now); err != nil {
-			return fmt.Errorf("ledger deduct: %w", err)
-		}
-		res = domain.DatabasePathReservation(in, orderNo, priceCents, payBy, now)
+		res = domain.DatabasePathReservation(in, o.OrderNo, priceCents, payBy, now)
 		return nil
 	})
 	return res, err
-}
-
-// stillDatabase checks, under a shared lock on the sale row, that the sale
-// is still in database mode in the given epoch.
-func stillDatabase(ctx context.Context, tx bun.Tx, saleID, epoch int64) error {
-	var mode string
-	var current int64
-	if err := tx.QueryRowContext(ctx, "SELECT mode, mode_epoch FROM sales WHERE id = ? LOCK IN SHARE MODE", saleID).Scan(&mode, &current); err != nil {
-		return fmt.Errorf("read mode: %w", err)
-	}
-	if mode != string(domain.ModeDatabase) || current != epoch {
-		return ErrNotDatabaseMode
-	}
-	return nil
 }
 
 var errReplayRace = errors.New("replay raced")

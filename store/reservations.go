@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -176,42 +177,61 @@ func (s *Store) CountReservations(ctx context.Context, saleID int64) (map[domain
 
 // PlaceOrder turns a QUEUED reservation into a PENDING_PAYMENT order in one
 // transaction: lock the reservation row, insert the order (the unique
-// live_user key refuses a second live order of the user), deduct one unit
-// from a bucket with a conditional update checked by affected rows, and
-// write the ledger row. Rerun on a reservation that is no longer QUEUED it
-// changes nothing and returns where the reservation stands.
+// live_user key refuses a second live order of the user), write the ledger
+// row, and, last, deduct one unit from a bucket with a conditional update
+// checked by affected rows (takeUnit). Rerun on a reservation that is no
+// longer QUEUED it changes nothing and returns where the reservation
+// stands.
 func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservation, error) {
+	return s.placeOrder(ctx, token, nil)
+}
+
+// placeOrder is PlaceOrder; a test may name the bucket the order wants
+// (want) in place of the one the read picks.
+func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domain.Reservation, error) {
 	return s.updateReservation(ctx, "place order", token, func(ctx context.Context, tx bun.Tx, res *reservationRow) error {
 		if res.Status != string(domain.StatusQueued) {
 			return nil
 		}
 		var sale struct {
-			PriceCents           int64 `bun:"price_cents"`
-			PaymentWindowSeconds int   `bun:"payment_window_seconds"`
-			Buckets              int   `bun:"buckets"`
+			PriceCents           int64         `bun:"price_cents"`
+			PaymentWindowSeconds int           `bun:"payment_window_seconds"`
+			Buckets              int           `bun:"buckets"`
+			OpenBucket           sql.NullInt64 `bun:"open_bucket"`
 		}
-		if err := tx.NewRaw("SELECT price_cents, payment_window_seconds, buckets FROM sales WHERE id = ?", res.SaleID).Scan(ctx, &sale); err != nil {
+		if err := tx.NewRaw("SELECT price_cents, payment_window_seconds, buckets, "+openBucketColumn(false)+" AS open_bucket FROM sales WHERE id = ?",
+			rand.IntN(maxBucketPick), res.SaleID).Scan(ctx, &sale); err != nil {
 			return fmt.Errorf("read sale: %w", err)
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
-		orderNo := ulid.Make().String()
-		if err := insertOrderAndDeduct(ctx, tx, newOrder{
-			OrderNo: orderNo, Token: token, SaleID: res.SaleID, UserID: res.UserID,
+		o := newOrder{
+			OrderNo: ulid.Make().String(), Token: token, SaleID: res.SaleID, UserID: res.UserID,
 			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now,
-		}); err != nil {
+		}
+		bucket := pickedBucket(sale.OpenBucket)
+		if want != nil {
+			bucket = *want
+		}
+		if err := insertOrder(ctx, tx, o, bucket); err != nil {
+			return err
+		}
+		if err := insertDeductLedger(ctx, tx, o, bucket); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ?
-			WHERE token = ?`, string(domain.StatusPendingPayment), orderNo, sale.PriceCents, payBy, now, token); err != nil {
+			WHERE token = ?`, string(domain.StatusPendingPayment), o.OrderNo, sale.PriceCents, payBy, now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
-		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &orderNo, sale.PriceCents, &payBy, now
+		if _, err := takeUnit(ctx, tx, o, bucket); err != nil {
+			return err
+		}
+		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &o.OrderNo, sale.PriceCents, &payBy, now
 		return nil
 	})
 }
 
-// newOrder is what insertOrderAndDeduct writes.
+// newOrder is what an order path writes.
 type newOrder struct {
 	OrderNo     string
 	Token       string
@@ -226,32 +246,10 @@ type newOrder struct {
 	Quota bool
 }
 
-// insertOrderAndDeduct is the heart of both order paths (the workflow's
-// PlaceOrder and the database reservation path), in their common lock
-// order: insert the order (the unique live_user key refuses a second live
-// order of the user), take a unit from a bucket, record the bucket on the
-// order, and write the ledger's deduct row.
-func insertOrderAndDeduct(ctx context.Context, tx bun.Tx, o newOrder) error {
-	if err := insertOrder(ctx, tx, o, -1); err != nil {
-		return err
-	}
-	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets, o.Quota)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, o.OrderNo); err != nil {
-		return fmt.Errorf("record bucket: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
-		VALUES (?, 'deduct', ?, ?, -1, ?)`, o.Token, o.SaleID, bucket, o.Now); err != nil {
-		return fmt.Errorf("ledger deduct: %w", err)
-	}
-	return nil
-}
-
 // insertOrder inserts the order, PENDING_PAYMENT, with the bucket its unit
-// came from (-1: not taken yet). The unique live_user key refuses a second
-// live order of the user: ErrAlreadyPurchased.
+// is to come from (-1: none seen with a unit; takeUnit sets the bucket it
+// took). The unique live_user key refuses a second live order of the user:
+// ErrAlreadyPurchased.
 func insertOrder(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
 	if _, err := tx.ExecContext(ctx, "INSERT INTO orders ("+orderColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now); err != nil {
@@ -263,11 +261,114 @@ func insertOrder(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
 	return nil
 }
 
+// insertDeductLedger writes the ledger's deduct row of the order's unit,
+// from bucket (takeUnit moves it if the unit comes from another).
+func insertDeductLedger(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+		VALUES (?, 'deduct', ?, ?, -1, ?)`, o.Token, o.SaleID, bucket, o.Now); err != nil {
+		return fmt.Errorf("ledger deduct: %w", err)
+	}
+	return nil
+}
+
 // orderColumns are the columns insertOrder and insertOrderIfDatabase write.
 const orderColumns = "order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at"
 
-// deductBucket takes one unit from a bucket of the sale. It starts at a
-// random bucket and skips buckets other transactions hold (SELECT ... FOR
+// maxBucketPick bounds the random number openBucketColumn reduces modulo
+// the sale's bucket count (at most 1,024).
+const maxBucketPick = 1 << 30
+
+// openBucketColumn is a subquery on a row of sales that names a bucket
+// with a unit (and, with quota, a unit of the database path's quota): the
+// first from a random bucket on (its one argument, reduced modulo the
+// bucket count), wrapping around; NULL when none has. It reads without
+// locking: the order's transaction takes the unit from that bucket last
+// (takeUnit), so the bucket's row lock is held for one round trip.
+func openBucketColumn(quota bool) string {
+	has := "b.stock >= 1"
+	if quota {
+		has += " AND b.db_quota >= 1"
+	}
+	return `COALESCE(
+		(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no >= ? MOD sales.buckets AND ` + has + ` ORDER BY b.bucket_no LIMIT 1),
+		(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND ` + has + ` ORDER BY b.bucket_no LIMIT 1))`
+}
+
+// pickedBucket is openBucketColumn's answer, -1 for none.
+func pickedBucket(b sql.NullInt64) int {
+	if !b.Valid {
+		return -1
+	}
+	return int(b.Int64)
+}
+
+// takeUnit takes the order's unit, as its transaction's last statement
+// before the commit, so that the bucket's row lock (every order of the
+// bucket queues on it) is held for one round trip: first from want, the
+// bucket the caller's read saw with a unit, by a conditional UPDATE checked
+// by affected rows. When that touches nothing (want emptied, or gave up its
+// quota, since the read; or the read saw none), or want stayed locked for
+// wantLockWait, it takes the unit from another bucket (deductBucket) and
+// moves the order's bucket and its ledger row's there. It returns the bucket; ErrNoStock when no bucket has
+// a unit (the caller rolls back).
+func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error) {
+	if want >= 0 {
+		ok, err := takeFrom(ctx, tx, o.SaleID, want, o.Quota, wantLockWait)
+		if err == nil && ok {
+			return want, nil
+		}
+		if err != nil && mysqlErrNo(err) != errLockWait {
+			return 0, err
+		}
+		// Held past wantLockWait by a transaction that stalled before its
+		// commit (only this statement was rolled back), or out of units.
+	}
+	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets, o.Quota)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, o.OrderNo); err != nil {
+		return 0, fmt.Errorf("record bucket: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE stock_ledger SET bucket_no = ? WHERE token = ? AND operation = 'deduct'", bucket, o.Token); err != nil {
+		return 0, fmt.Errorf("record ledger bucket: %w", err)
+	}
+	return bucket, nil
+}
+
+// wantLockWait bounds, in seconds, takeUnit's wait for the bucket it
+// wants: another order holds it for one round trip, unless that
+// transaction stalled before its commit (its process stopped), and then the
+// orders that want the bucket take another after this long.
+const wantLockWait = 1
+
+// takeFrom takes one unit from bucket (with quota, one unit of its share of
+// the database path's quota too) by a conditional UPDATE checked by
+// affected rows: the defence that makes a unit impossible to take twice.
+// False when the bucket has none. lockWait > 0 bounds, in seconds, its wait
+// for the bucket's row lock (MariaDB's SET STATEMENT; error 1205 after it).
+func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bool, lockWait int) (bool, error) {
+	has, set := "stock >= 1", "stock = stock - 1"
+	if quota {
+		has, set = "stock >= 1 AND db_quota >= 1", "stock = stock - 1, db_quota = db_quota - 1"
+	}
+	q := "UPDATE stock_buckets SET " + set + " WHERE sale_id = ? AND bucket_no = ? AND " + has
+	if lockWait > 0 {
+		q = "SET STATEMENT innodb_lock_wait_timeout = " + strconv.Itoa(lockWait) + " FOR " + q
+	}
+	res, err := tx.ExecContext(ctx, q, saleID, bucket)
+	if err != nil {
+		return false, fmt.Errorf("deduct bucket: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("deduct bucket: %w", err)
+	}
+	return n == 1, nil
+}
+
+// deductBucket takes one unit from a bucket of the sale, where the bucket
+// takeUnit tried first had none. It starts at a random bucket and skips buckets other transactions hold (SELECT ... FOR
 // UPDATE SKIP LOCKED), so concurrent orders spread over the buckets instead
 // of queueing on one row lock. Only when every bucket with stock is held
 // does it wait, and then for one row at a time by its key: a locking scan
@@ -282,21 +383,11 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int, quo
 	if buckets > 1 {
 		start = rand.IntN(buckets)
 	}
-	has, set := "stock >= 1", "stock = stock - 1"
+	has := "stock >= 1"
 	if quota {
-		has, set = "stock >= 1 AND db_quota >= 1", "stock = stock - 1, db_quota = db_quota - 1"
+		has += " AND db_quota >= 1"
 	}
-	take := func(bucket int) (bool, error) {
-		res, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET "+set+" WHERE sale_id = ? AND bucket_no = ? AND "+has, saleID, bucket)
-		if err != nil {
-			return false, fmt.Errorf("deduct bucket: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, fmt.Errorf("deduct bucket: %w", err)
-		}
-		return n == 1, nil
-	}
+	take := func(bucket int) (bool, error) { return takeFrom(ctx, tx, saleID, bucket, quota, 0) }
 	for _, q := range []string{
 		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
 		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -397,9 +488,6 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 			string(to), now, token, string(domain.StatusPendingPayment)); err != nil {
 			return fmt.Errorf("update order: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock + 1 WHERE sale_id = ? AND bucket_no = ?", res.SaleID, bucket); err != nil {
-			return fmt.Errorf("restore bucket: %w", err)
-		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'restore', ?, ?, 1, ?)`, token, res.SaleID, bucket, now); err != nil {
 			return fmt.Errorf("ledger restore: %w", err)
@@ -407,19 +495,19 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ?", string(to), now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
-		// In database mode the returned unit may be sold again by that
-		// path: its bucket's share of the quota grows by one. The sale row
-		// is only read, under a shared lock (a mode change waits for this
-		// transaction, and it for a mode change), so releases do not queue
-		// on it.
+		// The unit goes back to its bucket, and in database mode that path
+		// may sell it again (its bucket's share of the quota grows by one).
+		// The sale row is only read, under a shared lock (a mode change
+		// waits for this transaction, and it for a mode change), so releases
+		// do not queue on it; like every path it is taken before a bucket.
+		// The bucket comes last, so its row lock is held for one round trip.
 		var mode string
 		if err := tx.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ? LOCK IN SHARE MODE", res.SaleID).Scan(&mode); err != nil {
-			return fmt.Errorf("return quota: read mode: %w", err)
+			return fmt.Errorf("restore bucket: read mode: %w", err)
 		}
-		if mode == string(domain.ModeDatabase) {
-			if _, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET db_quota = db_quota + 1 WHERE sale_id = ? AND bucket_no = ?", res.SaleID, bucket); err != nil {
-				return fmt.Errorf("return quota: %w", err)
-			}
+		if _, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock + 1, db_quota = IF(?, db_quota + 1, db_quota) WHERE sale_id = ? AND bucket_no = ?",
+			mode == string(domain.ModeDatabase), res.SaleID, bucket); err != nil {
+			return fmt.Errorf("restore bucket: %w", err)
 		}
 		res.Status, res.UpdatedAt = string(to), now
 		return nil

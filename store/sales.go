@@ -213,6 +213,10 @@ func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string
 			BucketNo int   `bun:"bucket_no"`
 			Stock    int64 `bun:"stock"`
 		}
+		// The sale row before the buckets, as on every path.
+		if _, err := tx.ExecContext(ctx, "UPDATE sales SET stock_total = stock_total + ? WHERE id = ?", delta, saleID); err != nil {
+			return fmt.Errorf("adjust stock_total: %w", err)
+		}
 		if err := tx.NewRaw("SELECT bucket_no, stock FROM stock_buckets WHERE sale_id = ? ORDER BY bucket_no FOR UPDATE", saleID).Scan(ctx, &buckets); err != nil {
 			return fmt.Errorf("lock buckets: %w", err)
 		}
@@ -242,9 +246,6 @@ func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string
 		}
 		if remaining != 0 {
 			return ErrInsufficient
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE sales SET stock_total = stock_total + ? WHERE id = ?", delta, saleID); err != nil {
-			return fmt.Errorf("adjust stock_total: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at) VALUES (?, 'adjust', ?, -1, ?, ?)",
 			ref, saleID, delta, time.Now().UTC()); err != nil {

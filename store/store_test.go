@@ -120,6 +120,85 @@ func TestConditionalUpdateTouchesNoEmptyBucket(t *testing.T) {
 	require.Zero(t, n, "an empty bucket must not be decremented")
 }
 
+// bucketsOf reads a sale's bucket stocks, in bucket order.
+func bucketsOf(tb testing.TB, st *store.Store, saleID int64) []int64 {
+	tb.Helper()
+	var stocks []int64
+	require.NoError(tb, st.DB.NewRaw("SELECT stock FROM stock_buckets WHERE sale_id = ? ORDER BY bucket_no", saleID).Scan(ctx(tb), &stocks))
+	return stocks
+}
+
+// orderBuckets reads the bucket an order and its ledger deduct row name.
+func orderBuckets(tb testing.TB, st *store.Store, token string) (order, ledger int) {
+	tb.Helper()
+	require.NoError(tb, st.DB.QueryRowContext(ctx(tb), "SELECT bucket_no FROM orders WHERE token = ?", token).Scan(&order))
+	require.NoError(tb, st.DB.QueryRowContext(ctx(tb), "SELECT bucket_no FROM stock_ledger WHERE token = ? AND operation = 'deduct'", token).Scan(&ledger))
+	return order, ledger
+}
+
+// An order takes its unit last, from the bucket its read saw with one. When
+// that bucket ran out meanwhile, the conditional UPDATE touches nothing and
+// the order takes the unit from another bucket, which its order and ledger
+// rows then name; with none left it rolls back whole.
+func TestPlaceOrderFromABucketThatRanOutTakesAnother(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 2, func(s *domain.Sale) { s.Buckets = 2 })
+	require.Equal(t, []int64{1, 1}, bucketsOf(t, st, sale.ID))
+	user := testenv.UniqueUser() * 1000
+	first := mustQueued(t, st, sale, user, "ran-out-1")
+	second := mustQueued(t, st, sale, user+1, "ran-out-2")
+	third := mustQueued(t, st, sale, user+2, "ran-out-3")
+
+	_, err := st.PlaceOrderWanting(ctx(t), first.Token, 0)
+	require.NoError(t, err)
+	o, l := orderBuckets(t, st, first.Token)
+	require.Equal(t, []int{0, 0}, []int{o, l})
+
+	// Bucket 0 is empty now: a read that saw it with a unit is stale.
+	r, err := st.PlaceOrderWanting(ctx(t), second.Token, 0)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusPendingPayment, r.Status)
+	o, l = orderBuckets(t, st, second.Token)
+	require.Equal(t, []int{1, 1}, []int{o, l}, "the order and its ledger row name the bucket the unit came from")
+	require.Equal(t, []int64{0, 0}, bucketsOf(t, st, sale.ID))
+
+	_, err = st.PlaceOrderWanting(ctx(t), third.Token, 1)
+	require.ErrorIs(t, err, store.ErrNoStock)
+	got, err := st.GetReservation(ctx(t), third.Token)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusQueued, got.Status, "rolled back whole")
+	var orders int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM orders WHERE token = ?", third.Token).Scan(&orders))
+	require.Zero(t, orders)
+	require.Equal(t, 2, ledgerCount(t, st, sale.ID, "deduct"))
+	require.Equal(t, []int64{0, 0}, bucketsOf(t, st, sale.ID))
+}
+
+// A bucket another transaction holds and does not commit (its process
+// stopped between its UPDATE and its commit) holds up an order that wants
+// it for about a second, not InnoDB's lock wait timeout (50 s): the order
+// then takes its unit from another bucket.
+func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 2 })
+	in := mustQueued(t, st, sale, testenv.UniqueUser(), "stalled-1")
+
+	tx, err := st.DB.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx(t), "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = 0", sale.ID)
+	require.NoError(t, err)
+
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = st.PlaceOrderWanting(c, in.Token, 0)
+	require.NoError(t, err, "an order waited for the stalled bucket")
+	o, l := orderBuckets(t, st, in.Token)
+	require.Equal(t, []int{1, 1}, []int{o, l})
+	require.NoError(t, tx.Rollback())
+	require.Equal(t, []int64{2, 1}, bucketsOf(t, st, sale.ID))
+}
+
 func TestPlaceOrderIsIdempotent(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
