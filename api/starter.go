@@ -25,6 +25,12 @@ const (
 	retryCap       = 50_000
 	retryFirstWait = time.Second
 	retryMaxWait   = 5 * time.Second
+	// A database-path start's outbox mark waits up to markEvery for others
+	// to share its UPDATE (at most markBatch); the outbox relay leaves an
+	// entry to the API for seconds.
+	markEvery = 10 * time.Millisecond
+	markBatch = 256
+	markQueue = 4096
 )
 
 // starter starts order workflows off the request path. The queue is bounded
@@ -53,6 +59,9 @@ type starter struct {
 	wg      sync.WaitGroup
 	// failedAt is when a start last failed (unix ns; 0 after a success).
 	failedAt atomic.Int64
+	// marks carries the tokens of started database-path workflows to
+	// markLoop while run runs; nil otherwise (each start marks its own).
+	marks chan string
 }
 
 // suspectWindow is how long after a failed start Temporal is suspect:
@@ -111,15 +120,29 @@ func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 // run serves the queue until stop closes, then drains what is queued while
 // the drain context lasts (best effort: the relay covers whatever is left).
 func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
+	// The marks' loop ends after every goroutine that starts (and so marks).
+	var starting sync.WaitGroup
+	s.marks = make(chan string, markQueue)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		s.markLoop()
+	}()
+	defer func() {
+		go func() {
+			starting.Wait()
+			close(s.marks)
+		}()
+	}()
+	starting.Add(1)
+	go func() {
+		defer starting.Done()
 		s.retryLoop(stop, drain)
 	}()
 	for range starterWorkers {
-		s.wg.Add(1)
+		starting.Add(1)
 		go func() {
-			defer s.wg.Done()
+			defer starting.Done()
 			for {
 				select {
 				case q := <-s.q:
@@ -172,10 +195,10 @@ func (s *starter) tryStart(parent context.Context, in domain.OrderInput) bool {
 	s.m.starter.WithLabelValues("started").Inc()
 	if in.Path == domain.PathDatabase {
 		// The outbox relay need not start it again.
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(parent), 2*time.Second)
-		defer dcancel()
-		if err := s.st.MarkDispatched(dctx, in.Token); err != nil {
-			s.logger.Warn("mark outbox dispatched", "token", in.Token, "err", err)
+		select {
+		case s.marks <- in.Token:
+		default: // not running, or the marks are behind: mark it here
+			s.markDispatched(in.Token)
 		}
 		return true
 	}
@@ -186,6 +209,41 @@ func (s *starter) tryStart(parent context.Context, in domain.OrderInput) bool {
 		s.logger.Warn("mark workflow started", "token", in.Token, "err", err)
 	}
 	return true
+}
+
+// markLoop marks the outbox entries of started database-path workflows,
+// many in one UPDATE, until marks closes. A mark lost (the database down,
+// the API killed first) costs the outbox relay a start that finds its
+// workflow.
+func (s *starter) markLoop() {
+	batch := make([]string, 0, markBatch)
+	for first := range s.marks {
+		batch = append(batch[:0], first)
+		wait := time.NewTimer(markEvery)
+	collect:
+		for len(batch) < markBatch {
+			select {
+			case token, ok := <-s.marks:
+				if !ok {
+					break collect
+				}
+				batch = append(batch, token)
+			case <-wait.C:
+				break collect
+			}
+		}
+		wait.Stop()
+		s.markDispatched(batch...)
+	}
+}
+
+// markDispatched marks the outbox entries of tokens dispatched.
+func (s *starter) markDispatched(tokens ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.st.MarkDispatched(ctx, tokens...); err != nil {
+		s.logger.Warn("mark outbox dispatched", "entries", len(tokens), "err", err)
+	}
 }
 
 // retryLoop retries the failed starts, oldest first, waiting between rounds

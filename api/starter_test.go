@@ -99,3 +99,44 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	require.Eventually(t, func() bool { return s.retry.len() == 0 }, 10*time.Second, 20*time.Millisecond)
 	require.GreaterOrEqual(t, testutil.ToFloat64(m.starter.WithLabelValues("retried")), 1.0)
 }
+
+// The database path's starts mark their outbox entries dispatched, many in
+// one statement, so the outbox relay does not start them again; the marks
+// still queued when the starter stops are written before it returns.
+func TestStarterMarksDatabasePathStartsDispatched(t *testing.T) {
+	tc := testenv.MustTemporal(t)
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, st.RecordRedisStock(ctx, sale.ID, 10))
+	_, err := st.SwitchToDatabase(ctx, sale.ID, 0)
+	require.NoError(t, err)
+	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := newStarter(16, tc, "starter-test-unpolled", st, lua.NewClient(testenv.MustRedis(t)), time.Second, logger, m)
+	stop := make(chan struct{})
+	s.run(stop, func() context.Context { return context.Background() })
+
+	base := testenv.UniqueUser() * 100
+	for i := range 6 {
+		req := "mark-" + string(rune('a'+i))
+		in := domain.DatabasePathInput(domain.DeriveToken([]byte("starter-test"), sale.ID, base+int64(i), req), sale.ID, base+int64(i), req)
+		_, _, err := st.ReserveInDB(ctx, in)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(in.Token), "", "test over")
+		})
+		s.enqueue(ctx, in)
+	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.WithLabelValues("started")) == 6 },
+		20*time.Second, 20*time.Millisecond)
+	close(stop)
+	s.wait()
+	var unmarked int
+	require.NoError(t, st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM outbox WHERE sale_id = ? AND dispatched_at IS NULL", sale.ID).Scan(&unmarked))
+	require.Zero(t, unmarked, "every started workflow's outbox entry is marked")
+}

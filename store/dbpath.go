@@ -395,11 +395,15 @@ func (s *Store) EnqueueStart(ctx context.Context, token string, saleID int64) er
 	return nil
 }
 
-// MarkDispatched records that an outbox entry's workflow started.
-func (s *Store) MarkDispatched(ctx context.Context, token string) error {
-	if _, err := s.DB.ExecContext(ctx, "UPDATE outbox SET dispatched_at = ? WHERE token = ? AND dispatched_at IS NULL",
-		time.Now().UTC().Truncate(time.Millisecond), token); err != nil {
-		return fmt.Errorf("mark outbox %s dispatched: %w", token, err)
+// MarkDispatched records that the workflows of outbox entries started, in
+// one statement.
+func (s *Store) MarkDispatched(ctx context.Context, tokens ...string) error {
+	if len(tokens) == 0 {
+		return nil
+	}
+	if _, err := s.DB.ExecContext(ctx, "UPDATE outbox SET dispatched_at = ? WHERE token IN (?) AND dispatched_at IS NULL",
+		time.Now().UTC().Truncate(time.Millisecond), bun.List(tokens)); err != nil {
+		return fmt.Errorf("mark %d outbox entries dispatched (first %s): %w", len(tokens), tokens[0], err)
 	}
 	return nil
 }

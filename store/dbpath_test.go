@@ -106,6 +106,15 @@ func TestDatabasePathSellsOnlyWhatRedisHadUnsold(t *testing.T) {
 	var n int
 	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM outbox WHERE sale_id = ? AND dispatched_at IS NULL", sale.ID).Scan(&n))
 	require.Equal(t, 6, n, "every database-path reservation has an outbox row")
+
+	// Marked in one statement, the entries named and no other.
+	var tokens []string
+	require.NoError(t, st.DB.NewRaw("SELECT token FROM outbox WHERE sale_id = ? ORDER BY id", sale.ID).Scan(ctx(t), &tokens))
+	require.NoError(t, st.MarkDispatched(ctx(t), tokens[:4]...))
+	require.NoError(t, st.MarkDispatched(ctx(t)))
+	var unmarked []string
+	require.NoError(t, st.DB.NewRaw("SELECT token FROM outbox WHERE sale_id = ? AND dispatched_at IS NULL ORDER BY id", sale.ID).Scan(ctx(t), &unmarked))
+	require.Equal(t, tokens[4:], unmarked)
 }
 
 func TestDatabasePathReplayAndOneLiveOrder(t *testing.T) {

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -38,21 +40,24 @@ func (o *OutboxRelay) Once(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	started := 0
+	var started []string
+	var startErr error
 	for _, e := range entries {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := o.Starter(sctx, e.Input())
+		startErr = o.Starter(sctx, e.Input())
 		cancel()
-		if err != nil {
-			return started, err // Temporal is down: try again next tick
+		if startErr != nil {
+			break // Temporal is down: try again next tick
 		}
-		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = o.Store.MarkDispatched(mctx, e.Token)
-		cancel()
-		if err != nil {
-			return started, err
-		}
-		started++
+		started = append(started, e.Token)
 	}
-	return started, nil
+	// One mark for the batch; an entry left unmarked is started again
+	// next tick, which finds its workflow.
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	markErr := o.Store.MarkDispatched(mctx, started...)
+	cancel()
+	if err := errors.Join(startErr, markErr); err != nil {
+		return len(started), fmt.Errorf("outbox relay: %w", err)
+	}
+	return len(started), nil
 }
