@@ -258,9 +258,14 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 	}
 	// A deadlock victim was rolled back whole, so it is retried here, a few
 	// times: near sell-out, when buckets run empty, the fallback's waits on
-	// buckets one by one (deductBucket) can deadlock with another's.
+	// buckets one by one (deductBucket) can deadlock with another's; and so
+	// is a transaction whose picked bucket a stalled one held too long.
+	want := pickedBucket(sale.OpenBucket)
 	for attempt := 1; ; attempt++ {
-		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets, sale.Epoch, pickedBucket(sale.OpenBucket))
+		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets, sale.Epoch, want)
+		// A retry does not wait for the bucket picked before (held by a
+		// stalled transaction, or a deadlock's): it takes any bucket free.
+		want = -1
 		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
 			break
 		}

@@ -307,21 +307,22 @@ func pickedBucket(b sql.NullInt64) int {
 // bucket queues on it) is held for one round trip: first from want, the
 // bucket the caller's read saw with a unit, by a conditional UPDATE checked
 // by affected rows. When that touches nothing (want emptied, or gave up its
-// quota, since the read; or the read saw none), or want stayed locked for
-// wantLockWait, it takes the unit from another bucket (deductBucket) and
-// moves the order's bucket and its ledger row's there. It returns the bucket; ErrNoStock when no bucket has
+// quota, since the read; or the read saw none) it takes the unit from
+// another bucket (deductBucket) and moves the order's bucket and its ledger
+// row's there. When want stays locked for wantLockWait it fails with
+// MySQL's lock wait timeout, which IsRetryable: the caller's retry picks
+// again. It returns the bucket; ErrNoStock when no bucket has
 // a unit (the caller rolls back).
 func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error) {
 	if want >= 0 {
+		// Held past wantLockWait (a transaction stalled before its commit)
+		// is a retryable error for the whole transaction: the statement
+		// that waited was rolled back, and the transaction too on a server
+		// with innodb_rollback_on_timeout, so nothing more may run in it.
 		ok, err := takeFrom(ctx, tx, o.SaleID, want, o.Quota, wantLockWait)
-		if err == nil && ok {
-			return want, nil
+		if err != nil || ok {
+			return want, err
 		}
-		if err != nil && mysqlErrNo(err) != errLockWait {
-			return 0, err
-		}
-		// Held past wantLockWait by a transaction that stalled before its
-		// commit (only this statement was rolled back), or out of units.
 	}
 	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets, o.Quota)
 	if err != nil {
@@ -339,7 +340,7 @@ func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error)
 // wantLockWait bounds, in seconds, takeUnit's wait for the bucket it
 // wants: another order holds it for one round trip, unless that
 // transaction stalled before its commit (its process stopped), and then the
-// orders that want the bucket take another after this long.
+// orders that want the bucket give up after this long and are retried.
 const wantLockWait = 1
 
 // takeFrom takes one unit from bucket (with quota, one unit of its share of

@@ -175,9 +175,10 @@ func TestPlaceOrderFromABucketThatRanOutTakesAnother(t *testing.T) {
 }
 
 // A bucket another transaction holds and does not commit (its process
-// stopped between its UPDATE and its commit) holds up an order that wants
+// stopped between its UPDATE and its commit) holds up an order that picked
 // it for about a second, not InnoDB's lock wait timeout (50 s): the order
-// then takes its unit from another bucket.
+// then fails with a retryable error, having written nothing, and its retry
+// picks again.
 func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 2 })
@@ -192,7 +193,15 @@ func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = st.PlaceOrderWanting(c, in.Token, 0)
-	require.NoError(t, err, "an order waited for the stalled bucket")
+	require.Error(t, err)
+	require.True(t, store.IsRetryable(err), "a lock wait timeout, not the caller's deadline: %v", err)
+	got, err := st.GetReservation(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusQueued, got.Status, "rolled back whole")
+	require.Zero(t, ledgerCount(t, st, sale.ID, "deduct"))
+
+	_, err = st.PlaceOrderWanting(c, in.Token, 1)
+	require.NoError(t, err)
 	o, l := orderBuckets(t, st, in.Token)
 	require.Equal(t, []int{1, 1}, []int{o, l})
 	require.NoError(t, tx.Rollback())
