@@ -309,17 +309,23 @@ func pickedBucket(b sql.NullInt64) int {
 // by affected rows. When that touches nothing (want emptied, or gave up its
 // quota, since the read; or the read saw none) it takes the unit from
 // another bucket (deductBucket) and moves the order's bucket and its ledger
-// row's there. When want stays locked for wantLockWait it fails with
-// MySQL's lock wait timeout, which IsRetryable: the caller's retry picks
-// again. It returns the bucket; ErrNoStock when no bucket has
-// a unit (the caller rolls back).
+// row's there. When want stays locked for wantLockWait (a sale of more
+// than one bucket) it fails with MySQL's lock wait timeout, which
+// IsRetryable: the caller's retry picks again. It returns the bucket;
+// ErrNoStock when no bucket has a unit (the caller rolls back).
 func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error) {
 	if want >= 0 {
 		// Held past wantLockWait (a transaction stalled before its commit)
 		// is a retryable error for the whole transaction: the statement
 		// that waited was rolled back, and the transaction too on a server
 		// with innodb_rollback_on_timeout, so nothing more may run in it.
-		ok, err := takeFrom(ctx, tx, o.SaleID, want, o.Quota, wantLockWait)
+		// With one bucket there is no other to take: wait as long as it
+		// takes (a long queue on it would time out, for nothing).
+		lockWait := wantLockWait
+		if o.Buckets <= 1 {
+			lockWait = 0
+		}
+		ok, err := takeFrom(ctx, tx, o.SaleID, want, o.Quota, lockWait)
 		if err != nil || ok {
 			return want, err
 		}
@@ -338,9 +344,10 @@ func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error)
 }
 
 // wantLockWait bounds, in seconds, takeUnit's wait for the bucket it
-// wants: another order holds it for one round trip, unless that
-// transaction stalled before its commit (its process stopped), and then the
-// orders that want the bucket give up after this long and are retried.
+// wants, when the sale has other buckets: another order holds it for one
+// round trip, unless that transaction stalled before its commit (its
+// process stopped), and then the orders that want the bucket give up after
+// this long and are retried.
 const wantLockWait = 1
 
 // takeFrom takes one unit from bucket (with quota, one unit of its share of
@@ -369,9 +376,10 @@ func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bo
 }
 
 // deductBucket takes one unit from a bucket of the sale, where the bucket
-// takeUnit tried first had none. It starts at a random bucket and skips buckets other transactions hold (SELECT ... FOR
-// UPDATE SKIP LOCKED), so concurrent orders spread over the buckets instead
-// of queueing on one row lock. Only when every bucket with stock is held
+// takeUnit tried first had none. It starts at a random bucket and skips
+// buckets other transactions hold (SELECT ... FOR UPDATE SKIP LOCKED), so
+// concurrent orders spread over the buckets instead of queueing on one row
+// lock. Only when every bucket with stock is held
 // does it wait, and then for one row at a time by its key: a locking scan
 // here would let two transactions each hold a row the other waits for. The
 // conditional UPDATE, checked by affected rows, is what makes a unit

@@ -208,6 +208,37 @@ func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	require.Equal(t, []int64{2, 1}, bucketsOf(t, st, sale.ID))
 }
 
+// With one bucket there is no other to take: an order waits for a held
+// bucket as long as its holder takes (it does not fail after the second
+// that a sale of many buckets allows), and places once the holder ends.
+func TestPlaceOrderOfOneBucketWaitsForIt(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 1 })
+	in := mustQueued(t, st, sale, testenv.UniqueUser(), "one-bucket-1")
+
+	tx, err := st.DB.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx(t), "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = 0", sale.ID)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.PlaceOrder(ctx(t), in.Token)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the order did not wait for its one bucket: %v", err)
+	case <-time.After(2 * time.Second):
+	}
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, <-done)
+	o, l := orderBuckets(t, st, in.Token)
+	require.Equal(t, []int{0, 0}, []int{o, l})
+	require.Equal(t, []int64{3}, bucketsOf(t, st, sale.ID))
+}
+
 func TestPlaceOrderIsIdempotent(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
