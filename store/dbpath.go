@@ -170,9 +170,10 @@ func spreadQuota(quota int64, stocks []int64) []int64 {
 // (reading the sale row under a shared lock: a mode change, which takes the
 // sale row exclusively, waits for it, or it for the mode change and then
 // rolls back), writes the ledger, and last deducts a bucket and a unit of
-// that bucket's share of the quota conditionally. A replay of (sale, user, request_id) returns the first answer and
-// reserves nothing. The order workflow starts afterwards, from the caller
-// or from the outbox relay.
+// that bucket's share of the quota conditionally. A replay of (sale,
+// user, request_id) returns the first answer and reserves nothing. The
+// order workflow starts afterwards, from the caller or from the outbox
+// relay.
 //
 // It is the path's whole cost in MySQL, so it makes few round trips: one
 // read of the sale (with the replay probe and the pick of a bucket) before
