@@ -174,6 +174,19 @@ func TestPlaceOrderFromABucketThatRanOutTakesAnother(t *testing.T) {
 	require.Equal(t, []int64{0, 0}, bucketsOf(t, st, sale.ID))
 }
 
+// holdBucket takes a unit of a bucket in a transaction that does not
+// commit, as one whose process stopped before its commit; release rolls it
+// back (the test's end does too).
+func holdBucket(tb testing.TB, st *store.Store, saleID int64, bucket int) (release func()) {
+	tb.Helper()
+	tx, err := st.DB.BeginTx(ctx(tb), nil)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = tx.Rollback() })
+	_, err = tx.ExecContext(ctx(tb), "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = ?", saleID, bucket)
+	require.NoError(tb, err)
+	return func() { require.NoError(tb, tx.Rollback()) }
+}
+
 // A bucket another transaction holds and does not commit (its process
 // stopped between its UPDATE and its commit) holds up an order that picked
 // it for about a second, not InnoDB's lock wait timeout (50 s): the order
@@ -184,15 +197,11 @@ func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 2 })
 	in := mustQueued(t, st, sale, testenv.UniqueUser(), "stalled-1")
 
-	tx, err := st.DB.BeginTx(ctx(t), nil)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback() }()
-	_, err = tx.ExecContext(ctx(t), "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = 0", sale.ID)
-	require.NoError(t, err)
+	release := holdBucket(t, st, sale.ID, 0)
 
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = st.PlaceOrderWanting(c, in.Token, 0)
+	_, err := st.PlaceOrderWanting(c, in.Token, 0)
 	require.Error(t, err)
 	require.True(t, store.IsRetryable(err), "a lock wait timeout, not the caller's deadline: %v", err)
 	got, err := st.GetReservation(ctx(t), in.Token)
@@ -204,7 +213,7 @@ func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	require.NoError(t, err)
 	o, l := orderBuckets(t, st, in.Token)
 	require.Equal(t, []int{1, 1}, []int{o, l})
-	require.NoError(t, tx.Rollback())
+	release()
 	require.Equal(t, []int64{2, 1}, bucketsOf(t, st, sale.ID))
 }
 
@@ -216,11 +225,7 @@ func TestPlaceOrderOfOneBucketWaitsForIt(t *testing.T) {
 	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 1 })
 	in := mustQueued(t, st, sale, testenv.UniqueUser(), "one-bucket-1")
 
-	tx, err := st.DB.BeginTx(ctx(t), nil)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback() }()
-	_, err = tx.ExecContext(ctx(t), "UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = 0", sale.ID)
-	require.NoError(t, err)
+	release := holdBucket(t, st, sale.ID, 0)
 
 	done := make(chan error, 1)
 	go func() {
@@ -232,7 +237,7 @@ func TestPlaceOrderOfOneBucketWaitsForIt(t *testing.T) {
 		t.Fatalf("the order did not wait for its one bucket: %v", err)
 	case <-time.After(2 * time.Second):
 	}
-	require.NoError(t, tx.Rollback())
+	release()
 	require.NoError(t, <-done)
 	o, l := orderBuckets(t, st, in.Token)
 	require.Equal(t, []int{0, 0}, []int{o, l})
