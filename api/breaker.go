@@ -51,7 +51,9 @@ type errClientStall struct{ err error }
 func (e errClientStall) Error() string { return "client-side stall: " + e.err.Error() }
 func (e errClientStall) Unwrap() error { return e.err }
 
-func isClientStall(err error) bool { return errors.As(err, new(errClientStall)) }
+// isClientStall reports an errClientStall; nil, the hot path's answer,
+// costs no allocation.
+func isClientStall(err error) bool { return err != nil && errors.As(err, new(errClientStall)) }
 
 func newRedisBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat) *redisBreaker {
 	b := &redisBreaker{state: state, logger: logger, heartbeat: hb}

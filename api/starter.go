@@ -120,47 +120,41 @@ func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 // run serves the queue until stop closes, then drains what is queued while
 // the drain context lasts (best effort: the relay covers whatever is left).
 func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
-	// The marks' loop ends after every goroutine that starts (and so marks).
 	var starting sync.WaitGroup
 	s.marks = make(chan string, markQueue)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.markLoop()
-	}()
-	defer func() {
+	starting.Go(func() { s.retryLoop(stop, drain) })
+	for range starterWorkers {
+		starting.Go(func() { s.serve(stop, drain) })
+	}
+	s.wg.Go(func() {
+		// The marks end after every goroutine that starts, and so marks.
 		go func() {
 			starting.Wait()
 			close(s.marks)
 		}()
-	}()
-	starting.Add(1)
-	go func() {
-		defer starting.Done()
-		s.retryLoop(stop, drain)
-	}()
-	for range starterWorkers {
-		starting.Add(1)
-		go func() {
-			defer starting.Done()
-			for {
+		s.markLoop()
+	})
+}
+
+// serve is one starter worker: it starts the queued workflows until stop
+// closes, then what is still queued while the drain context lasts.
+func (s *starter) serve(stop <-chan struct{}, drain func() context.Context) {
+	for {
+		select {
+		case q := <-s.q:
+			s.start(q.context(context.Background()), q.in)
+		case <-stop:
+			dctx := drain()
+			for dctx.Err() == nil {
 				select {
 				case q := <-s.q:
-					s.start(q.context(context.Background()), q.in)
-				case <-stop:
-					dctx := drain()
-					for dctx.Err() == nil {
-						select {
-						case q := <-s.q:
-							s.start(q.context(dctx), q.in)
-						default:
-							return
-						}
-					}
+					s.start(q.context(dctx), q.in)
+				default:
 					return
 				}
 			}
-		}()
+			return
+		}
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -194,7 +193,6 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		Mode                 string         `bun:"mode"`
 		Epoch                int64          `bun:"mode_epoch"`
 		Quota                sql.NullInt64  `bun:"db_quota"`
-		QuotaLeft            int64          `bun:"quota_left"`
 		Selling              bool           `bun:"selling"`
 		Control              string         `bun:"control"`
 		Window               string         `bun:"window_state"`
@@ -211,13 +209,12 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 	// has no order, so the orders' one-live-order key cannot refuse a
 	// second unit for its user.
 	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, mode_epoch, db_quota,
-		(SELECT COALESCE(SUM(b.db_quota), 0) FROM stock_buckets b WHERE b.sale_id = sales.id) AS quota_left,
 		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
 		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state,
 		(SELECT r.token FROM reservations r WHERE r.sale_id = sales.id AND r.user_id = ? AND r.request_id = ?) AS prior,
 		EXISTS (SELECT 1 FROM reservations q WHERE q.sale_id = sales.id AND q.user_id = ? AND q.status = ?) AS queued,
 		`+openBucketColumn(true)+` AS open_bucket
-		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.UserID, string(domain.StatusQueued), rand.IntN(maxBucketPick), in.SaleID).Scan(ctx, &sale); err != nil {
+		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.UserID, string(domain.StatusQueued), in.SaleID).Scan(ctx, &sale); err != nil {
 		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
 	}
 	if sale.Prior.Valid {
@@ -252,9 +249,9 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 			return nil, false, ErrNotDatabaseMode // a resync began meanwhile
 		}
 	}
-	if !sale.Quota.Valid || sale.Quota.Int64 < 1 || (wasOpen && sale.QuotaLeft < 1) {
-		// A cheap early answer (the buckets' shares, read in the same
-		// snapshot as the opened quota); the conditional update decides.
+	if !sale.Quota.Valid || sale.Quota.Int64 < 1 || (wasOpen && !sale.OpenBucket.Valid) {
+		// A cheap early answer (no bucket had both stock and a share of the
+		// quota in the read that picked one); the conditional update decides.
 		return nil, false, ErrQuotaExhausted
 	}
 	// A deadlock victim was rolled back whole, so it is retried here, a few

@@ -200,7 +200,7 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 			OpenBucket           sql.NullInt64 `bun:"open_bucket"`
 		}
 		if err := tx.NewRaw("SELECT price_cents, payment_window_seconds, buckets, "+openBucketColumn(false)+" AS open_bucket FROM sales WHERE id = ?",
-			rand.IntN(maxBucketPick), res.SaleID).Scan(ctx, &sale); err != nil {
+			res.SaleID).Scan(ctx, &sale); err != nil {
 			return fmt.Errorf("read sale: %w", err)
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
@@ -274,23 +274,21 @@ func insertDeductLedger(ctx context.Context, tx bun.Tx, o newOrder, bucket int) 
 // orderColumns are the columns insertOrder and insertOrderIfDatabase write.
 const orderColumns = "order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by, created_at, updated_at"
 
-// maxBucketPick bounds the random number openBucketColumn reduces modulo
-// the sale's bucket count (at most 1,024).
-const maxBucketPick = 1 << 30
-
 // openBucketColumn is a subquery on a row of sales that names a bucket
 // with a unit (and, with quota, a unit of the database path's quota): the
-// first from a random bucket on (its one argument, reduced modulo the
-// bucket count), wrapping around; NULL when none has. It reads without
-// locking: the order's transaction takes the unit from that bucket last
-// (takeUnit), so the bucket's row lock is held for one round trip.
+// first from a random bucket on, wrapping around; NULL when none has. It
+// reads without locking: the order's transaction takes the unit from that
+// bucket last (takeUnit), so the bucket's row lock is held for one round
+// trip.
 func openBucketColumn(quota bool) string {
 	has := "b.stock >= 1"
 	if quota {
 		has += " AND b.db_quota >= 1"
 	}
+	// A random number reduced modulo the sale's bucket count (at most 1,024).
+	start := strconv.Itoa(rand.IntN(1 << 30))
 	return `COALESCE(
-		(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no >= ? MOD sales.buckets AND ` + has + ` ORDER BY b.bucket_no LIMIT 1),
+		(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no >= ` + start + ` MOD sales.buckets AND ` + has + ` ORDER BY b.bucket_no LIMIT 1),
 		(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND ` + has + ` ORDER BY b.bucket_no LIMIT 1))`
 }
 
