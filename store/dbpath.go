@@ -174,10 +174,10 @@ func spreadQuota(quota int64, stocks []int64) []int64 {
 // order workflow starts afterwards, from the caller or from the outbox
 // relay.
 //
-// It is the path's whole cost in MySQL, so it makes few round trips: one
-// read of the sale (with the replay probe and the pick of a bucket) before
-// the transaction, and in it one statement per row written and the commit
-// (see reserveInDBTx).
+// It is the path's whole cost in MySQL, so it makes two round trips: one
+// read of the sale (with the replay probe and the pick of a bucket), and
+// the transaction sent whole (reserveInDBScript). Only when the bucket
+// picked is no use does it retry statement by statement (reserveInDBTx).
 func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, replay bool, err error) {
 	return s.ReserveInDBWithSkew(ctx, in, 0)
 }
@@ -186,6 +186,12 @@ func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *dom
 // worker that samples Redis's stock and the ones that record holds. Before
 // the sale's hold-off has passed it answers ErrNotSellingYet.
 func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, skew time.Duration) (res *domain.Reservation, replay bool, err error) {
+	return s.reserveInDB(ctx, in, skew, nil)
+}
+
+// reserveInDB is ReserveInDBWithSkew; a test may name the bucket the
+// reservation wants (want) in place of the one the read picks.
+func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time.Duration, wanted *int) (res *domain.Reservation, replay bool, err error) {
 	var sale struct {
 		PriceCents           int64          `bun:"price_cents"`
 		PaymentWindowSeconds int            `bun:"payment_window_seconds"`
@@ -254,27 +260,42 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 		// quota in the read that picked one); the conditional update decides.
 		return nil, false, ErrQuotaExhausted
 	}
-	// A deadlock victim was rolled back whole, so it is retried here, a few
-	// times: near sell-out, when buckets run empty, the fallback's waits on
-	// buckets one by one (deductBucket) can deadlock with another's; and so
-	// is a transaction whose picked bucket a stalled one held too long.
+	// The first attempt is one script (one round trip) taking the unit from
+	// the bucket the read picked. A deadlock victim was rolled back whole,
+	// so it is retried here, a few times: near sell-out, when buckets run
+	// empty, the waits on buckets one by one (deductBucket) can deadlock
+	// with another's; and so is an attempt whose picked bucket ran out
+	// meanwhile or a stalled transaction held too long. A retry is a
+	// transaction that takes any bucket free (reserveInDBTx).
 	want := pickedBucket(sale.OpenBucket)
+	if wanted != nil {
+		want = *wanted
+	}
+	var o newOrder
 	for attempt := 1; ; attempt++ {
-		res, err = s.reserveInDBTx(ctx, in, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets, sale.Epoch, want)
-		// A retry does not wait for the bucket picked before (held by a
-		// stalled transaction, or a deadlock's): it takes any bucket free.
-		want = -1
-		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
+		o = newOrder{
+			OrderNo: ulid.Make().String(), Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
+			AmountCents: sale.PriceCents, Buckets: sale.Buckets, Quota: true,
+		}
+		o.Now = time.Now().UTC().Truncate(time.Millisecond)
+		o.PayBy = o.Now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
+		if attempt == 1 && want >= 0 {
+			err = reserveInDBScript(ctx, s.DB, in, o, sale.Epoch, want)
+		} else {
+			err = s.reserveInDBTx(ctx, in, o, sale.Epoch)
+		}
+		retry := IsRetryable(err) || errors.Is(err, errStalePick)
+		if err == nil || !retry || attempt == reserveInDBAttempts || ctx.Err() != nil {
 			break
 		}
 	}
-	if errors.Is(err, errReplayRace) {
+	switch {
+	case errors.Is(err, errReplayRace):
 		return s.replayInDB(ctx, in)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, false, fmt.Errorf("reserve in db: %w", err)
 	}
-	return res, false, nil
+	return domain.DatabasePathReservation(in, o.OrderNo, o.AmountCents, o.PayBy, o.Now), false, nil
 }
 
 // replayInDB answers a replay of (sale, user, request_id) with the
@@ -290,54 +311,75 @@ func (s *Store) replayInDB(ctx context.Context, in domain.OrderInput) (*domain.R
 // reserveInDBAttempts bounds ReserveInDB's retries of deadlock victims.
 const reserveInDBAttempts = 4
 
-// reserveInDBTx is ReserveInDB's one transaction, seven round trips: begin,
-// the reservation, its outbox row, the order together with the check of
-// the sale row (insertOrderIfDatabase), the ledger row, the unit from the
-// bucket ReserveInDB's read saw with a unit of stock and quota (takeUnit;
-// more only when that bucket ran out meanwhile), and the commit. Like
-// every path it takes the sale row (shared) before a bucket, and the
-// bucket last, so the bucket's row lock is held for one round trip. A
-// Redis-path order and a database-path reservation of the same user at
-// the same moment take the order's unique key in the same order too.
-func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, priceCents int64, windowSeconds, buckets int, epoch int64, want int) (res *domain.Reservation, err error) {
-	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		payBy := now.Add(time.Duration(windowSeconds) * time.Second)
-		o := newOrder{
-			OrderNo: ulid.Make().String(), Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
-			AmountCents: priceCents, PayBy: payBy, Buckets: buckets, Now: now, Quota: true,
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO reservations
-			(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
-			o.OrderNo, priceCents, payBy, now, now); err != nil {
+// errStalePick: the bucket ReserveInDB's read picked had no unit (or no
+// quota) left by the time its script took one.
+var errStalePick = errors.New("the picked bucket ran out")
+
+// reserveInDBScript is ReserveInDB's transaction in one round trip (a
+// script): the reservation, its outbox row, the order together with the
+// check of the sale row, the ledger row, and last the unit from want, the
+// bucket ReserveInDB's read saw with a unit of stock and quota. Like every
+// path it takes the sale row (shared) before a bucket, and the bucket
+// last; a Redis-path order and a database-path reservation of the same
+// user at the same moment take the order's unique key in the same order
+// too. errStalePick when want has no unit left: the script rolled back
+// whole.
+func reserveInDBScript(ctx context.Context, db bun.IDB, in domain.OrderInput, o newOrder, epoch int64, want int) error {
+	var sc script
+	sc.step(insertDBPathReservation(in, o), errReplayRace, nil)
+	sc.step(insertOutbox(in.Token, in.SaleID, o.Now), nil, nil)
+	// The sale is in database mode in the epoch read (or the order is not
+	// inserted), and stays so until the commit: the shared lock.
+	sc.step(insertOrderIfDatabaseStmt(o, want, epoch), ErrAlreadyPurchased, ErrNotDatabaseMode)
+	sc.step(deductLedger(o, want), nil, nil)
+	sc.step(takeFromStmt(o.SaleID, want, true, o.wantLockWait()), nil, errStalePick)
+	return sc.run(ctx, db)
+}
+
+// reserveInDBTx is ReserveInDB's transaction when the bucket picked is no
+// use: the rows reserveInDBScript writes, statement by statement, and the
+// unit from any bucket with stock and quota not held by another
+// transaction (takeUnit, deductBucket).
+func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, o newOrder, epoch int64) error {
+	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := insertDBPathReservation(in, o).exec(ctx, tx); err != nil {
 			if IsDuplicate(err) {
 				return errReplayRace
 			}
 			return fmt.Errorf("insert reservation: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", in.Token, in.SaleID, now); err != nil {
+		if _, err := insertOutbox(in.Token, in.SaleID, o.Now).exec(ctx, tx); err != nil {
 			return fmt.Errorf("outbox: %w", err)
 		}
-		// The sale is in database mode in the epoch read (or the order is
-		// not inserted), and stays so until the commit: the shared lock.
-		if err := insertOrderIfDatabase(ctx, tx, o, want, epoch); err != nil {
+		if err := insertOrderIfDatabase(ctx, tx, o, -1, epoch); err != nil {
 			return err
 		}
-		if err := insertDeductLedger(ctx, tx, o, want); err != nil {
+		if err := insertDeductLedger(ctx, tx, o, -1); err != nil {
 			return err
 		}
-		if _, err := takeUnit(ctx, tx, o, want); errors.Is(err, ErrNoStock) {
+		if _, err := takeUnit(ctx, tx, o, -1); errors.Is(err, ErrNoStock) {
 			// No bucket has both stock and quota: the quota ran out.
 			return ErrQuotaExhausted
 		} else if err != nil {
 			return err
 		}
-		res = domain.DatabasePathReservation(in, o.OrderNo, priceCents, payBy, now)
 		return nil
 	})
-	return res, err
+}
+
+// insertDBPathReservation records a database-path reservation, with its
+// order, PENDING_PAYMENT.
+func insertDBPathReservation(in domain.OrderInput, o newOrder) stmt {
+	return stmt{`INSERT INTO reservations
+		(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, []any{
+		in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
+		o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Now}}
+}
+
+// insertOutbox records that token's workflow must be started.
+func insertOutbox(token string, saleID int64, now time.Time) stmt {
+	return stmt{"INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", []any{token, saleID, now}}
 }
 
 var errReplayRace = errors.New("replay raced")
@@ -556,20 +598,23 @@ func nowMS() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 // AUTO-INC lock for the statement, and the reservations in flight queued on
 // it.)
 func insertOrderIfDatabase(ctx context.Context, tx bun.Tx, o newOrder, bucket int, epoch int64) error {
-	r, err := tx.ExecContext(ctx, "INSERT INTO orders ("+orderColumns+`)
-		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ? LOCK IN SHARE MODE`,
-		o.OrderNo, o.Token, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now,
-		o.SaleID, string(domain.ModeDatabase), epoch)
+	n, err := insertOrderIfDatabaseStmt(o, bucket, epoch).exec(ctx, tx)
 	if err != nil {
 		if IsDuplicate(err) {
 			return ErrAlreadyPurchased
 		}
 		return fmt.Errorf("insert order: %w", err)
 	}
-	if n, err := r.RowsAffected(); err != nil {
-		return fmt.Errorf("insert order: %w", err)
-	} else if n != 1 {
+	if n != 1 {
 		return ErrNotDatabaseMode
 	}
 	return nil
+}
+
+// insertOrderIfDatabaseStmt is insertOrderIfDatabase's statement.
+func insertOrderIfDatabaseStmt(o newOrder, bucket int, epoch int64) stmt {
+	return stmt{"INSERT INTO orders (" + orderColumns + `)
+		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ? LOCK IN SHARE MODE`, []any{
+		o.OrderNo, o.Token, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now,
+		o.SaleID, string(domain.ModeDatabase), epoch}}
 }

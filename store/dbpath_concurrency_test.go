@@ -218,7 +218,7 @@ func TestDatabasePathWaitingForAModeChangeRollsBack(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var n int
 		assert.NoError(c, st.DB.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE command = 'Query' AND time_ms > 200 AND info LIKE ?`, fmt.Sprintf("%%FROM sales WHERE id = %d %%LOCK IN SHARE MODE", sale.ID)).Scan(&n))
+			WHERE command = 'Query' AND time_ms > 200 AND info LIKE ?`, fmt.Sprintf("%%FROM sales WHERE id = %d %%LOCK IN SHARE MODE%%", sale.ID)).Scan(&n))
 		assert.Positive(c, n, "the reservation waits for the sale row")
 	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, tx.Commit())

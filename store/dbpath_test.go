@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -312,4 +313,78 @@ func TestDatabasePathChecksTheSaleAsItIsNow(t *testing.T) {
 	left, err := st.DBStock(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, left, "nothing sold")
+}
+
+// A database-path reservation takes its unit from the bucket its read saw
+// with one, in one script. When that bucket ran out meanwhile, the script
+// rolls back whole and the reservation takes the unit from another bucket,
+// which its order and ledger rows then name.
+func TestDatabasePathFromABucketThatRanOutTakesAnother(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 2, func(s *domain.Sale) { s.Buckets = 2 })
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 2))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	base := testenv.UniqueUser() * 1000
+	t.Cleanup(func() { markSaleDispatched(t, st, sale.ID) })
+
+	first := dbInput(sale, base, "ran-out-1")
+	_, _, err = st.ReserveInDBWanting(ctx(t), first, 0)
+	require.NoError(t, err)
+	o, l := orderBuckets(t, st, first.Token)
+	require.Equal(t, []int{0, 0}, []int{o, l})
+
+	// Bucket 0 is empty now: a read that saw it with a unit is stale.
+	second := dbInput(sale, base+1, "ran-out-2")
+	r, replay, err := st.ReserveInDBWanting(ctx(t), second, 0)
+	require.NoError(t, err)
+	require.False(t, replay)
+	require.Equal(t, domain.StatusPendingPayment, r.Status)
+	o, l = orderBuckets(t, st, second.Token)
+	require.Equal(t, []int{1, 1}, []int{o, l}, "the order and its ledger row name the bucket the unit came from")
+	require.Equal(t, []int64{0, 0}, bucketsOf(t, st, sale.ID))
+	require.Equal(t, 2, ledgerCount(t, st, sale.ID, "deduct"), "one ledger row each: the stale attempt left none")
+	var outbox int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM outbox WHERE sale_id = ?", sale.ID).Scan(&outbox))
+	require.Equal(t, 2, outbox)
+
+	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base+2, "ran-out-3"))
+	require.ErrorIs(t, err, store.ErrQuotaExhausted)
+}
+
+// A bucket another transaction holds and does not commit holds up a
+// database-path reservation that picked it for about a second, not
+// InnoDB's lock wait timeout (50 s): the reservation then takes its unit
+// from another bucket.
+func TestDatabasePathDoesNotWaitLongForAStalledBucket(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 2 })
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4))
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	base := testenv.UniqueUser() * 1000
+	t.Cleanup(func() { markSaleDispatched(t, st, sale.ID) })
+	_, _, err = st.ReserveInDBWanting(ctx(t), dbInput(sale, base, "stalled-0"), 1) // opens the quota
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 1}, bucketsOf(t, st, sale.ID))
+
+	release := holdBucket(t, st, sale.ID, 0)
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in := dbInput(sale, base+1, "stalled-1")
+	_, _, err = st.ReserveInDBWanting(c, in, 0)
+	require.NoError(t, err, "not the caller's deadline: the wait for bucket 0 is bounded")
+	o, l := orderBuckets(t, st, in.Token)
+	require.Equal(t, []int{1, 1}, []int{o, l})
+	release()
+	require.Equal(t, []int64{2, 0}, bucketsOf(t, st, sale.ID))
+}
+
+// markSaleDispatched marks the sale's outbox entries dispatched, so that no
+// outbox relay of another test starts their workflows.
+func markSaleDispatched(tb testing.TB, st *store.Store, saleID int64) {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", saleID)
+	require.NoError(tb, err)
 }

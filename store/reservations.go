@@ -264,11 +264,16 @@ func insertOrder(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
 // insertDeductLedger writes the ledger's deduct row of the order's unit,
 // from bucket (takeUnit moves it if the unit comes from another).
 func insertDeductLedger(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
-		VALUES (?, 'deduct', ?, ?, -1, ?)`, o.Token, o.SaleID, bucket, o.Now); err != nil {
+	if _, err := deductLedger(o, bucket).exec(ctx, tx); err != nil {
 		return fmt.Errorf("ledger deduct: %w", err)
 	}
 	return nil
+}
+
+// deductLedger is insertDeductLedger's statement.
+func deductLedger(o newOrder, bucket int) stmt {
+	return stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+		VALUES (?, 'deduct', ?, ?, -1, ?)`, []any{o.Token, o.SaleID, bucket, o.Now}}
 }
 
 // orderColumns are the columns insertOrder and insertOrderIfDatabase write.
@@ -317,13 +322,7 @@ func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error)
 		// is a retryable error for the whole transaction: the statement
 		// that waited was rolled back, and the transaction too on a server
 		// with innodb_rollback_on_timeout, so nothing more may run in it.
-		// With one bucket there is no other to take: wait as long as it
-		// takes (a long queue on it would time out, for nothing).
-		lockWait := wantLockWait
-		if o.Buckets <= 1 {
-			lockWait = 0
-		}
-		ok, err := takeFrom(ctx, tx, o.SaleID, want, o.Quota, lockWait)
+		ok, err := takeFrom(ctx, tx, o.SaleID, want, o.Quota, o.wantLockWait())
 		if err != nil || ok {
 			return want, err
 		}
@@ -348,12 +347,31 @@ func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error)
 // this long and are retried.
 const wantLockWait = 1
 
+// wantLockWait is takeUnit's bound on its wait for the bucket it wants.
+// With one bucket there is no other to take: it waits as long as it takes
+// (0; a long queue on it would time out, for nothing).
+func (o newOrder) wantLockWait() int {
+	if o.Buckets <= 1 {
+		return 0
+	}
+	return wantLockWait
+}
+
 // takeFrom takes one unit from bucket (with quota, one unit of its share of
 // the database path's quota too) by a conditional UPDATE checked by
 // affected rows: the defence that makes a unit impossible to take twice.
 // False when the bucket has none. lockWait > 0 bounds, in seconds, its wait
 // for the bucket's row lock (MariaDB's SET STATEMENT; error 1205 after it).
 func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bool, lockWait int) (bool, error) {
+	n, err := takeFromStmt(saleID, bucket, quota, lockWait).exec(ctx, tx)
+	if err != nil {
+		return false, fmt.Errorf("deduct bucket: %w", err)
+	}
+	return n == 1, nil
+}
+
+// takeFromStmt is takeFrom's statement.
+func takeFromStmt(saleID int64, bucket int, quota bool, lockWait int) stmt {
 	has, set := "stock >= 1", "stock = stock - 1"
 	if quota {
 		has, set = "stock >= 1 AND db_quota >= 1", "stock = stock - 1, db_quota = db_quota - 1"
@@ -362,15 +380,7 @@ func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bo
 	if lockWait > 0 {
 		q = "SET STATEMENT innodb_lock_wait_timeout = " + strconv.Itoa(lockWait) + " FOR " + q
 	}
-	res, err := tx.ExecContext(ctx, q, saleID, bucket)
-	if err != nil {
-		return false, fmt.Errorf("deduct bucket: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("deduct bucket: %w", err)
-	}
-	return n == 1, nil
+	return stmt{q, []any{saleID, bucket}}
 }
 
 // deductBucket takes one unit from a bucket of the sale, where the bucket

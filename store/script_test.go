@@ -1,0 +1,70 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+// A script is one transaction: a step that fails (by its own error, or by
+// one of MariaDB's) rolls back every step before it, and the connection is
+// not left in a transaction.
+func TestScriptIsOneTransaction(t *testing.T) {
+	st := testenv.MustStore(t)
+	st.DB.SetMaxOpenConns(1) // every script and check on one connection
+	table := fmt.Sprintf("script_probe_%d", testenv.UniqueUser())
+	_, err := st.DB.ExecContext(ctx(t), "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := st.DB.ExecContext(c, "DROP TABLE "+table)
+		require.NoError(t, err)
+	})
+	insert := func(id int) store.ScriptStep {
+		return store.ScriptStep{Query: "INSERT INTO " + table + " (id, v) VALUES (?, 0)", Args: []any{id}}
+	}
+	errDup, errNone := errors.New("duplicate"), errors.New("no row")
+	rows := func() []int {
+		var ids []int
+		require.NoError(t, st.DB.NewRaw("SELECT id FROM "+table+" ORDER BY id").Scan(ctx(t), &ids))
+		return ids
+	}
+	notInTx := func() {
+		var inTx int
+		require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT @@in_transaction").Scan(&inTx))
+		require.Zero(t, inTx, "the connection is left in a transaction")
+	}
+
+	require.NoError(t, st.RunScript(ctx(t), insert(1),
+		store.ScriptStep{Query: "UPDATE " + table + " SET v = 2 WHERE id = ?", Args: []any{1}, None: errNone}))
+	require.Equal(t, []int{1}, rows())
+	notInTx()
+
+	dup := insert(1)
+	dup.Dup = errDup
+	require.ErrorIs(t, st.RunScript(ctx(t), insert(2), dup), errDup)
+	require.Equal(t, []int{1}, rows(), "the step before rolled back")
+	notInTx()
+
+	require.ErrorIs(t, st.RunScript(ctx(t), insert(3),
+		store.ScriptStep{Query: "UPDATE " + table + " SET v = 1 WHERE id = ?", Args: []any{99}, None: errNone}), errNone)
+	require.Equal(t, []int{1}, rows(), "the step before rolled back")
+	notInTx()
+
+	err = st.RunScript(ctx(t), insert(4), insert(1))
+	require.True(t, store.IsDuplicate(err), "MariaDB's own error comes back as it raised it: %v", err)
+	require.Equal(t, []int{1}, rows(), "the step before rolled back")
+	notInTx()
+
+	var v int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT v FROM "+table+" WHERE id = 1").Scan(&v))
+	require.Equal(t, 2, v)
+}
