@@ -176,12 +176,16 @@ func (s *Store) CountReservations(ctx context.Context, saleID int64) (map[domain
 }
 
 // PlaceOrder turns a QUEUED reservation into a PENDING_PAYMENT order in one
-// transaction: lock the reservation row, insert the order (the unique
-// live_user key refuses a second live order of the user), write the ledger
-// row, and, last, deduct one unit from a bucket with a conditional update
-// checked by affected rows (takeUnit). Rerun on a reservation that is no
+// transaction: the reservation moves on, the order is inserted (the unique
+// live_user key refuses a second live order of the user), the ledger row
+// written, and, last, one unit deducted from a bucket with a conditional
+// update checked by affected rows. Rerun on a reservation that is no
 // longer QUEUED it changes nothing and returns where the reservation
-// stands.
+// stands. It makes two round trips: a read of the reservation with its
+// sale and a bucket with a unit (no lock), and the transaction sent whole
+// (placeOrderScript). When that bucket ran out meanwhile, or the
+// reservation moved on, it places the order statement by statement
+// (placeOrderTx).
 func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservation, error) {
 	return s.placeOrder(ctx, token, nil)
 }
@@ -189,17 +193,85 @@ func (s *Store) PlaceOrder(ctx context.Context, token string) (*domain.Reservati
 // placeOrder is PlaceOrder; a test may name the bucket the order wants
 // (want) in place of the one the read picks.
 func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domain.Reservation, error) {
+	var read struct {
+		reservationRow
+		PriceCents           int64         `bun:"price_cents"`
+		PaymentWindowSeconds int           `bun:"payment_window_seconds"`
+		Buckets              int           `bun:"buckets"`
+		OpenBucket           sql.NullInt64 `bun:"open_bucket"`
+	}
+	err := s.DB.NewRaw("SELECT r.*, sales.price_cents, sales.payment_window_seconds, sales.buckets, "+openBucketColumn(false)+` AS open_bucket
+		FROM reservations r JOIN sales ON sales.id = r.sale_id WHERE r.token = ?`, token).Scan(ctx, &read)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("place order %s: read: %w", token, err)
+	}
+	res := &read.reservationRow
+	if res.Status != string(domain.StatusQueued) {
+		return res.domain(), nil
+	}
+	bucket := pickedBucket(read.OpenBucket)
+	if want != nil {
+		bucket = *want
+	}
+	if bucket < 0 {
+		return s.placeOrderTx(ctx, token)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	o := newOrder{
+		OrderNo: ulid.Make().String(), Token: token, SaleID: res.SaleID, UserID: res.UserID,
+		AmountCents: read.PriceCents, PayBy: now.Add(time.Duration(read.PaymentWindowSeconds) * time.Second),
+		Buckets: read.Buckets, Now: now,
+	}
+	switch err := placeOrderScript(ctx, s.DB, o, bucket); {
+	case err == nil:
+		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &o.OrderNo, o.AmountCents, &o.PayBy, now
+		return res.domain(), nil
+	case errors.Is(err, errStalePick), errors.Is(err, errNotQueued):
+		return s.placeOrderTx(ctx, token)
+	default:
+		return nil, fmt.Errorf("place order %s: %w", token, err)
+	}
+}
+
+// errNotQueued: the reservation PlaceOrder read QUEUED was not by the time
+// its script placed the order.
+var errNotQueued = errors.New("the reservation is no longer queued")
+
+// placeOrderScript is PlaceOrder's transaction in one round trip: the
+// reservation's move to PENDING_PAYMENT (first, so its row lock is taken
+// before the order's, as in every path), the order, the ledger row, and
+// last the unit from bucket. errStalePick when bucket has no unit left,
+// errNotQueued when the reservation is not QUEUED: either rolled it back
+// whole.
+func placeOrderScript(ctx context.Context, db bun.IDB, o newOrder, bucket int) error {
+	var sc script
+	sc.step(stmt{`UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ?
+		WHERE token = ? AND status = ?`, []any{string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now,
+		o.Token, string(domain.StatusQueued)}}, nil, errNotQueued)
+	sc.step(insertOrderStmt(o, bucket), ErrAlreadyPurchased, nil)
+	sc.step(deductLedger(o, bucket), nil, nil)
+	sc.step(takeFromStmt(o.SaleID, bucket, false, o.wantLockWait()), nil, errStalePick)
+	return sc.run(ctx, db)
+}
+
+// placeOrderTx is PlaceOrder's transaction when the bucket picked is no
+// use: it locks the reservation, writes the rows placeOrderScript writes
+// statement by statement, and takes the unit from any bucket with one not
+// held by another transaction (takeUnit, deductBucket).
+func (s *Store) placeOrderTx(ctx context.Context, token string) (*domain.Reservation, error) {
 	return s.updateReservation(ctx, "place order", token, func(ctx context.Context, tx bun.Tx, res *reservationRow) error {
 		if res.Status != string(domain.StatusQueued) {
 			return nil
 		}
 		var sale struct {
-			PriceCents           int64         `bun:"price_cents"`
-			PaymentWindowSeconds int           `bun:"payment_window_seconds"`
-			Buckets              int           `bun:"buckets"`
-			OpenBucket           sql.NullInt64 `bun:"open_bucket"`
+			PriceCents           int64 `bun:"price_cents"`
+			PaymentWindowSeconds int   `bun:"payment_window_seconds"`
+			Buckets              int   `bun:"buckets"`
 		}
-		if err := tx.NewRaw("SELECT price_cents, payment_window_seconds, buckets, "+openBucketColumn(false)+" AS open_bucket FROM sales WHERE id = ?",
+		if err := tx.NewRaw("SELECT price_cents, payment_window_seconds, buckets FROM sales WHERE id = ?",
 			res.SaleID).Scan(ctx, &sale); err != nil {
 			return fmt.Errorf("read sale: %w", err)
 		}
@@ -209,21 +281,17 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 			OrderNo: ulid.Make().String(), Token: token, SaleID: res.SaleID, UserID: res.UserID,
 			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now,
 		}
-		bucket := pickedBucket(sale.OpenBucket)
-		if want != nil {
-			bucket = *want
-		}
-		if err := insertOrder(ctx, tx, o, bucket); err != nil {
+		if err := insertOrder(ctx, tx, o, -1); err != nil {
 			return err
 		}
-		if err := insertDeductLedger(ctx, tx, o, bucket); err != nil {
+		if err := insertDeductLedger(ctx, tx, o, -1); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ?
 			WHERE token = ?`, string(domain.StatusPendingPayment), o.OrderNo, sale.PriceCents, payBy, now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
-		if _, err := takeUnit(ctx, tx, o, bucket); err != nil {
+		if _, err := takeUnit(ctx, tx, o, -1); err != nil {
 			return err
 		}
 		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &o.OrderNo, sale.PriceCents, &payBy, now
@@ -251,14 +319,19 @@ type newOrder struct {
 // took). The unique live_user key refuses a second live order of the user:
 // ErrAlreadyPurchased.
 func insertOrder(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
-	if _, err := tx.ExecContext(ctx, "INSERT INTO orders ("+orderColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now); err != nil {
+	if _, err := insertOrderStmt(o, bucket).exec(ctx, tx); err != nil {
 		if IsDuplicate(err) {
 			return ErrAlreadyPurchased
 		}
 		return fmt.Errorf("insert order: %w", err)
 	}
 	return nil
+}
+
+// insertOrderStmt is insertOrder's statement.
+func insertOrderStmt(o newOrder, bucket int) stmt {
+	return stmt{"INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", []any{
+		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now}}
 }
 
 // insertDeductLedger writes the ledger's deduct row of the order's unit,

@@ -1,8 +1,9 @@
 // Package store is seckill's MySQL (MariaDB) layer: sales and their stock
 // buckets, reservations, orders and the stock ledger. The database, not
 // Redis, is the source of truth; every write here is idempotent under retry
-// and takes its row locks in one order — reservation row, order row, a
-// bucket, the ledger — so the paths cannot deadlock with each other.
+// and takes its row locks in one order — reservation row, order row, the
+// sale row (shared, where it reads it), a bucket last — so the paths cannot
+// deadlock with each other.
 package store
 
 import (
