@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
@@ -264,6 +265,52 @@ func TestPlaceOrderIsIdempotent(t *testing.T) {
 	again, err := st.RecordReservation(ctx(t), in)
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusPendingPayment, again.Status)
+}
+
+// A reservation that moves on (here, cancelled while QUEUED) between
+// PlaceOrder's read and its transaction gets no order: the transaction
+// waits for the reservation's row, finds it no longer QUEUED, rolls back,
+// and PlaceOrder returns where the reservation stands.
+func TestPlaceOrderOfAReservationCancelledMeanwhile(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	in := mustQueued(t, st, sale, testenv.UniqueUser(), "cancelled-meanwhile")
+
+	tx, err := st.DB.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx(t), "UPDATE reservations SET status = ? WHERE token = ?", string(domain.StatusCancelled), in.Token)
+	require.NoError(t, err)
+
+	type placed struct {
+		r   *domain.Reservation
+		err error
+	}
+	done := make(chan placed, 1)
+	go func() {
+		r, err := st.PlaceOrder(ctx(t), in.Token)
+		done <- placed{r, err}
+	}()
+	// Waiting: its read saw QUEUED, its transaction waits for the row.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var n int
+		assert.NoError(c, st.DB.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE command = 'Query' AND time_ms > 200 AND info LIKE ?`, fmt.Sprintf("%%WHERE token = '%s' AND status = %%", in.Token)).Scan(&n))
+		assert.Positive(c, n, "the placement waits for the reservation's row")
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, tx.Commit())
+
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, domain.StatusCancelled, got.r.Status)
+	require.Empty(t, got.r.OrderNo)
+	var orders int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM orders WHERE token = ?", in.Token).Scan(&orders))
+	require.Zero(t, orders)
+	require.Zero(t, ledgerCount(t, st, sale.ID, "deduct"))
+	left, err := st.DBStock(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, left)
 }
 
 // The fourth defence: one live or paid order per user and sale, by a unique
