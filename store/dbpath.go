@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/uptrace/bun"
 
 	"github.com/seckill/seckill/domain"
@@ -273,12 +272,8 @@ func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time
 	}
 	var o newOrder
 	for attempt := 1; ; attempt++ {
-		o = newOrder{
-			OrderNo: ulid.Make().String(), Token: in.Token, SaleID: in.SaleID, UserID: in.UserID,
-			AmountCents: sale.PriceCents, Buckets: sale.Buckets, Quota: true,
-		}
-		o.Now = time.Now().UTC().Truncate(time.Millisecond)
-		o.PayBy = o.Now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
+		o = orderFor(in.Token, in.SaleID, in.UserID, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
+		o.Quota = true
 		if attempt == 1 && want >= 0 {
 			err = reserveInDBScript(ctx, s.DB, in, o, sale.Epoch, want)
 		} else {

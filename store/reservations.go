@@ -219,15 +219,10 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 	if bucket < 0 {
 		return s.placeOrderTx(ctx, token)
 	}
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	o := newOrder{
-		OrderNo: ulid.Make().String(), Token: token, SaleID: res.SaleID, UserID: res.UserID,
-		AmountCents: read.PriceCents, PayBy: now.Add(time.Duration(read.PaymentWindowSeconds) * time.Second),
-		Buckets: read.Buckets, Now: now,
-	}
+	o := orderFor(token, res.SaleID, res.UserID, read.PriceCents, read.PaymentWindowSeconds, read.Buckets)
 	switch err := placeOrderScript(ctx, s.DB, o, bucket); {
 	case err == nil:
-		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &o.OrderNo, o.AmountCents, &o.PayBy, now
+		o.placed(res)
 		return res.domain(), nil
 	case errors.Is(err, errStalePick), errors.Is(err, errNotQueued):
 		return s.placeOrderTx(ctx, token)
@@ -248,9 +243,7 @@ var errNotQueued = errors.New("the reservation is no longer queued")
 // whole.
 func placeOrderScript(ctx context.Context, db bun.IDB, o newOrder, bucket int) error {
 	var sc script
-	sc.step(stmt{`UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ?
-		WHERE token = ? AND status = ?`, []any{string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now,
-		o.Token, string(domain.StatusQueued)}}, nil, errNotQueued)
+	sc.step(o.placeReservation(true), nil, errNotQueued)
 	sc.step(insertOrderStmt(o, bucket), ErrAlreadyPurchased, nil)
 	sc.step(deductLedger(o, bucket), nil, nil)
 	sc.step(takeFromStmt(o.SaleID, bucket, false, o.wantLockWait()), nil, errStalePick)
@@ -275,26 +268,20 @@ func (s *Store) placeOrderTx(ctx context.Context, token string) (*domain.Reserva
 			res.SaleID).Scan(ctx, &sale); err != nil {
 			return fmt.Errorf("read sale: %w", err)
 		}
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		payBy := now.Add(time.Duration(sale.PaymentWindowSeconds) * time.Second)
-		o := newOrder{
-			OrderNo: ulid.Make().String(), Token: token, SaleID: res.SaleID, UserID: res.UserID,
-			AmountCents: sale.PriceCents, PayBy: payBy, Buckets: sale.Buckets, Now: now,
-		}
+		o := orderFor(token, res.SaleID, res.UserID, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
 		if err := insertOrder(ctx, tx, o, -1); err != nil {
 			return err
 		}
 		if err := insertDeductLedger(ctx, tx, o, -1); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ?
-			WHERE token = ?`, string(domain.StatusPendingPayment), o.OrderNo, sale.PriceCents, payBy, now, token); err != nil {
+		if _, err := o.placeReservation(false).exec(ctx, tx); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		if _, err := takeUnit(ctx, tx, o, -1); err != nil {
 			return err
 		}
-		res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &o.OrderNo, sale.PriceCents, &payBy, now
+		o.placed(res)
 		return nil
 	})
 }
@@ -312,6 +299,33 @@ type newOrder struct {
 	// Quota: the unit is the database path's, so it also takes one unit
 	// of the bucket's share of that path's quota (openQuota).
 	Quota bool
+}
+
+// orderFor is the order a reservation of token places now, paid for by
+// the end of the sale's payment window.
+func orderFor(token string, saleID, userID, priceCents int64, windowSeconds, buckets int) newOrder {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	return newOrder{
+		OrderNo: ulid.Make().String(), Token: token, SaleID: saleID, UserID: userID, AmountCents: priceCents,
+		PayBy: now.Add(time.Duration(windowSeconds) * time.Second), Buckets: buckets, Now: now,
+	}
+}
+
+// placeReservation moves the order's reservation to PENDING_PAYMENT with
+// the order; ifQueued: only a QUEUED one (the caller holds no lock on it).
+func (o newOrder) placeReservation(ifQueued bool) stmt {
+	q := "UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ?"
+	args := []any{string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Token}
+	if ifQueued {
+		q += " AND status = ?"
+		args = append(args, string(domain.StatusQueued))
+	}
+	return stmt{q, args}
+}
+
+// placed mirrors on res what placing the order wrote.
+func (o newOrder) placed(res *reservationRow) {
+	res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &o.OrderNo, o.AmountCents, &o.PayBy, o.Now
 }
 
 // insertOrder inserts the order, PENDING_PAYMENT, with the bucket its unit
