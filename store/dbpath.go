@@ -352,7 +352,7 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, o newOr
 		if err := insertDeductLedger(ctx, tx, o, -1); err != nil {
 			return err
 		}
-		if _, err := takeUnit(ctx, tx, o, -1); errors.Is(err, ErrNoStock) {
+		if err := takeUnit(ctx, tx, o); errors.Is(err, ErrNoStock) {
 			// No bucket has both stock and quota: the quota ran out.
 			return ErrQuotaExhausted
 		} else if err != nil {

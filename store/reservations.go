@@ -278,7 +278,7 @@ func (s *Store) placeOrderTx(ctx context.Context, token string) (*domain.Reserva
 		if _, err := o.placeReservation(false).exec(ctx, tx); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
-		if _, err := takeUnit(ctx, tx, o, -1); err != nil {
+		if err := takeUnit(ctx, tx, o); err != nil {
 			return err
 		}
 		o.placed(res)
@@ -329,8 +329,7 @@ func (o newOrder) placed(res *reservationRow) {
 }
 
 // insertOrder inserts the order, PENDING_PAYMENT, with the bucket its unit
-// is to come from (-1: none seen with a unit; takeUnit sets the bucket it
-// took). The unique live_user key refuses a second live order of the user:
+// is to come from (-1: not known yet; takeUnit sets it). The unique live_user key refuses a second live order of the user:
 // ErrAlreadyPurchased.
 func insertOrder(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
 	if _, err := insertOrderStmt(o, bucket).exec(ctx, tx); err != nil {
@@ -370,8 +369,8 @@ const orderColumns = "order_no, token, sale_id, user_id, amount_cents, status, b
 // with a unit (and, with quota, a unit of the database path's quota): the
 // first from a random bucket on, wrapping around; NULL when none has. It
 // reads without locking: the order's transaction takes the unit from that
-// bucket last (takeUnit), so the bucket's row lock is held for one round
-// trip.
+// bucket last (the last step of its script), so the bucket's row lock is
+// held for no round trip of the client's.
 func openBucketColumn(quota bool) string {
 	has := "b.stock >= 1"
 	if quota {
@@ -392,49 +391,36 @@ func pickedBucket(b sql.NullInt64) int {
 	return int(b.Int64)
 }
 
-// takeUnit takes the order's unit, as its transaction's last statement
-// before the commit, so that the bucket's row lock (every order of the
-// bucket queues on it) is held for one round trip: first from want, the
-// bucket the caller's read saw with a unit, by a conditional UPDATE checked
-// by affected rows. When that touches nothing (want emptied, or gave up its
-// quota, since the read; or the read saw none) it takes the unit from
-// another bucket (deductBucket) and moves the order's bucket and its ledger
-// row's there. When want stays locked for wantLockWait (a sale of more
-// than one bucket) it fails with MySQL's lock wait timeout, which
-// IsRetryable: the caller's retry picks again. It returns the bucket;
-// ErrNoStock when no bucket has a unit (the caller rolls back).
-func takeUnit(ctx context.Context, tx bun.Tx, o newOrder, want int) (int, error) {
-	if want >= 0 {
-		// Held past wantLockWait (a transaction stalled before its commit)
-		// is a retryable error for the whole transaction: the statement
-		// that waited was rolled back, and the transaction too on a server
-		// with innodb_rollback_on_timeout, so nothing more may run in it.
-		ok, err := takeFrom(ctx, tx, o.SaleID, want, o.Quota, o.wantLockWait())
-		if err != nil || ok {
-			return want, err
-		}
-	}
+// takeUnit takes the order's unit from any bucket with one that no other
+// transaction holds (deductBucket), as its transaction's last statements
+// before the commit, and moves the order's bucket and its ledger row's
+// there (written naming none, -1). It is the way of an order whose picked
+// bucket was no use: ran out, or held past wantLockWait, or none picked
+// (the scripts take theirs from the bucket picked). ErrNoStock when no
+// bucket has a unit: the caller rolls back.
+func takeUnit(ctx context.Context, tx bun.Tx, o newOrder) error {
 	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets, o.Quota)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, o.OrderNo); err != nil {
-		return 0, fmt.Errorf("record bucket: %w", err)
+		return fmt.Errorf("record bucket: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE stock_ledger SET bucket_no = ? WHERE token = ? AND operation = 'deduct'", bucket, o.Token); err != nil {
-		return 0, fmt.Errorf("record ledger bucket: %w", err)
+		return fmt.Errorf("record ledger bucket: %w", err)
 	}
-	return bucket, nil
+	return nil
 }
 
-// wantLockWait bounds, in seconds, takeUnit's wait for the bucket it
-// wants, when the sale has other buckets: another order holds it for one
-// round trip, unless that transaction stalled before its commit (its
-// process stopped), and then the orders that want the bucket give up after
-// this long and are retried.
+// wantLockWait bounds, in seconds, a script's wait for the bucket it
+// picked, when the sale has other buckets: another order holds it for no
+// more than a round trip, unless that transaction stalled before its
+// commit (its process stopped), and then the orders that want the bucket
+// give up after this long, having written nothing (MySQL's lock wait
+// timeout, which IsRetryable), and are retried.
 const wantLockWait = 1
 
-// wantLockWait is takeUnit's bound on its wait for the bucket it wants.
+// wantLockWait is the order's bound on its wait for the bucket it picked.
 // With one bucket there is no other to take: it waits as long as it takes
 // (0; a long queue on it would time out, for nothing).
 func (o newOrder) wantLockWait() int {
@@ -470,12 +456,11 @@ func takeFromStmt(saleID int64, bucket int, quota bool, lockWait int) stmt {
 	return stmt{q, []any{saleID, bucket}}
 }
 
-// deductBucket takes one unit from a bucket of the sale, where the bucket
-// takeUnit tried first had none. It starts at a random bucket and skips
-// buckets other transactions hold (SELECT ... FOR UPDATE SKIP LOCKED), so
-// concurrent orders spread over the buckets instead of queueing on one row
-// lock. Only when every bucket with stock is held
-// does it wait, and then for one row at a time by its key: a locking scan
+// deductBucket takes one unit from a bucket of the sale, for takeUnit. It
+// starts at a random bucket and skips buckets other transactions hold
+// (SELECT ... FOR UPDATE SKIP LOCKED), so concurrent orders spread over the
+// buckets instead of queueing on one row lock. Only when every bucket with
+// stock is held does it wait, and then for one row at a time by its key: a locking scan
 // here would let two transactions each hold a row the other waits for. The
 // conditional UPDATE, checked by affected rows, is what makes a unit
 // impossible to take twice. With quota (the database path) a bucket must
