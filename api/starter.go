@@ -45,7 +45,8 @@ const (
 // vanished (chaos soak seed 7). The retry keeps it, and records it QUEUED
 // in the database so that it outlives this process too (recordKept); the
 // workflow then finds the unit or ends FAILED, as the contract allows
-// after such faults.
+// after such faults. While a start failed lately, a new Redis hold's
+// reservation is recorded before its 202 is answered (enqueue).
 type starter struct {
 	q       chan queuedStart
 	retry   retryList
@@ -105,6 +106,23 @@ func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 		return
 	}
 	q := queuedStart{in: in, httpRequestID: reqid.From(reqCtx), span: trace.SpanContextFromContext(reqCtx)}
+	if s.temporalSuspect() && !in.NoRedisHold() {
+		// A start failed lately: this one would wait in the queue behind
+		// starts that take their whole timeout to fail, and until it is
+		// recorded the 202 lives only in this process and Redis (killed
+		// together with an AOF's last second lost, it vanished: soak seed
+		// 25). It is recorded QUEUED now, before the 202 goes out, and
+		// kept for the retry loop, which starts it once Temporal answers.
+		recorded := s.recordNow(reqCtx, in)
+		s.m.starter.WithLabelValues("deferred").Inc()
+		if s.retry.add(q) {
+			s.m.starter.WithLabelValues("retry_dropped").Inc()
+		}
+		if recorded {
+			s.retry.markRecorded(in.Token)
+		}
+		return
+	}
 	select {
 	case s.q <- q:
 		s.m.starter.WithLabelValues("queued").Inc()
@@ -297,7 +315,21 @@ func (s *starter) recordKept(ctx context.Context) {
 
 // record records a Redis hold's reservation QUEUED; false when it failed.
 func (s *starter) record(ctx context.Context, in domain.OrderInput) bool {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	return s.recordWithin(ctx, in, 2*time.Second)
+}
+
+// recordNow is record on a request's path: it waits at most
+// recordOnRequestTimeout (the database slow or down too), and what it did
+// not record the retry loop records (recordKept).
+func (s *starter) recordNow(ctx context.Context, in domain.OrderInput) bool {
+	return s.recordWithin(ctx, in, recordOnRequestTimeout)
+}
+
+// recordOnRequestTimeout bounds recordNow.
+const recordOnRequestTimeout = 500 * time.Millisecond
+
+func (s *starter) recordWithin(ctx context.Context, in domain.OrderInput, timeout time.Duration) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if _, err := s.st.RecordReservation(rctx, in); err != nil {
 		s.logger.Warn("recording a reservation whose start waits failed", "token", in.Token, "err", err)
