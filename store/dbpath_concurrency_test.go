@@ -143,18 +143,9 @@ func TestDatabasePathRacingAResyncIsNotSoldOut(t *testing.T) {
 // reservation updated the sale row's quota and waited for the one before.
 func TestDatabasePathReservationsDoNotQueueOnTheSaleRow(t *testing.T) {
 	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 20, func(s *domain.Sale) { s.Buckets = 4 })
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 20))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
-	require.NoError(t, err)
+	sale := mustDatabaseSale(t, st, 20, 4)
 	base := testenv.UniqueUser() * 1000
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
-		require.NoError(t, err)
-	})
-	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base, "queue-0")) // opens the quota
+	_, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base, "queue-0")) // opens the quota
 	require.NoError(t, err)
 
 	// What a reservation in flight holds just before its commit.
@@ -187,18 +178,9 @@ func TestDatabasePathReservationsDoNotQueueOnTheSaleRow(t *testing.T) {
 // the bucket's stock and share as they were.
 func TestDatabasePathWaitingForAModeChangeRollsBack(t *testing.T) {
 	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 10, func(s *domain.Sale) { s.Buckets = 2 })
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 10))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
-	require.NoError(t, err)
+	sale := mustDatabaseSale(t, st, 10, 2)
 	base := testenv.UniqueUser() * 1000
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
-		require.NoError(t, err)
-	})
-	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base, "mode-0")) // opens the quota
+	_, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base, "mode-0")) // opens the quota
 	require.NoError(t, err)
 
 	// The resync's mode change, held uncommitted: it owns the sale row.

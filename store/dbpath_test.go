@@ -321,15 +321,11 @@ func TestDatabasePathChecksTheSaleAsItIsNow(t *testing.T) {
 // which its order and ledger rows then name.
 func TestDatabasePathFromABucketThatRanOutTakesAnother(t *testing.T) {
 	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 2, func(s *domain.Sale) { s.Buckets = 2 })
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 2))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
-	require.NoError(t, err)
+	sale := mustDatabaseSale(t, st, 2, 2)
 	base := testenv.UniqueUser() * 1000
-	t.Cleanup(func() { markSaleDispatched(t, st, sale.ID) })
 
 	first := dbInput(sale, base, "ran-out-1")
-	_, _, err = st.ReserveInDBWanting(ctx(t), first, 0)
+	_, _, err := st.ReserveInDBWanting(ctx(t), first, 0)
 	require.NoError(t, err)
 	o, l := orderBuckets(t, st, first.Token)
 	require.Equal(t, []int{0, 0}, []int{o, l})
@@ -358,13 +354,9 @@ func TestDatabasePathFromABucketThatRanOutTakesAnother(t *testing.T) {
 // from another bucket.
 func TestDatabasePathDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 2 })
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
-	require.NoError(t, err)
+	sale := mustDatabaseSale(t, st, 4, 2)
 	base := testenv.UniqueUser() * 1000
-	t.Cleanup(func() { markSaleDispatched(t, st, sale.ID) })
-	_, _, err = st.ReserveInDBWanting(ctx(t), dbInput(sale, base, "stalled-0"), 1) // opens the quota
+	_, _, err := st.ReserveInDBWanting(ctx(t), dbInput(sale, base, "stalled-0"), 1) // opens the quota
 	require.NoError(t, err)
 	require.Equal(t, []int64{2, 1}, bucketsOf(t, st, sale.ID))
 
@@ -380,11 +372,21 @@ func TestDatabasePathDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	require.Equal(t, []int64{2, 0}, bucketsOf(t, st, sale.ID))
 }
 
-// markSaleDispatched marks the sale's outbox entries dispatched, so that no
-// outbox relay of another test starts their workflows.
-func markSaleDispatched(tb testing.TB, st *store.Store, saleID int64) {
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", saleID)
+// mustDatabaseSale is a sale of stock units in buckets that Redis last saw
+// with all of them unsold, moved to database mode; its outbox entries are
+// marked dispatched at the test's end, so that no outbox relay of another
+// test starts their workflows.
+func mustDatabaseSale(tb testing.TB, st *store.Store, stock int64, buckets int) *domain.Sale {
+	tb.Helper()
+	sale := testenv.MustSale(tb, st, stock, func(s *domain.Sale) { s.Buckets = buckets })
+	require.NoError(tb, st.RecordRedisStock(ctx(tb), sale.ID, stock))
+	_, err := st.SwitchToDatabase(ctx(tb), sale.ID, 0)
 	require.NoError(tb, err)
+	tb.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
+		require.NoError(tb, err)
+	})
+	return sale
 }
