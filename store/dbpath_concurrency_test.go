@@ -197,12 +197,7 @@ func TestDatabasePathWaitingForAModeChangeRollsBack(t *testing.T) {
 		done <- err
 	}()
 	// Waiting: its statement that reads the sale row has run for a while.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var n int
-		assert.NoError(c, st.DB.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE command = 'Query' AND time_ms > 200 AND info LIKE ?`, fmt.Sprintf("%%FROM sales WHERE id = %d %%LOCK IN SHARE MODE%%", sale.ID)).Scan(&n))
-		assert.Positive(c, n, "the reservation waits for the sale row")
-	}, 10*time.Second, 20*time.Millisecond)
+	waitForStatement(t, st, fmt.Sprintf("%%FROM sales WHERE id = %d %%LOCK IN SHARE MODE%%", sale.ID), "the reservation waits for the sale row")
 	require.NoError(t, tx.Commit())
 
 	require.ErrorIs(t, <-done, store.ErrNotDatabaseMode)

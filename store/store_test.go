@@ -267,6 +267,18 @@ func TestPlaceOrderIsIdempotent(t *testing.T) {
 	require.Equal(t, domain.StatusPendingPayment, again.Status)
 }
 
+// waitForStatement waits until a statement whose text is LIKE like has run
+// for a while (waiting for a lock another transaction of the test holds).
+func waitForStatement(tb testing.TB, st *store.Store, like, what string) {
+	tb.Helper()
+	require.EventuallyWithT(tb, func(c *assert.CollectT) {
+		var n int
+		assert.NoError(c, st.DB.QueryRowContext(ctx(tb), `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE command = 'Query' AND time_ms > 200 AND info LIKE ?`, like).Scan(&n))
+		assert.Positive(c, n, what)
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
 // A reservation that moves on (here, cancelled while QUEUED) between
 // PlaceOrder's read and its transaction gets no order: the transaction
 // waits for the reservation's row, finds it no longer QUEUED, rolls back,
@@ -292,12 +304,7 @@ func TestPlaceOrderOfAReservationCancelledMeanwhile(t *testing.T) {
 		done <- placed{r, err}
 	}()
 	// Waiting: its read saw QUEUED, its transaction waits for the row.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var n int
-		assert.NoError(c, st.DB.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE command = 'Query' AND time_ms > 200 AND info LIKE ?`, fmt.Sprintf("%%WHERE token = '%s' AND status = %%", in.Token)).Scan(&n))
-		assert.Positive(c, n, "the placement waits for the reservation's row")
-	}, 10*time.Second, 20*time.Millisecond)
+	waitForStatement(t, st, fmt.Sprintf("%%WHERE token = '%s' AND status = %%", in.Token), "the placement waits for the reservation's row")
 	require.NoError(t, tx.Commit())
 
 	got := <-done
