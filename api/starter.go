@@ -113,14 +113,8 @@ func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 		// together with an AOF's last second lost, it vanished: soak seed
 		// 25). It is recorded QUEUED now, before the 202 goes out, and
 		// kept for the retry loop, which starts it once Temporal answers.
-		recorded := s.recordNow(reqCtx, in)
 		s.m.starter.WithLabelValues("deferred").Inc()
-		if s.retry.add(q) {
-			s.m.starter.WithLabelValues("retry_dropped").Inc()
-		}
-		if recorded {
-			s.retry.markRecorded(in.Token)
-		}
+		s.keep(reqCtx, q, false, recordOnRequestTimeout)
 		return
 	}
 	select {
@@ -160,13 +154,13 @@ func (s *starter) serve(stop <-chan struct{}, drain func() context.Context) {
 	for {
 		select {
 		case q := <-s.q:
-			s.start(q.context(context.Background()), q.in)
+			s.start(q.context(context.Background()), q)
 		case <-stop:
 			dctx := drain()
 			for dctx.Err() == nil {
 				select {
 				case q := <-s.q:
-					s.start(q.context(dctx), q.in)
+					s.start(q.context(dctx), q)
 				default:
 					return
 				}
@@ -176,19 +170,26 @@ func (s *starter) serve(stop <-chan struct{}, drain func() context.Context) {
 	}
 }
 
-func (s *starter) start(parent context.Context, in domain.OrderInput) {
+func (s *starter) start(parent context.Context, q queuedStart) {
 	recorded := false
-	if s.temporalSuspect() && !in.NoRedisHold() {
-		recorded = s.record(parent, in)
+	if s.temporalSuspect() && !q.in.NoRedisHold() {
+		recorded = s.record(parent, q.in, recordTimeout)
 	}
-	if s.tryStart(parent, in) {
+	if s.tryStart(parent, q.in) {
 		return
 	}
-	if s.retry.add(queuedStart{in: in, httpRequestID: reqid.From(parent), span: trace.SpanContextFromContext(parent)}) {
+	s.keep(parent, q, recorded, recordTimeout)
+}
+
+// keep keeps q's start for the retry loop and, for a Redis hold not
+// recorded yet, records its reservation QUEUED within timeout; what it
+// cannot record the retry loop records (recordKept).
+func (s *starter) keep(ctx context.Context, q queuedStart, recorded bool, timeout time.Duration) {
+	if s.retry.add(q) {
 		s.m.starter.WithLabelValues("retry_dropped").Inc()
 	}
-	if !in.NoRedisHold() && (recorded || s.record(parent, in)) {
-		s.retry.markRecorded(in.Token)
+	if !q.in.NoRedisHold() && (recorded || s.record(ctx, q.in, timeout)) {
+		s.retry.markRecorded(q.in.Token)
 	}
 }
 
@@ -306,29 +307,23 @@ func (s *starter) retryRound(ctx context.Context) bool {
 // tries again after the next failed round.
 func (s *starter) recordKept(ctx context.Context) {
 	for _, in := range s.retry.unrecorded() {
-		if !s.record(ctx, in) {
+		if !s.record(ctx, in, recordTimeout) {
 			return
 		}
 		s.retry.markRecorded(in.Token)
 	}
 }
 
-// record records a Redis hold's reservation QUEUED; false when it failed.
-func (s *starter) record(ctx context.Context, in domain.OrderInput) bool {
-	return s.recordWithin(ctx, in, 2*time.Second)
-}
+// Bounds of record: off a request's path, and on it (the database slow
+// or down too: a 202 is not held up longer).
+const (
+	recordTimeout          = 2 * time.Second
+	recordOnRequestTimeout = 500 * time.Millisecond
+)
 
-// recordNow is record on a request's path: it waits at most
-// recordOnRequestTimeout (the database slow or down too), and what it did
-// not record the retry loop records (recordKept).
-func (s *starter) recordNow(ctx context.Context, in domain.OrderInput) bool {
-	return s.recordWithin(ctx, in, recordOnRequestTimeout)
-}
-
-// recordOnRequestTimeout bounds recordNow.
-const recordOnRequestTimeout = 500 * time.Millisecond
-
-func (s *starter) recordWithin(ctx context.Context, in domain.OrderInput, timeout time.Duration) bool {
+// record records a Redis hold's reservation QUEUED within timeout; false
+// when it failed.
+func (s *starter) record(ctx context.Context, in domain.OrderInput, timeout time.Duration) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if _, err := s.st.RecordReservation(rctx, in); err != nil {

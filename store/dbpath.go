@@ -321,13 +321,8 @@ var errStalePick = errors.New("the picked bucket ran out")
 // whole.
 func reserveInDBScript(ctx context.Context, db bun.IDB, in domain.OrderInput, o newOrder, epoch int64, want int) error {
 	var sc script
-	sc.step(insertDBPathReservation(in, o), errReplayRace, nil)
-	sc.step(insertOutbox(in.Token, in.SaleID, o.Now), nil, nil)
-	// The sale is in database mode in the epoch read (or the order is not
-	// inserted), and stays so until the commit: the shared lock.
-	sc.step(insertOrderIfDatabaseStmt(o, want, epoch), ErrAlreadyPurchased, ErrNotDatabaseMode)
-	sc.step(deductLedger(o, want), nil, nil)
-	sc.step(takeFromStmt(o.SaleID, want, true, o.wantLockWait()), nil, errStalePick)
+	sc.add(dbPathRows(in, o, epoch, want)...)
+	sc.add(o.takePicked(want))
 	return sc.run(ctx, db)
 }
 
@@ -337,19 +332,7 @@ func reserveInDBScript(ctx context.Context, db bun.IDB, in domain.OrderInput, o 
 // transaction (takeUnit, deductBucket).
 func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, o newOrder, epoch int64) error {
 	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := insertDBPathReservation(in, o).exec(ctx, tx); err != nil {
-			if IsDuplicate(err) {
-				return errReplayRace
-			}
-			return fmt.Errorf("insert reservation: %w", err)
-		}
-		if _, err := insertOutbox(in.Token, in.SaleID, o.Now).exec(ctx, tx); err != nil {
-			return fmt.Errorf("outbox: %w", err)
-		}
-		if err := insertOrderIfDatabase(ctx, tx, o, -1, epoch); err != nil {
-			return err
-		}
-		if err := insertDeductLedger(ctx, tx, o, -1); err != nil {
+		if err := runSteps(ctx, tx, dbPathRows(in, o, epoch, -1)); err != nil {
 			return err
 		}
 		if err := takeUnit(ctx, tx, o); errors.Is(err, ErrNoStock) {
@@ -362,19 +345,22 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, o newOr
 	})
 }
 
-// insertDBPathReservation records a database-path reservation, with its
-// order, PENDING_PAYMENT.
-func insertDBPathReservation(in domain.OrderInput, o newOrder) stmt {
-	return stmt{`INSERT INTO reservations
-		(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, []any{
-		in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
-		o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Now}}
-}
-
-// insertOutbox records that token's workflow must be started.
-func insertOutbox(token string, saleID int64, now time.Time) stmt {
-	return stmt{"INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", []any{token, saleID, now}}
+// dbPathRows are the rows of a database-path reservation, in the order
+// written: the reservation with its order, PENDING_PAYMENT (a duplicate:
+// the replay race); its outbox row; the order together with the check of
+// the sale row (insertOrderIfDatabase); the ledger row. bucket is where
+// the unit is to come from (-1: not known yet; takeUnit sets it).
+func dbPathRows(in domain.OrderInput, o newOrder, epoch int64, bucket int) []step {
+	return []step{
+		{stmt: stmt{`INSERT INTO reservations
+			(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, []any{
+			in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
+			o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Now}}, what: "insert reservation", dup: errReplayRace},
+		{stmt: stmt{"INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", []any{in.Token, in.SaleID, o.Now}}, what: "outbox"},
+		insertOrderIfDatabase(o, bucket, epoch),
+		deductLedger(o, bucket),
+	}
 }
 
 var errReplayRace = errors.New("replay raced")
@@ -592,24 +578,9 @@ func nowMS() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 // statement takes no table lock; on the ledger it would take InnoDB's
 // AUTO-INC lock for the statement, and the reservations in flight queued on
 // it.)
-func insertOrderIfDatabase(ctx context.Context, tx bun.Tx, o newOrder, bucket int, epoch int64) error {
-	n, err := insertOrderIfDatabaseStmt(o, bucket, epoch).exec(ctx, tx)
-	if err != nil {
-		if IsDuplicate(err) {
-			return ErrAlreadyPurchased
-		}
-		return fmt.Errorf("insert order: %w", err)
-	}
-	if n != 1 {
-		return ErrNotDatabaseMode
-	}
-	return nil
-}
-
-// insertOrderIfDatabaseStmt is insertOrderIfDatabase's statement.
-func insertOrderIfDatabaseStmt(o newOrder, bucket int, epoch int64) stmt {
-	return stmt{"INSERT INTO orders (" + orderColumns + `)
+func insertOrderIfDatabase(o newOrder, bucket int, epoch int64) step {
+	return step{stmt: stmt{"INSERT INTO orders (" + orderColumns + `)
 		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ? LOCK IN SHARE MODE`, []any{
 		o.OrderNo, o.Token, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now,
-		o.SaleID, string(domain.ModeDatabase), epoch}}
+		o.SaleID, string(domain.ModeDatabase), epoch}}, what: "insert order", dup: ErrAlreadyPurchased, none: ErrNotDatabaseMode}
 }

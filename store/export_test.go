@@ -32,7 +32,7 @@ type ScriptStep struct {
 func (s *Store) RunScript(ctx context.Context, steps ...ScriptStep) error {
 	var sc script
 	for _, st := range steps {
-		sc.step(stmt{st.Query, st.Args}, st.Dup, st.None)
+		sc.add(step{stmt: stmt{st.Query, st.Args}, what: "test step", dup: st.Dup, none: st.None})
 	}
 	return sc.run(ctx, s.DB)
 }

@@ -243,11 +243,24 @@ var errNotQueued = errors.New("the reservation is no longer queued")
 // whole.
 func placeOrderScript(ctx context.Context, db bun.IDB, o newOrder, bucket int) error {
 	var sc script
-	sc.step(o.placeReservation(true), nil, errNotQueued)
-	sc.step(insertOrderStmt(o, bucket), ErrAlreadyPurchased, nil)
-	sc.step(deductLedger(o, bucket), nil, nil)
-	sc.step(takeFromStmt(o.SaleID, bucket, false, o.wantLockWait()), nil, errStalePick)
+	sc.add(placeOrderRows(o, bucket)...)
+	sc.add(o.takePicked(bucket))
 	return sc.run(ctx, db)
+}
+
+// placeOrderRows are the rows of a placed order, in the order written: the
+// reservation's move from QUEUED to PENDING_PAYMENT (no row: errNotQueued;
+// first, so its row lock is taken before the order's, as in every path),
+// the order, the ledger row. bucket is where the unit is to come from (-1:
+// not known yet; takeUnit sets it).
+func placeOrderRows(o newOrder, bucket int) []step {
+	return []step{
+		{stmt: stmt{"UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ? AND status = ?", []any{
+			string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Token, string(domain.StatusQueued)}},
+			what: "update reservation", none: errNotQueued},
+		insertOrder(o, bucket),
+		deductLedger(o, bucket),
+	}
 }
 
 // placeOrderTx is PlaceOrder's transaction when the bucket picked is no
@@ -269,14 +282,8 @@ func (s *Store) placeOrderTx(ctx context.Context, token string) (*domain.Reserva
 			return fmt.Errorf("read sale: %w", err)
 		}
 		o := orderFor(token, res.SaleID, res.UserID, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
-		if err := insertOrder(ctx, tx, o, -1); err != nil {
+		if err := runSteps(ctx, tx, placeOrderRows(o, -1)); err != nil {
 			return err
-		}
-		if err := insertDeductLedger(ctx, tx, o, -1); err != nil {
-			return err
-		}
-		if _, err := o.placeReservation(false).exec(ctx, tx); err != nil {
-			return fmt.Errorf("update reservation: %w", err)
 		}
 		if err := takeUnit(ctx, tx, o); err != nil {
 			return err
@@ -311,55 +318,32 @@ func orderFor(token string, saleID, userID, priceCents int64, windowSeconds, buc
 	}
 }
 
-// placeReservation moves the order's reservation to PENDING_PAYMENT with
-// the order; ifQueued: only a QUEUED one (the caller holds no lock on it).
-func (o newOrder) placeReservation(ifQueued bool) stmt {
-	q := "UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ?"
-	args := []any{string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Token}
-	if ifQueued {
-		q += " AND status = ?"
-		args = append(args, string(domain.StatusQueued))
-	}
-	return stmt{q, args}
-}
-
 // placed mirrors on res what placing the order wrote.
 func (o newOrder) placed(res *reservationRow) {
 	res.Status, res.OrderNo, res.AmountCents, res.PayBy, res.UpdatedAt = string(domain.StatusPendingPayment), &o.OrderNo, o.AmountCents, &o.PayBy, o.Now
 }
 
 // insertOrder inserts the order, PENDING_PAYMENT, with the bucket its unit
-// is to come from (-1: not known yet; takeUnit sets it). The unique live_user key refuses a second live order of the user:
-// ErrAlreadyPurchased.
-func insertOrder(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
-	if _, err := insertOrderStmt(o, bucket).exec(ctx, tx); err != nil {
-		if IsDuplicate(err) {
-			return ErrAlreadyPurchased
-		}
-		return fmt.Errorf("insert order: %w", err)
-	}
-	return nil
+// is to come from. The unique live_user key refuses a second live order of
+// the user: ErrAlreadyPurchased.
+func insertOrder(o newOrder, bucket int) step {
+	return step{stmt: stmt{"INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", []any{
+		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now}},
+		what: "insert order", dup: ErrAlreadyPurchased}
 }
 
-// insertOrderStmt is insertOrder's statement.
-func insertOrderStmt(o newOrder, bucket int) stmt {
-	return stmt{"INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", []any{
-		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now}}
+// deductLedger writes the ledger's deduct row of the order's unit, from
+// bucket (takeUnit moves it if the unit comes from another).
+func deductLedger(o newOrder, bucket int) step {
+	return step{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+		VALUES (?, 'deduct', ?, ?, -1, ?)`, []any{o.Token, o.SaleID, bucket, o.Now}}, what: "ledger deduct"}
 }
 
-// insertDeductLedger writes the ledger's deduct row of the order's unit,
-// from bucket (takeUnit moves it if the unit comes from another).
-func insertDeductLedger(ctx context.Context, tx bun.Tx, o newOrder, bucket int) error {
-	if _, err := deductLedger(o, bucket).exec(ctx, tx); err != nil {
-		return fmt.Errorf("ledger deduct: %w", err)
-	}
-	return nil
-}
-
-// deductLedger is insertDeductLedger's statement.
-func deductLedger(o newOrder, bucket int) stmt {
-	return stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
-		VALUES (?, 'deduct', ?, ?, -1, ?)`, []any{o.Token, o.SaleID, bucket, o.Now}}
+// takePicked takes the order's unit from bucket, the one its read picked,
+// waiting for its row at most wantLockWait: a script's last step. No row
+// (the bucket ran out since the read): errStalePick.
+func (o newOrder) takePicked(bucket int) step {
+	return step{stmt: takeFromStmt(o.SaleID, bucket, o.Quota, o.wantLockWait()), what: "deduct bucket", none: errStalePick}
 }
 
 // orderColumns are the columns insertOrder and insertOrderIfDatabase write.

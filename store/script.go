@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -10,9 +11,7 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// stmt is one SQL statement with its arguments, built once for both a
-// transaction that runs it on its own and a script that sends it with
-// others.
+// stmt is one SQL statement with its arguments.
 type stmt struct {
 	query string
 	args  []any
@@ -27,13 +26,47 @@ func (st stmt) exec(ctx context.Context, tx bun.Tx) (int64, error) {
 	return r.RowsAffected()
 }
 
+// step is a statement of an order's transaction with what its failure
+// means, built once for both a transaction that runs it on its own (run)
+// and a script that sends it with others (script.add): with dup, a
+// duplicate key in it is dup; with none, a count of affected rows other
+// than one is none; what names it in any other error.
+type step struct {
+	stmt
+	what      string
+	dup, none error
+}
+
+// run runs the step in tx, one round trip.
+func (st step) run(ctx context.Context, tx bun.Tx) error {
+	n, err := st.exec(ctx, tx)
+	switch {
+	case err != nil && st.dup != nil && IsDuplicate(err):
+		return st.dup
+	case err != nil:
+		return fmt.Errorf("%s: %w", st.what, err)
+	case st.none != nil && n != 1:
+		return st.none
+	}
+	return nil
+}
+
+// runSteps runs steps in tx in order, one round trip each.
+func runSteps(ctx context.Context, tx bun.Tx, steps []step) error {
+	for _, st := range steps {
+		if err := st.run(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // script is a transaction sent to MariaDB whole, as one compound statement
-// (BEGIN NOT ATOMIC ... END): one round trip in place of one per
-// statement, so a row lock it takes is held for no round trip of the
-// client's. A step that must touch exactly one row, or must not hit a
-// unique key, fails the script with the error its caller expects (a
-// signal MariaDB raises with the step's number); any other error rolls the
-// transaction back and comes back as MariaDB raised it. MariaDB-only, as
+// (BEGIN NOT ATOMIC ... END): one round trip in place of one per step, so
+// a row lock it takes is held for no round trip of the client's. A step's
+// duplicate key or count of rows fails the script with the step's error (a
+// signal MariaDB raises with the step's number), as run would; any other
+// error rolls the transaction back and comes back as MariaDB raised it. MariaDB-only, as
 // SET STATEMENT and the orders' PERSISTENT column already are.
 //
 // The script commits on the server, so a client that gave up waiting (a
@@ -48,23 +81,24 @@ type script struct {
 // scriptFailure prefixes the message of a step's signal, before its number.
 const scriptFailure = "seckill script step "
 
-// step appends st. With dup, a duplicate key in it fails the script with
-// dup; with none, a count of affected rows other than one does, with none.
-func (s *script) step(st stmt, dup, none error) {
-	fail := func(err error) string {
-		s.fails = append(s.fails, err)
-		return "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + scriptFailure + strconv.Itoa(len(s.fails)-1) + "';"
+// add appends steps.
+func (s *script) add(steps ...step) {
+	for _, st := range steps {
+		fail := func(err error) string {
+			s.fails = append(s.fails, err)
+			return "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + scriptFailure + strconv.Itoa(len(s.fails)-1) + "';"
+		}
+		s.body.WriteString("BEGIN ")
+		if st.dup != nil {
+			s.body.WriteString("DECLARE EXIT HANDLER FOR 1062 " + fail(st.dup) + " ")
+		}
+		s.body.WriteString(st.query + "; ")
+		if st.none != nil {
+			s.body.WriteString("IF ROW_COUNT() <> 1 THEN " + fail(st.none) + " END IF; ")
+		}
+		s.body.WriteString("END;\n")
+		s.args = append(s.args, st.args...)
 	}
-	s.body.WriteString("BEGIN ")
-	if dup != nil {
-		s.body.WriteString("DECLARE EXIT HANDLER FOR 1062 " + fail(dup) + " ")
-	}
-	s.body.WriteString(st.query + "; ")
-	if none != nil {
-		s.body.WriteString("IF ROW_COUNT() <> 1 THEN " + fail(none) + " END IF; ")
-	}
-	s.body.WriteString("END;\n")
-	s.args = append(s.args, st.args...)
 }
 
 // run sends the script in one transaction of its own; db must not be in
@@ -74,7 +108,7 @@ func (s *script) run(ctx context.Context, db bun.IDB) error {
 		s.body.String() + "COMMIT;\nEND"
 	if _, err := db.ExecContext(ctx, q, s.args...); err != nil {
 		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.SQLState == [5]byte{'4', '5', '0', '0', '0'} {
+		if errors.As(err, &me) && string(me.SQLState[:]) == "45000" {
 			if n, ok := strings.CutPrefix(me.Message, scriptFailure); ok {
 				if i, perr := strconv.Atoi(n); perr == nil && i >= 0 && i < len(s.fails) {
 					return s.fails[i]
