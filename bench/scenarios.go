@@ -111,14 +111,15 @@ func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 		if k%2 == 0 {
 			runHealth()
 			runSoldOut()
+			runs = append(runs, base, so)
 		} else {
 			runSoldOut()
 			runHealth()
+			runs = append(runs, so, base)
 		}
 		if n := so.Count(http.StatusAccepted); n > 0 {
 			r.violation("scenario 1: %d reservations accepted on a sold-out sale of 1 unit", n)
 		}
-		runs = append(runs, base, so)
 		rounds = append(rounds, soldOutRound{base: base, soldOut: so})
 	}
 	ratios := make([]string, len(rounds))
