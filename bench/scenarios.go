@@ -103,18 +103,20 @@ func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 	var rounds []soldOutRound
 	for k := range soldOutRounds {
 		suffix := fmt.Sprintf(", round %d", k+1)
-		var base, so Result
-		runHealth := func() { base = ClosedLoop(ctx, "GET /healthz"+suffix, conns, r.o.Dur, 0, health) }
-		runSoldOut := func() { so = ClosedLoop(ctx, "sold-out reserve"+suffix, conns, r.o.Dur, 0, reserveOp(c, url, toks)) }
+		runHealth := func() Result { return ClosedLoop(ctx, "GET /healthz"+suffix, conns, r.o.Dur, 0, health) }
+		runSoldOut := func() Result {
+			return ClosedLoop(ctx, "sold-out reserve"+suffix, conns, r.o.Dur, 0, reserveOp(c, url, toks))
+		}
 		// Turn about (ABA order): the machine's rate drifts over a minute
 		// of load, and a fixed order would charge the drift to one side.
+		var base, so Result
 		if k%2 == 0 {
-			runHealth()
-			runSoldOut()
+			base = runHealth()
+			so = runSoldOut()
 			runs = append(runs, base, so)
 		} else {
-			runSoldOut()
-			runHealth()
+			so = runSoldOut()
+			base = runHealth()
 			runs = append(runs, so, base)
 		}
 		if n := so.Count(http.StatusAccepted); n > 0 {

@@ -37,14 +37,7 @@ func testDatabasePathConcurrency(t *testing.T, stock, quota int) {
 	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 	base := testenv.UniqueUser() * 10_000
-	// Nobody relays this package's outbox: mark ours dispatched so other
-	// tests' PendingOutbox pages are not filled with them.
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
-		require.NoError(t, err)
-	})
+	dispatchedAtEnd(t, st, sale.ID)
 
 	var (
 		mu            sync.Mutex
@@ -99,10 +92,7 @@ func testDatabasePathConcurrency(t *testing.T, stock, quota int) {
 // not ErrQuotaExhausted (sold out), and leaves nothing behind.
 func TestDatabasePathRacingAResyncIsNotSoldOut(t *testing.T) {
 	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 10)
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 10))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
-	require.NoError(t, err)
+	sale := mustDatabaseSale(t, st, 10, 4)
 
 	// The resync's mode change, held uncommitted: it owns the sale row.
 	tx, err := st.DB.BeginTx(ctx(t), nil)

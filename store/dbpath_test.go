@@ -120,10 +120,7 @@ func TestDatabasePathSellsOnlyWhatRedisHadUnsold(t *testing.T) {
 
 func TestDatabasePathReplayAndOneLiveOrder(t *testing.T) {
 	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 5)
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
-	require.NoError(t, err)
+	sale := mustDatabaseSale(t, st, 5, 4)
 	user := testenv.UniqueUser()
 
 	first, replay, err := st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-a"))
@@ -293,10 +290,7 @@ func TestDatabasePathSellsNothingFromAStaleSample(t *testing.T) {
 // now, not on the API's cached copy: a pause or a stop takes effect at once.
 func TestDatabasePathChecksTheSaleAsItIsNow(t *testing.T) {
 	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 5)
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
-	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
-	require.NoError(t, err)
+	sale := mustDatabaseSale(t, st, 5, 4)
 	for _, c := range []struct {
 		set, code string
 	}{
@@ -374,19 +368,25 @@ func TestDatabasePathDoesNotWaitLongForAStalledBucket(t *testing.T) {
 
 // mustDatabaseSale is a sale of stock units in buckets that Redis last saw
 // with all of them unsold, moved to database mode; its outbox entries are
-// marked dispatched at the test's end, so that no outbox relay of another
-// test starts their workflows.
+// marked dispatched at the test's end (dispatchedAtEnd).
 func mustDatabaseSale(tb testing.TB, st *store.Store, stock int64, buckets int) *domain.Sale {
 	tb.Helper()
 	sale := testenv.MustSale(tb, st, stock, func(s *domain.Sale) { s.Buckets = buckets })
 	require.NoError(tb, st.RecordRedisStock(ctx(tb), sale.ID, stock))
 	_, err := st.SwitchToDatabase(ctx(tb), sale.ID, 0)
 	require.NoError(tb, err)
+	dispatchedAtEnd(tb, st, sale.ID)
+	return sale
+}
+
+// dispatchedAtEnd marks the sale's outbox entries dispatched when the test
+// ends: nobody relays this package's outbox, and other tests'
+// PendingOutbox pages must not fill with them.
+func dispatchedAtEnd(tb testing.TB, st *store.Store, saleID int64) {
 	tb.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", sale.ID)
+		_, err := st.DB.ExecContext(c, "UPDATE outbox SET dispatched_at = NOW(3) WHERE sale_id = ?", saleID)
 		require.NoError(tb, err)
 	})
-	return sale
 }

@@ -84,21 +84,24 @@ const scriptFailure = "seckill script step "
 // add appends steps.
 func (s *script) add(steps ...step) {
 	for _, st := range steps {
-		fail := func(err error) string {
-			s.fails = append(s.fails, err)
-			return "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + scriptFailure + strconv.Itoa(len(s.fails)-1) + "';"
-		}
 		s.body.WriteString("BEGIN ")
 		if st.dup != nil {
-			s.body.WriteString("DECLARE EXIT HANDLER FOR 1062 " + fail(st.dup) + " ")
+			s.body.WriteString("DECLARE EXIT HANDLER FOR 1062 " + s.fail(st.dup) + " ")
 		}
 		s.body.WriteString(st.query + "; ")
 		if st.none != nil {
-			s.body.WriteString("IF ROW_COUNT() <> 1 THEN " + fail(st.none) + " END IF; ")
+			s.body.WriteString("IF ROW_COUNT() <> 1 THEN " + s.fail(st.none) + " END IF; ")
 		}
 		s.body.WriteString("END;\n")
 		s.args = append(s.args, st.args...)
 	}
+}
+
+// fail is the statement that fails the script with err: a signal carrying
+// err's number, which run maps back.
+func (s *script) fail(err error) string {
+	s.fails = append(s.fails, err)
+	return "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '" + scriptFailure + strconv.Itoa(len(s.fails)-1) + "';"
 }
 
 // run sends the script in one transaction of its own; db must not be in
