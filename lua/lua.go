@@ -54,7 +54,7 @@ type Keys struct {
 	Fence    string // counter bumped by every Redis step of a release or advance
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)
-	Mine     string // hash: user -> the user's tokens in hold order; _epoch, _holds (mine.go)
+	Mine     string // hash: user -> the user's tokens in hold order (at most MineCap, else '*'); _epoch, _holds (mine.go)
 }
 
 // SaleKeys returns the keys of a sale.
@@ -153,6 +153,12 @@ type ReserveArgs struct {
 	HTTPRequestID string
 }
 
+// MineCap is how many tokens the user index lists per user and sale; a
+// user who takes more holds (cycling reserve and cancel) is no longer
+// listed and reads their reservations from the database, so the string the
+// reserve script rebuilds stays short.
+const MineCap = 16
+
 // ReserveKeys returns the reserve script's keys, in its order.
 func ReserveKeys(k Keys) []string {
 	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine}
@@ -167,7 +173,7 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 	}
 	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
 		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), strconv.FormatInt(deadline, 10),
-		a.TraceParent, a.HTTPRequestID).Slice()
+		a.TraceParent, a.HTTPRequestID, MineCap).Slice()
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}

@@ -20,8 +20,8 @@ var (
 type UserReservations struct {
 	// Complete is false when the index may miss a reservation of the user
 	// (not started by warm-up, a new epoch since, database mode, a hold
-	// taken by a reserve script that does not index): the database
-	// answers then.
+	// taken by a reserve script that does not index, the user took more
+	// than MineCap holds): the database answers then.
 	Complete bool
 	// Tokens are the user's reservations, oldest first, each with what
 	// ReadStatus would read of it.
@@ -70,10 +70,14 @@ func (s *Scripts) ReadUsersReservations(ctx context.Context, rdb redis.Scripter,
 			return nil, fmt.Errorf("user index read script: reply ends before user %d", userIDs[u])
 		}
 		n, err := strconv.Atoi(v[at])
-		if err != nil || n < 0 || at+1+3*n > len(v) {
+		if err != nil || n < -1 || at+1+3*n > len(v) {
 			return nil, fmt.Errorf("user index read script: bad count %q for user %d", v[at], userIDs[u])
 		}
 		at++
+		if n < 0 {
+			out[u].Complete = false // past MineCap: not listed
+			continue
+		}
 		for range n {
 			read, err := parseStatusRead(v[at+1], v[at+2])
 			if err != nil {

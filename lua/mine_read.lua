@@ -12,9 +12,12 @@
 -- Several users in one call let concurrent reads share a round trip.
 -- KEYS: 1 meta, 2 reserved, 3 user index, 4 tokens, 5 status hash
 -- ARGV: the user ids
+-- A user who took more holds than the index's cap is marked '*' (see
+-- reserve.lua): the index does not list that user.
 -- Returns {'0'} when the index is incomplete, else {'1'} followed, for
 -- each user in turn, by the number n of the user's tokens and n triples
--- token, state or '', record or '' (oldest first).
+-- token, state or '', record or '' (oldest first); n is -1 for a user the
+-- index does not list.
 local m = redis.call('HMGET', KEYS[1], 'epoch', 'mode')
 local idx = redis.call('HMGET', KEYS[3], '_epoch', '_holds')
 local reserved = redis.call('GET', KEYS[2]) or '0'
@@ -27,7 +30,9 @@ for i = 1, #ARGV do
   local n = 0
   out[at] = '0'
   local mine = redis.call('HGET', KEYS[3], ARGV[i])
-  if mine then
+  if mine == '*' then
+    n = -1
+  elseif mine then
     for token in string.gmatch(mine, '[^,]+') do
       local rec = redis.call('HGET', KEYS[5], token) or ''
       if rec ~= '' and string.match(rec, '^%d+|(%d+)|') ~= m[1] then

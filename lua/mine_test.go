@@ -1,6 +1,7 @@
 package lua_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -121,4 +122,51 @@ func TestUserIndexNotStartedOnALiveSale(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, got.Complete, name)
 	}
+}
+
+// TestUserIndexBound: a user cycling reserve -> release (a cancel or an
+// expiry) keeps at most MineCap tokens in the index, then is marked and
+// read from the database (incomplete), while other users stay listed and
+// every hold is still counted, so the sale's index stays complete.
+func TestUserIndexBound(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	c := ctx(t)
+	other := f.reserve(t, 8, "req-other")
+	require.Equal(t, lua.OutcomeOK, other.Outcome)
+	maxLen := int64(0)
+	for i := range 3 * lua.MineCap {
+		r := f.reserve(t, 7, fmt.Sprintf("req-%d", i))
+		require.Equal(t, lua.OutcomeOK, r.Outcome)
+		released, err := f.scripts.Release(c, f.rdb, f.saleID, 7, r.Token, true)
+		require.NoError(t, err)
+		require.True(t, released)
+		n, err := f.rdb.HStrLen(c, f.keys.Mine, "7").Result()
+		require.NoError(t, err)
+		maxLen = max(maxLen, n)
+		got, err := f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 7)
+		require.NoError(t, err)
+		if i < lua.MineCap {
+			require.True(t, got.Complete, "hold %d is within the cap", i+1)
+			require.Len(t, got.Tokens, i+1)
+		} else {
+			require.False(t, got.Complete, "hold %d is past the cap: the database lists the user", i+1)
+			require.Empty(t, got.Tokens)
+		}
+	}
+	require.LessOrEqual(t, maxLen, int64(lua.MineCap*(len(other.Token)+1)), "the user's entry stays within the cap")
+	v, err := f.rdb.HGet(c, f.keys.Mine, "7").Result()
+	require.NoError(t, err)
+	require.Equal(t, "*", v)
+	holds, err := f.rdb.HGet(c, f.keys.Mine, "_holds").Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1+3*lua.MineCap), holds, "every hold counted")
+	eight, err := f.scripts.ReadUserReservations(c, f.rdb, f.saleID, 8)
+	require.NoError(t, err)
+	require.True(t, eight.Complete, "another user is still listed")
+	require.Equal(t, []string{other.Token}, tokensOf(eight))
+	// A replay past the cap still gets its token and changes nothing.
+	require.Equal(t, lua.OutcomeReplay, f.reserve(t, 7, "req-0").Outcome)
+	v2, err := f.rdb.HGet(c, f.keys.Mine, "7").Result()
+	require.NoError(t, err)
+	require.Equal(t, "*", v2)
 }

@@ -2,12 +2,14 @@
 -- without interleaving, so the check and the decrement cannot race.
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved,
 --       8 user index (field user id, value the user's tokens in hold order,
---       comma separated; field '_holds' counts them: see mine_read.lua)
+--       comma separated, at most ARGV[8] of them, or '*' once the user took
+--       more; field '_holds' counts every hold: see mine_read.lua)
 -- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
 --       5 deadline (Unix ms; '0' for none),
 --       6 (optional) W3C traceparent of the request, 7 (optional) its
 --       X-Request-Id: carried in the inbox entry so a workflow the relay
---       starts joins the request's trace and names its request
+--       starts joins the request's trace and names its request,
+--       8 the user index's cap on tokens per user (missing: '0', no list)
 -- Returns {outcome, token, stock_left}.
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode')
 local stock = redis.call('GET', KEYS[2])
@@ -60,13 +62,23 @@ redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[3], 'held:' .. ARGV[1])
 redis.call('HSET', KEYS[5], reqfield, ARGV[3])
 redis.call('INCR', KEYS[7])
+-- A user past the cap is marked '*' (the database lists them), so the
+-- string this rebuilds stays short however often the user churns.
 local mine = redis.call('HGET', KEYS[8], ARGV[1])
-if mine then
-  mine = mine .. ',' .. ARGV[3]
-else
-  mine = ARGV[3]
+if mine ~= '*' then
+  local n = 1
+  if mine then
+    local _, commas = string.gsub(mine, ',', '')
+    n = commas + 2
+    mine = mine .. ',' .. ARGV[3]
+  else
+    mine = ARGV[3]
+  end
+  if n > tonumber(ARGV[8] or '0') then
+    mine = '*'
+  end
+  redis.call('HSET', KEYS[8], ARGV[1], mine)
 end
-redis.call('HSET', KEYS[8], ARGV[1], mine)
 redis.call('HINCRBY', KEYS[8], '_holds', 1)
 local entry = {'token', ARGV[3], 'user', ARGV[1], 'request', ARGV[2]}
 if ARGV[6] and ARGV[6] ~= '' then
