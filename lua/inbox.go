@@ -302,3 +302,63 @@ func (c *Client) FirstUndelivered(ctx context.Context, saleID int64, lastDeliver
 	}
 	return "", nil
 }
+
+// AckedHead reads up to count of the inbox's oldest entries that the relay
+// group has acknowledged: those before its oldest pending entry and not
+// after its last delivered one. ErrNoInbox when the inbox or group is gone.
+func (c *Client) AckedHead(ctx context.Context, saleID int64, count int64) ([]InboxEntry, error) {
+	g, err := c.InboxGroupState(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	end := g.LastDeliveredID
+	if g.Pending > 0 {
+		lower, err := c.OldestPending(ctx, saleID)
+		if err != nil {
+			return nil, err
+		}
+		if lower != "" { // else acknowledged since: all up to end are
+			end = "(" + lower
+		}
+	}
+	if end == "" || end == "0-0" {
+		return nil, nil // nothing delivered yet
+	}
+	msgs, err := c.rdb.XRangeN(ctx, SaleKeys(saleID).Inbox, "-", end, count).Result()
+	if err != nil {
+		return nil, fmt.Errorf("acknowledged head of the inbox of sale %d: %w", saleID, err)
+	}
+	return parseEntries(msgs), nil
+}
+
+// TrimInbox deletes the inbox entries before keepFrom (an entry id) and
+// drops their tokens from the started set, in one MULTI: the started set
+// only guards entries the inbox can still deliver.
+func (c *Client) TrimInbox(ctx context.Context, saleID int64, keepFrom string, tokens []string) error {
+	k := SaleKeys(saleID)
+	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XTrimMinID(ctx, k.Inbox, keepFrom)
+		if len(tokens) > 0 {
+			members := make([]any, len(tokens))
+			for i, t := range tokens {
+				members[i] = t
+			}
+			p.SRem(ctx, k.Started, members...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("trim inbox of sale %d before %s: %w", saleID, keepFrom, err)
+	}
+	return nil
+}
+
+// NextEntryID is the smallest stream entry id after id.
+func NextEntryID(id string) (string, error) {
+	ms, seq, ok := strings.Cut(id, "-")
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if !ok || err != nil {
+		return "", fmt.Errorf("bad stream entry id %q", id)
+	}
+	return ms + "-" + strconv.FormatUint(n+1, 10), nil
+}

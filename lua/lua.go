@@ -1,6 +1,7 @@
 // Package lua holds seckill's Redis scripts (embedded) and the key layout
 // they work on. Every key of a sale carries the hash tag {sale:ID}, so all
 // of a sale's keys live in one cluster slot and no script fails CROSSSLOT.
+// KEYS.md lists each key with its bound and who trims it.
 package lua
 
 import (
@@ -50,7 +51,7 @@ type Keys struct {
 	Dead     string // stream of inbox entries that failed too often
 	Released string // counter bumped at every release
 	Reserved string // counter of holds ever taken
-	Started  string // set of tokens whose workflow is known started
+	Started  string // set of tokens whose workflow is known started (of entries still in the inbox)
 	Fence    string // counter bumped by every Redis step of a release or advance
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)

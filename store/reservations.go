@@ -128,6 +128,23 @@ func (s *Store) GetReservation(ctx context.Context, token string) (*domain.Reser
 	return row.domain(), nil
 }
 
+// RecordedTokens answers which of the tokens the database has recorded.
+func (s *Store) RecordedTokens(ctx context.Context, tokens []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(tokens))
+	if len(tokens) == 0 {
+		return out, nil
+	}
+	var found []string
+	err := s.DB.NewSelect().Model((*reservationRow)(nil)).Column("token").Where("token IN (?)", bun.List(tokens)).Scan(ctx, &found)
+	if err != nil {
+		return nil, fmt.Errorf("recorded tokens (%d asked): %w", len(tokens), err)
+	}
+	for _, t := range found {
+		out[t] = true
+	}
+	return out, nil
+}
+
 // FindReservation finds a reservation by its replay key.
 func (s *Store) FindReservation(ctx context.Context, saleID, userID int64, requestID string) (*domain.Reservation, error) {
 	row := new(reservationRow)

@@ -46,9 +46,10 @@ type Starter func(ctx context.Context, in domain.OrderInput) error
 // inbox, not a message queue: an entry leaves it (XACK) only after its order
 // workflow is known started, so a crash anywhere re-delivers the entry and the
 // idempotent start (workflow id order:<token>) makes the re-delivery harmless.
-// The relay never trims the inbox: an unacknowledged entry is the only record
-// of a hold that has no workflow yet, and the stream is bounded by the sale's
-// stock anyway; the sale's tear-down deletes it.
+// An unacknowledged entry is the only record of a hold that has no workflow
+// yet; the relay trims only acknowledged entries whose reservation the
+// database has recorded (trim), so the inbox holds the holds not yet
+// durable downstream, however often users cycle reserve and cancel.
 type Relay struct {
 	Redis    *lua.Client
 	Store    *store.Store
@@ -186,6 +187,9 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 			if err := r.ObserveLag(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
 				log.Warn("relay: observe lag", "err", err)
 			}
+			if _, err := r.Trim(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
+				log.Warn("relay: trim inbox", "err", err)
+			}
 		}
 		// The read is bounded but not cancelled by stop: entries Redis hands
 		// this consumer are processed, never left behind by the shutdown.
@@ -216,6 +220,69 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 		}
 		backoff = 0
 	}
+}
+
+// trimPages bounds the pages of one trim pass.
+const trimPages = 16
+
+// Trim deletes the inbox's acknowledged entries from its head up to the
+// first whose reservation the database has not recorded (a workflow that
+// started but has not written yet), a page at a time. A recorded
+// reservation is in every rebuild's database snapshot, so the entry is
+// needed no more. It answers how many entries it deleted.
+func (r *Relay) Trim(ctx context.Context, saleID int64) (int, error) {
+	trimmed := 0
+	page := orDefault(r.BatchSize, defaultBatchSize)
+	for range trimPages {
+		n, full, err := r.trimPage(ctx, saleID, page)
+		trimmed += n
+		if err != nil || !full {
+			return trimmed, err
+		}
+	}
+	return trimmed, nil
+}
+
+// trimPage trims one page of the acknowledged head; full says every entry
+// of a full page went, so the next page may go too.
+func (r *Relay) trimPage(ctx context.Context, saleID, page int64) (n int, full bool, err error) {
+	tctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	head, err := r.Redis.AckedHead(tctx, saleID, page)
+	if err != nil || len(head) == 0 {
+		return 0, false, err
+	}
+	tokens := make([]string, 0, len(head))
+	for _, e := range head {
+		if e.Malformed == nil {
+			tokens = append(tokens, e.Token)
+		}
+	}
+	recorded, err := r.Store.RecordedTokens(tctx, tokens)
+	if err != nil {
+		return 0, false, err
+	}
+	gone := 0
+	for gone < len(head) && (head[gone].Malformed != nil || recorded[head[gone].Token]) {
+		gone++ // a malformed entry was dead-lettered before its ack
+	}
+	if gone == 0 {
+		return 0, false, nil
+	}
+	keepFrom, err := lua.NextEntryID(head[gone-1].ID)
+	if err != nil {
+		return 0, false, err
+	}
+	drop := make([]string, 0, gone)
+	for _, e := range head[:gone] {
+		if e.Malformed == nil {
+			drop = append(drop, e.Token)
+		}
+	}
+	if err := r.Redis.TrimInbox(tctx, saleID, keepFrom, drop); err != nil {
+		return 0, false, err
+	}
+	return gone, gone == len(head) && int64(gone) == page, nil
 }
 
 // ReadOnce reads one batch of new entries (blocking up to Block) and hands

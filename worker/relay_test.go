@@ -491,3 +491,63 @@ func TestRelayNeverDeadLettersWhileTemporalIsUnavailable(t *testing.T) {
 		assert.Zero(c, testutil.ToFloat64(r.Metrics.OldestAge.WithLabelValues(strconv.FormatInt(w.ID, 10))))
 	}, 10*time.Second, 50*time.Millisecond)
 }
+
+// TestRelayTrimsRecordedEntries: the inbox loses an entry only once it is
+// acknowledged and its reservation recorded in the database, from the head
+// and in order (a recorded entry behind an unrecorded one stays); its token
+// leaves the started set with it.
+func TestRelayTrimsRecordedEntries(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	ctx := testCtx(t)
+	rec := newRecorder(nil)
+	r := MustRelay(t, w, rec.start)
+	var tokens []string
+	users := map[string]int64{}
+	for range 5 {
+		tok, u := w.MustReserve(t)
+		tokens = append(tokens, tok)
+		users[tok] = u
+	}
+	record := func(tok string) {
+		_, err := w.st.RecordReservation(ctx, domain.RedisHoldInput(tok, w.ID, users[tok], "req-"+strconv.FormatInt(users[tok], 10)))
+		require.NoError(t, err)
+	}
+	n, err := r.Trim(ctx, w.ID)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing delivered yet")
+	_, err = r.ReadOnce(ctx, w.ID)
+	require.NoError(t, err)
+	late, lateUser := w.MustReserve(t) // not delivered
+	users[late] = lateUser
+	for _, tok := range []string{tokens[0], tokens[1], tokens[3], late} {
+		record(tok)
+	}
+
+	n, err = r.Trim(ctx, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the head up to the first unrecorded entry")
+	length := func() int64 {
+		l, err := w.rdb.XLen(ctx, w.keys.Inbox).Result()
+		require.NoError(t, err)
+		return l
+	}
+	require.Equal(t, int64(4), length())
+	started, err := w.rdb.SMembers(ctx, w.keys.Started).Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, tokens[2:], started)
+
+	record(tokens[2])
+	record(tokens[4])
+	n, err = r.Trim(ctx, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, int64(1), length(), "the undelivered entry stays, recorded or not")
+	left, err := w.rdb.XRange(ctx, w.keys.Inbox, "-", "+").Result()
+	require.NoError(t, err)
+	require.Equal(t, late, left[0].Values["token"])
+	// The relay still reads what is left.
+	got, err := r.ReadOnce(ctx, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, got)
+	require.Equal(t, 1, rec.count(late))
+}
