@@ -59,8 +59,13 @@ func (r *Report) Write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "latest.md"), []byte(r.Markdown()), 0o644); err != nil {
 		return fmt.Errorf("write markdown: %w", err)
 	}
-	if err := r.Chart(filepath.Join(dir, "latest.png")); err != nil {
-		return fmt.Errorf("chart: %w", err)
+	for _, s := range r.Scenarios {
+		if len(s.Runs) > 0 { // a soak reports figures only
+			if err := r.Chart(filepath.Join(dir, "latest.png")); err != nil {
+				return fmt.Errorf("chart: %w", err)
+			}
+			break
+		}
 	}
 	return nil
 }

@@ -38,7 +38,9 @@ type Options struct {
 	BurstStock      int64
 	HelloN          int
 	FallbackRPS     float64
-	// Scenarios selects scenarios by number ("1".."8"); empty runs all.
+	// ChurnDur is the length of the churn soak (scenario 9).
+	ChurnDur time.Duration
+	// Scenarios selects scenarios by number ("1".."9"); empty runs all.
 	Scenarios []string
 	Logger    *slog.Logger
 }
@@ -119,6 +121,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, err
 		}
 	}
+	if o.want("9") {
+		if err := r.churn(ctx); err != nil {
+			return r.rep, err
+		}
+	}
 	// The in-stock scenario runs last on an API whose task queue nobody
 	// polls, with no worker running, so its workflow starts leave no
 	// backlog of orders behind for the other scenarios.
@@ -127,7 +134,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, err
 		}
 	}
-	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"}
 	ordered := make([]Scenario, 0, len(r.rep.Scenarios))
 	for _, id := range sort {
 		for _, s := range r.rep.Scenarios {
@@ -336,7 +343,12 @@ func (r *runner) users(n int) ([]string, int64, error) {
 
 // sale creates and warms a sale for a scenario.
 func (r *runner) sale(ctx context.Context, title string, stock int64, buckets int, warm bool) (*domain.Sale, error) {
-	s, err := NewSale(ctx, r.st, "bench "+r.stamp+" "+title, stock, buckets)
+	return r.saleWindow(ctx, title, stock, buckets, warm, 900)
+}
+
+// saleWindow is sale with a payment window of window seconds.
+func (r *runner) saleWindow(ctx context.Context, title string, stock int64, buckets int, warm bool, window int) (*domain.Sale, error) {
+	s, err := newSaleWindow(ctx, r.st, "bench "+r.stamp+" "+title, stock, buckets, window)
 	if err != nil {
 		return nil, err
 	}

@@ -221,3 +221,29 @@ func TestAsideHasConnectionsOfItsOwn(t *testing.T) {
 	require.NoError(t, aside.PingAll(ctx))
 	require.ErrorIs(t, <-held, redis.Nil)
 }
+
+// TestRequestIDByToken: a cancel finds a hold's request_id by its token in
+// one read ("t:" field), only for the hold's user, and still by scanning for
+// a hold written without that field.
+func TestRequestIDByToken(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	c := ctx(t)
+	rc := lua.NewClient(f.rdb)
+	r := f.reserve(t, 7, "req-a")
+	require.Equal(t, lua.OutcomeOK, r.Outcome)
+	req, ok, err := rc.RequestID(c, f.saleID, 7, r.Token)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "req-a", req)
+	_, ok, err = rc.RequestID(c, f.saleID, 8, r.Token)
+	require.NoError(t, err)
+	require.False(t, ok, "another user's token")
+	_, ok, err = rc.RequestID(c, f.saleID, 7, "no-such-token")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, f.rdb.HDel(c, f.keys.Requests, "t:"+r.Token).Err())
+	req, ok, err = rc.RequestID(c, f.saleID, 7, r.Token)
+	require.NoError(t, err)
+	require.True(t, ok, "found by scanning")
+	require.Equal(t, "req-a", req)
+}

@@ -65,7 +65,7 @@ for token, v in pairs(kept) do
   redis.call('HSET', KEYS[4], token, v)
 end
 for field, token in pairs(data.requests) do
-  redis.call('HSET', KEYS[5], field, token)
+  redis.call('HSET', KEYS[5], field, token, 't:' .. token, string.match(field, '^%d+:(.*)$') or '')
 end
 redis.call('SET', KEYS[2], stock)
 for _, ref in ipairs(data.added) do

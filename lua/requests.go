@@ -2,9 +2,12 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // RequestField is the replay map's field of a user's request,
@@ -40,10 +43,28 @@ func (d *RebuildData) AddReservation(token, state string, userID int64, requestI
 }
 
 // RequestID finds the request_id a token was reserved with, from the sale's
-// replay map (field "user:request_id", value the token); ok is false when
-// the map has no such token for the user. It scans the user's fields only,
-// with HSCAN MATCH, so it is for repairs and rare paths, not the hot path.
+// replay map; ok is false when the map has no such token for the user.
+// The map's field "t:token" answers it at once (checked against the
+// user's field "user:request_id"); a hold written without that field (by
+// an older reserve script) is found by scanning the user's fields.
 func (c *Client) RequestID(ctx context.Context, saleID, userID int64, token string) (string, bool, error) {
+	k := SaleKeys(saleID).Requests
+	req, err := c.rdb.HGet(ctx, k, "t:"+token).Result()
+	if err == nil {
+		owner, err := c.rdb.HGet(ctx, k, RequestField(userID, req)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", false, fmt.Errorf("requests of sale %d for %s: %w", saleID, token, err)
+		}
+		return req, owner == token, nil
+	}
+	if !errors.Is(err, redis.Nil) {
+		return "", false, fmt.Errorf("requests of sale %d for %s: %w", saleID, token, err)
+	}
+	return c.scanRequestID(ctx, saleID, userID, token)
+}
+
+// scanRequestID is RequestID by HSCAN MATCH of the user's fields.
+func (c *Client) scanRequestID(ctx context.Context, saleID, userID int64, token string) (string, bool, error) {
 	prefix := strconv.FormatInt(userID, 10) + ":"
 	iter := c.rdb.HScan(ctx, SaleKeys(saleID).Requests, 0, prefix+"*", 100).Iterator()
 	for {

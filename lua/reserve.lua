@@ -1,6 +1,7 @@
 -- Reserve one unit of a sale for a user, atomically. Redis runs a script
 -- without interleaving, so the check and the decrement cannot race.
--- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 inbox, 7 reserved,
+-- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests ("user:request_id" ->
+--       token, and "t:token" -> request_id), 6 inbox, 7 reserved,
 --       8 user index (field user id, value the user's tokens in hold order,
 --       comma separated, at most ARGV[8] of them, or '*' once the user took
 --       more; field '_holds' counts every hold: see mine_read.lua)
@@ -60,7 +61,9 @@ end
 redis.call('DECR', KEYS[2])
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[3], 'held:' .. ARGV[1])
-redis.call('HSET', KEYS[5], reqfield, ARGV[3])
+-- The request by token too ('t:' fields), so a cancel finds it without
+-- scanning the map.
+redis.call('HSET', KEYS[5], reqfield, ARGV[3], 't:' .. ARGV[3], ARGV[2])
 redis.call('INCR', KEYS[7])
 -- A user past the cap is marked '*' (the database lists them), so the
 -- string this rebuilds stays short however often the user churns.

@@ -90,6 +90,7 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	fs.StringVar(&o.MySQLDSN, "mysql", env("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/seckill"), "MariaDB DSN")
 	fs.StringVar(&o.TemporalAddress, "temporal", env("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend")
 	fs.DurationVar(&o.Dur, "dur", 5*time.Second, "length of each timed run")
+	fs.DurationVar(&o.ChurnDur, "churn-dur", 10*time.Minute, "length of the churn soak (scenario 9)")
 	fs.IntVar(&o.BurstUsers, "burst-users", 100_000, "distinct users of the flash-sale burst")
 	fs.Int64Var(&o.BurstStock, "burst-stock", 1_000, "stock of the flash-sale burst")
 	fallback, _ := strconv.ParseFloat(env("SECKILL_FALLBACK_RPS", "500"), 64)
@@ -103,8 +104,8 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string) error {
 	for _, id := range strings.Split(scenarios, ",") {
 		if id = strings.TrimSpace(id); id != "" {
-			if id < "1" || id > "8" || len(id) != 1 {
-				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 8)", id)
+			if id < "1" || id > "9" || len(id) != 1 {
+				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 9)", id)
 			}
 			o.Scenarios = append(o.Scenarios, id)
 		}
