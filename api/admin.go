@@ -223,7 +223,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	if before.StockTotal+delta > MaxStock {
 		return sendError(c, domain.EInvalid, "delta: the stock would exceed 10000000")
 	}
-	err = sales.AdjustStock(ctx, s.st, s.rdb, id, delta)
+	err = sales.AdjustStock(ctx, s.st, s.rdb, id, delta, writeRef(c))
 	if err != nil && err != sales.ErrInsufficient {
 		// A bare refusal is an answer; anything else is logged (also a
 		// refused withdrawal whose units did not go back to Redis).
@@ -233,7 +233,9 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	case errors.Is(err, sales.ErrInsufficient):
 		return sendError(c, domain.EInsufficient, "cannot withdraw more than the unsold units")
 	case errors.Is(err, sales.ErrRedisBehind):
-		return unavailable(c, 1, "database changed but redis did not; reconciliation will repair")
+		// Committed: the answer is 200, and Redis follows from the
+		// pending row (here in the background, and by the worker).
+		s.followStock(id)
 	case errors.Is(err, sales.ErrRedis):
 		return unavailable(c, 1, "redis unavailable")
 	case err != nil:
@@ -244,14 +246,41 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	}
 	sale, err := s.st.GetSale(ctx, id)
 	if err != nil {
-		s.log(c).Error("get sale after adjust", "sale_id", id, "err", err)
-		return unavailable(c, 1, "database unavailable")
+		// Committed: answer from what was read before, moved by delta.
+		s.log(c).Warn("get sale after adjust; answering from the earlier read", "sale_id", id, "err", err)
+		sale, sale.StockTotal = before, before.StockTotal+delta
 	}
 	e := s.cache.put(sale)
 	e.stockLeft.Store(s.cache.readStock(ctx, id))
 	s.log(c).Info("stock adjusted", "sale_id", id, "delta", delta)
 	return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
 }
+
+// followStock applies a sale's pending stock additions to Redis in the
+// background until Redis takes them (or followFor passes: the worker's
+// follower goes on), so a short Redis pause heals without an operator.
+func (s *server) followStock(saleID int64) {
+	s.bg.Go(func() {
+		deadline := time.Now().Add(followFor)
+		for wait := 100 * time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 5*time.Second) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := sales.FollowStock(ctx, s.st, s.rdb, saleID)
+			cancel()
+			if err == nil {
+				s.cache.dropMark(saleID)
+				return
+			}
+			select {
+			case <-s.stop: // shutting down: the worker's follower goes on
+				return
+			case <-time.After(wait):
+			}
+		}
+	})
+}
+
+// followFor bounds the API's own retries of a pending stock addition.
+const followFor = 2 * time.Minute
 
 // PUT|DELETE /admin/v1/blacklist/{user_id}
 func (s *server) blacklist(on bool) fiber.Handler {

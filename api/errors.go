@@ -30,7 +30,7 @@ func statusOf(code string) int {
 	case domain.ESoldOut:
 		return fiber.StatusGone
 	case domain.EAlreadyPurchased, domain.ENotPayable, domain.ENotCancellable, domain.EAmountMismatch,
-		domain.EAlreadyLive, domain.EInsufficient, domain.EConflict:
+		domain.EAlreadyLive, domain.EInsufficient, domain.EConflict, domain.EIdempotencyReused:
 		return fiber.StatusConflict
 	case domain.ERateLimited:
 		return fiber.StatusTooManyRequests

@@ -70,25 +70,39 @@ func followControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID
 }
 
 // AdjustStock adds units to a sale (delta > 0) or withdraws unsold ones
-// (delta < 0), in the database's buckets and in Redis's stock.
+// (delta < 0), in the database's buckets and in Redis's stock, under ref
+// (a retry with the same ref changes nothing; "" for a fresh one).
 //
-// An addition goes to the database first, then to Redis under a ref that
-// applies it once, also when a stock repair copied the buckets (with this
-// addition) into Redis meanwhile; a Redis failure then is ErrRedisBehind
-// (reconciliation repairs it). A withdrawal takes the units from Redis
-// first, so none of them can be reserved meanwhile, then from the
-// database; when the database refuses, the units go back to Redis.
+// An addition is committed to the database with a pending row
+// (stock_redis_pending), then applied to Redis under its ref, which
+// adjust.lua applies once, also when a repair or rebuild copied the buckets
+// (with this addition) into Redis meanwhile. A Redis failure then is
+// ErrRedisBehind, which is a success for the caller: FollowStock (here at
+// once, by the API in the background, by the worker each second) applies
+// the pending row until Redis has it. While it lags Redis holds fewer units
+// than the database, never more, so nothing is oversold.
+//
+// A withdrawal first applies the sale's pending additions, then takes the
+// units from Redis, so none of them can be reserved meanwhile, then from
+// the database; when the database refuses, the units go back to Redis. It
+// never commits with Redis down (ErrRedis): the contract's rule, never
+// below what is held or sold, is checked where the holds are.
 // Errors: ErrInsufficient, ErrRedis, ErrDatabase, ErrRedisBehind.
-func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, delta int64) error {
-	ref := "adjust-" + ulid.Make().String()
+func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, delta int64, ref string) error {
+	if ref == "" {
+		ref = "adjust-" + ulid.Make().String()
+	}
 	if delta > 0 {
 		if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
 			return fmt.Errorf("adjust stock of sale %d in the database: %w: %w", saleID, ErrDatabase, err)
 		}
-		if _, _, err := rdb.Adjust(ctx, saleID, delta, ref); err != nil {
+		if _, err := FollowStock(ctx, st, rdb, saleID); err != nil {
 			return fmt.Errorf("adjust stock of sale %d in redis after the database: %w: %w", saleID, ErrRedisBehind, err)
 		}
 		return nil
+	}
+	if _, err := FollowStock(ctx, st, rdb, saleID); err != nil {
+		return fmt.Errorf("adjust stock of sale %d: %w: %w", saleID, ErrRedis, err)
 	}
 	outcome, _, err := rdb.Adjust(ctx, saleID, delta, "")
 	if err != nil {
@@ -114,6 +128,38 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		return err
 	}
 	return nil
+}
+
+// notReadyGrace is how long a pending addition to a sale that Redis does
+// not hold is kept: a warm-up that read the buckets before the addition
+// committed may still be writing Redis; later, a warm-up or rebuild copies
+// the buckets, which include it.
+const notReadyGrace = time.Minute
+
+// FollowStock applies the pending stock additions of a sale (of every sale
+// when saleID is 0) to Redis, oldest first, and answers how many Redis
+// took. Each is applied once under its ref, so two followers racing, or a
+// follower after a rebuild, add nothing twice.
+func FollowStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (int, error) {
+	pending, err := st.PendingAdditions(ctx, saleID, 100)
+	if err != nil {
+		return 0, fmt.Errorf("follow stock: %w", err)
+	}
+	n := 0
+	for _, p := range pending {
+		outcome, _, err := rdb.Adjust(ctx, p.SaleID, p.Delta, p.Ref)
+		if err != nil {
+			return n, fmt.Errorf("follow stock of sale %d: %w", p.SaleID, err)
+		}
+		if outcome == lua.AdjustNotReady && time.Since(p.CreatedAt) < notReadyGrace {
+			continue
+		}
+		if err := st.AdditionApplied(ctx, p.Ref); err != nil {
+			return n, fmt.Errorf("follow stock of sale %d: %w", p.SaleID, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // SwitchToDatabase moves a sale from Redis mode to database mode for the

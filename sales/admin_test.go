@@ -71,14 +71,14 @@ func TestSetControlReachesBothStores(t *testing.T) {
 // than Redis has unsold changes neither.
 func TestAdjustStockChangesBothStores(t *testing.T) {
 	f := mustFixture(t, 5)
-	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, 3))
+	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, 3, ""))
 	r, d := f.stocks()
 	require.EqualValues(t, [2]int64{8, 8}, [2]int64{r, d})
-	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -4))
+	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -4, ""))
 	r, d = f.stocks()
 	require.EqualValues(t, [2]int64{4, 4}, [2]int64{r, d})
 
-	err := sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -5)
+	err := sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -5, "")
 	require.ErrorIs(t, err, sales.ErrInsufficient)
 	r, d = f.stocks()
 	require.EqualValues(t, [2]int64{4, 4}, [2]int64{r, d}, "nothing withdrawn")
@@ -93,7 +93,7 @@ func TestAdjustStockRollsBackRedisWhenTheDatabaseRefuses(t *testing.T) {
 	f := mustFixture(t, 4)
 	// Redis believes in more unsold units than the buckets hold.
 	require.NoError(t, f.rdb.Set(f.ctx, f.keys.Stock, 10, 0).Err())
-	err := sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -6)
+	err := sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -6, "")
 	require.Equal(t, sales.ErrInsufficient, err, "a refusal, with the units given back")
 	r, d := f.stocks()
 	require.EqualValues(t, [2]int64{10, 4}, [2]int64{r, d}, "Redis's units back, the buckets untouched")
@@ -105,16 +105,25 @@ func TestAdjustStockRollsBackRedisWhenTheDatabaseRefuses(t *testing.T) {
 func TestAdjustStockWithRedisDown(t *testing.T) {
 	f := mustFixture(t, 5)
 	dead := deadRedis(t)
-	err := sales.AdjustStock(f.ctx, f.st, dead, f.sale.ID, -2)
+	err := sales.AdjustStock(f.ctx, f.st, dead, f.sale.ID, -2, "")
 	require.ErrorIs(t, err, sales.ErrRedis)
 	require.NotErrorIs(t, err, sales.ErrRedisBehind)
 	_, d := f.stocks()
 	require.EqualValues(t, 5, d)
 
-	err = sales.AdjustStock(f.ctx, f.st, dead, f.sale.ID, 2)
+	err = sales.AdjustStock(f.ctx, f.st, dead, f.sale.ID, 2, "")
 	require.ErrorIs(t, err, sales.ErrRedisBehind)
 	r, d := f.stocks()
 	require.EqualValues(t, [2]int64{5, 7}, [2]int64{r, d})
+
+	// Redis follows from the pending row, once however often it is followed.
+	for _, want := range []int{1, 0} {
+		n, err := sales.FollowStock(f.ctx, f.st, f.client, f.sale.ID)
+		require.NoError(t, err)
+		require.Equal(t, want, n)
+		r, d = f.stocks()
+		require.EqualValues(t, [2]int64{7, 7}, [2]int64{r, d})
+	}
 }
 
 // The Redis → database switch bumps the epoch once (a second switch is a

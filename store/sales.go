@@ -254,6 +254,13 @@ func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string
 			}
 			return fmt.Errorf("ledger: %w", err)
 		}
+		if delta > 0 {
+			// Redis follows from this row until it has taken the ref.
+			if _, err := tx.ExecContext(ctx, "INSERT INTO stock_redis_pending (ref, sale_id, delta, created_at) VALUES (?, ?, ?, ?)",
+				ref, saleID, delta, time.Now().UTC()); err != nil {
+				return fmt.Errorf("pending redis addition: %w", err)
+			}
+		}
 		return nil
 	})
 	if errors.Is(err, errAlreadyApplied) {

@@ -150,6 +150,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		relay.Run(ctx, work)
 	})
 	bg.Go(func() { recorder.Run(ctx) })
+	follower := &StockFollower{Redis: rdb, Store: st, Logger: logger}
+	bg.Go(func() { follower.Run(ctx) })
 	outbox := &OutboxRelay{Store: st, Starter: startTimes.wrap("outbox_relay", start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
 	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: tc, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}

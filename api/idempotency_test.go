@@ -1,0 +1,175 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
+)
+
+// doKeyed sends an admin write with an Idempotency-Key.
+func (h *harness) doKeyed(path, token, key, body string) response {
+	h.tb.Helper()
+	req, err := http.NewRequest("POST", h.base+path, strings.NewReader(body))
+	require.NoError(h.tb, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := h.http.Do(req)
+	require.NoError(h.tb, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(h.tb, err)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+func uniqueKey(prefix string) string {
+	return prefix + "-" + strconv.FormatInt(testenv.UniqueUser(), 10)
+}
+
+func TestIdempotentCreateSale(t *testing.T) {
+	h := MustHarness(t)
+	starts := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	ends := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	body := `{"goods_id":7,"title":"phone","price_cents":4999,"stock":3,"starts_at":"` + starts + `","ends_at":"` + ends + `"}`
+	key := uniqueKey("create")
+	first := h.doKeyed("/admin/v1/sales", h.admin, key, body)
+	require.Equal(t, 201, first.Status, string(first.Body))
+	id := int64(first.json(t)["sale_id"].(float64))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.rdb.Del(ctx, lua.SaleKeys(id).All()...).Err()
+	})
+
+	// The same body, also reordered and spaced differently: the first answer.
+	reordered := `{ "stock":3, "goods_id":7,"title":"phone","price_cents":4999,"starts_at":"` + starts + `","ends_at":"` + ends + `"}`
+	for _, b := range []string{body, reordered} {
+		again := h.doKeyed("/admin/v1/sales", h.admin, key, b)
+		require.Equal(t, 201, again.Status, string(again.Body))
+		require.Equal(t, string(first.Body), string(again.Body), "the first answer, no second sale")
+	}
+
+	other := h.doKeyed("/admin/v1/sales", h.admin, key, strings.Replace(body, `"stock":3`, `"stock":4`, 1))
+	require.Equal(t, 409, other.Status)
+	require.Equal(t, "idempotency_key_reused", other.errCode(t))
+
+	// Keys are scoped per admin: another admin's same key is its own write.
+	r := h.doKeyed("/admin/v1/sales", h.MustToken(2, authtoken.RoleAdmin), key, body)
+	require.Equal(t, 201, r.Status, string(r.Body))
+	other2 := int64(r.json(t)["sale_id"].(float64))
+	require.NotEqual(t, id, other2)
+	t.Cleanup(func() { _ = h.rdb.Del(context.Background(), lua.SaleKeys(other2).All()...).Err() })
+}
+
+func TestIdempotencyKeyMalformed(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(5)
+	path := "/admin/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/stock"
+	for _, key := range []string{"", strings.Repeat("k", 129), "has space", "naïve"} {
+		r := h.doKeyed(path, h.admin, key, `{"delta":1}`)
+		require.Equal(t, 400, r.Status, "key %q", key)
+		require.Equal(t, "invalid_request", r.errCode(t))
+	}
+	require.EqualValues(t, 5, h.dbStock(sale.ID), "a refused key changes nothing")
+	require.EqualValues(t, 5, h.redisInt(lua.SaleKeys(sale.ID).Stock))
+	r := h.doKeyed(path, h.admin, strings.Repeat("k", 128), `{"delta":1}`)
+	require.Equal(t, 200, r.Status, string(r.Body))
+}
+
+func TestIdempotentStock(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(10)
+	path := "/admin/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/stock"
+	key := uniqueKey("stock")
+	first := h.doKeyed(path, h.admin, key, `{"delta":10}`)
+	require.Equal(t, 200, first.Status, string(first.Body))
+	again := h.doKeyed(path, h.admin, key, `{"delta":10}`)
+	require.Equal(t, 200, again.Status)
+	require.Equal(t, string(first.Body), string(again.Body))
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	got, err := h.st.GetSale(context.Background(), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 20, got.StockTotal, "stock_total moves once")
+	require.EqualValues(t, 20, h.redisInt(lua.SaleKeys(sale.ID).Stock))
+
+	r := h.doKeyed(path, h.admin, key, `{"delta":5}`)
+	require.Equal(t, 409, r.Status)
+	require.Equal(t, "idempotency_key_reused", r.errCode(t))
+
+	// Concurrent repeats of one key: one write, every answer the same.
+	key = uniqueKey("stock-concurrent")
+	var wg sync.WaitGroup
+	answers := make([]response, 8)
+	for i := range answers {
+		wg.Go(func() { answers[i] = h.doKeyed(path, h.admin, key, `{"delta":-3}`) })
+	}
+	wg.Wait()
+	for _, a := range answers {
+		require.Equal(t, 200, a.Status, string(a.Body))
+		require.Equal(t, string(answers[0].Body), string(a.Body))
+	}
+	got, err = h.st.GetSale(context.Background(), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 17, got.StockTotal)
+	require.EqualValues(t, 17, h.redisInt(lua.SaleKeys(sale.ID).Stock))
+}
+
+// A stock addition that meets a frozen Redis is committed and answers 200;
+// its retry with the key changes nothing; Redis takes the addition by
+// itself once it runs again.
+func TestStockAdditionDuringFrozenRedis(t *testing.T) {
+	srv, addr := mustOwnRedis(t)
+	setup := func(c *config.Config) {
+		c.RedisAddrs = []string{addr}
+		c.RedisTimeout = 250 * time.Millisecond
+	}
+	cfg := testenv.Config(t)
+	setup(cfg)
+	rdb := conn.Redis(cfg)
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := MustHarnessWithRedis(t, rdb, setup)
+	sale := h.MustWarmSale(10)
+	path := "/admin/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/stock"
+	key := uniqueKey("frozen")
+
+	srv.Freeze(t)
+	thawed := false
+	defer func() {
+		if !thawed {
+			srv.Thaw(t)
+		}
+	}()
+	first := h.doKeyed(path, h.admin, key, `{"delta":10}`)
+	require.Equal(t, 200, first.Status, string(first.Body))
+	require.EqualValues(t, 20, first.json(t)["stock_total"])
+	again := h.doKeyed(path, h.admin, key, `{"delta":10}`)
+	require.Equal(t, 200, again.Status, string(again.Body))
+	require.Equal(t, string(first.Body), string(again.Body))
+	got, err := h.st.GetSale(context.Background(), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 20, got.StockTotal, "stock_total moves once")
+	require.EqualValues(t, 20, h.dbStock(sale.ID))
+
+	srv.Thaw(t)
+	thawed = true
+	require.Eventually(t, func() bool {
+		n, err := rdb.Get(context.Background(), lua.SaleKeys(sale.ID).Stock).Int64()
+		return err == nil && n == 20
+	}, 30*time.Second, 50*time.Millisecond, "Redis follows the committed addition by itself")
+	pending, err := h.st.PendingAdditions(context.Background(), sale.ID, 10)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+}

@@ -1,0 +1,56 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/store"
+)
+
+// StockFollower applies stock additions the database committed and Redis
+// has not taken (a Redis pause during the admin write, or an API instance
+// gone before its own retries) each tick, so Redis follows without an
+// operator; and sweeps admin Idempotency-Keys older than KeyKeep.
+type StockFollower struct {
+	Redis   *lua.Client
+	Store   *store.Store
+	Logger  *slog.Logger
+	Every   time.Duration // 1s when zero
+	KeyKeep time.Duration // store.KeyKeep when zero
+}
+
+// sweepEvery: expired keys are few; one bounded delete a minute keeps up.
+const sweepEvery = time.Minute
+
+// Run follows and sweeps until ctx is cancelled.
+func (f *StockFollower) Run(ctx context.Context) {
+	every := orDefault(f.Every, time.Second)
+	keep := orDefault(f.KeyKeep, store.KeyKeep)
+	failing := false
+	var swept time.Time
+	everyTick(ctx, every, false, func() {
+		tctx, cancel := context.WithTimeout(ctx, every)
+		_, err := sales.FollowStock(tctx, f.Store, f.Redis, 0)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			f.Logger.Warn("stock follower: failing", "err", err)
+			failing = true
+		case err == nil && failing:
+			f.Logger.Info("stock follower: recovered")
+			failing = false
+		}
+		if time.Since(swept) < sweepEvery {
+			return
+		}
+		swept = time.Now()
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := f.Store.SweepKeys(sctx, time.Now().Add(-keep), 10_000); err != nil && ctx.Err() == nil {
+			f.Logger.Warn("idempotency key sweep", "err", err)
+		}
+	})
+}
