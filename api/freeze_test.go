@@ -33,25 +33,34 @@ func mustOwnRedis(tb testing.TB) (*testenv.Proc, string) {
 	return srv, addr
 }
 
+// mustHarnessOnOwnRedis starts the API on a redis-server of its own (see
+// mustOwnRedis), through the production client of internal/conn.
+func mustHarnessOnOwnRedis(tb testing.TB, mutate func(*config.Config)) (*harness, *testenv.Proc) {
+	tb.Helper()
+	srv, addr := mustOwnRedis(tb)
+	setup := func(c *config.Config) {
+		c.RedisAddrs = []string{addr}
+		mutate(c)
+	}
+	cfg := testenv.Config(tb)
+	setup(cfg)
+	rdb := conn.Redis(cfg)
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return MustHarnessWithRedis(tb, rdb, setup), srv
+}
+
 // With redis-server frozen (SIGSTOP) under 16 concurrent clients, every
 // hot-path call gives up after SECKILL_REDIS_TIMEOUT (on the production
 // client of internal/conn), so the breaker opens and the sale moves to the
 // database path within a second. Before ContextTimeoutEnabled each call
 // waited for the client's 2 s ReadTimeout.
 func TestFrozenRedisIsBoundedByTheHotPathTimeout(t *testing.T) {
-	srv, addr := mustOwnRedis(t)
 	const timeout = 250 * time.Millisecond
-	setup := func(c *config.Config) {
-		c.RedisAddrs = []string{addr}
+	h, srv := mustHarnessOnOwnRedis(t, func(c *config.Config) {
 		c.RedisTimeout = timeout
 		c.FallbackRPS = 1000
 		c.PerAddrRPS = 1e6 // one address sends for everyone
-	}
-	cfg := testenv.Config(t)
-	setup(cfg)
-	rdb := conn.Redis(cfg)
-	t.Cleanup(func() { _ = rdb.Close() })
-	h := MustHarnessWithRedis(t, rdb, setup)
+	})
 	sale := h.MustWarmSale(1_000_000)
 	ctx := context.Background()
 	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, 1_000_000))

@@ -101,6 +101,12 @@ func (r response) errCode(tb testing.TB) string {
 // do sends one request; token "" sends no Authorization header.
 func (h *harness) do(method, path, token, body string) response {
 	h.tb.Helper()
+	return h.doWith(method, path, token, body, nil)
+}
+
+// doWith sends one request with extra headers.
+func (h *harness) doWith(method, path, token, body string, header map[string]string) response {
+	h.tb.Helper()
 	req, err := http.NewRequest(method, h.base+path, strings.NewReader(body))
 	require.NoError(h.tb, err)
 	if token != "" {
@@ -108,6 +114,9 @@ func (h *harness) do(method, path, token, body string) response {
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := h.http.Do(req)
 	require.NoError(h.tb, err)

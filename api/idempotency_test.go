@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/authtoken"
-	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
@@ -22,17 +19,7 @@ import (
 // doKeyed sends an admin write with an Idempotency-Key.
 func (h *harness) doKeyed(path, token, key, body string) response {
 	h.tb.Helper()
-	req, err := http.NewRequest("POST", h.base+path, strings.NewReader(body))
-	require.NoError(h.tb, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := h.http.Do(req)
-	require.NoError(h.tb, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(h.tb, err)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return h.doWith("POST", path, token, body, map[string]string{"Idempotency-Key": key})
 }
 
 func uniqueKey(prefix string) string {
@@ -131,16 +118,8 @@ func TestIdempotentStock(t *testing.T) {
 // its retry with the key changes nothing; Redis takes the addition by
 // itself once it runs again.
 func TestStockAdditionDuringFrozenRedis(t *testing.T) {
-	srv, addr := mustOwnRedis(t)
-	setup := func(c *config.Config) {
-		c.RedisAddrs = []string{addr}
-		c.RedisTimeout = 250 * time.Millisecond
-	}
-	cfg := testenv.Config(t)
-	setup(cfg)
-	rdb := conn.Redis(cfg)
-	t.Cleanup(func() { _ = rdb.Close() })
-	h := MustHarnessWithRedis(t, rdb, setup)
+	h, srv := mustHarnessOnOwnRedis(t, func(c *config.Config) { c.RedisTimeout = 250 * time.Millisecond })
+	rdb := h.rdb
 	sale := h.MustWarmSale(10)
 	path := "/admin/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/stock"
 	key := uniqueKey("frozen")

@@ -29,20 +29,13 @@ const sweepEvery = time.Minute
 func (f *StockFollower) Run(ctx context.Context) {
 	every := orDefault(f.Every, time.Second)
 	keep := orDefault(f.KeyKeep, store.KeyKeep)
-	failing := false
+	outage := outageLog{logger: f.Logger, what: "stock follower"}
 	var swept time.Time
 	everyTick(ctx, every, false, func() {
 		tctx, cancel := context.WithTimeout(ctx, every)
 		_, err := sales.FollowStock(tctx, f.Store, f.Redis, 0)
 		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			f.Logger.Warn("stock follower: failing", "err", err)
-			failing = true
-		case err == nil && failing:
-			f.Logger.Info("stock follower: recovered")
-			failing = false
-		}
+		outage.note(ctx, err)
 		if time.Since(swept) < sweepEvery {
 			return
 		}

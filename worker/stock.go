@@ -25,22 +25,33 @@ type StockRecorder struct {
 // Run records until ctx is cancelled.
 func (s *StockRecorder) Run(ctx context.Context) {
 	every := orDefault(s.Every, time.Second)
-	failing := false
+	outage := outageLog{logger: s.Logger, what: "stock recorder"}
 	everyTick(ctx, every, false, func() {
 		// One tick's work never outlives the next tick.
 		tctx, cancel := context.WithTimeout(ctx, every)
 		_, err := s.RecordOnce(tctx)
 		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil && !failing:
-			// Logged once per outage, not every second.
-			s.Logger.Warn("stock recorder: failing", "err", err)
-			failing = true
-		case err == nil && failing:
-			s.Logger.Info("stock recorder: recovered")
-			failing = false
-		}
+		outage.note(ctx, err)
 	})
+}
+
+// outageLog logs a loop's failure once per outage, not every tick, and its
+// recovery.
+type outageLog struct {
+	logger  *slog.Logger
+	what    string
+	failing bool
+}
+
+func (o *outageLog) note(ctx context.Context, err error) {
+	switch {
+	case err != nil && ctx.Err() == nil && !o.failing:
+		o.logger.Warn(o.what+": failing", "err", err)
+		o.failing = true
+	case err == nil && o.failing:
+		o.logger.Info(o.what + ": recovered")
+		o.failing = false
+	}
 }
 
 // RecordOnce records the stock of every open sale whose Redis stock key
