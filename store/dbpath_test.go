@@ -219,6 +219,7 @@ func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	require.Equal(t, "ordered:"+fmt.Sprint(base+3), rdb.HGet(ctx(t), keys.Tokens, viaDB.Token).Val())
 	require.EqualValues(t, 3, rdb.SCard(ctx(t), keys.Buyers).Val())
 	require.Equal(t, viaDB.Token, rdb.HGet(ctx(t), keys.Requests, fmt.Sprintf("%d:resync-03", base+3)).Val())
+	require.Equal(t, "resync-03", rdb.HGet(ctx(t), keys.Requests, "t:"+viaDB.Token).Val(), "a cancel finds the request by its token")
 	mode := rdb.HMGet(ctx(t), keys.Meta, "mode", "epoch").Val()
 	require.Equal(t, []any{"redis", fmt.Sprint(epoch)}, mode)
 	sale2, err := st.GetSale(ctx(t), sale.ID)
