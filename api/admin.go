@@ -178,10 +178,11 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 		case errors.Is(err, store.ErrNotFound):
 			return sendError(c, domain.ENotFound, "no such sale")
 		case errors.Is(err, sales.ErrRedisBehind):
-			// The database holds the decision; this instance enforces it
-			// at once from its cache, others within a second.
-			s.log(c).Error("set sale control in redis", "sale_id", id, "err", err)
-			return unavailable(c, 1, "recorded, but redis did not take it; retry")
+			// Committed: the database holds the decision; this instance
+			// enforces it at once from its cache, others within a second,
+			// and Redis follows (here in the background, and by the worker).
+			s.log(c).Warn("set sale control in redis; following", "sale_id", id, "err", err)
+			s.follow(func(ctx context.Context) error { return sales.FollowControl(ctx, s.st, s.rdb, id) })
 		case err != nil:
 			s.log(c).Error("set sale control", "sale_id", id, "err", err)
 			return unavailable(c, 1, "database unavailable")
@@ -235,7 +236,13 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	case errors.Is(err, sales.ErrRedisBehind):
 		// Committed: the answer is 200, and Redis follows from the
 		// pending row (here in the background, and by the worker).
-		s.followStock(id)
+		s.follow(func(ctx context.Context) error {
+			if _, err := sales.FollowStock(ctx, s.st, s.rdb, id); err != nil {
+				return err
+			}
+			s.cache.dropMark(id)
+			return nil
+		})
 	case errors.Is(err, sales.ErrRedis):
 		return unavailable(c, 1, "redis unavailable")
 	case err != nil:
@@ -256,22 +263,21 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
 }
 
-// followStock applies a sale's pending stock additions to Redis in the
-// background until Redis takes them (or followFor passes: the worker's
-// follower goes on), so a short Redis pause heals without an operator.
-func (s *server) followStock(saleID int64) {
+// follow retries fn in the background until it succeeds (or followFor
+// passes, or the server stops: the worker's follower goes on), so a short
+// Redis pause heals without an operator.
+func (s *server) follow(fn func(ctx context.Context) error) {
 	s.bg.Go(func() {
 		deadline := time.Now().Add(followFor)
 		for wait := 100 * time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 5*time.Second) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := sales.FollowStock(ctx, s.st, s.rdb, saleID)
+			err := fn(ctx)
 			cancel()
 			if err == nil {
-				s.cache.dropMark(saleID)
 				return
 			}
 			select {
-			case <-s.stop: // shutting down: the worker's follower goes on
+			case <-s.stop:
 				return
 			case <-time.After(wait):
 			}

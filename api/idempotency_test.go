@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
@@ -151,4 +152,30 @@ func TestStockAdditionDuringFrozenRedis(t *testing.T) {
 	pending, err := h.st.PendingAdditions(context.Background(), sale.ID, 10)
 	require.NoError(t, err)
 	require.Empty(t, pending)
+}
+
+// A pause the database committed while Redis is frozen answers 200, and
+// Redis takes it by itself once it runs again.
+func TestPauseDuringFrozenRedis(t *testing.T) {
+	h, srv := mustHarnessOnOwnRedis(t, func(c *config.Config) { c.RedisTimeout = 250 * time.Millisecond })
+	sale := h.MustWarmSale(10)
+	srv.Freeze(t)
+	thawed := false
+	defer func() {
+		if !thawed {
+			srv.Thaw(t)
+		}
+	}()
+	r := h.do("POST", "/admin/v1/sales/"+strconv.FormatInt(sale.ID, 10)+"/pause", h.admin, "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	got, err := h.st.GetSale(context.Background(), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ControlPaused, got.Control)
+
+	srv.Thaw(t)
+	thawed = true
+	require.Eventually(t, func() bool {
+		c, err := h.rdb.HGet(context.Background(), lua.SaleKeys(sale.ID).Meta, "control").Result()
+		return err == nil && c == string(domain.ControlPaused)
+	}, 30*time.Second, 50*time.Millisecond, "Redis follows the committed pause by itself")
 }

@@ -2,9 +2,13 @@
 -- when the sale is warmed, so it never creates half a sale.
 -- KEYS: 1 meta
 -- ARGV: 1 control
--- Returns 1 when written, 0 when the sale is not in Redis.
+-- An unchanged control is not written again (nothing replicated), so the
+-- worker can repeat the database's control every tick.
+-- Returns 1 when written or already so, 0 when the sale is not in Redis.
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'control', ARGV[1])
+  if redis.call('HGET', KEYS[1], 'control') ~= ARGV[1] then
+    redis.call('HSET', KEYS[1], 'control', ARGV[1])
+  end
   return 1
 end
 return 0

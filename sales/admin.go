@@ -30,8 +30,9 @@ var (
 // SetControl pauses, resumes or stops a sale: the database holds the
 // decision, then the sale's Redis metadata follows when the sale is warmed
 // (lua/control.lua), so the reserve script enforces it at once. Errors:
-// store.ErrNotFound, ErrDatabase, or ErrRedisBehind (recorded, but Redis
-// did not take it: retry).
+// store.ErrNotFound, ErrDatabase, or ErrRedisBehind with the sale
+// (recorded, but Redis did not take it: FollowControl, by the API and each
+// second by the worker, brings Redis to the database's control).
 func SetControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64, to domain.SaleControl) (*domain.Sale, error) {
 	sale, err := st.SetSaleControl(ctx, saleID, to)
 	if errors.Is(err, store.ErrNotFound) {
@@ -41,9 +42,24 @@ func SetControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID in
 		return nil, fmt.Errorf("set control of sale %d: %w: %w", saleID, ErrDatabase, err)
 	}
 	if _, err := rdb.SetControl(ctx, saleID, string(to)); err != nil {
-		return nil, fmt.Errorf("set control of sale %d in redis: %w: %w", saleID, ErrRedisBehind, err)
+		return sale, fmt.Errorf("set control of sale %d in redis: %w: %w", saleID, ErrRedisBehind, err)
 	}
 	return sale, nil
+}
+
+// FollowControl writes the database's control of each sale (read now) into
+// Redis where the sale is warmed; an unchanged control costs Redis no write.
+func FollowControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleIDs ...int64) error {
+	for _, id := range saleIDs {
+		sale, err := st.GetSale(ctx, id)
+		if err != nil {
+			return fmt.Errorf("follow control of sale %d: %w", id, err)
+		}
+		if _, err := rdb.SetControl(ctx, id, string(sale.Control)); err != nil {
+			return fmt.Errorf("follow control of sale %d: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // followControl makes Redis's control of a sale the database's after a
@@ -98,6 +114,14 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		}
 		if _, err := FollowStock(ctx, st, rdb, saleID); err != nil {
 			return fmt.Errorf("adjust stock of sale %d in redis after the database: %w: %w", saleID, ErrRedisBehind, err)
+		}
+		return nil
+	}
+	// A withdrawal repeated under its ref (an Idempotency-Key's write taken
+	// over from a dead instance) must not take Redis's units again.
+	if done, err := st.Adjusted(ctx, ref); err != nil || done {
+		if err != nil {
+			return fmt.Errorf("adjust stock of sale %d: %w: %w", saleID, ErrDatabase, err)
 		}
 		return nil
 	}

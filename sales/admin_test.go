@@ -60,8 +60,9 @@ func TestSetControlReachesBothStores(t *testing.T) {
 	_, err = sales.SetControl(f.ctx, f.st, f.client, 1<<40, domain.ControlPaused)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	_, err = sales.SetControl(f.ctx, f.st, deadRedis(t), f.sale.ID, domain.ControlStopped)
+	sale, err = sales.SetControl(f.ctx, f.st, deadRedis(t), f.sale.ID, domain.ControlStopped)
 	require.ErrorIs(t, err, sales.ErrRedisBehind)
+	require.Equal(t, domain.ControlStopped, sale.Control, "committed: the sale comes with the error")
 	got, err := f.st.GetSale(f.ctx, f.sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ControlStopped, got.Control, "the database holds the decision")
@@ -74,9 +75,12 @@ func TestAdjustStockChangesBothStores(t *testing.T) {
 	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, 3, ""))
 	r, d := f.stocks()
 	require.EqualValues(t, [2]int64{8, 8}, [2]int64{r, d})
-	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -4, ""))
-	r, d = f.stocks()
-	require.EqualValues(t, [2]int64{4, 4}, [2]int64{r, d})
+	ref := fmt.Sprintf("withdraw-%d", f.sale.ID)
+	for range 2 { // the repeat under the same ref changes nothing
+		require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -4, ref))
+		r, d = f.stocks()
+		require.EqualValues(t, [2]int64{4, 4}, [2]int64{r, d})
+	}
 
 	err := sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -5, "")
 	require.ErrorIs(t, err, sales.ErrInsufficient)

@@ -134,3 +134,12 @@ func (s *Store) AdditionApplied(ctx context.Context, ref string) error {
 	}
 	return nil
 }
+
+// Adjusted reports whether the stock change under ref is committed.
+func (s *Store) Adjusted(ctx context.Context, ref string) (bool, error) {
+	var n int
+	if err := s.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM stock_ledger WHERE token = ? AND operation = 'adjust'", ref).Scan(&n); err != nil {
+		return false, fmt.Errorf("stock change %s: %w", ref, err)
+	}
+	return n > 0, nil
+}

@@ -2,19 +2,23 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
-// StockFollower applies stock additions the database committed and Redis
+// Follower applies stock additions the database committed and Redis
 // has not taken (a Redis pause during the admin write, or an API instance
-// gone before its own retries) each tick, so Redis follows without an
-// operator; and sweeps admin Idempotency-Keys older than KeyKeep.
-type StockFollower struct {
+// gone before its own retries), and writes each open sale's control
+// (pause, resume, stop) into Redis, each tick, so Redis follows committed
+// admin writes without an operator; and sweeps admin Idempotency-Keys
+// older than KeyKeep.
+type Follower struct {
 	Redis   *lua.Client
 	Store   *store.Store
 	Logger  *slog.Logger
@@ -26,14 +30,14 @@ type StockFollower struct {
 const sweepEvery = time.Minute
 
 // Run follows and sweeps until ctx is cancelled.
-func (f *StockFollower) Run(ctx context.Context) {
+func (f *Follower) Run(ctx context.Context) {
 	every := orDefault(f.Every, time.Second)
 	keep := orDefault(f.KeyKeep, store.KeyKeep)
 	outage := outageLog{logger: f.Logger, what: "stock follower"}
 	var swept time.Time
 	everyTick(ctx, every, false, func() {
 		tctx, cancel := context.WithTimeout(ctx, every)
-		_, err := sales.FollowStock(tctx, f.Store, f.Redis, 0)
+		err := f.Once(tctx)
 		cancel()
 		outage.note(ctx, err)
 		if time.Since(swept) < sweepEvery {
@@ -46,4 +50,33 @@ func (f *StockFollower) Run(ctx context.Context) {
 			f.Logger.Warn("idempotency key sweep", "err", err)
 		}
 	})
+}
+
+// Once applies the pending stock additions and the open sales' controls.
+func (f *Follower) Once(ctx context.Context) error {
+	if _, err := sales.FollowStock(ctx, f.Store, f.Redis, 0); err != nil {
+		return err
+	}
+	return f.followControl(ctx)
+}
+
+// followControl writes the database's control of every open sale on Redis
+// into Redis; control.lua writes nothing when Redis has it already. A
+// control committed after the list was read may be overwritten for one
+// tick (the API instances enforce it from their caches meanwhile); the
+// next tick writes it.
+func (f *Follower) followControl(ctx context.Context) error {
+	open, err := f.Store.ListOpenSales(ctx)
+	if err != nil {
+		return fmt.Errorf("follow control: %w", err)
+	}
+	for _, sale := range open {
+		if sale.Mode != domain.ModeRedis {
+			continue // a resync writes Redis whole when it takes the sale back
+		}
+		if _, err := f.Redis.SetControl(ctx, sale.ID, string(sale.Control)); err != nil {
+			return fmt.Errorf("follow control of sale %d: %w", sale.ID, err)
+		}
+	}
+	return nil
 }

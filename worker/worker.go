@@ -150,7 +150,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		relay.Run(ctx, work)
 	})
 	bg.Go(func() { recorder.Run(ctx) })
-	follower := &StockFollower{Redis: rdb, Store: st, Logger: logger}
+	follower := &Follower{Redis: rdb, Store: st, Logger: logger}
 	bg.Go(func() { follower.Run(ctx) })
 	outbox := &OutboxRelay{Store: st, Starter: startTimes.wrap("outbox_relay", start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
