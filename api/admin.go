@@ -89,7 +89,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	if err := s.st.CreateSale(ctx, sale); err != nil {
+	if err := s.st.CreateSaleOnce(ctx, sale, writeRef(c)); err != nil {
 		s.log(c).Error("create sale", "err", err)
 		return unavailable(c, 1, "could not create the sale")
 	}

@@ -61,6 +61,14 @@ func bodyHash(body []byte) []byte {
 	return sum[:]
 }
 
+// idempotencyScope hashes a key's scope: the admin, the route (the path,
+// with its sale id, as the router matches it) and the key.
+func idempotencyScope(admin int64, method, path, key string) []byte {
+	path = strings.ToLower(strings.TrimSuffix(path, "/"))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%s\x00%s", admin, method, path, key))
+	return sum[:]
+}
+
 // idempotent makes an admin write answer a repeat of its Idempotency-Key
 // with the first answer. Keys are scoped per admin and route (the path,
 // with its sale id). The first request claims the key in MySQL before it
@@ -76,9 +84,7 @@ func (s *server) idempotent(h fiber.Handler) fiber.Handler {
 		if len(vals) > 1 || !validIdempotencyKey(vals[0]) {
 			return sendError(c, domain.EInvalid, "Idempotency-Key: 1..128 visible ASCII characters, once")
 		}
-		path := strings.ToLower(strings.TrimSuffix(c.Path(), "/"))
-		sum := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%s\x00%s", principal(c).UserID, c.Method(), path, vals[0]))
-		scope := sum[:]
+		scope := idempotencyScope(principal(c).UserID, c.Method(), c.Path(), string(vals[0]))
 		hash := bodyHash(c.BodyRaw())
 		ctx, cancel := context.WithTimeout(c.UserContext(), keyInFlightWait)
 		defer cancel()

@@ -50,6 +50,15 @@ func TestIdempotentCreateSale(t *testing.T) {
 		require.Equal(t, string(first.Body), string(again.Body), "the first answer, no second sale")
 	}
 
+	// The instance that ran it died before keeping the answer: a repeat
+	// past the stale bound takes the key over and finds the sale created.
+	_, err := h.st.DB.ExecContext(context.Background(), "UPDATE idempotency_keys SET status = NULL, response = NULL, created_at = ? WHERE scope = ?",
+		time.Now().Add(-time.Hour).UTC(), idempotencyScope(1, "POST", "/admin/v1/sales", key))
+	require.NoError(t, err)
+	taken := h.doKeyed("/admin/v1/sales", h.admin, key, body)
+	require.Equal(t, 201, taken.Status, string(taken.Body))
+	require.EqualValues(t, id, taken.json(t)["sale_id"], "no second sale")
+
 	other := h.doKeyed("/admin/v1/sales", h.admin, key, strings.Replace(body, `"stock":3`, `"stock":4`, 1))
 	require.Equal(t, 409, other.Status)
 	require.Equal(t, "idempotency_key_reused", other.errCode(t))

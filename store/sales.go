@@ -59,6 +59,13 @@ func (r *saleRow) domain() *domain.Sale {
 // spreading the stock evenly (the first stock%buckets buckets get one more;
 // buckets beyond the stock start empty). It sets s.ID.
 func (s *Store) CreateSale(ctx context.Context, sale *domain.Sale) error {
+	return s.CreateSaleOnce(ctx, sale, "")
+}
+
+// CreateSaleOnce is CreateSale under ref (an Idempotency-Key's): a ledger
+// row 'create' commits with the sale, so a repeat under the same ref
+// creates nothing and sets sale to the sale created first. "" for none.
+func (s *Store) CreateSaleOnce(ctx context.Context, sale *domain.Sale, ref string) error {
 	if sale.Buckets < 1 {
 		return fmt.Errorf("create sale: buckets must be at least 1")
 	}
@@ -110,12 +117,39 @@ func (s *Store) CreateSale(ctx context.Context, sale *domain.Sale) error {
 				return fmt.Errorf("insert buckets: %w", err)
 			}
 		}
+		if ref == "" {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at) VALUES (?, 'create', ?, -1, 0, ?)",
+			ref, id, now); err != nil {
+			if IsDuplicate(err) {
+				return errAlreadyApplied
+			}
+			return fmt.Errorf("ledger: %w", err)
+		}
 		return nil
 	})
+	if errors.Is(err, errAlreadyApplied) {
+		return s.createdUnder(ctx, sale, ref)
+	}
 	if err != nil {
 		return fmt.Errorf("create sale: %w", err)
 	}
 	*sale = *row.domain()
+	return nil
+}
+
+// createdUnder sets sale to the sale created under ref.
+func (s *Store) createdUnder(ctx context.Context, sale *domain.Sale, ref string) error {
+	var id int64
+	if err := s.DB.QueryRowContext(ctx, "SELECT sale_id FROM stock_ledger WHERE token = ? AND operation = 'create'", ref).Scan(&id); err != nil {
+		return fmt.Errorf("sale created under %s: %w", ref, err)
+	}
+	got, err := s.GetSale(ctx, id)
+	if err != nil {
+		return fmt.Errorf("sale created under %s: %w", ref, err)
+	}
+	*sale = *got
 	return nil
 }
 
