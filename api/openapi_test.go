@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/seckill/seckill/domain"
 )
@@ -41,6 +43,68 @@ func TestOpenAPIIsValid(t *testing.T) {
 			if op.RequestBody != nil {
 				require.NotNil(t, op.Responses.Status(415), "%s %s takes a body but does not document 415", method, path)
 			}
+		}
+	}
+}
+
+// TestOpenAPILint holds api/openapi.yaml to rules kin-openapi's validation
+// leaves open: strict YAML (a repeated key is an error, not a silent
+// overwrite), an operationId on every operation, an example for every JSON
+// body an operation takes or answers with (validated against its schema),
+// and a format on every integer so that clients generate 64-bit ids.
+func TestOpenAPILint(t *testing.T) {
+	var strict map[string]any
+	require.NoError(t, yaml.Unmarshal(openAPI, &strict), "api/openapi.yaml is not strict YAML")
+
+	doc, err := openapi3.NewLoader().LoadFromData(openAPI)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(context.Background(), openapi3.EnableExamplesValidation()))
+
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			require.NotEmpty(t, op.OperationID, "%s has no operationId", where)
+			if op.RequestBody != nil {
+				for mt, media := range op.RequestBody.Value.Content {
+					require.True(t, hasExample(media), "%s: request body %s has no example", where, mt)
+				}
+			}
+			for status, resp := range op.Responses.Map() {
+				if status[0] != '2' {
+					continue
+				}
+				for mt, media := range resp.Value.Content {
+					if mt == "application/json" {
+						require.True(t, hasExample(media), "%s: %s answer has no example", where, status)
+					}
+				}
+			}
+		}
+	}
+	lintIntegers(t, "", strict)
+}
+
+// hasExample reports whether a media type carries an example itself or
+// through its schema.
+func hasExample(m *openapi3.MediaType) bool {
+	return m.Example != nil || len(m.Examples) > 0 || (m.Schema != nil && m.Schema.Value.Example != nil)
+}
+
+// lintIntegers walks the raw document: every schema of type integer names
+// its format (int64 for ids and counts, int32 where the range is small).
+func lintIntegers(t *testing.T, at string, node any) {
+	t.Helper()
+	switch n := node.(type) {
+	case map[string]any:
+		if n["type"] == "integer" {
+			require.Contains(t, []any{"int32", "int64"}, n["format"], "integer at %s has no format", at)
+		}
+		for k, v := range n {
+			lintIntegers(t, at+"/"+k, v)
+		}
+	case []any:
+		for i, v := range n {
+			lintIntegers(t, fmt.Sprintf("%s/%d", at, i), v)
 		}
 	}
 }
