@@ -28,7 +28,8 @@ type Store struct {
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
 var ErrInvalidDSN = errors.New("invalid MYSQL_DSN")
 
-// Open connects to MySQL with times in UTC and every call bounded.
+// Open connects to MariaDB (MinServer or newer, anything else refused) with
+// times in UTC and every call bounded.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -64,7 +65,16 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = sqldb.Close()
 		return nil, fmt.Errorf("open store: ping: %w", err)
 	}
-	return &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}, nil
+	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
+	version, err := st.ServerVersion(ctx)
+	if err == nil {
+		err = CheckServerVersion(version)
+	}
+	if err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, nil
 }
 
 // Close closes the pool.
