@@ -43,9 +43,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Discrepancies the sale's latest reconciliation listed (seen in two passes), repaired ones included.",
 		}, []string{"sale"}),
 		WithoutWorkflow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "seckill_reservation_without_workflow",
-			Help: "1 for each live reservation whose order workflow the sale's latest check found closed (workflow_closed), by token; gone once repaired and confirmed.",
-		}, []string{"sale", "token"}),
+			Name: "seckill_reservations_without_workflow",
+			Help: "Live reservations whose order workflow the sale's latest check found closed (workflow_closed); the reconciliation report names them.",
+		}, []string{"sale"}),
 	}
 	for _, c := range []prometheus.Collector{m.OrdersEnded, m.Consistent, m.Discrepancies, m.WithoutWorkflow} {
 		if err := reg.Register(c); err != nil {
@@ -87,7 +87,7 @@ func (m *Metrics) forget(saleID int64) {
 	sale := strconv.FormatInt(saleID, 10)
 	m.Consistent.DeleteLabelValues(sale)
 	m.Discrepancies.DeleteLabelValues(sale)
-	m.WithoutWorkflow.DeletePartialMatch(prometheus.Labels{"sale": sale})
+	m.WithoutWorkflow.DeleteLabelValues(sale)
 }
 
 // statusBefore reads a reservation's status ahead of an ending transition,
@@ -119,17 +119,18 @@ func (a *Activities) countEnd(before domain.ReservationStatus, known bool, after
 	}
 }
 
-// withoutWorkflow replaces the sale's workflow_closed tokens with those
-// found now.
+// withoutWorkflow counts the sale's workflow_closed findings. Only the
+// count: a label per token would grow the series without bound and put a
+// bearer's reservation id in every scrape.
 func (m *Metrics) withoutWorkflow(saleID int64, found []domain.Discrepancy) {
 	if m == nil {
 		return
 	}
-	sale := strconv.FormatInt(saleID, 10)
-	m.WithoutWorkflow.DeletePartialMatch(prometheus.Labels{"sale": sale})
+	n := 0
 	for _, d := range found {
 		if d.Kind == domain.KindWorkflowClosed {
-			m.WithoutWorkflow.WithLabelValues(sale, d.Token).Set(1)
+			n++
 		}
 	}
+	m.WithoutWorkflow.WithLabelValues(strconv.FormatInt(saleID, 10)).Set(float64(n))
 }

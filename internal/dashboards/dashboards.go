@@ -151,7 +151,7 @@ func saleOverview() *dashboard.DashboardBuilder {
 			query(`sum(seckill_starter_queue_length)`, "queued"))).
 		WithPanel(single("Reservations without workflow", "short",
 			"Live reservations holding a unit with no order workflow (the relay or reconciliation starts one).",
-			query(`count(max by (sale, token) (seckill_reservation_without_workflow{sale=~"$sale"}) == 1) or vector(0)`, "without workflow"))).
+			query(`sum(max by (sale) (seckill_reservations_without_workflow{sale=~"$sale"})) or vector(0)`, "without workflow"))).
 		WithPanel(series("Reconciliation", "short",
 			"The sale workflow's latest reconciliation: discrepancies listed (seen in two passes) and consistency (1 consistent).",
 			query(`max by (sale) (seckill_reconciliation_discrepancies{sale=~"$sale"})`, "discrepancies {{sale}}"),
