@@ -360,7 +360,11 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("api: %w", err)
 	}
 	defer func() { _ = st.Close() }()
-	rdb := lua.NewClient(conn.Redis(cfg))
+	redisClient, err := conn.Redis(cfg)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	rdb := lua.NewClient(redisClient)
 	defer func() { _ = rdb.Close() }()
 	reg := prometheus.NewRegistry()
 	if err := rdb.InstrumentScripts(reg); err != nil {

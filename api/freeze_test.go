@@ -44,7 +44,8 @@ func mustHarnessOnOwnRedis(tb testing.TB, mutate func(*config.Config)) (*harness
 	}
 	cfg := testenv.Config(tb)
 	setup(cfg)
-	rdb := conn.Redis(cfg)
+	rdb, err := conn.Redis(cfg)
+	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = rdb.Close() })
 	return MustHarnessWithRedis(tb, rdb, setup), srv
 }

@@ -43,7 +43,8 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 	cfg, err := config.Load()
 	require.NoError(t, err)
 	require.Equal(t, rc.Addrs, cfg.RedisAddrs)
-	rdb := conn.Redis(cfg)
+	rdb, err := conn.Redis(cfg)
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	cc, ok := rdb.(*redis.ClusterClient)
 	require.True(t, ok, "REDIS_ADDRS with %d addresses gives %T", len(rc.Addrs), rdb)
@@ -88,10 +89,34 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 	t.Setenv("REDIS_ADDRS", rc.Addrs[0])
 	cfg, err = config.Load()
 	require.NoError(t, err)
-	single := conn.Redis(cfg)
+	single, err := conn.Redis(cfg)
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = single.Close() })
 	_, ok = single.(*redis.Client)
 	require.True(t, ok, "one address gives %T", single)
+
+	// A managed cluster's one discovery endpoint, in cluster mode by
+	// REDIS_CLUSTER, finds every master and routes by slot (no MOVED).
+	t.Setenv("REDIS_ADDRS", "")
+	t.Setenv("REDIS_URL", "redis://"+rc.Addrs[1])
+	t.Setenv("REDIS_CLUSTER", "true")
+	cfg, err = config.Load()
+	require.NoError(t, err)
+	discovered, err := conn.Redis(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = discovered.Close() })
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	dc, ok := discovered.(*redis.ClusterClient)
+	require.True(t, ok, "REDIS_CLUSTER=true with one address gives %T", discovered)
+	shards, err = dc.ClusterShards(dctx).Result()
+	require.NoError(t, err)
+	require.Len(t, shards, cluster.Masters)
+	for i := range 3 * cluster.Masters {
+		key := fmt.Sprintf("{discovery:%d}", i)
+		require.NoError(t, dc.Set(dctx, key, i, time.Minute).Err())
+		require.NoError(t, dc.Get(dctx, key).Err())
+	}
 }
 
 // Every script and every multi-key call shape the API, the worker and the

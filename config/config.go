@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/seckill/seckill/domain"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -26,8 +27,13 @@ type Config struct {
 
 	APIAddr string // listen address of the API
 
-	RedisAddrs        []string // one address: a single Redis; several: a Redis Cluster
-	RedisPassword     string
+	RedisAddrs    []string // one address: a single Redis; several: a Redis Cluster
+	RedisPassword string
+	// RedisURL (REDIS_URL: redis:// or rediss://, user, password, db)
+	// replaces RedisAddrs and RedisPassword when set.
+	RedisURL          string
+	RedisCAFile       string // REDIS_CA_FILE: PEM roots verifying a rediss:// server
+	RedisCluster      bool   // REDIS_CLUSTER=true: discover a Redis Cluster from any one address
 	MySQLDSN          string
 	TemporalAddress   string
 	TemporalNamespace string
@@ -209,6 +215,18 @@ func load(get func(string) string) (*Config, error) {
 	c.APIAddr = str("API_ADDR", "127.0.0.1:8080")
 	c.RedisAddrs = splitList(str("REDIS_ADDRS", str("REDIS_ADDR", "127.0.0.1:6379")))
 	c.RedisPassword = get("REDIS_PASSWORD")
+	c.RedisURL = get("REDIS_URL")
+	if u, err := url.Parse(c.RedisURL); c.RedisURL != "" && (err != nil || (u.Scheme != "redis" && u.Scheme != "rediss")) {
+		errs = append(errs, errors.New("REDIS_URL: not a redis:// or rediss:// URL"))
+	}
+	c.RedisCAFile = get("REDIS_CA_FILE")
+	switch v := get("REDIS_CLUSTER"); v {
+	case "", "false":
+	case "true":
+		c.RedisCluster = true
+	default:
+		errs = append(errs, fmt.Errorf("REDIS_CLUSTER: not true or false: %q", v))
+	}
 	c.MySQLDSN = str("MYSQL_DSN", devOr("root@tcp(127.0.0.1:3306)/seckill"))
 	if c.MySQLDSN == "" {
 		errs = append(errs, errors.New("MYSQL_DSN is required outside development mode"))

@@ -78,7 +78,11 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		<-serveDone
 	}()
 
-	rdb := lua.NewClient(conn.Redis(cfg))
+	redisClient, err := conn.Redis(cfg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	rdb := lua.NewClient(redisClient)
 	defer closeLogged(logger, "redis", rdb.Close)
 	if err := rdb.InstrumentScripts(reg); err != nil {
 		return fmt.Errorf("worker: %w", err)

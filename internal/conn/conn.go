@@ -5,9 +5,11 @@ package conn
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
@@ -23,14 +25,33 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Redis returns a client for one Redis or, with several addresses, a Redis
-// Cluster. Every call is bounded by the client's timeouts and, when its
-// context has an earlier deadline, by that deadline: without
-// ContextTimeoutEnabled go-redis v9 applies a context's deadline to the
-// socket only through ReadTimeout, so a frozen Redis held each hot-path
+// Redis returns a client for one Redis or a Redis Cluster (several
+// addresses, or REDIS_CLUSTER=true discovering it from one), addressed by
+// REDIS_URL or REDIS_ADDR(S). Every call is bounded by the client's
+// timeouts and, when its context has an earlier deadline, by that deadline:
+// without ContextTimeoutEnabled go-redis v9 applies a context's deadline to
+// the socket only through ReadTimeout, so a frozen Redis held each hot-path
 // call for 2 s instead of SECKILL_REDIS_TIMEOUT.
-func Redis(cfg *config.Config) redis.UniversalClient {
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+func Redis(cfg *config.Config) (redis.UniversalClient, error) {
+	opts, err := redisOptions(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	rdb := redis.NewUniversalClient(opts)
+	if cfg.Tracing {
+		// Fails only on bad options; a trace without Redis spans is
+		// better than a process that will not start.
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)); err != nil {
+			slog.Warn("redis tracing", "err", err)
+		}
+	}
+	return rdb, nil
+}
+
+// redisOptions builds the one set of options every Redis client of the
+// process uses (lua.Client.Aside copies them).
+func redisOptions(cfg *config.Config) (*redis.UniversalOptions, error) {
+	opts := &redis.UniversalOptions{
 		Addrs:                 cfg.RedisAddrs,
 		Password:              cfg.RedisPassword,
 		DialTimeout:           2 * time.Second,
@@ -39,17 +60,35 @@ func Redis(cfg *config.Config) redis.UniversalClient {
 		PoolSize:              256,
 		ContextTimeoutEnabled: true,
 		MinIdleConns:          16,
-		// A cluster is selected by several addresses only.
-		IsClusterMode: len(cfg.RedisAddrs) > 1,
-	})
-	if cfg.Tracing {
-		// Fails only on bad options; a trace without Redis spans is
-		// better than a process that will not start.
-		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)); err != nil {
-			slog.Warn("redis tracing", "err", err)
-		}
+		IsClusterMode:         cfg.RedisCluster || len(cfg.RedisAddrs) > 1,
 	}
-	return rdb
+	if cfg.RedisURL != "" {
+		u, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			// The URL may hold a password: name the variable, not its value.
+			return nil, errors.New("REDIS_URL does not parse")
+		}
+		if cfg.RedisCluster && u.DB != 0 {
+			return nil, errors.New("REDIS_URL: a Redis Cluster has database 0 only")
+		}
+		opts.Addrs, opts.Username, opts.Password, opts.DB, opts.TLSConfig = []string{u.Addr}, u.Username, u.Password, u.DB, u.TLSConfig
+		opts.IsClusterMode = cfg.RedisCluster
+	}
+	if cfg.RedisCAFile != "" {
+		if opts.TLSConfig == nil {
+			return nil, errors.New("REDIS_CA_FILE needs a rediss:// REDIS_URL")
+		}
+		pem, err := os.ReadFile(cfg.RedisCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("REDIS_CA_FILE: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("REDIS_CA_FILE %s: no PEM certificate", cfg.RedisCAFile)
+		}
+		opts.TLSConfig.RootCAs = roots
+	}
+	return opts, nil
 }
 
 // Store opens the database and applies the migrations.
