@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
@@ -253,6 +255,16 @@ func MustRunbook(tb testing.TB, apiURL string) *runbook {
 	dir := tb.TempDir()
 	wrapper := fmt.Sprintf("#!/bin/sh\nexec %q \"$@\" --address %q\n", MustTemporalBin(tb), testenv.TemporalAddress())
 	require.NoError(tb, os.WriteFile(filepath.Join(dir, "temporal"), []byte(wrapper), 0o755))
+	// mysql: the client on the test database, which the runbook calls seckill.
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
+	require.NoError(tb, err)
+	client, err := exec.LookPath("mysql")
+	require.NoError(tb, err, "the mysql client is missing")
+	host, port, err := net.SplitHostPort(cfg.Addr)
+	require.NoError(tb, err)
+	wrapper = fmt.Sprintf("#!/bin/sh\nfor a; do shift; [ \"$a\" = seckill ] && a=%q; set -- \"$@\" \"$a\"; done\n"+
+		"exec %q --protocol=tcp -h %q -P %q -u %q \"$@\"\n", cfg.DBName, client, host, port, cfg.User)
+	require.NoError(tb, os.WriteFile(filepath.Join(dir, "mysql"), []byte(wrapper), 0o755))
 	rb := &runbook{tb: tb, cmds: runbookCommands(tb), used: map[string]bool{}}
 	rb.env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"API="+apiURL, "ADMIN_JWT="+mint(tb, -1), "TEMPORAL_ADDRESS="+testenv.TemporalAddress())

@@ -101,6 +101,51 @@ func TestDashboardsAreGenerated(t *testing.T) {
 	}
 }
 
+// TestGrafanaProvisioning checks deploy/grafana/provisioning: one default
+// Prometheus datasource and one file provider for the dashboards, decoded
+// strictly (a misspelt key is an error, as Grafana ignores it silently).
+func TestGrafanaProvisioning(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "deploy", "grafana", "provisioning")
+	decode := func(name string, v any) {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		dec.KnownFields(true)
+		require.NoError(t, dec.Decode(v), name)
+	}
+	var ds struct {
+		APIVersion  int `yaml:"apiVersion"`
+		Datasources []struct {
+			Name, UID, Type, Access, URL string
+			IsDefault                    bool           `yaml:"isDefault"`
+			JSONData                     map[string]any `yaml:"jsonData"`
+		}
+	}
+	decode("datasources/seckill.yaml", &ds)
+	require.Equal(t, 1, ds.APIVersion)
+	require.Len(t, ds.Datasources, 1)
+	require.Equal(t, "prometheus", ds.Datasources[0].Type)
+	require.True(t, ds.Datasources[0].IsDefault)
+	var dp struct {
+		APIVersion int `yaml:"apiVersion"`
+		Providers  []struct {
+			Name, Folder, Type    string
+			DisableDeletion       bool `yaml:"disableDeletion"`
+			AllowUIUpdates        bool `yaml:"allowUiUpdates"`
+			UpdateIntervalSeconds int  `yaml:"updateIntervalSeconds"`
+			Options               struct {
+				Path                      string
+				FoldersFromFilesStructure bool `yaml:"foldersFromFilesStructure"`
+			}
+		}
+	}
+	decode("dashboards/seckill.yaml", &dp)
+	require.Equal(t, 1, dp.APIVersion)
+	require.Len(t, dp.Providers, 1)
+	require.Equal(t, "file", dp.Providers[0].Type)
+	require.NotEmpty(t, dp.Providers[0].Options.Path)
+}
+
 // TestQueriedMetricsExistLive starts the real API and worker, makes a
 // reservation end to end, and checks that every metric an alert or a
 // dashboard panel queries is exported by one of them (up is Prometheus's).

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -172,10 +175,43 @@ func TestRunbookCommands(t *testing.T) {
 	out = rb.run("reconcile-repair", v1)
 	require.Contains(t, out, `"consistent":true`)
 
+	// Stock: ten more units, committed and then in Redis; the pending
+	// query runs (its rows drain as Redis takes them).
+	out = rb.run("stock", v1)
+	require.Contains(t, out, `"stock_total":15`, out)
+	out = rb.run("stock-pending", v1)
+	require.NotContains(t, out, "ERROR", out)
+	out = rb.run("stop", v1)
+	require.Contains(t, out, `"sale_id":`+sid, out)
+	code, body = s.reserve(t, saleID, testenv.UniqueUser(), "ops-stopped-1")
+	require.Equal(t, http.StatusForbidden, code, "%v", body)
+	require.Equal(t, "sale_ended", errCode(body))
+
 	// Every tested command of the runbook ran here.
 	for name := range rb.cmds {
 		require.True(t, rb.used[name], "runbook command %s is not tested", name)
 	}
 	require.Contains(t, rb.cmds, "terminate")
 	require.True(t, strings.HasPrefix(rb.cmds["terminate"], "temporal workflow terminate"))
+}
+
+// TestRunbookBlocksAreMarked checks that every fenced block of
+// docs/runbook.md is a tested command or, marked not run, only sets
+// variables: no command reaches an operator untested.
+func TestRunbookBlocksAreMarked(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "runbook.md"))
+	require.NoError(t, err)
+	block := regexp.MustCompile("(?m)^(.*)\n```[a-z]*\n((?s:.*?))^```")
+	marked := regexp.MustCompile(`^<!-- (cmd: [a-z-]+|not run: [^>]+) -->$`)
+	n := 0
+	for _, m := range block.FindAllStringSubmatch(string(raw), -1) {
+		n++
+		require.Regexp(t, marked, m[1], "a runbook block is not marked:\n%s", m[2])
+		if strings.HasPrefix(m[1], "<!-- not run:") {
+			for _, line := range strings.Split(strings.TrimSpace(m[2]), "\n") {
+				require.True(t, strings.HasPrefix(line, "export "), "a block marked not run does more than set variables: %s", line)
+			}
+		}
+	}
+	require.Equal(t, strings.Count(string(raw), "\n```")/2, n, "a runbook block was not found by the check")
 }

@@ -9,6 +9,8 @@ package dashboards
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
@@ -65,10 +67,29 @@ func base(uid, title string) *dashboard.DashboardBuilder {
 		Time("now-30m", "now").
 		Timezone(common.TimeZoneUtc).
 		Tooltip(dashboard.DashboardCursorSyncCrosshair).
-		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Prometheus").Type("prometheus"))
+		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Prometheus").Type("prometheus")).
+		WithVariable(dashboard.NewQueryVariableBuilder("job").Label("Job").
+			Description("The scrape jobs shown: one deployment (environment) or several.").
+			Datasource(datasource()).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(up, job)`)}).
+			Regex(`/seckill/`).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Multi(true).IncludeAll(true).AllValue(".*"))
 }
 
+// metricRef is a seckill or Temporal SDK metric in a panel's PromQL, with
+// the opening brace of its selector when it has one.
+var metricRef = regexp.MustCompile(`\b((?:seckill|temporal)_[a-z0-9_]+)(\{?)`)
+
+// query is a panel's target; every metric it names is limited to the
+// dashboard's job variable.
 func query(expr, legend string) *prometheus.DataqueryBuilder {
+	expr = metricRef.ReplaceAllStringFunc(expr, func(m string) string {
+		if name, ok := strings.CutSuffix(m, "{"); ok {
+			return name + `{job=~"$job",`
+		}
+		return m + `{job=~"$job"}`
+	})
 	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(legend)
 }
 
@@ -107,7 +128,7 @@ func saleOverview() *dashboard.DashboardBuilder {
 		Description("One flash sale end to end: the filters, the answers, latency, the inbox, the Redis path and reconciliation.").
 		WithVariable(dashboard.NewQueryVariableBuilder("sale").Label("Sale").
 			Datasource(datasource()).
-			Query(dashboard.StringOrMap{String: cog.ToPtr("label_values(seckill_inbox_lag, sale)")}).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(seckill_inbox_lag{job=~"$job"}, sale)`)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
 			Multi(true).IncludeAll(true).AllValue(".*")).
 		WithRow(dashboard.NewRowBuilder("Reservations")).
