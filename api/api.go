@@ -75,7 +75,7 @@ type server struct {
 	// The connection edge, the secrets bearer tokens verify under, and the
 	// read routes' buckets.
 	edge       *edge
-	jwtSecrets [][]byte
+	jwtSecrets tokenSecrets
 	readAddr   *keyedLimiters[netip.Addr]
 	readUser   *keyedLimiters[int64]
 	// status reads (status.go, events.go)
@@ -133,7 +133,7 @@ func NewServer(d Deps) *Server {
 		stop:      make(chan struct{}),
 		tokens:    newVerifiedTokens(1 << 17),
 	}
-	s.jwtSecrets = cfg.JWTSecrets()
+	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}}
 	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
 	s.readUser = newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser)
 	var queued func() float64

@@ -90,25 +90,40 @@ func newVerifiedTokens(max int) *verifiedTokens {
 	return &verifiedTokens{max: int64(max)}
 }
 
-// verify answers from the cache or verifies and remembers. A token signed
-// with any of secrets (the current one, then the previous one during a
-// rotation) verifies.
-func (v *verifiedTokens) verify(secrets [][]byte, raw string, now time.Time) (Principal, error) {
+// tokenSecrets are the HS256 secrets of the two signers, each current
+// first then the previous one during a rotation.
+type tokenSecrets struct {
+	user, admin [][]byte
+}
+
+// check verifies raw by its signer: a user-signed token claiming role admin
+// is refused (401, not 403: its signer had no right to say it), and an
+// admin-signed token must claim role admin.
+func (k tokenSecrets) check(raw string) (Principal, time.Time, error) {
+	for _, secret := range k.user {
+		if p, exp, err := verifyToken(secret, raw); err == nil {
+			if p.Admin {
+				return Principal{}, time.Time{}, errBadToken
+			}
+			return p, exp, nil
+		}
+	}
+	for _, secret := range k.admin {
+		if p, exp, err := verifyToken(secret, raw); err == nil && p.Admin {
+			return p, exp, nil
+		}
+	}
+	return Principal{}, time.Time{}, errBadToken
+}
+
+// verify answers from the cache or verifies and remembers.
+func (v *verifiedTokens) verify(keys tokenSecrets, raw string, now time.Time) (Principal, error) {
 	if e, ok := v.entries.Load(raw); ok {
 		if t := e.(verifiedToken); now.Before(t.exp) {
 			return t.p, nil
 		}
 	}
-	var (
-		p   Principal
-		exp time.Time
-		err = errBadToken
-	)
-	for _, secret := range secrets {
-		if p, exp, err = verifyToken(secret, raw); err == nil {
-			break
-		}
-	}
+	p, exp, err := keys.check(raw)
 	if err != nil {
 		return Principal{}, err
 	}

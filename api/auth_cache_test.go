@@ -17,15 +17,15 @@ func TestVerifiedTokensCacheOnlyWhatVerified(t *testing.T) {
 	v := newVerifiedTokens(2)
 	now := time.Now()
 
-	p, err := v.verify([][]byte{secret}, tok, now)
+	p, err := v.verify(tokenSecrets{user: [][]byte{secret}}, tok, now)
 	require.NoError(t, err)
 	require.EqualValues(t, 42, p.UserID)
-	p, err = v.verify([][]byte{secret}, tok, now)
+	p, err = v.verify(tokenSecrets{user: [][]byte{secret}}, tok, now)
 	require.NoError(t, err, "served from the cache")
 	require.EqualValues(t, 42, p.UserID)
 
 	// Past its exp the cached token is refused.
-	_, err = v.verify([][]byte{secret}, tok, now.Add(2*time.Hour))
+	_, err = v.verify(tokenSecrets{user: [][]byte{secret}}, tok, now.Add(2*time.Hour))
 	require.ErrorIs(t, err, errBadToken)
 
 	// A token that differs in one byte of its signature is verified anew.
@@ -37,14 +37,14 @@ func TestVerifiedTokensCacheOnlyWhatVerified(t *testing.T) {
 		c = 'B'
 	}
 	tampered := tok[:i] + string(c) + tok[i+1:]
-	_, err = v.verify([][]byte{secret}, tampered, now)
+	_, err = v.verify(tokenSecrets{user: [][]byte{secret}}, tampered, now)
 	require.ErrorIs(t, err, errBadToken)
 
 	// The bound holds: a full cache starts over.
 	for i := int64(1); i <= 5; i++ {
 		other, err := authtoken.Mint(secret, i, authtoken.RoleUser, time.Hour)
 		require.NoError(t, err)
-		_, err = v.verify([][]byte{secret}, other, now)
+		_, err = v.verify(tokenSecrets{user: [][]byte{secret}}, other, now)
 		require.NoError(t, err)
 		require.LessOrEqual(t, cachedTokens(v), 2)
 	}
@@ -76,10 +76,36 @@ func BenchmarkVerifiedTokensBurst(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := next.Add(1)
-			if _, err := v.verify([][]byte{secret}, toks[i%int64(len(toks))], now); err != nil {
+			if _, err := v.verify(tokenSecrets{user: [][]byte{secret}}, toks[i%int64(len(toks))], now); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
+}
+
+func TestAdminTokensComeOnlyFromTheAdminSigner(t *testing.T) {
+	userSecret, adminSecret := []byte("user-signer-secret"), []byte("admin-signer-secret")
+	keys := tokenSecrets{user: [][]byte{userSecret}, admin: [][]byte{adminSecret}}
+	mint := func(secret []byte, role string) string {
+		tok, err := authtoken.Mint(secret, 7, role, time.Hour)
+		require.NoError(t, err)
+		return tok
+	}
+	v := newVerifiedTokens(16)
+	now := time.Now()
+
+	p, err := v.verify(keys, mint(adminSecret, authtoken.RoleAdmin), now)
+	require.NoError(t, err)
+	require.True(t, p.Admin)
+	p, err = v.verify(keys, mint(userSecret, authtoken.RoleUser), now)
+	require.NoError(t, err)
+	require.False(t, p.Admin)
+
+	// The user signer claiming admin, and the admin signer minting a user
+	// token, are both refused.
+	_, err = v.verify(keys, mint(userSecret, authtoken.RoleAdmin), now)
+	require.ErrorIs(t, err, errBadToken)
+	_, err = v.verify(keys, mint(adminSecret, authtoken.RoleUser), now)
+	require.ErrorIs(t, err, errBadToken)
 }

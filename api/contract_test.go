@@ -105,6 +105,7 @@ func TestContractErrors(t *testing.T) {
 		{"user on admin warmup", "POST", "/admin/v1/sales/" + sid + "/warmup", user, ``, 403, domain.EForbidden},
 		{"user on admin stock", "POST", "/admin/v1/sales/" + sid + "/stock", user, `{"delta":-10}`, 403, domain.EForbidden},
 		{"user on blacklist", "PUT", "/admin/v1/blacklist/" + sub, user, ``, 403, domain.EForbidden},
+		{"user signer's admin token", "POST", "/admin/v1/sales/" + sid + "/pause", signed(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "exp": exp, "role": "admin"}), ``, 401, domain.EUnauthorized},
 		{"no auth on admin", "POST", "/admin/v1/sales/" + sid + "/pause", "", ``, 401, domain.EUnauthorized},
 		{"another user's reservation", "GET", "/api/v1/reservations/" + othersToken, user, "", 404, domain.ENotFound},
 		{"another user's payment", "POST", "/api/v1/reservations/" + othersToken + "/payment", user, `{"payment_ref":"p1"}`, 404, domain.ENotFound},

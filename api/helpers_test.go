@@ -69,7 +69,11 @@ func MustHarnessWithRedis(tb testing.TB, rdb redis.UniversalClient, mutate ...fu
 // MustToken mints a JWT for user with role.
 func (h *harness) MustToken(user int64, role string) string {
 	h.tb.Helper()
-	tok, err := authtoken.Mint(h.cfg.JWTSecret, user, role, time.Hour)
+	secret := h.cfg.JWTSecret
+	if role == authtoken.RoleAdmin {
+		secret = h.cfg.AdminJWTSecret
+	}
+	tok, err := authtoken.Mint(secret, user, role, time.Hour)
 	require.NoError(h.tb, err)
 	return tok
 }

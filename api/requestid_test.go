@@ -130,7 +130,7 @@ func TestRequestIDs(t *testing.T) {
 		_ = rdb.Del(cctx, lua.SaleKeys(sale.ID).All()...).Err()
 	})
 	adminUser := testenv.UniqueUser()
-	admin, err := authtoken.Mint(cfg.JWTSecret, adminUser, authtoken.RoleAdmin, time.Hour)
+	admin, err := authtoken.Mint(cfg.AdminJWTSecret, adminUser, authtoken.RoleAdmin, time.Hour)
 	require.NoError(t, err)
 	salePath := "/admin/v1/sales/" + strconv.FormatInt(sale.ID, 10)
 

@@ -262,6 +262,7 @@ func TestCORSOnlyForConfiguredOrigins(t *testing.T) {
 	// Outside development mode no origin is allowed unless configured.
 	t.Setenv("SECKILL_ENV", "production")
 	t.Setenv("SECKILL_JWT_SECRET", strings.Repeat("j", 32))
+	t.Setenv("SECKILL_ADMIN_JWT_SECRET", strings.Repeat("a", 32))
 	t.Setenv("SECKILL_PAYMENT_SECRET", strings.Repeat("p", 32))
 	t.Setenv("SECKILL_TOKEN_KEY", strings.Repeat("k", 32))
 	t.Setenv("SECKILL_CORS_ORIGINS", "")

@@ -57,11 +57,7 @@ func (c *caller) bearer(user int64) (string, error) {
 	if v, ok := c.tokens.Load(user); ok {
 		return v.(string), nil
 	}
-	role, id := authtoken.RoleUser, user
-	if user == AdminUser {
-		role, id = authtoken.RoleAdmin, 1
-	}
-	tok, err := authtoken.Mint([]byte(config.DevJWTSecret), id, role, 3*time.Hour)
+	tok, err := authtoken.MintDev(user, user == AdminUser, 3*time.Hour)
 	if err != nil {
 		return "", fmt.Errorf("mint token: %w", err)
 	}

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"github.com/seckill/seckill/domain"
@@ -16,9 +17,12 @@ import (
 
 // Development defaults, used only when SECKILL_ENV=dev.
 const (
-	DevJWTSecret     = "seckill-dev-secret"
-	DevPaymentSecret = "seckill-dev-payment-secret"
-	DevTokenKey      = "seckill-dev-token-key"
+	DevJWTSecret = "seckill-dev-secret"
+	// DevAdminJWTSecret signs admin tokens in development mode; it differs
+	// from DevJWTSecret so the user-token signer cannot mint admin tokens.
+	DevAdminJWTSecret = "seckill-dev-admin-secret"
+	DevPaymentSecret  = "seckill-dev-payment-secret"
+	DevTokenKey       = "seckill-dev-token-key"
 )
 
 // Config is the whole configuration of the API and the worker.
@@ -41,9 +45,12 @@ type Config struct {
 	TemporalAPIKey    string
 	TemporalTLS       bool
 
-	JWTSecret     []byte
-	PaymentSecret []byte
-	TokenKey      []byte // HMAC key deriving reservation tokens
+	JWTSecret []byte
+	// AdminJWTSecret alone signs tokens with role admin: a token signed by
+	// JWTSecret that claims role admin is refused.
+	AdminJWTSecret []byte
+	PaymentSecret  []byte
+	TokenKey       []byte // HMAC key deriving reservation tokens
 
 	// The previous secrets, accepted alongside the current ones while a
 	// rotation is under way (empty: none).
@@ -240,6 +247,10 @@ func load(get func(string) string) (*Config, error) {
 	c.JWTSecret = []byte(str("SECKILL_JWT_SECRET", devOr(DevJWTSecret)))
 	c.PaymentSecret = []byte(str("SECKILL_PAYMENT_SECRET", devOr(DevPaymentSecret)))
 	c.TokenKey = []byte(str("SECKILL_TOKEN_KEY", devOr(DevTokenKey)))
+	c.AdminJWTSecret = []byte(str("SECKILL_ADMIN_JWT_SECRET", devOr(DevAdminJWTSecret)))
+	if bytes.Equal(c.AdminJWTSecret, c.JWTSecret) && len(c.JWTSecret) > 0 {
+		errs = append(errs, errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
+	}
 	c.JWTSecretPrevious = []byte(get("SECKILL_JWT_SECRET_PREVIOUS"))
 	c.PaymentSecretPrevious = []byte(get("SECKILL_PAYMENT_SECRET_PREVIOUS"))
 	if !dev {
@@ -250,7 +261,7 @@ func load(get func(string) string) (*Config, error) {
 		}
 	}
 	if !dev {
-		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET": c.JWTSecret, "SECKILL_PAYMENT_SECRET": c.PaymentSecret, "SECKILL_TOKEN_KEY": c.TokenKey} {
+		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET": c.JWTSecret, "SECKILL_ADMIN_JWT_SECRET": c.AdminJWTSecret, "SECKILL_PAYMENT_SECRET": c.PaymentSecret, "SECKILL_TOKEN_KEY": c.TokenKey} {
 			if len(v) < 32 {
 				errs = append(errs, fmt.Errorf("%s must be at least 32 bytes outside development mode", name))
 			}

@@ -32,9 +32,20 @@ func productionEnv(extra ...string) func(string) string {
 	return env(append([]string{
 		"MYSQL_DSN", "app@tcp(db:3306)/seckill",
 		"SECKILL_JWT_SECRET", secret32,
+		"SECKILL_ADMIN_JWT_SECRET", secret32 + "a",
 		"SECKILL_PAYMENT_SECRET", secret32 + "p",
 		"SECKILL_TOKEN_KEY", secret32 + "t",
 	}, extra...)...)
+}
+
+func TestAdminSecretMustDifferFromTheUserSecret(t *testing.T) {
+	_, err := load(productionEnv("SECKILL_ADMIN_JWT_SECRET", secret32))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_JWT_SECRET must differ") {
+		t.Fatalf("got %v, want a refusal of one secret for users and admins", err)
+	}
+	if dev := mustLoad(t, env("SECKILL_ENV", "dev")); string(dev.AdminJWTSecret) != DevAdminJWTSecret {
+		t.Errorf("dev admin secret: got %q", dev.AdminJWTSecret)
+	}
 }
 
 func TestDevModeHasDefaultsProductionHasNone(t *testing.T) {
@@ -50,7 +61,7 @@ func TestDevModeHasDefaultsProductionHasNone(t *testing.T) {
 	if err == nil {
 		t.Fatal("production without MYSQL_DSN and secrets loaded")
 	}
-	for _, name := range []string{"MYSQL_DSN", "SECKILL_JWT_SECRET", "SECKILL_PAYMENT_SECRET", "SECKILL_TOKEN_KEY"} {
+	for _, name := range []string{"MYSQL_DSN", "SECKILL_JWT_SECRET", "SECKILL_ADMIN_JWT_SECRET", "SECKILL_PAYMENT_SECRET", "SECKILL_TOKEN_KEY"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not name %s: %v", name, err)
 		}

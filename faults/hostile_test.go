@@ -146,6 +146,7 @@ func testHostileRequests(t *testing.T) {
 		// admin
 		{"user creates sale", "POST", "/admin/v1/sales", user, `{}`, 403, domain.EForbidden},
 		{"user withdraws stock", "POST", "/admin/v1/sales/" + sid + "/stock", user, `{"delta":-1}`, 403, domain.EForbidden},
+		{"user signer mints admin", "POST", "/admin/v1/sales/" + sid + "/pause", sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "1", "exp": exp, "role": "admin"}), ``, 401, domain.EUnauthorized},
 		{"user pauses", "POST", "/admin/v1/sales/" + sid + "/pause", user, ``, 403, domain.EForbidden},
 		{"user stops", "POST", "/admin/v1/sales/" + sid + "/stop", user, ``, 403, domain.EForbidden},
 		{"user blacklists", "PUT", "/admin/v1/blacklist/" + sub, user, ``, 403, domain.EForbidden},

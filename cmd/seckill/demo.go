@@ -52,7 +52,7 @@ func demoFlags(fs *flag.FlagSet) action {
 }
 
 func demo(ctx context.Context, cfg *config.Config, base, idFile string, stock int64, stdout io.Writer, logger *slog.Logger) error {
-	adminTok, err := authtoken.Mint(cfg.JWTSecret, 1, authtoken.RoleAdmin, time.Hour)
+	adminTok, err := authtoken.Mint(cfg.AdminJWTSecret, 1, authtoken.RoleAdmin, time.Hour)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

@@ -76,7 +76,7 @@ var commands = map[string]command{
 			return migrate(ctx, cfg, logger)
 		}
 	}},
-	"token": {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET", tokenFlags},
+	"token": {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET (SECKILL_ADMIN_JWT_SECRET for --admin)", tokenFlags},
 	"demo":  {"create and warm up a demo sale through the API, print its id", demoFlags},
 }
 
@@ -249,11 +249,11 @@ func token(cfg *config.Config, user int64, admin bool, ttl time.Duration, stdout
 	if ttl <= 0 {
 		return fmt.Errorf("token: --ttl must be positive, got %s", ttl)
 	}
-	role := authtoken.RoleUser
+	role, secret := authtoken.RoleUser, cfg.JWTSecret
 	if admin {
-		role = authtoken.RoleAdmin
+		role, secret = authtoken.RoleAdmin, cfg.AdminJWTSecret
 	}
-	tok, err := authtoken.Mint(cfg.JWTSecret, user, role, ttl)
+	tok, err := authtoken.Mint(secret, user, role, ttl)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}

@@ -43,7 +43,7 @@ func TestTokenMintsTheContractsJWT(t *testing.T) {
 
 	claims := jwt.MapClaims{}
 	_, err := jwt.ParseWithClaims(strings.TrimSpace(out.String()), claims, func(*jwt.Token) (any, error) {
-		return []byte(config.DevJWTSecret), nil
+		return []byte(config.DevAdminJWTSecret), nil
 	}, jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
 	require.NoError(t, err)
 	assert.Equal(t, "42", claims["sub"])

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/authtoken"
 )
 
@@ -72,11 +71,7 @@ func MustDo(tb testing.TB, method, url string, user int64, body any) (int, map[s
 
 // Token mints a development-mode token for user (AdminUser: an operator).
 func Token(user int64) (string, error) {
-	role, id := authtoken.RoleUser, user
-	if user == AdminUser {
-		role, id = authtoken.RoleAdmin, 1
-	}
-	return authtoken.Mint([]byte(config.DevJWTSecret), id, role, time.Hour)
+	return authtoken.MintDev(user, user == AdminUser, time.Hour)
 }
 
 // MustToken is Token that fails the test on an error.
