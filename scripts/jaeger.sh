@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Our own Jaeger (jaeger-dev/go.mod pins it; built once into .data/bin/jaeger):
-#   scripts/jaeger.sh start|stop|build DATA
+#   scripts/jaeger.sh start|background|stop|build DATA
+# background starts it at once when built, else builds and starts it in a
+# detached process (`up` does not wait; the OTLP exporters retry until the
+# collector answers, so traces flow once it does).
 # JAEGER_OTLP_ADDR (127.0.0.1:4318) receives OTLP/HTTP; JAEGER_QUERY_ADDR
 # (127.0.0.1:16686) serves the query API (/api/services, /api/traces) and
 # the UI. A plain `go build` embeds a placeholder instead of Jaeger's web UI
@@ -11,7 +14,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOG_TAG=jaeger
 
-[[ $# -eq 2 ]] || die "usage: $0 start|stop|build DATA"
+[[ $# -eq 2 ]] || die "usage: $0 start|background|stop|build DATA"
 action="$1"
 data="$(abs "$2")"
 bin="$ROOT/.data/bin/jaeger"
@@ -51,9 +54,37 @@ start() {
 	log "ready (pid $pid)"
 }
 
+background() {
+	if [[ -x "$bin" ]] || our_pid "$data" jaeger-build "jaeger.sh start" >/dev/null; then
+		[[ -x "$bin" ]] && start
+		return 0
+	fi
+	mkdir -p "$data/pids" "$data/logs"
+	local logf
+	logf="$(log_file "$data" jaeger-build)"
+	log "not built yet: building and starting it in the background (log $logf); traces flow once it answers"
+	setsid nohup "$0" start "$data" >>"$logf" 2>&1 </dev/null &
+	echo "$!" >"$(pid_file "$data" jaeger-build)"
+}
+
+# stop_build ends a background build, its go build included (setsid made
+# the builder the leader of its own process group).
+stop_build() {
+	local pid
+	if pid="$(our_pid "$data" jaeger-build "jaeger.sh start")"; then
+		log "stopping the background build (process group $pid)"
+		kill -TERM -- "-$pid" 2>/dev/null || true
+		rm -f "$(pid_file "$data" jaeger-build)"
+	fi
+}
+
 case "$action" in
 start) start ;;
-stop) stop_pid "$data" jaeger "jaeger --config" ;;
+background) background ;;
+stop)
+	stop_build
+	stop_pid "$data" jaeger "jaeger --config"
+	;;
 build) build ;;
-*) die "usage: $0 start|stop|build DATA" ;;
+*) die "usage: $0 start|background|stop|build DATA" ;;
 esac

@@ -10,19 +10,25 @@ export SECKILL_ENV="${SECKILL_ENV:-dev}"
 
 need_packages redis-server:redis-server redis-cli:redis-tools mariadbd:mariadb-server \
 	mariadb:mariadb-client curl:curl
+# bin/seckill compiles while the services start (the Temporal CLI's first
+# build among them): neither waits for the other.
+log "building bin/seckill alongside the services"
+go build -buildvcs=auto -o bin/seckill ./cmd/seckill & # stamps the commit for `seckill version`
+build_pid=$!
 "$ROOT/scripts/services.sh" up dev
-
-log "building bin/seckill"
-go build -buildvcs=auto -o bin/seckill ./cmd/seckill # stamps the commit for `seckill version`
+wait "$build_pid" || die "building bin/seckill failed"
 log "applying migrations"
 bin/seckill migrate
 # Traces go to a local Jaeger unless OTEL_EXPORTER_OTLP_ENDPOINT names
 # another collector.
 jaeger_line="traces to ${OTEL_EXPORTER_OTLP_ENDPOINT:-} (set by you)"
 if [[ -z "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" ]]; then
-	"$ROOT/scripts/jaeger.sh" start "$ROOT/.data"
+	# Built once from source (minutes): never on the critical path.
+	jaeger_note=""
+	[[ -x "$ROOT/.data/bin/jaeger" ]] || jaeger_note="   (building in the background, .data/logs/jaeger-build.log; traces flow once it answers)"
+	"$ROOT/scripts/jaeger.sh" background "$ROOT/.data"
 	export OTEL_EXPORTER_OTLP_ENDPOINT="http://${JAEGER_OTLP_ADDR:-127.0.0.1:4318}"
-	jaeger_line="http://${JAEGER_QUERY_ADDR:-127.0.0.1:16686}   (query API: /api/traces?service=seckill-api)"
+	jaeger_line="http://${JAEGER_QUERY_ADDR:-127.0.0.1:16686}   (query API: /api/traces?service=seckill-api)$jaeger_note"
 fi
 "$ROOT/scripts/app.sh" start worker
 "$ROOT/scripts/app.sh" start api
