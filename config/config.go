@@ -39,6 +39,7 @@ type Config struct {
 	RedisCAFile       string // REDIS_CA_FILE: PEM roots verifying a rediss:// server
 	RedisCluster      bool   // REDIS_CLUSTER=true: discover a Redis Cluster from any one address
 	MySQLDSN          string
+	MySQLCAFile       string // MYSQL_CA_FILE: PEM roots for a DSN naming tls=custom
 	TemporalAddress   string
 	TemporalNamespace string
 	TaskQueue         string // task queue of the order and sale workflows
@@ -235,6 +236,7 @@ func load(get func(string) string) (*Config, error) {
 		errs = append(errs, fmt.Errorf("REDIS_CLUSTER: not true or false: %q", v))
 	}
 	c.MySQLDSN = str("MYSQL_DSN", devOr("root@tcp(127.0.0.1:3306)/seckill"))
+	c.MySQLCAFile = get("MYSQL_CA_FILE")
 	if c.MySQLDSN == "" {
 		errs = append(errs, errors.New("MYSQL_DSN is required outside development mode"))
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun/extra/bunotel"
@@ -78,21 +79,43 @@ func redisOptions(cfg *config.Config) (*redis.UniversalOptions, error) {
 		if opts.TLSConfig == nil {
 			return nil, errors.New("REDIS_CA_FILE needs a rediss:// REDIS_URL")
 		}
-		pem, err := os.ReadFile(cfg.RedisCAFile)
+		roots, err := caPool("REDIS_CA_FILE", cfg.RedisCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("REDIS_CA_FILE: %w", err)
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("REDIS_CA_FILE %s: no PEM certificate", cfg.RedisCAFile)
+			return nil, err
 		}
 		opts.TLSConfig.RootCAs = roots
 	}
 	return opts, nil
 }
 
+// caPool reads a PEM CA bundle named by the variable name.
+func caPool(name, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %s: no PEM certificate", name, path)
+	}
+	return roots, nil
+}
+
+// MySQLTLSName is the DSN's tls= value that verifies the server against
+// MYSQL_CA_FILE.
+const MySQLTLSName = "custom"
+
 // Store opens the database and applies the migrations.
 func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
+	if cfg.MySQLCAFile != "" {
+		roots, err := caPool("MYSQL_CA_FILE", cfg.MySQLCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w: %w", store.ErrInvalidDSN, err)
+		}
+		if err := mysql.RegisterTLSConfig(MySQLTLSName, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
 	st, err := store.Open(ctx, cfg.MySQLDSN)
 	if err != nil {
 		return nil, err
@@ -120,7 +143,7 @@ func StoreWhenReady(ctx context.Context, cfg *config.Config, logger *slog.Logger
 		if err == nil {
 			return st, nil
 		}
-		if errors.Is(err, store.ErrInvalidDSN) {
+		if errors.Is(err, store.ErrInvalidDSN) || errors.Is(err, store.ErrUnsupportedServer) {
 			return nil, err
 		}
 		if ctx.Err() != nil {

@@ -9,6 +9,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -17,11 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
 )
 
 // testCA is a certificate authority made for one test.
@@ -170,4 +175,25 @@ func TestRedisURLRefused(t *testing.T) {
 	t.Setenv("REDIS_CLUSTER", "yes")
 	_, err = config.Load()
 	require.ErrorContains(t, err, "REDIS_CLUSTER")
+}
+
+// MYSQL_CA_FILE registers the DSN's tls=custom: the driver then asks the
+// (plain) test MariaDB for TLS instead of refusing an unknown name, and a
+// file without a certificate is refused without retrying.
+func TestMySQLCAFileRegistersTheDSNsTLS(t *testing.T) {
+	testenv.MustStore(t)
+	cfg := testenv.Config(t)
+	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
+	require.NoError(t, err)
+	dsn.TLSConfig = conn.MySQLTLSName
+	cfg.MySQLDSN = dsn.FormatDSN()
+	cfg.MySQLCAFile = writeFile(t, t.TempDir(), "ca.pem", newTestCA(t).pem)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = conn.Store(ctx, cfg)
+	require.ErrorIs(t, err, mysql.ErrNoTLS)
+
+	cfg.MySQLCAFile = writeFile(t, t.TempDir(), "empty.pem", []byte("no certificate"))
+	_, err = conn.StoreWhenReady(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.ErrorIs(t, err, store.ErrInvalidDSN)
 }
