@@ -43,8 +43,6 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TaskQueue         string // task queue of the order and sale workflows
-	TemporalAPIKey    string
-	TemporalTLS       bool
 
 	JWTSecret []byte
 	// AdminJWTSecret alone signs tokens with role admin: a token signed by
@@ -243,8 +241,6 @@ func load(get func(string) string) (*Config, error) {
 	c.TemporalAddress = str("TEMPORAL_ADDRESS", "127.0.0.1:7233")
 	c.TemporalNamespace = str("TEMPORAL_NAMESPACE", "default")
 	c.TaskQueue = str("SECKILL_TASK_QUEUE", domain.TaskQueue)
-	c.TemporalAPIKey = get("TEMPORAL_API_KEY")
-	c.TemporalTLS = get("TEMPORAL_TLS") == "true" || c.TemporalAPIKey != ""
 
 	c.JWTSecret = []byte(str("SECKILL_JWT_SECRET", devOr(DevJWTSecret)))
 	c.PaymentSecret = []byte(str("SECKILL_PAYMENT_SECRET", devOr(DevPaymentSecret)))

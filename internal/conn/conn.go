@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun/extra/bunotel"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/workflow"
@@ -163,14 +164,18 @@ func StoreWhenReady(ctx context.Context, cfg *config.Config, logger *slog.Logger
 const storeMaxBackoff = 5 * time.Second
 
 // TemporalOptions are the client options of the configuration.
-func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
-	opts := client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(logger),
-		// A request's X-Request-Id rides on the workflows it starts.
-		ContextPropagators: []workflow.ContextPropagator{reqid.Propagator()},
+func TemporalOptions(cfg *config.Config, logger *slog.Logger) (client.Options, error) {
+	// TLS, mTLS, the API key and gRPC metadata: the temporal CLI's
+	// variables and TEMPORAL_PROFILE of its configuration file.
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
+	if err != nil {
+		return client.Options{}, fmt.Errorf("temporal client configuration: %w", err)
 	}
+	opts.HostPort = cfg.TemporalAddress
+	opts.Namespace = cfg.TemporalNamespace
+	opts.Logger = tlog.NewStructuredLogger(logger)
+	// A request's X-Request-Id rides on the workflows it starts.
+	opts.ContextPropagators = []workflow.ContextPropagator{reqid.Propagator()}
 	if cfg.Tracing {
 		// Client and worker: the start, the workflow and its activities
 		// join the caller's trace through the start's headers.
@@ -181,28 +186,29 @@ func TemporalOptions(cfg *config.Config, logger *slog.Logger) client.Options {
 			opts.Interceptors = append(opts.Interceptors, tracing)
 		}
 	}
-	if cfg.TemporalTLS {
-		opts.ConnectionOptions.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if cfg.TemporalAPIKey != "" {
-		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.TemporalAPIKey)
-	}
-	return opts
+	return opts, nil
 }
 
-func temporalOptions(cfg *config.Config, logger *slog.Logger, extra []TemporalOption) client.Options {
-	opts := TemporalOptions(cfg, logger)
+func temporalOptions(cfg *config.Config, logger *slog.Logger, extra []TemporalOption) (client.Options, error) {
+	opts, err := TemporalOptions(cfg, logger)
+	if err != nil {
+		return opts, err
+	}
 	for _, o := range extra {
 		o(&opts)
 	}
-	return opts
+	return opts, nil
 }
 
 // Temporal dials Temporal, waiting at most timeout for it to answer.
 func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, timeout time.Duration, extra ...TemporalOption) (client.Client, error) {
 	dialCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := client.DialContext(dialCtx, temporalOptions(cfg, logger, extra))
+	opts, err := temporalOptions(cfg, logger, extra)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.DialContext(dialCtx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal at %s: %w", cfg.TemporalAddress, err)
 	}
@@ -212,7 +218,11 @@ func Temporal(ctx context.Context, cfg *config.Config, logger *slog.Logger, time
 // LazyTemporal returns a client that connects on first use, so a process
 // starts and serves while Temporal is down.
 func LazyTemporal(cfg *config.Config, logger *slog.Logger, extra ...TemporalOption) (client.Client, error) {
-	c, err := client.NewLazyClient(temporalOptions(cfg, logger, extra))
+	opts, err := temporalOptions(cfg, logger, extra)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewLazyClient(opts)
 	if err != nil {
 		return nil, fmt.Errorf("temporal lazy client: %w", err)
 	}
