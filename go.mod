@@ -3,6 +3,7 @@ module github.com/seckill/seckill
 go 1.26.4
 
 require (
+	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/gofiber/contrib/otelfiber/v2 v2.1.1
@@ -29,6 +30,7 @@ require (
 )
 
 require (
+	github.com/MicahParks/jwkset v0.11.4 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect

@@ -50,6 +50,8 @@ type Deps struct {
 	// Registry receives the API's metrics and serves /metrics; nil makes a
 	// fresh one.
 	Registry *prometheus.Registry
+	// IdentityProvider, when set, also verifies user tokens.
+	IdentityProvider *IdentityProvider
 }
 
 type server struct {
@@ -133,7 +135,7 @@ func NewServer(d Deps) *Server {
 		stop:      make(chan struct{}),
 		tokens:    newVerifiedTokens(1 << 17),
 	}
-	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}}
+	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}
 	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
 	s.readUser = newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser)
 	var queued func() float64
@@ -378,7 +380,13 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer tc.Close()
 
-	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Temporal: tc, Registry: reg})
+	var idp *IdentityProvider
+	if cfg.JWKSURL != "" {
+		if idp, err = NewIdentityProvider(ctx, cfg.JWKSURL, cfg.JWTIssuer, cfg.JWTAudience, cfg.JWTUserClaim, 10*time.Second); err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+	}
+	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Temporal: tc, Registry: reg, IdentityProvider: idp})
 	app := srv.App
 	if cfg.PprofAddr != "" {
 		go func() {

@@ -33,13 +33,18 @@ func VerifyToken(secret []byte, raw string) (Principal, error) {
 }
 
 func verifyToken(secret []byte, raw string) (Principal, time.Time, error) {
-	claims := jwt.MapClaims{}
-	_, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return secret, nil },
+	return parseToken(raw, func(*jwt.Token) (any, error) { return secret, nil }, "sub",
 		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
-	if err != nil {
+}
+
+// parseToken verifies raw with key and opts and reads the principal: the
+// user id from userClaim, the role from "role".
+func parseToken(raw string, key jwt.Keyfunc, userClaim string, opts ...jwt.ParserOption) (Principal, time.Time, error) {
+	claims := jwt.MapClaims{}
+	if _, err := jwt.ParseWithClaims(raw, claims, key, opts...); err != nil {
 		return Principal{}, time.Time{}, errBadToken
 	}
-	sub, ok := claims["sub"].(string)
+	sub, ok := claims[userClaim].(string)
 	if !ok {
 		return Principal{}, time.Time{}, errBadToken
 	}
@@ -94,6 +99,7 @@ func newVerifiedTokens(max int) *verifiedTokens {
 // first then the previous one during a rotation.
 type tokenSecrets struct {
 	user, admin [][]byte
+	idp         *IdentityProvider // user tokens from an identity provider; nil: none
 }
 
 // check verifies raw by its signer: a user-signed token claiming role admin
@@ -110,6 +116,11 @@ func (k tokenSecrets) check(raw string) (Principal, time.Time, error) {
 	}
 	for _, secret := range k.admin {
 		if p, exp, err := verifyToken(secret, raw); err == nil && p.Admin {
+			return p, exp, nil
+		}
+	}
+	if k.idp != nil {
+		if p, exp, err := k.idp.verify(raw); err == nil && !p.Admin {
 			return p, exp, nil
 		}
 	}

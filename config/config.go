@@ -48,8 +48,12 @@ type Config struct {
 	// AdminJWTSecret alone signs tokens with role admin: a token signed by
 	// JWTSecret that claims role admin is refused.
 	AdminJWTSecret []byte
-	PaymentSecret  []byte
-	TokenKey       []byte // HMAC key deriving reservation tokens
+	// An identity provider's JWKS URL also verifying user tokens (RS256,
+	// ES256, EdDSA), the iss and aud they must carry, and the claim holding
+	// the user id.
+	JWKSURL, JWTIssuer, JWTAudience, JWTUserClaim string
+	PaymentSecret                                 []byte
+	TokenKey                                      []byte // HMAC key deriving reservation tokens
 
 	// The previous secrets, accepted alongside the current ones while a
 	// rotation is under way (empty: none).
@@ -250,6 +254,11 @@ func load(get func(string) string) (*Config, error) {
 		errs = append(errs, errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
 	}
 	c.JWTSecretPrevious = []byte(get("SECKILL_JWT_SECRET_PREVIOUS"))
+	c.JWKSURL, c.JWTIssuer, c.JWTAudience = get("SECKILL_JWKS_URL"), get("SECKILL_JWT_ISSUER"), get("SECKILL_JWT_AUDIENCE")
+	c.JWTUserClaim = str("SECKILL_JWT_USER_CLAIM", "sub")
+	if c.JWKSURL != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
+		errs = append(errs, errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
+	}
 	c.PaymentSecretPrevious = []byte(get("SECKILL_PAYMENT_SECRET_PREVIOUS"))
 	if !dev {
 		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious} {

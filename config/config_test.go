@@ -38,6 +38,17 @@ func productionEnv(extra ...string) func(string) string {
 	}, extra...)...)
 }
 
+func TestJWKSNeedsIssuerAndAudience(t *testing.T) {
+	_, err := load(productionEnv("SECKILL_JWKS_URL", "https://idp.example/jwks.json"))
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE") {
+		t.Fatalf("got %v, want a refusal of a JWKS without iss and aud", err)
+	}
+	c := mustLoad(t, productionEnv("SECKILL_JWKS_URL", "https://idp.example/jwks.json", "SECKILL_JWT_ISSUER", "https://idp.example", "SECKILL_JWT_AUDIENCE", "seckill"))
+	if c.JWTUserClaim != "sub" || c.JWTIssuer != "https://idp.example" {
+		t.Errorf("jwks config: claim %q issuer %q", c.JWTUserClaim, c.JWTIssuer)
+	}
+}
+
 func TestAdminSecretMustDifferFromTheUserSecret(t *testing.T) {
 	_, err := load(productionEnv("SECKILL_ADMIN_JWT_SECRET", secret32))
 	if err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_JWT_SECRET must differ") {

@@ -1,0 +1,54 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
+)
+
+// IdentityProvider verifies user tokens by the keys of an identity
+// provider's JWKS URL. It never grants the admin role: admin tokens come
+// only from SECKILL_ADMIN_JWT_SECRET.
+type IdentityProvider struct {
+	keys      jwt.Keyfunc
+	userClaim string
+	opts      []jwt.ParserOption
+}
+
+// NewIdentityProvider fetches the JWKS once and keeps refreshing it until
+// ctx ends. A JWKS that cannot be fetched at start is an error: the API
+// refuses to start rather than run answering every user 401 while looking
+// healthy to its probes. A token signed by an unknown key id triggers a
+// refresh at most every refreshUnknown; a request never waits for one
+// beyond a few milliseconds (the key is then unknown: 401).
+func NewIdentityProvider(ctx context.Context, url, issuer, audience, userClaim string, timeout time.Duration) (*IdentityProvider, error) {
+	fail := false
+	k, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{url}, keyfunc.Override{
+		HTTPTimeout:               timeout,
+		NoErrorReturnFirstHTTPReq: &fail,
+		RefreshInterval:           time.Hour,
+		RefreshUnknownKID:         rate.NewLimiter(rate.Every(refreshUnknown), 1),
+		RateLimitWaitMax:          5 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("identity provider: fetch JWKS %s: %w", url, err)
+	}
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{"RS256", "ES256", "EdDSA"}), jwt.WithExpirationRequired()}
+	if issuer != "" {
+		opts = append(opts, jwt.WithIssuer(issuer))
+	}
+	if audience != "" {
+		opts = append(opts, jwt.WithAudience(audience))
+	}
+	return &IdentityProvider{keys: k.Keyfunc, userClaim: userClaim, opts: opts}, nil
+}
+
+const refreshUnknown = 10 * time.Second
+
+func (idp *IdentityProvider) verify(raw string) (Principal, time.Time, error) {
+	return parseToken(raw, idp.keys, idp.userClaim, idp.opts...)
+}
