@@ -23,8 +23,9 @@ type IdentityProvider struct {
 // ctx ends. A JWKS that cannot be fetched at start is an error: the API
 // refuses to start rather than run answering every user 401 while looking
 // healthy to its probes. A token signed by an unknown key id triggers a
-// refresh at most every refreshUnknown; a request never waits for one
-// beyond a few milliseconds (the key is then unknown: 401).
+// refresh at most every refreshUnknown (the request that triggers it waits
+// for the fetch); other requests never wait for the rate limit beyond a few
+// milliseconds (the key is then unknown: 401).
 func NewIdentityProvider(ctx context.Context, url, issuer, audience, userClaim string, timeout time.Duration) (*IdentityProvider, error) {
 	fail := false
 	k, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{url}, keyfunc.Override{
