@@ -92,16 +92,24 @@ func MustStackOn(tb testing.TB, queue string, overrides map[string]string) *stac
 // MustLiveSale creates a live sale through the admin API and warms it.
 func (s *stack) MustLiveSale(tb testing.TB, stock int64, paymentWindow int, endsIn time.Duration) int64 {
 	tb.Helper()
+	return s.mustLiveSaleAs(tb, testenv.MustToken(tb, testenv.AdminUser), stock, paymentWindow, endsIn)
+}
+
+// mustLiveSaleAs is MustLiveSale with the given admin token.
+func (s *stack) mustLiveSaleAs(tb testing.TB, adminToken string, stock int64, paymentWindow int, endsIn time.Duration) int64 {
+	tb.Helper()
 	now := time.Now().UTC()
-	code, sale := call(tb, "POST", s.api.URL+"/admin/v1/sales", -1, map[string]any{
+	code, sale, err := testenv.DoWithToken("POST", s.api.URL+"/admin/v1/sales", adminToken, map[string]any{
 		"goods_id": 1, "title": tb.Name(), "price_cents": 500, "stock": stock, "buckets": 4,
 		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(endsIn).Format(time.RFC3339),
 		"payment_window_seconds": paymentWindow,
 	})
+	require.NoError(tb, err)
 	require.Equal(tb, http.StatusCreated, code, "%v", sale)
 	id := int64(sale["sale_id"].(float64))
 	MustCleanWorkflows(tb, id)
-	code, body := call(tb, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", s.api.URL, id), -1, nil)
+	code, body, err := testenv.DoWithToken("POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", s.api.URL, id), adminToken, nil)
+	require.NoError(tb, err)
 	// The sale workflow may have warmed it first and taken... nothing yet:
 	// warm-up is repeatable until the first reservation.
 	require.Equal(tb, http.StatusOK, code, "%v", body)

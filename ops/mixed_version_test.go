@@ -21,7 +21,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
@@ -128,7 +130,11 @@ func TestMixedVersionDeploy(t *testing.T) {
 	_, err = st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", maxID+100_000_000+time.Now().UnixMilli()%1_000_000_000))
 	require.NoError(t, err)
 	const stock = 60
-	sale := oldAPI.MustLiveSale(t, stock, 600, 30*time.Minute)
+	// The previous release knows one secret: its admin tokens are signed
+	// with the user secret.
+	prevAdmin, err := authtoken.Mint([]byte(config.DevJWTSecret), 1, authtoken.RoleAdmin, time.Hour)
+	require.NoError(t, err)
+	sale := oldAPI.mustLiveSaleAs(t, prevAdmin, stock, 600, 30*time.Minute)
 	rdb := testenv.MustRedis(t)
 
 	var all []res

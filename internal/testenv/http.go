@@ -21,6 +21,19 @@ var httpClient = &http.Client{Timeout: 15 * time.Second}
 // AdminUser: an operator) and decodes a JSON answer. It does not touch the
 // test, so goroutines may call it; a transport error comes back as err.
 func Do(method, url string, user int64, body any) (int, map[string]any, error) {
+	token := ""
+	if user != 0 {
+		tok, err := Token(user)
+		if err != nil {
+			return 0, nil, err
+		}
+		token = tok
+	}
+	return DoWithToken(method, url, token, body)
+}
+
+// DoWithToken is Do with a bearer token of the caller's making ("": none).
+func DoWithToken(method, url, token string, body any) (int, map[string]any, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -34,12 +47,8 @@ func Do(method, url string, user int64, body any) (int, map[string]any, error) {
 		return 0, nil, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if user != 0 {
-		tok, err := Token(user)
-		if err != nil {
-			return 0, nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
