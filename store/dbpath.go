@@ -130,6 +130,45 @@ func (s *Store) openQuotaTx(ctx context.Context, saleID int64, skew time.Duratio
 	})
 }
 
+// RecordRedisHold records a Redis hold QUEUED before its 202 goes out, and
+// reports whether the database path's quota counts it (counted): the quota
+// is decided once (openQuota) from a Redis stock sample minus the Redis
+// holds recorded since, so a hold recorded before the quota opens is never
+// sold again by the database path, while one the relay records later may
+// be. counted is true when the row is in (now or before) while the sale is
+// still in the epoch of the hold, or switched to the database path with
+// its quota not open yet; the insert takes the sale row shared, so the
+// quota's opening (which takes it exclusively) sees the row. When counted
+// is false the hold must not be promised: the caller answers "outcome
+// unknown" and the client's retry meets the database path.
+func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error) {
+	const guard = `id = ? AND (mode_epoch = ? OR (mode = ? AND mode_epoch = ? + 1 AND db_quota IS NULL))`
+	args := []any{in.SaleID, epoch, string(domain.ModeDatabase), epoch}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	res, err := s.DB.ExecContext(ctx, `INSERT IGNORE INTO reservations
+		(token, sale_id, user_id, request_id, path, status, created_at, updated_at)
+		SELECT ?, id, ?, ?, ?, ?, ?, ? FROM sales WHERE `+guard+` LOCK IN SHARE MODE`,
+		append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), now, now}, args...)...)
+	if err != nil {
+		return false, fmt.Errorf("record redis hold %s: %w", in.Token, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("record redis hold %s: %w", in.Token, err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	// Recorded before (a replay, the relay), or the guard failed: counted
+	// when the row is there and the guard holds now, before any opening.
+	err = s.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM reservations WHERE token = ?)
+		AND EXISTS (SELECT 1 FROM sales WHERE `+guard+`)`, append([]any{in.Token}, args...)...).Scan(&counted)
+	if err != nil {
+		return false, fmt.Errorf("record redis hold %s: check: %w", in.Token, err)
+	}
+	return counted, nil
+}
+
 // spreadQuota splits quota over buckets holding stocks: each share at most
 // its bucket's stock, in proportion to it, the shares adding up to
 // min(quota, the stocks' sum).

@@ -1,0 +1,89 @@
+package store_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+func redisHold(sale *domain.Sale, user int64, req string) domain.OrderInput {
+	return domain.RedisHoldInput(domain.DeriveToken([]byte("test-key"), sale.ID, user, req), sale.ID, user, req)
+}
+
+// A burst of Redis holds taken after the last stock sample, none relayed
+// yet, then Redis fails: the database path sells only what the burst left,
+// because each hold was recorded before its 202 (RecordRedisHold), and a
+// hold that meets the open quota is not counted, so it gets no 202.
+func TestDatabasePathCountsHoldsRecordedBeforeTheir202(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock = 10
+	sale := testenv.MustSale(t, st, stock)
+	epoch := sale.ModeEpoch
+	base := testenv.UniqueUser() * 1000
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock, time.Now().Add(-time.Second)))
+
+	// Six holds after the sample, recorded as their 202s go out; a replay
+	// of one is counted once.
+	for i := range 6 {
+		counted, err := st.RecordRedisHold(ctx(t), redisHold(sale, base+int64(i), fmt.Sprintf("burst-%04d", i)), epoch)
+		require.NoError(t, err)
+		require.True(t, counted, "hold %d", i)
+	}
+	counted, err := st.RecordRedisHold(ctx(t), redisHold(sale, base, "burst-0000"), epoch)
+	require.NoError(t, err)
+	require.True(t, counted, "a replay of a recorded hold")
+
+	// The sale switches; a hold Redis took just before is recorded before
+	// the quota opens, so it is counted too.
+	switched, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	counted, err = st.RecordRedisHold(ctx(t), redisHold(sale, base+6, "burst-0006"), epoch)
+	require.NoError(t, err)
+	require.True(t, counted, "recorded after the switch, before the quota opens")
+
+	// 20 buyers on the database path take exactly the 3 units left.
+	var mu sync.Mutex
+	sold := 0
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			in := dbInput(sale, base+100+int64(i), fmt.Sprintf("dbpath-%04d", i))
+			for {
+				_, _, err := st.ReserveInDB(ctx(t), in)
+				if err != nil && store.IsRetryable(err) {
+					continue
+				}
+				if err == nil {
+					mu.Lock()
+					sold++
+					mu.Unlock()
+				} else {
+					assert.ErrorIs(t, err, store.ErrQuotaExhausted)
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, stock-7, sold, "the database path sells only what the burst left")
+
+	// With the quota open, a hold recorded now is not counted: no row, no 202.
+	late := redisHold(sale, base+7, "burst-0007")
+	counted, err = st.RecordRedisHold(ctx(t), late, epoch)
+	require.NoError(t, err)
+	assert.False(t, counted, "a hold meeting the open quota")
+	_, err = st.GetReservation(ctx(t), late.Token)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	// A hold of an epoch the sale never had is not counted either.
+	counted, err = st.RecordRedisHold(ctx(t), redisHold(sale, base+8, "burst-0008"), switched.ModeEpoch+5)
+	require.NoError(t, err)
+	assert.False(t, counted, "a hold of another epoch")
+}
