@@ -64,7 +64,7 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 		tokens[base+i] = r.json(t)["token"].(string)
 	}
 	ctx := context.Background()
-	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, stock-4))
+	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, stock-4, time.Now()))
 
 	// Redis dies: the first requests fail with 503 (outcome unknown) until
 	// the breaker opens; then the database path takes over once every

@@ -27,7 +27,7 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sale := h.MustWarmSale(10)
-	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, 10))
+	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, 10, time.Now()))
 	_, err := h.st.SwitchToDatabase(ctx, sale.ID, 0)
 	require.NoError(t, err)
 	// This instance learns of the switch from its cache's refresh (one

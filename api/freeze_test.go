@@ -64,7 +64,7 @@ func TestFrozenRedisIsBoundedByTheHotPathTimeout(t *testing.T) {
 	})
 	sale := h.MustWarmSale(1_000_000)
 	ctx := context.Background()
-	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, 1_000_000))
+	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, 1_000_000, time.Now()))
 
 	type answer struct {
 		sent    time.Time

@@ -113,7 +113,7 @@ func TestStarterMarksDatabasePathStartsDispatched(t *testing.T) {
 	sale := testenv.MustSale(t, st, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, st.RecordRedisStock(ctx, sale.ID, 10))
+	require.NoError(t, st.RecordRedisStock(ctx, sale.ID, 10, time.Now()))
 	_, err := st.SwitchToDatabase(ctx, sale.ID, 0)
 	require.NoError(t, err)
 	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })

@@ -32,7 +32,7 @@ func BenchmarkReserveInDB(b *testing.B) {
 	sale := testenv.MustSale(b, st, 1_000_000, func(s *domain.Sale) { s.Buckets = 16 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := st.RecordRedisStock(ctx, sale.ID, 1_000_000); err != nil {
+	if err := st.RecordRedisStock(ctx, sale.ID, 1_000_000, time.Now()); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := st.SwitchToDatabase(ctx, sale.ID, 0); err != nil {

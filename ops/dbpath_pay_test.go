@@ -30,7 +30,7 @@ func TestDatabasePathOrderIsPayableAtOnce(t *testing.T) {
 	sale := s.MustLiveSale(t, 3, 300, 30*time.Minute)
 
 	st := testenv.MustStore(t)
-	require.NoError(t, st.RecordRedisStock(testCtx(t, 10*time.Second), sale, 3))
+	require.NoError(t, st.RecordRedisStock(testCtx(t, 10*time.Second), sale, 3, time.Now()))
 	_, err := st.SwitchToDatabase(testCtx(t, 10*time.Second), sale, 0)
 	require.NoError(t, err)
 

@@ -84,7 +84,7 @@ func (f *fixture) freshBuyers(n int) int {
 func (f *fixture) toDatabaseMode() {
 	stock, err := f.rdb.Get(f.ctx, f.keys.Stock).Int64()
 	require.NoError(f.t, err)
-	require.NoError(f.t, f.st.RecordRedisStock(f.ctx, f.sale.ID, stock))
+	require.NoError(f.t, f.st.RecordRedisStock(f.ctx, f.sale.ID, stock, time.Now()))
 	_, err = f.st.SwitchToDatabase(f.ctx, f.sale.ID, 0)
 	require.NoError(f.t, err)
 }

@@ -33,7 +33,7 @@ func testDatabasePathConcurrency(t *testing.T, stock, quota int) {
 		perW    = 8
 	)
 	sale := testenv.MustSale(t, st, int64(stock), func(s *domain.Sale) { s.Buckets = 16 })
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, int64(quota)))
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, int64(quota), time.Now()))
 	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 	base := testenv.UniqueUser() * 10_000

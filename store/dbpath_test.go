@@ -48,7 +48,7 @@ func TestDatabasePathSellsOnlyWhatRedisHadUnsold(t *testing.T) {
 		_, err := st.PlaceOrder(ctx(t), in.Token)
 		require.NoError(t, err)
 	}
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock-4))
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock-4, time.Now()))
 
 	switched, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestDatabasePathRefusesAUserWithAQueuedHold(t *testing.T) {
 	hold := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "redis-hold"), sale.ID, user, "redis-hold")
 	_, err := st.RecordReservation(ctx(t), hold)
 	require.NoError(t, err)
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4))
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4, time.Now()))
 	_, err = st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 
@@ -186,7 +186,7 @@ func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	ordered := mustQueued(t, st, sale, base+2, "resync-02")
 	_, err := st.PlaceOrder(ctx(t), ordered.Token)
 	require.NoError(t, err)
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4))
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 4, time.Now()))
 	_, err = st.SwitchToDatabase(ctx(t), sale.ID, 0)
 	require.NoError(t, err)
 	viaDB, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base+3, "resync-03"))
@@ -237,7 +237,7 @@ func TestDatabasePathQuotaWaitsOutRedisHoldsAndCountsThem(t *testing.T) {
 	const stock = 10
 	sale := testenv.MustSale(t, st, stock)
 	base := testenv.UniqueUser() * 1000
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock))
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock, time.Now()))
 	// Three holds land after the sample; one has its order already.
 	var holds []domain.OrderInput
 	for i := range 3 {
@@ -274,7 +274,7 @@ func TestDatabasePathQuotaWaitsOutRedisHoldsAndCountsThem(t *testing.T) {
 func TestDatabasePathSellsNothingFromAStaleSample(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
-	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5))
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 5, time.Now()))
 	_, err := st.DB.ExecContext(ctx(t), "UPDATE sales SET redis_stock_seen_at = ? WHERE id = ?",
 		time.Now().UTC().Add(-time.Minute), sale.ID)
 	require.NoError(t, err)
@@ -373,7 +373,7 @@ func TestDatabasePathDoesNotWaitLongForAStalledBucket(t *testing.T) {
 func mustDatabaseSale(tb testing.TB, st *store.Store, stock int64, buckets int) *domain.Sale {
 	tb.Helper()
 	sale := testenv.MustSale(tb, st, stock, func(s *domain.Sale) { s.Buckets = buckets })
-	require.NoError(tb, st.RecordRedisStock(ctx(tb), sale.ID, stock))
+	require.NoError(tb, st.RecordRedisStock(ctx(tb), sale.ID, stock, time.Now()))
 	_, err := st.SwitchToDatabase(ctx(tb), sale.ID, 0)
 	require.NoError(tb, err)
 	dispatchedAtEnd(tb, st, sale.ID)

@@ -209,10 +209,10 @@ func (s *Store) MarkFinished(ctx context.Context, id int64) error {
 	return nil
 }
 
-// RecordRedisStock stores the Redis stock the worker saw, for the database
-// path's cap.
-func (s *Store) RecordRedisStock(ctx context.Context, id, stock int64) error {
-	if _, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_stock_seen = ?, redis_stock_seen_at = ? WHERE id = ?", stock, time.Now().UTC(), id); err != nil {
+// RecordRedisStock stores the Redis stock the worker read at readAt (taken
+// before the read), for the database path's quota.
+func (s *Store) RecordRedisStock(ctx context.Context, id, stock int64, readAt time.Time) error {
+	if _, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_stock_seen = ?, redis_stock_seen_at = ? WHERE id = ?", stock, readAt.UTC(), id); err != nil {
 		return fmt.Errorf("record redis stock of sale %d: %w", id, err)
 	}
 	return nil

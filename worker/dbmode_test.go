@@ -23,7 +23,7 @@ func mustDatabaseModeSale(t *testing.T, st *store.Store) (*domain.Sale, domain.O
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
 	testenv.MustWarm(t, st, rdb, sale)
-	require.NoError(t, st.RecordRedisStock(testCtx(t), sale.ID, 5))
+	require.NoError(t, st.RecordRedisStock(testCtx(t), sale.ID, 5, time.Now()))
 	_, err := st.SwitchToDatabase(testCtx(t), sale.ID, 0)
 	require.NoError(t, err)
 	user := testenv.UniqueUser()

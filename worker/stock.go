@@ -78,6 +78,9 @@ func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
 	for i, sale := range sales {
 		ids[i] = sale.ID
 	}
+	// The sample's time is taken before the read: a hold recorded after it
+	// may then postdate the read, which the quota must count.
+	readAt := time.Now()
 	stocks, _, err := s.Redis.ReadCounters(ctx, ids, nil)
 	if err != nil {
 		return 0, fmt.Errorf("record redis stock: read stock: %w", err)
@@ -93,7 +96,7 @@ func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("stock of sale %d: %w", sale.ID, err))
 			continue
 		}
-		if err := s.Store.RecordRedisStock(ctx, sale.ID, v); err != nil {
+		if err := s.Store.RecordRedisStock(ctx, sale.ID, v, readAt); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -350,7 +350,7 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 	const stock = 3
 	sale := s.MustWarmSale(t, stock, 10*time.Minute, stock)
 	ctx := ctxT(t, 60*time.Second)
-	require.NoError(t, s.st.RecordRedisStock(ctx, sale.ID, stock))
+	require.NoError(t, s.st.RecordRedisStock(ctx, sale.ID, stock, time.Now()))
 	_, err := s.st.SwitchToDatabase(ctx, sale.ID, 0)
 	require.NoError(t, err)
 	user := testenv.UniqueUser()

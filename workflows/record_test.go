@@ -141,7 +141,7 @@ func recordings() []recording {
 		{orderHistoryPrefix + "database_path", func(s *stack) (string, string) {
 			ctx := ctxT(s.t, 30*time.Second)
 			sale := testenv.MustSale(s.t, s.st, 1)
-			require.NoError(s.t, s.st.RecordRedisStock(ctx, sale.ID, 1))
+			require.NoError(s.t, s.st.RecordRedisStock(ctx, sale.ID, 1, time.Now()))
 			_, err := s.st.SwitchToDatabase(ctx, sale.ID, 0)
 			require.NoError(s.t, err)
 			user := testenv.UniqueUser()
