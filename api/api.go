@@ -63,6 +63,7 @@ type server struct {
 	m        *metrics
 	cache    *saleCache
 	starter  *starter
+	holds    *holdRecorder
 
 	global *rate.Limiter
 	// dbAdmit bounds the database path (a sale in database mode): its rate
@@ -158,6 +159,7 @@ func NewServer(d Deps) *Server {
 	if _, err := register[prometheus.Collector](reg, newSaleModeCollector(s.cache)); err != nil {
 		panic(fmt.Sprintf("api metrics: %v", err))
 	}
+	s.holds = newHoldRecorder(d.Store, logger, m.holdRecords)
 	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
 	queued = func() float64 { return float64(len(s.starter.q)) }
 

@@ -36,8 +36,10 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	starter  *prometheus.CounterVec
-	queueLen prometheus.GaugeFunc
-	breaker  prometheus.Gauge
+	// holdRecords counts Redis holds recorded before their 202, by outcome.
+	holdRecords *prometheus.CounterVec
+	queueLen    prometheus.GaugeFunc
+	breaker     prometheus.Gauge
 
 	statusReads *prometheus.CounterVec
 	readFrom    map[string]prometheus.Counter // by statusSource
@@ -70,6 +72,10 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "seckill_starter_total",
 			Help: "Workflow starts handed to the in-process starter, by outcome.",
 		}, []string{"outcome"}),
+		holdRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_hold_records_total",
+			Help: "Redis holds recorded in MySQL before their 202, by outcome: recorded, uncounted (the database path's quota opened first: 503), failed and skipped (the database failing: 202 as the inbox holds it).",
+		}, []string{"outcome"}),
 		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "seckill_redis_breaker_state",
 			Help: "State of the Redis circuit breaker of the reservation path: 0 closed, 1 half-open, 2 open.",
@@ -94,6 +100,9 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		return nil, err
 	}
 	if m.starter, err = register(reg, m.starter); err != nil {
+		return nil, err
+	}
+	if m.holdRecords, err = register(reg, m.holdRecords); err != nil {
 		return nil, err
 	}
 	if m.breaker, err = register(reg, m.breaker); err != nil {

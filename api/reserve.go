@@ -232,7 +232,7 @@ func (s *server) admitSoldOutMark(c *fiber.Ctx, a admission) (bool, error) {
 	switch ans {
 	case markReplay:
 		s.m.reject(layerSoldOut, "replay")
-		return false, s.accepted(c, tok, a.saleID, a.requestID)
+		return false, s.acceptRedisHold(c, a, tok)
 	case markSoldOut:
 		s.m.reject(layerSoldOut, "sold_out")
 		return false, sendError(c, domain.ESoldOut, "sold out")
@@ -323,9 +323,9 @@ func (s *server) answerScript(c *fiber.Ctx, a admission, token string, res lua.R
 			s.starter.enqueue(c.UserContext(), domain.RedisHoldInput(token, a.saleID, a.userID, a.requestID))
 		}
 		a.entry.lowerStock(res.StockLeft)
-		return s.accepted(c, token, a.saleID, a.requestID)
+		return s.acceptRedisHold(c, a, token)
 	case lua.OutcomeReplay:
-		return s.accepted(c, res.Token, a.saleID, a.requestID)
+		return s.acceptRedisHold(c, a, res.Token)
 	case lua.OutcomeAlready:
 		return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
 	case lua.OutcomeSoldOut:
