@@ -27,6 +27,9 @@ type Proxy struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	cut    bool // refusing: as a dead server would
+	// held, while set, is closed when the link heals: bytes wait, as on a
+	// partitioned link whose packets are retransmitted until it heals.
+	held atomic.Pointer[chan struct{}]
 }
 
 // Start listens on a free loopback port and forwards to target, delaying
@@ -48,6 +51,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Close stops accepting, closes every connection and waits for the pumps.
 func (p *Proxy) Close() error {
+	p.SetHeld(false)
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.conns {
@@ -74,6 +78,21 @@ func (p *Proxy) SetCut(cut bool) {
 			_ = c.Close()
 		}
 		clear(p.conns)
+	}
+}
+
+// SetHeld partitions the link without refusing anything: connections are
+// accepted and kept, their bytes held until the link heals (false), as a
+// network path that drops packets would. Clients see calls time out, not
+// fail.
+func (p *Proxy) SetHeld(held bool) {
+	if held {
+		ch := make(chan struct{})
+		p.held.CompareAndSwap(nil, &ch)
+		return
+	}
+	if ch := p.held.Swap(nil); ch != nil {
+		close(*ch)
 	}
 }
 
@@ -139,6 +158,9 @@ func (p *Proxy) pump(dst, src net.Conn) {
 		for c := range q {
 			if d := time.Until(c.at); d > 0 {
 				time.Sleep(d)
+			}
+			if held := p.held.Load(); held != nil {
+				<-*held
 			}
 			if _, err := dst.Write(c.b); err != nil {
 				// Keep draining so the reader never blocks on a dead peer.

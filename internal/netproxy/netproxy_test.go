@@ -113,3 +113,40 @@ func TestSetDelaySlowsAndRestores(t *testing.T) {
 	p.SetDelay(0)
 	require.Less(t, roundTrip(), 150*time.Millisecond)
 }
+
+func TestHeldKeepsBytesUntilTheLinkHeals(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	p, err := Start(ln.Addr().String(), 0)
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+
+	p.SetHeld(true)
+	_, err = c.Write([]byte("ping"))
+	require.NoError(t, err, "a held link accepts bytes")
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
+	_, err = c.Read(make([]byte, 4))
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "nothing comes back while held: %v", err)
+
+	p.SetHeld(false)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	got := make([]byte, 4)
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	require.Equal(t, "ping", string(got), "the held bytes arrive once the link heals")
+}
