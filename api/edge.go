@@ -92,8 +92,9 @@ func newEdge(cfg *config.Config, logger *slog.Logger, m *metrics, reg prometheus
 
 // connCap is the per-process connection cap: the configured one, else the
 // file descriptor limit less a reserve for Redis, MySQL, Temporal, logs and
-// the listener (an eighth, at least 32), so a crowd cannot take the
-// descriptors the backends need.
+// the listener (an eighth, at least 64: an idle API already holds about 32,
+// 16 of them the Redis pool's warm connections), so a crowd cannot take
+// the descriptors the backends need.
 func connCap(configured int) int {
 	if configured > 0 {
 		return configured
@@ -102,7 +103,7 @@ func connCap(configured int) int {
 	if limit == 0 {
 		return 1 << 16
 	}
-	return max(limit-max(32, limit/8), 8)
+	return max(limit-max(64, limit/8), 8)
 }
 
 // fdLimit is the process's file descriptor limit; 0 when unknown or
