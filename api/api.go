@@ -28,6 +28,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
@@ -64,6 +65,9 @@ type server struct {
 	cache    *saleCache
 	starter  *starter
 	holds    *holdRecorder
+	// fleet is the fleet's view of Redis: only Redis down for most of
+	// the fleet moves a sale to the database path.
+	fleet *fleet.Observer
 
 	global *rate.Limiter
 	// dbAdmit bounds the database path (a sale in database mode): its rate
@@ -160,6 +164,11 @@ func NewServer(d Deps) *Server {
 		panic(fmt.Sprintf("api metrics: %v", err))
 	}
 	s.holds = newHoldRecorder(d.Store, logger, m.holdRecords)
+	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
+		func() bool { return s.breaker.heartbeat.upWithin(fleet.DownAfter) }, logger)
+	if err := registerFleetGauges(reg, s.fleet); err != nil {
+		panic(fmt.Sprintf("api metrics: %v", err))
+	}
 	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
 	queued = func() float64 { return float64(len(s.starter.q)) }
 
@@ -211,6 +220,11 @@ func NewServer(d Deps) *Server {
 	go func() {
 		defer s.bg.Done()
 		s.breaker.probe(s.stop, func(ctx context.Context) error { return s.rdb.Ping(ctx) })
+	}()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.fleet.Run(s.stop)
 	}()
 	s.bg.Add(1)
 	go func() {
@@ -348,6 +362,11 @@ func (s *server) readyz(c *fiber.Ctx) error {
 	if err := s.st.Ping(ctx); err != nil {
 		s.log(c).Warn("readiness: mysql", "err", err)
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"mysql"}})
+	}
+	if s.fleet.CutOff() {
+		// Redis answers the rest of the fleet but not this instance: a
+		// load balancer should send its clients elsewhere.
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"redis"}})
 	}
 	return c.JSON(fiber.Map{"status": "ok"})
 }

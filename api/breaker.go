@@ -105,10 +105,20 @@ type heartbeat struct {
 	// latest ping that got none was sent.
 	answered, lost time.Time
 	changed        chan struct{} // closed, and replaced, at each ping's end
+	started        time.Time
 }
 
 func newHeartbeat(timeout time.Duration) *heartbeat {
-	return &heartbeat{timeout: timeout, changed: make(chan struct{})}
+	return &heartbeat{timeout: timeout, changed: make(chan struct{}), started: time.Now()}
+}
+
+// upWithin reports whether Redis answered a ping within d, counting the
+// heartbeat's start as an answer: a fresh instance is not "down" before
+// its first ping had time to come back.
+func (h *heartbeat) upWithin(d time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return time.Since(h.answered) < d || time.Since(h.started) < d
 }
 
 // run pings until stop. Each ping has the hot path's timeout.

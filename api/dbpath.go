@@ -19,9 +19,8 @@ import (
 const dbPathTimeout = 3 * time.Second
 
 // saleCacheLag bounds how long an instance takes to learn a sale's new
-// mode: a cache refresh every second, whose Redis read may wait a second
-// before the sales are stored.
-const saleCacheLag = 2500 * time.Millisecond
+// mode (sales.ModeLag).
+const saleCacheLag = sales.ModeLag
 
 // dbPathHoldOff is how long after a switch the database path waits before
 // it sells: the last Redis reservation any instance sends before it learns
@@ -50,11 +49,16 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbPathTimeout)
 	defer cancel()
 	if sale.Mode == domain.ModeRedis {
-		switched, err := sales.SwitchToDatabase(ctx, s.st, sale.ID, s.dbPathHoldOff())
+		switched, err := sales.SwitchToDatabase(ctx, s.st, sale.ID, s.dbPathHoldOff(), s.cfg.ModeMinDwell)
 		if err != nil {
 			s.m.reject(layerDatabase, "error")
 			s.log(c).Error("switch sale to database mode", "sale_id", sale.ID, "err", err)
 			return unavailable(c, 1, "neither Redis nor the database can take the reservation now; retry with the same request_id")
+		}
+		if switched.Mode == domain.ModeRedis {
+			// Back on Redis less than SECKILL_MODE_MIN_DWELL ago.
+			s.m.reject(layerDatabase, "dwell")
+			return unavailable(c, 1, "Redis is failing and the sale stays on it a moment longer; retry with the same request_id")
 		}
 		s.log(c).Warn("sale moved to the database path", "sale_id", sale.ID, "epoch", switched.ModeEpoch)
 		entry.sale.Store(switched)

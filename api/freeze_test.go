@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testenv"
@@ -137,7 +138,10 @@ func TestFrozenRedisIsBoundedByTheHotPathTimeout(t *testing.T) {
 	t.Logf("Redis frozen: sale on the database path after %s; %d answers to requests sent in the first second %v, p99 %s, max %s",
 		switched, len(first), statuses, p99, first[len(first)-1])
 	require.NotZero(t, switched, "the sale never moved to the database path")
-	require.LessOrEqual(t, switched, time.Second, "the breaker opens within 1 s of the freeze")
+	// The breaker opens within a few hundred ms; the sale moves once the
+	// fleet (here this one instance) has found Redis down for
+	// fleet.DownAfter and looked again (fleet.Check).
+	require.LessOrEqual(t, switched, fleet.DownAfter+time.Second, "the sale moves within fleet.DownAfter + 1 s of the freeze")
 	// The target is p99 <= timeout + 100 ms (measured: ~250 ms
 	// alone); asserted with room for a loaded CI machine, still far below
 	// the 2 s ReadTimeout every frozen call waited for before.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -195,4 +196,33 @@ func (c *seriesCache[T]) get(vec interface{ WithLabelValues(...string) T }, a, b
 		}
 	}
 	return series
+}
+
+// registerFleetGauges exports the fleet's view of Redis as this instance
+// last saw it: seckill_redis_cut_off (1: Redis fails this instance alone;
+// it refuses reservations and fails /readyz) and seckill_redis_fleet_down
+// (1: most of the fleet finds Redis down; sales may move to the database
+// path).
+func registerFleetGauges(reg prometheus.Registerer, o *fleet.Observer) error {
+	gauges := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_redis_cut_off",
+			Help: "1 while Redis fails this instance but not most of the fleet: reservations answer 503 and /readyz fails."},
+			func() float64 { return boolGauge(o.CutOff()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_redis_fleet_down",
+			Help: "1 while most of the fleet finds Redis down: the evidence a sale needs to move to the database path."},
+			func() float64 { return boolGauge(o.RedisDown()) }),
+	}
+	for _, g := range gauges {
+		if err := reg.Register(g); err != nil {
+			return fmt.Errorf("register fleet gauge: %w", err)
+		}
+	}
+	return nil
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -291,6 +291,12 @@ func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
 		}
 	}
 	if isBreakerRefusal(err) {
+		if !s.fleet.RedisDown() {
+			// Redis fails this instance alone (or the fleet has not
+			// agreed yet): one instance never moves a sale.
+			s.m.reject(layerRedis, "cut_off")
+			return unavailable(c, 1, "this instance cannot reach Redis now; retry with the same request_id")
+		}
 		// Redis is failing: no call was made, so the database path is safe.
 		return s.reserveViaDatabase(c, a.entry, a.sale, s.dbInput(token, a.saleID, a.userID, a.requestID))
 	}

@@ -108,6 +108,14 @@ type Config struct {
 	HeaderTimeout   time.Duration // from a request's first byte to the end of its headers, else 408
 	BodyTimeout     time.Duration // from the end of the headers to the end of the body, else 408
 
+	// Instance names this process in the fleet's view of Redis.
+	Instance string
+	// ModeMinDwell is the least time a sale stays in a mode (Redis or
+	// database) before it changes again; RedisHealthyFor is how long Redis
+	// must have answered before a sale goes back to it.
+	ModeMinDwell    time.Duration
+	RedisHealthyFor time.Duration
+
 	RelayConsumer    string
 	RelayMaxDelivery int64 // deliveries of a refused start before an inbox entry is dead-lettered
 	RelayMinIdle     time.Duration
@@ -310,7 +318,10 @@ func load(get func(string) string) (*Config, error) {
 	c.ShutdownTimeout = dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
 
 	host, _ := os.Hostname()
-	c.RelayConsumer = str("SECKILL_RELAY_CONSUMER", fmt.Sprintf("%s-%d", host, os.Getpid()))
+	c.Instance = str("SECKILL_INSTANCE", fmt.Sprintf("%s-%d", host, os.Getpid()))
+	c.RelayConsumer = str("SECKILL_RELAY_CONSUMER", c.Instance)
+	c.ModeMinDwell = dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)
+	c.RedisHealthyFor = dur("SECKILL_REDIS_HEALTHY_FOR", 3*time.Second)
 	c.RelayMaxDelivery = int64(num("SECKILL_RELAY_MAX_DELIVERY", 10))
 	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.RelayDeadAfter = dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)

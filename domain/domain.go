@@ -91,6 +91,17 @@ const (
 	ModeResync SaleMode = "resync"
 )
 
+// RedisFleetView counts the processes (API instances and workers) seen
+// lately by their own view of Redis.
+type RedisFleetView struct {
+	Up, Down int
+}
+
+// RedisDown reports whether most of the fleet finds Redis down: the evidence a
+// sale needs to move to the database path. One process cut from a Redis
+// the rest reach is not enough.
+func (v RedisFleetView) RedisDown() bool { return v.Down > 0 && 2*v.Down > v.Up+v.Down }
+
 // SaleState is the public state of a sale in the sale view.
 type SaleState string
 
@@ -124,6 +135,8 @@ type Sale struct {
 	Control              SaleControl
 	Mode                 SaleMode
 	ModeEpoch            int64
+	// ModeChangedAt is when the sale last changed mode (zero: never).
+	ModeChangedAt time.Time
 	// Warmed: the sale was loaded into Redis once, so Redis missing its
 	// keys is a fault (lost keys), not "not warmed yet".
 	Warmed    bool

@@ -66,6 +66,11 @@ func TestRunbookCommands(t *testing.T) {
 		assert.Contains(c, out, "Total: 3")
 	}, 30*time.Second, 500*time.Millisecond)
 
+	// The fleet's view of Redis: this stack's API and worker, both up.
+	out = rb.run("fleet-view", v1)
+	require.Regexp(t, `(?m)^api/\S+\s+api\s+1\s`, out)
+	require.Regexp(t, `(?m)^worker/\S+\s+worker\s+1\s`, out)
+
 	out = rb.run("list-sale", v1)
 	for _, tok := range []string{t1, t2, t3} {
 		require.Contains(t, out, "order:"+tok)

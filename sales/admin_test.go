@@ -136,11 +136,11 @@ func TestAdjustStockWithRedisDown(t *testing.T) {
 func TestSwitchToDatabaseAndAbortStalledResync(t *testing.T) {
 	f := mustFixture(t, 5)
 	before := f.epoch()
-	sale, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour)
+	sale, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour, 0)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeDatabase, sale.Mode)
 	require.Equal(t, before+1, sale.ModeEpoch)
-	again, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour)
+	again, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour, 0)
 	require.NoError(t, err)
 	require.Equal(t, sale.ModeEpoch, again.ModeEpoch, "one switch")
 

@@ -40,9 +40,19 @@ const (
 // is decided then (openQuota). It is a no-op when the sale is already in
 // database mode. It returns the sale as it is now.
 func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64, holdOff time.Duration) (*domain.Sale, error) {
+	return s.SwitchToDatabaseAfterDwell(ctx, saleID, holdOff, 0)
+}
+
+// SwitchToDatabaseAfterDwell is SwitchToDatabase for a sale that has been
+// in Redis mode for at least minDwell (or never changed mode): a sale just
+// back from the database path does not leave Redis again at once. The sale
+// returned is still in Redis mode when it has not dwelt long enough.
+func (s *Store) SwitchToDatabaseAfterDwell(ctx context.Context, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error) {
+	now := nowMS()
 	_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ?,
 		db_quota = NULL, db_sell_after = NOW(3) + INTERVAL ? MICROSECOND
-		WHERE id = ? AND mode = ?`, string(domain.ModeDatabase), nowMS(), holdOff.Microseconds(), saleID, string(domain.ModeRedis))
+		WHERE id = ? AND mode = ? AND (mode_changed_at IS NULL OR mode_changed_at <= ?)`,
+		string(domain.ModeDatabase), now, holdOff.Microseconds(), saleID, string(domain.ModeRedis), now.Add(-minDwell))
 	if err != nil {
 		return nil, fmt.Errorf("switch sale %d to database mode: %w", saleID, err)
 	}

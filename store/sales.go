@@ -28,6 +28,7 @@ type saleRow struct {
 	Control              string     `bun:"control"`
 	Mode                 string     `bun:"mode"`
 	ModeEpoch            int64      `bun:"mode_epoch"`
+	ModeChangedAt        *time.Time `bun:"mode_changed_at"`
 	RedisStockSeen       *int64     `bun:"redis_stock_seen"`
 	RedisStockSeenAt     *time.Time `bun:"redis_stock_seen_at"`
 	WarmedAt             *time.Time `bun:"warmed_at"`
@@ -50,6 +51,7 @@ func (r *saleRow) domain() *domain.Sale {
 		Control:              domain.SaleControl(r.Control),
 		Mode:                 domain.SaleMode(r.Mode),
 		ModeEpoch:            r.ModeEpoch,
+		ModeChangedAt:        utcOrZero(r.ModeChangedAt),
 		Warmed:               r.WarmedAt != nil,
 		CreatedAt:            r.CreatedAt.UTC(),
 	}
@@ -87,7 +89,7 @@ func (s *Store) CreateSaleOnce(ctx context.Context, sale *domain.Sale, ref strin
 	}
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		res, err := tx.NewInsert().Model(row).
-			ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "warmed_at", "finished_at").
+			ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "mode_changed_at", "warmed_at", "finished_at").
 			Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("insert sale: %w", err)
@@ -329,4 +331,12 @@ func (s *Store) Blacklist(ctx context.Context) ([]int64, error) {
 		return nil, fmt.Errorf("read blacklist: %w", err)
 	}
 	return ids, nil
+}
+
+// utcOrZero is *t in UTC, or the zero time for NULL.
+func utcOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -23,6 +24,12 @@ type Resyncer struct {
 	Temporal client.Client
 	// Healthy is how long Redis must answer before a sale goes back.
 	Healthy time.Duration
+	// MinDwell is the least time a sale stays on the database path.
+	MinDwell time.Duration
+	// Fleet, when set, must not find Redis down for most of the fleet
+	// before a sale goes back (a worker whose own link works while the
+	// API instances' do not would otherwise take it back into failure).
+	Fleet *fleet.Observer
 	// StaleResync is how long a resync may take before it is rolled back.
 	StaleResync time.Duration
 	Every       time.Duration
@@ -75,7 +82,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 				r.Logger.Warn("resync: rolled back a stalled resync to database mode", "sale_id", s.ID)
 			}
 		case domain.ModeDatabase:
-			if r.healthySince.IsZero() || now.Sub(r.healthySince) < r.Healthy {
+			if !r.mayReturn(ctx, s, now) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -88,6 +95,24 @@ func (r *Resyncer) Once(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// mayReturn reports whether a sale on the database path may go back to
+// Redis: Redis answered this worker for Healthy, the sale has dwelt
+// MinDwell on the database path, and the fleet does not find Redis down.
+func (r *Resyncer) mayReturn(ctx context.Context, s *domain.Sale, now time.Time) bool {
+	if r.healthySince.IsZero() || now.Sub(r.healthySince) < r.Healthy || now.Sub(s.ModeChangedAt) < r.MinDwell {
+		return false
+	}
+	if r.Fleet == nil {
+		return true
+	}
+	v, err := r.Fleet.View(ctx)
+	if err != nil {
+		r.Logger.Warn("resync: read the fleet's view of redis", "sale_id", s.ID, "err", err)
+		return false
+	}
+	return !v.RedisDown()
 }
 
 // rebuildIfLost rebuilds a live sale whose keys Redis lost (a key deleted,

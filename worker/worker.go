@@ -23,9 +23,11 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -158,7 +160,9 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	bg.Go(func() { follower.Run(ctx) })
 	outbox := &OutboxRelay{Store: st, Starter: startTimes.wrap("outbox_relay", start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
-	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: tc, Healthy: 3 * time.Second, StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
+	observer := runObserver(ctx, &bg, cfg, st, rdb, logger)
+	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: tc, Healthy: cfg.RedisHealthyFor, MinDwell: cfg.ModeMinDwell, Fleet: observer,
+		StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
@@ -194,6 +198,16 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	bg.Wait()
 	logger.Info("worker: stopped")
 	return nil
+}
+
+// runObserver publishes the worker's own view of Redis (a ping every
+// fleet.Check) in the fleet's, until ctx ends.
+func runObserver(ctx context.Context, bg *sync.WaitGroup, cfg *config.Config, st *store.Store, rdb *lua.Client, logger *slog.Logger) *fleet.Observer {
+	pinger := fleet.NewPinger(rdb.Ping)
+	observer := fleet.NewObserver(st, fleet.Name("worker", cfg.Instance), "worker", pinger.Up, logger)
+	bg.Go(func() { pinger.Run(ctx.Done()) })
+	bg.Go(func() { observer.Run(ctx.Done()) })
+	return observer
 }
 
 // metricsServer serves /metrics and a liveness /healthz, and in

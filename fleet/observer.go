@@ -1,0 +1,176 @@
+// Package fleet decides from the whole fleet's evidence whether Redis is
+// down: each API instance and worker publishes its own view of Redis in
+// MySQL, and a sale moves to the database path only when most of the
+// processes seen lately find Redis down. A process cut from a Redis the
+// others reach is "cut off": it refuses reservations (outcome unknown) and
+// fails readiness so a load balancer takes it out, and never moves a sale.
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/store"
+)
+
+// Timing of the views. A process's row counts while it was refreshed
+// within Fresh, so a frozen or dead process drops out of the vote; a
+// process that finds Redis down re-reads the fleet's view every Check, so
+// a cut instance fails readiness within DownAfter + Check + a query.
+const (
+	Publish   = time.Second
+	Check     = 250 * time.Millisecond
+	Fresh     = 3 * time.Second
+	DownAfter = time.Second // no answer from Redis for this long: down
+	sweepAge  = time.Hour
+	callLimit = time.Second // each MySQL call
+)
+
+var named atomic.Int64
+
+// Name is an observer's row name: the role and the instance, numbered
+// after the first in one process (tests run several servers in one).
+func Name(role, instance string) string {
+	if n := named.Add(1); n > 1 {
+		return fmt.Sprintf("%s/%s#%d", role, instance, n)
+	}
+	return role + "/" + instance
+}
+
+// Observer publishes this process's view of Redis and keeps the fleet's.
+type Observer struct {
+	Store *store.Store
+	// Name is unique per process (host and pid); Role is "api" or "worker".
+	Name, Role string
+	// Up reports this process's own view: Redis answered within DownAfter.
+	Up     func() bool
+	Logger *slog.Logger
+
+	selfUp    atomic.Bool
+	fleetDown atomic.Bool
+}
+
+// NewObserver is an Observer whose views start healthy: a process does
+// not refuse or fail readiness before its first look.
+func NewObserver(st *store.Store, name, role string, up func() bool, logger *slog.Logger) *Observer {
+	o := &Observer{Store: st, Name: name, Role: role, Up: up, Logger: logger}
+	o.selfUp.Store(true)
+	return o
+}
+
+// RedisDown reports whether most of the fleet found Redis down at the last
+// look (a look happens every Check while this process finds it down too).
+func (o *Observer) RedisDown() bool { return o.fleetDown.Load() }
+
+// CutOff reports whether this process finds Redis down while the fleet
+// does not.
+func (o *Observer) CutOff() bool { return !o.selfUp.Load() && !o.fleetDown.Load() }
+
+// Run publishes and reads until stop.
+func (o *Observer) Run(stop <-chan struct{}) {
+	t := time.NewTicker(Check)
+	defer t.Stop()
+	var published time.Time
+	last := true
+	for n := 0; ; n++ {
+		up := o.Up()
+		o.selfUp.Store(up)
+		if up != last || time.Since(published) >= Publish {
+			if o.publish(up) {
+				published, last = time.Now(), up
+			}
+		}
+		if !up || o.fleetDown.Load() {
+			o.look()
+		}
+		if n%int(time.Minute/Check) == 0 {
+			o.sweep()
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (o *Observer) publish(up bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), callLimit)
+	defer cancel()
+	if err := o.Store.PublishRedisView(ctx, o.Name, o.Role, up); err != nil {
+		o.Logger.Warn("fleet: publish this process's view of redis", "err", err)
+		return false
+	}
+	return true
+}
+
+// look reads the fleet's view; when MySQL does not answer the last view
+// stands (the database path needs MySQL anyway).
+func (o *Observer) look() {
+	v, err := o.View(context.Background())
+	if err != nil {
+		o.Logger.Warn("fleet: read the fleet's view of redis", "err", err)
+		return
+	}
+	if down := v.RedisDown(); down != o.fleetDown.Swap(down) {
+		o.Logger.Warn("fleet: the fleet's view of redis changed", "redis_down", down, "up", v.Up, "down", v.Down)
+	}
+}
+
+// View reads the fleet's view now.
+func (o *Observer) View(ctx context.Context) (domain.RedisFleetView, error) {
+	ctx, cancel := context.WithTimeout(ctx, callLimit)
+	defer cancel()
+	return o.Store.RedisFleetView(ctx, Fresh)
+}
+
+func (o *Observer) sweep() {
+	ctx, cancel := context.WithTimeout(context.Background(), callLimit)
+	defer cancel()
+	if err := o.Store.SweepRedisObservers(ctx, sweepAge); err != nil {
+		o.Logger.Warn("fleet: sweep", "err", err)
+	}
+}
+
+// Pinger is a process's own view of Redis when it has no heartbeat of its
+// own (the worker): a ping every Check.
+type Pinger struct {
+	Ping     func(context.Context) error
+	answered atomic.Int64 // unix ns of the last answer
+}
+
+// NewPinger is a Pinger whose start counts as an answer: a process is not
+// "down" before its first ping had time to come back.
+func NewPinger(ping func(context.Context) error) *Pinger {
+	p := &Pinger{Ping: ping}
+	p.answered.Store(time.Now().UnixNano())
+	return p
+}
+
+// Run pings until stop.
+func (p *Pinger) Run(stop <-chan struct{}) {
+	t := time.NewTicker(Check)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), DownAfter/2)
+		if err := p.Ping(ctx); err == nil {
+			p.answered.Store(time.Now().UnixNano())
+		}
+		cancel()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Up reports whether Redis answered within DownAfter.
+func (p *Pinger) Up() bool {
+	at := p.answered.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < DownAfter
+}
