@@ -61,9 +61,11 @@ func (s *Store) SwitchToDatabaseAfterDwell(ctx context.Context, saleID int64, ho
 
 // openQuota decides the database path's quota once its hold-off passed:
 // no more than Redis had unsold in a sample at most MaxStockSampleAge older
-// than the switch, minus every Redis hold recorded since that sample
-// (clock skew allowed for), and no more than the buckets hold net of the
-// recorded holds that have no order yet. What it holds back stays in the
+// than the switch, minus every Redis hold recorded since that sample, plus
+// every unit that went back since (a reservation cancelled, expired, or
+// failed with its unit kept: a release after the sample is not in it),
+// clock skew allowed for on the safe side of each, and no more than the
+// buckets hold net of the recorded holds that have no order yet. What it holds back stays in the
 // buckets and goes on sale at the resync.
 //
 // The quota is recorded on the sale row as opened (sales.db_quota, the
@@ -97,12 +99,17 @@ func (s *Store) openQuotaTx(ctx context.Context, saleID int64, skew time.Duratio
 		res, err := tx.ExecContext(ctx, `UPDATE sales s SET s.db_quota = GREATEST(0, LEAST(
 				IF(s.redis_stock_seen_at IS NOT NULL AND s.redis_stock_seen_at >= s.mode_changed_at - INTERVAL ? MICROSECOND,
 					s.redis_stock_seen - (SELECT COUNT(*) FROM reservations r
-						WHERE r.sale_id = s.id AND r.path = ? AND r.created_at >= s.redis_stock_seen_at - INTERVAL ? MICROSECOND),
+						WHERE r.sale_id = s.id AND r.path = ? AND r.created_at >= s.redis_stock_seen_at - INTERVAL ? MICROSECOND)
+					+ (SELECT COUNT(*) FROM reservations e
+						WHERE e.sale_id = s.id AND e.updated_at >= s.redis_stock_seen_at + INTERVAL ? MICROSECOND
+						AND (e.status IN (?, ?) OR (e.status = ? AND e.fail_reason = ?))),
 					0),
 				(SELECT COALESCE(SUM(b.stock), 0) FROM stock_buckets b WHERE b.sale_id = s.id)
 					- (SELECT COUNT(*) FROM reservations q WHERE q.sale_id = s.id AND q.status = ?)))
 			WHERE s.id = ? AND s.mode = ? AND s.db_quota IS NULL AND s.db_sell_after <= NOW(3)`,
-			(MaxStockSampleAge + skew).Microseconds(), string(domain.PathRedis), skew.Microseconds(), string(domain.StatusQueued),
+			(MaxStockSampleAge + skew).Microseconds(), string(domain.PathRedis), skew.Microseconds(),
+			skew.Microseconds(), string(domain.StatusCancelled), string(domain.StatusExpired), string(domain.StatusFailed), domain.FailReasonAlreadyPurchased,
+			string(domain.StatusQueued),
 			saleID, string(domain.ModeDatabase))
 		if err != nil {
 			return fmt.Errorf("decide: %w", err)

@@ -87,3 +87,41 @@ func TestDatabasePathCountsHoldsRecordedBeforeTheir202(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, counted, "a hold of another epoch")
 }
+
+// A Redis hold cancelled while still QUEUED gives its unit to the
+// database path, as the cancel's 200 promises: before the quota opens (it
+// is not counted against it) and after (its bucket's share grows by one).
+func TestCancelledQueuedHoldGoesBackOnSaleInDatabaseMode(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock = 4
+	sale := testenv.MustSale(t, st, stock)
+	base := testenv.UniqueUser() * 1000
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, stock, time.Now().Add(-time.Second)))
+	a, b := redisHold(sale, base, "hold-a"), redisHold(sale, base+1, "hold-b")
+	for _, in := range []domain.OrderInput{a, b} {
+		counted, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch)
+		require.NoError(t, err)
+		require.True(t, counted)
+	}
+	_, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err)
+	_, err = st.EndQueued(ctx(t), a.Token, domain.StatusCancelled, "cancelled")
+	require.NoError(t, err)
+
+	sell := func(from int) int {
+		sold := 0
+		for i := from; i < from+10; i++ {
+			_, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base+100+int64(i), fmt.Sprintf("dbpath-%04d", i)))
+			if err == nil {
+				sold++
+				continue
+			}
+			require.ErrorIs(t, err, store.ErrQuotaExhausted)
+		}
+		return sold
+	}
+	assert.Equal(t, stock-1, sell(0), "every unit but hold b's: hold a's cancel gave its unit back")
+	_, err = st.EndQueued(ctx(t), b.Token, domain.StatusCancelled, "cancelled")
+	require.NoError(t, err)
+	assert.Equal(t, 1, sell(10), "hold b's cancel, after the quota opened, gives its unit back")
+}

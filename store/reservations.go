@@ -119,6 +119,20 @@ func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*d
 	return s.GetReservation(ctx, in.Token)
 }
 
+// HoldsAnotherLive reports whether the user has a live reservation of the
+// sale (queued, pending payment or paid) other than token: its release
+// must keep the user's buyer mark.
+func (s *Store) HoldsAnotherLive(ctx context.Context, saleID, userID int64, token string) (bool, error) {
+	var n int
+	err := s.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM reservations
+		WHERE user_id = ? AND sale_id = ? AND token <> ? AND status IN (?, ?, ?)`,
+		userID, saleID, token, string(domain.StatusQueued), string(domain.StatusPendingPayment), string(domain.StatusPaid)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("other live reservations of user %d in sale %d: %w", userID, saleID, err)
+	}
+	return n > 0, nil
+}
+
 // GetReservation reads one reservation; ErrNotFound when there is none.
 func (s *Store) GetReservation(ctx context.Context, token string) (*domain.Reservation, error) {
 	row, err := getReservation(ctx, s.DB, token, false)
@@ -606,7 +620,11 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 
 // EndQueued ends a QUEUED reservation that never got an order, as FAILED
 // (no stock, already purchased) or CANCELLED (cancelled while queued). No
-// stock moves: no order took a unit. Rerun it changes nothing.
+// bucket's stock moves: no order took a unit. A unit that exists (not a
+// FAILED no_stock hold's) goes back on sale: Redis gets it from the
+// release, and in database mode with the quota open a bucket's share grows
+// by one (before the quota opens, openQuota counts it). Rerun it changes
+// nothing.
 func (s *Store) EndQueued(ctx context.Context, token string, to domain.ReservationStatus, reason string) (*domain.Reservation, error) {
 	if to != domain.StatusFailed && to != domain.StatusCancelled {
 		return nil, fmt.Errorf("end queued %s: bad target status %s", token, to)
@@ -620,7 +638,32 @@ func (s *Store) EndQueued(ctx context.Context, token string, to domain.Reservati
 			string(to), reason, now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
+		if to == domain.StatusCancelled || reason == domain.FailReasonAlreadyPurchased {
+			if err := growDatabaseShare(ctx, tx, res.SaleID); err != nil {
+				return err
+			}
+		}
 		res.Status, res.UpdatedAt = string(to), now
 		return nil
 	})
+}
+
+// growDatabaseShare gives a unit a queued hold no longer needs to the
+// database path, when the sale is in database mode with its quota open:
+// the bucket with the most stock beyond its share takes it (a share never
+// exceeds its bucket's stock). The sale row is read first, under a shared
+// lock, like every path.
+func growDatabaseShare(ctx context.Context, tx bun.Tx, saleID int64) error {
+	var mode string
+	if err := tx.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ? LOCK IN SHARE MODE", saleID).Scan(&mode); err != nil {
+		return fmt.Errorf("database share: read mode: %w", err)
+	}
+	if mode != string(domain.ModeDatabase) {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE stock_buckets SET db_quota = db_quota + 1
+		WHERE sale_id = ? AND db_quota IS NOT NULL AND db_quota < stock ORDER BY stock - db_quota DESC LIMIT 1`, saleID); err != nil {
+		return fmt.Errorf("database share: %w", err)
+	}
+	return nil
 }
