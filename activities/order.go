@@ -193,7 +193,11 @@ func (a *Activities) SyncRedis(ctx context.Context, token string) (bool, error) 
 func (a *Activities) RedisRelease(ctx context.Context, saleID, userID int64, token string, restore bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	released, err := a.Redis.Release(ctx, saleID, userID, token, restore)
+	keepBuyer, err := a.Store.HoldsAnotherLive(ctx, saleID, userID, token)
+	if err != nil {
+		return false, fmt.Errorf("redis release %s: %w", token, err)
+	}
+	released, err := a.Redis.Release(ctx, saleID, userID, token, restore, keepBuyer)
 	if err != nil {
 		return false, fmt.Errorf("redis release %s: %w", token, err)
 	}

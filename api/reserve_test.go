@@ -171,7 +171,7 @@ func TestSoldOutMarkDropsOnRelease(t *testing.T) {
 	}, 5*time.Second, 50*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ok, err := h.scripts.Release(ctx, h.rdb, sale.ID, u1, tok, true)
+	ok, err := h.scripts.Release(ctx, h.rdb, sale.ID, u1, tok, true, false)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -279,7 +279,7 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	if moved, err := s.Advance(ctx, rdb, id, tokens[0], "ordered", "held"); err != nil || !moved {
 		return fmt.Errorf("advance %v: %w", moved, err)
 	}
-	if released, err := s.Release(ctx, rdb, id, 1, tokens[0], true); err != nil || !released {
+	if released, err := s.Release(ctx, rdb, id, 1, tokens[0], true, false); err != nil || !released {
 		return fmt.Errorf("release %v: %w", released, err)
 	}
 	if out, _, err := s.Adjust(ctx, rdb, id, 2, "cluster-add"); err != nil || out != lua.AdjustOK {

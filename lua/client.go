@@ -115,8 +115,8 @@ func (c *Client) Reserve(ctx context.Context, a ReserveArgs) (ReserveResult, err
 }
 
 // Release releases a token's hold (Scripts.Release).
-func (c *Client) Release(ctx context.Context, saleID, userID int64, token string, restore bool) (bool, error) {
-	return c.scripts.Release(ctx, c.rdb, saleID, userID, token, restore)
+func (c *Client) Release(ctx context.Context, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
+	return c.scripts.Release(ctx, c.rdb, saleID, userID, token, restore, keepBuyer)
 }
 
 // Advance moves a token's state (Scripts.Advance).

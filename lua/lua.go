@@ -189,14 +189,12 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 
 // Release releases a token's hold (see release.lua). restore returns the
 // unit to Redis's stock; pass false when no order ever took the unit.
-func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore bool) (bool, error) {
+// keepBuyer keeps the user's buyer mark: the database knows another live
+// reservation of the user in this sale.
+func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
 	k := SaleKeys(saleID)
-	r := "0"
-	if restore {
-		r = "1"
-	}
-	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence},
-		token, strconv.FormatInt(userID, 10), r).Int64()
+	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence, k.Mine},
+		token, strconv.FormatInt(userID, 10), flag(restore), flag(keepBuyer)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release script: %w", err)
 	}
@@ -482,4 +480,12 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 		return 0, ErrFenceMoved
 	}
 	return n, nil
+}
+
+// flag is a script's boolean argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

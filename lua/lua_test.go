@@ -169,17 +169,17 @@ func TestReleaseIsIdempotentAndRestoresOnlyWhenAsked(t *testing.T) {
 	moved, err := f.scripts.Advance(ctx(t), f.rdb, f.saleID, a.Token, domain.TokenOrdered, domain.TokenHeld)
 	require.NoError(t, err)
 	require.True(t, moved)
-	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true)
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
 	require.NoError(t, err)
 	require.True(t, released)
-	again, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true)
+	again, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
 	require.NoError(t, err)
 	require.False(t, again, "a second release does nothing")
 	left, _ := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
 	require.EqualValues(t, 1, left)
 
 	// A hold whose order never took a unit: released without stock.
-	released, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 2, b.Token, false)
+	released, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 2, b.Token, false, false)
 	require.NoError(t, err)
 	require.True(t, released)
 	left, _ = f.rdb.Get(ctx(t), f.keys.Stock).Int64()
@@ -276,7 +276,7 @@ func TestRestoreLiveOrder(t *testing.T) {
 
 	fence, err := f.scripts.ReadFence(ctx(t), f.rdb, f.saleID)
 	require.NoError(t, err)
-	_, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true) // finds nothing, moves the fence
+	_, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false) // finds nothing, moves the fence
 	require.NoError(t, err)
 	_, err = f.scripts.RestoreLive(ctx(t), f.rdb, f.saleID, 1, a.Token, domain.TokenOrdered, fence)
 	require.ErrorIs(t, err, lua.ErrFenceMoved)
@@ -302,7 +302,7 @@ func TestRestoreLiveOrder(t *testing.T) {
 
 	// A released token is never brought back.
 	require.NoError(t, f.rdb.HSet(ctx(t), f.keys.Tokens, a.Token, domain.TokenOrdered+":1").Err())
-	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, false)
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, false, false)
 	require.NoError(t, err)
 	require.True(t, released)
 	fence, err = f.scripts.ReadFence(ctx(t), f.rdb, f.saleID)
@@ -310,7 +310,8 @@ func TestRestoreLiveOrder(t *testing.T) {
 	restored, err = f.scripts.RestoreLive(ctx(t), f.rdb, f.saleID, 1, a.Token, domain.TokenOrdered, fence)
 	require.NoError(t, err)
 	require.False(t, restored)
-	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, 1).Val())
+	// The user's request-02 hold is still live: the mark stays for it.
+	require.True(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, 1).Val())
 }
 
 // The stock repair counts a unit out of sale where Redis holds its token,
@@ -321,7 +322,7 @@ func TestRepairStock(t *testing.T) {
 	f := mustWarmSale(t, 10)
 	held := f.reserve(t, 1, "req-00000001")
 	f.reserve(t, 2, "req-00000002")
-	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, held.Token, true)
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, held.Token, true, false)
 	require.NoError(t, err)
 	require.True(t, released)
 	f.reserve(t, 3, "req-00000003")
@@ -353,4 +354,30 @@ func TestRepairStock(t *testing.T) {
 	stock, err := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
 	require.NoError(t, err)
 	require.EqualValues(t, 9, stock, "refusals change nothing")
+}
+
+// A user who holds another live token (restored by reconciliation, say)
+// keeps the buyer mark when one of their tokens is released.
+func TestReleaseKeepsTheBuyerMarkWhileTheUserHoldsAnotherToken(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	a := f.reserve(t, 1, "request-01")
+	require.Equal(t, lua.OutcomeOK, a.Outcome)
+	// A second live token of the same user, as a restore after a fault
+	// would leave it: ordered, and in the user's index.
+	const other = "other-token-of-user-1"
+	require.NoError(t, f.rdb.HSet(ctx(t), f.keys.Tokens, other, "ordered:1").Err())
+	require.NoError(t, f.rdb.HSet(ctx(t), f.keys.Mine, "1", a.Token+","+other).Err())
+
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.True(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, "1").Val(), "the user still holds a unit: the mark stays")
+	require.Equal(t, lua.OutcomeAlready, f.reserve(t, 1, "request-02").Outcome, "a user holding a unit cannot buy another")
+
+	// Once the other token ends too, the mark goes and the user may buy.
+	released, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, other, true, false)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, "1").Val())
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 1, "request-03").Outcome)
 }

@@ -36,7 +36,7 @@ func TestUserIndex(t *testing.T) {
 	require.Equal(t, lua.OutcomeOK, first.Outcome)
 	require.Equal(t, lua.OutcomeReplay, f.reserve(t, 7, "req-1").Outcome)
 	require.Equal(t, lua.OutcomeOK, f.reserve(t, 8, "req-1").Outcome)
-	_, err = f.scripts.Release(c, f.rdb, f.saleID, 7, first.Token, true)
+	_, err = f.scripts.Release(c, f.rdb, f.saleID, 7, first.Token, true, false)
 	require.NoError(t, err)
 	second := f.reserve(t, 7, "req-2")
 	require.Equal(t, lua.OutcomeOK, second.Outcome)
@@ -137,7 +137,7 @@ func TestUserIndexBound(t *testing.T) {
 	for i := range 3 * lua.MineCap {
 		r := f.reserve(t, 7, fmt.Sprintf("req-%d", i))
 		require.Equal(t, lua.OutcomeOK, r.Outcome)
-		released, err := f.scripts.Release(c, f.rdb, f.saleID, 7, r.Token, true)
+		released, err := f.scripts.Release(c, f.rdb, f.saleID, 7, r.Token, true, false)
 		require.NoError(t, err)
 		require.True(t, released)
 		n, err := f.rdb.HStrLen(c, f.keys.Mine, "7").Result()

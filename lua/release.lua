@@ -4,8 +4,15 @@
 -- unit from the database must not add one to Redis.
 -- Every call bumps the fence, also when it finds nothing to do: a rebuild
 -- whose database snapshot may predate this release then starts over.
--- KEYS: 1 stock, 2 buyers, 3 tokens, 4 released counter, 5 fence
--- ARGV: 1 token, 2 user_id, 3 restore stock ('1' or '0')
+-- The buyer mark goes only when the user holds no other live unit: not
+-- one the database knows (ARGV[4], read by the caller), nor one of the
+-- user's tokens in the user index that is held, ordered or paid (a hold
+-- the database may not have recorded yet). A user who holds another unit
+-- must not be able to buy again.
+-- KEYS: 1 stock, 2 buyers, 3 tokens, 4 released counter, 5 fence,
+--       6 user index
+-- ARGV: 1 token, 2 user_id, 3 restore stock ('1' or '0'), 4 keep the buyer
+--       mark ('1': the database knows another live reservation of the user)
 -- Returns 1 when released now, 0 when there was nothing to release.
 redis.call('INCR', KEYS[5])
 local v = redis.call('HGET', KEYS[3], ARGV[1])
@@ -19,7 +26,23 @@ end
 if ARGV[3] == '1' then
   redis.call('INCR', KEYS[1])
 end
-redis.call('SREM', KEYS[2], ARGV[2])
+local holdsAnother = ARGV[4] == '1'
+if not holdsAnother then
+  local mine = redis.call('HGET', KEYS[6], ARGV[2])
+  if mine and mine ~= '*' then
+    for other in string.gmatch(mine, '[^,]+') do
+      local ov = other ~= ARGV[1] and redis.call('HGET', KEYS[3], other)
+      local ostate = ov and string.match(ov, '^(%a+)')
+      if ostate == 'held' or ostate == 'ordered' or ostate == 'paid' then
+        holdsAnother = true
+        break
+      end
+    end
+  end
+end
+if not holdsAnother then
+  redis.call('SREM', KEYS[2], ARGV[2])
+end
 redis.call('HSET', KEYS[3], ARGV[1], 'released:' .. ARGV[2])
 redis.call('INCR', KEYS[4])
 return 1

@@ -115,7 +115,7 @@ func TestConsistentAfterOrdersPaymentsAndReleases(t *testing.T) {
 	for i, to := range map[int]domain.ReservationStatus{1: domain.StatusExpired, 2: domain.StatusCancelled} {
 		_, err := f.st.ReleaseOrder(ctx(t), ins[i].Token, to)
 		require.NoError(t, err)
-		_, err = f.rec.Redis.Release(ctx(t), f.sale.ID, ins[i].UserID, ins[i].Token, true)
+		_, err = f.rec.Redis.Release(ctx(t), f.sale.ID, ins[i].UserID, ins[i].Token, true, false)
 		require.NoError(t, err)
 	}
 

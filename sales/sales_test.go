@@ -315,3 +315,52 @@ func TestResyncKeepsAControlChangeCommittedDuringIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lua.OutcomeOK, res.Outcome, "the resumed sale sells")
 }
+
+// A release keeps the buyer mark of a user the database knows to hold
+// another live unit of the sale (one taken on the database path, which
+// Redis's user index does not list): a Redis hold that failed because the
+// user already had an order must not let them buy a third time.
+func TestSyncTokenKeepsTheBuyerMarkOfAUserWhoHoldsAnotherUnit(t *testing.T) {
+	f := mustFixture(t, 4)
+	user := testenv.UniqueUser()
+	held := f.redisHold(user, false)
+	other := domain.DeriveToken(tokenKey, f.sale.ID, user, "db-path-1")
+	_, err := f.st.RecordReservation(f.ctx, domain.OrderInput{Token: other, SaleID: f.sale.ID, UserID: user, RequestID: "db-path-1", Path: domain.PathDatabase})
+	require.NoError(t, err)
+	_, err = f.st.PlaceOrder(f.ctx, other)
+	require.NoError(t, err)
+	_, err = f.st.EndQueued(f.ctx, held, domain.StatusFailed, domain.FailReasonAlreadyPurchased)
+	require.NoError(t, err)
+
+	_, err = sales.SyncToken(f.ctx, f.st, f.client, held)
+	require.NoError(t, err)
+	state, _, ok := lua.TokenState(f.rdb.HGet(f.ctx, f.keys.Tokens, held).Val())
+	require.True(t, ok)
+	require.Equal(t, domain.TokenReleased, state)
+	require.True(t, f.rdb.SIsMember(f.ctx, f.keys.Buyers, user).Val(), "the user holds the database path's unit: the mark stays")
+	r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "again-1",
+		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "again-1"), Epoch: f.epoch()})
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeAlready, r.Outcome)
+}
+
+// In database mode a change whose status record Redis does not let go of
+// (Redis unreachable) is acknowledged only once every API instance reads
+// the sale's statuses from the database (sales.ModeLag after the switch):
+// before, an instance whose sale cache still said Redis served the old
+// record after the 200.
+func TestSyncTokenInDatabaseModeWaitsOutTheModeLagWhenRedisKeepsTheRecord(t *testing.T) {
+	f := mustFixture(t, 4)
+	tok := f.redisHold(testenv.UniqueUser(), false)
+	switched, err := f.st.SwitchToDatabase(f.ctx, f.sale.ID, 0)
+	require.NoError(t, err)
+	_, err = f.st.EndQueued(f.ctx, tok, domain.StatusCancelled, "cancelled")
+	require.NoError(t, err)
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+
+	_, err = sales.SyncToken(f.ctx, f.st, lua.NewClient(dead), tok)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(switched.ModeChangedAt), sales.ModeLag,
+		"acknowledged before every instance could have learnt of the database mode")
+}

@@ -12,9 +12,19 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// forgetTimeout bounds the best-effort removal of a status record while
-// the database path owns the sale.
+// forgetTimeout bounds the removal of a status record while the database
+// path owns the sale.
 const forgetTimeout = 100 * time.Millisecond
+
+// ModeLag bounds how long an API instance takes to learn a sale's new mode
+// (a sale cache refresh every second, whose Redis read may wait a second
+// before the sales are stored). Until then an instance may still read a
+// sale's status records in Redis.
+const ModeLag = 2500 * time.Millisecond
+
+// modeLagSkew allows for the clocks of the instance that changed the mode
+// and of the one waiting it out.
+const modeLagSkew = time.Second
 
 // SyncToken brings Redis's copy of a reservation to the state the database
 // holds now, whatever path took the unit and whatever Redis holds of it:
@@ -41,17 +51,7 @@ func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token stri
 		return false, fmt.Errorf("sync token %s: %w", token, err)
 	}
 	if sale.Mode == domain.ModeDatabase {
-		// Best effort: a record left behind would be stale once this
-		// change is acknowledged; the next rebuild's epoch voids it anyway.
-		// Bounded tightly: Redis is often what failed, and the database
-		// path must not wait for it.
-		fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
-		err := rdb.ForgetStatus(fctx, res.SaleID, token)
-		cancel()
-		if err != nil {
-			slog.Warn("sync token: forget status record", "token", token, "err", err)
-		}
-		return false, nil
+		return false, forgetInDatabaseMode(ctx, rdb, sale, token)
 	}
 	var changed bool
 	switch res.Status {
@@ -64,7 +64,11 @@ func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token stri
 		// to have it (the user's unit was another order's); restoring one
 		// the database lacks would promise a unit that does not exist.
 		restore := res.Status != domain.StatusFailed || res.FailReason == domain.FailReasonAlreadyPurchased
-		changed, err = rdb.Release(ctx, res.SaleID, res.UserID, token, restore)
+		var keepBuyer bool
+		if keepBuyer, err = st.HoldsAnotherLive(ctx, res.SaleID, res.UserID, token); err != nil {
+			return false, fmt.Errorf("sync token %s: %w", token, err)
+		}
+		changed, err = rdb.Release(ctx, res.SaleID, res.UserID, token, restore, keepBuyer)
 	}
 	if err != nil {
 		return false, fmt.Errorf("sync token %s: %w", token, err)
@@ -77,6 +81,36 @@ func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token stri
 		}
 	}
 	return changed, nil
+}
+
+// forgetInDatabaseMode removes the token's status record from Redis, whose
+// copy is stale while the database path owns the sale: an instance that
+// has not learnt of the switch yet would serve the record after this
+// change is acknowledged. Bounded tightly (Redis is often what failed, and
+// the database path must not wait for it); when it fails, the caller's
+// acknowledgement waits until every instance has learnt of the switch
+// (ModeLag after it), after which none reads the record; the next
+// rebuild's epoch voids it anyway.
+func forgetInDatabaseMode(ctx context.Context, rdb *lua.Client, sale *domain.Sale, token string) error {
+	fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
+	err := rdb.ForgetStatus(fctx, sale.ID, token)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	wait := time.Until(sale.ModeChangedAt.Add(ModeLag + modeLagSkew))
+	slog.Warn("sync token: forget status record; waiting until every instance reads the database", "token", token, "wait", wait, "err", err)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sync token %s: wait for instances to learn of database mode: %w", token, ctx.Err())
+	}
 }
 
 // restoreAttempts bounds RestoreLive's retries while releases and advances
