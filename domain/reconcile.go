@@ -26,6 +26,11 @@ const (
 	// A Redis token whose database reservation disagrees beyond what a
 	// workflow in flight explains (e.g. paid in Redis, not in the database).
 	KindTokenStateMismatch = "token_state_mismatch"
+	// Redis's token state or status record ranks below the database's
+	// status (a fault lost the write that advanced it, e.g. a PAID order
+	// read as PENDING_PAYMENT): repaired by syncing the token from the
+	// database.
+	KindRedisBehind = "redis_behind_database"
 	// A live reservation (QUEUED or PENDING_PAYMENT in the database) whose
 	// order workflow has closed (terminated, failed, timed out, or
 	// completed leaving it live). Repaired before pay_by by a new run that

@@ -324,6 +324,9 @@ type Snapshot struct {
 	Released int64
 	Reserved int64
 	Stale    int64 // pending entries idle longer than asked (at most 1000)
+	// StatusRanks: the rank of each token's status record of the sale's
+	// current epoch (what status reads serve).
+	StatusRanks map[string]int64
 }
 
 // TokenEntry is a token's Redis state and owner.
@@ -336,11 +339,12 @@ type TokenEntry struct {
 // Pending inbox entries idle longer than staleAfter are counted as stale.
 func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID int64, staleAfter time.Duration) (*Snapshot, error) {
 	k := SaleKeys(saleID)
-	v, err := s.snapshot.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Inbox, k.Dead, k.Released, k.Reserved}, InboxGroup, staleAfter.Milliseconds()).Slice()
+	v, err := s.snapshot.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Inbox, k.Dead, k.Released, k.Reserved, k.Status, k.Meta},
+		InboxGroup, staleAfter.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot script: %w", err)
 	}
-	if len(v) != 9 {
+	if len(v) != 10 {
 		return nil, fmt.Errorf("snapshot script: unexpected reply of %d items", len(v))
 	}
 	num := func(x any) int64 { n, _ := x.(int64); return n }
@@ -374,6 +378,17 @@ func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID i
 			return nil, fmt.Errorf("snapshot script: bad token state %q", val)
 		}
 		snap.Tokens[token] = TokenEntry{State: state, UserID: user}
+	}
+	snap.StatusRanks = map[string]int64{}
+	ranks, _ := v[9].([]any)
+	for i := 0; i+1 < len(ranks); i += 2 {
+		token, _ := ranks[i].(string)
+		rank, _ := ranks[i+1].(string)
+		n, err := strconv.ParseInt(rank, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot script: bad status rank %q of %s", rank, token)
+		}
+		snap.StatusRanks[token] = n
 	}
 	return snap, nil
 }

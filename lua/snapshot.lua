@@ -1,9 +1,11 @@
 -- Read everything reconciliation needs of a sale's Redis state at one
 -- instant: Redis runs the script without interleaving.
--- KEYS: 1 stock, 2 buyers, 3 tokens, 4 inbox, 5 dead, 6 released, 7 reserved
+-- KEYS: 1 stock, 2 buyers, 3 tokens, 4 inbox, 5 dead, 6 released, 7 reserved,
+--       8 status records, 9 meta
 -- ARGV: 1 consumer group, 2 idle ms after which a pending entry is stale
 -- Returns {stock or -1, buyers, tokens (flat field/value list), pending,
---          undelivered-or--1, dead, released, reserved, stale pending (max 1000)}.
+--          undelivered-or--1, dead, released, reserved, stale pending (max 1000),
+--          status records' ranks of the current epoch (flat token/rank list)}.
 local stock = redis.call('GET', KEYS[1])
 local buyers = redis.call('SMEMBERS', KEYS[2])
 local tokens = redis.call('HGETALL', KEYS[3])
@@ -34,5 +36,17 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
   end
 end
 local dead = redis.call('XLEN', KEYS[5])
+local epoch = redis.call('HGET', KEYS[9], 'epoch')
+local ranks = {}
+if epoch then
+  local records = redis.call('HGETALL', KEYS[8])
+  for i = 1, #records, 2 do
+    local rank, e = string.match(records[i + 1], '^(%d+)|(%d+)|')
+    if e == epoch then
+      ranks[#ranks + 1] = records[i]
+      ranks[#ranks + 1] = rank
+    end
+  end
+end
 return {tonumber(stock or '-1'), buyers, tokens, pending, lag, dead,
-        tonumber(redis.call('GET', KEYS[6]) or '0'), tonumber(redis.call('GET', KEYS[7]) or '0'), stale}
+        tonumber(redis.call('GET', KEYS[6]) or '0'), tonumber(redis.call('GET', KEYS[7]) or '0'), stale, ranks}

@@ -103,6 +103,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 	seen = append(seen, closed...)
 	if repair {
 		seen = r.restoreMarks(ctx, saleID, seen)
+		seen = r.syncBehind(ctx, saleID, seen)
 		seen = r.repairStock(ctx, saleID, second, seen)
 	}
 	sort.Slice(seen, func(i, j int) bool { return key(seen[i]) < key(seen[j]) })
@@ -149,6 +150,7 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 	for token, e := range rs.Tokens {
 		o.checkToken(token, e)
 	}
+	o.checkStatusRecords()
 	o.checkBuyers()
 	o.checkIdentities()
 	o.checkInbox(r.staleAfter())
@@ -191,6 +193,8 @@ func (o *observation) checkToken(token string, e lua.TokenEntry) {
 	case domain.TokenOrdered:
 		o.holding[e.UserID] = true
 		switch {
+		case ok && d.Status == domain.StatusPaid:
+			o.add(domain.Discrepancy{Kind: domain.KindRedisBehind, UserID: e.UserID, Token: token, Detail: "Redis says ordered, the database PAID"})
 		case ok && d.Status.Live():
 		case ok && d.Status.Terminal():
 			o.report.InFlight++
@@ -209,6 +213,18 @@ func (o *observation) checkToken(token string, e lua.TokenEntry) {
 	}
 }
 
+// checkStatusRecords flags a status record that ranks below the
+// database's status: status reads would serve it for ever.
+func (o *observation) checkStatusRecords() {
+	for token, rank := range o.redis.StatusRanks {
+		d, ok := o.db.Reservations[token]
+		if ok && rank < sales.StatusSeq(d.Status) {
+			o.add(domain.Discrepancy{Kind: domain.KindRedisBehind, UserID: d.UserID, Token: token,
+				Detail: fmt.Sprintf("Redis's status record ranks %d, the database says %s", rank, d.Status)})
+		}
+	}
+}
+
 // checkHeld checks a token Redis says is held.
 func (o *observation) checkHeld(token string, e lua.TokenEntry, d store.SnapshotReservation, ok bool) {
 	switch {
@@ -218,7 +234,9 @@ func (o *observation) checkHeld(token string, e lua.TokenEntry, d store.Snapshot
 	case d.Status == domain.StatusQueued:
 		o.report.InFlight++
 	case d.Status.Live():
-		// Placed; the workflow has yet to mark the token ordered.
+		// Placed, and still held in both passes: the step that marks it
+		// ordered (or paid) was lost.
+		o.add(domain.Discrepancy{Kind: domain.KindRedisBehind, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("Redis says held, the database %s", d.Status)})
 	default:
 		o.report.InFlight++
 		o.add(domain.Discrepancy{Kind: domain.KindReleaseNotFinished, UserID: e.UserID, Token: token, Detail: fmt.Sprintf("reservation is %s but Redis still holds it", d.Status)})
@@ -387,6 +405,24 @@ func (r *Reconciler) restoreMarks(ctx context.Context, saleID int64, seen []doma
 			seen[i].Repaired = true
 			r.log().Info("reconcile: restored a live order's token and buyer mark in Redis", "sale_id", saleID, "token", d.Token, "user_id", d.UserID)
 		}
+	}
+	return seen
+}
+
+// syncBehind brings Redis's token state and status record up to the
+// database's status (sales.SyncToken) where reconciliation found them
+// behind it.
+func (r *Reconciler) syncBehind(ctx context.Context, saleID int64, seen []domain.Discrepancy) []domain.Discrepancy {
+	for i, d := range seen {
+		if d.Kind != domain.KindRedisBehind {
+			continue
+		}
+		if _, err := sales.SyncToken(ctx, r.Store, r.Redis, d.Token); err != nil {
+			r.log().Warn("reconcile: syncing a token Redis has behind the database failed", "sale_id", saleID, "token", d.Token, "err", err)
+			continue
+		}
+		seen[i].Repaired = true
+		r.log().Info("reconcile: synced a token Redis had behind the database", "sale_id", saleID, "token", d.Token, "user_id", d.UserID)
 	}
 	return seen
 }

@@ -414,3 +414,49 @@ func TestQueuedReservationWithoutWorkflowIsStarted(t *testing.T) {
 	require.Contains(t, kinds(rep), domain.KindHoldWithoutWorkflow)
 	require.Equal(t, []domain.OrderInput{in}, f.started)
 }
+
+// A Redis fault that lost the writes advancing a paid order (its token
+// still ordered, its status record still PENDING_PAYMENT) is found and,
+// with repair, synced from the database: before, reconciliation said
+// consistent while status reads served PENDING_PAYMENT for ever.
+func TestRedisBehindTheDatabaseIsFoundAndRepaired(t *testing.T) {
+	f := mustWarmSale(t, 4)
+	in := f.hold(testenv.UniqueUser(), "request-0001")
+	f.order(in)
+	res, err := f.st.GetReservation(ctx(t), in.Token)
+	require.NoError(t, err)
+	_, err = f.rec.Redis.WriteStatus(ctx(t), f.sale.ID, in.Token, sales.StatusRecordOf(res))
+	require.NoError(t, err)
+	// Paid in the database; Redis lost the advance and the new record.
+	_, err = f.st.MarkPaid(ctx(t), in.Token, "pay-behind-1")
+	require.NoError(t, err)
+
+	rep := f.run(false)
+	require.False(t, rep.Consistent)
+	require.ElementsMatch(t, []string{domain.KindRedisBehind}, kinds(rep), "%+v", rep.Discrepancies)
+
+	rep = f.run(true)
+	require.ElementsMatch(t, []string{domain.KindRedisBehind}, kinds(rep))
+	require.True(t, rep.Discrepancies[0].Repaired)
+	state, _, ok := lua.TokenState(f.rdb.HGet(ctx(t), f.keys.Tokens, in.Token).Val())
+	require.True(t, ok)
+	require.Equal(t, domain.TokenPaid, state)
+	rep = f.run(false)
+	require.True(t, rep.Consistent, "%+v", rep.Discrepancies)
+
+	// A status record alone left behind (the token state was advanced) is
+	// found too.
+	in2 := f.hold(testenv.UniqueUser(), "request-0002")
+	f.order(in2)
+	res2, err := f.st.GetReservation(ctx(t), in2.Token)
+	require.NoError(t, err)
+	_, err = f.rec.Redis.WriteStatus(ctx(t), f.sale.ID, in2.Token, sales.StatusRecordOf(res2))
+	require.NoError(t, err)
+	_, err = f.st.MarkPaid(ctx(t), in2.Token, "pay-behind-2")
+	require.NoError(t, err)
+	_, err = f.rec.Redis.Advance(ctx(t), f.sale.ID, in2.Token, domain.TokenPaid, domain.TokenOrdered)
+	require.NoError(t, err)
+	rep = f.run(true)
+	require.ElementsMatch(t, []string{domain.KindRedisBehind}, kinds(rep), "%+v", rep.Discrepancies)
+	require.True(t, f.run(false).Consistent)
+}
