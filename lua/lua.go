@@ -52,7 +52,8 @@ type Keys struct {
 	Released string // counter bumped at every release
 	Reserved string // counter of holds ever taken
 	Started  string // set of tokens whose workflow is known started (of entries still in the inbox)
-	Fence    string // counter bumped by every Redis step of a release or advance
+	Fence    string // counter bumped by every release's or advance's Redis step
+	Journal  string // list: those steps, "fence|token|op", the last StepJournal
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)
 	Mine     string // hash: user -> the user's tokens in hold order (at most MineCap, else '*'); _epoch, _holds (mine.go)
@@ -73,6 +74,7 @@ func SaleKeys(saleID int64) Keys {
 		Reserved: p + "reserved",
 		Started:  p + "started",
 		Fence:    p + "fence",
+		Journal:  p + "journal",
 		Adjusts:  p + "adjusts",
 		Status:   p + "status",
 		Mine:     p + "mine",
@@ -81,8 +83,13 @@ func SaleKeys(saleID int64) Keys {
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Adjusts, k.Status, k.Mine}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Journal, k.Adjusts, k.Status, k.Mine}
 }
+
+// StepJournal is how many release and advance steps a sale's journal
+// keeps: a rebuild applies those that ran after its snapshot, and starts
+// over only when more than this ran meanwhile.
+const StepJournal = 4096
 
 // Scripts run seckill's scripts with EVALSHA, loading them on NOSCRIPT.
 type Scripts struct {
@@ -193,8 +200,8 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 // reservation of the user in this sale.
 func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
 	k := SaleKeys(saleID)
-	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence, k.Mine},
-		token, strconv.FormatInt(userID, 10), flag(restore), flag(keepBuyer)).Int64()
+	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence, k.Mine, k.Journal},
+		token, strconv.FormatInt(userID, 10), flag(restore), flag(keepBuyer), StepJournal).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release script: %w", err)
 	}
@@ -204,12 +211,12 @@ func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userI
 // Advance moves a token's Redis state to `to` if it is in one of `from`.
 func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64, token, to string, from ...string) (bool, error) {
 	k := SaleKeys(saleID)
-	args := make([]any, 0, 2+len(from))
-	args = append(args, token, to)
+	args := make([]any, 0, 3+len(from))
+	args = append(args, token, to, StepJournal)
 	for _, f := range from {
 		args = append(args, f)
 	}
-	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens, k.Fence}, args...).Int64()
+	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens, k.Fence, k.Journal}, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("advance script: %w", err)
 	}
@@ -219,8 +226,8 @@ func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64,
 // RestoreLive puts a live order's token state (ordered or paid) and its
 // buyer mark back where a fault lost them (see restore.lua); fence is the
 // sale's fence as read before the order was read from the database. It
-// reports whether Redis changed; ErrFenceMoved when a release or advance
-// ran since fence was read.
+// reports whether Redis changed; ErrFenceMoved when a release ran since
+// fence was read.
 func (s *Scripts) RestoreLive(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token, state string, fence int64) (bool, error) {
 	k := SaleKeys(saleID)
 	n, err := s.restore.Run(ctx, rdb, []string{k.Meta, k.Tokens, k.Buyers, k.Fence},
@@ -449,8 +456,9 @@ type RebuildData struct {
 	Requests map[string]string `json:"requests"`
 }
 
-// ErrFenceMoved: a release or advance ran in Redis after the rebuild's
-// fence was read; its database snapshot may be stale, so take a new one.
+// ErrFenceMoved: more releases ran in Redis after the rebuild's fence was
+// read than the journal keeps (or, for a restore, any release ran); the
+// database snapshot may be stale, so take a new one.
 var ErrFenceMoved = errors.New("a release ran since the snapshot")
 
 // ReadFence reads the sale's fence counter (0 when never bumped).
@@ -487,7 +495,8 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}
 	k := SaleKeys(saleID)
-	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox, k.Fence, k.Adjusts, EventChannel(saleID)}, string(body)).Int64()
+	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox, k.Fence, k.Adjusts,
+		EventChannel(saleID), k.Journal}, string(body)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}

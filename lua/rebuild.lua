@@ -4,33 +4,98 @@
 -- workflow has not recorded them) are kept, and their units stay held:
 -- found as held tokens, or, when the tokens hash was lost with other keys,
 -- as inbox entries no token state explains.
--- A release or advance whose database write committed after the snapshot
--- may have run its Redis step before this script; the rebuild would undo
--- it. Each such step bumps the fence, so the rebuild refuses (-1) when the
--- fence moved since the caller read it before its snapshot, and the caller
--- starts over; a step that runs after this script finds the rebuilt token.
+-- Steps that ran in Redis after the caller read the fence (before its
+-- database snapshot) are merged, not refused, so a resync under traffic
+-- finishes in one pass. A token's state only moves forward (held < ordered
+-- < paid < released) and Redis's steps follow the database's writes, so:
+-- - a token keeps the higher of the snapshot's state and Redis's (a
+--   restore that ran since);
+-- - every release and advance appends to the step journal with the fence
+--   it bumped, and each one since the caller's fence is applied here to
+--   the snapshot's token: an advance raises its state, a release of a live
+--   token ends it (the unit back to stock when the release restored it,
+--   the mark gone when the user holds nothing else). Only when the journal
+--   does not hold every step since (more ran than it keeps) does the
+--   rebuild refuse (-1).
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released,
 --       8 inbox, 9 fence, 10 applied additions (set), 11 the sale's event
 --       channel (not a key: passed here for its slot; announces the new
---       epoch to the API instances' status caches)
+--       epoch to the API instances' status caches), 12 step journal
 -- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
 --               tokens: {token: "state:user"}, requests: {"user:request_id": token}}
--- Returns the stock set, or -1 when the fence moved.
+-- Returns the stock set, or -1 when steps since the fence are missing.
 local data = cjson.decode(ARGV[1])
-if tonumber(redis.call('GET', KEYS[9]) or '0') ~= tonumber(data.fence) then
+local since = tonumber(data.fence)
+local steps = {}
+local moved = tonumber(redis.call('GET', KEYS[9]) or '0') - since
+if moved < 0 then
   return -1
 end
+if moved > 0 then
+  for _, e in ipairs(redis.call('LRANGE', KEYS[12], 0, -1)) do
+    local f, token, op = string.match(e, '^(%d+)|([^|]+)|(%w+)$')
+    if f and tonumber(f) > since then
+      steps[#steps + 1] = {token, op}
+    end
+  end
+  if #steps ~= moved then
+    return -1
+  end
+end
+local rank = {held = 1, ordered = 2, paid = 3, released = 4}
 local stock = tonumber(data.stock)
 local old = redis.call('HGETALL', KEYS[4])
 local kept = {}
 for i = 1, #old, 2 do
   local token, v = old[i], old[i + 1]
   local state, user = string.match(v, '^(%a+):(%d+)$')
-  if state == 'held' and data.tokens[token] == nil then
+  local want = data.tokens[token]
+  if state == 'held' and want == nil then
     kept[token] = v
     table.insert(data.buyers, user)
     stock = stock - 1
+  elseif want ~= nil and state ~= 'released' and rank[state] and rank[state] > (rank[string.match(want, '^(%a+)')] or 0) then
+    data.tokens[token] = v
   end
+end
+local gone = {}
+for _, step in ipairs(steps) do
+  local token, op = step[1], step[2]
+  local want = data.tokens[token]
+  local state, user = nil, nil
+  if want ~= nil then
+    state, user = string.match(want, '^(%a+):(%d+)$')
+  end
+  if state == nil or state == 'released' then
+    -- Not a token of this sale's snapshot, or ended there already.
+  elseif op == 'r1' or op == 'r0' then
+    data.tokens[token] = 'released:' .. user
+    gone[user] = true
+    if op == 'r1' then
+      stock = stock + 1
+    end
+  elseif rank[op] and rank[op] > rank[state] then
+    data.tokens[token] = op .. ':' .. user
+  end
+end
+if next(gone) ~= nil then
+  local live = {}
+  for _, v in pairs(data.tokens) do
+    local state, user = string.match(v, '^(%a+):(%d+)$')
+    if state ~= 'released' then
+      live[user] = true
+    end
+  end
+  for _, v in pairs(kept) do
+    live[string.match(v, ':(%d+)$')] = true
+  end
+  local buyers = {}
+  for _, user in ipairs(data.buyers) do
+    if not gone[user] or live[user] then
+      buyers[#buyers + 1] = user
+    end
+  end
+  data.buyers = buyers
 end
 if redis.call('EXISTS', KEYS[8]) == 1 then
   for _, e in ipairs(redis.call('XRANGE', KEYS[8], '-', '+')) do

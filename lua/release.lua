@@ -2,19 +2,24 @@
 -- retry, a repair, a release that was retrying during an outage) does
 -- nothing. Stock comes back only when asked: a hold whose order never took a
 -- unit from the database must not add one to Redis.
--- Every call bumps the fence, also when it finds nothing to do: a rebuild
--- whose database snapshot may predate this release then starts over.
+-- Every call bumps the fence and appends "fence|token|r<restore>" to the
+-- step journal, also when it finds nothing to do: a rebuild whose database
+-- snapshot may predate this release applies it (see rebuild.lua). The
+-- journal keeps the last ARGV[5] entries.
 -- The buyer mark goes only when the user holds no other live unit: not
 -- one the database knows (ARGV[4], read by the caller), nor one of the
 -- user's tokens in the user index that is held, ordered or paid (a hold
 -- the database may not have recorded yet). A user who holds another unit
 -- must not be able to buy again.
 -- KEYS: 1 stock, 2 buyers, 3 tokens, 4 released counter, 5 fence,
---       6 user index
+--       6 user index, 7 step journal
 -- ARGV: 1 token, 2 user_id, 3 restore stock ('1' or '0'), 4 keep the buyer
---       mark ('1': the database knows another live reservation of the user)
+--       mark ('1': the database knows another live reservation of the user),
+--       5 journal length kept
 -- Returns 1 when released now, 0 when there was nothing to release.
-redis.call('INCR', KEYS[5])
+local fence = redis.call('INCR', KEYS[5])
+redis.call('RPUSH', KEYS[7], fence .. '|' .. ARGV[1] .. '|r' .. ARGV[3])
+redis.call('LTRIM', KEYS[7], -tonumber(ARGV[5]), -1)
 local v = redis.call('HGET', KEYS[3], ARGV[1])
 if not v then
   return 0

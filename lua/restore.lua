@@ -30,6 +30,6 @@ changed = changed + redis.call('SADD', KEYS[3], ARGV[2])
 if changed == 0 then
   return 0
 end
--- A rebuild whose snapshot predates this step starts over.
-redis.call('INCR', KEYS[4])
+-- A rebuild running meanwhile keeps the restored state (it takes the
+-- higher of its own and Redis's) and the mark of every live token.
 return 1

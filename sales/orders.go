@@ -21,6 +21,14 @@ func RunningOrders(ctx context.Context, tc client.Client, saleID int64) (map[str
 	return listOrders(ctx, tc, saleID, "ExecutionStatus = 'Running'")
 }
 
+// queuedOrders lists the tokens of a sale's running order workflows that
+// have not placed their order (OrderStatus still QUEUED, set at start): a
+// workflow past placement has recorded its reservation, so a rebuild that
+// looks for unrecorded holds needs only these, not every live order's.
+func queuedOrders(ctx context.Context, tc client.Client, saleID int64) (map[string]bool, error) {
+	return listOrders(ctx, tc, saleID, fmt.Sprintf("ExecutionStatus = 'Running' AND %s = '%s'", domain.SearchAttrOrderStatus, domain.StatusQueued))
+}
+
 // ClosedOrders lists the tokens with a closed order workflow run in a sale
 // (one visibility query, paged); a token restarted since has a running run
 // too. While a burst drains this list is nearly empty where the running
@@ -91,7 +99,7 @@ func unrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known 
 	if tc == nil {
 		return nil, nil
 	}
-	running, err := RunningOrders(ctx, tc, saleID)
+	running, err := queuedOrders(ctx, tc, saleID)
 	if err != nil {
 		return nil, err
 	}

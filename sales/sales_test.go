@@ -116,15 +116,17 @@ func (f *fixture) requireStockAgrees() {
 	require.Equal(f.t, dbStock, redisStock, "Redis's stock and the buckets")
 }
 
-// A release whose database write commits after the resync's snapshot and
-// whose Redis step runs before the rebuild script: the rebuild must not
-// undo it (it starts over from a new snapshot when the fence moved). One
-// Redis-path order (Redis holds its token) and one database-path order
-// (Redis has never seen it) are released at that moment.
-func TestRebuildNeverUndoesAReleaseCommittedAfterItsSnapshot(t *testing.T) {
+// Releases and a payment whose database writes commit after the resync's
+// snapshot and whose Redis steps run before the rebuild script: the
+// rebuild merges them in one pass (before, every such step made it start
+// over, and under traffic it never finished). One Redis-path order (Redis
+// holds its token) and one database-path order (Redis has never seen it)
+// are released at that moment, and a third order is paid.
+func TestRebuildMergesStepsThatRanAfterItsSnapshot(t *testing.T) {
 	f := mustFixture(t, 5)
-	redisUser, dbUser := testenv.UniqueUser(), testenv.UniqueUser()
+	redisUser, dbUser, payUser := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
 	redisTok := f.redisHold(redisUser, true)
+	payTok := f.redisHold(payUser, true)
 	f.toDatabaseMode()
 	dbTok := f.dbOrder(dbUser)
 
@@ -140,17 +142,51 @@ func TestRebuildNeverUndoesAReleaseCommittedAfterItsSnapshot(t *testing.T) {
 			_, err = sales.SyncToken(f.ctx, f.st, f.client, tok)
 			require.NoError(t, err)
 		}
+		_, err := f.st.MarkPaid(f.ctx, payTok, "pay-during-rebuild")
+		require.NoError(t, err)
+		_, err = sales.SyncToken(f.ctx, f.st, f.client, payTok)
+		require.NoError(t, err)
+	})
+	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
+	done, err := sales.Resync(f.ctx, f.st, f.client, nil, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Equal(t, 1, snapshots, "the rebuild merged the steps without starting over")
+
+	f.requireReleased(redisTok, redisUser)
+	f.requireReleased(dbTok, dbUser)
+	require.Equal(t, "paid:"+fmt.Sprint(payUser), f.rdb.HGet(f.ctx, f.keys.Tokens, payTok).Val(), "the payment is kept")
+	require.True(t, f.rdb.SIsMember(f.ctx, f.keys.Buyers, payUser).Val())
+	f.requireStockAgrees()
+	require.EqualValues(t, 4, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)), "both released units back on sale, the paid one not")
+}
+
+// More releases after the snapshot than the journal keeps: the rebuild
+// cannot know them all and starts over from a new snapshot.
+func TestRebuildStartsOverWhenTheJournalLostSteps(t *testing.T) {
+	f := mustFixture(t, 5)
+	user := testenv.UniqueUser()
+	tok := f.redisHold(user, true)
+	f.toDatabaseMode()
+	snapshots := 0
+	sales.SetAfterSnapshot(func() {
+		snapshots++
+		if snapshots > 1 {
+			return
+		}
+		_, err := f.st.ReleaseOrder(f.ctx, tok, domain.StatusCancelled)
+		require.NoError(t, err)
+		_, err = sales.SyncToken(f.ctx, f.st, f.client, tok)
+		require.NoError(t, err)
+		require.NoError(t, f.rdb.Del(f.ctx, f.keys.Journal).Err(), "the journal lost its entries")
 	})
 	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
 	done, err := sales.Resync(f.ctx, f.st, f.client, nil, f.sale.ID)
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Equal(t, 2, snapshots, "the rebuild started over once")
-
-	f.requireReleased(redisTok, redisUser)
-	f.requireReleased(dbTok, dbUser)
+	f.requireReleased(tok, user)
 	f.requireStockAgrees()
-	require.EqualValues(t, 5, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)), "both units back on sale")
 }
 
 // The Redis step of a release restores a FAILED hold's unit only when the
