@@ -381,3 +381,23 @@ func TestReleaseKeepsTheBuyerMarkWhileTheUserHoldsAnotherToken(t *testing.T) {
 	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, "1").Val())
 	require.Equal(t, lua.OutcomeOK, f.reserve(t, 1, "request-03").Outcome)
 }
+
+// A release of a token Redis lost (a write-losing fault) still takes the
+// user's buyer mark, which a later hold of the user set again, unless the
+// user holds another live unit: else the user is locked out for good.
+func TestReleaseOfALostTokenTakesAStrandedMark(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	require.NoError(t, f.rdb.SAdd(ctx(t), f.keys.Buyers, "5").Err())
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 5, "token-redis-lost", true, true)
+	require.NoError(t, err)
+	require.False(t, released, "nothing to release")
+	require.True(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, "5").Val(), "the database knows another live unit of the user")
+	left, _ := f.rdb.Get(ctx(t), f.keys.Stock).Int64()
+	require.EqualValues(t, 3, left, "no unit comes back for a token Redis did not hold")
+
+	released, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 5, "token-redis-lost", true, false)
+	require.NoError(t, err)
+	require.False(t, released)
+	require.False(t, f.rdb.SIsMember(ctx(t), f.keys.Buyers, "5").Val(), "the stranded mark goes")
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 5, "request-05").Outcome, "the user may buy again")
+}

@@ -21,16 +21,13 @@ local fence = redis.call('INCR', KEYS[5])
 redis.call('RPUSH', KEYS[7], fence .. '|' .. ARGV[1] .. '|r' .. ARGV[3])
 redis.call('LTRIM', KEYS[7], -tonumber(ARGV[5]), -1)
 local v = redis.call('HGET', KEYS[3], ARGV[1])
-if not v then
+local state = v and string.match(v, '^(%a+)')
+if v and state ~= 'held' and state ~= 'ordered' then
   return 0
 end
-local state = string.match(v, '^(%a+)')
-if state ~= 'held' and state ~= 'ordered' then
-  return 0
-end
-if ARGV[3] == '1' then
-  redis.call('INCR', KEYS[1])
-end
+-- A token Redis lost (a write-losing fault) has nothing to release, but
+-- its user's buyer mark may be there still (a later hold of the user set
+-- it again): it goes like any release's.
 local holdsAnother = ARGV[4] == '1'
 if not holdsAnother then
   local mine = redis.call('HGET', KEYS[6], ARGV[2])
@@ -47,6 +44,12 @@ if not holdsAnother then
 end
 if not holdsAnother then
   redis.call('SREM', KEYS[2], ARGV[2])
+end
+if not v then
+  return 0
+end
+if ARGV[3] == '1' then
+  redis.call('INCR', KEYS[1])
 end
 redis.call('HSET', KEYS[3], ARGV[1], 'released:' .. ARGV[2])
 redis.call('INCR', KEYS[4])
