@@ -99,7 +99,8 @@ const (
 )
 
 // Invariants lists every invariant the checker proves.
-var Invariants = []string{IOversold, IAcceptedEnded, IPaymentSettled, IPayInWindow, IFreshStock, IUserFree, IOneWorkflow, IReconciliation}
+var Invariants = []string{IOversold, IAcceptedEnded, IPaymentSettled, IPayInWindow, IFreshStock, IUserFree, IOneWorkflow, IReconciliation,
+	IHealthyServe, IModeStable}
 
 // DriftRepairWithin is how long after a write loss Redis may still offer
 // units the loss handed back: two reconciliation passes and some slack.
@@ -125,6 +126,8 @@ func Check(h []Event, f Final) ([]Violation, map[string]int) {
 	c.accepted()
 	c.payments()
 	c.payInWindow()
+	c.healthyServe()
+	c.modeStable()
 	return c.out, c.checked
 }
 

@@ -99,7 +99,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Quiet = time.Duration(maxWindow)*time.Second + 2*time.Minute + 15*time.Second
 	}
 
-	w := &Workload{C: c, Seed: o.Seed, Clients: o.Clients, Sales: sales, Logf: o.Logf}
+	w := &Workload{C: c, Seed: o.Seed, Clients: o.Clients, Sales: sales, Logf: o.Logf, Crowds: CrowdTimes(r.Plan)}
 	n := &Nemesis{D: d, H: h, Tokens: w.LiveToken, Logf: o.Logf, SaleNodes: map[int64]*RedisNode{}}
 	for _, s := range sales {
 		n.Sales = append(n.Sales, s.ID)
@@ -117,6 +117,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Cluster() {
 		h.Add(Event{Kind: KindNote, Op: "redis", Detail: RedisCluster})
 	}
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		sampleModes(sctx, d, h, sales)
+	}()
 	wctx, stop := context.WithTimeout(ctx, o.Duration)
 	defer stop()
 	done := make(chan struct{})
@@ -137,6 +144,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, ctx.Err()
 	}
 	r.QuietEnd = time.Now()
+	stopSampling()
+	<-sampled
 	r.Mechanisms = mechanisms(d)
 	probeWebhooks(ctx, c, h, sales)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -158,6 +167,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	return r, r.Write(o.OutDir)
+}
+
+// sampleModes notes each sale's mode whenever it changes (OpMode), read
+// from MySQL every 250 ms, until ctx ends.
+func sampleModes(ctx context.Context, d *Deployment, h *Recorder, sales []SaleSpec) {
+	last := map[int64]string{}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, s := range sales {
+			qctx, cancel := context.WithTimeout(ctx, time.Second)
+			var mode string
+			var epoch int64
+			err := d.DB.QueryRowContext(qctx, "SELECT mode, mode_epoch FROM sales WHERE id = ?", s.ID).Scan(&mode, &epoch)
+			cancel()
+			if err != nil || last[s.ID] == mode {
+				continue // MySQL down or frozen: the next sample tells
+			}
+			if from := last[s.ID]; from != "" {
+				h.Add(modeNote(s.ID, from, mode, epoch))
+			}
+			last[s.ID] = mode
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // createSales creates and warms the run's sales through the admin API.

@@ -37,6 +37,8 @@ type Workload struct {
 	Clients int
 	Sales   []SaleSpec
 	Logf    func(format string, args ...any)
+	// Crowds are the bursts' times from the start of Run (CrowdTimes).
+	Crowds []time.Duration
 
 	mu       sync.Mutex
 	live     map[string]int64 // tokens seen PENDING_PAYMENT, not known ended -> sale
@@ -48,7 +50,16 @@ type Workload struct {
 // webhooks finish and undoes the operator's pauses and blacklist entries.
 func (w *Workload) Run(ctx context.Context) {
 	w.live = map[string]int64{}
+	start := time.Now()
 	var wg sync.WaitGroup
+	for n, at := range w.Crowds {
+		wg.Go(func() {
+			sleep(ctx, time.Until(start.Add(at)))
+			if ctx.Err() == nil {
+				w.crowd(ctx, n)
+			}
+		})
+	}
 	for i := range w.Clients {
 		wg.Go(func() { w.client(ctx, i) })
 	}

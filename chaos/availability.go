@@ -1,0 +1,172 @@
+package chaos
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Availability invariants: a fault on one instance must not take the
+// sale from the others, and a sale changes mode only for a Redis outage of
+// the fleet, once per outage.
+const (
+	IHealthyServe = "other_instances_keep_serving"
+	IModeStable   = "sale_mode_moves_only_for_redis_outages"
+)
+
+// Bounds of the availability checks.
+const (
+	// goodputFloor: the other API's share of good answers during a fault
+	// on one instance, against the same share before it.
+	goodputFloor = 0.9
+	// goodputBefore is the window before a fault its baseline comes from.
+	goodputBefore = 30 * time.Second
+	// goodputMinAnswers: fewer answers in either window say nothing.
+	goodputMinAnswers = 20
+	// modeSwitchSlack: a switch may land this long after a Redis fault
+	// healed (the breaker and the fleet's evidence lag the fault).
+	modeSwitchSlack = 15 * time.Second
+)
+
+// OpMode is the note the runner's sampler writes when a sale's mode
+// changes; Detail is the new mode.
+const OpMode = "mode"
+
+var oneAPI = regexp.MustCompile(`^api(\d+)(<->|$)`)
+
+// apiOf is the API a span touches alone (1-based), or 0.
+func apiOf(s FaultSpan) int {
+	m := oneAPI.FindStringSubmatch(s.Target)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// redisForFleet reports whether a span takes Redis from every process
+// (the server, or in a cluster a master's one proxy), and for which sale
+// (0: all).
+func redisForFleet(s FaultSpan) bool {
+	switch s.Class {
+	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted:
+		return true
+	case FLinkCut, FLinkSlow:
+		return strings.HasPrefix(s.Target, "all<->")
+	}
+	return false
+}
+
+// healthyServe checks, for each fault on one API instance with no other
+// fault around it, that the other instances' share of good reservation
+// answers (an answer below 500) stays at least goodputFloor of what it was
+// in the goodputBefore before the fault.
+func (c *checker) healthyServe() {
+	for i, s := range c.spans {
+		api := apiOf(s)
+		if api == 0 || c.overlapsOther(i, s.From.Add(-goodputBefore), s.To) {
+			continue
+		}
+		for other := 1; other <= c.apis(); other++ {
+			if other == api {
+				continue
+			}
+			before := c.goodput(other, s.From.Add(-goodputBefore), s.From)
+			during := c.goodput(other, s.From, s.To)
+			if before.n < goodputMinAnswers || during.n < goodputMinAnswers {
+				continue
+			}
+			c.checked[IHealthyServe]++
+			if during.share() < goodputFloor*before.share() {
+				c.add(IHealthyServe, 0, 0, "", "fault %d (%s on %s): api%d answered %.0f%% good (%d answers) against %.0f%% (%d) before",
+					s.ID, s.Class, s.Target, other, 100*during.share(), during.n, 100*before.share(), before.n)
+			}
+		}
+	}
+}
+
+// overlapsOther reports whether a span other than the i-th is active at
+// some time in [from, to].
+func (c *checker) overlapsOther(i int, from, to time.Time) bool {
+	for j, o := range c.spans {
+		if j != i && o.From.Before(to) && o.To.After(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// apis is the highest API index answering in the history.
+func (c *checker) apis() int {
+	n := 0
+	for _, e := range c.h {
+		n = max(n, e.API)
+	}
+	return n
+}
+
+type answers struct{ n, good int }
+
+func (a answers) share() float64 { return float64(a.good) / float64(a.n) }
+
+// goodput counts one API's answers to reservations sent in [from, to).
+func (c *checker) goodput(api int, from, to time.Time) answers {
+	var a answers
+	for _, e := range c.h {
+		if e.Kind != KindRequest || e.Op != OpReserve || e.API != api || e.T.Before(from) || !e.T.Before(to) {
+			continue
+		}
+		a.n++
+		if e.Err == "" && e.HTTP > 0 && e.HTTP < http.StatusInternalServerError {
+			a.good++
+		}
+	}
+	return a
+}
+
+// modeStable checks each sale's moves to the database path (the sampler's
+// notes): each lands during a Redis outage of the fleet (or within
+// modeSwitchSlack after it), and no outage moves a sale twice (a sale that
+// flaps).
+func (c *checker) modeStable() {
+	moves := map[int]map[int64]int{} // span index -> sale -> moves
+	for _, e := range c.h {
+		if !movedToDatabase(e) {
+			continue
+		}
+		c.checked[IModeStable]++
+		span := -1
+		for i, s := range c.spans {
+			if redisForFleet(s) && (s.Sale == 0 || s.Sale == e.Sale) && !e.T.Before(s.From) && !e.T.After(s.To.Add(modeSwitchSlack)) {
+				span = i
+				break
+			}
+		}
+		if span < 0 {
+			c.add(IModeStable, e.Sale, 0, "", "moved to the database path at %s with no Redis outage of the fleet", fmtTime(e.T))
+			continue
+		}
+		if moves[span] == nil {
+			moves[span] = map[int64]int{}
+		}
+		if moves[span][e.Sale]++; moves[span][e.Sale] == 2 {
+			s := c.spans[span]
+			c.add(IModeStable, e.Sale, 0, "", "moved to the database path again at %s in one outage (fault %d, %s)", fmtTime(e.T), s.ID, s.Class)
+		}
+	}
+}
+
+// modeNote is the sampler's note of a sale's new mode; Target names the
+// mode it left ("from redis, epoch 7").
+func modeNote(sale int64, from, to string, epoch int64) Event {
+	return Event{Kind: KindNote, Op: OpMode, Sale: sale, Detail: to, Target: fmt.Sprintf("from %s, epoch %d", from, epoch)}
+}
+
+// movedToDatabase reports a note of a sale leaving Redis for the database
+// path (not a stalled resync rolled back to it).
+func movedToDatabase(e Event) bool {
+	return e.Kind == KindNote && e.Op == OpMode && e.Detail == "database" && strings.HasPrefix(e.Target, "from redis,")
+}

@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// reserves is n reservation answers of one API, one every step from from.
+func reserves(api, n int, from time.Time, step time.Duration, code int) []Event {
+	out := make([]Event, n)
+	for i := range out {
+		t := from.Add(time.Duration(i) * step)
+		out[i] = Event{Kind: KindRequest, Op: OpReserve, T: t, End: t, API: api, Sale: 1, HTTP: code}
+	}
+	return out
+}
+
+func cutAPI1(from, to time.Time) []Event {
+	return []Event{
+		{Kind: KindFault, Op: FLinkCut, T: from, FaultID: 7, Target: "api1<->redis"},
+		{Kind: KindHeal, Op: FLinkCut, T: to, FaultID: 7, Target: "api1<->redis"},
+	}
+}
+
+func TestOtherInstancesKeepServingThroughAFaultOnOne(t *testing.T) {
+	base := at(100)
+	h := cutAPI1(base, base.Add(20*time.Second))
+	h = append(h, reserves(2, 60, base.Add(-30*time.Second), 500*time.Millisecond, http.StatusAccepted)...)
+	h = append(h, reserves(2, 40, base, 500*time.Millisecond, http.StatusAccepted)...)
+	h = append(h, reserves(1, 40, base, 500*time.Millisecond, http.StatusServiceUnavailable)...) // the cut one may refuse
+	c := &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.healthyServe()
+	assert.Empty(t, c.out)
+	assert.Equal(t, 1, c.checked[IHealthyServe])
+
+	// The healthy instance answering 503 to a third of its clients fails.
+	h = append(cutAPI1(base, base.Add(20*time.Second)), reserves(2, 60, base.Add(-30*time.Second), 500*time.Millisecond, http.StatusAccepted)...)
+	h = append(h, reserves(2, 27, base, 750*time.Millisecond, http.StatusAccepted)...)
+	h = append(h, reserves(2, 13, base.Add(100*time.Millisecond), 1500*time.Millisecond, http.StatusServiceUnavailable)...)
+	c = &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.healthyServe()
+	assert.Equal(t, []string{IHealthyServe}, invariantsOf(c.out))
+}
+
+func TestAFaultOverlappingAnotherIsNotJudgedForGoodput(t *testing.T) {
+	base := at(100)
+	h := cutAPI1(base, base.Add(20*time.Second))
+	h = append(h, Event{Kind: KindFault, Op: FRedisFreeze, T: base.Add(5 * time.Second), FaultID: 8, Target: "redis"},
+		Event{Kind: KindHeal, Op: FRedisFreeze, T: base.Add(10 * time.Second), FaultID: 8, Target: "redis"})
+	h = append(h, reserves(2, 60, base.Add(-30*time.Second), 500*time.Millisecond, http.StatusAccepted)...)
+	h = append(h, reserves(2, 40, base, 500*time.Millisecond, http.StatusServiceUnavailable)...)
+	c := &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.healthyServe()
+	assert.Empty(t, c.out)
+	assert.Zero(t, c.checked[IHealthyServe])
+}
+
+func TestSaleModeMovesOnlyForARedisOutageOfTheFleet(t *testing.T) {
+	base := at(100)
+	outage := []Event{
+		{Kind: KindFault, Op: FRedisFreeze, T: base, FaultID: 1, Target: "redis"},
+		{Kind: KindHeal, Op: FRedisFreeze, T: base.Add(10 * time.Second), FaultID: 1, Target: "redis"},
+	}
+	h := append(append([]Event{}, outage...),
+		modeNote(1, "redis", "database", 2), modeNote(1, "database", "resync", 3), modeNote(1, "resync", "redis", 3))
+	h[2].T, h[3].T, h[4].T = base.Add(2*time.Second), base.Add(14*time.Second), base.Add(14*time.Second)
+	c := &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.modeStable()
+	assert.Empty(t, c.out, "one move in one outage")
+
+	// A cut API link is not an outage of the fleet.
+	h = append(cutAPI1(base, base.Add(20*time.Second)), modeNote(1, "redis", "database", 2))
+	h[2].T = base.Add(3 * time.Second)
+	c = &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.modeStable()
+	assert.Equal(t, []string{IModeStable}, invariantsOf(c.out))
+
+	// Two moves in one outage: the sale flapped.
+	h = append(append([]Event{}, outage...), modeNote(1, "redis", "database", 2), modeNote(1, "redis", "database", 4))
+	h[2].T, h[3].T = base.Add(2*time.Second), base.Add(8*time.Second)
+	c = &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.modeStable()
+	assert.Equal(t, []string{IModeStable}, invariantsOf(c.out))
+}
