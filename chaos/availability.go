@@ -170,3 +170,35 @@ func modeNote(sale int64, from, to string, epoch int64) Event {
 func movedToDatabase(e Event) bool {
 	return e.Kind == KindNote && e.Op == OpMode && e.Detail == "database" && strings.HasPrefix(e.Target, "from redis,")
 }
+
+// RecoveredAfter is how long after a fault healed every API first answered
+// a reservation sent after the heal for good (not 503, 429 or no answer);
+// false when one never did.
+func RecoveredAfter(h []Event, s FaultSpan) (time.Duration, bool) {
+	first := map[int]time.Time{}
+	apis := 0
+	for _, e := range h {
+		apis = max(apis, e.API)
+		if e.Kind != KindRequest || e.Op != OpReserve || e.T.Before(s.To) || unknownAnswer(e) {
+			continue
+		}
+		if t, ok := first[e.API]; !ok || e.T.Before(t) {
+			first[e.API] = e.T
+		}
+	}
+	if apis == 0 || len(first) < apis {
+		return 0, false
+	}
+	var last time.Time
+	for _, t := range first {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last.Sub(s.To), true
+}
+
+// unknownAnswer is an answer that leaves a reservation's outcome open.
+func unknownAnswer(e Event) bool {
+	return e.Err != "" || e.HTTP == 0 || e.HTTP == http.StatusServiceUnavailable || e.HTTP == http.StatusTooManyRequests || e.HTTP >= 500
+}

@@ -85,3 +85,17 @@ func TestSaleModeMovesOnlyForARedisOutageOfTheFleet(t *testing.T) {
 	c.modeStable()
 	assert.Equal(t, []string{IModeStable}, invariantsOf(c.out))
 }
+
+func TestRecoveredAfterIsTheLastAPIsFirstGoodAnswer(t *testing.T) {
+	base := at(100)
+	h := cutAPI1(base, base.Add(10*time.Second))
+	h = append(h, reserves(1, 3, base.Add(10*time.Second), time.Second, http.StatusServiceUnavailable)...)
+	h = append(h, reserves(1, 1, base.Add(13*time.Second), time.Second, http.StatusGone)...)
+	h = append(h, reserves(2, 1, base.Add(11*time.Second), time.Second, http.StatusAccepted)...)
+	d, ok := RecoveredAfter(h, Spans(h)[0])
+	assert.True(t, ok)
+	assert.Equal(t, 3*time.Second, d)
+
+	_, ok = RecoveredAfter(h[:5], Spans(h)[0])
+	assert.False(t, ok, "api1 never answered for good after the heal")
+}

@@ -145,7 +145,8 @@ func (r *Result) Markdown() string {
 			s.BucketStock, s.RedisStock, fresh)
 	}
 
-	b.WriteString("\n## Faults injected\n\n| # | class | target | at s | lasted s | note |\n|---|---|---|---|---|---|\n")
+	b.WriteString("\n## Faults injected\n\nRecovered: from the heal to the first reservation sent after it that every API answered for good (not 503, 429 or no answer).\n\n" +
+		"| # | class | target | at s | lasted s | recovered s | note |\n|---|---|---|---|---|---|---|\n")
 	notes := map[int]string{}
 	for _, e := range r.History {
 		if (e.Kind == KindFault || e.Kind == KindHeal) && strings.Contains(e.Detail, "failed") {
@@ -153,7 +154,12 @@ func (r *Result) Markdown() string {
 		}
 	}
 	for _, f := range Spans(r.History) {
-		fmt.Fprintf(&b, "| %d | %s | %s | %.1f | %.1f | %s |\n", f.ID, f.Class, f.Target, f.From.Sub(r.Started).Seconds(), f.To.Sub(f.From).Seconds(), strings.TrimSpace(notes[f.ID]))
+		recovered := "-"
+		if d, ok := RecoveredAfter(r.History, f); ok {
+			recovered = fmt.Sprintf("%.1f", d.Seconds())
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %.1f | %.1f | %s | %s |\n", f.ID, f.Class, f.Target, f.From.Sub(r.Started).Seconds(), f.To.Sub(f.From).Seconds(),
+			recovered, strings.TrimSpace(notes[f.ID]))
 	}
 	b.WriteString("\n| class | times |\n|---|---|\n")
 	for _, cl := range sortedKeys(cnt.ByClass) {
