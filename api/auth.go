@@ -21,6 +21,8 @@ import (
 type Principal struct {
 	UserID int64
 	Admin  bool
+	// Expires is the token's exp: a long event stream ends then.
+	Expires time.Time
 }
 
 var errBadToken = errors.New("invalid token")
@@ -148,6 +150,7 @@ func (v *verifiedTokens) verify(keys tokenSecrets, raw string, now time.Time) (P
 		v.n.Store(1)
 	}
 	// The header's bytes belong to the request buffer: keep a copy.
+	p.Expires = exp
 	v.entries.Store(strings.Clone(raw), verifiedToken{p: p, exp: exp})
 	return p, nil
 }

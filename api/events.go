@@ -43,6 +43,7 @@ const (
 	streamBeaters   = 4                // keep-alive writes in flight
 	streamTick      = time.Second      // how often the ticker looks for streams due a re-read or a comment
 	streamUnstarted = time.Minute      // a stream never handed its connection is forgotten after this
+	streamsPerUser  = 8                // the contract: more streams of one user at once get 429
 )
 
 // statusHub holds this instance's open streams: it fans the sale
@@ -56,43 +57,73 @@ type statusHub struct {
 	mu      sync.Mutex
 	byToken map[string][]*eventStream
 	streams map[*eventStream]struct{}
+	perUser map[int64][]*eventStream
 	open    atomic.Int64 // streams with a connection
 }
 
 func newStatusHub(s *server) *statusHub {
 	h := &statusHub{s: s, work: make(chan *eventStream, 4096), beats: make(chan *eventStream, 4096),
-		byToken: make(map[string][]*eventStream), streams: make(map[*eventStream]struct{})}
+		byToken: make(map[string][]*eventStream), streams: make(map[*eventStream]struct{}), perUser: make(map[int64][]*eventStream)}
 	h.reread.Store(int64(streamReread))
 	return h
 }
 
 // add registers a stream before its first read, so a change made between
-// that read and the connection's hand-over wakes it.
-func (h *statusHub) add(e *eventStream) {
+// that read and the connection's hand-over wakes it. It refuses a user's
+// stream beyond streamsPerUser open on this instance; at the cap it first
+// drops the user's streams whose clients are gone (a stream never reads,
+// so it learns of a closed connection only at its next write).
+func (h *statusHub) add(e *eventStream) bool {
+	if h.tryAdd(e) {
+		return true
+	}
 	h.mu.Lock()
+	mine := append([]*eventStream(nil), h.perUser[e.userID]...)
+	h.mu.Unlock()
+	for _, o := range mine {
+		if !o.alive() {
+			h.remove(o)
+		}
+	}
+	return h.tryAdd(e)
+}
+
+func (h *statusHub) tryAdd(e *eventStream) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.perUser[e.userID]) >= streamsPerUser {
+		return false
+	}
+	h.perUser[e.userID] = append(h.perUser[e.userID], e)
 	h.byToken[e.token] = append(h.byToken[e.token], e)
 	h.streams[e] = struct{}{}
-	h.mu.Unlock()
+	return true
 }
 
 func (h *statusHub) remove(e *eventStream) {
 	h.mu.Lock()
 	if _, ok := h.streams[e]; ok {
 		delete(h.streams, e)
-		list := h.byToken[e.token]
-		for i, o := range list {
-			if o == e {
-				list = append(list[:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(h.byToken, e.token)
-		} else {
-			h.byToken[e.token] = list
-		}
+		dropStream(h.perUser, e.userID, e)
+		dropStream(h.byToken, e.token, e)
 	}
 	h.mu.Unlock()
+}
+
+// dropStream removes e from m[k], and the key once its list is empty.
+func dropStream[K comparable](m map[K][]*eventStream, k K, e *eventStream) {
+	list := m[k]
+	for i, o := range list {
+		if o == e {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(m, k)
+	} else {
+		m[k] = list
+	}
 }
 
 // wake tells the token's streams to re-read.
@@ -185,7 +216,7 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 // and hands them to the workers (again, for a re-read asked for that did
 // not reach them); it forgets streams whose connection never came.
 func (h *statusHub) tick(now time.Time) {
-	var due, beat, lost []*eventStream
+	var due, beat, lost, over []*eventStream
 	nowNS := now.UnixNano()
 	reread := h.reread.Load()
 	h.mu.Lock()
@@ -194,6 +225,10 @@ func (h *statusHub) tick(now time.Time) {
 			if now.Sub(e.created) > streamUnstarted {
 				lost = append(lost, e)
 			}
+			continue
+		}
+		if (!e.expires.IsZero() && !now.Before(e.expires)) || h.s.cache.blacklisted(e.userID) {
+			over = append(over, e)
 			continue
 		}
 		if nowNS-e.lastRead.Load() >= reread {
@@ -208,6 +243,14 @@ func (h *statusHub) tick(now time.Time) {
 	}
 	h.mu.Unlock()
 	for _, e := range lost {
+		h.remove(e)
+	}
+	for _, e := range over {
+		// The token expired (the client reconnects with a fresh one) or
+		// the user was blacklisted.
+		e.mu.Lock()
+		e.end()
+		e.mu.Unlock()
 		h.remove(e)
 	}
 	for _, e := range beat {
@@ -247,12 +290,20 @@ func (s *server) reservationEvents(c *fiber.Ctx) error {
 	// Last-Event-ID: the sequence the client saw last; garbage counts as
 	// nothing seen.
 	last, _ := strconv.ParseInt(strings.TrimSpace(c.Get("Last-Event-ID")), 10, 64)
-	e := &eventStream{hub: s.hub, userID: p.UserID, token: token, saleID: saleID, last: last, created: time.Now()}
-	s.hub.add(e)
+	e := &eventStream{hub: s.hub, userID: p.UserID, token: token, saleID: saleID, last: last, created: time.Now(), expires: p.Expires}
+	if !s.hub.add(e) {
+		return s.rateLimitedStreams(c)
+	}
 	view, seq, err := s.statusView(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
 		s.hub.remove(e)
 		return s.sendMaybeUnavailable(c, err)
+	}
+	if last > 0 && seq <= last && view.Status.Terminal() {
+		// A resume after the ended status was sent: nothing more will
+		// come, and 204 tells a standard client not to reconnect.
+		s.hub.remove(e)
+		return c.SendStatus(fiber.StatusNoContent)
 	}
 
 	c.Set(fiber.HeaderContentType, "text/event-stream")
@@ -293,7 +344,8 @@ type eventStream struct {
 	token   string
 	saleID  int64
 	created time.Time
-	chunked bool // HTTP/1.1: events are written as chunks
+	expires time.Time // the token's exp: the stream ends then
+	chunked bool      // HTTP/1.1: events are written as chunks
 
 	started    atomic.Bool // its connection is handed over
 	queued     atomic.Bool // waiting for a re-read worker
@@ -381,6 +433,29 @@ func (e *eventStream) serve() {
 		e.end()
 		e.hub.remove(e)
 	}
+}
+
+// alive reports whether the stream's client may still be there: a stream
+// not handed its connection yet is; a started one whose connection reads
+// end-of-file at once is not (and is ended).
+func (e *eventStream) alive() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.started.Load() {
+		return true
+	}
+	if e.conn == nil {
+		return false
+	}
+	_ = e.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	var b [1]byte
+	_, err := e.conn.Read(b[:])
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		return true
+	}
+	e.end()
+	return false
 }
 
 // ended reports whether the stream's connection is closed.
@@ -478,4 +553,11 @@ func serveQueue(wg *sync.WaitGroup, stop <-chan struct{}, n int, q <-chan *event
 			}
 		}()
 	}
+}
+
+// rateLimitedStreams refuses a user's stream beyond streamsPerUser: the
+// client closes one or retries later.
+func (s *server) rateLimitedStreams(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderRetryAfter, "5")
+	return sendError(c, domain.ERateLimited, "too many event streams open for this user")
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
@@ -51,18 +53,24 @@ func rawStream(t *testing.T, h *harness, token, jwt string) (net.Conn, *bufio.Re
 // Its keep-alive comments: TestStreamReReadWaitsForASlowRedis.
 func TestEventStreamsHoldNoGoroutine(t *testing.T) {
 	h := MustHarness(t, func(c *config.Config) { c.ReadPerUserRPS = 0 })
-	sale := h.MustWarmSale(5)
-	jwt := h.MustToken(testenv.UniqueUser(), "")
-	r := h.reserve(sale.ID, jwt, "events-goroutines-1")
-	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
-	token := r.json(t)["token"].(string)
+	sale := h.MustWarmSale(10)
+	// Five users with eight streams each (the most one user may open).
+	type owner struct{ jwt, token string }
+	owners := make([]owner, 6)
+	for i := range owners {
+		jwt := h.MustToken(testenv.UniqueUser(), "")
+		r := h.reserve(sale.ID, jwt, fmt.Sprintf("events-goroutines-%d", i))
+		require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+		owners[i] = owner{jwt, r.json(t)["token"].(string)}
+	}
 
-	rawStream(t, h, token, jwt) // the worker pools are up
+	rawStream(t, h, owners[5].token, owners[5].jwt) // the worker pools are up
 	time.Sleep(200 * time.Millisecond)
 	before := runtime.NumGoroutine()
 	const n = 40
-	for range n {
-		rawStream(t, h, token, jwt)
+	for i := range n {
+		o := owners[i%5]
+		rawStream(t, h, o.token, o.jwt)
 	}
 	time.Sleep(200 * time.Millisecond)
 	after := runtime.NumGoroutine()
@@ -226,4 +234,83 @@ func TestKeepAliveWhileAReReadWaits(t *testing.T) {
 	}
 	t.Logf("keep-alive after %s", time.Since(opened).Round(time.Millisecond))
 	proxy.SetCut(true) // the waiting re-read fails now, so the server stops at once
+}
+
+// rawGet sends a GET on a bare connection and returns the status line.
+func rawGet(t *testing.T, h *harness, path, jwt string, header string) (string, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(h.base, "http://"), 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: seckill\r\nAuthorization: Bearer %s\r\n%s\r\n", path, jwt, header)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	require.NoError(t, err)
+	return status, br
+}
+
+// untilClosed reads a stream until the server closes it; false if it
+// stays open past within.
+func untilClosed(br *bufio.Reader, c net.Conn, within time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(within))
+	for {
+		if _, err := br.ReadString('\n'); err != nil {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout())
+		}
+	}
+}
+
+// The contract's stream limits: at most 8 streams of a user at once (429
+// beyond), a resume of an ended reservation gets 204, and a stream ends
+// when its token expires or its user is blacklisted.
+func TestEventStreamLimits(t *testing.T) {
+	h := MustHarness(t, func(c *config.Config) { c.ReadPerUserRPS = 0 })
+	sale := h.MustWarmSale(5)
+	user := testenv.UniqueUser()
+	jwt := h.MustToken(user, "")
+	r := h.reserve(sale.ID, jwt, "events-limits-1")
+	require.Equal(t, http.StatusAccepted, r.Status, string(r.Body))
+	token := r.json(t)["token"].(string)
+	path := "/api/v1/reservations/" + token + "/events"
+
+	conns := make([]net.Conn, 0, 8)
+	for range 8 {
+		c, _ := rawStream(t, h, token, jwt)
+		conns = append(conns, c)
+	}
+	status, _ := rawGet(t, h, path, jwt, "")
+	require.Contains(t, status, " 429 ", "a ninth stream of the user")
+	require.NoError(t, conns[0].Close())
+	require.Eventually(t, func() bool {
+		status, _ := rawGet(t, h, path, jwt, "")
+		return strings.Contains(status, " 200 ")
+	}, 5*time.Second, 100*time.Millisecond, "a closed stream frees its place")
+	for _, c := range conns[1:] {
+		require.NoError(t, c.Close())
+	}
+
+	// A stream ends when the token's exp passes.
+	short, err := authtoken.Mint(h.cfg.JWTSecret, user, "", 2*time.Second)
+	require.NoError(t, err)
+	c, br := rawStream(t, h, token, short)
+	require.True(t, untilClosed(br, c, 6*time.Second), "the stream outlived its token")
+
+	// A stream ends when the user is blacklisted.
+	c, br = rawStream(t, h, token, jwt)
+	admin := h.MustToken(1, authtoken.RoleAdmin)
+	require.Equal(t, http.StatusNoContent, h.do(http.MethodPut, fmt.Sprintf("/admin/v1/blacklist/%d", user), admin, "").Status)
+	require.True(t, untilClosed(br, c, 5*time.Second), "the stream outlived the blacklisting")
+	require.Equal(t, http.StatusNoContent, h.do(http.MethodDelete, fmt.Sprintf("/admin/v1/blacklist/%d", user), admin, "").Status)
+
+	// Once cancelled, a resume from the ended status gets 204.
+	require.Eventually(t, func() bool {
+		return h.do(http.MethodPost, "/api/v1/reservations/"+token+"/cancel", jwt, "").Status == http.StatusOK
+	}, 30*time.Second, 200*time.Millisecond)
+	status, _ = rawGet(t, h, path, jwt, "Last-Event-ID: 3\r\n")
+	require.Contains(t, status, " 204 ")
+	status, _ = rawGet(t, h, path, jwt, "Last-Event-ID: 1\r\n")
+	require.Contains(t, status, " 200 ", "a client that missed the ended status gets it")
 }
