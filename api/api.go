@@ -85,6 +85,10 @@ type server struct {
 	jwtSecrets tokenSecrets
 	readAddr   *keyedLimiters[netip.Addr]
 	readUser   *keyedLimiters[int64]
+	// Payments and cancels: buckets of the reservation path's sizes, their
+	// own, so paying spends nothing of a user's reservation budget.
+	writeAddr *keyedLimiters[netip.Addr]
+	writeUser *keyedLimiters[int64]
 	// status reads (status.go, events.go)
 	ended *endedViews
 	live  *liveViews
@@ -143,6 +147,8 @@ func NewServer(d Deps) *Server {
 	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}
 	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
 	s.readUser = newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser)
+	s.writeAddr = newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr)
+	s.writeUser = newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser)
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
 		if queued == nil {
@@ -265,8 +271,8 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Post("/api/v1/sales/:sale_id/reservations", user, s.reserve)
 	app.Get("/api/v1/reservations/:token", user, s.limitReads, s.getReservation)
 	app.Get("/api/v1/reservations/:token/events", user, s.limitReads, s.reservationEvents)
-	app.Post("/api/v1/reservations/:token/payment", user, s.pay)
-	app.Post("/api/v1/reservations/:token/cancel", user, s.cancel)
+	app.Post("/api/v1/reservations/:token/payment", user, s.limitWrites, s.pay)
+	app.Post("/api/v1/reservations/:token/cancel", user, s.limitWrites, s.cancel)
 	app.Get("/api/v1/me/reservations", user, s.limitReads, s.listReservations)
 
 	app.Post("/admin/v1/sales", admin, s.idempotent(s.createSale))
@@ -301,6 +307,21 @@ func (s *server) limitReads(c *fiber.Ctx) error {
 	}
 	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.allow(addr, now) {
 		return s.rateLimited(c, s.cfg.ReadRPS)
+	}
+	return c.Next()
+}
+
+// limitWrites guards payments and cancels, before anything is read: a
+// bucket per user and one per client address (trusted addresses exempt),
+// of the reservation path's sizes, so a loop of made-up tokens is refused
+// before it reaches the database.
+func (s *server) limitWrites(c *fiber.Ctx) error {
+	now := time.Now()
+	if !s.writeUser.allow(principal(c).UserID, now) {
+		return s.rateLimited(c, s.cfg.PerUserRPS)
+	}
+	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.writeAddr.allow(addr, now) {
+		return s.rateLimited(c, s.cfg.PerAddrRPS)
 	}
 	return c.Next()
 }
@@ -351,6 +372,8 @@ func (s *server) background() {
 				s.perUser.sweep(now)
 				s.readAddr.sweep(now)
 				s.readUser.sweep(now)
+				s.writeAddr.sweep(now)
+				s.writeUser.sweep(now)
 			}
 		}
 	}
