@@ -305,7 +305,7 @@ func (s *server) limitReads(c *fiber.Ctx) error {
 	if p, ok := c.Locals(principalKey).(Principal); ok && !s.readUser.allow(p.UserID, now) {
 		return s.rateLimited(c, s.cfg.ReadPerUserRPS)
 	}
-	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.allow(addr, now) {
+	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.allow(addrBucket(addr), now) {
 		return s.rateLimited(c, s.cfg.ReadRPS)
 	}
 	return c.Next()
@@ -320,7 +320,7 @@ func (s *server) limitWrites(c *fiber.Ctx) error {
 	if !s.writeUser.allow(principal(c).UserID, now) {
 		return s.rateLimited(c, s.cfg.PerUserRPS)
 	}
-	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.writeAddr.allow(addr, now) {
+	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.writeAddr.allow(addrBucket(addr), now) {
 		return s.rateLimited(c, s.cfg.PerAddrRPS)
 	}
 	return c.Next()

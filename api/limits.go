@@ -29,17 +29,23 @@ func retryAfterSeconds(rps float64) int {
 }
 
 // keyedLimiters is a bounded map of per-key token buckets. Idle entries are
-// evicted by sweep; when the map is full even after a sweep, new keys share
-// one overflow bucket so memory stays bounded under a flood of new keys.
+// evicted by sweep; when a shard is full even after a sweep, a new key
+// takes the place of the least recently seen of a few entries sampled
+// (evictSample), so memory stays bounded under a flood of new keys and a
+// newcomer still gets a bucket of its own: a flood never makes every new
+// client share one exhausted bucket. (An evicted key starts again with a
+// full bucket: lenient to it, never a refusal of others.)
 type keyedLimiters[K comparable] struct {
-	limit    rate.Limit
-	burst    int
-	maxKeys  int
-	idle     time.Duration
-	shards   [32]limiterShard[K]
-	overflow *rate.Limiter
-	hash     func(K) uint32
+	limit   rate.Limit
+	burst   int
+	maxKeys int
+	idle    time.Duration
+	shards  [32]limiterShard[K]
+	hash    func(K) uint32
 }
+
+// evictSample is how many entries a full shard compares to evict one.
+const evictSample = 8
 
 type limiterShard[K comparable] struct {
 	mu sync.Mutex
@@ -59,7 +65,6 @@ func newKeyedLimiters[K comparable](rps float64, burst, maxKeys int, idle time.D
 		idle:    idle,
 		hash:    hash,
 	}
-	k.overflow = rate.NewLimiter(k.limit, k.burst)
 	for i := range k.shards {
 		k.shards[i].m = make(map[K]*limiterEntry)
 	}
@@ -79,8 +84,7 @@ func (k *keyedLimiters[K]) allow(key K, now time.Time) bool {
 			sweepShard(sh, now, k.idle)
 		}
 		if len(sh.m) >= k.maxKeys {
-			sh.mu.Unlock()
-			return k.overflow.AllowN(now, 1)
+			evictOldest(sh)
 		}
 		e = &limiterEntry{lim: rate.NewLimiter(k.limit, k.burst)}
 		sh.m[key] = e
@@ -109,6 +113,37 @@ func sweepShard[K comparable](sh *limiterShard[K], now time.Time, idle time.Dura
 			delete(sh.m, key)
 		}
 	}
+}
+
+// evictOldest drops the least recently seen of evictSample entries (Go's
+// map iteration starts at a random place).
+func evictOldest[K comparable](sh *limiterShard[K]) {
+	var oldest K
+	oldestSeen, n := int64(math.MaxInt64), 0
+	for key, e := range sh.m {
+		if e.lastSeen < oldestSeen {
+			oldest, oldestSeen = key, e.lastSeen
+		}
+		if n++; n == evictSample {
+			break
+		}
+	}
+	delete(sh.m, oldest)
+}
+
+// addrBucket is the key of a client address's buckets: an IPv4 address
+// itself, an IPv6 address's /64 (one subscriber's network holds 2^64
+// addresses; keyed by the full address, one host could take a new bucket
+// per request).
+func addrBucket(a netip.Addr) netip.Addr {
+	if !a.Is6() || a.Is4In6() {
+		return a
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
 }
 
 func hashAddr(a netip.Addr) uint32 {

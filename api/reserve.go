@@ -185,7 +185,7 @@ func (s *server) admitRate(c *fiber.Ctx, now time.Time) (bool, error) {
 		return false, s.rateLimited(c, s.cfg.GlobalRPS)
 	}
 	s.m.pass(layerGlobal)
-	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.allow(addr, now) {
+	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.allow(addrBucket(addr), now) {
 		s.m.reject(layerAddr, "rate_limited")
 		return false, s.rateLimited(c, s.cfg.PerAddrRPS)
 	}
