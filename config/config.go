@@ -187,6 +187,53 @@ func load(get func(string) string) (*Config, error) {
 		}
 		return f
 	}
+	integer := func(name string, def int) int {
+		v := get(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s: not a non-negative integer: %q", name, v))
+			return def
+		}
+		return n
+	}
+	// switchOn reads an on/off switch: on, true, 1 / off, false, 0.
+	switchOn := func(name string, def bool) bool {
+		switch v := strings.ToLower(get(name)); v {
+		case "":
+			return def
+		case "on", "true", "1":
+			return true
+		case "off", "false", "0":
+			return false
+		default:
+			errs = append(errs, fmt.Errorf("%s: not on or off: %q", name, v))
+			return def
+		}
+	}
+	// secret reads NAME, or the file NAME_FILE names (a mounted secret;
+	// one trailing newline dropped), never both.
+	secret := func(name, def string) string {
+		v, file := get(name), get(name+"_FILE")
+		switch {
+		case file == "":
+			if v == "" {
+				return def
+			}
+			return v
+		case v != "":
+			errs = append(errs, fmt.Errorf("%s and %s_FILE are both set", name, name))
+			return v
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s_FILE: %w", name, err))
+			return def
+		}
+		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	}
 	dur := func(name string, def time.Duration) time.Duration {
 		v := get(name)
 		if v == "" {
@@ -232,7 +279,7 @@ func load(get func(string) string) (*Config, error) {
 
 	c.APIAddr = str("API_ADDR", "127.0.0.1:8080")
 	c.RedisAddrs = splitList(str("REDIS_ADDRS", str("REDIS_ADDR", "127.0.0.1:6379")))
-	c.RedisPassword = get("REDIS_PASSWORD")
+	c.RedisPassword = secret("REDIS_PASSWORD", "")
 	c.RedisURL = get("REDIS_URL")
 	if u, err := url.Parse(c.RedisURL); c.RedisURL != "" && (err != nil || (u.Scheme != "redis" && u.Scheme != "rediss")) {
 		errs = append(errs, errors.New("REDIS_URL: not a redis:// or rediss:// URL"))
@@ -245,7 +292,7 @@ func load(get func(string) string) (*Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("REDIS_CLUSTER: not true or false: %q", v))
 	}
-	c.MySQLDSN = str("MYSQL_DSN", devOr("root@tcp(127.0.0.1:3306)/seckill"))
+	c.MySQLDSN = secret("MYSQL_DSN", devOr("root@tcp(127.0.0.1:3306)/seckill"))
 	c.MySQLCAFile = get("MYSQL_CA_FILE")
 	if c.MySQLDSN == "" {
 		errs = append(errs, errors.New("MYSQL_DSN is required outside development mode"))
@@ -254,20 +301,20 @@ func load(get func(string) string) (*Config, error) {
 	c.TemporalNamespace = str("TEMPORAL_NAMESPACE", "default")
 	c.TaskQueue = str("SECKILL_TASK_QUEUE", domain.TaskQueue)
 
-	c.JWTSecret = []byte(str("SECKILL_JWT_SECRET", devOr(DevJWTSecret)))
-	c.PaymentSecret = []byte(str("SECKILL_PAYMENT_SECRET", devOr(DevPaymentSecret)))
-	c.TokenKey = []byte(str("SECKILL_TOKEN_KEY", devOr(DevTokenKey)))
-	c.AdminJWTSecret = []byte(str("SECKILL_ADMIN_JWT_SECRET", devOr(DevAdminJWTSecret)))
+	c.JWTSecret = []byte(secret("SECKILL_JWT_SECRET", devOr(DevJWTSecret)))
+	c.PaymentSecret = []byte(secret("SECKILL_PAYMENT_SECRET", devOr(DevPaymentSecret)))
+	c.TokenKey = []byte(secret("SECKILL_TOKEN_KEY", devOr(DevTokenKey)))
+	c.AdminJWTSecret = []byte(secret("SECKILL_ADMIN_JWT_SECRET", devOr(DevAdminJWTSecret)))
 	if bytes.Equal(c.AdminJWTSecret, c.JWTSecret) && len(c.JWTSecret) > 0 {
 		errs = append(errs, errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
 	}
-	c.JWTSecretPrevious = []byte(get("SECKILL_JWT_SECRET_PREVIOUS"))
+	c.JWTSecretPrevious = []byte(secret("SECKILL_JWT_SECRET_PREVIOUS", ""))
 	c.JWKSURL, c.JWTIssuer, c.JWTAudience = get("SECKILL_JWKS_URL"), get("SECKILL_JWT_ISSUER"), get("SECKILL_JWT_AUDIENCE")
 	c.JWTUserClaim = str("SECKILL_JWT_USER_CLAIM", "sub")
 	if c.JWKSURL != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
 		errs = append(errs, errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
 	}
-	c.PaymentSecretPrevious = []byte(get("SECKILL_PAYMENT_SECRET_PREVIOUS"))
+	c.PaymentSecretPrevious = []byte(secret("SECKILL_PAYMENT_SECRET_PREVIOUS", ""))
 	if !dev {
 		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious} {
 			if len(v) > 0 && len(v) < 32 {
@@ -284,17 +331,17 @@ func load(get func(string) string) (*Config, error) {
 	}
 
 	c.GlobalRPS = num("SECKILL_GLOBAL_RPS", 200000)
-	c.GlobalBurst = int(num("SECKILL_GLOBAL_BURST", 20000))
+	c.GlobalBurst = integer("SECKILL_GLOBAL_BURST", 20000)
 	c.PerAddrRPS = num("SECKILL_PER_ADDR_RPS", 50)
-	c.PerAddrBurst = int(num("SECKILL_PER_ADDR_BURST", 100))
+	c.PerAddrBurst = integer("SECKILL_PER_ADDR_BURST", 100)
 	c.PerUserRPS = num("SECKILL_PER_USER_RPS", 5)
-	c.PerUserBurst = int(num("SECKILL_PER_USER_BURST", 10))
+	c.PerUserBurst = integer("SECKILL_PER_USER_BURST", 10)
 	c.FallbackRPS = num("SECKILL_FALLBACK_RPS", 500)
-	c.FallbackInFlight = max(int(num("SECKILL_FALLBACK_IN_FLIGHT", 16)), 1)
+	c.FallbackInFlight = max(integer("SECKILL_FALLBACK_IN_FLIGHT", 16), 1)
 	c.ReadRPS = num("SECKILL_READ_RPS", 50)
-	c.ReadBurst = int(num("SECKILL_READ_BURST", 100))
+	c.ReadBurst = integer("SECKILL_READ_BURST", 100)
 	c.ReadPerUserRPS = num("SECKILL_READ_PER_USER_RPS", 10)
-	c.ReadPerUserBurst = int(num("SECKILL_READ_PER_USER_BURST", 20))
+	c.ReadPerUserBurst = integer("SECKILL_READ_PER_USER_BURST", 20)
 	trustedDefault := ""
 	if dev {
 		trustedDefault = "127.0.0.0/8,::1/128"
@@ -309,12 +356,12 @@ func load(get func(string) string) (*Config, error) {
 	c.CORSOrigins = splitList(str("SECKILL_CORS_ORIGINS", corsDefault))
 	c.RedisTimeout = dur("SECKILL_REDIS_TIMEOUT", 250*time.Millisecond)
 	c.ClockSkew = dur("SECKILL_CLOCK_SKEW", 500*time.Millisecond)
-	c.MaxConns = int(num("SECKILL_MAX_CONNS", 0))
-	c.MaxConnsPerAddr = int(num("SECKILL_MAX_CONNS_PER_ADDR", 256))
+	c.MaxConns = integer("SECKILL_MAX_CONNS", 0)
+	c.MaxConnsPerAddr = integer("SECKILL_MAX_CONNS_PER_ADDR", 256)
 	c.IdleTimeout = dur("SECKILL_IDLE_TIMEOUT", 60*time.Second)
 	c.HeaderTimeout = dur("SECKILL_HEADER_TIMEOUT", 5*time.Second)
 	c.BodyTimeout = dur("SECKILL_BODY_TIMEOUT", 10*time.Second)
-	c.StarterQueue = int(num("SECKILL_STARTER_QUEUE", 4096))
+	c.StarterQueue = integer("SECKILL_STARTER_QUEUE", 4096)
 	c.ShutdownTimeout = dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
 
 	host, _ := os.Hostname()
@@ -322,13 +369,13 @@ func load(get func(string) string) (*Config, error) {
 	c.RelayConsumer = str("SECKILL_RELAY_CONSUMER", c.Instance)
 	c.ModeMinDwell = dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)
 	c.RedisHealthyFor = dur("SECKILL_REDIS_HEALTHY_FOR", 3*time.Second)
-	c.RelayMaxDelivery = int64(num("SECKILL_RELAY_MAX_DELIVERY", 10))
+	c.RelayMaxDelivery = int64(integer("SECKILL_RELAY_MAX_DELIVERY", 10))
 	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.RelayDeadAfter = dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)
 	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
-	c.SaleSweep = get("SECKILL_SALE_SWEEP") != "off"
-	c.APIStartsRedisOrders = get("SECKILL_API_STARTS_REDIS_ORDERS") != "off"
+	c.SaleSweep = switchOn("SECKILL_SALE_SWEEP", true)
+	c.APIStartsRedisOrders = switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)
 	if dev {
 		c.PprofAddr = get("SECKILL_PPROF_ADDR")
 	}

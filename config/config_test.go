@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -138,10 +139,48 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_RELAY_MIN_IDLE":  "soon",
 		"SECKILL_TRUSTED_ADDRS":   "300.1.1.1",
 		"SECKILL_TRUSTED_PROXIES": "10.0.0.0/99",
+		"SECKILL_STARTER_QUEUE":   "1.5",
+		"SECKILL_SALE_SWEEP":      "no thanks",
+		"SECKILL_TOKEN_KEY_FILE":  "/nonexistent/secret",
 	} {
 		_, err := load(productionEnv(name, value))
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: got %v, want an error naming it", name, value, err)
 		}
+	}
+}
+
+// Switches take on/off, true/false, 1/0 (before, only "off" turned one off).
+func TestSwitchesAcceptOnAndOffWords(t *testing.T) {
+	for v, want := range map[string]bool{"off": false, "false": false, "0": false, "OFF": false, "on": true, "true": true, "1": true, "": true} {
+		c := mustLoad(t, productionEnv("SECKILL_SALE_SWEEP", v, "SECKILL_API_STARTS_REDIS_ORDERS", v))
+		if c.SaleSweep != want || c.APIStartsRedisOrders != want {
+			t.Errorf("%q: sweep %v, api starts %v; want %v", v, c.SaleSweep, c.APIStartsRedisOrders, want)
+		}
+	}
+}
+
+// A secret may come from a mounted file (NAME_FILE), one trailing newline
+// dropped; both NAME and NAME_FILE set is an error.
+func TestSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/token-key"
+	if err := os.WriteFile(path, []byte(secret32+"f\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	get := func(k string) string {
+		if k == "SECKILL_TOKEN_KEY" {
+			return ""
+		}
+		if k == "SECKILL_TOKEN_KEY_FILE" {
+			return path
+		}
+		return productionEnv()(k)
+	}
+	if c := mustLoad(t, get); string(c.TokenKey) != secret32+"f" {
+		t.Errorf("token key from the file: %q", c.TokenKey)
+	}
+	if _, err := load(productionEnv("SECKILL_TOKEN_KEY_FILE", path)); err == nil || !strings.Contains(err.Error(), "both set") {
+		t.Errorf("both set: %v", err)
 	}
 }
