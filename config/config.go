@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/seckill/seckill/domain"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"os"
@@ -108,6 +109,9 @@ type Config struct {
 	HeaderTimeout   time.Duration // from a request's first byte to the end of its headers, else 408
 	BodyTimeout     time.Duration // from the end of the headers to the end of the body, else 408
 
+	// LogLevel is the least level logged (LOG_LEVEL: debug, info, warn,
+	// error).
+	LogLevel slog.Level
 	// Instance names this process in the fleet's view of Redis.
 	Instance string
 	// ModeMinDwell is the least time a sale stays in a mode (Redis or
@@ -365,6 +369,9 @@ func load(get func(string) string) (*Config, error) {
 	c.ShutdownTimeout = dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
 
 	host, _ := os.Hostname()
+	if err := c.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+	}
 	c.Instance = str("SECKILL_INSTANCE", fmt.Sprintf("%s-%d", host, os.Getpid()))
 	c.RelayConsumer = str("SECKILL_RELAY_CONSUMER", c.Instance)
 	c.ModeMinDwell = dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"net/netip"
 	"os"
 	"slices"
@@ -142,6 +143,7 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_STARTER_QUEUE":   "1.5",
 		"SECKILL_SALE_SWEEP":      "no thanks",
 		"SECKILL_TOKEN_KEY_FILE":  "/nonexistent/secret",
+		"LOG_LEVEL":               "chatty",
 	} {
 		_, err := load(productionEnv(name, value))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -182,5 +184,14 @@ func TestSecretsFromFiles(t *testing.T) {
 	}
 	if _, err := load(productionEnv("SECKILL_TOKEN_KEY_FILE", path)); err == nil || !strings.Contains(err.Error(), "both set") {
 		t.Errorf("both set: %v", err)
+	}
+}
+
+func TestLogLevel(t *testing.T) {
+	if c := mustLoad(t, productionEnv()); c.LogLevel != slog.LevelInfo {
+		t.Errorf("default %v", c.LogLevel)
+	}
+	if c := mustLoad(t, productionEnv("LOG_LEVEL", "debug")); c.LogLevel != slog.LevelDebug {
+		t.Errorf("debug: %v", c.LogLevel)
 	}
 }

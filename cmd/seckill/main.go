@@ -87,7 +87,8 @@ func main() {
 // run executes one subcommand and returns the process's exit code: 0, 1 on
 // failure, 2 on a usage error. Help goes to stdout and exits 0.
 func run(args []string, stdout, stderr io.Writer) int {
-	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	var level slog.LevelVar // LOG_LEVEL, once the configuration is read
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: &level}))
 	slog.SetDefault(logger)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -126,6 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Error("load configuration", "err", err)
 		return 1
 	}
+	level.Set(cfg.LogLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if name == "api" || name == "worker" {
