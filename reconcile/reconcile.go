@@ -216,9 +216,15 @@ func (o *observation) checkToken(token string, e lua.TokenEntry) {
 // checkStatusRecords flags a status record that ranks below the
 // database's status: status reads would serve it for ever.
 func (o *observation) checkStatusRecords() {
+	flagged := map[string]bool{}
+	for _, d := range o.found {
+		flagged[d.Token] = true
+	}
 	for token, rank := range o.redis.StatusRanks {
 		d, ok := o.db.Reservations[token]
-		if ok && rank < sales.StatusSeq(d.Status) {
+		// A token already flagged (a release not finished) is repaired
+		// with its record: one discrepancy per token.
+		if ok && !flagged[token] && rank < sales.StatusSeq(d.Status) {
 			o.add(domain.Discrepancy{Kind: domain.KindRedisBehind, UserID: d.UserID, Token: token,
 				Detail: fmt.Sprintf("Redis's status record ranks %d, the database says %s", rank, d.Status)})
 		}
