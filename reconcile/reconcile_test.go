@@ -421,15 +421,8 @@ func TestQueuedReservationWithoutWorkflowIsStarted(t *testing.T) {
 // consistent while status reads served PENDING_PAYMENT for ever.
 func TestRedisBehindTheDatabaseIsFoundAndRepaired(t *testing.T) {
 	f := mustWarmSale(t, 4)
-	in := f.hold(testenv.UniqueUser(), "request-0001")
-	f.order(in)
-	res, err := f.st.GetReservation(ctx(t), in.Token)
-	require.NoError(t, err)
-	_, err = f.rec.Redis.WriteStatus(ctx(t), f.sale.ID, in.Token, sales.StatusRecordOf(res))
-	require.NoError(t, err)
 	// Paid in the database; Redis lost the advance and the new record.
-	_, err = f.st.MarkPaid(ctx(t), in.Token, "pay-behind-1")
-	require.NoError(t, err)
+	in := f.paidBehind("request-0001")
 
 	rep := f.run(false)
 	require.False(t, rep.Consistent)
@@ -446,17 +439,26 @@ func TestRedisBehindTheDatabaseIsFoundAndRepaired(t *testing.T) {
 
 	// A status record alone left behind (the token state was advanced) is
 	// found too.
-	in2 := f.hold(testenv.UniqueUser(), "request-0002")
-	f.order(in2)
-	res2, err := f.st.GetReservation(ctx(t), in2.Token)
-	require.NoError(t, err)
-	_, err = f.rec.Redis.WriteStatus(ctx(t), f.sale.ID, in2.Token, sales.StatusRecordOf(res2))
-	require.NoError(t, err)
-	_, err = f.st.MarkPaid(ctx(t), in2.Token, "pay-behind-2")
-	require.NoError(t, err)
-	_, err = f.rec.Redis.Advance(ctx(t), f.sale.ID, in2.Token, domain.TokenPaid, domain.TokenOrdered)
+	in2 := f.paidBehind("request-0002")
+	_, err := f.rec.Redis.Advance(ctx(t), f.sale.ID, in2.Token, domain.TokenPaid, domain.TokenOrdered)
 	require.NoError(t, err)
 	rep = f.run(true)
 	require.ElementsMatch(t, []string{domain.KindRedisBehind}, kinds(rep), "%+v", rep.Discrepancies)
 	require.True(t, f.run(false).Consistent)
+}
+
+// paidBehind places an order with its PENDING_PAYMENT status record in
+// Redis, then pays it in the database only, as a Redis fault that lost the
+// payment's Redis step leaves it.
+func (f *fixture) paidBehind(req string) domain.OrderInput {
+	f.t.Helper()
+	in := f.hold(testenv.UniqueUser(), req)
+	f.order(in)
+	res, err := f.st.GetReservation(ctx(f.t), in.Token)
+	require.NoError(f.t, err)
+	_, err = f.rec.Redis.WriteStatus(ctx(f.t), f.sale.ID, in.Token, sales.StatusRecordOf(res))
+	require.NoError(f.t, err)
+	_, err = f.st.MarkPaid(ctx(f.t), in.Token, "pay-"+req)
+	require.NoError(f.t, err)
+	return in
 }

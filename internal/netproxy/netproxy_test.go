@@ -12,18 +12,7 @@ import (
 )
 
 func TestProxyForwardsBytesBothWays(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() { // echo server
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	ln := echoServer(t)
 	p, err := Start(ln.Addr().String(), 500*time.Microsecond)
 	require.NoError(t, err)
 	defer p.Close()
@@ -42,18 +31,7 @@ func TestProxyForwardsBytesBothWays(t *testing.T) {
 }
 
 func TestCutRefusesAndRestores(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	ln := echoServer(t)
 	p, err := Start(ln.Addr().String(), 0)
 	require.NoError(t, err)
 	defer p.Close()
@@ -80,18 +58,7 @@ func TestCutRefusesAndRestores(t *testing.T) {
 
 // SetDelay slows a live connection (a slowed link) and 0 restores it.
 func TestSetDelaySlowsAndRestores(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() { // echo server
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	ln := echoServer(t)
 	p, err := Start(ln.Addr().String(), 0)
 	require.NoError(t, err)
 	defer p.Close()
@@ -115,18 +82,7 @@ func TestSetDelaySlowsAndRestores(t *testing.T) {
 }
 
 func TestHeldKeepsBytesUntilTheLinkHeals(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	ln := echoServer(t)
 	p, err := Start(ln.Addr().String(), 0)
 	require.NoError(t, err)
 	defer p.Close()
@@ -149,4 +105,23 @@ func TestHeldKeepsBytesUntilTheLinkHeals(t *testing.T) {
 	_, err = io.ReadFull(c, got)
 	require.NoError(t, err)
 	require.Equal(t, "ping", string(got), "the held bytes arrive once the link heals")
+}
+
+// echoServer listens on loopback and echoes every connection's bytes back
+// until the test ends.
+func echoServer(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln
 }
