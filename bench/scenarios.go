@@ -73,7 +73,7 @@ func (quietLogger) Warn(msg string, kv ...any)  { slog.Warn(msg, kv...) }
 func (quietLogger) Error(msg string, kv ...any) { slog.Error(msg, kv...) }
 
 // Published figures of comparable systems, with their hardware as their
-// authors gave it (see the README's Benchmarks section for the sources).
+// authors gave it (see docs/benchmarks.md for the sources).
 const (
 	pubIssue17k  = "17,248 req/s at p99 97 ms (Ryzen laptop; figure quoted in issue 7)"
 	pubIssue1471 = "1,471 TPS at p99 640 ms (figure quoted in issue 7)"

@@ -1,5 +1,5 @@
 // Package config reads seckill's configuration from the environment, in one
-// place. Every variable is documented in the README's configuration table.
+// place. Every variable is documented in docs/configuration.md.
 package config
 
 import (

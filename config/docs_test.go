@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Every variable config.go reads is in the README's configuration table,
+// Every variable config.go reads is in docs/configuration.md's table,
 // and every variable the table lists is read: the manual cannot drift from
 // the code. (OTEL_* are OpenTelemetry's and TEMPORAL_API_KEY and
 // TEMPORAL_TLS the Temporal SDK's envconfig's, read in internal/conn.)
@@ -17,18 +17,11 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := strings.Index(string(readme), "## Configuration")
-	if start < 0 {
-		t.Fatal("README has no Configuration section")
-	}
-	section := string(readme)[start:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
+	section := string(doc)
 	name := regexp.MustCompile(`"((?:SECKILL|REDIS|MYSQL|TEMPORAL|API|WORKER|LOG)_[A-Z0-9_]+)"`)
 	var read []string
 	for _, m := range name.FindAllStringSubmatch(string(src), -1) {
@@ -41,14 +34,14 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 	}
 	for _, v := range read {
 		if !strings.Contains(section, "`"+v+"`") {
-			t.Errorf("%s is read by config.go but not in the README's configuration table", v)
+			t.Errorf("%s is read by config.go but not in docs/configuration.md", v)
 		}
 	}
 	row := regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]+)`")
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		sdk := strings.HasPrefix(m[1], "OTEL_") || m[1] == "TEMPORAL_API_KEY" || m[1] == "TEMPORAL_TLS"
 		if !slices.Contains(read, m[1]) && !sdk {
-			t.Errorf("the README's table lists %s, which config.go does not read", m[1])
+			t.Errorf("docs/configuration.md lists %s, which config.go does not read", m[1])
 		}
 	}
 }

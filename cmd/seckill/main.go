@@ -7,7 +7,7 @@
 //	seckill demo       create and warm up a demo sale through the API
 //	seckill version    print the build's version and commit
 //
-// Configuration comes from the environment (see config and the README).
+// Configuration comes from the environment (see config and docs/configuration.md).
 package main
 
 import (
@@ -43,7 +43,7 @@ commands:
   version                               print the build's version and commit
 
 "seckill <command> --help" describes a command. Configuration comes from
-environment variables (see the README).
+environment variables (see docs/configuration.md).
 `
 
 // action runs a command once its flags are parsed and the configuration read.
@@ -116,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(fs.Output(), "\nflags:")
 			fs.PrintDefaults()
 		}
-		fmt.Fprintln(fs.Output(), "\nConfiguration comes from environment variables (see the README).")
+		fmt.Fprintln(fs.Output(), "\nConfiguration comes from environment variables (see docs/configuration.md).")
 	}
 	if code, done := cli.Parse(fs, rest, stdout, stderr); done {
 		return code
