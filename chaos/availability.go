@@ -20,10 +20,10 @@ const (
 // Bounds of the availability checks.
 const (
 	// goodputFloor: the other API's share of good answers during a fault
-	// on one instance, against the same share before it.
+	// on one instance, against the same share while no fault was active
+	// (a schedule of overlapping faults leaves few quiet windows right
+	// before a fault, so the baseline is every quiet moment of the run).
 	goodputFloor = 0.9
-	// goodputBefore is the window before a fault its baseline comes from.
-	goodputBefore = 30 * time.Second
 	// goodputMinAnswers: fewer answers in either window say nothing.
 	goodputMinAnswers = 20
 	// modeSwitchSlack: a switch may land this long after a Redis fault
@@ -61,27 +61,27 @@ func redisForFleet(s FaultSpan) bool {
 }
 
 // healthyServe checks, for each fault on one API instance with no other
-// fault around it, that the other instances' share of good reservation
-// answers (an answer below 500) stays at least goodputFloor of what it was
-// in the goodputBefore before the fault.
+// fault during it, that the other instances' share of good reservation
+// answers (an answer below 500) stays at least goodputFloor of their share
+// while no fault was active.
 func (c *checker) healthyServe() {
 	for i, s := range c.spans {
 		api := apiOf(s)
-		if api == 0 || c.overlapsOther(i, s.From.Add(-goodputBefore), s.To) {
+		if api == 0 || c.overlapsOther(i, s.From, s.To) {
 			continue
 		}
 		for other := 1; other <= c.apis(); other++ {
 			if other == api {
 				continue
 			}
-			before := c.goodput(other, s.From.Add(-goodputBefore), s.From)
+			before := c.quietGoodput(other)
 			during := c.goodput(other, s.From, s.To)
 			if before.n < goodputMinAnswers || during.n < goodputMinAnswers {
 				continue
 			}
 			c.checked[IHealthyServe]++
 			if during.share() < goodputFloor*before.share() {
-				c.add(IHealthyServe, 0, 0, "", "fault %d (%s on %s): api%d answered %.0f%% good (%d answers) against %.0f%% (%d) before",
+				c.add(IHealthyServe, 0, 0, "", "fault %d (%s on %s): api%d answered %.0f%% good (%d answers) against %.0f%% (%d) with no fault",
 					s.ID, s.Class, s.Target, other, 100*during.share(), during.n, 100*before.share(), before.n)
 			}
 		}
@@ -108,7 +108,37 @@ func (c *checker) apis() int {
 	return n
 }
 
+// quietGoodput counts one API's answers to reservations sent while no
+// fault was active.
+func (c *checker) quietGoodput(api int) answers {
+	var a answers
+	for _, e := range c.h {
+		if e.Kind != KindRequest || e.Op != OpReserve || e.API != api || c.faultAt(e.T) {
+			continue
+		}
+		a.count(e)
+	}
+	return a
+}
+
+// faultAt reports whether a fault was active at t.
+func (c *checker) faultAt(t time.Time) bool {
+	for _, s := range c.spans {
+		if !t.Before(s.From) && t.Before(s.To) {
+			return true
+		}
+	}
+	return false
+}
+
 type answers struct{ n, good int }
+
+func (a *answers) count(e Event) {
+	a.n++
+	if e.Err == "" && e.HTTP > 0 && e.HTTP < http.StatusInternalServerError {
+		a.good++
+	}
+}
 
 func (a answers) share() float64 { return float64(a.good) / float64(a.n) }
 
@@ -119,10 +149,7 @@ func (c *checker) goodput(api int, from, to time.Time) answers {
 		if e.Kind != KindRequest || e.Op != OpReserve || e.API != api || e.T.Before(from) || !e.T.Before(to) {
 			continue
 		}
-		a.n++
-		if e.Err == "" && e.HTTP > 0 && e.HTTP < http.StatusInternalServerError {
-			a.good++
-		}
+		a.count(e)
 	}
 	return a
 }

@@ -45,7 +45,7 @@ func TestOtherInstancesKeepServingThroughAFaultOnOne(t *testing.T) {
 	assert.Equal(t, []string{IHealthyServe}, invariantsOf(c.out))
 }
 
-func TestAFaultOverlappingAnotherIsNotJudgedForGoodput(t *testing.T) {
+func TestAFaultOverlappingAnotherDuringItIsNotJudgedForGoodput(t *testing.T) {
 	base := at(100)
 	h := cutAPI1(base, base.Add(20*time.Second))
 	h = append(h, Event{Kind: KindFault, Op: FRedisFreeze, T: base.Add(5 * time.Second), FaultID: 8, Target: "redis"},
