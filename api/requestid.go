@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/internal/reqid"
+	"github.com/seckill/seckill/internal/telemetry"
 )
 
 // requestID gives every request an id: the client's X-Request-Id when it is
@@ -52,6 +53,9 @@ func requestLogger(logger *slog.Logger, c *fiber.Ctx) *slog.Logger {
 		} else {
 			attrs = append(attrs, "user_id", p.UserID)
 		}
+	}
+	for _, a := range telemetry.TraceAttrs(c.UserContext()) {
+		attrs = append(attrs, a)
 	}
 	return logger.With(attrs...)
 }

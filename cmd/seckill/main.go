@@ -88,7 +88,7 @@ func main() {
 // failure, 2 on a usage error. Help goes to stdout and exits 0.
 func run(args []string, stdout, stderr io.Writer) int {
 	var level slog.LevelVar // LOG_LEVEL, once the configuration is read
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: &level}))
+	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: &level})))
 	slog.SetDefault(logger)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
