@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
@@ -268,4 +272,39 @@ func TestReservationReadsAndClosedWorkflow(t *testing.T) {
 	r = doApp(t, app, req)
 	require.Equal(t, 409, r.Status, string(r.Body))
 	require.Equal(t, "not_cancellable", r.errCode(t))
+}
+
+// With ADMIN_ADDR the operators' routes and /metrics are on their own
+// listener alone: the public one answers them 404 (a bad token included:
+// nothing says they exist), the admin one serves them.
+func TestAdminListenerSplit(t *testing.T) {
+	h := MustHarness(t, func(c *config.Config) { c.AdminAddr = "127.0.0.1:0" })
+	require.NotNil(t, h.server.Admin)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = h.server.ServeAdmin(ln) }()
+	t.Cleanup(func() { _ = h.server.Admin.Shutdown() })
+	admin := h.MustToken(1, authtoken.RoleAdmin)
+
+	require.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/metrics", "", "").Status)
+	r := h.do(http.MethodGet, "/admin/v1/refunds", admin, "")
+	require.Equal(t, http.StatusNotFound, r.Status, string(r.Body))
+	require.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/admin/v1/refunds", "bad-token", "").Status)
+	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/healthz", "", "").Status)
+
+	base := "http://" + ln.Addr().String()
+	get := func(path, token string) int {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get("/metrics", ""))
+	require.Equal(t, http.StatusOK, get("/admin/v1/refunds", admin))
+	require.Equal(t, http.StatusUnauthorized, get("/admin/v1/refunds", ""))
 }

@@ -104,10 +104,16 @@ type server struct {
 
 // Server is the API: the Fiber app and the connection edge in front of it.
 type Server struct {
-	App  *fiber.App
-	edge *edge
-	s    *server
+	App *fiber.App
+	// Admin serves /admin/* and /metrics when ADMIN_ADDR is set (App then
+	// answers them 404); nil when they are on App.
+	Admin *fiber.App
+	edge  *edge
+	s     *server
 }
+
+// ServeAdmin serves the admin listener on ln until Admin shuts down.
+func (s *Server) ServeAdmin(ln net.Listener) error { return s.Admin.Listener(ln) }
 
 // Serve serves the API on ln behind the edge (connection caps, accept
 // back-off, per-phase read timeouts) until the app shuts down.
@@ -217,7 +223,16 @@ func NewServer(d Deps) *Server {
 		}))
 	}
 	s.initStatus()
-	s.routes(app, reg)
+	s.routes(app)
+	var adminApp *fiber.App
+	if cfg.AdminAddr == "" {
+		s.adminRoutes(app, reg)
+	} else {
+		adminApp = fiber.New(fiber.Config{AppName: "seckill-admin", BodyLimit: BodyLimit, ErrorHandler: errorHandler(logger),
+			DisableStartupMessage: true, ReadTimeout: cfg.BodyTimeout, WriteTimeout: 20 * time.Second, IdleTimeout: cfg.IdleTimeout})
+		adminApp.Use(requestID, s.observeRequests)
+		s.adminRoutes(adminApp, reg)
+	}
 
 	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
 	s.bg.Add(1)
@@ -251,17 +266,15 @@ func NewServer(d Deps) *Server {
 		})
 		return nil
 	})
-	return &Server{App: app, edge: s.edge, s: s}
+	return &Server{App: app, Admin: adminApp, edge: s.edge, s: s}
 }
 
-// routes registers every route of the API, in one place.
-func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
+// routes registers every route of the API but the operators' (adminRoutes).
+func (s *server) routes(app *fiber.App) {
 	user := s.authenticate(false)
-	admin := s.authenticate(true)
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.readyz)
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	app.Get("/openapi.yaml", s.limitReads, func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, "application/yaml")
 		return c.Send(openAPI)
@@ -275,6 +288,21 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Post("/api/v1/reservations/:token/cancel", user, s.limitWrites, s.cancel)
 	app.Get("/api/v1/me/reservations", user, s.limitReads, s.listReservations)
 
+	// The payment provider signs its calls (no bearer token).
+	app.Post("/webhooks/payments", s.paymentWebhook)
+
+	app.Get("/", s.limitReads, s.storefront)
+	app.Get("/web/:file", s.limitReads, s.webAsset)
+	if s.cfg.Dev() {
+		app.Post("/dev/login", s.devLogin)
+	}
+}
+
+// adminRoutes registers the operators' routes and /metrics: on the API's
+// listener, or on ADMIN_ADDR's alone.
+func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
+	admin := s.authenticate(true)
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	app.Post("/admin/v1/sales", admin, s.idempotent(s.createSale))
 	app.Post("/admin/v1/sales/:sale_id/warmup", admin, s.warmup)
 	app.Post("/admin/v1/sales/:sale_id/pause", admin, s.control(domain.ControlPaused))
@@ -285,15 +313,6 @@ func (s *server) routes(app *fiber.App, reg *prometheus.Registry) {
 	app.Put("/admin/v1/blacklist/:user_id", admin, s.blacklist(true))
 	app.Delete("/admin/v1/blacklist/:user_id", admin, s.blacklist(false))
 	app.Get("/admin/v1/refunds", admin, s.listRefunds)
-
-	// The payment provider signs its calls (no bearer token).
-	app.Post("/webhooks/payments", s.paymentWebhook)
-
-	app.Get("/", s.limitReads, s.storefront)
-	app.Get("/web/:file", s.limitReads, s.webAsset)
-	if s.cfg.Dev() {
-		app.Post("/dev/login", s.devLogin)
-	}
 }
 
 // limitReads guards the read routes (the storefront, the sale view, the
@@ -446,8 +465,22 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)
 	}
 	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env, "max_connections", srv.edge.maxConns)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	if srv.Admin != nil {
+		aln, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			_ = app.Shutdown()
+			return fmt.Errorf("api: listen on ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
+		}
+		logger.Info("admin listening", "addr", aln.Addr().String())
+		go func() {
+			if err := srv.ServeAdmin(aln); err != nil {
+				served <- fmt.Errorf("admin listener: %w", err)
+			}
+		}()
+		defer func() { _ = srv.Admin.ShutdownWithTimeout(cfg.ShutdownTimeout) }()
+	}
 	select {
 	case err := <-served:
 		return fmt.Errorf("api: serve: %w", err)

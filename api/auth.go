@@ -216,6 +216,9 @@ func (s *server) routeRefusal(h *fasthttp.RequestHeader) (code, message string) 
 	}
 	switch {
 	case hasPrefixFold(path, "/admin/"):
+		if s.cfg.AdminAddr != "" {
+			return "", "" // not on this listener: the router answers 404
+		}
 		_, code, message = s.bearer(utils.UnsafeString(h.Peek(fiber.HeaderAuthorization)), true)
 	case hasPrefixFold(path, "/api/v1/"):
 		if publicPath(path) {

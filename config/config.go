@@ -109,6 +109,9 @@ type Config struct {
 	HeaderTimeout   time.Duration // from a request's first byte to the end of its headers, else 408
 	BodyTimeout     time.Duration // from the end of the headers to the end of the body, else 408
 
+	// AdminAddr, when set, is the listener of /admin/* and /metrics alone
+	// (the API's listener then answers them 404).
+	AdminAddr string
 	// LogLevel is the least level logged (LOG_LEVEL: debug, info, warn,
 	// error).
 	LogLevel slog.Level
@@ -282,6 +285,7 @@ func load(get func(string) string) (*Config, error) {
 	}
 
 	c.APIAddr = str("API_ADDR", "127.0.0.1:8080")
+	c.AdminAddr = get("ADMIN_ADDR")
 	c.RedisAddrs = splitList(str("REDIS_ADDRS", str("REDIS_ADDR", "127.0.0.1:6379")))
 	c.RedisPassword = secret("REDIS_PASSWORD", "")
 	c.RedisURL = get("REDIS_URL")
