@@ -22,7 +22,7 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	section := string(doc)
-	name := regexp.MustCompile(`"((?:SECKILL|REDIS|MYSQL|TEMPORAL|API|WORKER|LOG)_[A-Z0-9_]+)"`)
+	name := regexp.MustCompile(`"((?:SECKILL|REDIS|MYSQL|TEMPORAL|API|ADMIN|WORKER|LOG)_[A-Z0-9_]+)"`)
 	var read []string
 	for _, m := range name.FindAllStringSubmatch(string(src), -1) {
 		if !slices.Contains(read, m[1]) {
