@@ -54,6 +54,8 @@ type action func(ctx context.Context, cfg *config.Config, stdout io.Writer, logg
 type command struct {
 	synopsis string
 	flags    func(fs *flag.FlagSet) action
+	// needs is the configuration it requires (config.LoadFor).
+	needs config.Need
 }
 
 var commands = map[string]command{
@@ -63,21 +65,21 @@ var commands = map[string]command{
 				return api.Run(ctx, cfg, l)
 			})
 		}
-	}},
+	}, config.NeedAll},
 	"worker": {"run the Temporal worker and the inbox relay until SIGINT/SIGTERM", func(*flag.FlagSet) action {
 		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
 			return serve(ctx, cfg.ShutdownTimeout, logger.With("component", "worker"), func(ctx context.Context, l *slog.Logger) error {
 				return worker.Run(ctx, cfg, l)
 			})
 		}
-	}},
+	}, config.NeedAll},
 	"migrate": {"apply the database migrations to MYSQL_DSN", func(*flag.FlagSet) action {
 		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
 			return migrate(ctx, cfg, logger)
 		}
-	}},
-	"token": {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET (SECKILL_ADMIN_JWT_SECRET for --admin)", tokenFlags},
-	"demo":  {"create and warm up a demo sale through the API, print its id", demoFlags},
+	}, config.NeedDatabase},
+	"token": {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET (SECKILL_ADMIN_JWT_SECRET for --admin)", tokenFlags, 0},
+	"demo":  {"create and warm up a demo sale through the API, print its id", demoFlags, config.NeedAdminSigner},
 }
 
 func main() {
@@ -122,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	cfg, err := config.Load()
+	cfg, err := config.LoadFor(cmd.needs)
 	if err != nil {
 		logger.Error("load configuration", "err", err)
 		return 1
@@ -251,9 +253,12 @@ func token(cfg *config.Config, user int64, admin bool, ttl time.Duration, stdout
 	if ttl <= 0 {
 		return fmt.Errorf("token: --ttl must be positive, got %s", ttl)
 	}
-	role, secret := authtoken.RoleUser, cfg.JWTSecret
+	role, secret, name := authtoken.RoleUser, cfg.JWTSecret, "SECKILL_JWT_SECRET"
 	if admin {
-		role, secret = authtoken.RoleAdmin, cfg.AdminJWTSecret
+		role, secret, name = authtoken.RoleAdmin, cfg.AdminJWTSecret, "SECKILL_ADMIN_JWT_SECRET"
+	}
+	if len(secret) == 0 {
+		return fmt.Errorf("token: %s is required outside development mode", name)
 	}
 	tok, err := authtoken.Mint(secret, user, role, ttl)
 	if err != nil {

@@ -77,6 +77,25 @@ func TestConfigErrorsFailTheCommand(t *testing.T) {
 	assert.NotContains(t, errOut.String(), `"short"`, "secrets are never logged")
 }
 
+// A command reads only what it needs: outside development mode, minting a
+// user token needs SECKILL_JWT_SECRET and nothing else (no database, no
+// other secret); without it the command says which variable is missing.
+func TestTokenNeedsOnlyItsSigner(t *testing.T) {
+	t.Setenv("SECKILL_ENV", "production")
+	for _, k := range []string{"MYSQL_DSN", "SECKILL_ADMIN_JWT_SECRET", "SECKILL_PAYMENT_SECRET", "SECKILL_TOKEN_KEY"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("SECKILL_JWT_SECRET", "0123456789abcdef0123456789abcdef")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"token", "--user", "7"}, &out, &errOut), errOut.String())
+	require.NotEmpty(t, strings.TrimSpace(out.String()))
+
+	out.Reset()
+	errOut.Reset()
+	assert.Equal(t, 1, run([]string{"token", "--user", "7", "--admin"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "SECKILL_ADMIN_JWT_SECRET is required")
+}
+
 func TestMigrateAppliesTheMigrations(t *testing.T) {
 	devEnv(t)
 	dsn := testenv.MustEmptyDatabase(t)
