@@ -40,6 +40,7 @@ commands:
   migrate                               apply the database migrations
   token --user N [--admin] [--ttl 24h]  print a JWT for user N
   demo [--api URL] [--id-file PATH]     create and warm up a demo sale, print its id
+  healthcheck [--url URL]               exit 0 when the API's /readyz answers 200
   version                               print the build's version and commit
 
 "seckill <command> --help" describes a command. Configuration comes from
@@ -78,8 +79,9 @@ var commands = map[string]command{
 			return migrate(ctx, cfg, logger)
 		}
 	}, config.NeedDatabase},
-	"token": {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET (SECKILL_ADMIN_JWT_SECRET for --admin)", tokenFlags, 0},
-	"demo":  {"create and warm up a demo sale through the API, print its id", demoFlags, config.NeedAdminSigner},
+	"token":       {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET (SECKILL_ADMIN_JWT_SECRET for --admin)", tokenFlags, 0},
+	"demo":        {"create and warm up a demo sale through the API, print its id", demoFlags, config.NeedAdminSigner},
+	"healthcheck": {"exit 0 when the API's /readyz answers 200 (an image's health check)", healthcheckFlags, 0},
 }
 
 func main() {

@@ -296,3 +296,25 @@ func TestVersionPrintsVersionAndCommit(t *testing.T) {
 	commit = "0123abcd"
 	require.Contains(t, versionLine(), "commit 0123abcd")
 }
+
+func TestHealthcheckAsksReadyz(t *testing.T) {
+	t.Setenv("SECKILL_ENV", "production")
+	ready := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" || !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"unavailable","missing":["redis"]}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer srv.Close()
+	t.Setenv("API_ADDR", strings.TrimPrefix(srv.URL, "http://"))
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"healthcheck"}, &out, &errOut), errOut.String())
+	ready = false
+	assert.Equal(t, 1, run([]string{"healthcheck"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "503")
+	assert.Equal(t, "127.0.0.1:8080", loopbackOf(":8080"))
+	assert.Equal(t, "127.0.0.1:8080", loopbackOf("0.0.0.0:8080"))
+}
