@@ -140,8 +140,10 @@ func TestFrozenRedisIsBoundedByTheHotPathTimeout(t *testing.T) {
 	require.NotZero(t, switched, "the sale never moved to the database path")
 	// The breaker opens within a few hundred ms; the sale moves once the
 	// fleet (here this one instance) has found Redis down for
-	// fleet.DownAfter and looked again (fleet.Check).
-	require.LessOrEqual(t, switched, fleet.DownAfter+time.Second, "the sale moves within fleet.DownAfter + 1 s of the freeze")
+	// fleet.DownAfter and looked again (fleet.Check): about 1.2 s on an
+	// idle machine. The bound leaves room for a loaded one; it catches a
+	// sale that never moves or waits on something unbounded.
+	require.LessOrEqual(t, switched, fleet.DownAfter+4*time.Second, "the sale moves within fleet.DownAfter + 4 s of the freeze")
 	// The target is p99 <= timeout + 100 ms (measured: ~250 ms
 	// alone); asserted with room for a loaded CI machine, still far below
 	// the 2 s ReadTimeout every frozen call waited for before.
