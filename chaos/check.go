@@ -369,7 +369,9 @@ func (c *checker) firstAttempt(e Event) time.Time {
 // hold could still be unplaced (within its payment window and 30 s); or
 // either of them shortly before it, while Redis still offered units the
 // loss had handed back and two reconciliation passes had not yet repaired
-// the drift.
+// the drift (the passes run in the sale workflow, against Redis and MySQL:
+// while Temporal, Redis or MySQL was out after the loss, they could not,
+// so that time is added).
 func (c *checker) writeLoss(sale int64, at time.Time, window time.Duration) *FaultSpan {
 	for i := range c.spans {
 		f := &c.spans[i]
@@ -377,7 +379,7 @@ func (c *checker) writeLoss(sale int64, at time.Time, window time.Duration) *Fau
 			continue
 		}
 		if f.From.Before(at) {
-			if at.Sub(f.To) <= DriftRepairWithin {
+			if at.Sub(f.To) <= DriftRepairWithin+c.repairBlocked(f.To, at) {
 				return f
 			}
 			continue
@@ -391,6 +393,46 @@ func (c *checker) writeLoss(sale int64, at time.Time, window time.Duration) *Fau
 		}
 	}
 	return nil
+}
+
+// repairBlocked is how long within [from, to] reconciliation could not run:
+// Temporal, Redis or MySQL killed, frozen or down (overlapping faults
+// counted once).
+func (c *checker) repairBlocked(from, to time.Time) time.Duration {
+	var spans []FaultSpan
+	for _, s := range c.spans {
+		switch s.Class {
+		case FTemporalKill, FTemporalFreeze, FRedisKill, FRedisFreeze, FMySQLKill, FMySQLFreeze, FMySQLDown:
+			if s.To.After(from) && s.From.Before(to) {
+				spans = append(spans, s)
+			}
+		}
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].From.Before(spans[j].From) })
+	var total time.Duration
+	cursor := from
+	for _, s := range spans {
+		start, end := maxTime(s.From, cursor), minTime(s.To, to)
+		if end.After(start) {
+			total += end.Sub(start)
+			cursor = end
+		}
+	}
+	return total
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // payments checks every payment the provider confirmed (an API payment
