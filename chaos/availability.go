@@ -165,11 +165,13 @@ func (c *checker) modeStable() {
 			continue
 		}
 		c.checked[IModeStable]++
+		// The outage it belongs to: of those it may follow, the latest
+		// to begin (an earlier one's slack may reach into a later one).
 		span := -1
 		for i, s := range c.spans {
-			if redisForFleet(s) && (s.Sale == 0 || s.Sale == e.Sale) && !e.T.Before(s.From) && !e.T.After(s.To.Add(modeSwitchSlack)) {
+			if redisForFleet(s) && (s.Sale == 0 || s.Sale == e.Sale) && !e.T.Before(s.From) && !e.T.After(s.To.Add(modeSwitchSlack)) &&
+				(span < 0 || s.From.After(c.spans[span].From)) {
 				span = i
-				break
 			}
 		}
 		if span < 0 {

@@ -118,3 +118,21 @@ func TestRepairTimeGrowsByTheOutagesThatBlockedIt(t *testing.T) {
 	assert.NotNil(t, c.writeLoss(1, late, time.Minute), "within the repair time plus the 60 s it was blocked")
 	assert.Nil(t, c.writeLoss(1, late.Add(20*time.Second), time.Minute))
 }
+
+// Two outages close together: a move in the second belongs to it, though
+// the first's slack still reaches it (soak seed 56: a Redis SIGSTOP, then
+// 12 s later a SIGKILL; the second move was counted against the first).
+func TestAMoveBelongsToTheLatestOutageItMayFollow(t *testing.T) {
+	base := at(100)
+	h := []Event{
+		{Kind: KindFault, Op: FRedisFreeze, T: base, FaultID: 28, Target: "redis"},
+		{Kind: KindHeal, Op: FRedisFreeze, T: base.Add(3 * time.Second), FaultID: 28, Target: "redis"},
+		{Kind: KindFault, Op: FRedisKill, T: base.Add(16 * time.Second), FaultID: 32, Target: "redis"},
+		{Kind: KindHeal, Op: FRedisKill, T: base.Add(19 * time.Second), FaultID: 32, Target: "redis"},
+		modeNote(1, "redis", "database", 2), modeNote(1, "redis", "database", 4),
+	}
+	h[4].T, h[5].T = base.Add(2*time.Second), base.Add(17*time.Second)
+	c := &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.modeStable()
+	assert.Empty(t, c.out)
+}
