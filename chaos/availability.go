@@ -29,6 +29,11 @@ const (
 	// modeSwitchSlack: a switch may land this long after a Redis fault
 	// healed (the breaker and the fleet's evidence lag the fault).
 	modeSwitchSlack = 15 * time.Second
+	// fleetSettle: after a fault of a service every instance shares heals,
+	// the fleet is still recovering from it this long (a sale returns from
+	// the database path after the mode's dwell and Redis's healthy time,
+	// then resyncs), so a fault on one instance then is not judged alone.
+	fleetSettle = 15 * time.Second
 )
 
 // OpMode is the note the runner's sampler writes when a sale's mode
@@ -61,7 +66,7 @@ func redisForFleet(s FaultSpan) bool {
 }
 
 // healthyServe checks, for each fault on one API instance with no other
-// fault during it, that the other instances' share of good reservation
+// fault during it (nor the fleet's recovery from one), that the other instances' share of good reservation
 // answers (an answer below 500) stays at least goodputFloor of their share
 // while no fault was active.
 func (c *checker) healthyServe() {
@@ -88,15 +93,28 @@ func (c *checker) healthyServe() {
 	}
 }
 
-// overlapsOther reports whether a span other than the i-th is active at
-// some time in [from, to].
+// overlapsOther reports whether a span other than the i-th, or the
+// fleet's recovery after it, is active at some time in [from, to].
 func (c *checker) overlapsOther(i int, from, to time.Time) bool {
 	for j, o := range c.spans {
-		if j != i && o.From.Before(to) && o.To.After(from) {
+		if j != i && o.From.Before(to) && o.To.Add(settleAfter(o)).After(from) {
 			return true
 		}
 	}
 	return false
+}
+
+// settleAfter is how long the fleet may still be recovering after a span
+// heals: fleetSettle for a fault of a service every instance shares.
+func settleAfter(s FaultSpan) time.Duration {
+	switch s.Class {
+	case FMySQLKill, FMySQLFreeze, FMySQLDown, FTemporalKill, FTemporalFreeze:
+		return fleetSettle
+	}
+	if redisForFleet(s) {
+		return fleetSettle
+	}
+	return 0
 }
 
 // apis is the highest API index answering in the history.

@@ -58,6 +58,31 @@ func TestAFaultOverlappingAnotherDuringItIsNotJudgedForGoodput(t *testing.T) {
 	assert.Zero(t, c.checked[IHealthyServe])
 }
 
+func TestAFaultWhileTheFleetRecoversFromAnotherIsNotJudgedForGoodput(t *testing.T) {
+	// Chaos seed 3: an API deploy 2.5 s after a Redis freeze healed, while
+	// the sale was still on its way back from the database path.
+	base := at(100)
+	h := cutAPI1(base, base.Add(time.Second))
+	h = append(h, Event{Kind: KindFault, Op: FRedisFreeze, T: base.Add(-6 * time.Second), FaultID: 3, Target: "redis"},
+		Event{Kind: KindHeal, Op: FRedisFreeze, T: base.Add(-2500 * time.Millisecond), FaultID: 3, Target: "redis"})
+	h = append(h, reserves(2, 60, base.Add(-60*time.Second), 500*time.Millisecond, http.StatusAccepted)...)
+	h = append(h, reserves(2, 40, base, 25*time.Millisecond, http.StatusServiceUnavailable)...)
+	c := &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.healthyServe()
+	assert.Empty(t, c.out)
+	assert.Zero(t, c.checked[IHealthyServe])
+
+	// Long after the heal it is judged again.
+	for i := range h[:4] {
+		if h[i].FaultID == 3 {
+			h[i].T = h[i].T.Add(-time.Minute)
+		}
+	}
+	c = &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.healthyServe()
+	assert.Equal(t, []string{IHealthyServe}, invariantsOf(c.out))
+}
+
 func TestSaleModeMovesOnlyForARedisOutageOfTheFleet(t *testing.T) {
 	base := at(100)
 	outage := []Event{
