@@ -41,6 +41,14 @@ step "start test services" "$ROOT/scripts/services.sh" up test
 step "browser" need_packages chromium:chromium
 # ops.TestPromtoolRules checks and unit-tests the alert rules with promtool.
 step "promtool" need_packages promtool:prometheus
+# internal/altcha is checked against altcha-lib, the ALTCHA reference
+# library, under Debian's Node (the lock file pins it; npm's registry).
+altcha_lib() {
+	need_packages node:nodejs npm:npm || return
+	[ -d internal/altcha/testdata/node/node_modules/altcha-lib ] ||
+		npm ci --no-audit --no-fund --prefix internal/altcha/testdata/node
+}
+step "altcha-lib" altcha_lib
 
 export SECKILL_TEST_REDIS_ADDR="127.0.0.1:${SECKILL_TEST_REDIS_PORT:-16379}"
 export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:${SECKILL_TEST_MYSQL_PORT:-13306})/seckill_test"
