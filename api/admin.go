@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
@@ -31,6 +32,7 @@ type createSaleRequest struct {
 	EndsAt               *time.Time `json:"ends_at"`
 	PaymentWindowSeconds *int       `json:"payment_window_seconds"`
 	PerUserLimit         *int       `json:"per_user_limit"`
+	ChallengeDifficulty  *int64     `json:"challenge_difficulty"`
 }
 
 func invalidField(field, rule string) error {
@@ -61,6 +63,8 @@ func saleFromRequest(r *createSaleRequest) (*domain.Sale, error) {
 		return nil, invalidField("payment_window_seconds", "1..86400")
 	case r.PerUserLimit != nil && *r.PerUserLimit != 1:
 		return nil, invalidField("per_user_limit", "only 1 is supported")
+	case r.ChallengeDifficulty != nil && (*r.ChallengeDifficulty < 0 || *r.ChallengeDifficulty > gate.MaxDifficulty):
+		return nil, invalidField("challenge_difficulty", "0..10000000")
 	}
 	s.GoodsID, s.Title, s.PriceCents, s.StockTotal = *r.GoodsID, *r.Title, *r.PriceCents, *r.Stock
 	s.StartsAt, s.EndsAt = r.StartsAt.UTC(), r.EndsAt.UTC()
@@ -70,17 +74,16 @@ func saleFromRequest(r *createSaleRequest) (*domain.Sale, error) {
 	if r.PaymentWindowSeconds != nil {
 		s.PaymentWindowSeconds = *r.PaymentWindowSeconds
 	}
+	if r.ChallengeDifficulty != nil {
+		s.ChallengeDifficulty = *r.ChallengeDifficulty
+	}
 	return s, nil
 }
 
 // POST /admin/v1/sales
 func (s *server) createSale(c *fiber.Ctx) error {
 	var req createSaleRequest
-	body, err := jsonBody(c)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
-	if err != nil {
+	if err := decodeBody(c, &req); err != nil {
 		return sendErr(c, err)
 	}
 	sale, err := saleFromRequest(&req)

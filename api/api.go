@@ -29,6 +29,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fleet"
+	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
@@ -39,6 +40,11 @@ var openAPI []byte
 
 // BodyLimit is the contract's largest request body.
 const BodyLimit = 8 << 10
+
+// AdminBodyLimit is the admin listener's (ADMIN_ADDR): an allowlist call
+// carries up to 100,000 ids. On the public listener admin calls keep
+// BodyLimit.
+const AdminBodyLimit = 4 << 20
 
 // Deps are what the API needs. Temporal may be a lazy client (or nil: then
 // workflow starts are left to the relay and payment answers 503).
@@ -63,6 +69,7 @@ type server struct {
 	temporal client.Client
 	m        *metrics
 	cache    *saleCache
+	gate     *gate.Service
 	starter  *starter
 	holds    *holdRecorder
 	// fleet is the fleet's view of Redis: only Redis down for most of
@@ -149,6 +156,7 @@ func NewServer(d Deps) *Server {
 		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
 		stop:      make(chan struct{}),
 		tokens:    newVerifiedTokens(1 << 17),
+		gate:      gate.New(d.Store, cfg.TokenKey),
 	}
 	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}
 	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
@@ -228,7 +236,7 @@ func NewServer(d Deps) *Server {
 	if cfg.AdminAddr == "" {
 		s.adminRoutes(app, reg)
 	} else {
-		adminApp = fiber.New(fiber.Config{AppName: "seckill-admin", BodyLimit: BodyLimit, ErrorHandler: errorHandler(logger),
+		adminApp = fiber.New(fiber.Config{AppName: "seckill-admin", BodyLimit: AdminBodyLimit, ErrorHandler: errorHandler(logger),
 			DisableStartupMessage: true, ReadTimeout: cfg.BodyTimeout, WriteTimeout: 20 * time.Second, IdleTimeout: cfg.IdleTimeout})
 		adminApp.Use(requestID, s.observeRequests)
 		s.adminRoutes(adminApp, reg)
@@ -287,6 +295,9 @@ func (s *server) routes(app *fiber.App) {
 	app.Post("/api/v1/reservations/:token/payment", user, s.limitWrites, s.pay)
 	app.Post("/api/v1/reservations/:token/cancel", user, s.limitWrites, s.cancel)
 	app.Get("/api/v1/me/reservations", user, s.limitReads, s.listReservations)
+	app.Get("/api/v1/sales/:sale_id/challenge", user, s.limitReads, s.getChallenge)
+	app.Post("/api/v1/sales/:sale_id/challenge", user, s.limitWrites, s.redeemChallenge)
+	app.Post("/api/v1/appeals", user, s.limitWrites, s.fileAppeal)
 
 	// The payment provider signs its calls (no bearer token).
 	app.Post("/webhooks/payments", s.paymentWebhook)
@@ -313,6 +324,11 @@ func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	app.Put("/admin/v1/blacklist/:user_id", admin, s.blacklist(true))
 	app.Delete("/admin/v1/blacklist/:user_id", admin, s.blacklist(false))
 	app.Get("/admin/v1/refunds", admin, s.listRefunds)
+	app.Post("/admin/v1/sales/:sale_id/allowlist", admin, s.updateAllowlist)
+	app.Put("/admin/v1/challenge-exemptions/:user_id", admin, s.exempt(true))
+	app.Delete("/admin/v1/challenge-exemptions/:user_id", admin, s.exempt(false))
+	app.Get("/admin/v1/appeals", admin, s.listAppeals)
+	app.Post("/admin/v1/appeals/:appeal_id/resolve", admin, s.resolveAppeal)
 }
 
 // limitReads guards the read routes (the storefront, the sale view, the
@@ -367,15 +383,25 @@ func (s *server) observeRequests(c *fiber.Ctx) error {
 	return err
 }
 
+// refresh re-reads the sale cache, then the gate's lists of its sales.
+func (s *server) refresh(ctx context.Context) {
+	if err := s.cache.refresh(ctx); err != nil && ctx.Err() == nil {
+		s.logger.Warn("sale cache refresh", "err", err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := s.gate.Refresh(gctx, s.cache.sales()); err != nil && ctx.Err() == nil {
+		s.logger.Warn("gate refresh", "err", err)
+	}
+}
+
 // background refreshes the cache every second and sweeps idle limiters.
 func (s *server) background() {
 	defer s.bg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-s.stop; cancel() }()
-	if err := s.cache.refresh(ctx); err != nil {
-		s.logger.Warn("sale cache refresh", "err", err)
-	}
+	s.refresh(ctx)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -383,9 +409,7 @@ func (s *server) background() {
 		case <-s.stop:
 			return
 		case now := <-tick.C:
-			if err := s.cache.refresh(ctx); err != nil && ctx.Err() == nil {
-				s.logger.Warn("sale cache refresh", "err", err)
-			}
+			s.refresh(ctx)
 			if now.Second()%30 == 0 {
 				s.perAddr.sweep(now)
 				s.perUser.sweep(now)

@@ -115,6 +115,15 @@ func jsonFields(t reflect.Type) []string {
 
 // decodeStrict decodes exactly one JSON object into v (a pointer to a
 // struct), refusing unknown, miscased and repeated keys and trailing data.
+// decodeBody reads the request's JSON body strictly into v.
+func decodeBody(c *fiber.Ctx, v any) error {
+	body, err := jsonBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v)
+}
+
 func decodeStrict(body []byte, v any) error {
 	if err := checkKeys(body, jsonFields(reflect.TypeOf(v).Elem())); err != nil {
 		return err

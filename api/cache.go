@@ -112,6 +112,17 @@ func newSaleCache(st *store.Store, rdb *lua.Client, timeout time.Duration) *sale
 
 const missTTL = time.Second
 
+// sales is every cached sale as last loaded.
+func (c *saleCache) sales() []*domain.Sale {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*domain.Sale, 0, len(c.entries))
+	for _, e := range c.entries {
+		out = append(out, e.sale.Load())
+	}
+	return out
+}
+
 // Discovery of sales created elsewhere between refreshes.
 const (
 	discoverRate  = 2

@@ -15,11 +15,12 @@ import (
 // statusOf is the one mapping from the contract's error codes to HTTP statuses.
 func statusOf(code string) int {
 	switch code {
-	case domain.EInvalid:
+	case domain.EInvalid, domain.EChallengeFailed:
 		return fiber.StatusBadRequest
 	case domain.EUnauthorized:
 		return fiber.StatusUnauthorized
-	case domain.EForbidden, domain.ESaleNotStarted, domain.ESaleEnded, domain.ESalePaused, domain.EBlacklisted:
+	case domain.EForbidden, domain.ESaleNotStarted, domain.ESaleEnded, domain.ESalePaused, domain.EBlacklisted,
+		domain.EChallengeRequired, domain.ENotEligible:
 		return fiber.StatusForbidden
 	case domain.ENotFound:
 		return fiber.StatusNotFound
@@ -30,7 +31,7 @@ func statusOf(code string) int {
 	case domain.ESoldOut:
 		return fiber.StatusGone
 	case domain.EAlreadyPurchased, domain.ENotPayable, domain.ENotCancellable, domain.EAmountMismatch,
-		domain.EAlreadyLive, domain.EInsufficient, domain.EConflict, domain.EIdempotencyReused:
+		domain.EAlreadyLive, domain.EInsufficient, domain.EConflict, domain.EIdempotencyReused, domain.EAppealExists:
 		return fiber.StatusConflict
 	case domain.ERateLimited:
 		return fiber.StatusTooManyRequests

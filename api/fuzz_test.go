@@ -23,11 +23,13 @@ func mustRSAKey(tb testing.TB) *rsa.PrivateKey {
 // valid request id or answers invalid_request; it never panics.
 func FuzzReservationRequest(f *testing.F) {
 	for _, s := range []string{`{"request_id":"abcdefgh"}`, `{"request_id":"abcdefgh","quantity":1}`, `{"quantity":2}`, `[]`, ``, `{"request_id":"a"}{}`,
-		`{"REQUEST_ID":"abcdefgh"}`, `{"request_id":"abcdefgh","request_id":"abcdefgi"}`, `{"request_id":"abcdefgh","Quantity":1}`} {
+		`{"REQUEST_ID":"abcdefgh"}`, `{"request_id":"abcdefgh","request_id":"abcdefgi"}`, `{"request_id":"abcdefgh","Quantity":1}`,
+		`{"request_id":"abcdefgh","pass":"v1.2.3.4.abc_-"}`, `{"request_id":"abcdefgh","quantity":1,"pass":"v1.x"}`,
+		`{"request_id":"abcdefgh","pass":"a\u0022b"}`, `{"request_id":"abcdefgh","pass":""}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rid, err := ParseReservationRequest(body)
+		rid, _, err := ParseReservationRequest(body)
 		if err != nil {
 			if domain.ErrorCode(err) != domain.EInvalid {
 				t.Fatalf("error code %q for %q", domain.ErrorCode(err), body)
@@ -38,10 +40,10 @@ func FuzzReservationRequest(f *testing.F) {
 			t.Fatalf("accepted invalid request id %q from %q", rid, body)
 		}
 		// The fast path never decides other than the strict decoder.
-		if id, ok := parseCanonicalReservation(body); ok {
-			strict, err := parseReservationStrict(body)
-			if err != nil || strict != id {
-				t.Fatalf("fast path %q, strict %q (%v) for %q", id, strict, err, body)
+		if id, pass, ok := parseCanonicalReservation(body); ok {
+			strict, strictPass, err := parseReservationStrict(body)
+			if err != nil || strict != id || strictPass != pass {
+				t.Fatalf("fast path %q %q, strict %q %q (%v) for %q", id, pass, strict, strictPass, err, body)
 			}
 		}
 	})

@@ -21,6 +21,7 @@ const (
 	layerGlobal     = "global_limit"
 	layerAddr       = "addr_limit"
 	layerSale       = "sale_cache"
+	layerGate       = "gate"
 	layerSoldOut    = "sold_out_mark"
 	layerUser       = "user_limit"
 	layerBlacklist  = "blacklist"

@@ -23,56 +23,85 @@ import (
 type reservationRequest struct {
 	RequestID *string         `json:"request_id"`
 	Quantity  json.RawMessage `json:"quantity"` // raw, so null is seen
+	Pass      *string         `json:"pass"`
 }
 
+// maxPassLen bounds a challenge pass (the gate's are about 80 bytes).
+const maxPassLen = 512
+
 // ParseReservationRequest decodes the body strictly: one JSON object, no
-// unknown fields, request_id valid, quantity absent or exactly 1.
-func ParseReservationRequest(body []byte) (requestID string, err error) {
-	if id, ok := parseCanonicalReservation(body); ok {
-		return id, nil
+// unknown fields, request_id valid, quantity absent or exactly 1, pass
+// absent or a string (checked against the sale later).
+func ParseReservationRequest(body []byte) (requestID, pass string, err error) {
+	if id, pass, ok := parseCanonicalReservation(body); ok {
+		return id, pass, nil
 	}
 	return parseReservationStrict(body)
 }
 
-// parseCanonicalReservation reads, without the JSON decoder, the two bodies
-// clients send: {"request_id":"<id>"} and {"request_id":"<id>","quantity":1}.
-// A valid request id holds no quote or backslash, so the id ends at the
-// next quote. Anything else goes to the strict decoder.
-func parseCanonicalReservation(body []byte) (string, bool) {
+// parseCanonicalReservation reads, without the JSON decoder, the bodies
+// clients send: {"request_id":"<id>"}, optionally followed by
+// ,"quantity":1 and then ,"pass":"<pass>". A valid request id or pass
+// holds no quote or backslash, so each ends at the next quote. Anything
+// else goes to the strict decoder.
+func parseCanonicalReservation(body []byte) (id, pass string, ok bool) {
 	const head = `{"request_id":"`
 	if len(body) < len(head) || string(body[:len(head)]) != head {
-		return "", false
+		return "", "", false
 	}
 	rest := body[len(head):]
 	end := bytes.IndexByte(rest, '"')
 	if end < 0 {
-		return "", false
+		return "", "", false
 	}
-	if tail := string(rest[end+1:]); tail != "}" && tail != `,"quantity":1}` {
-		return "", false
+	id = string(rest[:end])
+	tail := rest[end+1:]
+	tail, _ = bytes.CutPrefix(tail, []byte(`,"quantity":1`))
+	if p, found := bytes.CutPrefix(tail, []byte(`,"pass":"`)); found {
+		end := bytes.IndexByte(p, '"')
+		if end < 0 || end > maxPassLen || !passChars(p[:end]) {
+			return "", "", false
+		}
+		pass, tail = string(p[:end]), p[end+1:]
 	}
-	id := string(rest[:end])
-	if !domain.ValidRequestID(id) {
-		return "", false
+	if string(tail) != "}" || !domain.ValidRequestID(id) {
+		return "", "", false
 	}
-	return id, true
+	return id, pass, true
 }
 
-func parseReservationStrict(body []byte) (requestID string, err error) {
+// passChars reports whether b holds only the characters of the gate's
+// passes (base64url and dots), which need no JSON escaping.
+func passChars(b []byte) bool {
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseReservationStrict(body []byte) (requestID, pass string, err error) {
 	var req reservationRequest
 	if err := decodeStrict(body, &req); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if req.RequestID == nil {
-		return "", domain.Errorf(domain.EInvalid, "request_id is required")
+		return "", "", domain.Errorf(domain.EInvalid, "request_id is required")
 	}
 	if !domain.ValidRequestID(*req.RequestID) {
-		return "", domain.Errorf(domain.EInvalid, "request_id must be 8..64 of A-Z a-z 0-9 _ -")
+		return "", "", domain.Errorf(domain.EInvalid, "request_id must be 8..64 of A-Z a-z 0-9 _ -")
 	}
 	if req.Quantity != nil && string(bytes.TrimSpace(req.Quantity)) != "1" {
-		return "", domain.Errorf(domain.EInvalid, "quantity must be 1")
+		return "", "", domain.Errorf(domain.EInvalid, "quantity must be 1")
 	}
-	return *req.RequestID, nil
+	if req.Pass != nil {
+		if len(*req.Pass) > maxPassLen {
+			return "", "", domain.Errorf(domain.EInvalid, "pass must be at most %d bytes", maxPassLen)
+		}
+		pass = *req.Pass
+	}
+	return *req.RequestID, pass, nil
 }
 
 // jsonProblem names what was wrong without echoing the body.
@@ -126,6 +155,7 @@ type admission struct {
 	userID    int64
 	saleID    int64
 	requestID string
+	pass      string
 	entry     *saleEntry
 	sale      *domain.Sale
 }
@@ -136,7 +166,7 @@ type admission struct {
 func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 	a.userID = principal(c).UserID
 	// 1. validation
-	if a.saleID, a.requestID, ok, err = s.admitRequest(c); !ok {
+	if a.saleID, a.requestID, a.pass, ok, err = s.admitRequest(c); !ok {
 		return a, false, err
 	}
 	// 2. global and per-address buckets
@@ -148,11 +178,15 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 	if a.entry, a.sale, ok, err = s.admitSale(c, a.saleID, now); !ok {
 		return a, false, err
 	}
-	// 4. the in-process sold-out mark (a picture of Redis: only in Redis mode)
+	// 4. the gate: the sale's challenge pass and allowlist
+	if ok, err = s.admitGate(c, a, now); !ok {
+		return a, false, err
+	}
+	// 5. the in-process sold-out mark (a picture of Redis: only in Redis mode)
 	if ok, err = s.admitSoldOutMark(c, a); !ok {
 		return a, false, err
 	}
-	// 5. per-user bucket and blacklist
+	// 6. per-user bucket and blacklist
 	if ok, err = s.admitUser(c, a.userID, now); !ok {
 		return a, false, err
 	}
@@ -160,22 +194,22 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 }
 
 // admitRequest validates the path and the body.
-func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID string, ok bool, err error) {
+func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass string, ok bool, err error) {
 	saleID, ok = parsePositiveID(c.Params("sale_id"))
 	if !ok {
 		s.m.reject(layerValidation, "not_found")
-		return 0, "", false, sendError(c, domain.ENotFound, "no such sale")
+		return 0, "", "", false, sendError(c, domain.ENotFound, "no such sale")
 	}
 	body, err := jsonBody(c)
 	if err == nil {
-		requestID, err = ParseReservationRequest(body)
+		requestID, pass, err = ParseReservationRequest(body)
 	}
 	if err != nil {
 		s.m.reject(layerValidation, "invalid")
-		return 0, "", false, sendErr(c, err)
+		return 0, "", "", false, sendErr(c, err)
 	}
 	s.m.pass(layerValidation)
-	return saleID, requestID, true, nil
+	return saleID, requestID, pass, true, nil
 }
 
 // admitRate takes a token from the global and the per-address buckets.
@@ -220,6 +254,27 @@ func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*saleEntr
 	}
 	s.m.pass(layerSale)
 	return entry, sale, true, nil
+}
+
+// admitGate checks the sale's challenge pass (one HMAC) and its
+// allowlist (an in-process set) before anything reaches Redis.
+func (s *server) admitGate(c *fiber.Ctx, a admission, now time.Time) (bool, error) {
+	if err := s.gate.CheckPass(a.sale, a.userID, a.pass, now); err != nil {
+		s.m.reject(layerGate, "challenge_required")
+		return false, sendErr(c, err)
+	}
+	eligible, err := s.gate.Eligible(c.UserContext(), a.sale, a.userID)
+	if err != nil {
+		s.m.reject(layerGate, "unavailable")
+		s.log(c).Warn("reserve: allowlist", "sale_id", a.saleID, "err", err)
+		return false, unavailable(c, 1, "sale data unavailable, retry with the same request_id")
+	}
+	if !eligible {
+		s.m.reject(layerGate, "not_eligible")
+		return false, sendError(c, domain.ENotEligible, "this sale is restricted to listed users")
+	}
+	s.m.pass(layerGate)
+	return true, nil
 }
 
 // admitSoldOutMark answers from the in-process sold-out mark: a replay it

@@ -141,6 +141,13 @@ type Sale struct {
 	// keys is a fault (lost keys), not "not warmed yet".
 	Warmed    bool
 	CreatedAt time.Time
+	// ChallengeDifficulty is the ALTCHA maxnumber a reservation's pass
+	// was solved at; 0: no challenge.
+	ChallengeDifficulty int64
+	// Restricted: only users on the sale's allowlist may reserve.
+	Restricted bool
+	// AllowlistVersion moves with every allowlist change (0: never had one).
+	AllowlistVersion int64
 }
 
 // PaymentWindow is how long a placed order waits for payment.
@@ -174,6 +181,8 @@ type SaleView struct {
 	PaymentWindowSeconds int       `json:"payment_window_seconds"`
 	PerUserLimit         int       `json:"per_user_limit"`
 	State                SaleState `json:"state"`
+	ChallengeDifficulty  int64     `json:"challenge_difficulty"`
+	Restricted           bool      `json:"restricted"`
 }
 
 // View renders the sale for clients.
@@ -193,6 +202,8 @@ func (s *Sale) View(now time.Time, stockLeft int64) SaleView {
 		PaymentWindowSeconds: s.PaymentWindowSeconds,
 		PerUserLimit:         s.PerUserLimit,
 		State:                s.StateAt(now, stockLeft),
+		ChallengeDifficulty:  s.ChallengeDifficulty,
+		Restricted:           s.Restricted,
 	}
 }
 
@@ -294,4 +305,33 @@ func DatabasePathReservation(in OrderInput, orderNo string, amountCents int64, p
 	return &Reservation{Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID,
 		Path: PathDatabase, Status: StatusPendingPayment, OrderNo: orderNo,
 		AmountCents: amountCents, PayBy: &payBy, CreatedAt: now, UpdatedAt: now}
+}
+
+// Appeal reasons: the refusals a user may appeal (contract 1.2).
+const (
+	AppealBlacklisted = "blacklisted"
+	AppealChallenge   = "challenge"
+	AppealRateLimited = "rate_limited"
+)
+
+// Appeal states and the actions that close an appeal.
+const (
+	AppealOpen     = "open"
+	AppealResolved = "resolved"
+	AppealRejected = "rejected"
+
+	ActionUnblacklist = "unblacklist"
+	ActionExempt      = "exempt"
+	ActionReject      = "reject"
+)
+
+// Appeal is a user's request to lift a refusal, as operators list it.
+type Appeal struct {
+	ID        int64     `json:"appeal_id"`
+	UserID    int64     `json:"user_id"`
+	SaleID    int64     `json:"sale_id"`
+	Reason    string    `json:"reason"`
+	Message   string    `json:"message"`
+	State     string    `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
 }

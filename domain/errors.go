@@ -28,6 +28,10 @@ const (
 	EInsufficient      = "insufficient_stock"
 	EConflict          = "conflict"
 	EIdempotencyReused = "idempotency_key_reused"
+	EChallengeRequired = "challenge_required"
+	EChallengeFailed   = "challenge_failed"
+	ENotEligible       = "not_eligible"
+	EAppealExists      = "appeal_exists"
 	EInternal          = "internal"
 
 	// Transport-level answers (contract 1.1).

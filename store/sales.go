@@ -34,6 +34,9 @@ type saleRow struct {
 	WarmedAt             *time.Time `bun:"warmed_at"`
 	FinishedAt           *time.Time `bun:"finished_at"`
 	CreatedAt            time.Time  `bun:"created_at"`
+	ChallengeDifficulty  int64      `bun:"challenge_difficulty"`
+	Restricted           bool       `bun:"restricted"`
+	AllowlistVersion     int64      `bun:"allowlist_version"`
 }
 
 func (r *saleRow) domain() *domain.Sale {
@@ -54,6 +57,9 @@ func (r *saleRow) domain() *domain.Sale {
 		ModeChangedAt:        utcOrZero(r.ModeChangedAt),
 		Warmed:               r.WarmedAt != nil,
 		CreatedAt:            r.CreatedAt.UTC(),
+		ChallengeDifficulty:  r.ChallengeDifficulty,
+		Restricted:           r.Restricted,
+		AllowlistVersion:     r.AllowlistVersion,
 	}
 }
 
@@ -86,10 +92,11 @@ func (s *Store) CreateSaleOnce(ctx context.Context, sale *domain.Sale, ref strin
 		Mode:                 string(domain.ModeRedis),
 		ModeEpoch:            1,
 		CreatedAt:            now,
+		ChallengeDifficulty:  sale.ChallengeDifficulty,
 	}
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		res, err := tx.NewInsert().Model(row).
-			ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "mode_changed_at", "warmed_at", "finished_at").
+			ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "mode_changed_at", "warmed_at", "finished_at", "restricted", "allowlist_version").
 			Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("insert sale: %w", err)

@@ -49,6 +49,9 @@ func (f *Follower) Run(ctx context.Context) {
 		if _, err := f.Store.SweepKeys(sctx, time.Now().Add(-keep), 10_000); err != nil && ctx.Err() == nil {
 			f.Logger.Warn("idempotency key sweep", "err", err)
 		}
+		if _, err := f.Store.SweepRedemptions(sctx, time.Now(), 10_000); err != nil && ctx.Err() == nil {
+			f.Logger.Warn("challenge redemption sweep", "err", err)
+		}
 	})
 }
 
