@@ -102,15 +102,22 @@ func screenshot(t *testing.T, browser context.Context, paths ...string) {
 	}
 }
 
-// mustLiveSale creates and warms a sale through the admin API.
-func mustLiveSale(t *testing.T, base, title string, price, stock, window int) int64 {
+// mustLiveSale creates and warms a sale through the admin API; extra
+// fields join the creation's body.
+func mustLiveSale(t *testing.T, base, title string, price, stock, window int, extra ...map[string]any) int64 {
 	t.Helper()
 	now := time.Now().UTC()
-	code, sale := call(t, "POST", base+"/admin/v1/sales", -1, map[string]any{
+	req := map[string]any{
 		"goods_id": 7, "title": title, "price_cents": price, "stock": stock, "buckets": 2,
 		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(2 * time.Hour).Format(time.RFC3339),
 		"payment_window_seconds": window,
-	})
+	}
+	for _, e := range extra {
+		for k, v := range e {
+			req[k] = v
+		}
+	}
+	code, sale := call(t, "POST", base+"/admin/v1/sales", -1, req)
 	require.Equal(t, http.StatusCreated, code, "%v", sale)
 	id := int64(sale["sale_id"].(float64))
 	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", base, id), -1, nil)
@@ -198,6 +205,25 @@ func TestStorefrontInABrowser(t *testing.T) {
 	code, mine = call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, soldOut), late, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Empty(t, mine["reservations"])
+
+	// A sale with a challenge: the page solves it (SHA-256 in the browser,
+	// with its progress shown), trades it for a pass and reserves with it.
+	guarded := mustLiveSale(t, api.URL, "Guarded console", 49900, 2, 900, map[string]any{"challenge_difficulty": 20000})
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", api.URL, guarded)))
+	waitPage(t, browser, "the guarded sale", "document.getElementById('title').textContent === 'Guarded console'", 20*time.Second)
+	guardedBuyer := testenv.UniqueUser()
+	login(t, browser, guardedBuyer)
+	waitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
+	do(t, browser, chromedp.Click(chromedp.ID("buy")))
+	waitPage(t, browser, "PENDING_PAYMENT after the challenge", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT'", 3*time.Minute)
+	solved, err := eval[int](browser, "window.seckillChallengesSolved || 0")
+	require.NoError(t, err)
+	require.Equal(t, 1, solved, "one challenge solved for one reservation")
+	code, mine = call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, guarded), guardedBuyer, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, mine["reservations"], 1)
+	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, guarded), testenv.UniqueUser(), map[string]any{"request_id": "browser-no-pass"})
+	require.Equal(t, http.StatusForbidden, code, "without a pass: %v", body)
 
 	// Without the stream (forced here; a failing stream falls back the
 	// same way) the page polls and still sees the order settle.

@@ -70,6 +70,9 @@
     not_cancellable: () => 'This reservation can no longer be cancelled.',
     network: () => 'Network error: the outcome is unknown. Press "Retry" to send the same request again.',
     no_sale: () => 'No sale is open right now.',
+    challenge_required: () => 'The shop needs to check that you are a person first: press "Buy now" again.',
+    challenge_failed: () => 'The check did not go through: press "Buy now" to try again.',
+    not_eligible: () => 'This sale is for invited members only.',
   };
 
   function say(kind, codeName, text) {
@@ -166,6 +169,40 @@
     return prefix + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
   }
 
+  // The sale's challenge (ALTCHA proof of work): find n with
+  // SHA-256(salt + n) = challenge, trade it for a pass bound to this user
+  // and sale, and keep the pass until shortly before it expires.
+  let pass = null; // { value, expires } (expires on the server's clock)
+  const hex = (buf) => Array.from(new Uint8Array(buf), (x) => x.toString(16).padStart(2, '0')).join('');
+
+  async function solve(ch, progress) {
+    const enc = new TextEncoder();
+    for (let n = 0; n <= ch.maxnumber; n++) {
+      if (hex(await crypto.subtle.digest('SHA-256', enc.encode(ch.salt + n))) === ch.challenge) return n;
+      if (n % 5000 === 0) progress(n / ch.maxnumber);
+    }
+    return -1;
+  }
+
+  // ensurePass answers the pass to send ('' when the sale needs none), or
+  // the failed answer to show.
+  async function ensurePass() {
+    if (!sale || !sale.challenge_difficulty) return { value: '' };
+    if (pass && pass.expires - serverNow() > 30000) return pass;
+    const path = `/api/v1/sales/${encodeURIComponent(saleId)}/challenge`;
+    say('info', 'challenge', 'Checking that you are a person…');
+    let r = await call('GET', path);
+    if (r.status !== 200) return { failed: r };
+    const ch = r.body;
+    const n = await solve(ch, (f) => say('info', 'challenge', `Checking that you are a person… ${Math.floor(f * 100)}%`));
+    const payload = btoa(JSON.stringify({ algorithm: ch.algorithm, challenge: ch.challenge, number: n, salt: ch.salt, signature: ch.signature }));
+    r = await call('POST', path, { payload });
+    if (r.status !== 200) return { failed: r };
+    pass = { value: r.body.pass, expires: Date.parse(r.body.expires_at) };
+    window.seckillChallengesSolved = (window.seckillChallengesSolved || 0) + 1;
+    return pass;
+  }
+
   async function buy() {
     if (buyState !== 'idle' || !jwt) return;
     buyState = 'busy'; // the first filter: one click, one request
@@ -173,10 +210,19 @@
     button.disabled = true;
     button.textContent = 'Reserving…';
     if (!pendingRequestId) pendingRequestId = newId('web-');
-    say('info', 'pending', 'Reserving…');
     let r;
     try {
-      r = await call('POST', `/api/v1/sales/${encodeURIComponent(saleId)}/reservations`, { request_id: pendingRequestId });
+      const p = await ensurePass();
+      if (p.failed) {
+        buyState = 'idle';
+        sayError(p.failed, code(p.failed));
+        render();
+        return;
+      }
+      say('info', 'pending', 'Reserving…');
+      const body = { request_id: pendingRequestId };
+      if (p.value) body.pass = p.value;
+      r = await call('POST', `/api/v1/sales/${encodeURIComponent(saleId)}/reservations`, body);
     } catch (e) {
       buyState = 'idle'; // pendingRequestId stays: "Retry" re-sends it
       sayError({ status: 0 }, 'network');
@@ -211,9 +257,14 @@
         buyState = 'done';
         findMine();
         break;
-      case 'sold_out': case 'sale_ended': case 'blacklisted':
+      case 'sold_out': case 'sale_ended': case 'blacklisted': case 'not_eligible':
         pendingRequestId = null;
         buyState = 'done';
+        break;
+      case 'challenge_required': // nothing was reserved: a new pass next time
+        pass = null;
+        pendingRequestId = null;
+        buyState = 'idle';
         break;
       case 'unauthorized':
         pendingRequestId = null;
