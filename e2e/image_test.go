@@ -14,18 +14,37 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
 // TestImageReservation drives the API and worker running as containers of
-// the Containerfile's image (scripts/test-image.sh starts them and sets the
-// two URLs; go tool task test:image): a sale, a reservation that the worker
-// in its container turns into a PENDING_PAYMENT order, a payment, and both
-// processes' metrics.
+// the Containerfile's image in production mode (scripts/test-image.sh
+// starts them with published ports and sets the URLs and the secrets the
+// tokens are signed with; go tool task test:image): a sale, a reservation
+// that the worker in its container turns into a PENDING_PAYMENT order, a
+// payment, and both processes' metrics.
 func TestImageReservation(t *testing.T) {
 	api, metrics := os.Getenv("SECKILL_IMAGE_API_URL"), os.Getenv("SECKILL_IMAGE_WORKER_METRICS_URL")
 	require.NotEmpty(t, api, "SECKILL_IMAGE_API_URL: run through scripts/test-image.sh")
 	require.NotEmpty(t, metrics, "SECKILL_IMAGE_WORKER_METRICS_URL: run through scripts/test-image.sh")
+	userSecret, adminSecret := []byte(os.Getenv("SECKILL_IMAGE_JWT_SECRET")), []byte(os.Getenv("SECKILL_IMAGE_ADMIN_JWT_SECRET"))
+	require.NotEmpty(t, userSecret, "SECKILL_IMAGE_JWT_SECRET: run through scripts/test-image.sh")
+	call := func(t *testing.T, method, url string, user int64, body any) (int, map[string]any) {
+		t.Helper()
+		secret, role := userSecret, authtoken.RoleUser
+		if user == -1 {
+			secret, role, user = adminSecret, authtoken.RoleAdmin, 1
+		}
+		tok, err := authtoken.Mint(secret, user, role, time.Hour)
+		require.NoError(t, err)
+		code, out, err := testenv.DoWithToken(method, url, tok, body)
+		require.NoError(t, err)
+		return code, out
+	}
+	// A development token is refused: no development defaults here.
+	code, _ := testenv.MustDo(t, "GET", api+"/api/v1/me/reservations", testenv.UniqueUser(), nil)
+	require.Equal(t, http.StatusUnauthorized, code)
 
 	now := time.Now().UTC()
 	code, sale := call(t, "POST", api+"/admin/v1/sales", -1, map[string]any{
