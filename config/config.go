@@ -195,162 +195,196 @@ func LoadFor(need Need) (*Config, error) { return loadFor(os.Getenv, need) }
 func load(get func(string) string) (*Config, error) { return loadFor(get, NeedAll) }
 
 func loadFor(get func(string) string, need Need) (*Config, error) {
-	var errs []error
-	str := func(name, def string) string {
-		if v := get(name); v != "" {
-			return v
-		}
+	r := &envReader{get: get}
+	c := &Config{Env: r.str("SECKILL_ENV", "production")}
+	r.dev = c.Dev()
+	r.backends(c, need)
+	r.secrets(c, need)
+	r.limits(c)
+	r.edge(c)
+	r.process(c)
+	if len(r.errs) > 0 {
+		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+	}
+	return c, nil
+}
+
+// envReader reads variables, collecting every bad value so that one start
+// reports them all.
+type envReader struct {
+	get  func(string) string
+	dev  bool
+	errs []error
+}
+
+func (r *envReader) fail(err error) { r.errs = append(r.errs, err) }
+
+// devOr is v in development mode, else "" (no default).
+func (r *envReader) devOr(v string) string {
+	if r.dev {
+		return v
+	}
+	return ""
+}
+
+func (r *envReader) str(name, def string) string {
+	if v := r.get(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (r *envReader) num(name string, def float64) float64 {
+	v := r.get(name)
+	if v == "" {
 		return def
 	}
-	num := func(name string, def float64) float64 {
-		v := get(name)
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		r.fail(fmt.Errorf("%s: not a non-negative number: %q", name, v))
+		return def
+	}
+	return f
+}
+
+func (r *envReader) integer(name string, def int) int {
+	v := r.get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		r.fail(fmt.Errorf("%s: not a non-negative integer: %q", name, v))
+		return def
+	}
+	return n
+}
+
+// switchOn reads an on/off switch: on, true, 1 / off, false, 0.
+func (r *envReader) switchOn(name string, def bool) bool {
+	switch v := strings.ToLower(r.get(name)); v {
+	case "":
+		return def
+	case "on", "true", "1":
+		return true
+	case "off", "false", "0":
+		return false
+	default:
+		r.fail(fmt.Errorf("%s: not on or off: %q", name, v))
+		return def
+	}
+}
+
+// secret reads NAME, or the file NAME_FILE names (a mounted secret; one
+// trailing newline dropped), never both.
+func (r *envReader) secret(name, def string) string {
+	v, file := r.get(name), r.get(name+"_FILE")
+	switch {
+	case file == "":
 		if v == "" {
 			return def
 		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			errs = append(errs, fmt.Errorf("%s: not a non-negative number: %q", name, v))
-			return def
-		}
-		return f
+		return v
+	case v != "":
+		r.fail(fmt.Errorf("%s and %s_FILE are both set", name, name))
+		return v
 	}
-	integer := func(name string, def int) int {
-		v := get(name)
-		if v == "" {
-			return def
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("%s: not a non-negative integer: %q", name, v))
-			return def
-		}
-		return n
+	b, err := os.ReadFile(file)
+	if err != nil {
+		r.fail(fmt.Errorf("%s_FILE: %w", name, err))
+		return def
 	}
-	// switchOn reads an on/off switch: on, true, 1 / off, false, 0.
-	switchOn := func(name string, def bool) bool {
-		switch v := strings.ToLower(get(name)); v {
-		case "":
-			return def
-		case "on", "true", "1":
-			return true
-		case "off", "false", "0":
-			return false
-		default:
-			errs = append(errs, fmt.Errorf("%s: not on or off: %q", name, v))
-			return def
-		}
+	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+}
+
+func (r *envReader) dur(name string, def time.Duration) time.Duration {
+	v := r.get(name)
+	if v == "" {
+		return def
 	}
-	// secret reads NAME, or the file NAME_FILE names (a mounted secret;
-	// one trailing newline dropped), never both.
-	secret := func(name, def string) string {
-		v, file := get(name), get(name+"_FILE")
-		switch {
-		case file == "":
-			if v == "" {
-				return def
-			}
-			return v
-		case v != "":
-			errs = append(errs, fmt.Errorf("%s and %s_FILE are both set", name, name))
-			return v
-		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s_FILE: %w", name, err))
-			return def
-		}
-		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		r.fail(fmt.Errorf("%s: not a positive duration: %q", name, v))
+		return def
 	}
-	dur := func(name string, def time.Duration) time.Duration {
-		v := get(name)
-		if v == "" {
-			return def
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: not a positive duration: %q", name, v))
-			return def
-		}
-		return d
-	}
-	prefixes := func(name, def string) []netip.Prefix {
-		var out []netip.Prefix
-		for _, s := range splitList(str(name, def)) {
-			if !strings.Contains(s, "/") {
-				a, err := netip.ParseAddr(s)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", name, err))
-					continue
-				}
-				out = append(out, netip.PrefixFrom(a, a.BitLen()))
-				continue
-			}
-			p, err := netip.ParsePrefix(s)
+	return d
+}
+
+// prefixes reads a list of addresses or CIDR prefixes.
+func (r *envReader) prefixes(name, def string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range splitList(r.str(name, def)) {
+		if !strings.Contains(s, "/") {
+			a, err := netip.ParseAddr(s)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				r.fail(fmt.Errorf("%s: %w", name, err))
 				continue
 			}
-			out = append(out, p)
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
 		}
-		return out
-	}
-
-	c := &Config{Env: str("SECKILL_ENV", "production")}
-	dev := c.Dev()
-	devOr := func(v string) string {
-		if dev {
-			return v
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			r.fail(fmt.Errorf("%s: %w", name, err))
+			continue
 		}
-		return ""
+		out = append(out, p)
 	}
+	return out
+}
 
-	c.APIAddr = str("API_ADDR", "127.0.0.1:8080")
-	c.AdminAddr = get("ADMIN_ADDR")
-	c.RedisAddrs = splitList(str("REDIS_ADDRS", str("REDIS_ADDR", "127.0.0.1:6379")))
-	c.RedisPassword = secret("REDIS_PASSWORD", "")
-	c.RedisURL = get("REDIS_URL")
+// backends: listeners, Redis, MariaDB, Temporal.
+func (r *envReader) backends(c *Config, need Need) {
+	c.APIAddr = r.str("API_ADDR", "127.0.0.1:8080")
+	c.AdminAddr = r.get("ADMIN_ADDR")
+	c.RedisAddrs = splitList(r.str("REDIS_ADDRS", r.str("REDIS_ADDR", "127.0.0.1:6379")))
+	c.RedisPassword = r.secret("REDIS_PASSWORD", "")
+	c.RedisURL = r.get("REDIS_URL")
 	if u, err := url.Parse(c.RedisURL); c.RedisURL != "" && (err != nil || (u.Scheme != "redis" && u.Scheme != "rediss")) {
-		errs = append(errs, errors.New("REDIS_URL: not a redis:// or rediss:// URL"))
+		r.fail(errors.New("REDIS_URL: not a redis:// or rediss:// URL"))
 	}
-	c.RedisCAFile = get("REDIS_CA_FILE")
-	switch v := get("REDIS_CLUSTER"); v {
+	c.RedisCAFile = r.get("REDIS_CA_FILE")
+	switch v := r.get("REDIS_CLUSTER"); v {
 	case "", "false":
 	case "true":
 		c.RedisCluster = true
 	default:
-		errs = append(errs, fmt.Errorf("REDIS_CLUSTER: not true or false: %q", v))
+		r.fail(fmt.Errorf("REDIS_CLUSTER: not true or false: %q", v))
 	}
-	c.MySQLDSN = secret("MYSQL_DSN", devOr("root@tcp(127.0.0.1:3306)/seckill"))
-	c.MySQLCAFile = get("MYSQL_CA_FILE")
+	c.MySQLDSN = r.secret("MYSQL_DSN", r.devOr("root@tcp(127.0.0.1:3306)/seckill"))
+	c.MySQLCAFile = r.get("MYSQL_CA_FILE")
 	if c.MySQLDSN == "" && need&NeedDatabase != 0 {
-		errs = append(errs, errors.New("MYSQL_DSN is required outside development mode"))
+		r.fail(errors.New("MYSQL_DSN is required outside development mode"))
 	}
-	c.TemporalAddress = str("TEMPORAL_ADDRESS", "127.0.0.1:7233")
-	c.TemporalNamespace = str("TEMPORAL_NAMESPACE", "default")
-	c.TaskQueue = str("SECKILL_TASK_QUEUE", domain.TaskQueue)
+	c.TemporalAddress = r.str("TEMPORAL_ADDRESS", "127.0.0.1:7233")
+	c.TemporalNamespace = r.str("TEMPORAL_NAMESPACE", "default")
+	c.TaskQueue = r.str("SECKILL_TASK_QUEUE", domain.TaskQueue)
+}
 
-	c.JWTSecret = []byte(secret("SECKILL_JWT_SECRET", devOr(DevJWTSecret)))
-	c.PaymentSecret = []byte(secret("SECKILL_PAYMENT_SECRET", devOr(DevPaymentSecret)))
-	c.TokenKey = []byte(secret("SECKILL_TOKEN_KEY", devOr(DevTokenKey)))
-	c.AdminJWTSecret = []byte(secret("SECKILL_ADMIN_JWT_SECRET", devOr(DevAdminJWTSecret)))
+// secrets: token signers, the payment secret, the token key.
+func (r *envReader) secrets(c *Config, need Need) {
+	c.JWTSecret = []byte(r.secret("SECKILL_JWT_SECRET", r.devOr(DevJWTSecret)))
+	c.PaymentSecret = []byte(r.secret("SECKILL_PAYMENT_SECRET", r.devOr(DevPaymentSecret)))
+	c.TokenKey = []byte(r.secret("SECKILL_TOKEN_KEY", r.devOr(DevTokenKey)))
+	c.AdminJWTSecret = []byte(r.secret("SECKILL_ADMIN_JWT_SECRET", r.devOr(DevAdminJWTSecret)))
 	if bytes.Equal(c.AdminJWTSecret, c.JWTSecret) && len(c.JWTSecret) > 0 {
-		errs = append(errs, errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
+		r.fail(errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
 	}
-	c.JWTSecretPrevious = []byte(secret("SECKILL_JWT_SECRET_PREVIOUS", ""))
-	c.JWKSURL, c.JWTIssuer, c.JWTAudience = get("SECKILL_JWKS_URL"), get("SECKILL_JWT_ISSUER"), get("SECKILL_JWT_AUDIENCE")
-	c.JWTUserClaim = str("SECKILL_JWT_USER_CLAIM", "sub")
+	c.JWTSecretPrevious = []byte(r.secret("SECKILL_JWT_SECRET_PREVIOUS", ""))
+	c.JWKSURL, c.JWTIssuer, c.JWTAudience = r.get("SECKILL_JWKS_URL"), r.get("SECKILL_JWT_ISSUER"), r.get("SECKILL_JWT_AUDIENCE")
+	c.JWTUserClaim = r.str("SECKILL_JWT_USER_CLAIM", "sub")
 	if c.JWKSURL != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
-		errs = append(errs, errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
+		r.fail(errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
 	}
-	c.PaymentSecretPrevious = []byte(secret("SECKILL_PAYMENT_SECRET_PREVIOUS", ""))
-	if !dev {
+	c.PaymentSecretPrevious = []byte(r.secret("SECKILL_PAYMENT_SECRET_PREVIOUS", ""))
+	if !r.dev {
 		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious} {
 			if len(v) > 0 && len(v) < 32 {
-				errs = append(errs, fmt.Errorf("%s must be empty or at least 32 bytes outside development mode", name))
+				r.fail(fmt.Errorf("%s must be empty or at least 32 bytes outside development mode", name))
 			}
 		}
 	}
-	if !dev {
+	if !r.dev {
 		for _, sec := range []struct {
 			name string
 			v    []byte
@@ -358,79 +392,84 @@ func loadFor(get func(string) string, need Need) (*Config, error) {
 		}{{"SECKILL_JWT_SECRET", c.JWTSecret, NeedUserSigner}, {"SECKILL_ADMIN_JWT_SECRET", c.AdminJWTSecret, NeedAdminSigner},
 			{"SECKILL_PAYMENT_SECRET", c.PaymentSecret, NeedPayment}, {"SECKILL_TOKEN_KEY", c.TokenKey, NeedTokenKey}} {
 			if len(sec.v) < 32 && (need&sec.need != 0 || len(sec.v) > 0) {
-				errs = append(errs, fmt.Errorf("%s must be at least 32 bytes outside development mode", sec.name))
+				r.fail(fmt.Errorf("%s must be at least 32 bytes outside development mode", sec.name))
 			}
 		}
 	}
+}
 
-	c.GlobalRPS = num("SECKILL_GLOBAL_RPS", 200000)
-	c.GlobalBurst = integer("SECKILL_GLOBAL_BURST", 20000)
-	c.PerAddrRPS = num("SECKILL_PER_ADDR_RPS", 50)
-	c.PerAddrBurst = integer("SECKILL_PER_ADDR_BURST", 100)
-	c.PerUserRPS = num("SECKILL_PER_USER_RPS", 5)
-	c.PerUserBurst = integer("SECKILL_PER_USER_BURST", 10)
-	c.FallbackRPS = num("SECKILL_FALLBACK_RPS", 500)
-	c.FallbackInFlight = max(integer("SECKILL_FALLBACK_IN_FLIGHT", 16), 1)
-	c.ReadRPS = num("SECKILL_READ_RPS", 50)
-	c.ReadBurst = integer("SECKILL_READ_BURST", 100)
-	c.ReadPerUserRPS = num("SECKILL_READ_PER_USER_RPS", 10)
-	c.ReadPerUserBurst = integer("SECKILL_READ_PER_USER_BURST", 20)
+// limits: token buckets and the trusted addresses.
+func (r *envReader) limits(c *Config) {
+	c.GlobalRPS = r.num("SECKILL_GLOBAL_RPS", 200000)
+	c.GlobalBurst = r.integer("SECKILL_GLOBAL_BURST", 20000)
+	c.PerAddrRPS = r.num("SECKILL_PER_ADDR_RPS", 50)
+	c.PerAddrBurst = r.integer("SECKILL_PER_ADDR_BURST", 100)
+	c.PerUserRPS = r.num("SECKILL_PER_USER_RPS", 5)
+	c.PerUserBurst = r.integer("SECKILL_PER_USER_BURST", 10)
+	c.FallbackRPS = r.num("SECKILL_FALLBACK_RPS", 500)
+	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", 16), 1)
+	c.ReadRPS = r.num("SECKILL_READ_RPS", 50)
+	c.ReadBurst = r.integer("SECKILL_READ_BURST", 100)
+	c.ReadPerUserRPS = r.num("SECKILL_READ_PER_USER_RPS", 10)
+	c.ReadPerUserBurst = r.integer("SECKILL_READ_PER_USER_BURST", 20)
 	trustedDefault := ""
-	if dev {
+	if r.dev {
 		trustedDefault = "127.0.0.0/8,::1/128"
 	}
-	c.TrustedAddrs = prefixes("SECKILL_TRUSTED_ADDRS", trustedDefault)
-	c.TrustedProxies = prefixes("SECKILL_TRUSTED_PROXIES", "")
-	c.ProxyHeader = str("SECKILL_PROXY_HEADER", "X-Forwarded-For")
+	c.TrustedAddrs = r.prefixes("SECKILL_TRUSTED_ADDRS", trustedDefault)
+	c.TrustedProxies = r.prefixes("SECKILL_TRUSTED_PROXIES", "")
+	c.ProxyHeader = r.str("SECKILL_PROXY_HEADER", "X-Forwarded-For")
 	corsDefault := ""
-	if dev {
+	if r.dev {
 		corsDefault = "*"
 	}
-	c.CORSOrigins = splitList(str("SECKILL_CORS_ORIGINS", corsDefault))
-	c.RedisTimeout = dur("SECKILL_REDIS_TIMEOUT", 250*time.Millisecond)
-	c.ClockSkew = dur("SECKILL_CLOCK_SKEW", 500*time.Millisecond)
-	c.MaxConns = integer("SECKILL_MAX_CONNS", 0)
-	c.MaxConnsPerAddr = integer("SECKILL_MAX_CONNS_PER_ADDR", 256)
-	c.IdleTimeout = dur("SECKILL_IDLE_TIMEOUT", 60*time.Second)
-	c.HeaderTimeout = dur("SECKILL_HEADER_TIMEOUT", 5*time.Second)
-	c.BodyTimeout = dur("SECKILL_BODY_TIMEOUT", 10*time.Second)
-	c.StarterQueue = integer("SECKILL_STARTER_QUEUE", 4096)
-	c.ShutdownTimeout = dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
+	c.CORSOrigins = splitList(r.str("SECKILL_CORS_ORIGINS", corsDefault))
+}
 
+// edge: timeouts, connection caps, queues.
+func (r *envReader) edge(c *Config) {
+	c.RedisTimeout = r.dur("SECKILL_REDIS_TIMEOUT", 250*time.Millisecond)
+	c.ClockSkew = r.dur("SECKILL_CLOCK_SKEW", 500*time.Millisecond)
+	c.MaxConns = r.integer("SECKILL_MAX_CONNS", 0)
+	c.MaxConnsPerAddr = r.integer("SECKILL_MAX_CONNS_PER_ADDR", 256)
+	c.IdleTimeout = r.dur("SECKILL_IDLE_TIMEOUT", 60*time.Second)
+	c.HeaderTimeout = r.dur("SECKILL_HEADER_TIMEOUT", 5*time.Second)
+	c.BodyTimeout = r.dur("SECKILL_BODY_TIMEOUT", 10*time.Second)
+	c.StarterQueue = r.integer("SECKILL_STARTER_QUEUE", 4096)
+	c.ShutdownTimeout = r.dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
+}
+
+// process: logging, instance names, the worker, tracing.
+func (r *envReader) process(c *Config) {
 	host, _ := os.Hostname()
-	if err := c.LogLevel.UnmarshalText([]byte(str("LOG_LEVEL", "info"))); err != nil {
-		errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+	if err := c.LogLevel.UnmarshalText([]byte(r.str("LOG_LEVEL", "info"))); err != nil {
+		r.fail(fmt.Errorf("LOG_LEVEL: %w", err))
 	}
-	c.Instance = str("SECKILL_INSTANCE", fmt.Sprintf("%s-%d", host, os.Getpid()))
-	c.RelayConsumer = str("SECKILL_RELAY_CONSUMER", c.Instance)
-	c.ModeMinDwell = dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)
-	c.RedisHealthyFor = dur("SECKILL_REDIS_HEALTHY_FOR", 3*time.Second)
-	c.RelayMaxDelivery = int64(integer("SECKILL_RELAY_MAX_DELIVERY", 10))
-	c.RelayMinIdle = dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
-	c.RelayDeadAfter = dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)
-	c.WorkerMetricsAddr = str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
-	c.FaultExitAfterReserve = dev && get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
-	c.SaleSweep = switchOn("SECKILL_SALE_SWEEP", true)
-	c.APIStartsRedisOrders = switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)
-	if dev {
-		c.PprofAddr = get("SECKILL_PPROF_ADDR")
+	c.Instance = r.str("SECKILL_INSTANCE", fmt.Sprintf("%s-%d", host, os.Getpid()))
+	c.RelayConsumer = r.str("SECKILL_RELAY_CONSUMER", c.Instance)
+	c.ModeMinDwell = r.dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)
+	c.RedisHealthyFor = r.dur("SECKILL_REDIS_HEALTHY_FOR", 3*time.Second)
+	c.RelayMaxDelivery = int64(r.integer("SECKILL_RELAY_MAX_DELIVERY", 10))
+	c.RelayMinIdle = r.dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
+	c.RelayDeadAfter = r.dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)
+	c.WorkerMetricsAddr = r.str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
+	c.FaultExitAfterReserve = r.dev && r.get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
+	c.SaleSweep = r.switchOn("SECKILL_SALE_SWEEP", true)
+	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)
+	if r.dev {
+		c.PprofAddr = r.get("SECKILL_PPROF_ADDR")
 	}
-	c.FaultFailAfterCommit = dev && get("SECKILL_FAULT_FAIL_AFTER_COMMIT") == "1"
+	c.FaultFailAfterCommit = r.dev && r.get("SECKILL_FAULT_FAIL_AFTER_COMMIT") == "1"
 	// Traces follow OpenTelemetry's own variables: on when an OTLP endpoint
 	// is named, off when unset (benchmarks), OTEL_SDK_DISABLED=true or
 	// OTEL_TRACES_EXPORTER=none. The exporter reads the rest itself
 	// (headers, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER...).
-	c.TracesProtocol = str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", str("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
-	c.Tracing = (get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") &&
-		get("OTEL_SDK_DISABLED") != "true" && str("OTEL_TRACES_EXPORTER", "otlp") == "otlp"
+	c.TracesProtocol = r.str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", r.str("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
+	c.Tracing = (r.get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || r.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") &&
+		r.get("OTEL_SDK_DISABLED") != "true" && r.str("OTEL_TRACES_EXPORTER", "otlp") == "otlp"
 	if c.Tracing && c.TracesProtocol != "grpc" && c.TracesProtocol != "http/protobuf" {
-		errs = append(errs, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf, not %q", c.TracesProtocol))
+		r.fail(fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf, not %q", c.TracesProtocol))
 	}
-
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("config: %w", errors.Join(errs...))
-	}
-	return c, nil
 }
 
 func splitList(s string) []string {
