@@ -70,6 +70,7 @@ type server struct {
 	m        *metrics
 	cache    *saleCache
 	gate     *gate.Service
+	lottery  *lottery
 	starter  *starter
 	holds    *holdRecorder
 	// fleet is the fleet's view of Redis: only Redis down for most of
@@ -133,15 +134,46 @@ func New(d Deps) *fiber.App { return NewServer(d).App }
 
 // NewServer builds the app and its edge; see New.
 func NewServer(d Deps) *Server {
-	cfg := d.Config
-	logger := d.Logger
-	if logger == nil {
-		logger = slog.Default()
+	if d.Logger == nil {
+		d.Logger = slog.Default()
 	}
-	reg := d.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
 	}
+	s := newServerState(d)
+	app := s.publicApp()
+	s.initStatus()
+	s.routes(app)
+	var adminApp *fiber.App
+	if s.cfg.AdminAddr == "" {
+		s.adminRoutes(app, d.Registry)
+	} else {
+		adminApp = fiber.New(fiber.Config{AppName: "seckill-admin", BodyLimit: AdminBodyLimit, ErrorHandler: errorHandler(s.logger),
+			DisableStartupMessage: true, ReadTimeout: s.cfg.BodyTimeout, WriteTimeout: 20 * time.Second, IdleTimeout: s.cfg.IdleTimeout})
+		adminApp.Use(requestID, s.observeRequests)
+		s.adminRoutes(adminApp, d.Registry)
+	}
+	s.start(d.Redis)
+	app.Hooks().OnShutdown(func() error {
+		s.stopOnce.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+			defer cancel()
+			s.drainCtx = ctx // published to the starter by closing stop
+			close(s.stop)
+			s.bg.Wait()
+			s.starter.wait()
+		})
+		return nil
+	})
+	return &Server{App: app, Admin: adminApp, edge: s.edge, s: s}
+}
+
+// newServerState builds the server's parts: caches, limiters, metrics,
+// the breaker, the fleet observer, the starter and the edge. A failure
+// here is a programming error (a clashing metric, a client type lua does
+// not know), so it panics.
+func newServerState(d Deps) *server {
+	cfg, logger, reg := d.Config, d.Logger, d.Registry
 	s := &server{
 		cfg:       cfg,
 		logger:    logger,
@@ -157,6 +189,7 @@ func NewServer(d Deps) *Server {
 		stop:      make(chan struct{}),
 		tokens:    newVerifiedTokens(1 << 17),
 		gate:      gate.New(d.Store, cfg.TokenKey),
+		lottery:   newLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
 	}
 	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}
 	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
@@ -170,41 +203,41 @@ func NewServer(d Deps) *Server {
 		}
 		return queued()
 	})
-	if err != nil {
-		// Only a programming error (a clashing metric) gets here.
-		panic(fmt.Sprintf("api metrics: %v", err))
-	}
+	must("api metrics", err)
 	s.m = m
-	aside, err := d.Redis.Aside()
-	if err != nil {
-		panic(fmt.Sprintf("api: %v", err)) // a client type lua does not know
-	}
 	s.breaker = newRedisBreaker(logger, m.breaker, newHeartbeat(cfg.RedisTimeout))
-	if _, err := register[prometheus.Collector](reg, newSaleModeCollector(s.cache)); err != nil {
-		panic(fmt.Sprintf("api metrics: %v", err))
-	}
+	_, err = register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
+	must("api metrics", err)
 	s.holds = newHoldRecorder(d.Store, logger, m.holdRecords)
 	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
 		func() bool { return s.breaker.heartbeat.upWithin(fleet.DownAfter) }, logger)
-	if err := registerFleetGauges(reg, s.fleet); err != nil {
-		panic(fmt.Sprintf("api metrics: %v", err))
-	}
+	must("api metrics", registerFleetGauges(reg, s.fleet))
 	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
 	queued = func() float64 { return float64(len(s.starter.q)) }
+	s.edge, err = newEdge(cfg, logger, m, reg)
+	must("api metrics", err)
+	return s
+}
 
-	if s.edge, err = newEdge(cfg, logger, m, reg); err != nil {
-		panic(fmt.Sprintf("api metrics: %v", err))
+// must panics on a programming error found while building the server.
+func must(what string, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("%s: %v", what, err))
 	}
+}
+
+// publicApp is the Fiber app of the public listener, behind the edge.
+func (s *server) publicApp() *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "seckill",
 		BodyLimit:             BodyLimit,
-		ErrorHandler:          errorHandler(logger),
+		ErrorHandler:          errorHandler(s.logger),
 		DisableStartupMessage: true,
 		// No ReadTimeout: the edge's connections keep the idle, header and
 		// body deadlines themselves (edge.go); IdleTimeout is fasthttp's
 		// wait for a keep-alive request's first byte.
 		WriteTimeout: 20 * time.Second,
-		IdleTimeout:  cfg.IdleTimeout,
+		IdleTimeout:  s.cfg.IdleTimeout,
 	})
 	srv := app.Server()
 	// The edge caps connections itself (closing, not answering): fasthttp's
@@ -218,63 +251,47 @@ func NewServer(d Deps) *Server {
 	// them themselves.
 	srv.KeepHijackedConns = true
 	app.Use(requestID)
-	if cfg.Tracing {
+	if s.cfg.Tracing {
 		app.Use(otelfiber.Middleware())
 	}
 	app.Use(s.observeRequests)
-	if len(cfg.CORSOrigins) > 0 {
+	if len(s.cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
-			AllowOrigins:  strings.Join(cfg.CORSOrigins, ","),
+			AllowOrigins:  strings.Join(s.cfg.CORSOrigins, ","),
 			AllowHeaders:  "Authorization, Content-Type, X-Request-Id",
 			ExposeHeaders: "X-Request-Id",
 			AllowMethods:  "GET,POST,PUT,DELETE",
 		}))
 	}
-	s.initStatus()
-	s.routes(app)
-	var adminApp *fiber.App
-	if cfg.AdminAddr == "" {
-		s.adminRoutes(app, reg)
-	} else {
-		adminApp = fiber.New(fiber.Config{AppName: "seckill-admin", BodyLimit: AdminBodyLimit, ErrorHandler: errorHandler(logger),
-			DisableStartupMessage: true, ReadTimeout: cfg.BodyTimeout, WriteTimeout: 20 * time.Second, IdleTimeout: cfg.IdleTimeout})
-		adminApp.Use(requestID, s.observeRequests)
-		s.adminRoutes(adminApp, reg)
-	}
+	return app
+}
 
+// start runs the background work: the starter, the cache refresher, the
+// breaker's probe and heartbeat, the fleet observer. Shutdown stops it.
+func (s *server) start(rdb *lua.Client) {
+	aside, err := rdb.Aside()
+	must("api", err) // a client type lua does not know
 	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
-	s.bg.Add(1)
-	go s.background()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
+	s.goBackground(s.background)
+	s.goBackground(func() {
 		s.breaker.probe(s.stop, func(ctx context.Context) error { return s.rdb.Ping(ctx) })
-	}()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		s.fleet.Run(s.stop)
-	}()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
+	})
+	s.goBackground(func() { s.fleet.Run(s.stop) })
+	s.goBackground(func() {
 		s.breaker.heartbeat.run(s.stop, aside.PingAll)
 		if err := aside.Close(); err != nil {
-			logger.Warn("close the heartbeat's redis client", "err", err)
+			s.logger.Warn("close the heartbeat's redis client", "err", err)
 		}
-	}()
-	app.Hooks().OnShutdown(func() error {
-		s.stopOnce.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			defer cancel()
-			s.drainCtx = ctx // published to the starter by closing stop
-			close(s.stop)
-			s.bg.Wait()
-			s.starter.wait()
-		})
-		return nil
 	})
-	return &Server{App: app, Admin: adminApp, edge: s.edge, s: s}
+}
+
+// goBackground runs fn as background work that shutdown waits for.
+func (s *server) goBackground(fn func()) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		fn()
+	}()
 }
 
 // routes registers every route of the API but the operators' (adminRoutes).
@@ -390,14 +407,15 @@ func (s *server) refresh(ctx context.Context) {
 	}
 	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := s.gate.Refresh(gctx, s.cache.sales()); err != nil && ctx.Err() == nil {
+	open := s.cache.sales()
+	if err := s.gate.Refresh(gctx, open); err != nil && ctx.Err() == nil {
 		s.logger.Warn("gate refresh", "err", err)
 	}
+	s.lottery.sweep(open, time.Now())
 }
 
 // background refreshes the cache every second and sweeps idle limiters.
 func (s *server) background() {
-	defer s.bg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-s.stop; cancel() }()

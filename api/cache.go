@@ -333,14 +333,8 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	c.refreshQueries.Add(2) // the blacklist and the open sales
-	if ids, err := c.st.Blacklist(ctx); err != nil {
+	if err := c.refreshBlacklist(ctx); err != nil {
 		errs = append(errs, err)
-	} else {
-		m := make(map[int64]struct{}, len(ids))
-		for _, id := range ids {
-			m[id] = struct{}{}
-		}
-		c.blacklist.Store(&m)
 	}
 	sales, err := c.st.ListOpenSales(ctx)
 	if err != nil {
@@ -350,26 +344,60 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	for _, s := range sales {
 		open[s.ID] = s
 	}
+	if err := c.loadKnown(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	stocks, counters, err := c.readRedis(ctx, open)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
+	}
+	needDB := c.apply(open, stocks, counters, err == nil)
+	if err := c.showDBStock(ctx, needDB); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *saleCache) refreshBlacklist(ctx context.Context) error {
+	ids, err := c.st.Blacklist(ctx)
+	if err != nil {
+		return err
+	}
+	m := make(map[int64]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	c.blacklist.Store(&m)
+	return nil
+}
+
+// loadKnown reads every sale id once.
+func (c *saleCache) loadKnown(ctx context.Context) error {
 	c.mu.RLock()
 	loaded := c.knownLoaded
 	c.mu.RUnlock()
-	if !loaded {
-		c.refreshQueries.Add(1)
-		if ids, err := c.st.SaleIDs(ctx); err != nil {
-			errs = append(errs, err)
-		} else {
-			c.mu.Lock()
-			for _, id := range ids {
-				c.known[id] = struct{}{}
-			}
-			c.knownLoaded = true
-			c.mu.Unlock()
-		}
+	if loaded {
+		return nil
 	}
+	c.refreshQueries.Add(1)
+	ids, err := c.st.SaleIDs(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for _, id := range ids {
+		c.known[id] = struct{}{}
+	}
+	c.knownLoaded = true
+	c.mu.Unlock()
+	return nil
+}
 
-	// Redis: the stock of each open sale and the counter of each marked one.
-	rctx, rcancel := context.WithTimeout(ctx, time.Second)
-	defer rcancel()
+// readRedis reads the stock of each open sale and the release counter of
+// each marked one, in one round trip.
+func (c *saleCache) readRedis(ctx context.Context, open map[int64]*domain.Sale) (map[int64]lua.Counter, map[int64]lua.Counter, error) {
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
 	stockOf := make([]int64, 0, len(open))
 	var marked []int64
 	c.mu.RLock()
@@ -380,20 +408,20 @@ func (c *saleCache) refresh(ctx context.Context) error {
 		}
 	}
 	c.mu.RUnlock()
-	redisOK := true
-	stocks, counters, err := c.rdb.ReadCounters(rctx, stockOf, marked)
-	if err != nil {
-		redisOK = false
-		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
-	}
+	return c.rdb.ReadCounters(rctx, stockOf, marked)
+}
 
+// apply stores the open sales and what Redis said of them, drops entries
+// of sales no longer open and marks a moved counter voids; it answers the
+// sales whose Redis keys are missing.
+func (c *saleCache) apply(open map[int64]*domain.Sale, stocks, counters map[int64]lua.Counter, redisOK bool) (needDB []int64) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for id := range c.entries {
 		if _, ok := open[id]; !ok {
 			delete(c.entries, id) // finished or gone: reloaded on demand
 		}
 	}
-	var needDB []int64
 	for id, s := range open {
 		e := c.entries[id]
 		if e == nil {
@@ -414,37 +442,40 @@ func (c *saleCache) refresh(ctx context.Context) error {
 			continue
 		}
 		e.stockLeft.Store(n)
-		m := e.mark.Load()
-		if m == nil {
-			continue
-		}
-		if n > 0 {
+		if m := e.mark.Load(); m != nil && (n > 0 || counterMoved(counters, id, m.Released)) {
 			e.mark.CompareAndSwap(m, nil)
-			continue
-		}
-		if cnt, ok := counters[id]; ok {
-			if rel, err := cnt.N, cnt.Err; (err == nil && rel != m.Released) || (errors.Is(err, lua.ErrMissing) && m.Released != 0) {
-				e.mark.CompareAndSwap(m, nil)
-			}
 		}
 	}
-	c.mu.Unlock()
+	return needDB
+}
 
-	// Sales not in Redis show the database's unsold units, in one query.
-	if len(needDB) > 0 {
-		c.refreshQueries.Add(1)
-		stocks, err := c.st.DBStocks(ctx, needDB)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			c.mu.RLock()
-			for _, id := range needDB {
-				if e := c.entries[id]; e != nil {
-					e.stockLeft.Store(stocks[id])
-				}
-			}
-			c.mu.RUnlock()
+// counterMoved reports whether a sale's release counter moved since its
+// sold-out mark was set (or vanished while it was not zero).
+func counterMoved(counters map[int64]lua.Counter, id, released int64) bool {
+	cnt, ok := counters[id]
+	if !ok {
+		return false
+	}
+	return (cnt.Err == nil && cnt.N != released) || (errors.Is(cnt.Err, lua.ErrMissing) && released != 0)
+}
+
+// showDBStock shows the database's unsold units for sales not in Redis,
+// in one query.
+func (c *saleCache) showDBStock(ctx context.Context, needDB []int64) error {
+	if len(needDB) == 0 {
+		return nil
+	}
+	c.refreshQueries.Add(1)
+	stocks, err := c.st.DBStocks(ctx, needDB)
+	if err != nil {
+		return err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, id := range needDB {
+		if e := c.entries[id]; e != nil {
+			e.stockLeft.Store(stocks[id])
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }

@@ -25,6 +25,7 @@ const (
 	layerSoldOut    = "sold_out_mark"
 	layerUser       = "user_limit"
 	layerBlacklist  = "blacklist"
+	layerLottery    = "lottery"
 	layerRedis      = "redis"
 	layerDatabase   = "database"
 )

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -190,6 +191,10 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 	if ok, err = s.admitUser(c, a.userID, now); !ok {
 		return a, false, err
 	}
+	// 7. the opening lottery
+	if ok, err = s.admitLottery(c, a, now); !ok {
+		return a, false, err
+	}
 	return a, true, nil
 }
 
@@ -309,6 +314,31 @@ func (s *server) admitUser(c *fiber.Ctx, userID int64, now time.Time) (bool, err
 		return false, sendError(c, domain.EBlacklisted, "this user may not take part")
 	}
 	s.m.pass(layerBlacklist)
+	return true, nil
+}
+
+// admitLottery holds the user back until their band of the sale's opening
+// lottery. Redis unreachable for the pool leaves the sale to the paths'
+// own answers (the database path admits at its own lowered rate).
+func (s *server) admitLottery(c *fiber.Ctx, a admission, now time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RedisTimeout)
+	defer cancel()
+	wait, err := s.lottery.wait(ctx, a.sale, a.userID, now)
+	switch {
+	case errors.Is(err, errNotOpen):
+		s.m.reject(layerLottery, "not_started")
+		return false, sendErr(c, err)
+	case err != nil:
+		s.m.reject(layerLottery, "unavailable")
+		return true, nil
+	}
+	if wait > 0 {
+		s.m.reject(layerLottery, "waiting")
+		secs := int((wait + time.Second - 1) / time.Second)
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(max(secs, 1)))
+		return false, sendError(c, domain.ERateLimited, "the sale's opening lottery has not reached your turn; retry after Retry-After (retrying sooner changes nothing)")
+	}
+	s.m.pass(layerLottery)
 	return true, nil
 }
 

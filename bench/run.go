@@ -40,7 +40,7 @@ type Options struct {
 	FallbackRPS     float64
 	// ChurnDur is the length of the churn soak (scenario 9).
 	ChurnDur time.Duration
-	// Scenarios selects scenarios by number ("1".."9"); empty runs all.
+	// Scenarios selects scenarios by number ("1".."10"); empty runs all.
 	Scenarios []string
 	Logger    *slog.Logger
 }
@@ -126,6 +126,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, err
 		}
 	}
+	if o.want("10") {
+		if err := r.fairness(ctx); err != nil {
+			return r.rep, err
+		}
+	}
 	// The in-stock scenario runs last on an API whose task queue nobody
 	// polls, with no worker running, so its workflow starts leave no
 	// backlog of orders behind for the other scenarios.
@@ -134,11 +139,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, err
 		}
 	}
-	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"}
+	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
 	ordered := make([]Scenario, 0, len(r.rep.Scenarios))
 	for _, id := range sort {
 		for _, s := range r.rep.Scenarios {
-			if strings.HasPrefix(s.ID, id) {
+			if s.ID == id || strings.HasPrefix(s.ID, id+" ") {
 				ordered = append(ordered, s)
 			}
 		}

@@ -122,6 +122,11 @@ type Config struct {
 	// must have answered before a sale goes back to it.
 	ModeMinDwell    time.Duration
 	RedisHealthyFor time.Duration
+	// OpeningPool is how long after a sale opens reservations only enter
+	// its lottery (0: no lottery); OpeningGrace is the time between the
+	// draw's bands of stock_total users each.
+	OpeningPool  time.Duration
+	OpeningGrace time.Duration
 
 	RelayConsumer    string
 	RelayMaxDelivery int64 // deliveries of a refused start before an inbox entry is dead-lettered
@@ -297,6 +302,14 @@ func (r *envReader) secret(name, def string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 }
 
+// optDur is dur that also takes 0 (off).
+func (r *envReader) optDur(name string, def time.Duration) time.Duration {
+	if v := r.get(name); v == "0" || v == "0s" {
+		return 0
+	}
+	return r.dur(name, def)
+}
+
 func (r *envReader) dur(name string, def time.Duration) time.Duration {
 	v := r.get(name)
 	if v == "" {
@@ -436,6 +449,8 @@ func (r *envReader) edge(c *Config) {
 	c.HeaderTimeout = r.dur("SECKILL_HEADER_TIMEOUT", 5*time.Second)
 	c.BodyTimeout = r.dur("SECKILL_BODY_TIMEOUT", 10*time.Second)
 	c.StarterQueue = r.integer("SECKILL_STARTER_QUEUE", 4096)
+	c.OpeningPool = r.optDur("SECKILL_OPENING_POOL", 2*time.Second)
+	c.OpeningGrace = r.dur("SECKILL_OPENING_GRACE", 5*time.Second)
 	c.ShutdownTimeout = r.dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
 }
 

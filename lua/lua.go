@@ -57,6 +57,7 @@ type Keys struct {
 	Adjusts  string // set of stock-addition refs Redis's stock includes
 	Status   string // hash: token -> status record (status.go)
 	Mine     string // hash: user -> the user's tokens in hold order (at most MineCap, else '*'); _epoch, _holds (mine.go)
+	Pool     string // sorted set: the opening lottery's entrants, user -> ticket (pool.go); expires PoolTTL after the last entry
 }
 
 // SaleKeys returns the keys of a sale.
@@ -78,12 +79,13 @@ func SaleKeys(saleID int64) Keys {
 		Adjusts:  p + "adjusts",
 		Status:   p + "status",
 		Mine:     p + "mine",
+		Pool:     p + "pool",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Journal, k.Adjusts, k.Status, k.Mine}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Journal, k.Adjusts, k.Status, k.Mine, k.Pool}
 }
 
 // StepJournal is how many release and advance steps a sale's journal

@@ -42,143 +42,189 @@ const (
 // Temporal worker stops, the clients close. A cancelled ctx is a clean stop
 // (nil), during start-up too.
 func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := NewMetrics(reg)
-	if err != nil {
+	p := &process{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
+	if err := p.registerMetrics(); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	actMetrics, err := activities.NewMetrics(reg)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	startTimes, err := newStartTimer(reg)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	temporalMetrics, closeTemporalMetrics := conn.TemporalMetrics(reg, logger)
+	temporalMetrics, closeTemporalMetrics := conn.TemporalMetrics(p.reg, logger)
 	defer closeLogged(logger, "temporal metrics", closeTemporalMetrics.Close)
 	// Bind first: a taken port fails the start before anything else opens.
 	ln, err := net.Listen("tcp", cfg.WorkerMetricsAddr)
 	if err != nil {
 		return fmt.Errorf("worker: listen for metrics on %s: %w", cfg.WorkerMetricsAddr, err)
 	}
-	srv := metricsServer(reg, cfg.Dev())
-	serveDone := make(chan struct{})
-	go func() {
-		defer close(serveDone)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("worker: metrics server", "err", err)
-		}
-	}()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			logger.Warn("worker: metrics server shutdown", "err", err)
-		}
-		<-serveDone
-	}()
+	defer p.serveMetrics(ctx, ln)()
 
-	redisClient, err := conn.Redis(cfg)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	rdb := lua.NewClient(redisClient)
-	defer closeLogged(logger, "redis", rdb.Close)
-	if err := rdb.InstrumentScripts(reg); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	st, err := conn.StoreWhenReady(ctx, cfg, logger)
+	closeAll, err := p.open(ctx, conn.WithMetrics(temporalMetrics))
+	defer closeAll()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("worker: %w", err)
 	}
-	defer closeLogged(logger, "store", st.Close)
-	tc, err := dialTemporal(ctx, cfg, logger, conn.WithMetrics(temporalMetrics))
+	w, err := p.startTemporalWorker()
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("worker: %w", err)
-	}
-	defer tc.Close()
-
-	start := func(ctx context.Context, in domain.OrderInput) error {
-		return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in)
-	}
-	restart := func(ctx context.Context, in domain.OrderInput) error {
-		_, err := workflows.RestartOrder(ctx, tc, cfg.TaskQueue, in)
-		return err
-	}
-	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{
-		// Leave part of the budget for the relay and the clients.
-		WorkerStopTimeout: cfg.ShutdownTimeout * 8 / 10,
-	})
-	workflows.Register(w, &activities.Activities{Store: st, Redis: rdb, FailAfterCommit: cfg.FaultFailAfterCommit, Metrics: actMetrics})
-	// This is the project's one worker process, so the sale workflow runs
-	// here too.
-	workflows.RegisterSale(w, &activities.SaleActivities{
-		Store:    st,
-		Redis:    rdb,
-		Temporal: tc,
-		Metrics:  actMetrics,
-		Reconciler: &reconcile.Reconciler{
-			Store: st, Redis: rdb, Temporal: tc, Start: startTimes.wrap("reconcile", start), Restart: restart, Logger: logger,
-		},
-	})
-	if err := w.Start(); err != nil {
 		return fmt.Errorf("worker: start temporal worker: %w", err)
 	}
-
-	relay := &Relay{
-		Redis:       rdb,
-		Store:       st,
-		Starter:     startTimes.wrap("inbox_relay", start),
-		Consumer:    cfg.RelayConsumer,
-		MinIdle:     cfg.RelayMinIdle,
-		DeadAfter:   cfg.RelayDeadAfter,
-		MaxDelivery: cfg.RelayMaxDelivery,
-		Logger:      logger,
-		Metrics:     metrics,
-	}
-	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: logger}
 	// work bounds the relay's in-flight batch; it outlives ctx until the
 	// shutdown deadline.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var bg sync.WaitGroup
+	relayDone := p.startLoops(ctx, work, &bg)
+	logger.Info("worker: running", "task_queue", cfg.TaskQueue, "relay_consumer", cfg.RelayConsumer,
+		"metrics_addr", ln.Addr().String())
+
+	<-ctx.Done()
+	p.shutdown(ctx, w, relayDone, cancelWork)
+	bg.Wait()
+	logger.Info("worker: stopped")
+	return nil
+}
+
+// process is one worker process's dependencies, opened by Run.
+type process struct {
+	cfg        *config.Config
+	logger     *slog.Logger
+	reg        *prometheus.Registry
+	metrics    *Metrics
+	actMetrics *activities.Metrics
+	startTimes *startTimer
+	rdb        *lua.Client
+	st         *store.Store
+	tc         client.Client
+}
+
+func (p *process) registerMetrics() error {
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var err error
+	if p.metrics, err = NewMetrics(p.reg); err != nil {
+		return err
+	}
+	if p.actMetrics, err = activities.NewMetrics(p.reg); err != nil {
+		return err
+	}
+	p.startTimes, err = newStartTimer(p.reg)
+	return err
+}
+
+// serveMetrics serves /metrics and /healthz on ln; the returned func stops
+// the server.
+func (p *process) serveMetrics(ctx context.Context, ln net.Listener) func() {
+	srv := metricsServer(p.reg, p.cfg.Dev())
+	serveDone := make(chan struct{})
+	go func() {
+		defer close(serveDone)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.logger.Error("worker: metrics server", "err", err)
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			p.logger.Warn("worker: metrics server shutdown", "err", err)
+		}
+		<-serveDone
+	}
+}
+
+// open connects Redis, MariaDB (waiting for it) and Temporal; the
+// returned func closes what was opened, also after an error.
+func (p *process) open(ctx context.Context, temporalOpts ...conn.TemporalOption) (func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	redisClient, err := conn.Redis(p.cfg)
+	if err != nil {
+		return closeAll, err
+	}
+	p.rdb = lua.NewClient(redisClient)
+	closers = append(closers, func() { closeLogged(p.logger, "redis", p.rdb.Close) })
+	if err := p.rdb.InstrumentScripts(p.reg); err != nil {
+		return closeAll, err
+	}
+	if p.st, err = conn.StoreWhenReady(ctx, p.cfg, p.logger); err != nil {
+		return closeAll, err
+	}
+	closers = append(closers, func() { closeLogged(p.logger, "store", p.st.Close) })
+	if p.tc, err = dialTemporal(ctx, p.cfg, p.logger, temporalOpts...); err != nil {
+		return closeAll, err
+	}
+	closers = append(closers, p.tc.Close)
+	return closeAll, nil
+}
+
+func (p *process) start(ctx context.Context, in domain.OrderInput) error {
+	return workflows.StartOrder(ctx, p.tc, p.cfg.TaskQueue, in)
+}
+
+// startTemporalWorker registers the order and sale workflows and their
+// activities (this is the project's one worker process) and starts it.
+func (p *process) startTemporalWorker() (tworker.Worker, error) {
+	restart := func(ctx context.Context, in domain.OrderInput) error {
+		_, err := workflows.RestartOrder(ctx, p.tc, p.cfg.TaskQueue, in)
+		return err
+	}
+	w := tworker.New(p.tc, p.cfg.TaskQueue, tworker.Options{
+		// Leave part of the budget for the relay and the clients.
+		WorkerStopTimeout: p.cfg.ShutdownTimeout * 8 / 10,
+	})
+	workflows.Register(w, &activities.Activities{Store: p.st, Redis: p.rdb, FailAfterCommit: p.cfg.FaultFailAfterCommit, Metrics: p.actMetrics})
+	workflows.RegisterSale(w, &activities.SaleActivities{
+		Store:    p.st,
+		Redis:    p.rdb,
+		Temporal: p.tc,
+		Metrics:  p.actMetrics,
+		Reconciler: &reconcile.Reconciler{
+			Store: p.st, Redis: p.rdb, Temporal: p.tc, Start: p.startTimes.wrap("reconcile", p.start), Restart: restart, Logger: p.logger,
+		},
+	})
+	return w, w.Start()
+}
+
+// startLoops starts the relay, the stock recorder and follower, the
+// outbox relay, the fleet observer, the resyncer and the sale sweep; the
+// channel closes when the relay has finished.
+func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-chan struct{} {
+	st, rdb, logger, cfg := p.st, p.rdb, p.logger, p.cfg
+	relay := &Relay{Redis: rdb, Store: st, Starter: p.startTimes.wrap("inbox_relay", p.start), Consumer: cfg.RelayConsumer,
+		MinIdle: cfg.RelayMinIdle, DeadAfter: cfg.RelayDeadAfter, MaxDelivery: cfg.RelayMaxDelivery, Logger: logger, Metrics: p.metrics}
 	relayDone := make(chan struct{})
 	bg.Go(func() {
 		defer close(relayDone)
 		relay.Run(ctx, work)
 	})
+	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: logger}
 	bg.Go(func() { recorder.Run(ctx) })
 	follower := &Follower{Redis: rdb, Store: st, Logger: logger}
 	bg.Go(func() { follower.Run(ctx) })
-	outbox := &OutboxRelay{Store: st, Starter: startTimes.wrap("outbox_relay", start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
+	outbox := &OutboxRelay{Store: st, Starter: p.startTimes.wrap("outbox_relay", p.start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
-	observer := runObserver(ctx, &bg, cfg, st, rdb, logger)
-	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: tc, Healthy: cfg.RedisHealthyFor, MinDwell: cfg.ModeMinDwell, Fleet: observer,
+	observer := runObserver(ctx, bg, cfg, st, rdb, logger)
+	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Healthy: cfg.RedisHealthyFor, MinDwell: cfg.ModeMinDwell, Fleet: observer,
 		StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { resyncer.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {
-				return workflows.StartSale(ctx, tc, cfg.TaskQueue, in)
+				return workflows.StartSale(ctx, p.tc, cfg.TaskQueue, in)
 			}}
 		bg.Go(func() { sweeper.Run(ctx) })
 	}
-	logger.Info("worker: running", "task_queue", cfg.TaskQueue, "relay_consumer", cfg.RelayConsumer,
-		"metrics_addr", ln.Addr().String())
+	return relayDone
+}
 
-	<-ctx.Done()
-	logger.Info("worker: shutting down", "timeout", cfg.ShutdownTimeout)
-	deadline, cancelDeadline := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+// shutdown drains the Temporal worker while the relay finishes its batch,
+// both within cfg.ShutdownTimeout.
+func (p *process) shutdown(ctx context.Context, w tworker.Worker, relayDone <-chan struct{}, cancelWork func()) {
+	p.logger.Info("worker: shutting down", "timeout", p.cfg.ShutdownTimeout)
+	deadline, cancelDeadline := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 	defer cancelDeadline()
-	// The Temporal worker drains while the relay finishes its batch.
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -187,17 +233,14 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	select {
 	case <-relayDone:
 	case <-deadline.Done():
-		logger.Warn("worker: relay batch unfinished at the shutdown deadline; its entries stay pending")
+		p.logger.Warn("worker: relay batch unfinished at the shutdown deadline; its entries stay pending")
 		cancelWork()
 	}
 	select {
 	case <-stopped:
 	case <-deadline.Done():
-		logger.Warn("worker: temporal worker still stopping at the shutdown deadline")
+		p.logger.Warn("worker: temporal worker still stopping at the shutdown deadline")
 	}
-	bg.Wait()
-	logger.Info("worker: stopped")
-	return nil
 }
 
 // runObserver publishes the worker's own view of Redis (a ping every

@@ -56,7 +56,7 @@
   const MESSAGES = {
     sold_out: () => 'Sold out: every unit has been taken.',
     already_purchased: () => 'You already hold this item: one per customer.',
-    rate_limited: (r) => `Too many requests right now. Please wait ${r.retryAfter} s and try again.`,
+    rate_limited: (r) => `Busy right now (at the opening: the draw decides, not speed). Trying again in ${r.retryAfter} s…`,
     sale_not_started: () => 'The sale has not started yet. The button opens when the countdown ends.',
     sale_ended: () => 'The sale has ended.',
     sale_paused: () => 'The sale is paused by the shop. Please try again shortly.',
@@ -247,10 +247,13 @@
         waitUntil = serverNow() + r.retryAfter * 1000;
         setTimeout(() => { if (buyState === 'idle' || buyState === 'wait') { buyState = 'idle'; buy(); } }, r.retryAfter * 1000);
         break;
-      case 'rate_limited': // nothing was reserved
+      case 'rate_limited': // nothing was reserved; at the opening this is
+        // the sale's lottery: the page asks again when Retry-After says
+        // (asking sooner would change nothing).
         pendingRequestId = null;
         buyState = 'wait';
         waitUntil = serverNow() + r.retryAfter * 1000;
+        setTimeout(() => { if (buyState === 'wait' || buyState === 'idle') { buyState = 'idle'; buy(); } }, r.retryAfter * 1000);
         break;
       case 'already_purchased':
         pendingRequestId = null;
