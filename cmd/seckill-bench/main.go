@@ -1,6 +1,6 @@
 // Command seckill-bench runs seckill's benchmarks against running Redis,
 // MariaDB and Temporal servers: it starts its own API and worker processes
-// (bin/seckill) on a task queue of its own, runs the eight scenarios with
+// (bin/seckill) on a task queue of its own, runs the ten scenarios with
 // their baselines, and writes bench/results/latest.{json,md,png}. It exits
 // non-zero on any correctness violation, never on a slow figure.
 //
@@ -104,8 +104,8 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string) error {
 	for _, id := range strings.Split(scenarios, ",") {
 		if id = strings.TrimSpace(id); id != "" {
-			if id < "1" || id > "9" || len(id) != 1 {
-				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 9)", id)
+			if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 10 || strconv.Itoa(n) != id {
+				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 10)", id)
 			}
 			o.Scenarios = append(o.Scenarios, id)
 		}
