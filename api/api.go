@@ -487,7 +487,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 
 	var idp *IdentityProvider
 	if cfg.JWKSURL != "" {
-		if idp, err = NewIdentityProvider(ctx, cfg.JWKSURL, cfg.JWTIssuer, cfg.JWTAudience, cfg.JWTUserClaim, 10*time.Second); err != nil {
+		if idp, err = NewIdentityProvider(ctx, cfg.JWKSURL, cfg.JWTIssuer, cfg.JWTAudience,
+			IdentityClaims{User: cfg.JWTUserClaim, Role: cfg.JWTRoleClaim}, 10*time.Second); err != nil {
 			return fmt.Errorf("api: %w", err)
 		}
 	}

@@ -35,13 +35,25 @@ func VerifyToken(secret []byte, raw string) (Principal, error) {
 }
 
 func verifyToken(secret []byte, raw string) (Principal, time.Time, error) {
-	return parseToken(raw, func(*jwt.Token) (any, error) { return secret, nil }, "sub",
+	return parseToken(raw, func(*jwt.Token) (any, error) { return secret, nil }, "sub", roleOfOwnToken,
 		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
 }
 
+// roleOfOwnToken reads the "role" claim of the project's own HS256
+// tokens: absent or "user", or "admin"; anything else is refused.
+func roleOfOwnToken(claims jwt.MapClaims) (admin, ok bool) {
+	switch role, present := claims["role"]; {
+	case !present, role == "user":
+		return false, true
+	case role == "admin":
+		return true, true
+	}
+	return false, false
+}
+
 // parseToken verifies raw with key and opts and reads the principal: the
-// user id from userClaim, the role from "role".
-func parseToken(raw string, key jwt.Keyfunc, userClaim string, opts ...jwt.ParserOption) (Principal, time.Time, error) {
+// user id from userClaim, the role by role.
+func parseToken(raw string, key jwt.Keyfunc, userClaim string, role func(jwt.MapClaims) (admin, ok bool), opts ...jwt.ParserOption) (Principal, time.Time, error) {
 	claims := jwt.MapClaims{}
 	if _, err := jwt.ParseWithClaims(raw, claims, key, opts...); err != nil {
 		return Principal{}, time.Time{}, errBadToken
@@ -55,11 +67,7 @@ func parseToken(raw string, key jwt.Keyfunc, userClaim string, opts ...jwt.Parse
 		return Principal{}, time.Time{}, errBadToken
 	}
 	p := Principal{UserID: id}
-	switch role, present := claims["role"]; {
-	case !present, role == "user":
-	case role == "admin":
-		p.Admin = true
-	default:
+	if p.Admin, ok = role(claims); !ok {
 		return Principal{}, time.Time{}, errBadToken
 	}
 	exp, err := claims.GetExpirationTime()

@@ -95,7 +95,7 @@ func TestIdentityProviderTokens(t *testing.T) {
 	srv := serveJWKS(t, keys)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	idp, err := NewIdentityProvider(ctx, srv.URL, "https://idp.example", "seckill", "uid", 5*time.Second)
+	idp, err := NewIdentityProvider(ctx, srv.URL, "https://idp.example", "seckill", IdentityClaims{User: "uid", Role: "roles"}, 5*time.Second)
 	require.NoError(t, err)
 	adminSecret := []byte("admin-signer-secret")
 	secrets := tokenSecrets{user: [][]byte{[]byte("user-signer-secret")}, admin: [][]byte{adminSecret}, idp: idp}
@@ -111,6 +111,13 @@ func TestIdentityProviderTokens(t *testing.T) {
 		require.NoError(t, err, k.kid)
 		require.Equal(t, Principal{UserID: 42}, p, k.kid)
 	}
+	// The role claim is SECKILL_JWT_ROLE_CLAIM's ("roles" here): the
+	// provider's own roles are users, "admin" among them is refused.
+	for _, roles := range []any{"customer", []any{"customer", "vip"}} {
+		p, _, err := secrets.check(keys[0].sign(t, with("roles", roles)))
+		require.NoError(t, err, roles)
+		require.Equal(t, Principal{UserID: 42}, p)
+	}
 	rsaKey := keys[0]
 	refused := map[string]string{
 		"wrong iss":      rsaKey.sign(t, with("iss", "https://evil.example")),
@@ -120,7 +127,8 @@ func TestIdentityProviderTokens(t *testing.T) {
 		"expired":        rsaKey.sign(t, with("exp", time.Now().Add(-time.Minute).Unix())),
 		"no exp":         rsaKey.sign(t, without("exp")),
 		"sub not uid":    rsaKey.sign(t, jwt.MapClaims{"sub": "42", "exp": exp, "iss": "https://idp.example", "aud": "seckill"}),
-		"role admin":     rsaKey.sign(t, with("role", "admin")),
+		"roles admin":    rsaKey.sign(t, with("roles", "admin")),
+		"roles [admin]":  rsaKey.sign(t, with("roles", []any{"customer", "admin"})),
 		"unknown kid":    testKey{"nobody", jwt.SigningMethodES256, mustECKey(t)}.sign(t, good()),
 		"alg none":       noneToken(t, good()),
 		"hs256 with jwk": hsWithPublicKey(t, rsaKey, good()),
@@ -142,7 +150,7 @@ func TestIdentityProviderPicksUpARotatedKey(t *testing.T) {
 	srv := serveJWKS(t, keys[:1])
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	idp, err := NewIdentityProvider(ctx, srv.URL, "https://idp.example", "seckill", "sub", 5*time.Second)
+	idp, err := NewIdentityProvider(ctx, srv.URL, "https://idp.example", "seckill", IdentityClaims{User: "sub", Role: "role"}, 5*time.Second)
 	require.NoError(t, err)
 	claims := jwt.MapClaims{"sub": "7", "exp": time.Now().Add(time.Hour).Unix(), "iss": "https://idp.example", "aud": "seckill"}
 
@@ -157,7 +165,7 @@ func TestIdentityProviderPicksUpARotatedKey(t *testing.T) {
 func TestIdentityProviderUnreachableAtStart(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
-	_, err := NewIdentityProvider(context.Background(), srv.URL, "i", "a", "sub", time.Second)
+	_, err := NewIdentityProvider(context.Background(), srv.URL, "i", "a", IdentityClaims{User: "sub", Role: "role"}, time.Second)
 	require.ErrorContains(t, err, "fetch JWKS")
 }
 

@@ -53,8 +53,10 @@ type Config struct {
 	// ES256, EdDSA), the iss and aud they must carry, and the claim holding
 	// the user id.
 	JWKSURL, JWTIssuer, JWTAudience, JWTUserClaim string
-	PaymentSecret                                 []byte
-	TokenKey                                      []byte // HMAC key deriving reservation tokens
+	// JWTRoleClaim names the role claim of identity-provider tokens.
+	JWTRoleClaim  string
+	PaymentSecret []byte
+	TokenKey      []byte // HMAC key deriving reservation tokens
 
 	// The previous secrets, accepted alongside the current ones while a
 	// rotation is under way (empty: none).
@@ -386,6 +388,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 	c.JWTSecretPrevious = []byte(r.secret("SECKILL_JWT_SECRET_PREVIOUS", ""))
 	c.JWKSURL, c.JWTIssuer, c.JWTAudience = r.get("SECKILL_JWKS_URL"), r.get("SECKILL_JWT_ISSUER"), r.get("SECKILL_JWT_AUDIENCE")
 	c.JWTUserClaim = r.str("SECKILL_JWT_USER_CLAIM", "sub")
+	c.JWTRoleClaim = r.str("SECKILL_JWT_ROLE_CLAIM", "role")
 	if c.JWKSURL != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
 		r.fail(errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
 	}
