@@ -188,7 +188,7 @@ func newServerState(d Deps) *server {
 		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
 		stop:      make(chan struct{}),
 		tokens:    newVerifiedTokens(1 << 17),
-		gate:      gate.New(d.Store, cfg.TokenKey),
+		gate:      gate.New(d.Store, cfg.TokenKey, cfg.TokenKeyPrevious),
 		lottery:   newLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
 	}
 	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}

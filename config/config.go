@@ -60,7 +60,10 @@ type Config struct {
 
 	// The previous secrets, accepted alongside the current ones while a
 	// rotation is under way (empty: none).
-	JWTSecretPrevious     []byte
+	JWTSecretPrevious []byte
+	// TokenKeyPrevious is the token key before a rotation: challenge
+	// passes and solutions made under it still verify.
+	TokenKeyPrevious      []byte
 	PaymentSecretPrevious []byte
 
 	GlobalRPS      float64 // global token bucket of the reservation path
@@ -386,6 +389,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 		r.fail(errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
 	}
 	c.JWTSecretPrevious = []byte(r.secret("SECKILL_JWT_SECRET_PREVIOUS", ""))
+	c.TokenKeyPrevious = []byte(r.secret("SECKILL_TOKEN_KEY_PREVIOUS", ""))
 	c.JWKSURL, c.JWTIssuer, c.JWTAudience = r.get("SECKILL_JWKS_URL"), r.get("SECKILL_JWT_ISSUER"), r.get("SECKILL_JWT_AUDIENCE")
 	c.JWTUserClaim = r.str("SECKILL_JWT_USER_CLAIM", "sub")
 	c.JWTRoleClaim = r.str("SECKILL_JWT_ROLE_CLAIM", "role")
@@ -394,7 +398,8 @@ func (r *envReader) secrets(c *Config, need Need) {
 	}
 	c.PaymentSecretPrevious = []byte(r.secret("SECKILL_PAYMENT_SECRET_PREVIOUS", ""))
 	if !r.dev {
-		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious} {
+		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious,
+			"SECKILL_TOKEN_KEY_PREVIOUS": c.TokenKeyPrevious} {
 			if len(v) > 0 && len(v) < 32 {
 				r.fail(fmt.Errorf("%s must be empty or at least 32 bytes outside development mode", name))
 			}

@@ -44,23 +44,40 @@ const (
 // Service is the gate's use cases over the store, with the keys derived
 // from the fleet's token key (every instance must share it).
 type Service struct {
-	store     *store.Store
-	altchaKey []byte
-	passKey   []byte
-	macs      sync.Pool // of HMAC-SHA256 states under passKey
-	lists     *lists
+	store *store.Store
+	cur   *keySet
+	prev  *keySet // the token key's before a rotation (nil: none)
+	lists *lists
 }
 
-// New derives the challenge and pass keys from tokenKey.
-func New(st *store.Store, tokenKey []byte) *Service {
-	s := &Service{
-		store:     st,
-		altchaKey: derive(tokenKey, "seckill altcha v1"),
-		passKey:   derive(tokenKey, "seckill challenge pass v1"),
-		lists:     newLists(),
+// keySet is the challenge and pass keys derived from one token key.
+type keySet struct {
+	altcha, pass []byte
+	macs         sync.Pool // of HMAC-SHA256 states under pass
+}
+
+func newKeySet(tokenKey []byte) *keySet {
+	k := &keySet{altcha: derive(tokenKey, "seckill altcha v1"), pass: derive(tokenKey, "seckill challenge pass v1")}
+	k.macs.New = func() any { return hmac.New(sha256.New, k.pass) }
+	return k
+}
+
+// New derives the challenge and pass keys from tokenKey; what was made
+// under previous (the key before a rotation; nil for none) still verifies.
+func New(st *store.Store, tokenKey, previous []byte) *Service {
+	s := &Service{store: st, cur: newKeySet(tokenKey), lists: newLists()}
+	if len(previous) > 0 {
+		s.prev = newKeySet(previous)
 	}
-	s.macs.New = func() any { return hmac.New(sha256.New, s.passKey) }
 	return s
+}
+
+// keySets is the current key set, then the previous one.
+func (s *Service) keySets() []*keySet {
+	if s.prev == nil {
+		return []*keySet{s.cur}
+	}
+	return []*keySet{s.cur, s.prev}
 }
 
 func derive(key []byte, purpose string) []byte {
@@ -75,7 +92,7 @@ func (s *Service) Challenge(sale *domain.Sale, userID int64, now time.Time) (alt
 	if sale.ChallengeDifficulty <= 0 {
 		return altcha.Challenge{}, domain.Errorf(domain.ENotFound, "this sale requires no challenge")
 	}
-	c, err := altcha.NewChallenge(s.altchaKey, sale.ChallengeDifficulty, now.Add(ChallengeTTL), map[string]string{
+	c, err := altcha.NewChallenge(s.cur.altcha, sale.ChallengeDifficulty, now.Add(ChallengeTTL), map[string]string{
 		"sale": strconv.FormatInt(sale.ID, 10), "user": strconv.FormatInt(userID, 10),
 	})
 	if err != nil {
@@ -96,7 +113,10 @@ func (s *Service) Redeem(ctx context.Context, sale *domain.Sale, userID int64, p
 	if sale.ChallengeDifficulty <= 0 {
 		return Pass{}, domain.Errorf(domain.ENotFound, "this sale requires no challenge")
 	}
-	params, sol, err := altcha.Verify(s.altchaKey, payload, now)
+	params, sol, err := altcha.Verify(s.cur.altcha, payload, now)
+	if errors.Is(err, altcha.ErrMismatch) && s.prev != nil {
+		params, sol, err = altcha.Verify(s.prev.altcha, payload, now)
+	}
 	if err != nil {
 		return Pass{}, domain.Errorf(domain.EChallengeFailed, "the solution is not valid: %s", solutionProblem(err))
 	}
@@ -132,22 +152,29 @@ func solutionProblem(err error) string {
 // mintPass is "v1.<sale>.<user>.<exp unix>.<base64url HMAC of the rest>".
 func (s *Service) mintPass(saleID, userID int64, exp time.Time) string {
 	body := challengePassVers + "." + strconv.FormatInt(saleID, 10) + "." + strconv.FormatInt(userID, 10) + "." + strconv.FormatInt(exp.Unix(), 10)
-	return body + "." + s.passMAC(body)
-}
-
-func (s *Service) passMAC(body string) string {
 	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.EncodeToString(s.passSum(body, sum[:0]))
+	return body + "." + base64.RawURLEncoding.EncodeToString(s.cur.passSum(body, sum[:0]))
 }
 
 // passSum appends body's MAC to b; the hot path reuses HMAC states.
-func (s *Service) passSum(body string, b []byte) []byte {
-	mac := s.macs.Get().(hash.Hash)
+func (k *keySet) passSum(body string, b []byte) []byte {
+	mac := k.macs.Get().(hash.Hash)
 	mac.Reset()
 	mac.Write([]byte(body))
 	b = mac.Sum(b)
-	s.macs.Put(mac)
+	k.macs.Put(mac)
 	return b
+}
+
+// passSigned reports whether mac is body's under one of the key sets.
+func (s *Service) passSigned(body string, mac []byte) bool {
+	var want [sha256.Size]byte
+	for _, k := range s.keySets() {
+		if hmac.Equal(mac, k.passSum(body, want[:0])) {
+			return true
+		}
+	}
+	return false
 }
 
 var errBadPass = domain.Errorf(domain.EChallengeRequired, "the challenge pass is not valid")
@@ -163,12 +190,11 @@ func (s *Service) CheckPass(sale *domain.Sale, userID int64, pass string, now ti
 		return domain.Errorf(domain.EChallengeRequired, "this sale requires a challenge pass: GET /api/v1/sales/%d/challenge", sale.ID)
 	}
 	cut := strings.LastIndexByte(pass, '.')
-	var got, want [sha256.Size]byte
+	var got [sha256.Size]byte
 	if cut < 0 || base64.RawURLEncoding.EncodedLen(sha256.Size) != len(pass)-cut-1 {
 		return errBadPass
 	}
-	if _, err := base64.RawURLEncoding.Decode(got[:], []byte(pass[cut+1:])); err != nil ||
-		!hmac.Equal(got[:], s.passSum(pass[:cut], want[:0])) {
+	if _, err := base64.RawURLEncoding.Decode(got[:], []byte(pass[cut+1:])); err != nil || !s.passSigned(pass[:cut], got[:]) {
 		return errBadPass
 	}
 	vers, rest, _ := strings.Cut(pass[:cut], ".")
