@@ -247,28 +247,59 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 // reserveInDB is ReserveInDBWithSkew; a test may name the bucket the
 // reservation wants (want) in place of the one the read picks.
 func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time.Duration, wanted *int) (res *domain.Reservation, replay bool, err error) {
-	var sale struct {
-		PriceCents           int64          `bun:"price_cents"`
-		PaymentWindowSeconds int            `bun:"payment_window_seconds"`
-		Buckets              int            `bun:"buckets"`
-		Mode                 string         `bun:"mode"`
-		Epoch                int64          `bun:"mode_epoch"`
-		Quota                sql.NullInt64  `bun:"db_quota"`
-		Selling              bool           `bun:"selling"`
-		Control              string         `bun:"control"`
-		Window               string         `bun:"window_state"`
-		Prior                sql.NullString `bun:"prior"`
-		Queued               bool           `bun:"queued"`
-		OpenBucket           sql.NullInt64  `bun:"open_bucket"`
+	sale, err := s.readDBSale(ctx, in)
+	if err != nil {
+		return nil, false, err
 	}
-	// The window and the operator's pause are checked here, on the sale as
-	// it is now and on MySQL's clock: the API's cached copy may be seconds
-	// old (on the Redis path the script checks them on Redis's clock). The
-	// same read probes the replay key (prior): a replay answers what the
-	// first request got, whatever the sale's state now; and the user's
-	// QUEUED reservations (queued): a Redis hold recorded but not placed yet
-	// has no order, so the orders' one-live-order key cannot refuse a
-	// second unit for its user.
+	if sale.Prior.Valid {
+		return s.replayInDB(ctx, in)
+	}
+	if err := sale.admits(); err != nil {
+		return nil, false, err
+	}
+	if err := s.ensureQuota(ctx, in.SaleID, skew, &sale); err != nil {
+		return nil, false, err
+	}
+	want := pickedBucket(sale.OpenBucket)
+	if wanted != nil {
+		want = *wanted
+	}
+	o, err := s.placeInDB(ctx, in, sale, want)
+	switch {
+	case errors.Is(err, errReplayRace):
+		return s.replayInDB(ctx, in)
+	case err != nil:
+		return nil, false, fmt.Errorf("reserve in db: %w", err)
+	}
+	return domain.DatabasePathReservation(in, o.OrderNo, o.AmountCents, o.PayBy, o.Now), false, nil
+}
+
+// dbSale is what the database path reads of a sale in one query.
+type dbSale struct {
+	PriceCents           int64          `bun:"price_cents"`
+	PaymentWindowSeconds int            `bun:"payment_window_seconds"`
+	Buckets              int            `bun:"buckets"`
+	Mode                 string         `bun:"mode"`
+	Epoch                int64          `bun:"mode_epoch"`
+	Quota                sql.NullInt64  `bun:"db_quota"`
+	Selling              bool           `bun:"selling"`
+	Control              string         `bun:"control"`
+	Window               string         `bun:"window_state"`
+	Prior                sql.NullString `bun:"prior"`
+	Queued               bool           `bun:"queued"`
+	OpenBucket           sql.NullInt64  `bun:"open_bucket"`
+}
+
+// readDBSale reads the sale for a reservation. The window and the
+// operator's pause are checked on the sale as it is now and on MySQL's
+// clock: the API's cached copy may be seconds old (on the Redis path the
+// script checks them on Redis's clock). The same read probes the replay
+// key (prior): a replay answers what the first request got, whatever the
+// sale's state now; and the user's QUEUED reservations (queued): a Redis
+// hold recorded but not placed yet has no order, so the orders' one-live-
+// order key cannot refuse a second unit for its user.
+func (s *Store) readDBSale(ctx context.Context, in domain.OrderInput) (dbSale, error) {
+	var sale dbSale
 	if err := s.DB.NewRaw(`SELECT price_cents, payment_window_seconds, buckets, mode, mode_epoch, db_quota,
 		COALESCE(db_sell_after <= NOW(3), TRUE) AS selling, control,
 		CASE WHEN NOW(3) < starts_at THEN 'not_started' WHEN NOW(3) >= ends_at THEN 'ended' ELSE '' END AS window_state,
@@ -276,57 +307,63 @@ func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time
 		EXISTS (SELECT 1 FROM reservations q WHERE q.sale_id = sales.id AND q.user_id = ? AND q.status = ?) AS queued,
 		`+openBucketColumn(true)+` AS open_bucket
 		FROM sales WHERE id = ?`, in.UserID, in.RequestID, in.UserID, string(domain.StatusQueued), in.SaleID).Scan(ctx, &sale); err != nil {
-		return nil, false, fmt.Errorf("reserve in db: read sale: %w", err)
+		return dbSale{}, fmt.Errorf("reserve in db: read sale: %w", err)
 	}
-	if sale.Prior.Valid {
-		return s.replayInDB(ctx, in)
-	}
+	return sale, nil
+}
+
+// admits refuses a reservation the sale's state does not allow.
+func (sale *dbSale) admits() error {
 	switch {
 	case sale.Control == string(domain.ControlStopped) || sale.Window == "ended":
-		return nil, false, domain.Errorf(domain.ESaleEnded, "the sale has ended")
+		return domain.Errorf(domain.ESaleEnded, "the sale has ended")
 	case sale.Window == "not_started":
-		return nil, false, domain.Errorf(domain.ESaleNotStarted, "the sale has not started")
+		return domain.Errorf(domain.ESaleNotStarted, "the sale has not started")
 	case sale.Control == string(domain.ControlPaused):
-		return nil, false, domain.Errorf(domain.ESalePaused, "the sale is paused")
+		return domain.Errorf(domain.ESalePaused, "the sale is paused")
+	case sale.Mode != string(domain.ModeDatabase):
+		return ErrNotDatabaseMode
+	case sale.Queued:
+		return ErrAlreadyPurchased
+	case !sale.Selling:
+		return ErrNotSellingYet
 	}
-	if sale.Mode != string(domain.ModeDatabase) {
-		return nil, false, ErrNotDatabaseMode
-	}
-	if sale.Queued {
-		return nil, false, ErrAlreadyPurchased
-	}
-	if !sale.Selling {
-		return nil, false, ErrNotSellingYet
-	}
+	return nil
+}
+
+// ensureQuota opens the sale's quota when it is not open yet, and answers
+// ErrQuotaExhausted early when nothing is left to sell.
+func (s *Store) ensureQuota(ctx context.Context, saleID int64, skew time.Duration, sale *dbSale) error {
 	wasOpen := sale.Quota.Valid
 	if !sale.Quota.Valid {
-		if err := s.openQuota(ctx, in.SaleID, skew); err != nil {
-			return nil, false, fmt.Errorf("reserve in db: %w", err)
+		if err := s.openQuota(ctx, saleID, skew); err != nil {
+			return fmt.Errorf("reserve in db: %w", err)
 		}
-		if err := s.DB.QueryRowContext(ctx, "SELECT mode, mode_epoch, db_quota FROM sales WHERE id = ?", in.SaleID).Scan(&sale.Mode, &sale.Epoch, &sale.Quota); err != nil {
-			return nil, false, fmt.Errorf("reserve in db: read quota: %w", err)
+		if err := s.DB.QueryRowContext(ctx, "SELECT mode, mode_epoch, db_quota FROM sales WHERE id = ?", saleID).Scan(&sale.Mode, &sale.Epoch, &sale.Quota); err != nil {
+			return fmt.Errorf("reserve in db: read quota: %w", err)
 		}
 		if sale.Mode != string(domain.ModeDatabase) {
-			return nil, false, ErrNotDatabaseMode // a resync began meanwhile
+			return ErrNotDatabaseMode // a resync began meanwhile
 		}
 	}
 	if !sale.Quota.Valid || sale.Quota.Int64 < 1 || (wasOpen && !sale.OpenBucket.Valid) {
 		// A cheap early answer (no bucket had both stock and a share of the
 		// quota in the read that picked one); the conditional update decides.
-		return nil, false, ErrQuotaExhausted
+		return ErrQuotaExhausted
 	}
-	// The first attempt is one script (one round trip) taking the unit from
-	// the bucket the read picked. A deadlock victim was rolled back whole,
-	// so it is retried here, a few times: near sell-out, when buckets run
-	// empty, the waits on buckets one by one (deductBucket) can deadlock
-	// with another's; and so is an attempt whose picked bucket ran out
-	// meanwhile or a stalled transaction held too long. A retry is a
-	// transaction that takes any bucket free (reserveInDBTx).
-	want := pickedBucket(sale.OpenBucket)
-	if wanted != nil {
-		want = *wanted
-	}
+	return nil
+}
+
+// placeInDB takes the unit. The first attempt is one script (one round
+// trip) taking it from the bucket the read picked. A deadlock victim was
+// rolled back whole, so it is retried here, a few times: near sell-out,
+// when buckets run empty, the waits on buckets one by one (deductBucket)
+// can deadlock with another's; and so is an attempt whose picked bucket
+// ran out meanwhile or a stalled transaction held too long. A retry is a
+// transaction that takes any bucket free (reserveInDBTx).
+func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale, want int) (newOrder, error) {
 	var o newOrder
+	var err error
 	for attempt := 1; ; attempt++ {
 		o = orderFor(in.Token, in.SaleID, in.UserID, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
 		o.Quota = true
@@ -337,16 +374,9 @@ func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time
 		}
 		retry := IsRetryable(err) || errors.Is(err, errStalePick)
 		if err == nil || !retry || attempt == reserveInDBAttempts || ctx.Err() != nil {
-			break
+			return o, err
 		}
 	}
-	switch {
-	case errors.Is(err, errReplayRace):
-		return s.replayInDB(ctx, in)
-	case err != nil:
-		return nil, false, fmt.Errorf("reserve in db: %w", err)
-	}
-	return domain.DatabasePathReservation(in, o.OrderNo, o.AmountCents, o.PayBy, o.Now), false, nil
 }
 
 // replayInDB answers a replay of (sale, user, request_id) with the
