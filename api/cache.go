@@ -24,6 +24,23 @@ type saleEntry struct {
 	stockLeft atomic.Int64 // Redis stock when warmed, else the database's
 	mark      atomic.Pointer[soldOutMark]
 	loading   atomic.Bool // one sold-out mark load at a time
+	// putAt is when this instance last wrote the sale it had just changed
+	// (put): a read that began before it is older and must not replace it.
+	putAt atomic.Int64
+}
+
+// storeWritten stores a sale this instance has just changed in the database.
+func (e *saleEntry) storeWritten(sale *domain.Sale) {
+	e.sale.Store(sale)
+	e.putAt.Store(time.Now().UnixNano())
+}
+
+// storeRead stores a sale read from the database at readAt, unless this
+// instance wrote a newer one since the read began.
+func (e *saleEntry) storeRead(sale *domain.Sale, readAt time.Time) {
+	if e.putAt.Load() < readAt.UnixNano() {
+		e.sale.Store(sale)
+	}
 }
 
 // soldOutMark is an immutable picture of a sold-out sale taken in one
@@ -199,6 +216,7 @@ func (c *saleCache) newestOpen(now time.Time) int64 {
 func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	readAt := time.Now()
 	sale, err := c.st.GetSale(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		c.mu.Lock()
@@ -220,7 +238,7 @@ func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
 		e = &saleEntry{}
 		c.entries[id] = e
 	}
-	e.sale.Store(sale)
+	e.storeRead(sale, readAt)
 	e.stockLeft.Store(stock)
 	delete(c.misses, id)
 	c.known[id] = struct{}{}
@@ -253,7 +271,7 @@ func (c *saleCache) put(sale *domain.Sale) *saleEntry {
 		e = &saleEntry{}
 		c.entries[sale.ID] = e
 	}
-	e.sale.Store(sale)
+	e.storeWritten(sale)
 	delete(c.misses, sale.ID)
 	c.known[sale.ID] = struct{}{}
 	return e
@@ -336,6 +354,7 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	if err := c.refreshBlacklist(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	readAt := time.Now()
 	sales, err := c.st.ListOpenSales(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -351,7 +370,7 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
 	}
-	needDB := c.apply(open, stocks, counters, err == nil)
+	needDB := c.apply(open, readAt, stocks, counters, err == nil)
 	if err := c.showDBStock(ctx, needDB); err != nil {
 		errs = append(errs, err)
 	}
@@ -414,7 +433,7 @@ func (c *saleCache) readRedis(ctx context.Context, open map[int64]*domain.Sale) 
 // apply stores the open sales and what Redis said of them, drops entries
 // of sales no longer open and marks a moved counter voids; it answers the
 // sales whose Redis keys are missing.
-func (c *saleCache) apply(open map[int64]*domain.Sale, stocks, counters map[int64]lua.Counter, redisOK bool) (needDB []int64) {
+func (c *saleCache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, counters map[int64]lua.Counter, redisOK bool) (needDB []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.entries {
@@ -428,7 +447,7 @@ func (c *saleCache) apply(open map[int64]*domain.Sale, stocks, counters map[int6
 			e = &saleEntry{}
 			c.entries[id] = e
 		}
-		e.sale.Store(s)
+		e.storeRead(s, readAt)
 		delete(c.misses, id)
 		c.known[id] = struct{}{}
 		if !redisOK {

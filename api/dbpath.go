@@ -61,7 +61,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 			return unavailable(c, 1, "Redis is failing and the sale stays on it a moment longer; retry with the same request_id")
 		}
 		s.log(c).Warn("sale moved to the database path", "sale_id", sale.ID, "epoch", switched.ModeEpoch)
-		entry.sale.Store(switched)
+		entry.storeWritten(switched)
 		entry.mark.Store(nil)
 	}
 	res, replay, err := s.st.ReserveInDBWithSkew(ctx, in, s.cfg.ClockSkew)
