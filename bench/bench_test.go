@@ -75,10 +75,10 @@ func TestUnknownSettlesEach503WithItsOwnRequest(t *testing.T) {
 // Scenario 1's figures are its median round's, by the round's ratio, not
 // the first round's or the fastest.
 func TestMedianRoundIsTheMiddleRatio(t *testing.T) {
-	round := func(base, soldOut float64) soldOutRound {
-		return soldOutRound{base: Result{RPS: base}, soldOut: Result{RPS: soldOut}}
+	round := func(base, test float64) abRound {
+		return abRound{base: Result{RPS: base}, test: Result{RPS: test}}
 	}
-	rounds := []soldOutRound{round(100, 99), round(100, 74), round(200, 170)}
+	rounds := []abRound{round(100, 99), round(100, 74), round(200, 170)}
 	require.InDelta(t, 0.85, medianRound(rounds).ratio(), 1e-9)
 	require.InDelta(t, 0.74, medianRound(rounds[1:2]).ratio(), 1e-9)
 	require.InDelta(t, 0.74, medianRound(rounds[:2]).ratio(), 1e-9, "of two, the lower")

@@ -40,7 +40,7 @@ type Options struct {
 	FallbackRPS     float64
 	// ChurnDur is the length of the churn soak (scenario 9).
 	ChurnDur time.Duration
-	// Scenarios selects scenarios by number ("1".."10"); empty runs all.
+	// Scenarios selects scenarios by number ("1".."11"); empty runs all.
 	Scenarios []string
 	Logger    *slog.Logger
 }
@@ -131,6 +131,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, err
 		}
 	}
+	if o.want("11") {
+		if err := r.tracing(ctx); err != nil {
+			return r.rep, err
+		}
+	}
 	// The in-stock scenario runs last on an API whose task queue nobody
 	// polls, with no worker running, so its workflow starts leave no
 	// backlog of orders behind for the other scenarios.
@@ -139,7 +144,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, err
 		}
 	}
-	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
 	ordered := make([]Scenario, 0, len(r.rep.Scenarios))
 	for _, id := range sort {
 		for _, s := range r.rep.Scenarios {

@@ -100,7 +100,7 @@ func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
 	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
 	var runs []Result
-	var rounds []soldOutRound
+	var rounds []abRound
 	for k := range soldOutRounds {
 		suffix := fmt.Sprintf(", round %d", k+1)
 		runHealth := func() Result { return ClosedLoop(ctx, "GET /healthz"+suffix, conns, r.o.Dur, 0, health) }
@@ -122,7 +122,7 @@ func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 		if n := so.Count(http.StatusAccepted); n > 0 {
 			r.violation("scenario 1: %d reservations accepted on a sold-out sale of 1 unit", n)
 		}
-		rounds = append(rounds, soldOutRound{base: base, soldOut: so})
+		rounds = append(rounds, abRound{base: base, test: so})
 	}
 	ratios := make([]string, len(rounds))
 	for i, rd := range rounds {
@@ -133,9 +133,9 @@ func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 		ID: "1 sold-out", Title: "Sold-out path vs GET /healthz, 64 connections",
 		Runs: runs,
 		Figures: []Figure{
-			{Name: "sold-out req/s", Value: mid.soldOut.RPS, Unit: "req/s", Published: pubIssue17k},
+			{Name: "sold-out req/s", Value: mid.test.RPS, Unit: "req/s", Published: pubIssue17k},
 			{Name: "sold-out / healthz", Value: mid.ratio(), Unit: "×", Target: "≥ 0.9"},
-			{Name: "sold-out p99", Value: mid.soldOut.P99MS, Unit: "ms"},
+			{Name: "sold-out p99", Value: mid.test.P99MS, Unit: "ms"},
 		},
 		Notes: []string{fmt.Sprintf("%d rounds of GET /healthz and the sold-out path, back to back, healthz first in the odd rounds and the sold-out path first in the even ones (the machine's rate drifts over a minute of load); the figures are the median round's (by its ratio); the rounds' ratios in order: %s",
 			len(rounds), strings.Join(ratios, ", "))},
@@ -143,16 +143,17 @@ func (r *runner) soldOut(ctx context.Context, api *Proc) error {
 	return nil
 }
 
-// soldOutRound is one pair of scenario 1's runs.
-type soldOutRound struct{ base, soldOut Result }
+// abRound is one pair of runs of an A/B scenario: the baseline and the
+// run measured against it (scenario 1: GET /healthz and the sold-out path).
+type abRound struct{ base, test Result }
 
-func (rd soldOutRound) ratio() float64 { return ratio(rd.soldOut.RPS, rd.base.RPS) }
+func (rd abRound) ratio() float64 { return ratio(rd.test.RPS, rd.base.RPS) }
 
 // medianRound is the round whose ratio is the median (the lower middle of
 // an even number).
-func medianRound(rounds []soldOutRound) soldOutRound {
+func medianRound(rounds []abRound) abRound {
 	sorted := slices.Clone(rounds)
-	slices.SortFunc(sorted, func(a, b soldOutRound) int { return cmp.Compare(a.ratio(), b.ratio()) })
+	slices.SortFunc(sorted, func(a, b abRound) int { return cmp.Compare(a.ratio(), b.ratio()) })
 	return sorted[(len(sorted)-1)/2]
 }
 
