@@ -86,6 +86,9 @@ type server struct {
 	perAddr   *keyedLimiters[netip.Addr]
 	perUser   *keyedLimiters[int64]
 	faultExit bool
+	// tracing is the server span's middleware (traced places it); nil
+	// with tracing off.
+	tracing fiber.Handler
 
 	// The connection edge, the secrets bearer tokens verify under, and the
 	// read routes' buckets.
@@ -191,6 +194,9 @@ func newServerState(d Deps) *server {
 		gate:      gate.New(d.Store, cfg.TokenKey, cfg.TokenKeyPrevious),
 		lottery:   newLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
 	}
+	if cfg.Tracing {
+		s.tracing = otelfiber.Middleware()
+	}
 	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}
 	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
 	s.readUser = newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser)
@@ -251,9 +257,6 @@ func (s *server) publicApp() *fiber.App {
 	// them themselves.
 	srv.KeepHijackedConns = true
 	app.Use(requestID)
-	if s.cfg.Tracing {
-		app.Use(otelfiber.Middleware())
-	}
 	app.Use(s.observeRequests)
 	if len(s.cfg.CORSOrigins) > 0 {
 		app.Use(cors.New(cors.Config{
@@ -295,8 +298,11 @@ func (s *server) goBackground(fn func()) {
 }
 
 // routes registers every route of the API but the operators' (adminRoutes).
+// A route is traced (s.traced) only past its filters: a refusal, a probe
+// or a scrape makes no span.
 func (s *server) routes(app *fiber.App) {
 	user := s.authenticate(false)
+	t := s.traced
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.readyz)
@@ -305,19 +311,19 @@ func (s *server) routes(app *fiber.App) {
 		return c.Send(openAPI)
 	})
 
-	app.Get("/api/v1/sales/:sale_id", s.limitReads, s.getSale)
-	app.Post("/api/v1/sales/:sale_id/reservations", user, s.reserve)
-	app.Get("/api/v1/reservations/:token", user, s.limitReads, s.getReservation)
-	app.Get("/api/v1/reservations/:token/events", user, s.limitReads, s.reservationEvents)
-	app.Post("/api/v1/reservations/:token/payment", user, s.limitWrites, s.pay)
-	app.Post("/api/v1/reservations/:token/cancel", user, s.limitWrites, s.cancel)
-	app.Get("/api/v1/me/reservations", user, s.limitReads, s.listReservations)
-	app.Get("/api/v1/sales/:sale_id/challenge", user, s.limitReads, s.getChallenge)
-	app.Post("/api/v1/sales/:sale_id/challenge", user, s.limitWrites, s.redeemChallenge)
-	app.Post("/api/v1/appeals", user, s.limitWrites, s.fileAppeal)
+	app.Get("/api/v1/sales/:sale_id", t(s.limitReads, s.getSale)...)
+	app.Post("/api/v1/sales/:sale_id/reservations", t(user, s.admitReservation, s.reserve)...)
+	app.Get("/api/v1/reservations/:token", t(user, s.limitReads, s.getReservation)...)
+	app.Get("/api/v1/reservations/:token/events", t(user, s.limitReads, s.reservationEvents)...)
+	app.Post("/api/v1/reservations/:token/payment", t(user, s.limitWrites, s.pay)...)
+	app.Post("/api/v1/reservations/:token/cancel", t(user, s.limitWrites, s.cancel)...)
+	app.Get("/api/v1/me/reservations", t(user, s.limitReads, s.listReservations)...)
+	app.Get("/api/v1/sales/:sale_id/challenge", t(user, s.limitReads, s.getChallenge)...)
+	app.Post("/api/v1/sales/:sale_id/challenge", t(user, s.limitWrites, s.redeemChallenge)...)
+	app.Post("/api/v1/appeals", t(user, s.limitWrites, s.fileAppeal)...)
 
 	// The payment provider signs its calls (no bearer token).
-	app.Post("/webhooks/payments", s.paymentWebhook)
+	app.Post("/webhooks/payments", t(s.paymentWebhook)...)
 
 	app.Get("/", s.limitReads, s.storefront)
 	app.Get("/web/:file", s.limitReads, s.webAsset)
@@ -326,26 +332,38 @@ func (s *server) routes(app *fiber.App) {
 	}
 }
 
+// traced returns a route's handlers with the tracing middleware (otelfiber,
+// named by route template) just before the last one, so the filters before
+// it refuse without a span; the handlers unchanged with tracing off.
+func (s *server) traced(handlers ...fiber.Handler) []fiber.Handler {
+	if !s.cfg.Tracing {
+		return handlers
+	}
+	last := len(handlers) - 1
+	return append(append(handlers[:last:last], s.tracing), handlers[last])
+}
+
 // adminRoutes registers the operators' routes and /metrics: on the API's
 // listener, or on ADMIN_ADDR's alone.
 func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	admin := s.authenticate(true)
+	t := s.traced
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	app.Post("/admin/v1/sales", admin, s.idempotent(s.createSale))
-	app.Post("/admin/v1/sales/:sale_id/warmup", admin, s.warmup)
-	app.Post("/admin/v1/sales/:sale_id/pause", admin, s.control(domain.ControlPaused))
-	app.Post("/admin/v1/sales/:sale_id/resume", admin, s.control(domain.ControlActive))
-	app.Post("/admin/v1/sales/:sale_id/stop", admin, s.control(domain.ControlStopped))
-	app.Post("/admin/v1/sales/:sale_id/stock", admin, s.idempotent(s.adjustStock))
-	app.Get("/admin/v1/sales/:sale_id/reconciliation", admin, s.reconciliation)
-	app.Put("/admin/v1/blacklist/:user_id", admin, s.blacklist(true))
-	app.Delete("/admin/v1/blacklist/:user_id", admin, s.blacklist(false))
-	app.Get("/admin/v1/refunds", admin, s.listRefunds)
-	app.Post("/admin/v1/sales/:sale_id/allowlist", admin, s.updateAllowlist)
-	app.Put("/admin/v1/challenge-exemptions/:user_id", admin, s.exempt(true))
-	app.Delete("/admin/v1/challenge-exemptions/:user_id", admin, s.exempt(false))
-	app.Get("/admin/v1/appeals", admin, s.listAppeals)
-	app.Post("/admin/v1/appeals/:appeal_id/resolve", admin, s.resolveAppeal)
+	app.Post("/admin/v1/sales", t(admin, s.idempotent(s.createSale))...)
+	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, s.warmup)...)
+	app.Post("/admin/v1/sales/:sale_id/pause", t(admin, s.control(domain.ControlPaused))...)
+	app.Post("/admin/v1/sales/:sale_id/resume", t(admin, s.control(domain.ControlActive))...)
+	app.Post("/admin/v1/sales/:sale_id/stop", t(admin, s.control(domain.ControlStopped))...)
+	app.Post("/admin/v1/sales/:sale_id/stock", t(admin, s.idempotent(s.adjustStock))...)
+	app.Get("/admin/v1/sales/:sale_id/reconciliation", t(admin, s.reconciliation)...)
+	app.Put("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(true))...)
+	app.Delete("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(false))...)
+	app.Get("/admin/v1/refunds", t(admin, s.listRefunds)...)
+	app.Post("/admin/v1/sales/:sale_id/allowlist", t(admin, s.updateAllowlist)...)
+	app.Put("/admin/v1/challenge-exemptions/:user_id", t(admin, s.exempt(true))...)
+	app.Delete("/admin/v1/challenge-exemptions/:user_id", t(admin, s.exempt(false))...)
+	app.Get("/admin/v1/appeals", t(admin, s.listAppeals)...)
+	app.Post("/admin/v1/appeals/:appeal_id/resolve", t(admin, s.resolveAppeal)...)
 }
 
 // limitReads guards the read routes (the storefront, the sale view, the

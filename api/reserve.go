@@ -140,16 +140,30 @@ func saleIDParam(c *fiber.Ctx, name string) (int64, error) {
 // the authoritative check runs on Redis's clock in the script.
 const timeSlack = 2 * time.Second
 
-// reserve is POST /api/v1/sales/{sale_id}/reservations: admission (the
-// layered filters, cheapest first), then the reservation itself on the path
-// the sale's mode picks.
-func (s *server) reserve(c *fiber.Ctx) error {
+// admitReservation is POST /api/v1/sales/{sale_id}/reservations's first
+// handler: admission, the layered filters, cheapest first. A request that
+// passes goes on (past the tracing middleware, so a refusal makes no span)
+// to reserve.
+func (s *server) admitReservation(c *fiber.Ctx) error {
 	a, ok, err := s.admit(c)
 	if !ok {
 		return err
 	}
-	return s.reserveAdmitted(c, a)
+	c.Locals(admissionKey{}, &a)
+	return c.Next()
 }
+
+// reserve is the reservation itself on the path the sale's mode picks, for
+// a request admitReservation let through.
+func (s *server) reserve(c *fiber.Ctx) error {
+	a, ok := c.Locals(admissionKey{}).(*admission)
+	if !ok {
+		return fmt.Errorf("reserve: no admission on the request")
+	}
+	return s.reserveAdmitted(c, *a)
+}
+
+type admissionKey struct{}
 
 // admission is what a request that passed the filters carries on.
 type admission struct {

@@ -161,6 +161,10 @@ type Config struct {
 	// internal/telemetry); TracesProtocol is grpc or http/protobuf.
 	Tracing        bool
 	TracesProtocol string
+	// TraceRatio is the share of new traces sampled when OTEL_TRACES_SAMPLER
+	// is unset (parent-based: a caller's sampled flag wins): the ratio in
+	// OTEL_TRACES_SAMPLER_ARG, 0.1 by default.
+	TraceRatio float64
 }
 
 // JWTSecrets are the secrets a bearer token may be signed with: the
@@ -486,12 +490,19 @@ func (r *envReader) process(c *Config) {
 	// Traces follow OpenTelemetry's own variables: on when an OTLP endpoint
 	// is named, off when unset (benchmarks), OTEL_SDK_DISABLED=true or
 	// OTEL_TRACES_EXPORTER=none. The exporter reads the rest itself
-	// (headers, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER...).
+	// (headers, OTEL_SERVICE_NAME...).
 	c.TracesProtocol = r.str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", r.str("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
 	c.Tracing = (r.get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || r.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") &&
 		r.get("OTEL_SDK_DISABLED") != "true" && r.str("OTEL_TRACES_EXPORTER", "otlp") == "otlp"
 	if c.Tracing && c.TracesProtocol != "grpc" && c.TracesProtocol != "http/protobuf" {
 		r.fail(fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf, not %q", c.TracesProtocol))
+	}
+	// With OTEL_TRACES_SAMPLER set the SDK reads both variables itself.
+	if r.get("OTEL_TRACES_SAMPLER") == "" {
+		c.TraceRatio = r.num("OTEL_TRACES_SAMPLER_ARG", 0.1)
+		if c.TraceRatio < 0 || c.TraceRatio > 1 {
+			r.fail(fmt.Errorf("OTEL_TRACES_SAMPLER_ARG: a ratio from 0 to 1, not %v", c.TraceRatio))
+		}
 	}
 }
 

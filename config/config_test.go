@@ -144,6 +144,7 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		"SECKILL_SALE_SWEEP":      "no thanks",
 		"SECKILL_TOKEN_KEY_FILE":  "/nonexistent/secret",
 		"LOG_LEVEL":               "chatty",
+		"OTEL_TRACES_SAMPLER_ARG": "1.5",
 	} {
 		_, err := load(productionEnv(name, value))
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -193,5 +194,24 @@ func TestLogLevel(t *testing.T) {
 	}
 	if c := mustLoad(t, productionEnv("LOG_LEVEL", "debug")); c.LogLevel != slog.LevelDebug {
 		t.Errorf("debug: %v", c.LogLevel)
+	}
+}
+
+// The default sampler samples a tenth of new traces; the ratio is
+// OTEL_TRACES_SAMPLER_ARG's; with OTEL_TRACES_SAMPLER set the SDK reads
+// both itself.
+func TestTraceRatio(t *testing.T) {
+	for _, c := range []struct {
+		kv   []string
+		want float64
+	}{
+		{nil, 0.1},
+		{[]string{"OTEL_TRACES_SAMPLER_ARG", "1"}, 1},
+		{[]string{"OTEL_TRACES_SAMPLER_ARG", "0.25"}, 0.25},
+		{[]string{"OTEL_TRACES_SAMPLER", "always_on", "OTEL_TRACES_SAMPLER_ARG", "7"}, 0},
+	} {
+		if got := mustLoad(t, productionEnv(c.kv...)).TraceRatio; got != c.want {
+			t.Errorf("%v: ratio %v, want %v", c.kv, got, c.want)
+		}
 	}
 }

@@ -28,6 +28,8 @@ if [[ -z "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" ]]; then
 	[[ -x "$ROOT/.data/bin/jaeger" ]] || jaeger_note="   (building in the background, .data/logs/jaeger-build.log; traces flow once it answers)"
 	"$ROOT/scripts/jaeger.sh" background "$ROOT/.data"
 	export OTEL_EXPORTER_OTLP_ENDPOINT="http://${JAEGER_OTLP_ADDR:-127.0.0.1:4318}"
+	# Locally every admitted request is traced (production's default is 0.1).
+	export OTEL_TRACES_SAMPLER_ARG="${OTEL_TRACES_SAMPLER_ARG:-1}"
 	jaeger_line="http://${JAEGER_QUERY_ADDR:-127.0.0.1:16686}   (query API: /api/traces?service=seckill-api)$jaeger_note"
 fi
 "$ROOT/scripts/app.sh" start worker

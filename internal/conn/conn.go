@@ -24,6 +24,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/reqid"
+	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/store"
 )
 
@@ -43,7 +44,8 @@ func Redis(cfg *config.Config) (redis.UniversalClient, error) {
 	if cfg.Tracing {
 		// Fails only on bad options; a trace without Redis spans is
 		// better than a process that will not start.
-		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)); err != nil {
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false),
+			redisotel.WithTracerProvider(telemetry.ChildrenOnly())); err != nil {
 			slog.Warn("redis tracing", "err", err)
 		}
 	}
@@ -128,7 +130,8 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if cfg.Tracing {
-		st.DB = st.DB.WithQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("seckill")))
+		st.DB = st.DB.WithQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("seckill"),
+			bunotel.WithTracerProvider(telemetry.ChildrenOnly())))
 	}
 	return st, nil
 }

@@ -48,8 +48,10 @@ func Setup(ctx context.Context, cfg *config.Config, service string) (shutdown fu
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	// The sampler follows OTEL_TRACES_SAMPLER (default: parent-based, always on).
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	// OTEL_TRACES_SAMPLER, when set, replaces this sampler (the SDK reads it
+	// after the options).
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.TraceRatio))))
 	Install(tp)
 	return func(ctx context.Context) error {
 		if err := tp.Shutdown(ctx); err != nil {

@@ -192,3 +192,104 @@ func TestOneReservationOneTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestFiltersRefuseWithoutSpans checks, with every trace sampled, that a
+// request the in-process filters refuse (bad input, no token, the sold-out
+// mark), a probe and a scrape make no span, that a request reaching Redis
+// still makes its trace, and that background Redis and MySQL calls start
+// no trace of their own.
+func TestFiltersRefuseWithoutSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	telemetry.Install(tp)
+	t.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	})
+	cfg := testenv.Config(t)
+	cfg.Tracing = true
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	testenv.MustStore(t)
+	st, err := conn.Store(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	rdb, err := conn.Redis(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(rdb)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.ShutdownWithTimeout(5 * time.Second) })
+	base := "http://" + ln.Addr().String()
+
+	sale := testenv.MustSale(t, st, 1)
+	testenv.MustWarm(t, st, rdb, sale)
+	reserveURL := fmt.Sprintf("%s/api/v1/sales/%d/reservations", base, sale.ID)
+	// send answers the request's status and whether it carried a span.
+	send := func(method, url, bearer, body string) (int, bool) {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		require.NoError(t, err)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("traceparent") != ""
+	}
+	reserve := func(user int64) (int, bool) {
+		tok, err := testenv.Token(user)
+		require.NoError(t, err)
+		return send("POST", reserveURL, tok, fmt.Sprintf(`{"request_id":"r-%d"}`, user))
+	}
+
+	status, traced := reserve(testenv.UniqueUser())
+	require.Equal(t, http.StatusAccepted, status)
+	require.True(t, traced, "a reservation that reached Redis is traced")
+	status, traced = reserve(testenv.UniqueUser())
+	require.Equal(t, http.StatusGone, status, "Redis answers sold out")
+	require.True(t, traced, "a refusal by the script reached Redis: traced")
+
+	// The in-process sold-out mark follows the script's answer shortly
+	// (until then a request still reaches Redis, traced).
+	require.Eventually(t, func() bool {
+		status, traced := reserve(testenv.UniqueUser())
+		require.Equal(t, http.StatusGone, status)
+		return !traced
+	}, 10*time.Second, 50*time.Millisecond, "the sold-out mark refuses without a span")
+	spans := len(exp.GetSpans())
+	tok, err := testenv.Token(testenv.UniqueUser())
+	require.NoError(t, err)
+	for _, r := range []struct {
+		method, url, bearer, body string
+		status                    int
+	}{
+		{"POST", reserveURL, "", `{"request_id":"x"}`, http.StatusUnauthorized},
+		{"POST", reserveURL, tok, `{"request_id":`, http.StatusBadRequest},
+		{"GET", base + "/api/v1/reservations/x", "", "", http.StatusUnauthorized},
+		{"GET", base + "/healthz", "", "", http.StatusOK},
+		{"GET", base + "/readyz", "", "", http.StatusOK},
+		{"GET", base + "/metrics", "", "", http.StatusOK},
+	} {
+		status, traced := send(r.method, r.url, r.bearer, r.body)
+		require.Equal(t, r.status, status, "%s %s", r.method, r.url)
+		require.False(t, traced, "%s %s answered with a span", r.method, r.url)
+	}
+	status, traced = reserve(testenv.UniqueUser())
+	require.Equal(t, http.StatusGone, status)
+	require.False(t, traced, "the sold-out mark refuses without a span")
+	got := exp.GetSpans()
+	require.Equal(t, spans, len(got), "refusals, probes and scrapes added spans")
+	// Every span is an HTTP request's or a child: background calls (the
+	// cache refresh, the breaker's probe) started no trace.
+	for _, s := range got {
+		if !s.Parent.IsValid() {
+			require.True(t, strings.HasPrefix(s.Name, "/api/v1/"), "a root span %q outside a request", s.Name)
+		}
+	}
+}
