@@ -3,7 +3,9 @@
 #   dev:  .data/       Redis 6379,  MariaDB 3306 (seckill),       Temporal 7233, UI 8233
 #   test: .data/test/  Redis 16379, MariaDB 13306 (seckill_test), Temporal 17233, headless
 # For dev, REDIS_ADDR(S), MYSQL_DSN or TEMPORAL_ADDRESS point at servers of
-# your own; we then start none of that kind.
+# your own; we then start none of that kind. SECKILL_TEMPORAL=server runs the
+# production-shaped Temporal (scripts/temporal-server.sh: PostgreSQL, SQL
+# visibility, 8 history shards) on the same port instead of the dev server.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -46,7 +48,11 @@ up() {
 	if [[ "$profile" == dev && -n "${TEMPORAL_ADDRESS:-}" ]]; then
 		log "TEMPORAL_ADDRESS is set: using $TEMPORAL_ADDRESS, not starting Temporal"
 	else
-		"$here/temporal.sh" start "$data" "$temporal_port" "$ui_port" $headless &
+		case "${SECKILL_TEMPORAL:-dev}" in
+		dev) "$here/temporal.sh" start "$data" "$temporal_port" "$ui_port" $headless & ;;
+		server) "$here/temporal-server.sh" start "$data" "$temporal_port" & ;;
+		*) die "SECKILL_TEMPORAL: dev or server, not ${SECKILL_TEMPORAL}" ;;
+		esac
 		names+=(temporal) pids+=($!)
 	fi
 	# The three start in parallel; any failure fails the whole.
@@ -60,6 +66,7 @@ up() {
 
 down() {
 	"$here/temporal.sh" stop "$data" "$temporal_port" "$ui_port"
+	"$here/temporal-server.sh" stop "$data" "$temporal_port"
 	"$here/mariadb.sh" stop "$data" "$mysql_port"
 	"$here/redis.sh" stop "$data" "$redis_port"
 }

@@ -37,6 +37,10 @@ fi
 prom_addr="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
 "$ROOT/scripts/prometheus.sh" start "$ROOT/.data" "$prom_addr"
 
+ui_line="http://127.0.0.1:8233"
+if [[ "${SECKILL_TEMPORAL:-dev}" == server ]]; then
+	ui_line="none with the production-shaped server: .data/bin/temporal workflow list --query 'SaleId = N' (Temporal on PostgreSQL, ${SECKILL_TEMPORAL_SHARDS:-8} shards, log .data/logs/temporal-server.log)"
+fi
 api_addr="${API_ADDR:-127.0.0.1:8080}"
 sale_id="$(bin/seckill demo --api "http://$api_addr" --id-file "$ROOT/.data/demo-sale-id")"
 
@@ -45,7 +49,7 @@ cat <<INFO
 seckill is running (development mode; \`go tool task down\` stops it).
   API          http://$api_addr        (log .data/logs/api.log)
   worker       metrics http://${WORKER_METRICS_ADDR:-127.0.0.1:9091}/metrics  (log .data/logs/worker.log)
-  Temporal UI  http://127.0.0.1:8233
+  Temporal UI  $ui_line
   Jaeger       $jaeger_line
   Prometheus   http://$prom_addr   (alert rules loaded: http://$prom_addr/alerts)
   Redis ${REDIS_ADDRS:-${REDIS_ADDR:-127.0.0.1:6379}}, MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
