@@ -52,7 +52,11 @@ type Deployment struct {
 	TC  client.Client
 
 	temporalBin string
-	mysqlRoot   *sql.DB
+	// serverScript is scripts/temporal-server.sh when the run's Temporal
+	// is the production-shaped server; its PostgreSQL is stopped at Close.
+	serverScript string
+	stopPostgres func()
+	mysqlRoot    *sql.DB
 }
 
 // App is a seckill process and its proxies.
@@ -84,10 +88,12 @@ const (
 const chaosDB = "seckill_chaos"
 
 // Deploy starts everything under dir. seckillBin is the built cmd/seckill;
-// temporalBin the Temporal CLI; cluster: a three-master Redis Cluster
-// instead of one redis-server.
-func Deploy(ctx context.Context, dir, seckillBin, temporalBin string, cluster bool) (*Deployment, error) {
-	d := &Deployment{Dir: dir, TaskQueue: "chaos", Cluster: cluster, temporalBin: temporalBin}
+// temporalBin the Temporal CLI; serverScript, when set,
+// scripts/temporal-server.sh (the production-shaped Temporal in place of
+// the dev server); cluster: a three-master Redis Cluster instead of one
+// redis-server.
+func Deploy(ctx context.Context, dir, seckillBin, temporalBin, serverScript string, cluster bool) (*Deployment, error) {
+	d := &Deployment{Dir: dir, TaskQueue: "chaos", Cluster: cluster, temporalBin: temporalBin, serverScript: serverScript}
 	ok := false
 	defer func() {
 		if !ok {
@@ -104,7 +110,11 @@ func Deploy(ctx context.Context, dir, seckillBin, temporalBin string, cluster bo
 	if err := d.startMySQL(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.startTemporal(ctx); err != nil {
+	startTemporal := d.startTemporal
+	if serverScript != "" {
+		startTemporal = d.startTemporalServer
+	}
+	if err := startTemporal(ctx); err != nil {
 		return nil, err
 	}
 	for i := 1; i <= 2; i++ {
@@ -409,6 +419,9 @@ func (d *Deployment) Close() {
 		if p != nil {
 			p.Stop(20 * time.Second)
 		}
+	}
+	if d.stopPostgres != nil {
+		d.stopPostgres()
 	}
 	if d.TC != nil {
 		d.TC.Close()

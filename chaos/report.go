@@ -98,6 +98,11 @@ func (r *Result) Markdown() string {
 		redisDesc = "a three-master Redis Cluster, MariaDB, Temporal dev server; each master behind one proxy shared by every process, every other link through a proxy of its own"
 		title = " (Redis Cluster)"
 	}
+	if o.TemporalServer != "" {
+		redisFlag += " -temporal-server scripts/temporal-server.sh"
+		redisDesc = strings.Replace(redisDesc, "Temporal dev server", "the production-shaped Temporal server (PostgreSQL, SQL visibility, 8 history shards)", 1)
+		title += " (Temporal server on PostgreSQL)"
+	}
 	fmt.Fprintf(&b, "# Chaos run, seed %d%s\n\n", o.Seed, title)
 	fmt.Fprintf(&b, "Replay: `go run ./cmd/seckill-chaos -seed %d -duration %s%s -faults %s` (same schedule of operations and faults; timing differs).\n\n",
 		o.Seed, o.Duration, redisFlag, strings.Join(o.Faults, ","))

@@ -28,7 +28,11 @@ type Options struct {
 	OutDir      string // <seed>.md and <seed>.png
 	SeckillBin  string
 	TemporalBin string
-	Logf        func(format string, args ...any)
+	// TemporalServer, when set, is scripts/temporal-server.sh: the run's
+	// Temporal is the production-shaped server (PostgreSQL, SQL
+	// visibility, 8 shards) instead of the dev server.
+	TemporalServer string
+	Logf           func(format string, args ...any)
 }
 
 // Redis modes.
@@ -75,7 +79,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r := &Result{Opts: o, Plan: Schedule(o.Seed, o.Duration, o.Faults), HistoryPath: filepath.Join(o.WorkDir, "history.jsonl")}
 	o.Logf("seed %d: %d faults planned over %s", o.Seed, len(r.Plan), o.Duration)
-	d, err := Deploy(ctx, o.WorkDir, o.SeckillBin, o.TemporalBin, o.Cluster())
+	d, err := Deploy(ctx, o.WorkDir, o.SeckillBin, o.TemporalBin, o.TemporalServer, o.Cluster())
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
@@ -337,12 +341,17 @@ func Recheck(workDir string, faults []string) (*Result, error) {
 }
 
 // ReportName is the base name of the report and chart: the seed, prefixed
-// with "cluster-" for the cluster variant.
+// with "cluster-" for the cluster variant and "server-" on the
+// production-shaped Temporal.
 func (o Options) ReportName() string {
+	name := fmt.Sprint(o.Seed)
 	if o.Cluster() {
-		return fmt.Sprintf("cluster-%d", o.Seed)
+		name = "cluster-" + name
 	}
-	return fmt.Sprint(o.Seed)
+	if o.TemporalServer != "" {
+		name = "server-" + name
+	}
+	return name
 }
 
 // Write writes the report and chart of r into dir.

@@ -41,6 +41,7 @@ func run() int {
 		quiet     = flag.Duration("quiet", 0, "wait after the faults healed (default: longest payment window + two reconciliation passes + 15s)")
 		seckill   = flag.String("seckill", "", "the seckill binary (default: go build ./cmd/seckill)")
 		temporal  = flag.String("temporal", "", "the Temporal CLI (default: $SECKILL_TEMPORAL_BIN or .data/bin/temporal)")
+		server    = flag.String("temporal-server", "", "scripts/temporal-server.sh: run on the production-shaped Temporal (PostgreSQL, 8 shards) instead of the dev server (report server-<seed>.md)")
 		plan      = flag.Bool("plan", false, "print the fault schedule of -seed and -duration, and exit")
 		recheck   = flag.String("recheck", "", "run the checker again over the history and final state saved in this work dir, and exit")
 	)
@@ -122,7 +123,7 @@ func run() int {
 	}
 	logf("seed %d, %s, redis %s, work dir %s", *seed, *duration, *redisMode, *work)
 	res, err := chaos.Run(ctx, chaos.Options{Seed: *seed, Duration: *duration, Faults: classes, Clients: *clients, Quiet: *quiet, Redis: *redisMode,
-		WorkDir: *work, OutDir: *out, SeckillBin: *seckill, TemporalBin: *temporal, Logf: logf})
+		WorkDir: *work, OutDir: *out, SeckillBin: *seckill, TemporalBin: *temporal, TemporalServer: *server, Logf: logf})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: seed %d: %v (logs in %s)\n", *seed, err, *work)
 		return 1
