@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 func TestSummaryPercentiles(t *testing.T) {
@@ -83,4 +85,16 @@ func TestMedianRoundIsTheMiddleRatio(t *testing.T) {
 	require.InDelta(t, 0.74, medianRound(rounds[1:2]).ratio(), 1e-9)
 	require.InDelta(t, 0.74, medianRound(rounds[:2]).ratio(), 1e-9, "of two, the lower")
 	require.Equal(t, 0.99, rounds[0].ratio(), "the rounds keep their order")
+}
+
+// Scenario 3 meters the test services' own processes: the redis-server and
+// mariadbd that serve the test addresses, found by their command lines.
+func TestServicesCPUFindsTheTestServers(t *testing.T) {
+	m, err := servicesCPU(testenv.RedisAddr(), testenv.MySQLDSN())
+	require.NoError(t, err)
+	cpu, err := m.read()
+	require.NoError(t, err)
+	require.Greater(t, cpu, 0.0)
+	_, err = servicesCPU("127.0.0.1:1", testenv.MySQLDSN())
+	require.Error(t, err, "no redis-server serves port 1")
 }

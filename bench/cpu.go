@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/procfs"
 )
 
@@ -61,32 +63,130 @@ func (m cpuMeter) read() (float64, error) {
 	return total, nil
 }
 
-// temporalServerPID finds the Temporal dev server listening on addr (the
-// services script starts it as `temporal server start-dev --port P ...`).
-func temporalServerPID(addr string) (int, error) {
+// temporalServerCPU meters the Temporal server listening on addr: the dev
+// server (`temporal server start-dev --port P`, SQLite inside it), or the
+// production-shaped server (scripts/temporal-server.sh: TS_PORT=P in its
+// environment) with its PostgreSQL, whose per-connection backends count
+// too. It also says which it found.
+func temporalServerCPU(addr string) (cpuMeter, string, error) {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return 0, fmt.Errorf("temporal server: %w", err)
+		return nil, "", fmt.Errorf("temporal server: %w", err)
 	}
 	procs, err := procfs.AllProcs()
 	if err != nil {
-		return 0, fmt.Errorf("temporal server: %w", err)
+		return nil, "", fmt.Errorf("temporal server: %w", err)
 	}
 	for _, p := range procs {
 		args, err := p.CmdLine()
-		if err != nil || len(args) < 3 {
+		if err != nil || len(args) < 2 {
 			continue
 		}
-		if !slices.Contains(args, "start-dev") {
+		if slices.Contains(args, "start-dev") && hasFlag(args, port, "--port", "-p") {
+			return cpuMeter{func() (float64, error) { return pidCPU(p.PID) }}, "the Temporal dev server", nil
+		}
+		if !strings.HasSuffix(args[0], "temporal-server") {
 			continue
 		}
-		for i, a := range args {
-			if a == "--port="+port || (a == "--port" || a == "-p") && i+1 < len(args) && args[i+1] == port {
-				return p.PID, nil
+		env, err := p.Environ()
+		if err != nil || !slices.Contains(env, "TS_PORT="+port) {
+			continue
+		}
+		pgPort := ""
+		for _, e := range env {
+			if v, ok := strings.CutPrefix(e, "TS_PG_PORT="); ok {
+				pgPort = v
+			}
+		}
+		pg, err := postmaster(procs, pgPort)
+		if err != nil {
+			return nil, "", err
+		}
+		return cpuMeter{func() (float64, error) { return pidCPU(p.PID) }, func() (float64, error) { return treeCPU(pg) }},
+			"the Temporal server and its PostgreSQL", nil
+	}
+	return nil, "", fmt.Errorf("temporal server on %s: no dev server or temporal-server process found", addr)
+}
+
+func hasFlag(args []string, value string, names ...string) bool {
+	for i, a := range args {
+		for _, n := range names {
+			if a == n+"="+value || a == n && i+1 < len(args) && args[i+1] == value {
+				return true
 			}
 		}
 	}
-	return 0, fmt.Errorf("temporal server on %s: no start-dev process found", addr)
+	return false
+}
+
+// postmaster finds the PostgreSQL server listening on port.
+func postmaster(procs procfs.Procs, port string) (int, error) {
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err == nil && len(args) > 0 && strings.HasSuffix(args[0], "/postgres") && hasFlag(args, port, "-p") {
+			return p.PID, nil
+		}
+	}
+	return 0, fmt.Errorf("no PostgreSQL on port %q", port)
+}
+
+// treeCPU is a process's CPU with its children's: the live ones read now,
+// the ones it reaped already in its own counters.
+func treeCPU(pid int) (float64, error) {
+	proc, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+	}
+	total := st.CPUTime() + float64(st.CUTime+st.CSTime)/100 // clock ticks (USER_HZ)
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+	}
+	for _, c := range procs {
+		if cst, err := c.Stat(); err == nil && cst.PPID == pid {
+			total += cst.CPUTime()
+		}
+	}
+	return total, nil
+}
+
+// servicesCPU meters the redis-server and mariadbd serving redisAddr and
+// the DSN's address on this host.
+func servicesCPU(redisAddr, dsn string) (cpuMeter, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql dsn: %w", err)
+	}
+	_, myPort, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("mysql address: %w", err)
+	}
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("services: %w", err)
+	}
+	var redisPID, mysqlPID int
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err != nil || len(args) == 0 {
+			continue
+		}
+		switch {
+		// redis-server rewrites its title to "redis-server host:port".
+		case strings.HasPrefix(args[0], "redis-server") && slices.Contains(strings.Fields(strings.Join(args, " ")), redisAddr):
+			redisPID = p.PID
+		case strings.HasSuffix(args[0], "mariadbd") && hasFlag(args, myPort, "--port"):
+			mysqlPID = p.PID
+		}
+	}
+	if redisPID == 0 || mysqlPID == 0 {
+		return nil, fmt.Errorf("redis-server %s (pid %d) or mariadbd on port %s (pid %d) not found here", redisAddr, redisPID, myPort, mysqlPID)
+	}
+	return cpuMeter{func() (float64, error) { return pidCPU(redisPID) }, func() (float64, error) { return pidCPU(mysqlPID) }}, nil
 }
 
 // perRequestMS is CPU seconds per request, in ms.

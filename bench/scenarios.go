@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -184,6 +185,40 @@ func (r *runner) soldOutSale(ctx context.Context, api *Proc, label string, conns
 	return c, url, toks[:len(toks)-2], nil
 }
 
+// burstMeters read the CPU of scenario 3's processes: the API and worker,
+// the Temporal server, and Redis with MariaDB.
+type burstMeters struct {
+	stack, server, services cpuMeter
+	serverName              string
+	notes                   []string
+}
+
+func (r *runner) burstMeters(api, worker *Proc) *burstMeters {
+	m := &burstMeters{stack: cpuMeter{api.CPU, worker.CPU}}
+	var err error
+	if m.server, m.serverName, err = temporalServerCPU(r.o.TemporalAddress); err != nil {
+		m.serverName = "the Temporal server (not found)"
+		m.notes = append(m.notes, fmt.Sprintf("Temporal server CPU not measured: %v", err))
+	}
+	if m.services, err = servicesCPU(r.o.RedisAddr, r.o.MySQLDSN); err != nil {
+		m.notes = append(m.notes, fmt.Sprintf("Redis and MariaDB CPU not measured: %v", err))
+	}
+	return m
+}
+
+// read is a meter's reading, 0 (and a note) when it cannot be read.
+func (m *burstMeters) read(c cpuMeter) float64 {
+	if c == nil {
+		return 0
+	}
+	v, err := c.read()
+	if err != nil {
+		m.notes = append(m.notes, fmt.Sprintf("CPU not read: %v", err))
+		return 0
+	}
+	return v
+}
+
 // burst: scenario 3, a flash sale of BurstStock units to BurstUsers users
 // on 256 connections, then the drain to PENDING_PAYMENT against hello
 // workflows on the same Temporal server.
@@ -200,28 +235,8 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	c := newDoer(conns)
 	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
 
-	// CPU over the burst and drain: the API and worker together, and the
-	// Temporal server (when it runs here), against the hello baseline's.
-	var cpuNotes []string
-	stack := cpuMeter{api.CPU, worker.CPU}
-	var server cpuMeter
-	if pid, err := temporalServerPID(r.o.TemporalAddress); err == nil {
-		server = cpuMeter{func() (float64, error) { return pidCPU(pid) }}
-	} else {
-		cpuNotes = append(cpuNotes, fmt.Sprintf("Temporal server CPU not measured: %v", err))
-	}
-	readCPU := func(m cpuMeter) float64 {
-		if m == nil {
-			return 0
-		}
-		v, err := m.read()
-		if err != nil {
-			cpuNotes = append(cpuNotes, fmt.Sprintf("CPU not read: %v", err))
-			return 0
-		}
-		return v
-	}
-	stack0, server0 := readCPU(stack), readCPU(server)
+	m := r.burstMeters(api, worker)
+	stack0, server0, svc0 := m.read(m.stack), m.read(m.server), m.read(m.services)
 
 	// The drain clock runs from the burst's first request until every
 	// unit's order is PENDING_PAYMENT in MySQL.
@@ -248,7 +263,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	}
 	reserved := settled.Accepted(res)
 	drain, ok := <-drained
-	stack1, server1 := readCPU(stack), readCPU(server)
+	stack1, server1, svc1 := m.read(m.stack), m.read(m.server), m.read(m.services)
 	var notes []string
 	if !ok {
 		// Slow, not wrong: reported, and the checks below still run.
@@ -264,15 +279,17 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 		return err
 	}
 
-	helloServer0 := readCPU(server)
+	helloServer0 := m.read(m.server)
 	helloRate, helloTime, err := HelloRate(ctx, r.tc, "bench-hello-"+r.stamp, int(r.o.BurstStock), 64)
 	if err != nil {
 		return fmt.Errorf("hello baseline: %w", err)
 	}
-	helloServer1 := readCPU(server)
+	helloServer1 := m.read(m.server)
 	serverPerOrder := perRequestMS(server1-server0, r.o.BurstStock)
 	serverPerHello := perRequestMS(helloServer1-helloServer0, r.o.BurstStock)
 	stackPerOrder := perRequestMS(stack1-stack0, r.o.BurstStock)
+	svcPerOrder := perRequestMS(svc1-svc0, r.o.BurstStock)
+	allPerOrder := serverPerOrder + stackPerOrder + svcPerOrder
 	drainRate := 0.0
 	if drain > 0 {
 		drainRate = float64(r.o.BurstStock) / drain.Seconds()
@@ -295,10 +312,13 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 			{Name: "Temporal server CPU per hello workflow", Value: serverPerHello, Unit: "ms"},
 			{Name: "server CPU per order / per hello workflow", Value: ratio(serverPerOrder, serverPerHello), Unit: "×"},
 			{Name: "API + worker CPU per order", Value: stackPerOrder, Unit: "ms"},
+			{Name: "Redis + MariaDB CPU per order", Value: svcPerOrder, Unit: "ms"},
+			{Name: "CPU per order, every process", Value: allPerOrder, Unit: "ms"},
+			{Name: "drain ceiling of this host's cores", Value: ratio(float64(runtime.NumCPU())*1000, allPerOrder), Unit: "orders/s"},
 		},
 		Notes: append(append(notes, "the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters",
 			settleNote,
-			"CPU: user + system time (/proc) of the Temporal dev server over the burst and drain, per order, and over the hello run, per hello workflow; of the API and worker together over the burst and drain, per order (it includes the burst's refusals)"), cpuNotes...),
+			"CPU: user + system time (/proc) of "+m.serverName+" over the burst and drain, per order, and over the hello run, per hello workflow; of the API and worker together, and of Redis and MariaDB together, over the burst and drain, per order (it includes the burst's refusals); the drain ceiling is the host's cores over every process's CPU per order: the rate at which the cores would be fully busy"), m.notes...),
 	})
 	return nil
 }

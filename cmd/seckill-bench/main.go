@@ -98,14 +98,15 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	out := fs.String("out", "bench/results", "results directory")
 	scenarios := fs.String("scenarios", "", "comma-separated scenario numbers to run, e.g. 5 or 1,3 (default: all)")
 	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
-	return func(ctx context.Context) error { return run(ctx, logger, o, *out, *scenarios) }
+	stacks := fs.String("temporal-stacks", "", "scenario 12 alone: the burst on each Temporal stack in turn, name=host:port,... (e.g. dev=127.0.0.1:7233,server-8=127.0.0.1:7533)")
+	return func(ctx context.Context) error { return run(ctx, logger, o, *out, *scenarios, *stacks) }
 }
 
-func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string) error {
+func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios, stacks string) error {
 	for _, id := range strings.Split(scenarios, ",") {
 		if id = strings.TrimSpace(id); id != "" {
-			if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 10 || strconv.Itoa(n) != id {
-				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 10)", id)
+			if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 11 || strconv.Itoa(n) != id {
+				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 11; 12 is -temporal-stacks)", id)
 			}
 			o.Scenarios = append(o.Scenarios, id)
 		}
@@ -127,7 +128,17 @@ func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenari
 	}
 	logger.Info("bench starting", "redis", o.RedisAddr, "temporal", o.TemporalAddress, "logs", o.LogDir)
 	start := time.Now()
-	rep, runErr := bench.Run(ctx, o)
+	var rep *bench.Report
+	var runErr error
+	if stacks != "" {
+		list, err := bench.ParseStacks(stacks)
+		if err != nil {
+			return fmt.Errorf("-temporal-stacks: %w", err)
+		}
+		rep, runErr = bench.RunStacks(ctx, o, list)
+	} else {
+		rep, runErr = bench.Run(ctx, o)
+	}
 	if rep != nil && len(rep.Scenarios) > 0 {
 		if err := rep.Write(out); err != nil {
 			return err

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Stack is a Temporal server scenario 12 runs the burst on.
+type Stack struct{ Name, Address string }
+
+// ParseStacks reads "name=host:port,..." (the -temporal-stacks flag).
+func ParseStacks(s string) ([]Stack, error) {
+	var out []Stack
+	for _, part := range strings.Split(s, ",") {
+		name, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("temporal stack %q: want name=host:port", part)
+		}
+		out = append(out, Stack{Name: name, Address: addr})
+	}
+	if len(out) < 2 {
+		return nil, fmt.Errorf("temporal stacks: at least two to compare, got %d", len(out))
+	}
+	return out, nil
+}
+
+// stackFigures are scenario 3's figures scenario 12 puts side by side.
+var stackFigures = []string{
+	"orders drained/s",
+	"hello workflows/s (baseline)",
+	"drain / hello rate",
+	"Temporal server CPU per order",
+	"Temporal server CPU per hello workflow",
+	"API + worker CPU per order",
+}
+
+// RunStacks is scenario 12: scenario 3 (the burst, its drain and the hello
+// baseline) on each Temporal stack in turn, in one run, then the stacks
+// side by side, each stack's drain over the first's. A stack named
+// "server-8" has the target: at least twice the first's drain.
+func RunStacks(ctx context.Context, o Options, stacks []Stack) (*Report, error) {
+	var merged *Report
+	got := map[string]map[string]float64{}
+	for _, st := range stacks {
+		so := o
+		so.TemporalAddress, so.Scenarios = st.Address, []string{"3"}
+		rep, err := Run(ctx, so)
+		if rep != nil {
+			if merged == nil {
+				merged = &Report{GeneratedAt: rep.GeneratedAt, Machine: rep.Machine, Client: rep.Client}
+			}
+			got[st.Name] = map[string]float64{}
+			for _, sc := range rep.Scenarios {
+				sc.ID += " · " + st.Name
+				sc.Title += " (Temporal: " + st.Name + ")"
+				for _, f := range sc.Figures {
+					got[st.Name][f.Name] = f.Value
+				}
+				merged.Scenarios = append(merged.Scenarios, sc)
+			}
+			merged.Violations = append(merged.Violations, rep.Violations...)
+		}
+		if err != nil {
+			return merged, fmt.Errorf("temporal stack %s: %w", st.Name, err)
+		}
+	}
+	merged.Scenarios = append(merged.Scenarios, stacksScenario(stacks, got))
+	return merged, nil
+}
+
+func stacksScenario(stacks []Stack, got map[string]map[string]float64) Scenario {
+	var figures []Figure
+	first := stacks[0].Name
+	for _, st := range stacks {
+		for _, name := range stackFigures {
+			unit := "orders/s"
+			switch {
+			case strings.Contains(name, "CPU"):
+				unit = "ms"
+			case strings.Contains(name, "rate"):
+				unit = "×"
+			case strings.Contains(name, "hello"):
+				unit = "wf/s"
+			}
+			figures = append(figures, Figure{Name: st.Name + ": " + name, Value: got[st.Name][name], Unit: unit})
+		}
+		if st.Name != first {
+			f := Figure{Name: st.Name + ": drain / " + first + " drain", Value: ratio(got[st.Name]["orders drained/s"], got[first]["orders drained/s"]), Unit: "×"}
+			if st.Name == "server-8" {
+				f.Target = "≥ 2"
+			}
+			figures = append(figures, f)
+		}
+	}
+	names := make([]string, len(stacks))
+	for i, st := range stacks {
+		names[i] = st.Name + " (" + st.Address + ")"
+	}
+	return Scenario{ID: "12 temporal stacks", Title: "The burst's drain on each Temporal stack, side by side: " + strings.Join(names, ", "),
+		Figures: figures,
+		Notes: []string{"scenario 3 on each stack in turn, in this order, against the same Redis and MariaDB; each stack's own API and worker",
+			"server CPU: the dev server's process (SQLite inside it); the production-shaped server's process and its PostgreSQL with every backend"}}
+}
