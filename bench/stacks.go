@@ -33,6 +33,9 @@ var stackFigures = []string{
 	"Temporal server CPU per order",
 	"Temporal server CPU per hello workflow",
 	"API + worker CPU per order",
+	"Redis + MariaDB CPU per order",
+	"CPU per order, every process",
+	"drain ceiling of this host's cores",
 }
 
 // RunStacks is scenario 12: scenario 3 (the burst, its drain and the hello
