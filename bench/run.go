@@ -42,6 +42,9 @@ type Options struct {
 	ChurnDur time.Duration
 	// Scenarios selects scenarios by number ("1".."11"); empty runs all.
 	Scenarios []string
+	// ProfileDir, when set, receives CPU profiles of scenario 3's API and
+	// worker over its burst and drain (api.pprof, worker.pprof).
+	ProfileDir string
 	Logger    *slog.Logger
 }
 
@@ -61,6 +64,7 @@ func (o Options) want(id string) bool {
 // runner holds a bench run's connections and bookkeeping.
 type runner struct {
 	o        Options
+	pprofURL string // the scenario 3 API's profiler (Options.ProfileDir)
 	st       *store.Store
 	rdb      redis.UniversalClient
 	tc       client.Client
@@ -89,7 +93,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// stack stopped: a worker that reaches Redis would resynchronise the
 	// sale back to Redis mode in the middle of the run.
 	if o.want("1") || o.want("3") {
-		api, worker, err := r.startStackEnv(ctx, "api", "worker", r.env("bench-"+r.stamp))
+		env := r.env("bench-" + r.stamp)
+		if o.ProfileDir != "" {
+			addr, err := FreeAddr()
+			if err != nil {
+				return nil, err
+			}
+			r.pprofURL, env["SECKILL_PPROF_ADDR"] = "http://"+addr, addr
+		}
+		api, worker, err := r.startStackEnv(ctx, "api", "worker", env)
 		if err != nil {
 			return nil, err
 		}

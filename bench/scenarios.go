@@ -185,6 +185,10 @@ func (r *runner) soldOutSale(ctx context.Context, api *Proc, label string, conns
 	return c, url, toks[:len(toks)-2], nil
 }
 
+// burstProfileSeconds is the length of scenario 3's CPU profiles: the
+// burst and most of its drain on this machine.
+const burstProfileSeconds = 20
+
 // burstMeters read the CPU of scenario 3's processes: the API and worker,
 // the Temporal server, and Redis with MariaDB.
 type burstMeters struct {
@@ -241,6 +245,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	// The drain clock runs from the burst's first request until every
 	// unit's order is PENDING_PAYMENT in MySQL.
 	start := time.Now()
+	waitProfiles := r.profileBurst(ctx, worker, burstProfileSeconds)
 	drained := make(chan time.Duration, 1)
 	pollCtx, stopPoll := context.WithTimeout(ctx, runLimit(int(r.o.BurstStock)))
 	defer stopPoll()
@@ -279,6 +284,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 		return err
 	}
 
+	notes = append(notes, waitProfiles()...) // before the hello run, which they must not see
 	helloServer0 := m.read(m.server)
 	helloRate, helloTime, err := HelloRate(ctx, r.tc, "bench-hello-"+r.stamp, int(r.o.BurstStock), 64)
 	if err != nil {

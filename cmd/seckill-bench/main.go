@@ -98,6 +98,7 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	out := fs.String("out", "bench/results", "results directory")
 	scenarios := fs.String("scenarios", "", "comma-separated scenario numbers to run, e.g. 5 or 1,3 (default: all)")
 	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
+	fs.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of scenario 3's API and worker over the burst and drain (api.pprof, worker.pprof)")
 	stacks := fs.String("temporal-stacks", "", "scenario 12 alone: the burst on each Temporal stack in turn, name=host:port,... (e.g. dev=127.0.0.1:7233,server-8=127.0.0.1:7533)")
 	return func(ctx context.Context) error { return run(ctx, logger, o, *out, *scenarios, *stacks) }
 }
