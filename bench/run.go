@@ -45,7 +45,7 @@ type Options struct {
 	// ProfileDir, when set, receives CPU profiles of scenario 3's API and
 	// worker over its burst and drain (api.pprof, worker.pprof).
 	ProfileDir string
-	Logger    *slog.Logger
+	Logger     *slog.Logger
 }
 
 // want reports whether scenario id is selected.
