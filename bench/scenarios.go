@@ -192,13 +192,13 @@ const burstProfileSeconds = 20
 // burstMeters read the CPU of scenario 3's processes: the API and worker,
 // the Temporal server, and Redis with MariaDB.
 type burstMeters struct {
-	stack, server, services cpuMeter
-	serverName              string
-	notes                   []string
+	api, worker, server, services cpuMeter
+	serverName                    string
+	notes                         []string
 }
 
 func (r *runner) burstMeters(api, worker *Proc) *burstMeters {
-	m := &burstMeters{stack: cpuMeter{api.CPU, worker.CPU}}
+	m := &burstMeters{api: cpuMeter{api.CPU}, worker: cpuMeter{worker.CPU}}
 	var err error
 	if m.server, m.serverName, err = temporalServerCPU(r.o.TemporalAddress); err != nil {
 		m.serverName = "the Temporal server (not found)"
@@ -240,7 +240,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
 
 	m := r.burstMeters(api, worker)
-	stack0, server0, svc0 := m.read(m.stack), m.read(m.server), m.read(m.services)
+	api0, worker0, server0, svc0 := m.read(m.api), m.read(m.worker), m.read(m.server), m.read(m.services)
 
 	// The drain clock runs from the burst's first request until every
 	// unit's order is PENDING_PAYMENT in MySQL.
@@ -268,7 +268,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	}
 	reserved := settled.Accepted(res)
 	drain, ok := <-drained
-	stack1, server1, svc1 := m.read(m.stack), m.read(m.server), m.read(m.services)
+	api1, worker1, server1, svc1 := m.read(m.api), m.read(m.worker), m.read(m.server), m.read(m.services)
 	var notes []string
 	if !ok {
 		// Slow, not wrong: reported, and the checks below still run.
@@ -293,7 +293,9 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	helloServer1 := m.read(m.server)
 	serverPerOrder := perRequestMS(server1-server0, r.o.BurstStock)
 	serverPerHello := perRequestMS(helloServer1-helloServer0, r.o.BurstStock)
-	stackPerOrder := perRequestMS(stack1-stack0, r.o.BurstStock)
+	stackPerOrder := perRequestMS(api1-api0+worker1-worker0, r.o.BurstStock)
+	workerPerOrder := perRequestMS(worker1-worker0, r.o.BurstStock)
+	apiPerRequest := perRequestMS(api1-api0, res.Requests+int64(settled.Retried)) * 1000 // µs
 	svcPerOrder := perRequestMS(svc1-svc0, r.o.BurstStock)
 	allPerOrder := serverPerOrder + stackPerOrder + svcPerOrder
 	drainRate := 0.0
@@ -318,6 +320,8 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 			{Name: "Temporal server CPU per hello workflow", Value: serverPerHello, Unit: "ms"},
 			{Name: "server CPU per order / per hello workflow", Value: ratio(serverPerOrder, serverPerHello), Unit: "×"},
 			{Name: "API + worker CPU per order", Value: stackPerOrder, Unit: "ms"},
+			{Name: "worker CPU per order", Value: workerPerOrder, Unit: "ms"},
+			{Name: "API CPU per burst request (refusals included)", Value: apiPerRequest, Unit: "µs"},
 			{Name: "Redis + MariaDB CPU per order", Value: svcPerOrder, Unit: "ms"},
 			{Name: "CPU per order, every process", Value: allPerOrder, Unit: "ms"},
 			{Name: "drain ceiling of this host's cores", Value: ratio(float64(runtime.NumCPU())*1000, allPerOrder), Unit: "orders/s"},

@@ -33,6 +33,7 @@ var stackFigures = []string{
 	"Temporal server CPU per order",
 	"Temporal server CPU per hello workflow",
 	"API + worker CPU per order",
+	"worker CPU per order",
 	"Redis + MariaDB CPU per order",
 	"CPU per order, every process",
 	"drain ceiling of this host's cores",
