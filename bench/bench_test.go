@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -97,4 +98,17 @@ func TestServicesCPUFindsTheTestServers(t *testing.T) {
 	require.Greater(t, cpu, 0.0)
 	_, err = servicesCPU("127.0.0.1:1", testenv.MySQLDSN())
 	require.Error(t, err, "no redis-server serves port 1")
+}
+
+func TestMetricSumAddsEveryLabelSet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "# HELP x_total x\nx_total 3\nx_total_other 100\ny_total{a=\"1\"} 2\ny_total{a=\"2\"} 5\n")
+	}))
+	defer srv.Close()
+	x, err := metricSum(context.Background(), srv.URL, "x_total")
+	require.NoError(t, err)
+	require.Equal(t, 3.0, x)
+	y, err := metricSum(context.Background(), srv.URL, "y_total")
+	require.NoError(t, err)
+	require.Equal(t, 7.0, y)
 }

@@ -242,3 +242,35 @@ func (r *runner) globalStatus(ctx context.Context, name string) (int64, error) {
 	}
 	return n, nil
 }
+
+// metricSum is the sum of a metric's samples (every label set) in the
+// /metrics text at metricsURL.
+func metricSum(ctx context.Context, metricsURL, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	sum := 0.0
+	for line := range strings.Lines(string(body)) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum, nil
+}

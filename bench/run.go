@@ -45,7 +45,9 @@ type Options struct {
 	// ProfileDir, when set, receives CPU profiles of scenario 3's API and
 	// worker over its burst and drain (api.pprof, worker.pprof).
 	ProfileDir string
-	Logger     *slog.Logger
+	// Env overrides the API's and worker's environment (an A/B variant).
+	Env    map[string]string
+	Logger *slog.Logger
 }
 
 // want reports whether scenario id is selected.
@@ -275,7 +277,7 @@ func (r *runner) terminate(ctx context.Context) {
 const fakeSaleBase = 9_000_000_000_000
 
 func (r *runner) env(taskQueue string) map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"SECKILL_ENV":              "dev",
 		"REDIS_ADDR":               r.o.RedisAddr,
 		"REDIS_ADDRS":              "",
@@ -288,6 +290,8 @@ func (r *runner) env(taskQueue string) map[string]string {
 		"SECKILL_SHUTDOWN_TIMEOUT": "3s",
 		"SECKILL_FALLBACK_RPS":     strconv.FormatFloat(r.o.FallbackRPS, 'f', -1, 64),
 	}
+	maps.Copy(env, r.o.Env)
+	return env
 }
 
 func (r *runner) startAPI(ctx context.Context, name, taskQueue string) (*Proc, error) {

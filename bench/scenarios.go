@@ -244,6 +244,18 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 
 	// The drain clock runs from the burst's first request until every
 	// unit's order is PENDING_PAYMENT in MySQL.
+	relayCalls := func() float64 {
+		var n float64
+		for _, name := range []string{"seckill_inbox_started_total", "seckill_inbox_start_errors_total"} {
+			v, err := metricSum(ctx, worker.URL+"/metrics", name)
+			if err != nil {
+				m.notes = append(m.notes, fmt.Sprintf("relay starts not read: %v", err))
+			}
+			n += v
+		}
+		return n
+	}
+	relay0 := relayCalls()
 	start := time.Now()
 	waitProfiles := r.profileBurst(ctx, worker, burstProfileSeconds)
 	drained := make(chan time.Duration, 1)
@@ -284,6 +296,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 		return err
 	}
 
+	relayPerOrder := (relayCalls() - relay0) / float64(r.o.BurstStock)
 	notes = append(notes, waitProfiles()...) // before the hello run, which they must not see
 	helloServer0 := m.read(m.server)
 	helloRate, helloTime, err := HelloRate(ctx, r.tc, "bench-hello-"+r.stamp, int(r.o.BurstStock), 64)
@@ -321,6 +334,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 			{Name: "server CPU per order / per hello workflow", Value: ratio(serverPerOrder, serverPerHello), Unit: "×"},
 			{Name: "API + worker CPU per order", Value: stackPerOrder, Unit: "ms"},
 			{Name: "worker CPU per order", Value: workerPerOrder, Unit: "ms"},
+			{Name: "relay's workflow starts per order", Value: relayPerOrder, Unit: "calls"},
 			{Name: "API CPU per burst request (refusals included)", Value: apiPerRequest, Unit: "µs"},
 			{Name: "Redis + MariaDB CPU per order", Value: svcPerOrder, Unit: "ms"},
 			{Name: "CPU per order, every process", Value: allPerOrder, Unit: "ms"},

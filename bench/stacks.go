@@ -6,8 +6,23 @@ import (
 	"strings"
 )
 
-// Stack is a Temporal server scenario 12 runs the burst on.
-type Stack struct{ Name, Address string }
+// Stack is one variant scenario 12 runs the burst on: a Temporal server,
+// or (-ab) the same server with environment overrides for the API and
+// worker.
+type Stack struct {
+	Name, Address string
+	Env           map[string]string
+}
+
+// ABStacks are the two variants of an A/B run of scenario 3: the
+// processes with KEY=VALUE, then without (the default), on one server.
+func ABStacks(kv, address string) ([]Stack, error) {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return nil, fmt.Errorf("-ab %q: want KEY=VALUE", kv)
+	}
+	return []Stack{{Name: kv, Address: address, Env: map[string]string{k: v}}, {Name: "default", Address: address}}, nil
+}
 
 // ParseStacks reads "name=host:port,..." (the -temporal-stacks flag).
 func ParseStacks(s string) ([]Stack, error) {
@@ -34,6 +49,7 @@ var stackFigures = []string{
 	"Temporal server CPU per hello workflow",
 	"API + worker CPU per order",
 	"worker CPU per order",
+	"relay's workflow starts per order",
 	"Redis + MariaDB CPU per order",
 	"CPU per order, every process",
 	"drain ceiling of this host's cores",
@@ -48,7 +64,7 @@ func RunStacks(ctx context.Context, o Options, stacks []Stack) (*Report, error) 
 	got := map[string]map[string]float64{}
 	for _, st := range stacks {
 		so := o
-		so.TemporalAddress, so.Scenarios = st.Address, []string{"3"}
+		so.TemporalAddress, so.Scenarios, so.Env = st.Address, []string{"3"}, st.Env
 		rep, err := Run(ctx, so)
 		if rep != nil {
 			if merged == nil {
@@ -80,6 +96,8 @@ func stacksScenario(stacks []Stack, got map[string]map[string]float64) Scenario 
 		for _, name := range stackFigures {
 			unit := "orders/s"
 			switch {
+			case strings.Contains(name, "starts"):
+				unit = "calls"
 			case strings.Contains(name, "CPU"):
 				unit = "ms"
 			case strings.Contains(name, "rate"):
@@ -99,10 +117,10 @@ func stacksScenario(stacks []Stack, got map[string]map[string]float64) Scenario 
 	}
 	names := make([]string, len(stacks))
 	for i, st := range stacks {
-		names[i] = st.Name + " (" + st.Address + ")"
+		names[i] = st.Name + " (Temporal " + st.Address + ")"
 	}
-	return Scenario{ID: "12 temporal stacks", Title: "The burst's drain on each Temporal stack, side by side: " + strings.Join(names, ", "),
+	return Scenario{ID: "12 side by side", Title: "The burst and its drain on each variant, side by side: " + strings.Join(names, ", "),
 		Figures: figures,
-		Notes: []string{"scenario 3 on each stack in turn, in this order, against the same Redis and MariaDB; each stack's own API and worker",
+		Notes: []string{"scenario 3 on each variant in turn, in this order, against the same Redis and MariaDB; each variant's own API and worker",
 			"server CPU: the dev server's process (SQLite inside it); the production-shaped server's process and its PostgreSQL with every backend"}}
 }

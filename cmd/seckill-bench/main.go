@@ -100,10 +100,26 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of scenario 3's API and worker over the burst and drain (api.pprof, worker.pprof)")
 	stacks := fs.String("temporal-stacks", "", "scenario 12 alone: the burst on each Temporal stack in turn, name=host:port,... (e.g. dev=127.0.0.1:7233,server-8=127.0.0.1:7533)")
-	return func(ctx context.Context) error { return run(ctx, logger, o, *out, *scenarios, *stacks) }
+	ab := fs.String("ab", "", "scenario 12 alone as an A/B: the burst with the API and worker given KEY=VALUE, then without, on -temporal")
+	return func(ctx context.Context) error {
+		var variants []bench.Stack
+		var err error
+		switch {
+		case *stacks != "" && *ab != "":
+			return fmt.Errorf("-temporal-stacks or -ab, not both")
+		case *stacks != "":
+			variants, err = bench.ParseStacks(*stacks)
+		case *ab != "":
+			variants, err = bench.ABStacks(*ab, o.TemporalAddress)
+		}
+		if err != nil {
+			return err
+		}
+		return run(ctx, logger, o, *out, *scenarios, variants)
+	}
 }
 
-func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios, stacks string) error {
+func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string, variants []bench.Stack) error {
 	for _, id := range strings.Split(scenarios, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 11 || strconv.Itoa(n) != id {
@@ -131,12 +147,8 @@ func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenari
 	start := time.Now()
 	var rep *bench.Report
 	var runErr error
-	if stacks != "" {
-		list, err := bench.ParseStacks(stacks)
-		if err != nil {
-			return fmt.Errorf("-temporal-stacks: %w", err)
-		}
-		rep, runErr = bench.RunStacks(ctx, o, list)
+	if len(variants) > 0 {
+		rep, runErr = bench.RunStacks(ctx, o, variants)
 	} else {
 		rep, runErr = bench.Run(ctx, o)
 	}
