@@ -137,10 +137,6 @@ type Config struct {
 	RelayMaxDelivery int64 // deliveries of a refused start before an inbox entry is dead-lettered
 	RelayMinIdle     time.Duration
 	RelayDeadAfter   time.Duration // least age of an inbox entry before a refused start dead-letters it
-	// RelayStartGrace (SECKILL_RELAY_START_GRACE): how old a new inbox entry
-	// the API may have started gets before the relay starts it too; 300ms
-	// when the API starts Redis orders, else 0.
-	RelayStartGrace time.Duration
 
 	WorkerMetricsAddr string // listen address of the worker's /metrics
 
@@ -487,9 +483,6 @@ func (r *envReader) process(c *Config) {
 	c.FaultExitAfterReserve = r.dev && r.get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = r.switchOn("SECKILL_SALE_SWEEP", true)
 	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)
-	if c.APIStartsRedisOrders {
-		c.RelayStartGrace = r.optDur("SECKILL_RELAY_START_GRACE", 300*time.Millisecond)
-	}
 	if r.dev {
 		c.PprofAddr = r.get("SECKILL_PPROF_ADDR")
 	}

@@ -71,12 +71,6 @@ type Relay struct {
 	StartTimeout time.Duration // per start; 10s when zero
 	ReclaimEvery time.Duration // 5s when zero
 	RefreshEvery time.Duration // open-sales refresh; 3s when zero
-	// StartGrace: the API starts a Redis hold's workflow itself and marks
-	// it started, so an entry read moments after its XADD is usually
-	// started already; a second start costs the worker and Temporal a
-	// refused start. A first delivery younger than StartGrace and not
-	// marked is looked at again once it is that old. 0: no wait.
-	StartGrace time.Duration
 }
 
 func orDefault[T int | int64 | time.Duration](v, def T) T {
@@ -403,9 +397,6 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []lua.InboxEntry
 		return 0, errors.Join(errs...)
 	}
 	known, err := r.startedBefore(ctx, saleID, entries)
-	if err == nil && deliveries == nil {
-		known, err = r.afterGrace(ctx, saleID, entries, known)
-	}
 	if err != nil {
 		// Nothing is acknowledged; the entries stay pending and come back.
 		errs = append(errs, err)
@@ -451,26 +442,6 @@ func (r *Relay) startedBefore(ctx context.Context, saleID int64, entries []inbox
 	sctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	return r.Redis.Started(sctx, saleID, tokens)
-}
-
-// afterGrace waits until the youngest entry not known started is
-// StartGrace old, then reads the started set again (see StartGrace).
-func (r *Relay) afterGrace(ctx context.Context, saleID int64, entries []inboxEntry, known []bool) ([]bool, error) {
-	var wait time.Duration
-	for i, e := range entries {
-		if !known[i] {
-			wait = max(wait, r.StartGrace-lua.EntryAge(e.msg.ID))
-		}
-	}
-	if wait <= 0 {
-		return known, nil
-	}
-	select {
-	case <-ctx.Done():
-		return known, nil // stopping: the starts below fail or are skipped as before
-	case <-time.After(min(wait, r.StartGrace)):
-	}
-	return r.startedBefore(ctx, saleID, entries)
 }
 
 // batchStarts is what a batch's starts came to.

@@ -551,36 +551,3 @@ func TestRelayTrimsRecordedEntries(t *testing.T) {
 	require.Equal(t, 1, got)
 	require.Equal(t, 1, rec.count(late))
 }
-
-// With a start grace, an entry the API marks started while the relay
-// waits is only acknowledged, and one nobody marks is started once it is
-// that old: the API's start usually lands first, and the relay's second
-// start was a refused call to Temporal for nearly every order.
-func TestRelayStartGraceSkipsWhatTheAPIStarted(t *testing.T) {
-	w := MustWarmSale(t, 10)
-	rec := newRecorder(nil)
-	r := MustRelay(t, w, rec.start)
-	r.StartGrace = 400 * time.Millisecond
-	byAPI, _ := w.MustReserve(t)
-	byRelay, _ := w.MustReserve(t)
-	go func() {
-		time.Sleep(100 * time.Millisecond) // the API's start returns while the relay waits
-		_ = w.rdb.SAdd(context.Background(), w.keys.Started, byAPI).Err()
-	}()
-
-	began := time.Now()
-	n, err := r.ReadOnce(testCtx(t), w.ID)
-	require.NoError(t, err)
-	assert.Equal(t, 2, n)
-	assert.Zero(t, rec.count(byAPI), "marked during the grace: not started again")
-	assert.Equal(t, 1, rec.count(byRelay), "unmarked after the grace: started by the relay")
-	assert.GreaterOrEqual(t, time.Since(began), 250*time.Millisecond, "the relay waited for the entries to age")
-	assert.Zero(t, w.pending(t))
-
-	// Entries older than the grace are started at once.
-	old, _ := w.MustReserve(t)
-	time.Sleep(r.StartGrace)
-	_, err = r.ReadOnce(testCtx(t), w.ID)
-	require.NoError(t, err)
-	assert.Equal(t, 1, rec.count(old))
-}

@@ -193,8 +193,7 @@ func (p *process) startTemporalWorker() (tworker.Worker, error) {
 func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-chan struct{} {
 	st, rdb, logger, cfg := p.st, p.rdb, p.logger, p.cfg
 	relay := &Relay{Redis: rdb, Store: st, Starter: p.startTimes.wrap("inbox_relay", p.start), Consumer: cfg.RelayConsumer,
-		MinIdle: cfg.RelayMinIdle, DeadAfter: cfg.RelayDeadAfter, MaxDelivery: cfg.RelayMaxDelivery, StartGrace: cfg.RelayStartGrace,
-		Logger: logger, Metrics: p.metrics}
+		MinIdle: cfg.RelayMinIdle, DeadAfter: cfg.RelayDeadAfter, MaxDelivery: cfg.RelayMaxDelivery, Logger: logger, Metrics: p.metrics}
 	relayDone := make(chan struct{})
 	bg.Go(func() {
 		defer close(relayDone)
