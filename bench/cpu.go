@@ -37,15 +37,23 @@ func rssBytes(p *Proc) (int64, error) {
 }
 
 func pidCPU(pid int) (float64, error) {
+	st, err := pidStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.CPUTime(), nil
+}
+
+func pidStat(pid int) (procfs.ProcStat, error) {
 	proc, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+		return procfs.ProcStat{}, fmt.Errorf("cpu of pid %d: %w", pid, err)
 	}
 	st, err := proc.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+		return procfs.ProcStat{}, fmt.Errorf("cpu of pid %d: %w", pid, err)
 	}
-	return st.CPUTime(), nil
+	return st, nil
 }
 
 // cpuMeter reads the CPU time of several processes together.
@@ -133,13 +141,9 @@ func postmaster(procs procfs.Procs, port string) (int, error) {
 // treeCPU is a process's CPU with its children's: the live ones read now,
 // the ones it reaped already in its own counters.
 func treeCPU(pid int) (float64, error) {
-	proc, err := procfs.NewProc(pid)
+	st, err := pidStat(pid)
 	if err != nil {
-		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
-	}
-	st, err := proc.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("cpu of pid %d: %w", pid, err)
+		return 0, err
 	}
 	total := st.CPUTime() + float64(st.CUTime+st.CSTime)/100 // clock ticks (USER_HZ)
 	procs, err := procfs.AllProcs()

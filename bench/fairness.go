@@ -179,18 +179,3 @@ func (r *runner) saleOpening(ctx context.Context, title string, stock int64, ope
 	}
 	return s, nil
 }
-
-// startAPIEnv starts an API with env (its address added).
-func (r *runner) startAPIEnv(ctx context.Context, name string, env map[string]string) (*Proc, error) {
-	addr, err := FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	env["API_ADDR"] = addr
-	p, err := StartProc(ctx, name, r.o.SeckillBin, []string{"api"}, env, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
-	if err != nil {
-		return nil, err
-	}
-	r.procs = append(r.procs, p)
-	return p, nil
-}

@@ -295,11 +295,15 @@ func (r *runner) env(taskQueue string) map[string]string {
 }
 
 func (r *runner) startAPI(ctx context.Context, name, taskQueue string) (*Proc, error) {
+	return r.startAPIEnv(ctx, name, r.env(taskQueue))
+}
+
+// startAPIEnv starts an API with env (its address added).
+func (r *runner) startAPIEnv(ctx context.Context, name string, env map[string]string) (*Proc, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	env := r.env(taskQueue)
 	env["API_ADDR"] = addr
 	p, err := StartProc(ctx, name, r.o.SeckillBin, []string{"api"}, env, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
 	if err != nil {

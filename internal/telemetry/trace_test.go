@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
@@ -28,12 +29,14 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -44,7 +47,11 @@ import (
 // the HTTP request, the reserve script, the workflow start, the workflow's
 // activities and the database: one started by the API itself, one
 // by the relay from the inbox entry alone (an API without Temporal).
-func TestOneReservationOneTrace(t *testing.T) {
+// traced installs an in-memory exporter sampling every trace and answers
+// a configuration with tracing on and the store and Redis opened by it, as
+// the processes open them (with their tracing hooks).
+func traced(t *testing.T, ctx context.Context) (*tracetest.InMemoryExporter, *config.Config, *store.Store, redis.UniversalClient) {
+	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	telemetry.Install(tp)
@@ -53,13 +60,8 @@ func TestOneReservationOneTrace(t *testing.T) {
 		otel.SetTracerProvider(noop.NewTracerProvider())
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
 	})
-
 	cfg := testenv.Config(t)
 	cfg.Tracing = true
-	cfg.TaskQueue = fmt.Sprintf("telemetry-%d", time.Now().UnixNano())
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	testenv.MustStore(t) // creates the package's test database
 	st, err := conn.Store(ctx, cfg)
 	require.NoError(t, err)
@@ -67,6 +69,15 @@ func TestOneReservationOneTrace(t *testing.T) {
 	rdb, err := conn.Redis(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
+	return exp, cfg, st, rdb
+}
+
+func TestOneReservationOneTrace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	exp, cfg, st, rdb := traced(t, ctx)
+	cfg.TaskQueue = fmt.Sprintf("telemetry-%d", time.Now().UnixNano())
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tc, err := conn.Temporal(ctx, cfg, logger, 30*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(tc.Close)
@@ -199,25 +210,9 @@ func TestOneReservationOneTrace(t *testing.T) {
 // still makes its trace, and that background Redis and MySQL calls start
 // no trace of their own.
 func TestFiltersRefuseWithoutSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	telemetry.Install(tp)
-	t.Cleanup(func() {
-		_ = tp.Shutdown(context.Background())
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
-	})
-	cfg := testenv.Config(t)
-	cfg.Tracing = true
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	testenv.MustStore(t)
-	st, err := conn.Store(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	rdb, err := conn.Redis(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rdb.Close() })
+	exp, cfg, st, rdb := traced(t, ctx)
 	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(rdb)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
