@@ -50,7 +50,13 @@ up() {
 	else
 		case "${SECKILL_TEMPORAL:-dev}" in
 		dev) "$here/temporal.sh" start "$data" "$temporal_port" "$ui_port" $headless & ;;
-		server) "$here/temporal-server.sh" start "$data" "$temporal_port" & ;;
+		server)
+			# The server, then (not headless) its UI on the dev server's UI port.
+			(
+				"$here/temporal-server.sh" start "$data" "$temporal_port"
+				[[ -n "$headless" ]] || "$here/temporal-ui.sh" start "$data" "$temporal_port" "$ui_port"
+			) &
+			;;
 		*) die "SECKILL_TEMPORAL: dev or server, not ${SECKILL_TEMPORAL}" ;;
 		esac
 		names+=(temporal) pids+=($!)
@@ -66,6 +72,7 @@ up() {
 
 down() {
 	"$here/temporal.sh" stop "$data" "$temporal_port" "$ui_port"
+	"$here/temporal-ui.sh" stop "$data" "$temporal_port" "$ui_port"
 	"$here/temporal-server.sh" stop "$data" "$temporal_port"
 	"$here/mariadb.sh" stop "$data" "$mysql_port"
 	"$here/redis.sh" stop "$data" "$redis_port"

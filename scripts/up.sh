@@ -39,7 +39,7 @@ prom_addr="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
 
 ui_line="http://127.0.0.1:8233"
 if [[ "${SECKILL_TEMPORAL:-dev}" == server ]]; then
-	ui_line="none with the production-shaped server: .data/bin/temporal workflow list --query 'SaleId = N' (Temporal on PostgreSQL, ${SECKILL_TEMPORAL_SHARDS:-8} shards, log .data/logs/temporal-server.log)"
+	ui_line="http://127.0.0.1:8233   (the production-shaped server: PostgreSQL, ${SECKILL_TEMPORAL_SHARDS:-8} shards; log .data/logs/temporal-server.log)"
 fi
 api_addr="${API_ADDR:-127.0.0.1:8080}"
 sale_id="$(bin/seckill demo --api "http://$api_addr" --id-file "$ROOT/.data/demo-sale-id")"
