@@ -42,7 +42,7 @@ const (
 // Temporal is down a Redis hold's 202 lives only in Redis, and a fault that
 // loses Redis writes meanwhile (keys deleted, an AOF's last second) took
 // its inbox entry too, so no relay could ever start it and the 202
-// vanished (chaos soak seed 7). The retry keeps it, and records it QUEUED
+// would vanish. The retry keeps it, and records it QUEUED
 // in the database so that it outlives this process too (recordKept); the
 // workflow then finds the unit or ends FAILED, as the contract allows
 // after such faults. While a start failed lately, a new Redis hold's

@@ -23,7 +23,7 @@ import (
 	"github.com/seckill/seckill/sales"
 )
 
-// Scenarios 6 to 8 measure how buyers learn their result (issue 18):
+// Scenarios 6 to 8 measure how buyers learn their result:
 // status polls and me/reservations against GET /healthz (6), the push
 // latency of the event stream during a burst drain (7), and one API holding
 // 10,000 idle event streams (8).

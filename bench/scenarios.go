@@ -347,7 +347,8 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	return nil
 }
 
-// drainTarget is issue 20's: a 10,000-unit sale drained within a minute.
+// drainTarget is the drain's target: a 10,000-unit sale drained within a
+// minute, the pace at which buyers still wait for their order.
 func drainTarget(stock int64) string {
 	if stock < 10_000 {
 		return ""

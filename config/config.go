@@ -88,9 +88,8 @@ type Config struct {
 	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default on)
 	// makes the API start the order workflow of a Redis-path 202 at once,
 	// besides the worker's inbox relay. Off, the relay alone starts it:
-	// half the start calls (issue 20), but until the relay has read the
-	// entry the 202's only record is Redis's AOF, which a crash can lose
-	// (the soak's seed 6 lost three 202s that way).
+	// half the start calls, but until the relay has read the entry the
+	// 202's only record is Redis's AOF, whose last second a crash can lose.
 	APIStartsRedisOrders bool
 
 	// FallbackInFlight bounds the database path's transactions in flight

@@ -436,10 +436,10 @@ func (r *Reconciler) syncBehind(ctx context.Context, saleID int64, seen []domain
 // repairStock repairs a Redis stock drift seen in both passes, from the
 // second pass's database snapshot and Redis's token states at the moment
 // of the repair (lua.RepairStock): holds in flight are counted where Redis
-// has them, so the repair needs no quiet moment. Before, it waited for a
-// pass with nothing in flight, which a selling sale never has: an AOF
-// loss's lost decrements kept Redis's stock too high for minutes and its
-// extra holds ended FAILED (chaos soak seed 7).
+// has them, so the repair needs no quiet moment: a selling sale never has
+// a pass with nothing in flight, and waiting for one would leave an AOF
+// loss's lost decrements keeping Redis's stock too high, its extra holds
+// ending FAILED.
 func (r *Reconciler) repairStock(ctx context.Context, saleID int64, second *observation, seen []domain.Discrepancy) []domain.Discrepancy {
 	for i, d := range seen {
 		if d.Kind != domain.KindRedisStockDrift {

@@ -65,8 +65,8 @@ func FollowControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID
 // followControl makes Redis's control of a sale the database's after a
 // script (warm-up, rebuild) wrote the control it had read earlier: a pause
 // or resume committed in between wrote Redis before the script did, and the
-// script overwrote it (soak seed 12: a resume answered 200, and the sale
-// stayed paused). A change committed after the read here writes Redis
+// script overwrote it (a resume would answer 200 and the sale stay
+// paused). A change committed after the read here writes Redis
 // itself, after its database write, so it is not undone.
 func followControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64, written domain.SaleControl) error {
 	for range 3 {
