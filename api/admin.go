@@ -207,11 +207,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		return sendErr(c, err)
 	}
 	var req stockRequest
-	body, err := jsonBody(c)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
-	if err != nil {
+	if err := decodeBody(c, &req); err != nil {
 		return sendErr(c, err)
 	}
 	if req.Delta == nil || *req.Delta == 0 || *req.Delta < -MaxStock || *req.Delta > MaxStock {

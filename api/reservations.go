@@ -142,11 +142,7 @@ func (s *server) pay(c *fiber.Ctx) error {
 		return sendErr(c, err)
 	}
 	var req payRequest
-	body, err := jsonBody(c)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
-	if err != nil {
+	if err := decodeBody(c, &req); err != nil {
 		return sendErr(c, err)
 	}
 	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {
@@ -209,11 +205,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	}
 	if body := c.BodyRaw(); len(strings.TrimSpace(string(body))) > 0 {
 		var req struct{}
-		body, err := jsonBody(c)
-		if err == nil {
-			err = decodeStrict(body, &req)
-		}
-		if err != nil {
+		if err := decodeBody(c, &req); err != nil {
 			return sendErr(c, err)
 		}
 	}

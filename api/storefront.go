@@ -82,11 +82,7 @@ type devLoginRequest struct {
 // asks, so the storefront can be tried by hand.
 func (s *server) devLogin(c *fiber.Ctx) error {
 	var req devLoginRequest
-	body, err := jsonBody(c)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
-	if err != nil {
+	if err := decodeBody(c, &req); err != nil {
 		return sendErr(c, err)
 	}
 	if req.UserID == nil || *req.UserID <= 0 {
