@@ -77,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		}, []string{"outcome"}),
 		holdRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_hold_records_total",
-			Help: "Redis holds recorded in MySQL before their 202, by outcome: recorded, uncounted (the database path's quota opened first: 503), failed and skipped (the database failing: 202 as the inbox holds it).",
+			Help: "Redis holds recorded in MySQL before their 202, by outcome: recorded, uncounted (the database path's quota opened first: 503), failed (the insert failed: 503) and refused (503 at once while inserts fail and another request is trying).",
 		}, []string{"outcome"}),
 		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "seckill_redis_breaker_state",

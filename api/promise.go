@@ -13,15 +13,8 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Bounds of recording a Redis hold before its 202.
-const (
-	// holdRecordTimeout bounds the insert on the request path.
-	holdRecordTimeout = 500 * time.Millisecond
-	// holdRecordRest is how long after a failed insert the 202s go out
-	// unrecorded (the relay records them from the inbox), so a database
-	// that is down or frozen adds no wait to every 202.
-	holdRecordRest = 5 * time.Second
-)
+// holdRecordTimeout bounds recording a Redis hold on the request path.
+const holdRecordTimeout = 500 * time.Millisecond
 
 // holdRecorder records each Redis hold in MySQL before its 202 is
 // answered (store.RecordRedisHold). The database path's quota counts the
@@ -29,43 +22,57 @@ const (
 // instance has stopped sending reservations to Redis, so a hold recorded
 // here is never sold twice: a burst's 202s are kept when Redis stalls
 // right after it, however far the relay lags. The cost is one insert per
-// 202, bounded by the stock. A hold the quota may not count (it opened
-// first) answers "outcome unknown"; with the database failing, the 202
-// goes out as the inbox alone holds it (Redis keeps selling through a
-// database outage), which the quota then cannot count if Redis also fails
-// before the relay records it.
+// 202, bounded by the stock.
+//
+// A hold that is not recorded is not promised: it answers 503 (outcome
+// unknown) and the client's retry with the same request_id replays it.
+// That covers a quota that opened first, and a database that fails: a 202
+// the database never saw could not be counted if Redis failed too before
+// the relay recorded it. While inserts fail, one request at a time tries
+// (failing probes) and the others answer 503 at once, so a database that
+// is down or frozen adds no wait to the crowd, and the first insert that
+// succeeds again opens the way for all.
 type holdRecorder struct {
 	st       *store.Store
 	logger   *slog.Logger
 	outcomes *prometheus.CounterVec
-	failedAt atomic.Int64 // unix ns of the last failed insert
+	failing  atomic.Bool // the last insert failed
+	probing  atomic.Bool // one request is trying while failing
 }
 
 func newHoldRecorder(st *store.Store, logger *slog.Logger, outcomes *prometheus.CounterVec) *holdRecorder {
 	return &holdRecorder{st: st, logger: logger, outcomes: outcomes}
 }
 
-// promise reports whether a Redis hold may be answered 202.
+// promise reports whether a Redis hold may be answered 202: once it is
+// recorded where the database path's quota counts it.
 func (h *holdRecorder) promise(ctx context.Context, in domain.OrderInput, epoch int64) bool {
-	if at := h.failedAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < holdRecordRest {
-		h.outcomes.WithLabelValues("skipped").Inc()
-		return true
+	if h.failing.Load() {
+		if !h.probing.CompareAndSwap(false, true) {
+			h.outcomes.WithLabelValues("refused").Inc()
+			return false
+		}
+		defer h.probing.Store(false)
 	}
 	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
 	defer cancel()
 	counted, err := h.st.RecordRedisHold(rctx, in, epoch)
 	switch {
 	case err != nil:
-		h.failedAt.Store(time.Now().UnixNano())
+		if !h.failing.Swap(true) {
+			h.logger.WarnContext(ctx, "recording a redis hold before its 202 failed; holds answer 503 until an insert succeeds", "sale_id", in.SaleID, "err", err)
+		}
 		h.outcomes.WithLabelValues("failed").Inc()
-		h.logger.WarnContext(ctx, "recording a redis hold before its 202 failed; the relay records it", "sale_id", in.SaleID, "err", err)
-		return true
+		return false
 	case !counted:
+		h.failing.Store(false)
 		h.outcomes.WithLabelValues("uncounted").Inc()
 		h.logger.WarnContext(ctx, "a redis hold met the database path's open quota; outcome unknown", "sale_id", in.SaleID)
 		return false
 	}
-	h.failedAt.Store(0)
+	if h.failing.Swap(false) {
+		h.logger.InfoContext(ctx, "recording redis holds before their 202 works again", "sale_id", in.SaleID)
+	}
 	h.outcomes.WithLabelValues("recorded").Inc()
 	return true
 }

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+// A Redis hold is promised (202) only once MySQL has it where the database
+// path's quota counts it: with this instance's link to MariaDB cut, the
+// hold is refused (503, outcome unknown) and, while a probe is out, the
+// others are refused without waiting; the first insert that succeeds again
+// reopens the way, and the retried hold is recorded.
+func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
+	require.NoError(t, err)
+	proxy, err := netproxy.Start(cfg.Addr, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	cfg.Addr = proxy.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testenv.MustStore(t) // migrated
+	st, err := store.Open(ctx, cfg.FormatDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	sale := testenv.MustSale(t, st, 5)
+
+	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
+	require.NoError(t, err)
+	h := newHoldRecorder(st, slog.New(slog.NewTextHandler(io.Discard, nil)), m.holdRecords)
+	user := testenv.UniqueUser()
+	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, "req-1"), sale.ID, user, "req-1")
+	count := func(outcome string) float64 { return testutil.ToFloat64(m.holdRecords.WithLabelValues(outcome)) }
+
+	proxy.SetCut(true)
+	require.False(t, h.promise(ctx, in, sale.ModeEpoch), "no 202 the database did not record")
+	require.Equal(t, 1.0, count("failed"))
+	h.probing.Store(true) // another request is trying
+	require.False(t, h.promise(ctx, in, sale.ModeEpoch))
+	require.Equal(t, 1.0, count("refused"), "refused at once while a probe is out")
+	h.probing.Store(false)
+
+	proxy.SetCut(false)
+	require.Eventually(t, func() bool { return h.promise(ctx, in, sale.ModeEpoch) }, 20*time.Second, 100*time.Millisecond,
+		"the retry is promised once the insert succeeds")
+	require.False(t, h.failing.Load(), "the way is open again")
+	r, err := testenv.MustStore(t).FindReservation(ctx, sale.ID, user, "req-1")
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusQueued, r.Status)
+	require.Equal(t, in.Token, r.Token)
+}
