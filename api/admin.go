@@ -106,7 +106,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	s.cache.put(sale)
 	s.onSaleCreated(ctx, sale)
 	s.log(c).Info("sale created", "sale_id", sale.ID, "stock", sale.StockTotal)
-	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal))
+	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal, 0))
 }
 
 // onSaleCreated starts the sale's SaleWorkflow (warm-up ahead of the
@@ -192,7 +192,7 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 		}
 		e := s.cache.put(sale)
 		s.log(c).Info("sale control", "sale_id", id, "control", to)
-		return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
+		return c.JSON(sale.View(time.Now(), e.stockLeft.Load(), e.waiting.Load()))
 	}
 }
 
@@ -259,7 +259,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	e := s.cache.put(sale)
 	e.stockLeft.Store(s.cache.readStock(ctx, id))
 	s.log(c).Info("stock adjusted", "sale_id", id, "delta", delta)
-	return c.JSON(sale.View(time.Now(), e.stockLeft.Load()))
+	return c.JSON(sale.View(time.Now(), e.stockLeft.Load(), e.waiting.Load()))
 }
 
 // follow retries fn in the background until it succeeds (or followFor

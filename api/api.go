@@ -320,6 +320,9 @@ func (s *server) routes(app *fiber.App) {
 	app.Get("/api/v1/me/reservations", t(user, s.limitReads, s.listReservations)...)
 	app.Get("/api/v1/sales/:sale_id/challenge", t(user, s.limitReads, s.getChallenge)...)
 	app.Post("/api/v1/sales/:sale_id/challenge", t(user, s.limitWrites, s.redeemChallenge)...)
+	app.Post("/api/v1/sales/:sale_id/waitlist", t(user, s.limitWrites, s.joinWaitlist)...)
+	app.Get("/api/v1/sales/:sale_id/waitlist", t(user, s.limitReads, s.getWaitlistPosition)...)
+	app.Delete("/api/v1/sales/:sale_id/waitlist", t(user, s.limitWrites, s.leaveWaitlist)...)
 	app.Post("/api/v1/appeals", t(user, s.limitWrites, s.fileAppeal)...)
 
 	// The payment provider signs its calls (no bearer token).
@@ -418,7 +421,8 @@ func (s *server) observeRequests(c *fiber.Ctx) error {
 	return err
 }
 
-// refresh re-reads the sale cache, then the gate's lists of its sales.
+// refresh re-reads the sale cache, then the gate's lists of its sales,
+// and hands returned units to waitlists.
 func (s *server) refresh(ctx context.Context) {
 	if err := s.cache.refresh(ctx); err != nil && ctx.Err() == nil {
 		s.logger.Warn("sale cache refresh", "err", err)
@@ -430,6 +434,7 @@ func (s *server) refresh(ctx context.Context) {
 		s.logger.Warn("gate refresh", "err", err)
 	}
 	s.lottery.sweep(open, time.Now())
+	s.handOverAll(ctx, time.Now())
 }
 
 // background refreshes the cache every second and sweeps idle limiters.

@@ -22,6 +22,7 @@ import (
 type saleEntry struct {
 	sale      atomic.Pointer[domain.Sale]
 	stockLeft atomic.Int64 // Redis stock when warmed, else the database's
+	waiting   atomic.Int64 // users on the sale's waitlist, as last read
 	mark      atomic.Pointer[soldOutMark]
 	loading   atomic.Bool // one sold-out mark load at a time
 	// putAt is when this instance last wrote the sale it had just changed
@@ -47,6 +48,11 @@ func (e *saleEntry) storeRead(sale *domain.Sale, readAt time.Time) {
 // MULTI/EXEC (lua.SoldOut): while the release counter has not moved, no
 // unit can be reserved, so the buyers and the replay map are exact.
 type soldOutMark = lua.SoldOut
+
+// view renders the sale as the cache last saw it.
+func (e *saleEntry) view(now time.Time) domain.SaleView {
+	return e.sale.Load().View(now, e.stockLeft.Load(), e.waiting.Load())
+}
 
 // lowerStock records a stock seen by a script answer; concurrent answers
 // arrive out of order, so only a lower value wins (the refresher raises it).
@@ -136,6 +142,20 @@ func (c *saleCache) sales() []*domain.Sale {
 	out := make([]*domain.Sale, 0, len(c.entries))
 	for _, e := range c.entries {
 		out = append(out, e.sale.Load())
+	}
+	return out
+}
+
+// entriesWaiting lists the cached sales with someone on their waitlist and
+// units in stock, as last read.
+func (c *saleCache) entriesWaiting() []*saleEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []*saleEntry
+	for _, e := range c.entries {
+		if e.waiting.Load() > 0 && e.stockLeft.Load() > 0 {
+			out = append(out, e)
+		}
 	}
 	return out
 }
@@ -371,6 +391,11 @@ func (c *saleCache) refresh(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
 	}
 	needDB := c.apply(open, readAt, stocks, counters, err == nil)
+	if err == nil {
+		if err := c.readWaitlists(ctx, open); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := c.showDBStock(ctx, needDB); err != nil {
 		errs = append(errs, err)
 	}
@@ -428,6 +453,29 @@ func (c *saleCache) readRedis(ctx context.Context, open map[int64]*domain.Sale) 
 	}
 	c.mu.RUnlock()
 	return c.rdb.ReadCounters(rctx, stockOf, marked)
+}
+
+// readWaitlists reads the waitlist length of each open sale, in one round
+// trip.
+func (c *saleCache) readWaitlists(ctx context.Context, open map[int64]*domain.Sale) error {
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ids := make([]int64, 0, len(open))
+	for id := range open {
+		ids = append(ids, id)
+	}
+	lengths, err := c.rdb.WaitlistLengths(rctx, ids)
+	if err != nil {
+		return fmt.Errorf("refresh waitlists: %w", err)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for id, n := range lengths {
+		if e := c.entries[id]; e != nil {
+			e.waiting.Store(n)
+		}
+	}
+	return nil
 }
 
 // apply stores the open sales and what Redis said of them, drops entries

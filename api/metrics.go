@@ -41,8 +41,10 @@ type metrics struct {
 	starter  *prometheus.CounterVec
 	// holdRecords counts Redis holds recorded before their 202, by outcome.
 	holdRecords *prometheus.CounterVec
-	queueLen    prometheus.GaugeFunc
-	breaker     prometheus.Gauge
+	// handOvers counts units this instance handed to a waitlist.
+	handOvers prometheus.Counter
+	queueLen  prometheus.GaugeFunc
+	breaker   prometheus.Gauge
 
 	statusReads *prometheus.CounterVec
 	readFrom    map[string]prometheus.Counter // by statusSource
@@ -79,6 +81,10 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "seckill_hold_records_total",
 			Help: "Redis holds recorded in MySQL before their 202, by outcome: recorded, uncounted (the database path's quota opened first: 503), failed (the insert failed: 503) and refused (503 at once while inserts fail and another request is trying).",
 		}, []string{"outcome"}),
+		handOvers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_waitlist_handovers_total",
+			Help: "Returned units this instance handed to the longest-waiting user of a sale's waitlist, each a Redis hold like a 202's.",
+		}),
 		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "seckill_redis_breaker_state",
 			Help: "State of the Redis circuit breaker of the reservation path: 0 closed, 1 half-open, 2 open.",
@@ -106,6 +112,9 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		return nil, err
 	}
 	if m.holdRecords, err = register(reg, m.holdRecords); err != nil {
+		return nil, err
+	}
+	if m.handOvers, err = register(reg, m.handOvers); err != nil {
 		return nil, err
 	}
 	if m.breaker, err = register(reg, m.breaker); err != nil {

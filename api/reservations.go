@@ -416,7 +416,7 @@ func (s *server) getSale(c *fiber.Ctx) error {
 	if err != nil {
 		return s.saleLookupError(c, err)
 	}
-	return c.JSON(e.sale.Load().View(time.Now(), e.stockLeft.Load()))
+	return c.JSON(e.view(time.Now()))
 }
 
 func (s *server) saleLookupError(c *fiber.Ctx, err error) error {

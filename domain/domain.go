@@ -182,11 +182,13 @@ type SaleView struct {
 	PerUserLimit         int       `json:"per_user_limit"`
 	State                SaleState `json:"state"`
 	ChallengeDifficulty  int64     `json:"challenge_difficulty"`
+	WaitlistLength       int64     `json:"waitlist_length"`
 	Restricted           bool      `json:"restricted"`
 }
 
-// View renders the sale for clients.
-func (s *Sale) View(now time.Time, stockLeft int64) SaleView {
+// View renders the sale for clients, with its stock left and how many
+// users wait for a returned unit.
+func (s *Sale) View(now time.Time, stockLeft, waiting int64) SaleView {
 	if stockLeft < 0 {
 		stockLeft = 0
 	}
@@ -203,6 +205,7 @@ func (s *Sale) View(now time.Time, stockLeft int64) SaleView {
 		PerUserLimit:         s.PerUserLimit,
 		State:                s.StateAt(now, stockLeft),
 		ChallengeDifficulty:  s.ChallengeDifficulty,
+		WaitlistLength:       waiting,
 		Restricted:           s.Restricted,
 	}
 }

@@ -60,7 +60,7 @@ func TestViewsClampAndUseUTC(t *testing.T) {
 	loc := time.FixedZone("UTC+8", 8*3600)
 	start := time.Date(2026, 12, 1, 18, 0, 0, 0, loc)
 	s := &Sale{ID: 7, StockTotal: 3, StartsAt: start, EndsAt: start.Add(time.Hour), PaymentWindowSeconds: 90}
-	v := s.View(start, -2)
+	v := s.View(start, -2, 0)
 	if v.StockLeft != 0 || v.State != StateSoldOut || v.StartsAt.Location() != time.UTC || !v.StartsAt.Equal(start) {
 		t.Errorf("sale view: %+v", v)
 	}

@@ -163,6 +163,18 @@ func ParseToken(token string) (saleID int64, ok bool) {
 	return id, true
 }
 
+// WaitlistRequestID is the request id of the reservation handed to the
+// waiter whose join number is joined: one per join, so a hand-over retried
+// names the same reservation. The '~' keeps it apart from any request id a
+// client may send (ValidRequestID).
+func WaitlistRequestID(joined int64) string { return waitlistPrefix + strconv.FormatInt(joined, 10) }
+
+// IsWaitlistRequestID reports whether a reservation was a waitlist's
+// hand-over (WaitlistRequestID).
+func IsWaitlistRequestID(requestID string) bool { return strings.HasPrefix(requestID, waitlistPrefix) }
+
+const waitlistPrefix = "~waitlist-"
+
 // ValidRequestID reports whether s is 8..64 of A-Z a-z 0-9 _ -.
 func ValidRequestID(s string) bool { return validID(s, 8, 64) }
 

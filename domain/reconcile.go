@@ -63,10 +63,12 @@ type ReconciliationReport struct {
 	Discrepancies []Discrepancy    `json:"discrepancies"`
 	Consistent    bool             `json:"consistent"`
 
-	InboxPending int64     `json:"inbox_pending"`
-	InboxLag     int64     `json:"inbox_lag"`
-	DeadLetters  int64     `json:"dead_letters"`
-	Refunds      int64     `json:"refunds"`
-	RedisLoaded  bool      `json:"redis_loaded"`
-	CheckedAt    time.Time `json:"checked_at"`
+	InboxPending int64 `json:"inbox_pending"`
+	InboxLag     int64 `json:"inbox_lag"`
+	DeadLetters  int64 `json:"dead_letters"`
+	Refunds      int64 `json:"refunds"`
+	// WaitlistHandOvers counts the reservations handed to waitlisted users.
+	WaitlistHandOvers int64     `json:"waitlist_handovers"`
+	RedisLoaded       bool      `json:"redis_loaded"`
+	CheckedAt         time.Time `json:"checked_at"`
 }

@@ -189,8 +189,10 @@ func TestStorefrontInABrowser(t *testing.T) {
 
 	// A sold-out sale: another user takes the only unit first.
 	soldOut := mustLiveSale(t, api.URL, "Sold-out sneakers", 59900, 1, 900)
-	code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, soldOut), testenv.UniqueUser(), map[string]any{"request_id": "browser-first-buyer"})
+	firstBuyer := testenv.UniqueUser()
+	code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, soldOut), firstBuyer, map[string]any{"request_id": "browser-first-buyer"})
 	require.Equal(t, http.StatusAccepted, code, "%v", body)
+	firstToken := body["token"].(string)
 	late := testenv.UniqueUser()
 	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", api.URL, soldOut)))
 	waitPage(t, browser, "the sold-out sale", "document.getElementById('title').textContent === 'Sold-out sneakers'", 20*time.Second)
@@ -205,6 +207,16 @@ func TestStorefrontInABrowser(t *testing.T) {
 	code, mine = call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, soldOut), late, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Empty(t, mine["reservations"])
+
+	// The late user joins the waitlist; the first buyer cancels; the
+	// returned unit becomes the late user's reservation on the page.
+	waitPage(t, browser, "the waitlist offered", "!document.getElementById('waitlist').hidden && !document.getElementById('wait').hidden", 10*time.Second)
+	do(t, browser, chromedp.Click(chromedp.ID("wait")))
+	waitPage(t, browser, "the waitlist position", "document.getElementById('wait-position').textContent.startsWith('You are number 1 ')", 10*time.Second)
+	screenshot(t, browser, filepath.Join(out, "waitlist.png"))
+	code, body = call(t, "POST", api.URL+"/api/v1/reservations/"+firstToken+"/cancel", firstBuyer, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	waitPage(t, browser, "the handed-over unit", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && document.getElementById('waitlist').hidden", 2*time.Minute)
 
 	// A sale with a challenge: the page solves it (SHA-256 in the browser,
 	// with its progress shown), trades it for a pass and reserves with it.

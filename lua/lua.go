@@ -58,6 +58,8 @@ type Keys struct {
 	Status   string // hash: token -> status record (status.go)
 	Mine     string // hash: user -> the user's tokens in hold order (at most MineCap, else '*'); _epoch, _holds (mine.go)
 	Pool     string // sorted set: the opening lottery's entrants, user -> ticket (pool.go); expires PoolTTL after the last entry
+	Waitlist string // sorted set: users waiting for a returned unit, user -> join number (waitlist.go)
+	WaitSeq  string // counter: the last join number
 }
 
 // SaleKeys returns the keys of a sale.
@@ -80,12 +82,14 @@ func SaleKeys(saleID int64) Keys {
 		Status:   p + "status",
 		Mine:     p + "mine",
 		Pool:     p + "pool",
+		Waitlist: p + "waitlist",
+		WaitSeq:  p + "waitseq",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Journal, k.Adjusts, k.Status, k.Mine, k.Pool}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Journal, k.Adjusts, k.Status, k.Mine, k.Pool, k.Waitlist, k.WaitSeq}
 }
 
 // StepJournal is how many release and advance steps a sale's journal
@@ -105,6 +109,9 @@ type Scripts struct {
 	repairStock *redis.Script
 	rebuild     *redis.Script
 	restore     *redis.Script
+
+	handOver     *redis.Script
+	waitlistJoin *redis.Script
 }
 
 // New prepares the scripts.
@@ -120,6 +127,9 @@ func New() *Scripts {
 		repairStock: redis.NewScript(repairStockSrc),
 		rebuild:     redis.NewScript(rebuildSrc),
 		restore:     redis.NewScript(restoreSrc),
+
+		handOver:     redis.NewScript(handOverSource()),
+		waitlistJoin: redis.NewScript(waitlistJoinSrc),
 	}
 }
 
@@ -171,7 +181,7 @@ const MineCap = 16
 
 // ReserveKeys returns the reserve script's keys, in its order.
 func ReserveKeys(k Keys) []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine, k.Waitlist}
 }
 
 // Reserve runs the reservation script.

@@ -4,15 +4,19 @@
 --       token, and "t:token" -> request_id), 6 inbox, 7 reserved,
 --       8 user index (field user id, value the user's tokens in hold order,
 --       comma separated, at most ARGV[8] of them, or '*' once the user took
---       more; field '_holds' counts every hold: see mine_read.lua)
+--       more; field '_holds' counts every hold: see mine_read.lua),
+--       9 waitlist (sorted set: once the sale has sold out, while anyone
+--       waits, a unit back in stock is theirs (handover.lua) and an open
+--       reservation finds the sale sold out; meta's 'drained' says it sold out)
 -- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
 --       5 deadline (Unix ms; '0' for none),
 --       6 (optional) W3C traceparent of the request, 7 (optional) its
 --       X-Request-Id: carried in the inbox entry so a workflow the relay
 --       starts joins the request's trace and names its request,
---       8 the user index's cap on tokens per user (missing: '0', no list)
+--       8 the user index's cap on tokens per user (missing: '0', no list),
+--       9 '1' when the waitlist's hand-over reserves (handover.lua)
 -- Returns {outcome, token, stock_left}.
-local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode')
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode', 'drained')
 local stock = redis.call('GET', KEYS[2])
 -- A missing key is "not warmed", never "zero left".
 if not meta[1] or not stock then
@@ -56,7 +60,16 @@ if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
   return {'already', '', stock}
 end
 if stock <= 0 then
+  if meta[6] ~= '1' then
+    redis.call('HSET', KEYS[1], 'drained', '1')
+  end
   return {'sold_out', '', stock}
+end
+if meta[6] == '1' and ARGV[9] ~= '1' and redis.call('ZCARD', KEYS[9]) > 0 then
+  return {'sold_out', '', stock}
+end
+if stock == 1 and meta[6] ~= '1' then
+  redis.call('HSET', KEYS[1], 'drained', '1')
 end
 redis.call('DECR', KEYS[2])
 redis.call('SADD', KEYS[3], ARGV[1])

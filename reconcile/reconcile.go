@@ -177,6 +177,7 @@ func newObservation(saleID int64, rs *lua.Snapshot, ds *store.Snapshot) *observa
 	rep.InboxLag = max(rs.Lag, 0)
 	rep.DeadLetters = rs.Dead
 	rep.Refunds = ds.Refunds
+	rep.WaitlistHandOvers = ds.WaitlistHandOvers
 	rep.CheckedAt = time.Now().UTC()
 	return o
 }

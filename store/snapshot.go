@@ -27,6 +27,8 @@ type Snapshot struct {
 	Reservations map[string]SnapshotReservation
 	LiveUsers    map[int64]string // user -> token of the live or paid order
 	Refunds      int64
+	// WaitlistHandOvers counts the reservations a waitlist was handed.
+	WaitlistHandOvers int64
 }
 
 // SnapshotReservation is one reservation as reconciliation sees it.
@@ -83,16 +85,20 @@ func (s *Store) ReadSnapshot(ctx context.Context, saleID int64) (*Snapshot, erro
 		var rows []struct {
 			Token     string    `bun:"token"`
 			UserID    int64     `bun:"user_id"`
+			RequestID string    `bun:"request_id"`
 			Status    string    `bun:"status"`
 			Path      string    `bun:"path"`
 			UpdatedAt time.Time `bun:"updated_at"`
 		}
-		if err := tx.NewRaw("SELECT token, user_id, status, path, updated_at FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
+		if err := tx.NewRaw("SELECT token, user_id, request_id, status, path, updated_at FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("reservations: %w", err)
 		}
 		for _, r := range rows {
 			st := domain.ReservationStatus(r.Status)
 			snap.Statuses[st]++
+			if domain.IsWaitlistRequestID(r.RequestID) {
+				snap.WaitlistHandOvers++
+			}
 			snap.Reservations[r.Token] = SnapshotReservation{UserID: r.UserID, Status: st, Path: domain.ReservationPath(r.Path), UpdatedAt: r.UpdatedAt.UTC()}
 		}
 		var live []struct {

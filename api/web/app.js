@@ -28,6 +28,7 @@
   let reservation = null;
   let payRef = null; // kept so a retried payment is the same payment
   let paying = false;
+  let waitPosition = 0; // this user's place on the sale's waitlist (0: not waiting)
 
   async function call(method, path, body) {
     const headers = { Accept: 'application/json' };
@@ -130,9 +131,44 @@
     if (buyState !== 'busy') buy.textContent = pendingRequestId ? 'Retry' : 'Buy now';
     buy.disabled = !jwt || !sale || buyState !== 'idle' || (st !== 'live' && !pendingRequestId);
     if (sale && st === 'sold_out' && buyState === 'idle' && !reservation) sayError({ status: 410 }, 'sold_out');
+    renderWaitlist(st);
     $('who').textContent = who ? 'Logged in as user ' + who : '';
     $('clock').textContent = 'Server clock: ' + new Date(serverNow()).toISOString().slice(11, 19) + ' UTC';
     renderReservation();
+  }
+
+  // The waitlist is offered on a sold-out sale to a user holding nothing.
+  function renderWaitlist(st) {
+    const holds = reservation && (!SETTLED.includes(reservation.status) || reservation.status === 'PAID');
+    $('waitlist').hidden = !jwt || !sale || holds || (st !== 'sold_out' && !waitPosition);
+    $('wait').hidden = waitPosition > 0;
+    $('wait-position').textContent = waitPosition
+      ? `You are number ${waitPosition} on the waitlist: a unit that comes back is offered in turn, and yours shows up here.`
+      : '';
+  }
+
+  // A unit handed over leaves the waitlist (404) and shows as a reservation.
+  async function pollWaitlist() {
+    if (!jwt || !saleId) return;
+    try {
+      const r = await call('GET', `/api/v1/sales/${encodeURIComponent(saleId)}/waitlist`);
+      if (r.status === 200) waitPosition = r.body.position;
+      else if (r.status === 404 && waitPosition) { waitPosition = 0; await findMine(); }
+    } catch (e) { /* the next poll retries */ }
+    render();
+    if (waitPosition) setTimeout(pollWaitlist, 2000);
+  }
+
+  async function joinWaitlist() {
+    try {
+      const r = await call('POST', `/api/v1/sales/${encodeURIComponent(saleId)}/waitlist`);
+      if (r.status !== 200) { sayError(r); return; }
+      waitPosition = r.body.position;
+      render();
+      setTimeout(pollWaitlist, 2000);
+    } catch (e) {
+      sayError({ status: 0 }, 'network');
+    }
   }
 
   function renderReservation() {
@@ -412,10 +448,10 @@
       who = String(id);
       sessionStorage.setItem('seckill.jwt', jwt);
       sessionStorage.setItem('seckill.user', who);
-      reservation = null; buyState = 'idle'; pendingRequestId = null; payRef = null;
+      reservation = null; waitPosition = 0; buyState = 'idle'; pendingRequestId = null; payRef = null;
       say('info', 'logged_in', 'Logged in as user ' + id + '.');
       render();
-      if (saleId) findMine();
+      if (saleId) { findMine(); pollWaitlist(); }
     } catch (e) {
       sayError({ status: 0 }, 'network');
     }
@@ -429,9 +465,10 @@
 
   $('buy').addEventListener('click', buy);
   $('pay').addEventListener('click', pay);
+  $('wait').addEventListener('click', joinWaitlist);
   $('login-form').addEventListener('submit', login);
   if (who) $('user-id').value = who;
   loadSale();
-  if (jwt && saleId) findMine();
+  if (jwt && saleId) { findMine(); pollWaitlist(); }
   setInterval(render, 250);
 })();

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// The waitlist as a client meets it: join (the place kept on a second
+// join), read, leave; a user holding a unit gets 409; once the unit comes
+// back (its holder cancels) it goes to the longest-waiting user as a
+// reservation they find in me/reservations, not to an open reservation.
+func TestWaitlistHandsAReturnedUnitToTheLongestWaiting(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(1)
+	path := "/api/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/waitlist"
+	tok := func(u int64) string { return h.MustToken(u, authtoken.RoleUser) }
+	holder, first, second, late := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
+
+	r := h.reserve(sale.ID, tok(holder), "holder-req")
+	require.Equal(t, 202, r.Status, string(r.Body))
+	held := r.json(t)["token"].(string)
+	require.Equal(t, 410, h.reserve(sale.ID, tok(late), "late-req-1").Status)
+
+	for i, u := range []int64{first, second, first} {
+		r := h.do("POST", path, tok(u), "")
+		require.Equal(t, 200, r.Status, string(r.Body))
+		require.Equal(t, float64([]int{1, 2, 1}[i]), r.json(t)["position"], "joining again keeps the place")
+		require.Equal(t, float64(sale.ID), r.json(t)["sale_id"])
+	}
+	r = h.do("POST", path, tok(holder), "")
+	require.Equal(t, 409, r.Status, string(r.Body))
+	require.Equal(t, domain.EAlreadyPurchased, r.errCode(t))
+	r = h.do("GET", path, tok(second), "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Equal(t, float64(2), r.json(t)["position"])
+	require.Equal(t, 404, h.do("GET", path, tok(late), "").Status, "not waiting")
+	require.Equal(t, 404, h.do("POST", "/api/v1/sales/999999999999/waitlist", tok(late), "").Status)
+
+	r = h.do("POST", "/api/v1/reservations/"+held+"/cancel", tok(holder), "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r := h.do("GET", "/api/v1/me/reservations?sale_id="+strconv.FormatInt(sale.ID, 10), tok(first), "")
+		if assert.Equal(c, 200, r.Status) {
+			list, _ := r.json(t)["reservations"].([]any)
+			assert.Len(c, list, 1, "the unit is the first waiter's: %s", r.Body)
+		}
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, 404, h.do("GET", path, tok(first), "").Status, "served: off the waitlist")
+	res, err := h.st.FindReservation(t.Context(), sale.ID, first, domain.WaitlistRequestID(1))
+	require.NoError(t, err, "recorded in MySQL like a 202's hold")
+	require.Equal(t, domain.StatusQueued, res.Status)
+	require.Equal(t, 410, h.reserve(sale.ID, tok(late), "late-req-2").Status, "never on open sale")
+
+	require.Equal(t, 204, h.do("DELETE", path, tok(second), "").Status)
+	require.Equal(t, 404, h.do("GET", path, tok(second), "").Status)
+	require.Equal(t, 204, h.do("DELETE", path, tok(second), "").Status, "leaving twice is fine")
+	r = h.do("GET", "/api/v1/sales/"+strconv.FormatInt(sale.ID, 10), "", "")
+	require.Equal(t, 200, r.Status)
+	require.Contains(t, r.json(t), "waitlist_length")
+}
+
+// An ended sale takes no one on its waitlist.
+func TestWaitlistOfAnEndedSale(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(1, func(s *domain.Sale) {
+		s.StartsAt = time.Now().Add(-2 * time.Hour)
+		s.EndsAt = time.Now().Add(-time.Hour)
+	})
+	r := h.do("POST", "/api/v1/sales/"+strconv.FormatInt(sale.ID, 10)+"/waitlist", h.MustToken(testenv.UniqueUser(), authtoken.RoleUser), "")
+	require.Equal(t, 403, r.Status, string(r.Body))
+	require.Equal(t, domain.ESaleEnded, r.errCode(t))
+}

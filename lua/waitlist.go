@@ -1,0 +1,144 @@
+package lua
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed handover.lua
+	handOverSrc string
+	//go:embed waitlist_join.lua
+	waitlistJoinSrc string
+)
+
+// handOverSource is handover.lua with reserve.lua as its function
+// reserve(KEYS, ARGV): a hand-over is the very reservation a 202 answers.
+func handOverSource() string {
+	return "local function reserve(KEYS, ARGV)\n" + reserveSrc + "\nend\n" + handOverSrc
+}
+
+// ErrHoldsUnit: the user holds a live or paid unit of the sale, so does
+// not wait for one.
+var ErrHoldsUnit = errors.New("user holds a unit of the sale")
+
+// JoinWaitlist puts a user on a sale's waitlist (or keeps their place) and
+// returns their 1-based position.
+func (c *Client) JoinWaitlist(ctx context.Context, saleID, userID int64) (int64, error) {
+	k := SaleKeys(saleID)
+	pos, err := c.scripts.waitlistJoin.Run(ctx, c.rdb, []string{k.Waitlist, k.WaitSeq, k.Buyers}, strconv.FormatInt(userID, 10)).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("join waitlist of sale %d: %w", saleID, err)
+	}
+	if pos < 0 {
+		return 0, ErrHoldsUnit
+	}
+	return pos, nil
+}
+
+// WaitlistPosition returns a user's 1-based position, 0 when not waiting.
+func (c *Client) WaitlistPosition(ctx context.Context, saleID, userID int64) (int64, error) {
+	rank, err := c.rdb.ZRank(ctx, SaleKeys(saleID).Waitlist, strconv.FormatInt(userID, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("waitlist position in sale %d: %w", saleID, err)
+	}
+	return rank + 1, nil
+}
+
+// LeaveWaitlist takes a user off a sale's waitlist (nothing when absent).
+func (c *Client) LeaveWaitlist(ctx context.Context, saleID, userID int64) error {
+	if err := c.rdb.ZRem(ctx, SaleKeys(saleID).Waitlist, strconv.FormatInt(userID, 10)).Err(); err != nil {
+		return fmt.Errorf("leave waitlist of sale %d: %w", saleID, err)
+	}
+	return nil
+}
+
+// Waiter is one user on a waitlist with their join number.
+type Waiter struct {
+	UserID int64
+	Joined int64
+}
+
+// WaitlistHead reads the first n waiters of a sale, longest waiting first.
+func (c *Client) WaitlistHead(ctx context.Context, saleID int64, n int) ([]Waiter, error) {
+	zs, err := c.rdb.ZRangeWithScores(ctx, SaleKeys(saleID).Waitlist, 0, int64(n-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("waitlist head of sale %d: %w", saleID, err)
+	}
+	out := make([]Waiter, 0, len(zs))
+	for _, z := range zs {
+		m, _ := z.Member.(string)
+		user, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("waitlist head of sale %d: member %q: %w", saleID, m, err)
+		}
+		out = append(out, Waiter{UserID: user, Joined: int64(z.Score)})
+	}
+	return out, nil
+}
+
+// HandOverCandidate is a waiter offered a unit: the reservation's request
+// id and token, or Skip (blacklisted: leaves without one).
+type HandOverCandidate struct {
+	UserID    int64
+	RequestID string
+	Token     string
+	Skip      bool
+}
+
+// HandOver gives units in stock to the waitlist's head (handover.lua) and
+// returns the reservations it made, each a Redis hold like a 202's.
+func (c *Client) HandOver(ctx context.Context, saleID, epoch int64, cands []HandOverCandidate) ([]HandOverCandidate, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	argv := make([]any, 0, 2+4*len(cands))
+	argv = append(argv, strconv.FormatInt(epoch, 10), MineCap)
+	for _, h := range cands {
+		argv = append(argv, strconv.FormatInt(h.UserID, 10), h.RequestID, h.Token, flag(h.Skip))
+	}
+	v, err := c.scripts.handOver.Run(ctx, c.rdb, ReserveKeys(SaleKeys(saleID)), argv...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("hand over units of sale %d: %w", saleID, err)
+	}
+	if len(v)%3 != 0 {
+		return nil, fmt.Errorf("hand over units of sale %d: unexpected reply %v", saleID, v)
+	}
+	out := make([]HandOverCandidate, 0, len(v)/3)
+	for i := 0; i < len(v); i += 3 {
+		user, err := strconv.ParseInt(v[i], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("hand over units of sale %d: user %q: %w", saleID, v[i], err)
+		}
+		out = append(out, HandOverCandidate{UserID: user, Token: v[i+1], RequestID: v[i+2]})
+	}
+	return out, nil
+}
+
+// WaitlistLengths reads how many users wait in each sale, in one pipeline.
+func (c *Client) WaitlistLengths(ctx context.Context, saleIDs []int64) (map[int64]int64, error) {
+	out := make(map[int64]int64, len(saleIDs))
+	if len(saleIDs) == 0 {
+		return out, nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(saleIDs))
+	for i, id := range saleIDs {
+		cmds[i] = pipe.ZCard(ctx, SaleKeys(id).Waitlist)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read waitlist lengths: %w", err)
+	}
+	for i, id := range saleIDs {
+		out[id] = cmds[i].Val()
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package lua_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+)
+
+// candidates offers the waitlist's head a unit each, as the API does.
+func (f *fixture) candidates(tb testing.TB, c *lua.Client, skip map[int64]bool) []lua.HandOverCandidate {
+	tb.Helper()
+	head, err := c.WaitlistHead(ctx(tb), f.saleID, 8)
+	require.NoError(tb, err)
+	out := make([]lua.HandOverCandidate, len(head))
+	for i, w := range head {
+		req := domain.WaitlistRequestID(w.Joined)
+		out[i] = lua.HandOverCandidate{UserID: w.UserID, RequestID: req, Token: domain.DeriveToken([]byte("k"), f.saleID, w.UserID, req), Skip: skip[w.UserID]}
+	}
+	return out
+}
+
+func (f *fixture) position(tb testing.TB, c *lua.Client, user int64) int64 {
+	tb.Helper()
+	pos, err := c.WaitlistPosition(ctx(tb), f.saleID, user)
+	require.NoError(tb, err)
+	return pos
+}
+
+// Once a sale sold out, a unit back in stock goes to the longest-waiting
+// user as a Redis hold like a 202's (token held, buyer mark, inbox entry),
+// never to an open reservation while anyone waits; a blacklisted waiter
+// leaves without one; an empty waitlist puts units back on open sale.
+func TestWaitlistTakesReturnedUnitsFirstInFirstOut(t *testing.T) {
+	f := mustWarmSale(t, 2)
+	c := lua.NewClient(f.rdb)
+	a, b := f.reserve(t, 1, "req-a"), f.reserve(t, 2, "req-b")
+	require.Equal(t, lua.OutcomeOK, a.Outcome)
+	require.Equal(t, lua.OutcomeOK, b.Outcome)
+	for i, user := range []int64{3, 4, 3} {
+		pos, err := c.JoinWaitlist(ctx(t), f.saleID, user)
+		require.NoError(t, err)
+		require.Equal(t, []int64{1, 2, 1}[i], pos, "joining again keeps the place")
+	}
+	_, err := c.JoinWaitlist(ctx(t), f.saleID, 1)
+	require.ErrorIs(t, err, lua.ErrHoldsUnit)
+
+	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Equal(t, lua.OutcomeSoldOut, f.reserve(t, 5, "req-e").Outcome, "the returned unit is the waitlist's")
+
+	handed, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	require.NoError(t, err)
+	require.Len(t, handed, 1, "one unit, to the head")
+	require.Equal(t, int64(3), handed[0].UserID)
+	require.Equal(t, domain.WaitlistRequestID(1), handed[0].RequestID)
+	state, err := f.rdb.HGet(ctx(t), f.keys.Tokens, handed[0].Token).Result()
+	require.NoError(t, err)
+	require.Equal(t, "held:3", state)
+	isBuyer, err := f.rdb.SIsMember(ctx(t), f.keys.Buyers, "3").Result()
+	require.NoError(t, err)
+	require.True(t, isBuyer)
+	entries, err := f.rdb.XRange(ctx(t), f.keys.Inbox, "-", "+").Result()
+	require.NoError(t, err)
+	require.Equal(t, handed[0].Token, lua.ParseInboxEntry(entries[len(entries)-1]).Token, "the relay starts it like any hold")
+	require.Zero(t, f.position(t, c, 3), "served: off the waitlist")
+	require.Equal(t, int64(1), f.position(t, c, 4))
+
+	again, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	require.NoError(t, err)
+	require.Empty(t, again, "no stock, nothing more")
+
+	_, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 2, b.Token, true, false)
+	require.NoError(t, err)
+	handed, err = c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, map[int64]bool{4: true}))
+	require.NoError(t, err)
+	require.Empty(t, handed, "a blacklisted waiter gets nothing")
+	require.Zero(t, f.position(t, c, 4), "and leaves")
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 5, "req-e2").Outcome, "nobody waits: the unit is on open sale")
+}
+
+// Before the sale first sold out, the waitlist takes nothing: every unit
+// sells openly (through the challenge and the lottery), and a waiter who
+// bought meanwhile leaves the waitlist without a second unit.
+func TestWaitlistWaitsForTheSaleToSellOut(t *testing.T) {
+	f := mustWarmSale(t, 2)
+	c := lua.NewClient(f.rdb)
+	_, err := c.JoinWaitlist(ctx(t), f.saleID, 3)
+	require.NoError(t, err)
+	_, err = c.JoinWaitlist(ctx(t), f.saleID, 4)
+	require.NoError(t, err)
+	handed, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	require.NoError(t, err)
+	require.Empty(t, handed, "not sold out yet")
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 3, "req-c").Outcome, "open sale while units were never sold")
+	a := f.reserve(t, 1, "req-a")
+	require.Equal(t, lua.OutcomeOK, a.Outcome)
+	_, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
+	require.NoError(t, err)
+	handed, err = c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	require.NoError(t, err)
+	require.Len(t, handed, 1)
+	require.Equal(t, int64(4), handed[0].UserID, "the waiter who bought meanwhile is skipped")
+	require.Zero(t, f.position(t, c, 3))
+}
