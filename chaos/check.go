@@ -19,6 +19,7 @@ type Reservation struct {
 	OrderStatus domain.ReservationStatus `json:"order_status,omitempty"` // "" without an order
 	PaymentRef  string                   `json:"payment_ref,omitempty"`
 	PayBy       time.Time                `json:"pay_by,omitzero"`
+	CreatedAt   time.Time                `json:"created_at,omitzero"`
 }
 
 // Workflow is what Temporal lists for one order workflow id.
@@ -56,6 +57,9 @@ type SaleState struct {
 	ReconConsistent    bool     `json:"recon_consistent"`
 	ReconDiscrepancies []string `json:"recon_discrepancies"`
 	ReconErr           string   `json:"recon_err,omitempty"`
+	// Waiting is the sale's waitlist (user -> join number) as read at
+	// Final.WaitlistsAt, before the run's waiters left it.
+	Waiting map[int64]int64 `json:"waiting,omitempty"`
 }
 
 // Final is the state the checker judges.
@@ -63,6 +67,8 @@ type Final struct {
 	// At is when the state was read (after the quiet period).
 	At    time.Time   `json:"at"`
 	Sales []SaleState `json:"sales"`
+	// WaitlistsAt is when the waitlists were read (SaleState.Waiting).
+	WaitlistsAt time.Time `json:"waitlists_at,omitzero"`
 }
 
 // Violation is one broken invariant.
@@ -96,11 +102,12 @@ const (
 	IOneWorkflow    = "one_workflow_per_reservation"
 	IReconciliation = "reconciliation_agrees"
 	IPayInWindow    = "payment_in_window_accepted" // a user paying a PENDING_PAYMENT reservation before pay_by is not refused
+	IWaitlistFIFO   = "waitlist_served_in_order"   // no unit handed to a waiter while one who joined earlier still waited
 )
 
 // Invariants lists every invariant the checker proves.
 var Invariants = []string{IOversold, IAcceptedEnded, IPaymentSettled, IPayInWindow, IFreshStock, IUserFree, IOneWorkflow, IReconciliation,
-	IHealthyServe, IModeStable}
+	IWaitlistFIFO, IHealthyServe, IModeStable}
 
 // DriftRepairWithin is how long after a write loss Redis may still offer
 // units the loss handed back: two reconciliation passes and some slack.
@@ -122,6 +129,7 @@ func Check(h []Event, f Final) ([]Violation, map[string]int) {
 	c := &checker{h: h, f: f, spans: Spans(h), checked: map[string]int{}}
 	for _, s := range f.Sales {
 		c.sale(s)
+		c.waitlist(s)
 	}
 	c.accepted()
 	c.payments()
@@ -299,6 +307,33 @@ func (c *checker) sale(s SaleState) {
 		c.add(IReconciliation, s.SaleID, 0, "", "no report: %s", s.ReconErr)
 	case !s.ReconConsistent || len(s.ReconDiscrepancies) > 0:
 		c.add(IReconciliation, s.SaleID, 0, "", "consistent=%v, %d discrepancies: %s", s.ReconConsistent, len(s.ReconDiscrepancies), strings.Join(first(s.ReconDiscrepancies, 5), "; "))
+	}
+}
+
+// waitlist checks that a sale's waitlist was served first in, first out:
+// a unit handed over (recorded) before the waitlists were read went to a
+// join number below every one still waiting then. Join numbers only grow
+// and a hand-over serves the head, so a waiter who joined earlier and was
+// still there had to be served (or leave) first. A hand-over recorded late
+// (MySQL was down) may read as after; it is then not judged.
+func (c *checker) waitlist(s SaleState) {
+	if c.f.WaitlistsAt.IsZero() {
+		return
+	}
+	for _, r := range s.Reservations {
+		n, ok := domain.WaitlistJoinNumber(r.RequestID)
+		if !ok {
+			continue
+		}
+		c.checked[IWaitlistFIFO]++
+		if !r.CreatedAt.Before(c.f.WaitlistsAt) {
+			continue
+		}
+		for _, u := range sortedKeys(s.Waiting) {
+			if earlier := s.Waiting[u]; earlier < n {
+				c.add(IWaitlistFIFO, s.SaleID, r.UserID, r.Token, "join #%d was handed a unit at %s while user %d (join #%d) still waited", n, fmtTime(r.CreatedAt), u, earlier)
+			}
+		}
 	}
 }
 

@@ -17,8 +17,10 @@ func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
 // sound is a history and final state that break nothing: sale 1 has 3 units;
 // user 10 paid (API), user 11 expired and paid late by webhook (refund),
-// user 12 cancelled; two fresh users buy the two free units; users 11 and
-// 12 may reserve again.
+// user 12 cancelled; user 13, first on the waitlist, was handed user 12's
+// unit and let it expire, while user 14 (joined later) still waited; two
+// fresh users buy the two free units; users 11, 12 and 13 may reserve
+// again.
 func sound() ([]Event, Final) {
 	h := []Event{
 		{Kind: KindRequest, Op: OpReserve, T: at(1), End: at(1), Sale: 1, User: 10, RequestID: "r10", HTTP: http.StatusServiceUnavailable, Code: "unavailable"},
@@ -37,18 +39,21 @@ func sound() ([]Event, Final) {
 		{Kind: KindProbe, Op: OpProbeFresh, T: at(100), Sale: 1, User: 92, HTTP: http.StatusGone, Code: "sold_out"},
 		{Kind: KindProbe, Op: OpProbeAgain, T: at(101), Sale: 1, User: 11, HTTP: http.StatusGone, Code: "sold_out"},
 		{Kind: KindProbe, Op: OpProbeAgain, T: at(101), Sale: 1, User: 12, HTTP: http.StatusGone, Code: "sold_out"},
+		{Kind: KindProbe, Op: OpProbeAgain, T: at(101), Sale: 1, User: 13, HTTP: http.StatusGone, Code: "sold_out"},
 	}
-	f := Final{At: at(99), Sales: []SaleState{{
+	f := Final{At: at(99), WaitlistsAt: at(40), Sales: []SaleState{{
 		SaleID: 1, StockTotal: 3, WindowSeconds: 10, BucketStock: 2, RedisStock: 2, RedisBuyers: []int64{10},
 		Reservations: []Reservation{
 			{Token: "t10", UserID: 10, RequestID: "r10", Status: domain.StatusPaid, OrderStatus: domain.StatusPaid, PaymentRef: "p10", PayBy: at(12)},
 			{Token: "t11", UserID: 11, RequestID: "r11", Status: domain.StatusExpired, OrderStatus: domain.StatusExpired, PayBy: at(12)},
 			{Token: "t12", UserID: 12, RequestID: "r12", Status: domain.StatusCancelled, OrderStatus: domain.StatusCancelled, PayBy: at(13)},
+			{Token: "t13", UserID: 13, RequestID: domain.WaitlistRequestID(1), Status: domain.StatusExpired, OrderStatus: domain.StatusExpired, PayBy: at(17), CreatedAt: at(7)},
 		},
-		Orders:          map[string]int{"t10": 1, "t11": 1, "t12": 1},
-		Deducts:         map[string]int{"t10": 1, "t11": 1, "t12": 1},
+		Orders:          map[string]int{"t10": 1, "t11": 1, "t12": 1, "t13": 1},
+		Deducts:         map[string]int{"t10": 1, "t11": 1, "t12": 1, "t13": 1},
 		Refunds:         []Refund{{Token: "t11", PaymentRef: "p11"}},
-		Workflows:       map[string]Workflow{"order:t10": {Runs: 1}, "order:t11": {Runs: 1}, "order:t12": {Runs: 1}},
+		Workflows:       map[string]Workflow{"order:t10": {Runs: 1}, "order:t11": {Runs: 1}, "order:t12": {Runs: 1}, "order:t13": {Runs: 1}},
+		Waiting:         map[int64]int64{14: 2},
 		ReconConsistent: true,
 	}}}
 	return h, f
@@ -197,6 +202,9 @@ func TestEachInvariantCanFail(t *testing.T) {
 				}
 			}
 			*h = kept
+		}},
+		{"a later waiter served first", IWaitlistFIFO, func(_ *[]Event, f *Final) {
+			f.Sales[0].Waiting = map[int64]int64{14: 2, 15: 0}
 		}},
 		{"reconciliation unreachable", IReconciliation, func(_ *[]Event, f *Final) {
 			f.Sales[0].ReconErr = "503"

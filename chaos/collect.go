@@ -59,14 +59,14 @@ func collectSale(ctx context.Context, d *Deployment, saleID int64) (SaleState, e
 		return s, fmt.Errorf("buckets: %w", err)
 	}
 	rows, err := d.DB.QueryContext(ctx, `SELECT r.token, r.user_id, r.request_id, r.status, COALESCE(o.status, ''),
-		COALESCE(r.payment_ref, ''), r.pay_by FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, saleID)
+		COALESCE(r.payment_ref, ''), r.pay_by, r.created_at FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, saleID)
 	if err != nil {
 		return s, fmt.Errorf("reservations: %w", err)
 	}
 	for rows.Next() {
 		var r Reservation
 		var payBy sql.NullTime
-		if err := rows.Scan(&r.Token, &r.UserID, &r.RequestID, &r.Status, &r.OrderStatus, &r.PaymentRef, &payBy); err != nil {
+		if err := rows.Scan(&r.Token, &r.UserID, &r.RequestID, &r.Status, &r.OrderStatus, &r.PaymentRef, &payBy, &r.CreatedAt); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("scan reservation: %w", err)
 		}
@@ -255,4 +255,31 @@ func reserveProbe(ctx context.Context, c *caller, op string, sale, user int64, r
 		sleep(ctx, time.Duration(attempt+1)*500*time.Millisecond)
 	}
 	return a
+}
+
+// readWaitlists reads every sale's waitlist (user -> join number) and when;
+// a sale whose waitlist cannot be read is left out (the FIFO check then
+// has nothing to compare for it) and named in the error.
+func readWaitlists(ctx context.Context, d *Deployment, sales []SaleSpec) (map[int64]map[int64]int64, time.Time, error) {
+	at := time.Now()
+	out := map[int64]map[int64]int64{}
+	var errs []error
+	for _, s := range sales {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		zs, err := d.RDB.ZRangeWithScores(rctx, lua.SaleKeys(s.ID).Waitlist, 0, -1).Result()
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("waitlist of sale %d: %w", s.ID, err))
+			continue
+		}
+		m := map[int64]int64{}
+		for _, z := range zs {
+			m2, _ := z.Member.(string)
+			if u, err := strconv.ParseInt(m2, 10, 64); err == nil {
+				m[u] = int64(z.Score)
+			}
+		}
+		out[s.ID] = m
+	}
+	return out, at, errors.Join(errs...)
 }

@@ -13,4 +13,6 @@ const (
 	OpResume      = "resume"
 	OpBlacklist   = "blacklist"
 	OpUnblacklist = "unblacklist"
+	OpWaitJoin    = "wait_join"  // POST /sales/{id}/waitlist
+	OpWaitLeave   = "wait_leave" // DELETE /sales/{id}/waitlist
 )

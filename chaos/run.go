@@ -141,6 +141,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := d.HealAll(ctx); err != nil {
 		return nil, fmt.Errorf("heal: %w", err)
 	}
+	waiting, waitlistsAt, err := readWaitlists(ctx, d, sales)
+	if err != nil {
+		o.Logf("read the waitlists: %v", err)
+	}
+	w.LeaveWaitlists(ctx)
 	h.Add(Event{Kind: KindNote, Op: "quiet", Detail: fmt.Sprintf("every fault healed; waiting %s", o.Quiet)})
 	o.Logf("workload over (%d events); quiet for %s", len(h.Events()), o.Quiet)
 	sleep(ctx, o.Quiet)
@@ -157,6 +162,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("final state: %w", err)
+	}
+	final.WaitlistsAt = waitlistsAt
+	for i := range final.Sales {
+		final.Sales[i].Waiting = waiting[final.Sales[i].SaleID]
 	}
 	r.Final = final
 	if b, err := json.MarshalIndent(final, "", " "); err == nil {

@@ -44,12 +44,14 @@ type Workload struct {
 	live     map[string]int64 // tokens seen PENDING_PAYMENT, not known ended -> sale
 	liveList []string
 	late     sync.WaitGroup
+	waiters  map[int64][]int64 // sale -> users who joined its waitlist
 }
 
 // Run drives the clients and the operator until ctx ends, then lets late
 // webhooks finish and undoes the operator's pauses and blacklist entries.
 func (w *Workload) Run(ctx context.Context) {
 	w.live = map[string]int64{}
+	w.waiters = map[int64][]int64{}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for n, at := range w.Crowds {
@@ -173,6 +175,9 @@ func (c *buyer) once(ctx context.Context) {
 		}
 		sleep(ctx, wait)
 	}
+	if a.HTTP == http.StatusGone && c.rng.IntN(3) == 0 && c.joinWaitlist(ctx, apiIdx, s, u) {
+		return // the user waits: a returned unit becomes their reservation
+	}
 	if a.HTTP != http.StatusAccepted {
 		c.release(u, 0)
 		return
@@ -224,6 +229,43 @@ func (c *buyer) once(ctx context.Context) {
 	default: // the user cancels
 		c.cancel(ctx, apiIdx, s, u, tok)
 		c.release(u, 0)
+	}
+}
+
+// joinWaitlist puts a user who found the sale sold out on its waitlist;
+// the user stays there (and out of the client's reuse) until LeaveWaitlists.
+func (c *buyer) joinWaitlist(ctx context.Context, apiIdx int, s SaleSpec, u int64) bool {
+	a, _ := c.w.C.do(ctx, apiIdx, http.MethodPost, fmt.Sprintf("/api/v1/sales/%d/waitlist", s.ID), u, nil,
+		Event{Op: OpWaitJoin, Sale: s.ID, User: u})
+	if a.HTTP != http.StatusOK {
+		return false
+	}
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	c.w.waiters[s.ID] = append(c.w.waiters[s.ID], u)
+	return true
+}
+
+// LeaveWaitlists takes every user the run put on a waitlist off it again
+// (a user already handed a unit is not waiting: 204 all the same), each
+// retried while the answer is unknown, so the final probes meet sales
+// whose free units are on open sale.
+func (w *Workload) LeaveWaitlists(ctx context.Context) {
+	w.mu.Lock()
+	waiters := w.waiters
+	w.waiters = map[int64][]int64{}
+	w.mu.Unlock()
+	for _, sale := range sortedKeys(waiters) {
+		for i, u := range waiters[sale] {
+			for attempt := 0; attempt < 10 && ctx.Err() == nil; attempt++ {
+				a, _ := w.C.do(ctx, i+attempt, http.MethodDelete, fmt.Sprintf("/api/v1/sales/%d/waitlist", sale), u, nil,
+					Event{Op: OpWaitLeave, Sale: sale, User: u})
+				if a.HTTP == http.StatusNoContent {
+					break
+				}
+				sleep(ctx, time.Second)
+			}
+		}
 	}
 }
 

@@ -173,6 +173,16 @@ func WaitlistRequestID(joined int64) string { return waitlistPrefix + strconv.Fo
 // hand-over (WaitlistRequestID).
 func IsWaitlistRequestID(requestID string) bool { return strings.HasPrefix(requestID, waitlistPrefix) }
 
+// WaitlistJoinNumber is the join number a hand-over's request id names.
+func WaitlistJoinNumber(requestID string) (int64, bool) {
+	rest, ok := strings.CutPrefix(requestID, waitlistPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, err == nil
+}
+
 const waitlistPrefix = "~waitlist-"
 
 // ValidRequestID reports whether s is 8..64 of A-Z a-z 0-9 _ -.
