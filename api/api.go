@@ -78,6 +78,7 @@ type server struct {
 	fleet *fleet.Observer
 
 	global *rate.Limiter
+	draw   *overloadDraw
 	// dbAdmit bounds the database path (a sale in database mode): its rate
 	// and its transactions in flight.
 	dbAdmit   *dbAdmission
@@ -185,6 +186,7 @@ func newServerState(d Deps) *server {
 		temporal:  d.Temporal,
 		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
 		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		draw:      newOverloadDraw(cfg.TokenKey, cfg.GlobalRPS),
 		dbAdmit:   newDBAdmission(cfg.FallbackRPS, cfg.FallbackInFlight),
 		perAddr:   newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
 		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),

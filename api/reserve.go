@@ -186,7 +186,7 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 	}
 	// 2. global and per-address buckets
 	now := time.Now()
-	if ok, err = s.admitRate(c, now); !ok {
+	if ok, err = s.admitRate(c, a.userID, now); !ok {
 		return a, false, err
 	}
 	// 3. sale metadata from the cache
@@ -231,8 +231,14 @@ func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass strin
 	return saleID, requestID, pass, true, nil
 }
 
-// admitRate takes a token from the global and the per-address buckets.
-func (s *server) admitRate(c *fiber.Ctx, now time.Time) (bool, error) {
+// admitRate runs the overload draw (overload.go), then takes a token from
+// the global and the per-address buckets.
+func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, error) {
+	if !s.draw.admit(userID, now) {
+		s.m.reject(layerGlobal, "draw")
+		c.Set(fiber.HeaderRetryAfter, "1")
+		return false, sendError(c, domain.ERateLimited, "too many requests: this second's draw did not admit you; ask again after Retry-After")
+	}
 	if !s.global.AllowN(now, 1) {
 		s.m.reject(layerGlobal, "rate_limited")
 		return false, s.rateLimited(c, s.cfg.GlobalRPS)
