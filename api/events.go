@@ -188,7 +188,8 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 				live.invalidateAll()
 				h.wakeAll()
 			},
-			Fence: live.fenced,
+			Fence:  live.fenced,
+			Wanted: live.wantsFences,
 		}
 		if err := rdb.ListenStatusEvents(stop, ev); err != nil {
 			logger.Warn("status events: subscription closed")

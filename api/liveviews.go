@@ -45,6 +45,7 @@ type liveViews struct {
 
 	fence   atomic.Int64 // since base: send time of the newest fence arrived
 	arrived atomic.Int64 // since base: when it arrived
+	asked   atomic.Int64 // since base: the last read that wanted a fresh fence
 }
 
 type liveEntry struct {
@@ -58,11 +59,16 @@ const (
 	liveFresh = 50 * time.Millisecond // how old a fence may be; what an acknowledgement waits
 	liveTTL   = 15 * time.Second      // the longest an entry is served
 	liveStall = time.Second           // a gap between fences this long voids everything
+	// liveIdle: fences are published only this long after a read asked for
+	// one, so an instance nobody polls sends Redis none; the first read
+	// after a pause goes to Redis while fencing resumes.
+	liveIdle = 5 * time.Second
 )
 
 func newLiveViews(enabled bool, max int) *liveViews {
 	l := &liveViews{enabled: enabled, base: time.Now(), sales: make(map[int64]uint64), m: make(map[string]liveEntry), max: max}
 	l.fence.Store(math.MinInt64 / 2)
+	l.asked.Store(math.MinInt64 / 2)
 	return l
 }
 
@@ -76,6 +82,9 @@ func (l *liveViews) fresh(now int64) bool {
 // get is the token's cached view, when one may be served now.
 func (l *liveViews) get(token string, saleID int64) (ownedView, bool) {
 	now := l.since(time.Now())
+	if l.enabled && now-l.asked.Load() > int64(liveFresh) {
+		l.asked.Store(now)
+	}
 	if !l.fresh(now) {
 		return ownedView{}, false
 	}
@@ -150,6 +159,12 @@ func (l *liveViews) clearLocked() {
 	l.floor = l.seq
 	clear(l.m)
 	clear(l.sales)
+}
+
+// wantsFences reports whether a read asked for a fresh fence lately
+// (lua.StatusEvents.Wanted).
+func (l *liveViews) wantsFences() bool {
+	return l.enabled && l.since(time.Now())-l.asked.Load() <= int64(liveIdle)
 }
 
 // fenced applies a fence message sent at sentAt (lua.StatusEvents.Fence).

@@ -116,9 +116,12 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 	sale := acker.MustWarmSale(100)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// A read asks for fences (an idle instance publishes none).
 	waitFenced := func(h *harness) {
-		require.Eventually(t, func() bool { return h.server.s.live.fresh(h.server.s.live.since(time.Now())) },
-			10*time.Second, 5*time.Millisecond, "the instance's fences arrive")
+		require.Eventually(t, func() bool {
+			_, _ = h.server.s.live.get("nobody", 0)
+			return h.server.s.live.fresh(h.server.s.live.since(time.Now()))
+		}, 10*time.Second, 5*time.Millisecond, "the instance's fences arrive")
 	}
 	waitFenced(acker)
 	waitFenced(poller)
@@ -211,4 +214,16 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 	for err := range errs {
 		require.NoError(t, err)
 	}
+}
+
+// An instance asks Redis for fences only while reads want them: none
+// before the first read, then for liveIdle after the last one.
+func TestLiveViewsWantFencesOnlyWhileRead(t *testing.T) {
+	l := newLiveViews(true, 10)
+	require.False(t, l.wantsFences(), "nobody read yet")
+	_, _ = l.get("a", 1)
+	require.True(t, l.wantsFences())
+	l.asked.Store(l.since(time.Now().Add(-liveIdle - time.Second)))
+	require.False(t, l.wantsFences(), "idle for longer than liveIdle")
+	require.False(t, newLiveViews(false, 10).wantsFences(), "a disabled cache never wants them")
 }

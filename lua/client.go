@@ -392,6 +392,10 @@ type StatusEvents struct {
 	// this relies on; a cluster does not give it (pub/sub crosses nodes
 	// over the cluster bus), so there Fence is never called.
 	Fence func(sentAt time.Time)
+	// Wanted, when set, says whether fences are wanted now: a fence is
+	// published only on a tick where it answers true, so an instance whose
+	// cache serves nobody costs Redis nothing.
+	Wanted func() bool
 }
 
 // FencePeriod is how often ListenStatusEvents publishes a fence message.
@@ -419,7 +423,7 @@ func (c *Client) ListenStatusEvents(stop <-chan struct{}, ev StatusEvents) error
 	msgs := ps.ChannelWithSubscriptions()
 	base := time.Now()
 	if fencing {
-		go c.publishFences(ctx, fenceChannel, base)
+		go c.publishFences(ctx, fenceChannel, base, ev.Wanted)
 	}
 	for {
 		select {
@@ -458,9 +462,10 @@ func (c *Client) ListenStatusEvents(stop <-chan struct{}, ev StatusEvents) error
 var fenceInstance atomic.Int64
 
 // publishFences publishes the time since base on channel every
-// FencePeriod until ctx ends. A failed publish is not retried: the next
-// one is due soon, and until one arrives the fence only grows older.
-func (c *Client) publishFences(ctx context.Context, channel string, base time.Time) {
+// FencePeriod while wanted (nil: always) until ctx ends. A failed publish
+// is not retried: the next one is due soon, and until one arrives the
+// fence only grows older.
+func (c *Client) publishFences(ctx context.Context, channel string, base time.Time, wanted func() bool) {
 	tick := time.NewTicker(FencePeriod)
 	defer tick.Stop()
 	for {
@@ -468,6 +473,9 @@ func (c *Client) publishFences(ctx context.Context, channel string, base time.Ti
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if wanted != nil && !wanted() {
+				continue
+			}
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
 			_ = c.rdb.Publish(pctx, channel, strconv.FormatInt(int64(time.Since(base)), 10)).Err()
 			cancel()

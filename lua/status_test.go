@@ -1,11 +1,13 @@
 package lua_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -140,4 +142,39 @@ func TestStatusEventsArriveBeforeALaterFence(t *testing.T) {
 	_, err := f.scripts.WriteStatus(c, f.rdb, other.saleID, "gone", lua.StatusRecord{Seq: 3, UserID: 7, Status: "PAID"})
 	require.NoError(t, err)
 	require.True(t, announced(event{kind: "token", sale: other.saleID, token: "gone"}), "a record for a sale whose keys are gone")
+}
+
+// TestFencesOnlyWhileWanted: a listener whose cache serves nobody publishes
+// no fences (each one is a PUBLISH matched against every instance's
+// patterns); fences resume on the next tick once wanted.
+func TestFencesOnlyWhileWanted(t *testing.T) {
+	client := lua.NewClient(testenv.MustRedis(t))
+	require.True(t, client.Fences())
+	var wanted atomic.Bool
+	fences := make(chan time.Time, 1<<12)
+	subscribed := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- client.ListenStatusEvents(stop, lua.StatusEvents{
+			Token:      func(int64, string) {},
+			Sale:       func(int64) {},
+			Subscribed: func() { subscribed <- struct{}{} },
+			Fence:      func(at time.Time) { fences <- at },
+			Wanted:     wanted.Load,
+		})
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		require.NoError(t, <-done)
+	})
+	<-subscribed
+	time.Sleep(300 * time.Millisecond)
+	require.Empty(t, fences, "no fence while nobody wants one")
+	wanted.Store(true)
+	select {
+	case <-fences:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no fence once wanted")
+	}
 }
