@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/store"
 )
@@ -24,16 +22,11 @@ import (
 // others are refused without waiting; the first insert that succeeds again
 // reopens the way, and the retried hold is recorded.
 func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
-	cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
-	require.NoError(t, err)
-	proxy, err := netproxy.Start(cfg.Addr, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	cfg.Addr = proxy.Addr()
+	proxy, dsn := testenv.MustMySQLProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	testenv.MustStore(t) // migrated
-	st, err := store.Open(ctx, cfg.FormatDSN())
+	st, err := store.Open(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	sale := testenv.MustSale(t, st, 5)

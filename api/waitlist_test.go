@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/lua"
 )
 
 // The waitlist as a client meets it: join (the place kept on a second
@@ -44,6 +45,8 @@ func TestWaitlistHandsAReturnedUnitToTheLongestWaiting(t *testing.T) {
 	require.Equal(t, 404, h.do("GET", path, tok(late), "").Status, "not waiting")
 	require.Equal(t, 404, h.do("POST", "/api/v1/sales/999999999999/waitlist", tok(late), "").Status)
 
+	joined, err := lua.NewClient(h.rdb).WaitlistJoined(t.Context(), sale.ID, first)
+	require.NoError(t, err)
 	r = h.do("POST", "/api/v1/reservations/"+held+"/cancel", tok(holder), "")
 	require.Equal(t, 200, r.Status, string(r.Body))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -54,7 +57,7 @@ func TestWaitlistHandsAReturnedUnitToTheLongestWaiting(t *testing.T) {
 		}
 	}, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, 404, h.do("GET", path, tok(first), "").Status, "served: off the waitlist")
-	res, err := h.st.FindReservation(t.Context(), sale.ID, first, domain.WaitlistRequestID(1))
+	res, err := h.st.FindReservation(t.Context(), sale.ID, first, domain.WaitlistRequestID(joined))
 	require.NoError(t, err, "recorded in MySQL like a 202's hold")
 	require.Equal(t, domain.StatusQueued, res.Status)
 	require.Equal(t, 410, h.reserve(sale.ID, tok(late), "late-req-2").Status, "never on open sale")

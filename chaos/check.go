@@ -313,12 +313,21 @@ func (c *checker) sale(s SaleState) {
 // waitlist checks that a sale's waitlist was served first in, first out:
 // a unit handed over (recorded) before the waitlists were read went to a
 // join number below every one still waiting then. Join numbers only grow
-// and a hand-over serves the head, so a waiter who joined earlier and was
-// still there had to be served (or leave) first. A hand-over recorded late
-// (MySQL was down) may read as after; it is then not judged.
+// (even across lost keys) and a hand-over serves the head, so a waiter who
+// joined earlier and was still there had to be served (or leave) first. A
+// hand-over recorded late (MySQL was down) may read as after; it is then
+// not judged. A waiter whose own hand-over is recorded (its removal lost
+// with Redis's last second of writes) is not one still waiting.
 func (c *checker) waitlist(s SaleState) {
 	if c.f.WaitlistsAt.IsZero() {
 		return
+	}
+	type join struct{ user, n int64 }
+	served := map[join]bool{}
+	for _, r := range s.Reservations {
+		if n, ok := domain.WaitlistJoinNumber(r.RequestID); ok {
+			served[join{r.UserID, n}] = true
+		}
 	}
 	for _, r := range s.Reservations {
 		n, ok := domain.WaitlistJoinNumber(r.RequestID)
@@ -330,7 +339,7 @@ func (c *checker) waitlist(s SaleState) {
 			continue
 		}
 		for _, u := range sortedKeys(s.Waiting) {
-			if earlier := s.Waiting[u]; earlier < n {
+			if earlier := s.Waiting[u]; earlier < n && !served[join{u, earlier}] {
 				c.add(IWaitlistFIFO, s.SaleID, r.UserID, r.Token, "join #%d was handed a unit at %s while user %d (join #%d) still waited", n, fmtTime(r.CreatedAt), u, earlier)
 			}
 		}

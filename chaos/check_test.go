@@ -206,6 +206,9 @@ func TestEachInvariantCanFail(t *testing.T) {
 		{"a later waiter served first", IWaitlistFIFO, func(_ *[]Event, f *Final) {
 			f.Sales[0].Waiting = map[int64]int64{14: 2, 15: 0}
 		}},
+		{"a later waiter served first, beside a hand-over whose removal was lost", IWaitlistFIFO, func(_ *[]Event, f *Final) {
+			f.Sales[0].Waiting = map[int64]int64{13: 1, 15: 0}
+		}},
 		{"reconciliation unreachable", IReconciliation, func(_ *[]Event, f *Final) {
 			f.Sales[0].ReconErr = "503"
 		}},
@@ -270,4 +273,13 @@ func dropProbes(h []Event, op string) []Event {
 		}
 	}
 	return out
+}
+
+// A waiter still listed whose own hand-over is recorded (Redis lost the
+// removal with its last second of writes) is not one the queue skipped.
+func TestWaitlistHandOverWhoseRemovalWasLost(t *testing.T) {
+	h, f := sound()
+	f.Sales[0].Waiting = map[int64]int64{13: 1, 14: 2}
+	vs, _ := Check(h, f)
+	assert.Empty(t, vs)
 }

@@ -29,13 +29,16 @@ func TestWaitlistThroughRedisFreezeAndWorkerKill(t *testing.T) {
 	require.Len(t, held, 3)
 	waitPlaced(t, s, held)
 	path := fmt.Sprintf("%s/api/v1/sales/%d/waitlist", s.api.URL, s.saleID)
-	waiters := make([]int64, 5)
+	waiters, joined := make([]int64, 5), make([]int64, 5)
+	wl := lua.NewClient(s.rdb)
 	for i := range waiters {
 		waiters[i] = s.nextUser()
 		code, body, err := call(t, "POST", path, waiters[i], nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, code, "%v", body)
 		require.EqualValues(t, i+1, body["position"])
+		joined[i], err = wl.WaitlistJoined(context.Background(), s.saleID, waiters[i])
+		require.NoError(t, err)
 	}
 
 	rsrv.Freeze(t)
@@ -48,13 +51,13 @@ func TestWaitlistThroughRedisFreezeAndWorkerKill(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	thaw()
 
-	// Every waiter is served, in join order: waiter i holds join #i.
+	// Every waiter is served, in join order.
 	byJoin := map[int64]domain.Reservation{}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for i, u := range waiters {
-			r, err := s.st.FindReservation(ctx, s.saleID, u, domain.WaitlistRequestID(int64(i+1)))
+			r, err := s.st.FindReservation(ctx, s.saleID, u, domain.WaitlistRequestID(joined[i]))
 			if assert.NoError(c, err, "waiter %d (join #%d) not served yet", i+1, i+1) {
 				byJoin[int64(i+1)] = *r
 				s.addToken(r.Token)

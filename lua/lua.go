@@ -59,7 +59,7 @@ type Keys struct {
 	Mine     string // hash: user -> the user's tokens in hold order (at most MineCap, else '*'); _epoch, _holds (mine.go)
 	Pool     string // sorted set: the opening lottery's entrants, user -> ticket (pool.go); expires PoolTTL after the last entry
 	Waitlist string // sorted set: users waiting for a returned unit, user -> join number (waitlist.go)
-	WaitSeq  string // counter: the last join number
+	WaitSeq  string // the last join number (Redis's clock in µs, strictly increasing)
 }
 
 // SaleKeys returns the keys of a sale.

@@ -41,6 +41,18 @@ func (c *Client) JoinWaitlist(ctx context.Context, saleID, userID int64) (int64,
 	return pos, nil
 }
 
+// WaitlistJoined returns a user's join number, 0 when not waiting.
+func (c *Client) WaitlistJoined(ctx context.Context, saleID, userID int64) (int64, error) {
+	score, err := c.rdb.ZScore(ctx, SaleKeys(saleID).Waitlist, strconv.FormatInt(userID, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("waitlist join number in sale %d: %w", saleID, err)
+	}
+	return int64(score), nil
+}
+
 // WaitlistPosition returns a user's 1-based position, 0 when not waiting.
 func (c *Client) WaitlistPosition(ctx context.Context, saleID, userID int64) (int64, error) {
 	rank, err := c.rdb.ZRank(ctx, SaleKeys(saleID).Waitlist, strconv.FormatInt(userID, 10)).Result()
@@ -61,7 +73,8 @@ func (c *Client) LeaveWaitlist(ctx context.Context, saleID, userID int64) error 
 	return nil
 }
 
-// Waiter is one user on a waitlist with their join number.
+// Waiter is one user on a waitlist with their join number (Redis's clock
+// in µs when they joined, strictly increasing per sale: waitlist_join.lua).
 type Waiter struct {
 	UserID int64
 	Joined int64

@@ -1,12 +1,23 @@
 -- Join a sale's waitlist, or read the place of a user already on it.
--- KEYS: 1 waitlist (user -> join number), 2 join counter, 3 buyers
+-- KEYS: 1 waitlist (user -> join number), 2 the last join number, 3 buyers
 -- ARGV: 1 user_id
+-- A join number is Redis's clock in microseconds, kept strictly above the
+-- last one: it only grows, even after the sale's keys were lost, so it
+-- names one join for ever (the hand-over's request id, WaitlistRequestID).
 -- Returns the 1-based position, or -1 when the user holds a live or paid
 -- unit of the sale (a buyer mark).
 if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
   return -1
 end
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), ARGV[1])
+  local t = redis.call('TIME')
+  local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if n <= last then
+    n = last + 1
+  end
+  local joined = string.format('%.0f', n)
+  redis.call('SET', KEYS[2], joined)
+  redis.call('ZADD', KEYS[1], joined, ARGV[1])
 end
 return redis.call('ZRANK', KEYS[1], ARGV[1]) + 1

@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/workflows"
@@ -24,15 +22,10 @@ import (
 func TestCancelQueuedWithOrWithoutWorkflow(t *testing.T) {
 	queue := newQueue("cancel-queued")
 	// MySQL through a proxy the test can cut.
-	cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
-	require.NoError(t, err)
-	proxy, err := netproxy.Start(cfg.Addr, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	cfg.Addr = proxy.Addr()
+	proxy, dsn := testenv.MustMySQLProxy(t)
 	// The API starts the workflows itself here (by default it leaves that
 	// to the worker's inbox relay, and no worker runs yet).
-	env := testenv.ProcEnv(t, queue, map[string]string{"MYSQL_DSN": cfg.FormatDSN(), "SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000",
+	env := testenv.ProcEnv(t, queue, map[string]string{"MYSQL_DSN": dsn, "SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000",
 		"SECKILL_API_STARTS_REDIS_ORDERS": "on"})
 	// The API alone: no worker runs any workflow yet.
 	s := &stack{queue: queue, api: testenv.MustAPI(t, "api", env)}
@@ -112,7 +105,7 @@ func TestCancelQueuedWithOrWithoutWorkflow(t *testing.T) {
 		require.Empty(t, got.OrderNo, "no order for a reservation cancelled while queued")
 	}
 	// A workflow started only now (a late inbox delivery) adopts it too.
-	_, err = workflows.RestartOrder(ctx, tc, queue, domain.OrderInput{Token: t2, SaleID: sale, UserID: u2, RequestID: "cancel-q-2", Path: domain.PathRedis})
+	_, err := workflows.RestartOrder(ctx, tc, queue, domain.OrderInput{Token: t2, SaleID: sale, UserID: u2, RequestID: "cancel-q-2", Path: domain.PathRedis})
 	require.NoError(t, err)
 	var got domain.OrderState
 	require.NoError(t, tc.GetWorkflow(ctx, domain.OrderWorkflowID(t2), "").Get(ctx, &got))

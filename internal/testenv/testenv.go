@@ -26,6 +26,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -180,6 +181,23 @@ func MustStore(tb testing.TB) *store.Store {
 	}
 	tb.Cleanup(func() { _ = st.Close() })
 	return st
+}
+
+// MustMySQLProxy puts a proxy the test can cut or slow in front of the
+// test MariaDB and returns it with the DSN that reaches MariaDB through it.
+func MustMySQLProxy(tb testing.TB) (*netproxy.Proxy, string) {
+	tb.Helper()
+	cfg, err := mysql.ParseDSN(MySQLDSN())
+	if err != nil {
+		tb.Fatalf("testenv: parse %s: %v", MySQLDSN(), err)
+	}
+	proxy, err := netproxy.Start(cfg.Addr, 0)
+	if err != nil {
+		tb.Fatalf("testenv: proxy to MariaDB: %v", err)
+	}
+	tb.Cleanup(func() { _ = proxy.Close() })
+	cfg.Addr = proxy.Addr()
+	return proxy, cfg.FormatDSN()
 }
 
 // MustTemporal returns a client of the test Temporal dev server.
