@@ -79,7 +79,7 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		}, []string{"outcome"}),
 		holdRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_hold_records_total",
-			Help: "Redis holds recorded in MySQL before their 202, by outcome: recorded, uncounted (the database path's quota opened first: 503), failed (the insert failed: 503) and refused (503 at once while inserts fail and another request is trying).",
+			Help: "Redis holds recorded in MySQL before their 202 (or right after a waitlist hand-over), by outcome: recorded, uncounted (the database path's quota opened first: 503), failed (the insert failed: 503) and refused (503 at once while inserts fail and another request is trying).",
 		}, []string{"outcome"}),
 		handOvers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_waitlist_handovers_total",

@@ -77,6 +77,41 @@ func (h *holdRecorder) promise(ctx context.Context, in domain.OrderInput, epoch 
 	return true
 }
 
+// ready reports whether holds can be recorded now. While inserts fail, one
+// caller at a time asks the database (a ping) and reopens the way when it
+// answers: a waitlist hand-over, which no 503 can take back, is made only
+// when its record can follow at once.
+func (h *holdRecorder) ready(ctx context.Context) bool {
+	if !h.failing.Load() {
+		return true
+	}
+	if !h.probing.CompareAndSwap(false, true) {
+		return false
+	}
+	defer h.probing.Store(false)
+	pctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
+	defer cancel()
+	if err := h.st.Ping(pctx); err != nil {
+		return false
+	}
+	h.failing.Store(false)
+	return true
+}
+
+// record records a hold made without a 202 (a waitlist hand-over); a
+// failure counts like promise's (the relay records the hold later).
+func (h *holdRecorder) record(ctx context.Context, in domain.OrderInput, epoch int64) error {
+	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
+	defer cancel()
+	if _, err := h.st.RecordRedisHold(rctx, in, epoch); err != nil {
+		h.failing.Store(true)
+		h.outcomes.WithLabelValues("failed").Inc()
+		return err
+	}
+	h.outcomes.WithLabelValues("recorded").Inc()
+	return nil
+}
+
 // acceptRedisHold answers a Redis hold (new, or a replay of one): 202 once
 // it is recorded where the database path counts it, else 503.
 func (s *server) acceptRedisHold(c *fiber.Ctx, a admission, token string) error {

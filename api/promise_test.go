@@ -55,3 +55,31 @@ func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
 	require.Equal(t, domain.StatusQueued, r.Status)
 	require.Equal(t, in.Token, r.Token)
 }
+
+// While inserts fail, a waitlist hand-over waits: ready answers false until
+// the database answers a ping again; a failed hand-over record marks the
+// way closed like a failed 202 insert.
+func TestHandOversWaitWhileHoldsCannotBeRecorded(t *testing.T) {
+	proxy, dsn := testenv.MustMySQLProxy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	testenv.MustStore(t) // migrated
+	st, err := store.Open(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	sale := testenv.MustSale(t, st, 5)
+	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
+	require.NoError(t, err)
+	h := newHoldRecorder(st, slog.New(slog.NewTextHandler(io.Discard, nil)), m.holdRecords)
+	user := testenv.UniqueUser()
+	req := domain.WaitlistRequestID(1)
+	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, req), sale.ID, user, req)
+
+	require.True(t, h.ready(ctx), "nothing failed yet")
+	proxy.SetCut(true)
+	require.Error(t, h.record(ctx, in, sale.ModeEpoch))
+	require.False(t, h.ready(ctx), "the database does not answer")
+	proxy.SetCut(false)
+	require.Eventually(t, func() bool { return h.ready(ctx) }, 20*time.Second, 100*time.Millisecond)
+	require.NoError(t, h.record(ctx, in, sale.ModeEpoch))
+}

@@ -127,7 +127,11 @@ func (s *server) waitlistFailed(c *fiber.Ctx, what string, err error) error {
 // handOverAll offers units in stock to the waitlists of the cached sales
 // that sell on Redis and have someone waiting.
 func (s *server) handOverAll(ctx context.Context, now time.Time) {
-	for _, e := range s.cache.entriesWaiting() {
+	waiting := s.cache.entriesWaiting()
+	if len(waiting) == 0 || !s.holds.ready(ctx) {
+		return // nothing to hand over, or its record could not follow
+	}
+	for _, e := range waiting {
 		sale := e.sale.Load()
 		if sale.Control != domain.ControlActive || now.Before(sale.StartsAt) || !now.Before(sale.EndsAt) || !e.onRedis(sale.ModeEpoch) {
 			continue
@@ -140,7 +144,8 @@ func (s *server) handOverAll(ctx context.Context, now time.Time) {
 
 // handOver runs one hand-over of a sale: its waitlist's head is offered
 // the units in stock (handover.lua); each unit handed over is recorded in
-// MySQL as a Redis hold at once, so the database path's quota counts it.
+// MySQL as a Redis hold at once, so the database path's quota counts it
+// (handOverAll hands nothing over while this instance's inserts fail).
 func (s *server) handOver(ctx context.Context, sale *domain.Sale) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -170,7 +175,7 @@ func (s *server) handOver(ctx context.Context, sale *domain.Sale) error {
 		in := domain.RedisHoldInput(h.Token, sale.ID, h.UserID, h.RequestID)
 		s.m.handOvers.Inc()
 		s.logger.InfoContext(ctx, "waitlist hand-over", "sale_id", sale.ID, "user_id", h.UserID, "token", h.Token)
-		if _, err := s.st.RecordRedisHold(ctx, in, sale.ModeEpoch); err != nil {
+		if err := s.holds.record(ctx, in, sale.ModeEpoch); err != nil {
 			errs = append(errs, err) // the relay records it from the inbox
 		}
 		if s.cfg.APIStartsRedisOrders {
