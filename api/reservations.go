@@ -136,6 +136,7 @@ func (s *server) ownReservation(ctx context.Context, p Principal, token string, 
 
 // POST /api/v1/reservations/{token}/payment
 func (s *server) pay(c *fiber.Ctx) error {
+	received := time.Now()
 	p := principal(c)
 	token, saleID, err := tokenParam(c)
 	if err != nil {
@@ -152,31 +153,34 @@ func (s *server) pay(c *fiber.Ctx) error {
 	if _, err := s.ownReservation(c.UserContext(), p, token, saleID); err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
-	v, err := s.payToken(c.UserContext(), token, ref)
+	v, err := s.payToken(c.UserContext(), token, domain.PayRequest{PaymentRef: ref, ReceivedAt: received})
 	if err != nil {
 		return s.sendMaybeUnavailable(c, err)
 	}
 	return c.JSON(v)
 }
 
-// payToken records payment ref on the reservation through its workflow's
-// pay update; once the workflow has closed, the database answers (the same
-// ref on a PAID row is a replay). The user's payment call and the provider's
-// webhook share it. Refusals are *domain.Error (not_payable, unavailable).
-func (s *server) payToken(ctx context.Context, token, ref string) (domain.ReservationView, error) {
-	st, err := s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+// payToken records a payment on the reservation through its workflow's
+// pay update (its ReceivedAt, when the API received it, lets the workflow
+// take it a little after pay_by); once the workflow has closed, the
+// database answers (the same ref on a PAID row is a replay). The user's
+// payment call and the provider's webhook share it. Refusals are
+// *domain.Error (not_payable, unavailable).
+func (s *server) payToken(ctx context.Context, token string, req domain.PayRequest) (domain.ReservationView, error) {
+	ref := req.PaymentRef
+	st, err := s.update(ctx, token, "pay-"+ref, domain.UpdatePay, req)
 	if domain.ErrorCode(err) == domain.ENotPayable && s.awaitAdopted(ctx, token) == domain.StatusPendingPayment {
 		// A database-path order is PENDING_PAYMENT (and shown so) from its
 		// transaction on, before its workflow has read it; the workflow
 		// refuses while it still says QUEUED. Ask again now that it knows
 		// (a refusal for another reason is given again).
-		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, req)
 	}
 	if errors.Is(err, errWorkflowClosed) && s.repairClosed(ctx, token) {
 		// A new run took the reservation over, or it was released: ask
 		// again, so the payment settles now (paid, or refused and then
 		// recorded for a refund by the webhook).
-		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, domain.PayRequest{PaymentRef: ref})
+		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, req)
 	}
 	switch {
 	case err == nil:

@@ -116,6 +116,7 @@ const StatusRefundRequired = "REFUND_REQUIRED"
 // POST /webhooks/payments: the provider confirms a payment. Signed, not
 // authenticated by JWT; otherwise the user's payment call.
 func (s *server) paymentWebhook(c *fiber.Ctx) error {
+	received := time.Now()
 	body := c.BodyRaw()
 	if err := verifyWebhook(s.cfg.PaymentSecrets(), c.Get("X-Timestamp"), c.Get("X-Signature"), body, time.Now()); err != nil {
 		return sendErr(c, err)
@@ -166,7 +167,7 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 	if done, err := s.answerSettled(c, r, ref, amount); done {
 		return err
 	}
-	v, err := s.payToken(ctx, token, ref)
+	v, err := s.payToken(ctx, token, domain.PayRequest{PaymentRef: ref, ReceivedAt: received})
 	if err == nil {
 		return c.JSON(v)
 	}

@@ -102,6 +102,9 @@ type OrderState struct {
 // PayRequest is the argument of the pay update.
 type PayRequest struct {
 	PaymentRef string `json:"payment_ref"`
+	// ReceivedAt is when the API received the payment: one received by
+	// pay_by is accepted a little after it (the workflow's grace).
+	ReceivedAt time.Time `json:"received_at,omitzero"`
 }
 
 // CancelRequest is the argument of the cancel and expire updates.

@@ -125,6 +125,9 @@ type orderWorkflow struct {
 	payingRef string
 	// timerFired is true once the payment window has closed.
 	timerFired bool
+	// inGrace is true for payGrace after the window closed (payGraceChange):
+	// a payment the API received before pay_by is still accepted then.
+	inGrace bool
 	// releaseTo is the end (CANCELLED or EXPIRED) a release was asked for;
 	// empty while none was.
 	releaseTo     domain.ReservationStatus
@@ -361,6 +364,9 @@ func (w *orderWorkflow) awaitPayment(ctx workflow.Context) error {
 		return fmt.Errorf("await payment: %w", err)
 	}
 	cancelTimer()
+	if err := w.awaitLatePayment(ctx); err != nil {
+		return err
+	}
 	if w.st.Status == domain.StatusPaid {
 		return nil
 	}
@@ -368,6 +374,43 @@ func (w *orderWorkflow) awaitPayment(ctx workflow.Context) error {
 		w.releaseTo, w.releaseReason = domain.StatusExpired, "payment window passed"
 	}
 	return w.release(ctx, w.releaseTo)
+}
+
+// payGraceChange versions the grace after the payment window: at version
+// 1, once the window closed, the workflow waits payGrace for a payment the
+// API received before pay_by (domain.PayRequest.ReceivedAt) but could not
+// deliver in time (a slow instance, a worker catching up after a fault),
+// so a user who paid within the window is never refused. DefaultVersion
+// keeps the commands of histories recorded before it.
+const payGraceChange = "pay-grace-after-window"
+
+// payGrace is how long a closed window still takes such a payment.
+const payGrace = 3 * time.Second
+
+// awaitLatePayment runs the grace after a window that closed unpaid.
+func (w *orderWorkflow) awaitLatePayment(ctx workflow.Context) error {
+	if w.st.Status == domain.StatusPaid || w.releaseTo != "" {
+		return nil
+	}
+	if workflow.GetVersion(ctx, payGraceChange, workflow.DefaultVersion, 1) != 1 {
+		return nil
+	}
+	w.inGrace = true
+	if _, err := workflow.AwaitWithTimeout(ctx, payGrace, func() bool { return w.st.Status == domain.StatusPaid }); err != nil {
+		return fmt.Errorf("await a late payment: %w", err)
+	}
+	w.inGrace = false
+	// A payment accepted in the grace finishes either way.
+	if err := workflow.Await(ctx, func() bool { return !w.paying }); err != nil {
+		return fmt.Errorf("await a late payment: %w", err)
+	}
+	return nil
+}
+
+// receivedInWindow reports whether a payment the grace may take: received
+// by the API at or before pay_by.
+func (w *orderWorkflow) receivedInWindow(req domain.PayRequest) bool {
+	return w.inGrace && w.st.PayBy != nil && !req.ReceivedAt.IsZero() && !req.ReceivedAt.After(*w.st.PayBy)
 }
 
 // release ends a pending order as EXPIRED or CANCELLED: the database
@@ -556,7 +599,7 @@ func (w *orderWorkflow) validatePay(req domain.PayRequest) error {
 		return reject(domain.ENotPayable, "another payment is being recorded")
 	case w.st.Status != domain.StatusPendingPayment:
 		return reject(domain.ENotPayable, "reservation is %s", w.st.Status)
-	case w.timerFired:
+	case w.timerFired && !w.receivedInWindow(req):
 		return reject(domain.ENotPayable, "payment window has closed")
 	case w.releaseTo != "":
 		return reject(domain.ENotPayable, "reservation is being released as %s", w.releaseTo)
@@ -582,7 +625,7 @@ func (w *orderWorkflow) pay(ctx workflow.Context, req domain.PayRequest) (domain
 		}
 		return w.st, reject(domain.ENotPayable, "reservation is %s", w.st.Status)
 	}
-	if w.st.Status != domain.StatusPendingPayment || w.timerFired || w.releaseTo != "" {
+	if w.st.Status != domain.StatusPendingPayment || (w.timerFired && !w.receivedInWindow(req)) || w.releaseTo != "" {
 		// Only reached on a history the validator never saw.
 		return w.st, reject(domain.ENotPayable, "reservation is %s", w.st.Status)
 	}

@@ -279,6 +279,46 @@ func TestOrderPayAfterTimerRejected(t *testing.T) {
 	env.AssertNotCalled(t, "MarkPaid", anything, anything, anything)
 }
 
+// A payment the API received before pay_by but delivered just after the
+// window closed (a slow instance, a worker catching up) is taken in the
+// grace; one received after pay_by is refused, and the order expires once
+// the grace is over.
+func TestOrderPayReceivedInTheWindowIsTakenInTheGrace(t *testing.T) {
+	env := MustOrderEnv(t)
+	env.happyPath()
+	env.payMocks("in-window")
+	pay := env.update(window+payGrace/2, domain.UpdatePay, "p1", domain.PayRequest{PaymentRef: "in-window", ReceivedAt: payBy.Add(-time.Second)})
+	st := env.run(testIn)
+	require.Equal(t, domain.StatusPaid, st.Status)
+	requireDone(t, pay, domain.StatusPaid)
+	env.AssertNotCalled(t, "ReleaseOrder", anything, anything, anything)
+}
+
+func TestOrderPayReceivedAfterTheWindowIsRefusedInTheGrace(t *testing.T) {
+	env := MustOrderEnv(t)
+	env.happyPath()
+	env.releaseMocks(domain.StatusExpired)
+	pay := env.update(window+payGrace/2, domain.UpdatePay, "p1", domain.PayRequest{PaymentRef: "too-late", ReceivedAt: payBy.Add(time.Millisecond)})
+	st := env.run(testIn)
+	require.Equal(t, domain.StatusExpired, st.Status)
+	requireRejected(t, pay, domain.ENotPayable)
+	env.AssertNotCalled(t, "MarkPaid", anything, anything, anything)
+}
+
+// Histories recorded before the grace expire at pay_by, as they did.
+func TestOrderWithoutTheGraceExpiresAtPayBy(t *testing.T) {
+	env := MustOrderEnv(t)
+	env.OnGetVersion(payGraceChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.happyPath()
+	// The release is slow, so the workflow still runs when the pay arrives.
+	env.OnActivity(a.ReleaseOrder, anything, testIn.Token, domain.StatusExpired).After(10*time.Second).Return(stateWith(domain.StatusExpired), nil).Once()
+	env.OnActivity(a.RedisRelease, anything, testIn.SaleID, testIn.UserID, testIn.Token, true).Return(true, nil).Once()
+	pay := env.update(window+payGrace/2, domain.UpdatePay, "p1", domain.PayRequest{PaymentRef: "in-window", ReceivedAt: payBy.Add(-time.Second)})
+	st := env.run(testIn)
+	require.Equal(t, domain.StatusExpired, st.Status)
+	requireRejected(t, pay, domain.ENotPayable)
+}
+
 // The same payment again returns the same state; another ref is refused.
 func TestOrderPaymentReplay(t *testing.T) {
 	env := MustOrderEnv(t)
