@@ -12,16 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/store"
 )
 
-// A Redis hold is promised (202) only once MySQL has it where the database
-// path's quota counts it: with this instance's link to MariaDB cut, the
-// hold is refused (503, outcome unknown) and, while a probe is out, the
-// others are refused without waiting; the first insert that succeeds again
-// reopens the way, and the retried hold is recorded.
-func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
+// mustRecorderBehindProxy is a hold recorder on a store whose link to
+// MariaDB the test can cut, with a sale of 5 units.
+func mustRecorderBehindProxy(t *testing.T) (*holdRecorder, *metrics, *netproxy.Proxy, *domain.Sale) {
+	t.Helper()
 	proxy, dsn := testenv.MustMySQLProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -30,10 +29,20 @@ func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	sale := testenv.MustSale(t, st, 5)
-
 	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
 	require.NoError(t, err)
-	h := newHoldRecorder(st, slog.New(slog.NewTextHandler(io.Discard, nil)), m.holdRecords)
+	return newHoldRecorder(st, slog.New(slog.NewTextHandler(io.Discard, nil)), m.holdRecords), m, proxy, sale
+}
+
+// A Redis hold is promised (202) only once MySQL has it where the database
+// path's quota counts it: with this instance's link to MariaDB cut, the
+// hold is refused (503, outcome unknown) and, while a probe is out, the
+// others are refused without waiting; the first insert that succeeds again
+// reopens the way, and the retried hold is recorded.
+func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
+	h, m, proxy, sale := mustRecorderBehindProxy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	user := testenv.UniqueUser()
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, "req-1"), sale.ID, user, "req-1")
 	count := func(outcome string) float64 { return testutil.ToFloat64(m.holdRecords.WithLabelValues(outcome)) }
@@ -60,17 +69,9 @@ func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
 // the database answers a ping again; a failed hand-over record marks the
 // way closed like a failed 202 insert.
 func TestHandOversWaitWhileHoldsCannotBeRecorded(t *testing.T) {
-	proxy, dsn := testenv.MustMySQLProxy(t)
+	h, _, proxy, sale := mustRecorderBehindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testenv.MustStore(t) // migrated
-	st, err := store.Open(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	sale := testenv.MustSale(t, st, 5)
-	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
-	require.NoError(t, err)
-	h := newHoldRecorder(st, slog.New(slog.NewTextHandler(io.Discard, nil)), m.holdRecords)
 	user := testenv.UniqueUser()
 	req := domain.WaitlistRequestID(1)
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, req), sale.ID, user, req)
