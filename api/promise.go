@@ -54,26 +54,15 @@ func (h *holdRecorder) promise(ctx context.Context, in domain.OrderInput, epoch 
 		}
 		defer h.probing.Store(false)
 	}
-	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
-	defer cancel()
-	counted, err := h.st.RecordRedisHold(rctx, in, epoch)
+	counted, err := h.insert(ctx, in, epoch)
 	switch {
 	case err != nil:
-		if !h.failing.Swap(true) {
-			h.logger.WarnContext(ctx, "recording a redis hold before its 202 failed; holds answer 503 until an insert succeeds", "sale_id", in.SaleID, "err", err)
-		}
-		h.outcomes.WithLabelValues("failed").Inc()
 		return false
 	case !counted:
-		h.failing.Store(false)
 		h.outcomes.WithLabelValues("uncounted").Inc()
 		h.logger.WarnContext(ctx, "a redis hold met the database path's open quota; outcome unknown", "sale_id", in.SaleID)
 		return false
 	}
-	if h.failing.Swap(false) {
-		h.logger.InfoContext(ctx, "recording redis holds before their 202 works again", "sale_id", in.SaleID)
-	}
-	h.outcomes.WithLabelValues("recorded").Inc()
 	return true
 }
 
@@ -101,15 +90,33 @@ func (h *holdRecorder) ready(ctx context.Context) bool {
 // record records a hold made without a 202 (a waitlist hand-over); a
 // failure counts like promise's (the relay records the hold later).
 func (h *holdRecorder) record(ctx context.Context, in domain.OrderInput, epoch int64) error {
+	counted, err := h.insert(ctx, in, epoch)
+	if err == nil && !counted {
+		h.outcomes.WithLabelValues("recorded").Inc() // a hand-over is recorded either way
+	}
+	return err
+}
+
+// insert records the hold and keeps the failing flag and the outcome
+// counts; promise and record share it.
+func (h *holdRecorder) insert(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error) {
 	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
 	defer cancel()
-	if _, err := h.st.RecordRedisHold(rctx, in, epoch); err != nil {
-		h.failing.Store(true)
+	counted, err = h.st.RecordRedisHold(rctx, in, epoch)
+	if err != nil {
+		if !h.failing.Swap(true) {
+			h.logger.WarnContext(ctx, "recording a redis hold failed; holds answer 503 and hand-overs wait until an insert succeeds", "sale_id", in.SaleID, "err", err)
+		}
 		h.outcomes.WithLabelValues("failed").Inc()
-		return err
+		return false, err
 	}
-	h.outcomes.WithLabelValues("recorded").Inc()
-	return nil
+	if h.failing.Swap(false) {
+		h.logger.InfoContext(ctx, "recording redis holds works again", "sale_id", in.SaleID)
+	}
+	if counted {
+		h.outcomes.WithLabelValues("recorded").Inc()
+	}
+	return counted, nil
 }
 
 // acceptRedisHold answers a Redis hold (new, or a replay of one): 202 once
