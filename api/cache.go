@@ -78,7 +78,7 @@ type markAnswer int
 const (
 	markNone    markAnswer = iota // no mark: go on to the script
 	markReplay                    // a replay: answer its token from memory
-	markBuyer                     // the user holds a unit: the script answers
+	markBuyer                     // the user holds a unit or has retired records: the script answers
 	markSoldOut                   // anyone else: 410 at once
 )
 
@@ -93,6 +93,9 @@ func (e *saleEntry) check(userID int64, requestID string) (markAnswer, string) {
 	}
 	if _, ok := m.Buyers[userID]; ok {
 		return markBuyer, ""
+	}
+	if _, ok := m.Retired[userID]; ok {
+		return markBuyer, "" // maybe a replay the database knows
 	}
 	return markSoldOut, ""
 }

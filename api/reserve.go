@@ -376,9 +376,7 @@ func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
 		return unavailable(c, 1, "the sale is switching back to Redis; retry with the same request_id")
 	}
 	reserve := func() (lua.ReserveResult, error) {
-		return s.reserveViaRedis(c.UserContext(), lua.ReserveArgs{
-			SaleID: a.saleID, UserID: a.userID, RequestID: a.requestID, Token: token, Epoch: a.sale.ModeEpoch,
-		})
+		return s.reserveViaRedis(c.UserContext(), reserveArgs(a, token))
 	}
 	res, err := s.breaker.execute(reserve)
 	if isClientStall(err) && a.entry.onRedis(a.sale.ModeEpoch) {
@@ -414,6 +412,45 @@ func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
 			s.m.reject(layerRedis, "error")
 		}
 		s.log(c).Warn("reserve: redis", "sale_id", a.saleID, "err", err)
+		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+	}
+	if res.Outcome == lua.OutcomeAsk {
+		return s.replayFromDatabase(c, a, token)
+	}
+	return s.answerScript(c, a, token, res)
+}
+
+func reserveArgs(a admission, token string) lua.ReserveArgs {
+	return lua.ReserveArgs{SaleID: a.saleID, UserID: a.userID, RequestID: a.requestID, Token: token, Epoch: a.sale.ModeEpoch}
+}
+
+// replayFromDatabase answers a request the replay map does not know from a
+// user whose ended reservations' records moved out of Redis
+// (lua.OutcomeAsk): a row in the database is this request's (the token
+// derives from it), so it is a replay; else the script runs again, told
+// that the database has none.
+func (s *server) replayFromDatabase(c *fiber.Ctx, a admission, token string) error {
+	r, err := s.dbReservation(c.UserContext(), token)
+	if err != nil {
+		s.m.reject(layerRedis, "error")
+		s.log(c).Warn("reserve: ask the database for a replay", "sale_id", a.saleID, "err", err)
+		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+	}
+	if r != nil {
+		s.m.reject(layerRedis, lua.OutcomeReplay)
+		return s.accepted(c, token, a.saleID, a.requestID)
+	}
+	res, err := s.breaker.execute(func() (lua.ReserveResult, error) {
+		args := reserveArgs(a, token)
+		args.NotInDatabase = true
+		return s.reserveViaRedis(c.UserContext(), args)
+	})
+	if err == nil && res.Outcome == lua.OutcomeAsk {
+		err = errors.New("the script asked the database again")
+	}
+	if err != nil {
+		s.m.reject(layerRedis, "error")
+		s.log(c).Warn("reserve: redis after asking the database", "sale_id", a.saleID, "err", err)
 		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 	}
 	return s.answerScript(c, a, token, res)

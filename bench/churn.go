@@ -277,11 +277,12 @@ func (r *runner) saleRedisState(ctx context.Context, saleID int64) (churnSample,
 	p := r.rdb.Pipeline()
 	tokens, requests, status, mine := p.HLen(ctx, k.Tokens), p.HLen(ctx, k.Requests), p.HLen(ctx, k.Status), p.HLen(ctx, k.Mine)
 	inbox, started := p.XLen(ctx, k.Inbox), p.SCard(ctx, k.Started)
+	ended, retired := p.ZCard(ctx, k.Ended), p.SCard(ctx, k.Retired)
 	if _, err := p.Exec(ctx); err != nil {
 		return s, fmt.Errorf("sale structures: %w", err)
 	}
-	s.sizes = fmt.Sprintf("buyers %d, tokens %d, requests %d, status %d, mine %d fields, inbox %d, started %d",
-		s.liveHolds, tokens.Val(), requests.Val(), status.Val(), mine.Val(), inbox.Val(), started.Val())
+	s.sizes = fmt.Sprintf("buyers %d, tokens %d, requests %d, status %d, mine %d fields, inbox %d, started %d, ended %d, retired %d",
+		s.liveHolds, tokens.Val(), requests.Val(), status.Val(), mine.Val(), inbox.Val(), started.Val(), ended.Val(), retired.Val())
 	return s, nil
 }
 

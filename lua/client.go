@@ -270,10 +270,12 @@ func (c *Client) ReadCounters(ctx context.Context, stockOf, releasedOf []int64) 
 
 // SoldOut is a sold-out sale's picture taken in one MULTI/EXEC: while its
 // release counter has not moved, no unit can be reserved, so the buyers
-// and the replay map are exact.
+// and the replay map are exact. A retired user's request the replay map
+// does not know may be an old one the database has (retire.lua).
 type SoldOut struct {
 	Released int64
 	Buyers   map[int64]struct{}
+	Retired  map[int64]struct{}
 	requests map[string]string // RequestField -> token
 }
 
@@ -282,12 +284,13 @@ type SoldOut struct {
 func (c *Client) ReadSoldOut(ctx context.Context, saleID int64) (*SoldOut, error) {
 	k := SaleKeys(saleID)
 	var released, stock *redis.StringCmd
-	var buyers *redis.StringSliceCmd
+	var buyers, retired *redis.StringSliceCmd
 	var requests *redis.MapStringStringCmd
 	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		released = p.Get(ctx, k.Released)
 		stock = p.Get(ctx, k.Stock)
 		buyers = p.SMembers(ctx, k.Buyers)
+		retired = p.SMembers(ctx, k.Retired)
 		requests = p.HGetAll(ctx, k.Requests)
 		return nil
 	})
@@ -302,15 +305,27 @@ func (c *Client) ReadSoldOut(ctx context.Context, saleID int64) (*SoldOut, error
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("release counter: %w", err)
 	}
-	m := &SoldOut{Released: rel, Buyers: map[int64]struct{}{}, requests: requests.Val()}
-	for _, b := range buyers.Val() {
-		u, err := strconv.ParseInt(b, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("bad buyer %q", b)
-		}
-		m.Buyers[u] = struct{}{}
+	m := &SoldOut{Released: rel, requests: requests.Val()}
+	if m.Buyers, err = userSet(buyers.Val()); err != nil {
+		return nil, fmt.Errorf("buyers: %w", err)
+	}
+	if m.Retired, err = userSet(retired.Val()); err != nil {
+		return nil, fmt.Errorf("retired users: %w", err)
 	}
 	return m, nil
+}
+
+// userSet parses a Redis set of user ids.
+func userSet(members []string) (map[int64]struct{}, error) {
+	out := make(map[int64]struct{}, len(members))
+	for _, b := range members {
+		u, err := strconv.ParseInt(b, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad user id %q", b)
+		}
+		out[u] = struct{}{}
+	}
+	return out, nil
 }
 
 // Replay answers the token a user's request already reserved, without

@@ -2,7 +2,7 @@
 -- caller prepends reserve.lua as the function reserve(KEYS, ARGV) (see
 -- waitlist.go), so a hand-over is exactly the reservation a 202 answers:
 -- stock, buyer mark, token, replay map, user index and inbox entry.
--- KEYS: 1-9 the reserve script's (9 the waitlist)
+-- KEYS: 1-10 the reserve script's (9 the waitlist)
 -- ARGV: 1 epoch the caller believes in, 2 the user index's cap, then for
 --       each candidate in waitlist order: user, request_id, token, skip
 --       ('1': blacklisted, leaves without a unit)
@@ -27,7 +27,8 @@ for i = 3, #ARGV, 4 do
   if skip == '1' then
     redis.call('ZREM', KEYS[9], user)
   else
-    local r = reserve(KEYS, {user, req, tok, ARGV[1], '0', '', '', ARGV[2], '1'})
+    -- A hand-over's request id is new: no replay of it is in the database.
+    local r = reserve(KEYS, {user, req, tok, ARGV[1], '0', '', '', ARGV[2], '1', '1'})
     if r[1] == 'ok' or r[1] == 'replay' then
       redis.call('ZREM', KEYS[9], user)
       out[#out + 1] = user

@@ -60,6 +60,8 @@ type Keys struct {
 	Pool     string // sorted set: the opening lottery's entrants, user -> ticket (pool.go); expires PoolTTL after the last entry
 	Waitlist string // sorted set: users waiting for a returned unit, user -> join number (waitlist.go)
 	WaitSeq  string // the last join number (Redis's clock in µs, strictly increasing)
+	Ended    string // sorted set: released tokens whose records are still here, token -> release time (ms); retire.lua empties it
+	Retired  string // set of users some of whose ended reservations' records moved out to the database (retire.lua)
 }
 
 // SaleKeys returns the keys of a sale.
@@ -84,12 +86,14 @@ func SaleKeys(saleID int64) Keys {
 		Pool:     p + "pool",
 		Waitlist: p + "waitlist",
 		WaitSeq:  p + "waitseq",
+		Ended:    p + "ended",
+		Retired:  p + "retired",
 	}
 }
 
 // All lists every key of the sale, for tear-down.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Journal, k.Adjusts, k.Status, k.Mine, k.Pool, k.Waitlist, k.WaitSeq}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Dead, k.Released, k.Reserved, k.Started, k.Fence, k.Journal, k.Adjusts, k.Status, k.Mine, k.Pool, k.Waitlist, k.WaitSeq, k.Ended, k.Retired}
 }
 
 // StepJournal is how many release and advance steps a sale's journal
@@ -148,6 +152,11 @@ const (
 	OutcomeSoldOut    = "sold_out"
 	// OutcomeLate: the script ran after the caller's deadline; nothing taken.
 	OutcomeLate = "late"
+	// OutcomeAsk: the request is not in the replay map but the user's ended
+	// reservations' records moved out to the database (retire.lua); the
+	// caller asks the database whether this request reserved before, and
+	// runs the script again with ReserveArgs.NotInDatabase when it did not.
+	OutcomeAsk = "ask"
 )
 
 // ReserveResult is what the reserve script decided.
@@ -171,6 +180,9 @@ type ReserveArgs struct {
 	// go into the inbox entry (InboxEntry.TraceParent and HTTPRequestID).
 	TraceParent   string
 	HTTPRequestID string
+	// NotInDatabase: the caller found no reservation of this request in
+	// the database, so a user with retired records is not asked again.
+	NotInDatabase bool
 }
 
 // MineCap is how many tokens the user index lists per user and sale; a
@@ -181,7 +193,7 @@ const MineCap = 16
 
 // ReserveKeys returns the reserve script's keys, in its order.
 func ReserveKeys(k Keys) []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine, k.Waitlist}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Inbox, k.Reserved, k.Mine, k.Waitlist, k.Retired}
 }
 
 // Reserve runs the reservation script.
@@ -193,7 +205,7 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 	}
 	v, err := s.reserve.Run(ctx, rdb, ReserveKeys(k),
 		strconv.FormatInt(a.UserID, 10), a.RequestID, a.Token, strconv.FormatInt(a.Epoch, 10), strconv.FormatInt(deadline, 10),
-		a.TraceParent, a.HTTPRequestID, MineCap).Slice()
+		a.TraceParent, a.HTTPRequestID, MineCap, "0", flag(a.NotInDatabase)).Slice()
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}
@@ -212,7 +224,7 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 // reservation of the user in this sale.
 func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
 	k := SaleKeys(saleID)
-	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence, k.Mine, k.Journal},
+	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence, k.Mine, k.Journal, k.Ended},
 		token, strconv.FormatInt(userID, 10), flag(restore), flag(keepBuyer), StepJournal).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release script: %w", err)
@@ -466,6 +478,9 @@ type RebuildData struct {
 	Buyers   []string          `json:"buyers"`
 	Tokens   map[string]string `json:"tokens"`
 	Requests map[string]string `json:"requests"`
+	Retired  []string          `json:"retired"` // users of ended reservations not written back (retire.lua)
+
+	retiredSeen map[string]bool
 }
 
 // ErrFenceMoved: more releases ran in Redis after the rebuild's fence was
@@ -501,6 +516,9 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 	if d.Added == nil {
 		d.Added = []string{}
 	}
+	if d.Retired == nil {
+		d.Retired = []string{}
+	}
 	d.Group = InboxGroup
 	body, err := json.Marshal(d)
 	if err != nil {
@@ -508,7 +526,7 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 	}
 	k := SaleKeys(saleID)
 	n, err := s.rebuild.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Tokens, k.Requests, k.Reserved, k.Released, k.Inbox, k.Fence, k.Adjusts,
-		EventChannel(saleID), k.Journal}, string(body)).Int64()
+		EventChannel(saleID), k.Journal, k.Retired, k.Ended}, string(body)).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("rebuild script: %w", err)
 	}

@@ -42,7 +42,7 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 	for name, sc := range map[string]*redis.Script{
 		"reserve": s.reserve, "release": s.release, "advance": s.advance, "warmup": s.warmup,
 		"adjust": s.adjust, "snapshot": s.snapshot, "repair_stock": s.repairStock, "rebuild": s.rebuild,
-		"restore": s.restore,
+		"restore": s.restore, "retire": retireScript,
 	} {
 		obs := scriptObservers{ok: hist.WithLabelValues(name, "ok"), failed: hist.WithLabelValues(name, "error")}
 		h.byKey[sc.Hash()] = obs
@@ -55,7 +55,7 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 var scriptSources = map[string]string{
 	"reserve": reserveSrc, "release": releaseSrc, "advance": advanceSrc, "warmup": warmupSrc,
 	"adjust": adjustSrc, "snapshot": snapshotSrc, "repair_stock": repairStockSrc, "rebuild": rebuildSrc,
-	"restore": restoreSrc,
+	"restore": restoreSrc, "retire": retireSrc,
 }
 
 type scriptObservers struct{ ok, failed prometheus.Observer }

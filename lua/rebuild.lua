@@ -20,9 +20,15 @@
 -- KEYS: 1 meta, 2 stock, 3 buyers, 4 tokens, 5 requests, 6 reserved, 7 released,
 --       8 inbox, 9 fence, 10 applied additions (set), 11 the sale's event
 --       channel (not a key: passed here for its slot; announces the new
---       epoch to the API instances' status caches), 12 step journal
+--       epoch to the API instances' status caches), 12 step journal,
+--       13 retired users, 14 ended tokens
 -- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
---               tokens: {token: "state:user"}, requests: {"user:request_id": token}}
+--               tokens: {token: "state:user"}, requests: {"user:request_id": token},
+--               retired: [user]}
+-- The snapshot's ended reservations come as tokens only where Redis still
+-- names them (its tokens hash or inbox); the others' users come as
+-- retired, so a replay of theirs is answered from the database. Each
+-- released token written joins the ended set, which retire.lua empties.
 -- Returns the stock set, or -1 when steps since the fence are missing.
 local data = cjson.decode(ARGV[1])
 local since = tonumber(data.fence)
@@ -123,8 +129,16 @@ redis.call('DEL', KEYS[3], KEYS[4])
 for _, user in ipairs(data.buyers) do
   redis.call('SADD', KEYS[3], user)
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for token, v in pairs(data.tokens) do
   redis.call('HSET', KEYS[4], token, v)
+  if string.match(v, '^(%a+):') == 'released' then
+    redis.call('ZADD', KEYS[14], 'NX', now, token)
+  end
+end
+for _, user in ipairs(data.retired) do
+  redis.call('SADD', KEYS[13], user)
 end
 for token, v in pairs(kept) do
   redis.call('HSET', KEYS[4], token, v)

@@ -11,8 +11,10 @@
 -- user's tokens in the user index that is held, ordered or paid (a hold
 -- the database may not have recorded yet). A user who holds another unit
 -- must not be able to buy again.
+-- Ended tokens join the ended set with Redis's clock, so their records
+-- move out once the database has their end (retire.lua).
 -- KEYS: 1 stock, 2 buyers, 3 tokens, 4 released counter, 5 fence,
---       6 user index, 7 step journal
+--       6 user index, 7 step journal, 8 ended tokens (sorted set)
 -- ARGV: 1 token, 2 user_id, 3 restore stock ('1' or '0'), 4 keep the buyer
 --       mark ('1': the database knows another live reservation of the user),
 --       5 journal length kept
@@ -45,6 +47,11 @@ end
 if not holdsAnother then
   redis.call('SREM', KEYS[2], ARGV[2])
 end
+-- A token released now, or one Redis does not know (lost, or retired
+-- already: a repeated release may write its status record again), joins
+-- the ended set, so what is left of it moves out (retire.lua).
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[8], 'NX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[1])
 if not v then
   return 0
 end

@@ -42,6 +42,20 @@ func (d *RebuildData) AddReservation(token, state string, userID int64, requestI
 	d.Requests[RequestField(userID, requestID)] = token
 }
 
+// AddRetired adds to a rebuild a user of an ended reservation whose records
+// are not written back: the reserve script asks the database about that
+// user's requests it does not know.
+func (d *RebuildData) AddRetired(userID int64) {
+	u := strconv.FormatInt(userID, 10)
+	if d.retiredSeen == nil {
+		d.retiredSeen = map[string]bool{}
+	}
+	if !d.retiredSeen[u] {
+		d.retiredSeen[u] = true
+		d.Retired = append(d.Retired, u)
+	}
+}
+
 // RequestID finds the request_id a token was reserved with, from the sale's
 // replay map; ok is false when the map has no such token for the user.
 // The map's field "t:token" answers it at once (checked against the

@@ -7,15 +7,20 @@
 --       more; field '_holds' counts every hold: see mine_read.lua),
 --       9 waitlist (sorted set: once the sale has sold out, while anyone
 --       waits, a unit back in stock is theirs (handover.lua) and an open
---       reservation finds the sale sold out; meta's 'drained' says it sold out)
+--       reservation finds the sale sold out; meta's 'drained' says it sold out),
+--       10 retired users (some of their ended reservations' replay fields
+--       moved out to the database: retire.lua)
 -- ARGV: 1 user_id, 2 request_id, 3 token, 4 epoch the caller believes in,
 --       5 deadline (Unix ms; '0' for none),
 --       6 (optional) W3C traceparent of the request, 7 (optional) its
 --       X-Request-Id: carried in the inbox entry so a workflow the relay
 --       starts joins the request's trace and names its request,
 --       8 the user index's cap on tokens per user (missing: '0', no list),
---       9 '1' when the waitlist's hand-over reserves (handover.lua)
--- Returns {outcome, token, stock_left}.
+--       9 '1' when the waitlist's hand-over reserves (handover.lua),
+--       10 '1' when the caller found no reservation of this request in the
+--       database (a retired user's request is then not an old one)
+-- Returns {outcome, token, stock_left}; 'ask' when the request is not in
+-- the replay map and the user is retired: the database answers a replay.
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode', 'drained')
 local stock = redis.call('GET', KEYS[2])
 -- A missing key is "not warmed", never "zero left".
@@ -28,6 +33,9 @@ local reqfield = ARGV[1] .. ':' .. ARGV[2]
 local prior = redis.call('HGET', KEYS[5], reqfield)
 if prior then
   return {'replay', prior, stock}
+end
+if ARGV[10] ~= '1' and redis.call('SISMEMBER', KEYS[10], ARGV[1]) == 1 then
+  return {'ask', '', stock}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -168,6 +168,14 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		if err != nil {
 			return err
 		}
+		// Tokens Redis still has records or inbox entries of: their ended
+		// reservations are written back (a rebuild keeps an inbox entry of
+		// a token it does not know as a live hold); other ended ones stay
+		// retired (lua.Client.Retire), bounding the script by live holds.
+		present, err := rdb.PresentTokens(ctx, saleID)
+		if err != nil {
+			return err
+		}
 		state, err := st.ReadRedisState(ctx, saleID)
 		if err != nil {
 			return err
@@ -185,8 +193,12 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		}
 		known := make(map[string]bool, len(state.Tokens))
 		for _, h := range state.Tokens {
-			d.AddReservation(h.Token, h.State, h.UserID, h.RequestID)
 			known[h.Token] = true
+			if h.State == domain.TokenReleased && !present[h.Token] {
+				d.AddRetired(h.UserID)
+				continue
+			}
+			d.AddReservation(h.Token, h.State, h.UserID, h.RequestID)
 		}
 		// After the snapshot: a workflow that recorded its hold since is
 		// in the list and not in the snapshot, so it is counted once.

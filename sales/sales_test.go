@@ -400,3 +400,46 @@ func TestSyncTokenInDatabaseModeWaitsOutTheModeLagWhenRedisKeepsTheRecord(t *tes
 	require.GreaterOrEqual(t, time.Since(switched.ModeChangedAt), sales.ModeLag,
 		"acknowledged before every instance could have learnt of the database mode")
 }
+
+// A rebuild writes back the ended reservations Redis still names (a token
+// state, or an inbox entry: a rebuild keeps an entry whose token Redis
+// does not know as a live hold), and for the others only their users, as
+// retired: their records stay out of Redis (lua.Client.Retire), and a
+// replay of theirs is referred to the database.
+func TestRebuildWritesBackOnlyEndedTokensRedisStillNames(t *testing.T) {
+	f := mustFixture(t, 5)
+	gone, named := testenv.UniqueUser(), testenv.UniqueUser()
+	goneTok, namedTok := f.redisHold(gone, false), f.redisHold(named, false)
+	for _, tok := range []string{goneTok, namedTok} {
+		_, err := f.st.EndQueued(f.ctx, tok, domain.StatusCancelled, "user")
+		require.NoError(t, err)
+		_, err = sales.SyncToken(f.ctx, f.st, f.client, tok)
+		require.NoError(t, err)
+	}
+	entries, err := f.rdb.XRange(f.ctx, f.keys.Inbox, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	require.NoError(t, f.rdb.XDel(f.ctx, f.keys.Inbox, entries[0].ID).Err(), "the first hold's entry was trimmed")
+	for _, k := range f.keys.All() {
+		if k != f.keys.Inbox {
+			require.NoError(t, f.rdb.Del(f.ctx, k).Err())
+		}
+	}
+	done, err := sales.RebuildLost(f.ctx, f.st, f.client, testenv.MustTemporal(t), f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+
+	require.Equal(t, map[string]string{namedTok: fmt.Sprintf("released:%d", named)}, f.rdb.HGetAll(f.ctx, f.keys.Tokens).Val())
+	require.Equal(t, []string{fmt.Sprint(gone)}, f.rdb.SMembers(f.ctx, f.keys.Retired).Val())
+	require.Equal(t, []string{namedTok}, f.rdb.ZRange(f.ctx, f.keys.Ended, 0, -1).Val(), "the written-back token retires later")
+	reserve := func(user int64, req string, notInDB bool) string {
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req,
+			Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), Epoch: f.epoch(), NotInDatabase: notInDB})
+		require.NoError(t, err)
+		return r.Outcome
+	}
+	require.Equal(t, lua.OutcomeAsk, reserve(gone, fmt.Sprintf("req-%d", gone), false))
+	require.Equal(t, lua.OutcomeReplay, reserve(named, fmt.Sprintf("req-%d", named), false))
+	require.Equal(t, lua.OutcomeOK, reserve(gone, "again-0001", true), "the retired user buys again")
+	require.EqualValues(t, 4, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)))
+}

@@ -159,6 +159,28 @@ func (s *Store) RecordedTokens(ctx context.Context, tokens []string) (map[string
 	return out, nil
 }
 
+// EndedReservations reads, of the tokens given, the reservations that
+// ended without a unit (expired, cancelled, failed): their owner, request
+// id and status. A token not in the answer is live, paid or unknown.
+func (s *Store) EndedReservations(ctx context.Context, tokens []string) (map[string]*domain.Reservation, error) {
+	out := make(map[string]*domain.Reservation, len(tokens))
+	if len(tokens) == 0 {
+		return out, nil
+	}
+	var rows []reservationRow
+	err := s.DB.NewSelect().Model(&rows).Column("token", "sale_id", "user_id", "request_id", "status").
+		Where("token IN (?)", bun.List(tokens)).
+		Where("status IN (?)", bun.List([]string{string(domain.StatusExpired), string(domain.StatusCancelled), string(domain.StatusFailed)})).
+		Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ended reservations (%d asked): %w", len(tokens), err)
+	}
+	for i := range rows {
+		out[rows[i].Token] = rows[i].domain()
+	}
+	return out, nil
+}
+
 // FindReservation finds a reservation by its replay key.
 func (s *Store) FindReservation(ctx context.Context, saleID, userID int64, requestID string) (*domain.Reservation, error) {
 	row := new(reservationRow)

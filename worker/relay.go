@@ -70,6 +70,7 @@ type Relay struct {
 	Concurrency  int           // starts in flight per batch; 32 when zero
 	StartTimeout time.Duration // per start; 10s when zero
 	ReclaimEvery time.Duration // 5s when zero
+	RetireAfter  time.Duration // lua.RetireAfter when zero
 	RefreshEvery time.Duration // open-sales refresh; 3s when zero
 }
 
@@ -190,6 +191,9 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 			if _, err := r.Trim(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
 				log.Warn("relay: trim inbox", "err", err)
 			}
+			if _, err := r.Retire(work, saleID); err != nil {
+				log.Warn("relay: retire ended reservations' records", "err", err)
+			}
 		}
 		// The read is bounded but not cancelled by stop: entries Redis hands
 		// this consumer are processed, never left behind by the shutdown.
@@ -283,6 +287,53 @@ func (r *Relay) trimPage(ctx context.Context, saleID, page int64) (n int, full b
 		return 0, false, err
 	}
 	return gone, gone == len(head) && int64(gone) == page, nil
+}
+
+// retirePage bounds the tokens of one retire step.
+const retirePage = 500
+
+// Retire moves the Redis records of reservations that ended over
+// lua.RetireAfter ago, and that the database has ended, out of Redis
+// (lua.Client.Retire), a page at a time: a sale's per-token structures
+// stay bounded by its live holds however long its users churn. It answers
+// how many reservations it retired.
+func (r *Relay) Retire(ctx context.Context, saleID int64) (int, error) {
+	retired := 0
+	for range trimPages {
+		n, full, err := r.retirePage(ctx, saleID)
+		retired += n
+		if err != nil || !full {
+			return retired, err
+		}
+	}
+	return retired, nil
+}
+
+// retirePage retires one page of ended tokens; full says the page was full
+// and some went, so the next page may go too.
+func (r *Relay) retirePage(ctx context.Context, saleID int64) (n int, full bool, err error) {
+	tctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	before := time.Now().Add(-orDefault(r.RetireAfter, lua.RetireAfter))
+	tokens, err := r.Redis.EndedTokens(tctx, saleID, before, retirePage)
+	if err != nil || len(tokens) == 0 {
+		return 0, false, err
+	}
+	ended, err := r.Store.EndedReservations(tctx, tokens)
+	if err != nil {
+		return 0, false, err
+	}
+	records := make([]lua.RetiredRecord, 0, len(ended))
+	var others []string
+	for _, t := range tokens {
+		if e, ok := ended[t]; ok {
+			records = append(records, lua.RetiredRecord{Token: t, UserID: e.UserID, RequestID: e.RequestID})
+		} else {
+			others = append(others, t)
+		}
+	}
+	n, err = r.Redis.Retire(tctx, saleID, before, records, others)
+	return n, len(tokens) == retirePage && n > 0, err
 }
 
 // ReadOnce reads one batch of new entries (blocking up to Block) and hands

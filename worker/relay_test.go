@@ -551,3 +551,46 @@ func TestRelayTrimsRecordedEntries(t *testing.T) {
 	require.Equal(t, 1, got)
 	require.Equal(t, 1, rec.count(late))
 }
+
+// TestRelayRetiresEndedReservationsRecords: once the database has ended a
+// reservation and the inbox has lost its entry, the relay moves its Redis
+// records out (lua.Client.Retire); a token Redis released but the database
+// did not end keeps its records and leaves the ended set.
+func TestRelayRetiresEndedReservationsRecords(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	ctx := testCtx(t)
+	r := MustRelay(t, w, newRecorder(nil).start)
+	r.RetireAfter = time.Millisecond
+	users := map[string]int64{}
+	var tokens []string
+	for range 3 {
+		tok, u := w.MustReserve(t)
+		tokens = append(tokens, tok)
+		users[tok] = u
+		_, err := w.st.RecordReservation(ctx, domain.RedisHoldInput(tok, w.ID, u, "req-"+strconv.FormatInt(u, 10)))
+		require.NoError(t, err)
+	}
+	_, err := r.ReadOnce(ctx, w.ID)
+	require.NoError(t, err)
+	for i, tok := range tokens {
+		if i < 2 {
+			_, err := w.st.EndQueued(ctx, tok, domain.StatusCancelled, "user")
+			require.NoError(t, err)
+		}
+		_, err := lua.NewClient(w.rdb).Release(ctx, w.ID, users[tok], tok, true, false)
+		require.NoError(t, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	n, err := r.Retire(ctx, w.ID)
+	require.NoError(t, err)
+	require.Zero(t, n, "the inbox still has their entries")
+	_, err = r.Trim(ctx, w.ID)
+	require.NoError(t, err)
+	n, err = r.Retire(ctx, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, map[string]string{tokens[2]: "released:" + strconv.FormatInt(users[tokens[2]], 10)}, w.rdb.HGetAll(ctx, w.keys.Tokens).Val())
+	require.Zero(t, w.rdb.ZCard(ctx, w.keys.Ended).Val(), "the token the database did not end leaves the ended set")
+	require.ElementsMatch(t, []string{strconv.FormatInt(users[tokens[0]], 10), strconv.FormatInt(users[tokens[1]], 10)},
+		w.rdb.SMembers(ctx, w.keys.Retired).Val())
+}
