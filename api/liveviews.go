@@ -16,9 +16,10 @@ import (
 //     channel in the same step (status.lua, ForgetStatus; a new epoch by
 //     warmup.lua and rebuild.lua), and the instance drops the token's entry
 //     (the whole sale's for a new epoch) when the announcement arrives.
-//   - The instance publishes a fence message to itself every
-//     lua.FencePeriod on the same subscription. When one sent at time f has
-//     arrived, every announcement Redis executed before f has been applied
+//   - The instance sends a fence (a PING with its send time) every
+//     lua.FencePeriod on the same subscription connection. When the answer
+//     to one sent at time f has arrived, every announcement Redis executed
+//     before f has been applied
 //     here. An entry is served only while the newest such f is at most
 //     liveFresh old.
 //   - An instance that acknowledges a change (a 200 from pay or cancel)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -399,101 +400,178 @@ type StatusEvents struct {
 	// Subscribed: the subscription is (re)established; what was published
 	// while it was down is lost.
 	Subscribed func()
-	// Fence, when set, is called with the send time of a fence message
-	// each time one arrives (one is published every FencePeriod): every
+	// Fence, when set, is called with the send time of a fence each time
+	// one comes back (one is sent every FencePeriod while Wanted): every
 	// event Redis executed before that time has been passed to the
-	// callbacks above. A message travels behind everything published
-	// before it on the one subscription connection, which is the order
-	// this relies on; a cluster does not give it (pub/sub crosses nodes
-	// over the cluster bus), so there Fence is never called.
+	// callbacks above. A fence is a PING on the subscription's own
+	// connection, which Redis answers behind everything it published to
+	// that connection before; a cluster does not give that order (pub/sub
+	// crosses nodes over the cluster bus), so there Fence is never called.
 	Fence func(sentAt time.Time)
 	// Wanted, when set, says whether fences are wanted now: a fence is
-	// published only on a tick where it answers true, so an instance whose
-	// cache serves nobody costs Redis nothing.
+	// sent only on a tick where it answers true, so an instance whose
+	// cache serves nobody sends none.
 	Wanted func() bool
 }
 
-// FencePeriod is how often ListenStatusEvents publishes a fence message.
+// FencePeriod is how often ListenStatusEvents sends a fence while wanted.
 const FencePeriod = 10 * time.Millisecond
+
+const (
+	// subscriptionQuiet: a subscription that heard nothing this long is
+	// pinged, so a silently dead connection is found.
+	subscriptionQuiet = time.Second
+	// subscriptionDead: a ping unanswered this long closes the connection
+	// and subscribes again on a new one.
+	subscriptionDead = 5 * time.Second
+	// fencePrefix marks a fence's PING payload (a health ping has none).
+	fencePrefix = "f"
+)
 
 // ListenStatusEvents passes every status change announced on any sale's
 // event channel (status.lua, warmup.lua, rebuild.lua, ForgetStatus) to ev,
-// until stop is closed (nil) or the subscription closes
-// (ErrEventsClosed). go-redis resubscribes after a lost connection.
+// until stop is closed (nil). go-redis resubscribes after a link error; a
+// connection that stops answering pings is replaced.
 func (c *Client) ListenStatusEvents(stop <-chan struct{}, ev StatusEvents) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fencing := ev.Fence != nil && c.Fences()
-	patterns := []string{EventChannelPattern}
-	fenceChannel := ""
-	if fencing {
-		// Its own channel, listed after the events' pattern: one PSUBSCRIBE
-		// (also on resubscribing), so the events' pattern is active before
-		// the first fence arrives.
-		fenceChannel = "seckill:fence:" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatInt(fenceInstance.Add(1), 36)
-		patterns = append(patterns, fenceChannel)
-	}
-	ps := c.rdb.PSubscribe(ctx, patterns...)
-	defer func() { _ = ps.Close() }()
-	msgs := ps.ChannelWithSubscriptions()
-	base := time.Now()
-	if fencing {
-		go c.publishFences(ctx, fenceChannel, base, ev.Wanted)
-	}
-	for {
+	go func() {
 		select {
 		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	fencing := ev.Fence != nil && c.Fences()
+	for {
+		err := c.listenOnce(ctx, ev, fencing)
+		if ctx.Err() != nil {
 			return nil
-		case m, ok := <-msgs:
-			if !ok {
-				return ErrEventsClosed
-			}
-			switch m := m.(type) {
-			case *redis.Subscription:
-				if m.Kind == "psubscribe" && m.Channel == EventChannelPattern {
-					ev.Subscribed()
-				}
-			case *redis.Message:
-				if m.Channel == fenceChannel { // "" unless fencing: never a channel
-					if ns, err := strconv.ParseInt(m.Payload, 10, 64); err == nil {
-						ev.Fence(base.Add(time.Duration(ns)))
-					}
-					continue
-				}
-				sale, ok := SaleOfEventChannel(m.Channel)
-				switch {
-				case !ok:
-				case m.Payload == SaleWide:
-					ev.Sale(sale)
-				default:
-					ev.Token(sale, m.Payload)
-				}
-			}
+		}
+		if !errors.Is(err, errSubscriptionDead) {
+			return err
 		}
 	}
 }
 
-// fenceInstance tells apart two listeners of one process.
-var fenceInstance atomic.Int64
+// errSubscriptionDead: the subscription's connection stopped answering.
+var errSubscriptionDead = errors.New("status events: subscription stopped answering")
 
-// publishFences publishes the time since base on channel every
-// FencePeriod while wanted (nil: always) until ctx ends. A failed publish
-// is not retried: the next one is due soon, and until one arrives the
-// fence only grows older.
-func (c *Client) publishFences(ctx context.Context, channel string, base time.Time, wanted func() bool) {
+// listenOnce serves one subscription until ctx ends (nil), its connection
+// stops answering (errSubscriptionDead) or it closes (ErrEventsClosed).
+func (c *Client) listenOnce(ctx context.Context, ev StatusEvents, fencing bool) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ps := c.rdb.PSubscribe(lctx, EventChannelPattern)
+	p := &subscriptionPinger{ps: ps, base: time.Now(), fencing: fencing, wanted: ev.Wanted}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.run(lctx)
+		_ = ps.Close() // ends the Receive below
+	}()
+	defer func() { <-done }()
+	for fails := 0; ; {
+		m, err := ps.Receive(lctx)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case p.dead.Load():
+				return errSubscriptionDead
+			case errors.Is(err, redis.ErrClosed):
+				return ErrEventsClosed
+			}
+			// A link error: the next Receive subscribes again.
+			if fails++; fails > 1 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		fails = 0
+		p.heard.Store(p.since())
+		c.dispatchEvent(m, ev, p)
+	}
+}
+
+// dispatchEvent passes one subscription message to ev.
+func (c *Client) dispatchEvent(m any, ev StatusEvents, p *subscriptionPinger) {
+	switch m := m.(type) {
+	case *redis.Subscription:
+		if m.Kind == "psubscribe" && m.Channel == EventChannelPattern {
+			ev.Subscribed()
+		}
+	case *redis.Pong:
+		if ns, ok := strings.CutPrefix(m.Payload, fencePrefix); ok && p.fencing {
+			if n, err := strconv.ParseInt(ns, 10, 64); err == nil {
+				ev.Fence(p.base.Add(time.Duration(n)))
+			}
+		}
+	case *redis.Message:
+		sale, ok := SaleOfEventChannel(m.Channel)
+		switch {
+		case !ok:
+		case m.Payload == SaleWide:
+			ev.Sale(sale)
+		default:
+			ev.Token(sale, m.Payload)
+		}
+	}
+}
+
+// subscriptionPinger sends a subscription's fences and health pings and
+// notices when its connection stops answering. Times are since base.
+type subscriptionPinger struct {
+	ps      *redis.PubSub
+	base    time.Time
+	fencing bool
+	wanted  func() bool
+	heard   atomic.Int64 // the last message of any kind
+	dead    atomic.Bool
+}
+
+func (p *subscriptionPinger) since() int64 { return int64(time.Since(p.base)) }
+
+// run pings every FencePeriod while fences are wanted, else after
+// subscriptionQuiet of silence, until ctx ends or a ping stays unanswered
+// for subscriptionDead (dead). A failed ping is not retried: the next one
+// is due soon.
+func (p *subscriptionPinger) run(ctx context.Context) {
 	tick := time.NewTicker(FencePeriod)
 	defer tick.Stop()
+	var lastPing, unanswered int64 = 0, -1 // unanswered: the first ping sent after the last message heard
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if wanted != nil && !wanted() {
-				continue
-			}
-			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			_ = c.rdb.Publish(pctx, channel, strconv.FormatInt(int64(time.Since(base)), 10)).Err()
-			cancel()
+		}
+		now, heard := p.since(), p.heard.Load()
+		if unanswered >= 0 && heard >= unanswered {
+			unanswered = -1
+		}
+		if unanswered >= 0 && now-unanswered > int64(subscriptionDead) {
+			p.dead.Store(true)
+			return
+		}
+		payload := ""
+		switch {
+		case p.fencing && (p.wanted == nil || p.wanted()):
+			payload = fencePrefix + strconv.FormatInt(now, 10)
+		case now-max(heard, lastPing) < int64(subscriptionQuiet):
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		var err error
+		if payload == "" {
+			err = p.ps.Ping(pctx)
+		} else {
+			err = p.ps.Ping(pctx, payload)
+		}
+		cancel()
+		lastPing = now
+		if err == nil && unanswered < 0 {
+			unanswered = now
 		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
@@ -177,4 +179,56 @@ func TestFencesOnlyWhileWanted(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no fence once wanted")
 	}
+}
+
+// TestASilentSubscriptionIsReplaced: a subscription whose link holds every
+// byte without an error (a partition) is found dead by its unanswered
+// pings and subscribed again; once the link heals, events and fences flow
+// on the new subscription. A link error alone would never show it: go-redis
+// only resubscribes after an error.
+func TestASilentSubscriptionIsReplaced(t *testing.T) {
+	proxy, err := netproxy.Start(testenv.RedisAddr(), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DialTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	client := lua.NewClient(rdb)
+	subscribed := make(chan struct{}, 16)
+	tokens := make(chan string, 16)
+	var fences atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- client.ListenStatusEvents(stop, lua.StatusEvents{
+			Token:      func(_ int64, tok string) { tokens <- tok },
+			Sale:       func(int64) {},
+			Subscribed: func() { subscribed <- struct{}{} },
+			Fence:      func(time.Time) { fences.Add(1) },
+		})
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		require.NoError(t, <-done)
+	})
+	<-subscribed
+	proxy.SetHeld(true)
+	time.Sleep(7 * time.Second) // past subscriptionDead (5 s)
+	proxy.SetHeld(false)
+	select {
+	case <-subscribed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not subscribed again after the link healed")
+	}
+	direct := testenv.MustRedis(t)
+	require.Eventually(t, func() bool {
+		require.NoError(t, direct.Publish(ctx(t), lua.EventChannel(424242), "tok-after-heal").Err())
+		select {
+		case tok := <-tokens:
+			return tok == "tok-after-heal"
+		case <-time.After(200 * time.Millisecond):
+			return false
+		}
+	}, 10*time.Second, 10*time.Millisecond, "events flow on the new subscription")
+	before := fences.Load()
+	require.Eventually(t, func() bool { return fences.Load() > before }, 5*time.Second, 10*time.Millisecond, "fences resume")
 }
