@@ -59,7 +59,14 @@ func (s *Store) ClaimKey(ctx context.Context, scope, bodyHash []byte, staleAfter
 	case status.Valid:
 		return KeyClaim{Status: int(status.Int64), Response: response}, nil
 	case created.Before(now.Add(-staleAfter)):
-		res, err := s.DB.ExecContext(ctx, "UPDATE idempotency_keys SET created_at = ? WHERE scope = ? AND status IS NULL AND created_at = ?", now, scope, created)
+		// The new mark must differ from the old one in the column's
+		// milliseconds: MariaDB counts an UPDATE that changes nothing as
+		// no row, which would read as another claimer's takeover.
+		mark := now.Truncate(time.Millisecond)
+		if !mark.After(created) {
+			mark = created.Add(time.Millisecond)
+		}
+		res, err := s.DB.ExecContext(ctx, "UPDATE idempotency_keys SET created_at = ? WHERE scope = ? AND status IS NULL AND created_at = ?", mark, scope, created)
 		if err != nil {
 			return KeyClaim{}, fmt.Errorf("take over idempotency key: %w", err)
 		}
