@@ -52,7 +52,7 @@ func (s *Scripts) ReadUsersReservations(ctx context.Context, rdb redis.Scripter,
 	for i, u := range userIDs {
 		args[i] = strconv.FormatInt(u, 10)
 	}
-	v, err := mineReadScript.Run(ctx, rdb, []string{k.Meta, k.Reserved, k.Mine, k.Tokens, k.Status}, args...).StringSlice()
+	v, err := mineReadScript.Run(ctx, rdb, []string{k.Meta, k.Reserved, k.Mine, k.Tokens, k.Status, k.Retired}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("user index read script: %w", err)
 	}

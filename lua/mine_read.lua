@@ -10,10 +10,11 @@
 -- after a database-mode episode or lost keys sets a new epoch, so the
 -- index is incomplete from then on.
 -- Several users in one call let concurrent reads share a round trip.
--- KEYS: 1 meta, 2 reserved, 3 user index, 4 tokens, 5 status hash
+-- KEYS: 1 meta, 2 reserved, 3 user index, 4 tokens, 5 status hash,
+--       6 retired users (their ended tokens left the index: retire.lua)
 -- ARGV: the user ids
 -- A user who took more holds than the index's cap is marked '*' (see
--- reserve.lua): the index does not list that user.
+-- reserve.lua), and a retired user, are not listed by the index.
 -- Returns {'0'} when the index is incomplete, else {'1'} followed, for
 -- each user in turn, by the number n of the user's tokens and n triples
 -- token, state or '', record or '' (oldest first); n is -1 for a user the
@@ -30,7 +31,7 @@ for i = 1, #ARGV do
   local n = 0
   out[at] = '0'
   local mine = redis.call('HGET', KEYS[3], ARGV[i])
-  if mine == '*' then
+  if mine == '*' or redis.call('SISMEMBER', KEYS[6], ARGV[i]) == 1 then
     n = -1
   elseif mine then
     for token in string.gmatch(mine, '[^,]+') do

@@ -54,7 +54,7 @@ func (c *Client) Retire(ctx context.Context, saleID int64, before time.Time, end
 	for _, t := range others {
 		argv = append(argv, t)
 	}
-	n, err := retireScript.Run(ctx, c.rdb, []string{k.Tokens, k.Requests, k.Status, k.Mine, k.Ended, k.Retired, k.Inbox}, argv...).Int()
+	n, err := retireScript.Run(ctx, c.rdb, []string{k.Tokens, k.Requests, k.Status, k.Mine, k.Ended, k.Retired}, argv...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("retire ended reservations of sale %d: %w", saleID, err)
 	}
