@@ -289,8 +289,12 @@ func (r *Relay) trimPage(ctx context.Context, saleID, page int64) (n int, full b
 	return gone, gone == len(head) && int64(gone) == page, nil
 }
 
-// retirePage bounds the tokens of one retire step.
-const retirePage = 500
+// retirePage bounds the tokens of one retire step (one script: about 10
+// Redis operations a token), retirePages the steps of one relay tick.
+const (
+	retirePage  = 100
+	retirePages = 50
+)
 
 // Retire moves the Redis records of reservations that ended over
 // lua.RetireAfter ago, and that the database has ended, out of Redis
@@ -299,7 +303,7 @@ const retirePage = 500
 // how many reservations it retired.
 func (r *Relay) Retire(ctx context.Context, saleID int64) (int, error) {
 	retired := 0
-	for range trimPages {
+	for range retirePages {
 		n, full, err := r.retirePage(ctx, saleID)
 		retired += n
 		if err != nil || !full {
