@@ -17,8 +17,6 @@ pattern="seckill $name"
 api_addr="${API_ADDR:-127.0.0.1:8080}"
 metrics_addr="${WORKER_METRICS_ADDR:-127.0.0.1:9091}"
 
-http_ok() { [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$1")" == 200 ]]; }
-
 start() {
 	[[ "$name" == api || "$name" == worker ]] || die "unknown process $name"
 	[[ -x "$bin" ]] || die "$bin is missing: build it first"

@@ -13,11 +13,7 @@ cd "$ROOT"
 
 need_packages redis-server:redis-server mariadbd:mariadb-server mariadb-install-db:mariadb-server
 bin="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
-if [[ ! -x "$bin" ]]; then
-	log "building $bin from temporal-dev/go.mod (takes a few minutes the first time)"
-	mkdir -p "$(dirname "$bin")"
-	(cd "$ROOT/temporal-dev" && go build -o "$bin" github.com/temporalio/cli/cmd/temporal)
-fi
+build_tool "$bin" "$ROOT/temporal-dev" github.com/temporalio/cli/cmd/temporal
 go build -o bin/seckill ./cmd/seckill
 go build -o bin/seckill-chaos ./cmd/seckill-chaos
 # Fixed seed and length unless the caller says otherwise (later flags win).

@@ -24,12 +24,7 @@ export JAEGER_QUERY_GRPC_ADDR="${JAEGER_QUERY_GRPC_ADDR:-127.0.0.1:16685}"
 
 ready() { [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://$JAEGER_QUERY_ADDR/api/services")" == 200 ]]; }
 
-build() {
-	[[ -x "$bin" ]] && return 0
-	log "building Jaeger from jaeger-dev/go.mod into $bin (once; several minutes)"
-	mkdir -p "$(dirname "$bin")"
-	(cd "$ROOT/jaeger-dev" && go build -o "$bin" github.com/jaegertracing/jaeger/cmd/jaeger)
-}
+build() { build_tool "$bin" "$ROOT/jaeger-dev" github.com/jaegertracing/jaeger/cmd/jaeger; }
 
 start() {
 	need_packages curl:curl

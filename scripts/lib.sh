@@ -155,6 +155,20 @@ need_packages() {
 	((rc == 0)) || die "apt-get could not install ${pkgs[*]} (exit $rc)"
 }
 
+# build_tool BIN MODDIR PKG [VAR=VALUE...]: builds PKG of the module pinned
+# in MODDIR (a go.mod of its own) into BIN, once: nothing when BIN exists.
+build_tool() {
+	local bin="$1" dir="$2" pkg="$3"
+	shift 3
+	[[ -x "$bin" ]] && return 0
+	log "building $bin from ${dir#"$ROOT"/}/go.mod (once; minutes the first time)"
+	mkdir -p "$(dirname "$bin")"
+	(cd "$dir" && env "$@" go build -o "$bin" "$pkg") || die "building $pkg failed"
+}
+
+# http_ok URL: the URL answers 200 within 2 s.
+http_ok() { [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$1")" == 200 ]]; }
+
 # abs PATH: PATH made absolute against the repository root.
 abs() {
 	case "$1" in

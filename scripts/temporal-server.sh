@@ -27,17 +27,9 @@ sqltool="$ROOT/.data/bin/temporal-sql-tool"
 cli="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
 
 build() {
-	mkdir -p "$ROOT/.data/bin"
-	if [[ ! -x "$bin" || ! -x "$sqltool" ]]; then
-		log "building the Temporal server and its SQL tool from temporal-server/go.mod (about 5 minutes the first time)"
-		(cd "$ROOT/temporal-server" && go build -o "$bin" go.temporal.io/server/cmd/server &&
-			go build -o "$sqltool" go.temporal.io/server/cmd/tools/sql) || die "building the Temporal server failed"
-	fi
-	if [[ ! -x "$cli" ]]; then
-		log "building the Temporal CLI from temporal-dev/go.mod"
-		(cd "$ROOT/temporal-dev" && go build -o "$cli" github.com/temporalio/cli/cmd/temporal) ||
-			die "building the Temporal CLI failed"
-	fi
+	build_tool "$bin" "$ROOT/temporal-server" go.temporal.io/server/cmd/server
+	build_tool "$sqltool" "$ROOT/temporal-server" go.temporal.io/server/cmd/tools/sql
+	build_tool "$cli" "$ROOT/temporal-dev" github.com/temporalio/cli/cmd/temporal
 }
 
 sql_tool() { "$sqltool" --plugin postgres12 --endpoint 127.0.0.1 --port "$pg_port" --user temporal "$@"; }

@@ -21,12 +21,7 @@ answers() { curl -fsS -o /dev/null --max-time 3 "http://127.0.0.1:$uiport/"; }
 
 start() {
 	need_packages curl:curl
-	if [[ ! -x "$bin" ]]; then
-		log "building $bin from temporal-ui/go.mod with go1.27.3 (a few minutes the first time)"
-		mkdir -p "$(dirname "$bin")"
-		(cd "$ROOT/temporal-ui" && GOTOOLCHAIN=go1.27.3 go build -o "$bin" github.com/temporalio/ui-server/v2/cmd/server) ||
-			die "building the Temporal UI failed"
-	fi
+	build_tool "$bin" "$ROOT/temporal-ui" github.com/temporalio/ui-server/v2/cmd/server GOTOOLCHAIN=go1.27.3
 	local pid logf pf
 	logf="$(log_file "$data" temporal-ui)"
 	pf="$(pid_file "$data" temporal-ui)"

@@ -26,13 +26,7 @@ healthy() {
 	done
 }
 
-build() {
-	[[ -x "$bin" ]] && return 0
-	log "building $bin from temporal-dev/go.mod (takes a few minutes the first time)"
-	mkdir -p "$(dirname "$bin")"
-	(cd "$ROOT/temporal-dev" && go build -o "$bin" github.com/temporalio/cli/cmd/temporal) ||
-		die "building the Temporal CLI failed"
-}
+build() { build_tool "$bin" "$ROOT/temporal-dev" github.com/temporalio/cli/cmd/temporal; }
 
 start() {
 	build
