@@ -78,7 +78,7 @@ type markAnswer int
 const (
 	markNone    markAnswer = iota // no mark: go on to the script
 	markReplay                    // a replay: answer its token from memory
-	markBuyer                     // the user holds a unit or has retired records: the script answers
+	markScript                    // the user holds a unit, or has retired records (maybe a replay the database knows): the script answers
 	markSoldOut                   // anyone else: 410 at once
 )
 
@@ -91,11 +91,10 @@ func (e *saleEntry) check(userID int64, requestID string) (markAnswer, string) {
 	if tok, ok := m.Replay(userID, requestID); ok {
 		return markReplay, tok
 	}
-	if _, ok := m.Buyers[userID]; ok {
-		return markBuyer, ""
-	}
-	if _, ok := m.Retired[userID]; ok {
-		return markBuyer, "" // maybe a replay the database knows
+	_, buyer := m.Buyers[userID]
+	_, retired := m.Retired[userID]
+	if buyer || retired {
+		return markScript, ""
 	}
 	return markSoldOut, ""
 }

@@ -89,7 +89,7 @@ func (s *server) reserveViaDatabase(c *fiber.Ctx, entry *saleEntry, sale *domain
 	default:
 		s.m.reject(layerDatabase, "error")
 		s.log(c).Error("reserve: database path", "sale_id", sale.ID, "err", err)
-		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+		return outcomeUnknown(c)
 	}
 	if replay {
 		s.m.reject(layerDatabase, "replay")

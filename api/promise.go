@@ -123,7 +123,7 @@ func (h *holdRecorder) insert(ctx context.Context, in domain.OrderInput, epoch i
 // it is recorded where the database path counts it, else 503.
 func (s *server) acceptRedisHold(c *fiber.Ctx, a admission, token string) error {
 	if !s.holds.promise(c.UserContext(), domain.RedisHoldInput(token, a.saleID, a.userID, a.requestID), a.sale.ModeEpoch) {
-		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+		return outcomeUnknown(c)
 	}
 	return s.accepted(c, token, a.saleID, a.requestID)
 }

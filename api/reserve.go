@@ -412,12 +412,18 @@ func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
 			s.m.reject(layerRedis, "error")
 		}
 		s.log(c).Warn("reserve: redis", "sale_id", a.saleID, "err", err)
-		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+		return outcomeUnknown(c)
 	}
 	if res.Outcome == lua.OutcomeAsk {
 		return s.replayFromDatabase(c, a, token)
 	}
 	return s.answerScript(c, a, token, res)
+}
+
+// outcomeUnknown answers a reservation whose outcome this instance cannot
+// know now: 503, and the client's retry with the same request_id finds it.
+func outcomeUnknown(c *fiber.Ctx) error {
+	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
 }
 
 func reserveArgs(a admission, token string) lua.ReserveArgs {
@@ -434,7 +440,7 @@ func (s *server) replayFromDatabase(c *fiber.Ctx, a admission, token string) err
 	if err != nil {
 		s.m.reject(layerRedis, "error")
 		s.log(c).Warn("reserve: ask the database for a replay", "sale_id", a.saleID, "err", err)
-		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+		return outcomeUnknown(c)
 	}
 	if r != nil {
 		s.m.reject(layerRedis, lua.OutcomeReplay)
@@ -451,7 +457,7 @@ func (s *server) replayFromDatabase(c *fiber.Ctx, a admission, token string) err
 	if err != nil {
 		s.m.reject(layerRedis, "error")
 		s.log(c).Warn("reserve: redis after asking the database", "sale_id", a.saleID, "err", err)
-		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+		return outcomeUnknown(c)
 	}
 	return s.answerScript(c, a, token, res)
 }
@@ -489,10 +495,10 @@ func (s *server) answerScript(c *fiber.Ctx, a admission, token string, res lua.R
 	case lua.OutcomeNotReady:
 		return unavailable(c, 1, "the sale is not ready yet, retry with the same request_id")
 	case lua.OutcomeLate:
-		return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+		return outcomeUnknown(c)
 	}
 	s.log(c).Error("reserve: unexpected script outcome", "outcome", res.Outcome)
-	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
+	return outcomeUnknown(c)
 }
 
 func (s *server) dbInput(token string, saleID, userID int64, requestID string) domain.OrderInput {

@@ -478,9 +478,7 @@ type RebuildData struct {
 	Buyers   []string          `json:"buyers"`
 	Tokens   map[string]string `json:"tokens"`
 	Requests map[string]string `json:"requests"`
-	Retired  []string          `json:"retired"` // users of ended reservations not written back (retire.lua)
-
-	retiredSeen map[string]bool
+	Retired  map[string]bool   `json:"retired"` // users of ended reservations not written back (retire.lua)
 }
 
 // ErrFenceMoved: more releases ran in Redis after the rebuild's fence was
@@ -517,7 +515,7 @@ func (s *Scripts) Rebuild(ctx context.Context, rdb redis.Scripter, saleID int64,
 		d.Added = []string{}
 	}
 	if d.Retired == nil {
-		d.Retired = []string{}
+		d.Retired = map[string]bool{}
 	}
 	d.Group = InboxGroup
 	body, err := json.Marshal(d)

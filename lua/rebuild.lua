@@ -24,7 +24,7 @@
 --       13 retired users, 14 ended tokens
 -- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
 --               tokens: {token: "state:user"}, requests: {"user:request_id": token},
---               retired: [user]}
+--               retired: {user: true}}
 -- The snapshot's ended reservations come as tokens only where Redis still
 -- names them (its tokens hash or inbox); the others' users come as
 -- retired, so a replay of theirs is answered from the database. Each
@@ -137,7 +137,7 @@ for token, v in pairs(data.tokens) do
     redis.call('ZADD', KEYS[14], 'NX', now, token)
   end
 end
-for _, user in ipairs(data.retired) do
+for user in pairs(data.retired) do
   redis.call('SADD', KEYS[13], user)
 end
 for token, v in pairs(kept) do

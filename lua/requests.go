@@ -46,14 +46,10 @@ func (d *RebuildData) AddReservation(token, state string, userID int64, requestI
 // are not written back: the reserve script asks the database about that
 // user's requests it does not know.
 func (d *RebuildData) AddRetired(userID int64) {
-	u := strconv.FormatInt(userID, 10)
-	if d.retiredSeen == nil {
-		d.retiredSeen = map[string]bool{}
+	if d.Retired == nil {
+		d.Retired = map[string]bool{}
 	}
-	if !d.retiredSeen[u] {
-		d.retiredSeen[u] = true
-		d.Retired = append(d.Retired, u)
-	}
+	d.Retired[strconv.FormatInt(userID, 10)] = true
 }
 
 // RequestID finds the request_id a token was reserved with, from the sale's

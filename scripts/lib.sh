@@ -166,6 +166,14 @@ build_tool() {
 	(cd "$dir" && env "$@" go build -o "$bin" "$pkg") || die "building $pkg failed"
 }
 
+# trap_exits CLEANUP: runs CLEANUP on exit, and exits 130 on SIGINT and 143
+# on SIGTERM (so CLEANUP runs then too).
+trap_exits() {
+	trap "$1" EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
 # http_ok URL: the URL answers 200 within 2 s.
 http_ok() { [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$1")" == 200 ]]; }
 

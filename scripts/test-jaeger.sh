@@ -15,9 +15,7 @@ cleanup() {
 	"$ROOT/scripts/services.sh" down test || rc=1
 	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_exits cleanup
 
 "$ROOT/scripts/jaeger.sh" build "$ROOT/.data"
 "$ROOT/scripts/services.sh" up test

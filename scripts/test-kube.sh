@@ -37,9 +37,7 @@ cleanup() {
 	log "exit $rc"
 	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_exits cleanup
 
 "$ROOT/scripts/services.sh" up test
 build_seckill_image localhost/seckill:test

@@ -32,9 +32,7 @@ cleanup() {
 }
 
 total_start=$SECONDS
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_exits cleanup
 
 step "start test services" "$ROOT/scripts/services.sh" up test
 # The storefront's browser test (e2e) drives Debian's Chromium headless.

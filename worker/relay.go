@@ -235,16 +235,22 @@ const trimPages = 16
 // reservation is in every rebuild's database snapshot, so the entry is
 // needed no more. It answers how many entries it deleted.
 func (r *Relay) Trim(ctx context.Context, saleID int64) (int, error) {
-	trimmed := 0
 	page := orDefault(r.BatchSize, defaultBatchSize)
-	for range trimPages {
-		n, full, err := r.trimPage(ctx, saleID, page)
-		trimmed += n
+	return eachPage(trimPages, func() (int, bool, error) { return r.trimPage(ctx, saleID, page) })
+}
+
+// eachPage runs step up to pages times, while each step reports a full
+// page, and answers the sum of what the steps did.
+func eachPage(pages int, step func() (n int, full bool, err error)) (int, error) {
+	done := 0
+	for range pages {
+		n, full, err := step()
+		done += n
 		if err != nil || !full {
-			return trimmed, err
+			return done, err
 		}
 	}
-	return trimmed, nil
+	return done, nil
 }
 
 // trimPage trims one page of the acknowledged head; full says every entry
@@ -302,15 +308,7 @@ const (
 // stay bounded by its live holds however long its users churn. It answers
 // how many reservations it retired.
 func (r *Relay) Retire(ctx context.Context, saleID int64) (int, error) {
-	retired := 0
-	for range retirePages {
-		n, full, err := r.retirePage(ctx, saleID)
-		retired += n
-		if err != nil || !full {
-			return retired, err
-		}
-	}
-	return retired, nil
+	return eachPage(retirePages, func() (int, bool, error) { return r.retirePage(ctx, saleID) })
 }
 
 // retirePage retires one page of ended tokens; full says the page was full
