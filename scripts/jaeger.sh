@@ -50,34 +50,19 @@ start() {
 }
 
 background() {
-	if [[ -x "$bin" ]] || our_pid "$data" jaeger-build "jaeger.sh start" >/dev/null; then
-		[[ -x "$bin" ]] && start
+	if [[ -x "$bin" ]]; then
+		start
 		return 0
 	fi
-	mkdir -p "$data/pids" "$data/logs"
-	local logf
-	logf="$(log_file "$data" jaeger-build)"
-	log "not built yet: building and starting it in the background (log $logf); traces flow once it answers"
-	setsid nohup "$0" start "$data" >>"$logf" 2>&1 </dev/null &
-	echo "$!" >"$(pid_file "$data" jaeger-build)"
-}
-
-# stop_build ends a background build, its go build included (setsid made
-# the builder the leader of its own process group).
-stop_build() {
-	local pid
-	if pid="$(our_pid "$data" jaeger-build "jaeger.sh start")"; then
-		log "stopping the background build (process group $pid)"
-		kill -TERM -- "-$pid" 2>/dev/null || true
-		rm -f "$(pid_file "$data" jaeger-build)"
-	fi
+	in_background "$data" jaeger-build "not built yet: building and starting it in the background; traces flow once it answers" \
+		"$0" start "$data"
 }
 
 case "$action" in
 start) start ;;
 background) background ;;
 stop)
-	stop_build
+	stop_background "$data" jaeger-build "jaeger.sh start"
 	stop_pid "$data" jaeger "jaeger --config"
 	;;
 build) build ;;

@@ -166,6 +166,34 @@ build_tool() {
 	(cd "$dir" && env "$@" go build -o "$bin" "$pkg") || die "building $pkg failed"
 }
 
+# in_background DATA NAME DESC CMD...: runs CMD detached, at low priority
+# and in its own process group (pid DATA/pids/NAME.pid, log
+# DATA/logs/NAME.log), unless ours already runs. For a first build that
+# must not hold up `up`: the caller goes on, and the built server joins
+# when it answers.
+in_background() {
+	local data="$1" name="$2" desc="$3"
+	shift 3
+	our_pid "$data" "$name" "$1" >/dev/null && return 0
+	mkdir -p "$data/pids" "$data/logs"
+	local logf
+	logf="$(log_file "$data" "$name")"
+	log "$desc (log $logf)"
+	setsid nohup nice -n 10 "$@" >>"$logf" 2>&1 </dev/null &
+	echo "$!" >"$(pid_file "$data" "$name")"
+}
+
+# stop_background DATA NAME PATTERN: ends what in_background started, its
+# go build included (the whole process group).
+stop_background() {
+	local pid
+	if pid="$(our_pid "$1" "$2" "$3")"; then
+		log "stopping the background $2 (process group $pid)"
+		kill -TERM -- "-$pid" 2>/dev/null || true
+		rm -f "$(pid_file "$1" "$2")"
+	fi
+}
+
 # trap_exits CLEANUP: runs CLEANUP on exit, and exits 130 on SIGINT and 143
 # on SIGTERM (so CLEANUP runs then too).
 trap_exits() {

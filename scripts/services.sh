@@ -19,6 +19,7 @@ here="$ROOT/scripts"
 case "$profile" in
 dev)
 	data="$ROOT/.data" redis_port=6379 mysql_port=3306 db=seckill temporal_port=7233 ui_port=8233 headless=""
+	temporal_mode=background
 	;;
 test)
 	# The ports can move (SECKILL_TEST_*_PORT), e.g. to try a cold start
@@ -26,7 +27,7 @@ test)
 	data="$(abs "${SECKILL_TEST_DATA:-.data/test}")"
 	redis_port="${SECKILL_TEST_REDIS_PORT:-16379}" mysql_port="${SECKILL_TEST_MYSQL_PORT:-13306}"
 	temporal_port="${SECKILL_TEST_TEMPORAL_PORT:-17233}" ui_port=$((temporal_port + 1000))
-	db=seckill_test headless=--headless
+	db=seckill_test headless=--headless temporal_mode=start
 	;;
 *) die "unknown profile $profile (dev or test)" ;;
 esac
@@ -49,7 +50,9 @@ up() {
 		log "TEMPORAL_ADDRESS is set: using $TEMPORAL_ADDRESS, not starting Temporal"
 	else
 		case "${SECKILL_TEMPORAL:-dev}" in
-		dev) "$here/temporal.sh" start "$data" "$temporal_port" "$ui_port" $headless & ;;
+		# For dev, a first build of the CLI runs in the background: the API
+		# and worker start without Temporal and connect when it answers.
+		dev) "$here/temporal.sh" "$temporal_mode" "$data" "$temporal_port" "$ui_port" $headless & ;;
 		server)
 			# The server, then (not headless) its UI on the dev server's UI port.
 			(

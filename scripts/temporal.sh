@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Our own Temporal dev server: scripts/temporal.sh start|stop DATA PORT UIPORT [--headless]
+# Our own Temporal dev server:
+#   scripts/temporal.sh start|background|stop DATA PORT UIPORT [--headless]
 # (the same as `go tool -modfile=temporal-dev/go.mod temporal server start-dev ...`,
 # but run as a built binary so the pid file holds the server's pid).
+# background starts it at once when built, else builds (minutes, the first
+# time) and starts it in a detached process: the API and worker start
+# without Temporal and connect when it answers.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOG_TAG=temporal
 
-[[ $# -ge 4 ]] || die "usage: $0 start|stop DATA PORT UIPORT [--headless]"
+[[ $# -ge 4 ]] || die "usage: $0 start|background|stop DATA PORT UIPORT [--headless]"
 action="$1"
 data="$(abs "$2")"
 port="$3"
@@ -63,8 +67,21 @@ start() {
 	log "ready (pid $pid)"
 }
 
+background() {
+	if [[ -x "$bin" ]]; then
+		start
+		return 0
+	fi
+	in_background "$data" temporal-build "not built yet: building and starting it in the background; the worker joins it when it answers" \
+		"$0" start "$data" "$port" "$uiport" "$headless"
+}
+
 case "$action" in
 start) start ;;
-stop) stop_pid "$data" temporal "server start-dev" ;;
-*) die "usage: $0 start|stop DATA PORT UIPORT [--headless]" ;;
+background) background ;;
+stop)
+	stop_background "$data" temporal-build "temporal.sh start"
+	stop_pid "$data" temporal "server start-dev"
+	;;
+*) die "usage: $0 start|background|stop DATA PORT UIPORT [--headless]" ;;
 esac

@@ -38,6 +38,11 @@ prom_addr="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
 "$ROOT/scripts/prometheus.sh" start "$ROOT/.data" "$prom_addr"
 
 ui_line="http://127.0.0.1:8233"
+if our_pid "$ROOT/.data" temporal-build "temporal.sh start" >/dev/null; then
+	# The CLI's first build: reservations are taken (202) and wait in the
+	# sale's inbox until the worker reaches Temporal.
+	ui_line="$ui_line   (building in the background, .data/logs/temporal-build.log: minutes the first time; reservations queue until it answers)"
+fi
 if [[ "${SECKILL_TEMPORAL:-dev}" == server ]]; then
 	ui_line="http://127.0.0.1:8233   (the production-shaped server: PostgreSQL, ${SECKILL_TEMPORAL_SHARDS:-8} shards; log .data/logs/temporal-server.log)"
 fi
