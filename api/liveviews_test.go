@@ -161,7 +161,7 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 	// A poll is served from the cache only while the instance's newest
 	// fence is fresh, which a loaded machine can delay now and then: each
 	// buyer polls until one answer came from the cache (no Redis read).
-	fromCache := poller.server.s.m.readFrom[sourceLive]
+	fromCache := poller.server.s.m.statusReads.by[sourceLive]
 	for i, b := range buyers {
 		served := false
 		for range 20 {

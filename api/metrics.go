@@ -38,17 +38,22 @@ type metrics struct {
 	filter   *prometheus.CounterVec
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	starter  *prometheus.CounterVec
+	starter  outcomeCounts
 	// holdRecords counts Redis holds recorded before their 202, by outcome.
-	holdRecords *prometheus.CounterVec
+	holdRecords outcomeCounts
 	// handOvers counts units this instance handed to a waitlist.
 	handOvers prometheus.Counter
 	queueLen  prometheus.GaugeFunc
 	breaker   prometheus.Gauge
 
-	statusReads *prometheus.CounterVec
-	readFrom    map[string]prometheus.Counter // by statusSource
+	statusReads outcomeCounts // by statusSource
 }
+
+// The outcomes of seckill_starter_total and seckill_hold_records_total.
+var (
+	starterOutcomes = []string{"queued", "deferred", "no_temporal", "retry_dropped", "started", "failed", "retried", "recorded"}
+	holdOutcomes    = []string{"recorded", "uncounted", "failed", "refused"}
+)
 
 // Where a status read was answered from (seckill_status_reads_total).
 const (
@@ -59,85 +64,97 @@ const (
 )
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
+	r := &registrar{reg: reg}
 	m := &metrics{
-		filter: prometheus.NewCounterVec(prometheus.CounterOpts{
+		filter: reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_filter_total",
 			Help: "Reservation requests by filter layer and outcome (pass or the rejection).",
-		}, []string{"layer", "outcome"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"layer", "outcome"})),
+		requests: reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_http_requests_total",
 			Help: "HTTP requests by route and status.",
-		}, []string{"route", "status"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, []string{"route", "status"})),
+		latency: reuse(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "seckill_http_request_duration_seconds",
 			Help:    "Time the API took to answer, by route template and status.",
 			Buckets: lua.LatencyBuckets,
-		}, []string{"route", "status"}),
-		starter: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"route", "status"})),
+		starter: newOutcomeCounts(reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_starter_total",
 			Help: "Workflow starts handed to the in-process starter, by outcome.",
-		}, []string{"outcome"}),
-		holdRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"outcome"})), starterOutcomes...),
+		holdRecords: newOutcomeCounts(reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_hold_records_total",
 			Help: "Redis holds recorded in MySQL before their 202 (or right after a waitlist hand-over), by outcome: recorded, uncounted (the database path's quota opened first: 503), failed (the insert failed: 503) and refused (503 at once while inserts fail and another request is trying).",
-		}, []string{"outcome"}),
-		handOvers: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"outcome"})), holdOutcomes...),
+		handOvers: reuse(r, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_waitlist_handovers_total",
 			Help: "Returned units this instance handed to the longest-waiting user of a sale's waitlist, each a Redis hold like a 202's.",
-		}),
-		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
+		})),
+		breaker: reuse(r, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "seckill_redis_breaker_state",
 			Help: "State of the Redis circuit breaker of the reservation path: 0 closed, 1 half-open, 2 open.",
-		}),
-		statusReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+		})),
+		statusReads: newOutcomeCounts(reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_status_reads_total",
 			Help: "Reservation status reads (polls, stream re-reads) by where they were answered: ended_cache, live_cache, redis, database.",
-		}, []string{"source"}),
-		queueLen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "seckill_starter_queue_length",
-			Help: "Workflow starts waiting in the in-process queue.",
-		}, queueLen),
-	}
-	var err error
-	if m.filter, err = register(reg, m.filter); err != nil {
-		return nil, err
-	}
-	if m.requests, err = register(reg, m.requests); err != nil {
-		return nil, err
-	}
-	if m.latency, err = register(reg, m.latency); err != nil {
-		return nil, err
-	}
-	if m.starter, err = register(reg, m.starter); err != nil {
-		return nil, err
-	}
-	if m.holdRecords, err = register(reg, m.holdRecords); err != nil {
-		return nil, err
-	}
-	if m.handOvers, err = register(reg, m.handOvers); err != nil {
-		return nil, err
-	}
-	if m.breaker, err = register(reg, m.breaker); err != nil {
-		return nil, err
-	}
-	if m.statusReads, err = register(reg, m.statusReads); err != nil {
-		return nil, err
-	}
-	m.readFrom = make(map[string]prometheus.Counter)
-	for _, src := range []string{sourceEnded, sourceLive, sourceRedis, sourceDatabase} {
-		m.readFrom[src] = m.statusReads.WithLabelValues(src)
+		}, []string{"source"})), sourceEnded, sourceLive, sourceRedis, sourceDatabase),
 	}
 	// A second app on one registry keeps the first queue gauge.
-	if _, err = register[prometheus.Collector](reg, m.queueLen); err != nil {
-		return nil, err
-	}
-	if _, err = register(reg, collectors.NewGoCollector()); err != nil {
-		return nil, err
-	}
-	if _, err = register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, err
+	reuse[prometheus.Collector](r, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "seckill_starter_queue_length",
+		Help: "Workflow starts waiting in the in-process queue.",
+	}, queueLen))
+	reuse(r, collectors.NewGoCollector())
+	reuse(r, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if r.err != nil {
+		return nil, r.err
 	}
 	return m, nil
+}
+
+// registrar registers collectors until the first error, which it keeps.
+type registrar struct {
+	reg prometheus.Registerer
+	err error
+}
+
+// reuse registers c through r and returns the collector to use: c, or the
+// one already registered in its place.
+func reuse[C prometheus.Collector](r *registrar, c C) C {
+	if r.err != nil {
+		return c
+	}
+	got, err := register(r.reg, c)
+	if err != nil {
+		r.err = err
+	}
+	return got
+}
+
+// outcomeCounts is a counter vector with its known label values resolved
+// once: the hot path skips the vector's hashing and lock, and every known
+// series exists at 0 from the start (rates and alerts see it before its
+// first event).
+type outcomeCounts struct {
+	vec *prometheus.CounterVec
+	by  map[string]prometheus.Counter
+}
+
+func newOutcomeCounts(vec *prometheus.CounterVec, values ...string) outcomeCounts {
+	o := outcomeCounts{vec: vec, by: make(map[string]prometheus.Counter, len(values))}
+	for _, v := range values {
+		o.by[v] = vec.WithLabelValues(v)
+	}
+	return o
+}
+
+func (o outcomeCounts) inc(value string) {
+	if c, ok := o.by[value]; ok {
+		c.Inc()
+		return
+	}
+	o.vec.WithLabelValues(value).Inc()
 }
 
 // register registers c, or returns the collector already registered in its

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/store"
@@ -35,12 +34,12 @@ const holdRecordTimeout = 500 * time.Millisecond
 type holdRecorder struct {
 	st       *store.Store
 	logger   *slog.Logger
-	outcomes *prometheus.CounterVec
+	outcomes outcomeCounts
 	failing  atomic.Bool // the last insert failed
 	probing  atomic.Bool // one request is trying while failing
 }
 
-func newHoldRecorder(st *store.Store, logger *slog.Logger, outcomes *prometheus.CounterVec) *holdRecorder {
+func newHoldRecorder(st *store.Store, logger *slog.Logger, outcomes outcomeCounts) *holdRecorder {
 	return &holdRecorder{st: st, logger: logger, outcomes: outcomes}
 }
 
@@ -49,7 +48,7 @@ func newHoldRecorder(st *store.Store, logger *slog.Logger, outcomes *prometheus.
 func (h *holdRecorder) promise(ctx context.Context, in domain.OrderInput, epoch int64) bool {
 	if h.failing.Load() {
 		if !h.probing.CompareAndSwap(false, true) {
-			h.outcomes.WithLabelValues("refused").Inc()
+			h.outcomes.inc("refused")
 			return false
 		}
 		defer h.probing.Store(false)
@@ -59,7 +58,7 @@ func (h *holdRecorder) promise(ctx context.Context, in domain.OrderInput, epoch 
 	case err != nil:
 		return false
 	case !counted:
-		h.outcomes.WithLabelValues("uncounted").Inc()
+		h.outcomes.inc("uncounted")
 		h.logger.WarnContext(ctx, "a redis hold met the database path's open quota; outcome unknown", "sale_id", in.SaleID)
 		return false
 	}
@@ -92,7 +91,7 @@ func (h *holdRecorder) ready(ctx context.Context) bool {
 func (h *holdRecorder) record(ctx context.Context, in domain.OrderInput, epoch int64) error {
 	counted, err := h.insert(ctx, in, epoch)
 	if err == nil && !counted {
-		h.outcomes.WithLabelValues("recorded").Inc() // a hand-over is recorded either way
+		h.outcomes.inc("recorded") // a hand-over is recorded either way
 	}
 	return err
 }
@@ -107,14 +106,14 @@ func (h *holdRecorder) insert(ctx context.Context, in domain.OrderInput, epoch i
 		if !h.failing.Swap(true) {
 			h.logger.WarnContext(ctx, "recording a redis hold failed; holds answer 503 and hand-overs wait until an insert succeeds", "sale_id", in.SaleID, "err", err)
 		}
-		h.outcomes.WithLabelValues("failed").Inc()
+		h.outcomes.inc("failed")
 		return false, err
 	}
 	if h.failing.Swap(false) {
 		h.logger.InfoContext(ctx, "recording redis holds works again", "sale_id", in.SaleID)
 	}
 	if counted {
-		h.outcomes.WithLabelValues("recorded").Inc()
+		h.outcomes.inc("recorded")
 	}
 	return counted, nil
 }

@@ -45,7 +45,7 @@ func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
 	defer cancel()
 	user := testenv.UniqueUser()
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, "req-1"), sale.ID, user, "req-1")
-	count := func(outcome string) float64 { return testutil.ToFloat64(m.holdRecords.WithLabelValues(outcome)) }
+	count := func(outcome string) float64 { return testutil.ToFloat64(m.holdRecords.vec.WithLabelValues(outcome)) }
 
 	proxy.SetCut(true)
 	require.False(t, h.promise(ctx, in, sale.ModeEpoch), "no 202 the database did not record")

@@ -102,7 +102,7 @@ func (q queuedStart) context(base context.Context) context.Context {
 // request's context (only its id and span are kept).
 func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 	if s.tc == nil {
-		s.m.starter.WithLabelValues("no_temporal").Inc()
+		s.m.starter.inc("no_temporal")
 		return
 	}
 	q := queuedStart{in: in, httpRequestID: reqid.From(reqCtx), span: trace.SpanContextFromContext(reqCtx)}
@@ -113,18 +113,18 @@ func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
 		// together with an AOF's last second lost, it vanished: soak seed
 		// 25). It is recorded QUEUED now, before the 202 goes out, and
 		// kept for the retry loop, which starts it once Temporal answers.
-		s.m.starter.WithLabelValues("deferred").Inc()
+		s.m.starter.inc("deferred")
 		s.keep(reqCtx, q, false, recordOnRequestTimeout)
 		return
 	}
 	select {
 	case s.q <- q:
-		s.m.starter.WithLabelValues("queued").Inc()
+		s.m.starter.inc("queued")
 	default:
 		// The starts are slow (Temporal down or a burst): retried later.
-		s.m.starter.WithLabelValues("deferred").Inc()
+		s.m.starter.inc("deferred")
 		if s.retry.add(q) {
-			s.m.starter.WithLabelValues("retry_dropped").Inc()
+			s.m.starter.inc("retry_dropped")
 		}
 	}
 }
@@ -186,7 +186,7 @@ func (s *starter) start(parent context.Context, q queuedStart) {
 // cannot record the retry loop records (recordKept).
 func (s *starter) keep(ctx context.Context, q queuedStart, recorded bool, timeout time.Duration) {
 	if s.retry.add(q) {
-		s.m.starter.WithLabelValues("retry_dropped").Inc()
+		s.m.starter.inc("retry_dropped")
 	}
 	if !q.in.NoRedisHold() && (recorded || s.record(ctx, q.in, timeout)) {
 		s.retry.markRecorded(q.in.Token)
@@ -199,13 +199,13 @@ func (s *starter) tryStart(parent context.Context, in domain.OrderInput) bool {
 	defer cancel()
 	if err := workflows.StartOrder(sctx, s.tc, s.queue, in); err != nil {
 		s.failedAt.Store(time.Now().UnixNano())
-		s.m.starter.WithLabelValues("failed").Inc()
+		s.m.starter.inc("failed")
 		s.logger.Warn("workflow start failed; retried, and the inbox or outbox relay starts it too", "token", in.Token,
 			reqid.LogKey, reqid.From(parent), "err", err)
 		return false
 	}
 	s.failedAt.Store(0)
-	s.m.starter.WithLabelValues("started").Inc()
+	s.m.starter.inc("started")
 	if in.Path == domain.PathDatabase {
 		// The outbox relay need not start it again.
 		select {
@@ -294,7 +294,7 @@ func (s *starter) retryRound(ctx context.Context) bool {
 			return false
 		}
 		s.retry.remove(q.in.Token)
-		s.m.starter.WithLabelValues("retried").Inc()
+		s.m.starter.inc("retried")
 	}
 	return false
 }
@@ -330,7 +330,7 @@ func (s *starter) record(ctx context.Context, in domain.OrderInput, timeout time
 		s.logger.Warn("recording a reservation whose start waits failed", "token", in.Token, "err", err)
 		return false
 	}
-	s.m.starter.WithLabelValues("recorded").Inc()
+	s.m.starter.inc("recorded")
 	return true
 }
 

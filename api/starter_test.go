@@ -59,7 +59,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	in := hold(user, "req-1")
 	proxy.SetCut(true)
 	s.enqueue(context.Background(), in)
-	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.WithLabelValues("failed")) >= 1 },
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.vec.WithLabelValues("failed")) >= 1 },
 		20*time.Second, 20*time.Millisecond, "the start fails while Temporal is cut off")
 	// (The failure is counted just before the start is kept.)
 	require.Eventually(t, func() bool { return s.retry.len() == 1 }, 5*time.Second, 10*time.Millisecond, "the failed start is kept")
@@ -101,7 +101,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 		return err == nil
 	}, 30*time.Second, 100*time.Millisecond, "the second start too")
 	require.Eventually(t, func() bool { return s.retry.len() == 0 }, 10*time.Second, 20*time.Millisecond)
-	require.GreaterOrEqual(t, testutil.ToFloat64(m.starter.WithLabelValues("retried")), 1.0)
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.starter.vec.WithLabelValues("retried")), 1.0)
 }
 
 // The database path's starts mark their outbox entries dispatched, many in
@@ -136,7 +136,7 @@ func TestStarterMarksDatabasePathStartsDispatched(t *testing.T) {
 		})
 		s.enqueue(ctx, in)
 	}
-	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.WithLabelValues("started")) == 6 },
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.vec.WithLabelValues("started")) == 6 },
 		20*time.Second, 20*time.Millisecond)
 	close(stop)
 	s.wait()

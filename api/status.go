@@ -108,7 +108,7 @@ func (s *server) streamView(ctx context.Context, userID int64, token string, sal
 // a live view may come from liveViews.
 func (s *server) readView(ctx context.Context, userID int64, token string, saleID int64, dbWhenRedisFails, cached bool) (ownedView, error) {
 	if v, ok := s.ended.get(token); ok {
-		s.m.readFrom[sourceEnded].Inc()
+		s.m.statusReads.inc(sourceEnded)
 		return s.owned(v, userID)
 	}
 	e, err := s.cache.get(ctx, saleID)
@@ -116,7 +116,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 	switch {
 	case redisMode && cached:
 		if v, ok := s.live.get(token, saleID); ok {
-			s.m.readFrom[sourceLive].Inc()
+			s.m.statusReads.inc(sourceLive)
 			return s.owned(v, userID)
 		}
 	case err == nil && !redisMode:
@@ -135,7 +135,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 			v := ownedView{owner: got.Record.UserID, view: sales.ViewOfStatusRecord(token, saleID, got.Record)}
 			s.ended.put(token, v)
 			s.live.put(token, saleID, v, seq)
-			s.m.readFrom[sourceRedis].Inc()
+			s.m.statusReads.inc(sourceRedis)
 			return s.owned(v, userID)
 		case ok && got.TokenState == domain.TokenHeld:
 			held = &ownedView{owner: got.Owner, view: domain.ReservationView{Token: token, SaleID: saleID,
@@ -143,7 +143,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 			if redisMode {
 				// Not cached: the hold's state also changes by scripts
 				// that announce nothing (advance, release).
-				s.m.readFrom[sourceRedis].Inc()
+				s.m.statusReads.inc(sourceRedis)
 				return s.owned(*held, userID)
 			}
 		}
@@ -151,7 +151,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 	// Redis does not know the status, or its copy is stale because the
 	// database path owns the sale: the row decides, and a hold the
 	// workflow has not recorded yet is QUEUED.
-	s.m.readFrom[sourceDatabase].Inc()
+	s.m.statusReads.inc(sourceDatabase)
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
 		s.logger.Warn("status read: database", "token", token, "err", err)

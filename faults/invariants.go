@@ -109,42 +109,58 @@ const (
 
 // Check returns every invariant State breaks; none means the sale is sound.
 func Check(s State) []Violation {
-	var out []Violation
-	add := func(kind, format string, args ...any) {
-		out = append(out, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	var v violations
+	v.report(s)
+	for _, u := range s.StrandedUsers() {
+		v.add(VStrandedUser, "user %d is marked a buyer in Redis without a reservation holding a unit", u)
 	}
+	byToken := v.reservations(s)
+	v.duplicates(s, byToken)
+	return v
+}
 
+// violations collects what Check finds.
+type violations []Violation
+
+func (v *violations) add(kind, format string, args ...any) {
+	*v = append(*v, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+}
+
+// report checks the reconciliation report's verdict and the stock
+// identities.
+func (v *violations) report(s State) {
 	rep := s.Report
 	if rep == nil {
-		add(VNoReport, "sale %d: no reconciliation report", s.SaleID)
-	} else {
-		live := domain.LiveCount(rep.Orders)
-		if !rep.Consistent {
-			add(VInconsistent, "sale %d: reconciliation says inconsistent", s.SaleID)
-		}
-		for _, d := range rep.Discrepancies {
-			add(VDiscrepancy, "%s user %d token %s: %s", d.Kind, d.UserID, d.Token, d.Detail)
-		}
-		if rep.InFlight != 0 {
-			add(VInFlight, "%d holds or releases still in flight", rep.InFlight)
-		}
-		if rep.RedisLoaded && rep.RedisStock+rep.InFlight+live != rep.StockTotal {
-			add(VRedisIdentity, "redis_stock %d + in_flight %d + live %d != stock_total %d", rep.RedisStock, rep.InFlight, live, rep.StockTotal)
-		}
-		if rep.DBStock+live != rep.StockTotal {
-			add(VDBIdentity, "db_stock %d + live %d != stock_total %d", rep.DBStock, live, rep.StockTotal)
-		}
-		if live > rep.StockTotal {
-			add(VOversold, "%d live orders for %d units", live, rep.StockTotal)
-		}
-		if n := s.StrandedUnits(); n > 0 {
-			add(VStrandedUnit, "%d units neither sold, held nor on sale in Redis", n)
-		}
+		v.add(VNoReport, "sale %d: no reconciliation report", s.SaleID)
+		return
 	}
-	for _, u := range s.StrandedUsers() {
-		add(VStrandedUser, "user %d is marked a buyer in Redis without a reservation holding a unit", u)
+	live := domain.LiveCount(rep.Orders)
+	if !rep.Consistent {
+		v.add(VInconsistent, "sale %d: reconciliation says inconsistent", s.SaleID)
 	}
+	for _, d := range rep.Discrepancies {
+		v.add(VDiscrepancy, "%s user %d token %s: %s", d.Kind, d.UserID, d.Token, d.Detail)
+	}
+	if rep.InFlight != 0 {
+		v.add(VInFlight, "%d holds or releases still in flight", rep.InFlight)
+	}
+	if rep.RedisLoaded && rep.RedisStock+rep.InFlight+live != rep.StockTotal {
+		v.add(VRedisIdentity, "redis_stock %d + in_flight %d + live %d != stock_total %d", rep.RedisStock, rep.InFlight, live, rep.StockTotal)
+	}
+	if rep.DBStock+live != rep.StockTotal {
+		v.add(VDBIdentity, "db_stock %d + live %d != stock_total %d", rep.DBStock, live, rep.StockTotal)
+	}
+	if live > rep.StockTotal {
+		v.add(VOversold, "%d live orders for %d units", live, rep.StockTotal)
+	}
+	if n := s.StrandedUnits(); n > 0 {
+		v.add(VStrandedUnit, "%d units neither sold, held nor on sale in Redis", n)
+	}
+}
 
+// reservations checks each reservation and each user's held units, and
+// returns the reservations by token.
+func (v *violations) reservations(s State) map[string]Reservation {
 	byToken := map[string]Reservation{}
 	perUser := map[int64][]string{}
 	for _, r := range s.Reservations {
@@ -153,45 +169,50 @@ func Check(s State) []Violation {
 			perUser[r.UserID] = append(perUser[r.UserID], r.Token)
 		}
 		if r.OrderStatus != "" && r.OrderStatus != r.Status {
-			add(VOrderStatusDiffer, "token %s: reservation %s, order %s", r.Token, r.Status, r.OrderStatus)
+			v.add(VOrderStatusDiffer, "token %s: reservation %s, order %s", r.Token, r.Status, r.OrderStatus)
 		}
 		if s.WindowsPassed && !r.Status.Terminal() {
-			add(VNotEnded, "token %s is %s after its payment window", r.Token, r.Status)
+			v.add(VNotEnded, "token %s is %s after its payment window", r.Token, r.Status)
 		}
 		if id := domain.OrderWorkflowID(r.Token); s.Workflows[id]+s.Terminated[id] == 0 {
-			add(VNoWorkflow, "token %s has no workflow", r.Token)
+			v.add(VNoWorkflow, "token %s has no workflow", r.Token)
 		}
 	}
 	for _, user := range sortedKeys(perUser) {
 		if toks := perUser[user]; len(toks) > 1 {
-			add(VTwoUnits, "user %d holds %d units: %s", user, len(toks), strings.Join(toks, ", "))
+			v.add(VTwoUnits, "user %d holds %d units: %s", user, len(toks), strings.Join(toks, ", "))
 		}
 	}
+	return byToken
+}
+
+// duplicates checks that each token has at most one order, deduction and
+// workflow, that every workflow has a reservation and that every token a
+// client was given has one.
+func (v *violations) duplicates(s State, byToken map[string]Reservation) {
 	for _, tok := range sortedKeys(s.Orders) {
 		if n := s.Orders[tok]; n > 1 {
-			add(VDoubleOrder, "token %s has %d orders", tok, n)
+			v.add(VDoubleOrder, "token %s has %d orders", tok, n)
 		}
 	}
 	for _, tok := range sortedKeys(s.Deducts) {
 		if n := s.Deducts[tok]; n > 1 {
-			add(VDoubleDeduct, "token %s deducted %d times", tok, n)
+			v.add(VDoubleDeduct, "token %s deducted %d times", tok, n)
 		}
 	}
 	for _, id := range sortedKeys(s.Workflows) {
-		n := s.Workflows[id]
-		if n > 1 {
-			add(VManyWorkflows, "%s has %d executions", id, n)
+		if n := s.Workflows[id]; n > 1 {
+			v.add(VManyWorkflows, "%s has %d executions", id, n)
 		}
 		if _, ok := byToken[strings.TrimPrefix(id, "order:")]; !ok {
-			add(VStrayWorkflow, "%s has no reservation", id)
+			v.add(VStrayWorkflow, "%s has no reservation", id)
 		}
 	}
 	for _, tok := range s.ClientTokens {
 		if _, ok := byToken[tok]; !ok {
-			add(VLostToken, "token %s was given to a client but has no reservation", tok)
+			v.add(VLostToken, "token %s was given to a client but has no reservation", tok)
 		}
 	}
-	return out
 }
 
 func sortedKeys[K int64 | string, V any](m map[K]V) []K {
