@@ -12,7 +12,7 @@ LOG_TAG=chaos
 cd "$ROOT"
 
 need_packages redis-server:redis-server mariadbd:mariadb-server mariadb-install-db:mariadb-server
-bin="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
+bin="$SECKILL_TEMPORAL_BIN"
 build_tool "$bin" "$ROOT/temporal-dev" github.com/temporalio/cli/cmd/temporal
 go build -o bin/seckill ./cmd/seckill
 go build -o bin/seckill-chaos ./cmd/seckill-chaos

@@ -15,6 +15,10 @@ export ROOT
 export START_TIMEOUT="${SECKILL_START_TIMEOUT:-120}"
 export STOP_TIMEOUT="${SECKILL_STOP_TIMEOUT:-30}"
 
+# The Temporal CLI (its dev server and operator commands), built once from
+# temporal-dev/go.mod.
+export SECKILL_TEMPORAL_BIN="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
+
 log() { printf '%s [%s] %s\n' "$(date -u +%H:%M:%S)" "${LOG_TAG:-seckill}" "$*" >&2; }
 
 die() {

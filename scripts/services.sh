@@ -19,7 +19,6 @@ here="$ROOT/scripts"
 case "$profile" in
 dev)
 	data="$ROOT/.data" redis_port=6379 mysql_port=3306 db=seckill temporal_port=7233 ui_port=8233 headless=""
-	temporal_mode=background
 	;;
 test)
 	# The ports can move (SECKILL_TEST_*_PORT), e.g. to try a cold start
@@ -27,7 +26,7 @@ test)
 	data="$(abs "${SECKILL_TEST_DATA:-.data/test}")"
 	redis_port="${SECKILL_TEST_REDIS_PORT:-16379}" mysql_port="${SECKILL_TEST_MYSQL_PORT:-13306}"
 	temporal_port="${SECKILL_TEST_TEMPORAL_PORT:-17233}" ui_port=$((temporal_port + 1000))
-	db=seckill_test headless=--headless temporal_mode=start
+	db=seckill_test headless=--headless
 	;;
 *) die "unknown profile $profile (dev or test)" ;;
 esac
@@ -48,11 +47,12 @@ up() {
 	fi
 	if [[ "$profile" == dev && -n "${TEMPORAL_ADDRESS:-}" ]]; then
 		log "TEMPORAL_ADDRESS is set: using $TEMPORAL_ADDRESS, not starting Temporal"
+	elif [[ "$profile" == dev && "${SECKILL_TEMPORAL:-dev}" == dev && -n "${SECKILL_TEMPORAL_LATER:-}" && ! -x "$SECKILL_TEMPORAL_BIN" ]]; then
+		# up's choice: a first build of the CLI must not hold up the rest.
+		log "the Temporal CLI is not built yet: the caller builds and starts it later"
 	else
 		case "${SECKILL_TEMPORAL:-dev}" in
-		# For dev, a first build of the CLI runs in the background: the API
-		# and worker start without Temporal and connect when it answers.
-		dev) "$here/temporal.sh" "$temporal_mode" "$data" "$temporal_port" "$ui_port" $headless & ;;
+		dev) "$here/temporal.sh" start "$data" "$temporal_port" "$ui_port" $headless & ;;
 		server)
 			# The server, then (not headless) its UI on the dev server's UI port.
 			(

@@ -24,7 +24,7 @@ shards="${SECKILL_TEMPORAL_SHARDS:-8}"
 db="temporal_s$shards"
 bin="$ROOT/.data/bin/temporal-server"
 sqltool="$ROOT/.data/bin/temporal-sql-tool"
-cli="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
+cli="$SECKILL_TEMPORAL_BIN"
 
 build() {
 	build_tool "$bin" "$ROOT/temporal-server" go.temporal.io/server/cmd/server

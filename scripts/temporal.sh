@@ -17,7 +17,7 @@ data="$(abs "$2")"
 port="$3"
 uiport="$4"
 headless="${5:-}"
-bin="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
+bin="$SECKILL_TEMPORAL_BIN"
 
 healthy() {
 	[[ "$("$bin" operator cluster health --address "127.0.0.1:$port" --command-timeout 3s 2>/dev/null)" == SERVING ]] || return 1

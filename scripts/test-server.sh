@@ -22,7 +22,6 @@ trap '"$ROOT/scripts/services.sh" down test || true' EXIT
 export SECKILL_TEST_REDIS_ADDR="127.0.0.1:$SECKILL_TEST_REDIS_PORT"
 export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:$SECKILL_TEST_MYSQL_PORT)/seckill_test"
 export SECKILL_TEST_TEMPORAL_ADDRESS="127.0.0.1:$SECKILL_TEST_TEMPORAL_PORT"
-export SECKILL_TEMPORAL_BIN="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
 log "go test: e2e and the runbook on Temporal 127.0.0.1:$SECKILL_TEST_TEMPORAL_PORT (${SECKILL_TEMPORAL_SHARDS:-8} shards, PostgreSQL)"
 go test -count=1 -timeout 20m ./e2e/ || rc=1
 go test -count=1 -timeout 10m -run 'TestRunbookCommands' ./ops/ || rc=1

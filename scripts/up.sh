@@ -10,13 +10,19 @@ export SECKILL_ENV="${SECKILL_ENV:-dev}"
 
 need_packages redis-server:redis-server redis-cli:redis-tools mariadbd:mariadb-server \
 	mariadb:mariadb-client curl:curl
-# bin/seckill compiles while the services start (the Temporal CLI's first
-# build among them): neither waits for the other.
+# bin/seckill compiles while the services start: neither waits for the
+# other.
 log "building bin/seckill alongside the services"
 go build -buildvcs=auto -o bin/seckill ./cmd/seckill & # stamps the commit for `seckill version`
 build_pid=$!
-"$ROOT/scripts/services.sh" up dev
+# A Temporal CLI not built yet is built after bin/seckill, in the
+# background: the API and worker start without Temporal (reservations are
+# taken and wait in the sale's inbox) and connect when it answers.
+SECKILL_TEMPORAL_LATER=1 "$ROOT/scripts/services.sh" up dev
 wait "$build_pid" || die "building bin/seckill failed"
+if [[ -z "${TEMPORAL_ADDRESS:-}" && "${SECKILL_TEMPORAL:-dev}" == dev && ! -x "$SECKILL_TEMPORAL_BIN" ]]; then
+	"$ROOT/scripts/temporal.sh" background "$ROOT/.data" 7233 8233
+fi
 log "applying migrations"
 bin/seckill migrate
 # Traces go to a local Jaeger unless OTEL_EXPORTER_OTLP_ENDPOINT names
@@ -39,8 +45,6 @@ prom_addr="${PROMETHEUS_ADDR:-127.0.0.1:9090}"
 
 ui_line="http://127.0.0.1:8233"
 if our_pid "$ROOT/.data" temporal-build "temporal.sh start" >/dev/null; then
-	# The CLI's first build: reservations are taken (202) and wait in the
-	# sale's inbox until the worker reaches Temporal.
 	ui_line="$ui_line   (building in the background, .data/logs/temporal-build.log: minutes the first time; reservations queue until it answers)"
 fi
 if [[ "${SECKILL_TEMPORAL:-dev}" == server ]]; then
