@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -21,6 +22,23 @@ type gateCase struct {
 	body   []byte
 	status int
 	spent  time.Duration
+}
+
+// serve sends the case's request through handler, adding its time to spent.
+func (c *gateCase) serve(b *testing.B, handler fasthttp.RequestHandler, fctx *fasthttp.RequestCtx, tok string) {
+	fctx.Request.Reset()
+	fctx.Response.Reset()
+	fctx.Request.Header.SetMethod("POST")
+	fctx.Request.SetRequestURI(c.path)
+	fctx.Request.Header.Set("Authorization", "Bearer "+tok)
+	fctx.Request.Header.SetContentType("application/json")
+	fctx.Request.SetBody(c.body)
+	start := time.Now()
+	handler(fctx)
+	c.spent += time.Since(start)
+	if fctx.Response.StatusCode() != c.status {
+		b.Fatalf("%s: status %d: %s", c.name, fctx.Response.StatusCode(), fctx.Response.Body())
+	}
 }
 
 // BenchmarkGateCost: what the gate adds to the reservation path, as ratios
@@ -66,20 +84,7 @@ func BenchmarkGateCost(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		for j := range cases {
-			c := cases[(i+j)%len(cases)] // each case first in turn
-			fctx.Request.Reset()
-			fctx.Response.Reset()
-			fctx.Request.Header.SetMethod("POST")
-			fctx.Request.SetRequestURI(c.path)
-			fctx.Request.Header.Set("Authorization", "Bearer "+tok)
-			fctx.Request.Header.SetContentType("application/json")
-			fctx.Request.SetBody(c.body)
-			start := time.Now()
-			handler(&fctx)
-			c.spent += time.Since(start)
-			if fctx.Response.StatusCode() != c.status {
-				b.Fatalf("%s: status %d: %s", c.name, fctx.Response.StatusCode(), fctx.Response.Body())
-			}
+			cases[(i+j)%len(cases)].serve(b, handler, &fctx, tok) // each case first in turn
 		}
 	}
 	b.StopTimer()
@@ -91,4 +96,45 @@ func BenchmarkGateCost(b *testing.B) {
 	b.ReportMetric(float64(cases[3].spent.Nanoseconds())/float64(b.N), "instock_plain_ns")
 	b.ReportMetric(float64(cases[1].spent.Nanoseconds())/float64(b.N), "soldout_challenge_ns")
 	b.ReportMetric(float64(cases[2].spent.Nanoseconds())/float64(b.N), "soldout_allowlist_ns")
+}
+
+// BenchmarkOverloadDrawCost: the overload draw's share of the cheapest
+// whole request (a sold-out refusal through the app's handler), measured
+// interleaved in one run: the draw while the path is calm (an atomic add)
+// and while overloaded (each user's HMAC ticket for the second).
+// Reported as draw_<state>_vs_request (0.05: 5% of a request).
+func BenchmarkOverloadDrawCost(b *testing.B) {
+	h := MustHarness(b, func(c *config.Config) { c.GlobalRPS, c.PerAddrRPS, c.PerUserRPS = 1e9, 1e9, 1e9 })
+	tok := h.MustToken(testenv.UniqueUser(), "")
+	sale := h.MustWarmSale(1)
+	require.Equal(b, 202, h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), ""), "draw-bench-1").Status)
+	time.Sleep(1500 * time.Millisecond) // the sold-out mark reaches the cache
+	request := &gateCase{name: "soldout", status: 410,
+		path: "/api/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/reservations", body: []byte(`{"request_id":"draw-bench-2"}`)}
+	calm := newOverloadDraw([]byte("bench key"), 1e9)
+	overloaded := newOverloadDraw([]byte("bench key"), 1)
+	overloaded.second.Store(time.Now().Unix())
+	overloaded.share.Store(math.Float64bits(0.5)) // later seconds: rate 1 against b.N asks
+	handler := h.app.Handler()
+	var fctx fasthttp.RequestCtx
+	var calmSpent, overSpent time.Duration
+	admitted := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		request.serve(b, handler, &fctx, tok)
+		start := time.Now()
+		calm.admit(int64(i), start)
+		now := time.Now()
+		calmSpent += now.Sub(start)
+		if overloaded.admit(int64(i), now) {
+			admitted++
+		}
+		overSpent += time.Since(now)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(calmSpent)/float64(request.spent), "draw_calm_vs_request")
+	b.ReportMetric(float64(overSpent)/float64(request.spent), "draw_overloaded_vs_request")
+	b.ReportMetric(float64(request.spent.Nanoseconds())/float64(b.N), "request_ns")
+	b.ReportMetric(float64(admitted)/float64(b.N), "overloaded_admitted_share")
 }

@@ -2,10 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
-	"strconv"
 	"sync"
 	"time"
 
@@ -27,7 +23,7 @@ import (
 // Users who did not enter come after every entrant. Until their band, a
 // user gets 429 with Retry-After at its start, whatever they send.
 type lottery struct {
-	key         []byte
+	tickets     *tickets
 	pool, grace time.Duration
 	rdb         *lua.Client
 
@@ -42,18 +38,14 @@ type lottery struct {
 const lotteryMax = 10 * time.Minute
 
 func newLottery(tokenKey []byte, pool, grace time.Duration, rdb *lua.Client) *lottery {
-	mac := hmac.New(sha256.New, tokenKey)
-	mac.Write([]byte("seckill opening lottery v1"))
-	return &lottery{key: mac.Sum(nil), pool: pool, grace: max(grace, time.Second), rdb: rdb,
+	return &lottery{tickets: newTickets(tokenKey, "seckill opening lottery v1"), pool: pool, grace: max(grace, time.Second), rdb: rdb,
 		entered: map[int64]map[int64]struct{}{}, ranks: map[int64]map[int64]int64{}, sizes: map[int64]int64{}}
 }
 
 // ticket is a user's draw at a sale: uniform in [0, 2^53), so a float64
 // score keeps it exactly.
 func (l *lottery) ticket(saleID, userID int64) float64 {
-	mac := hmac.New(sha256.New, l.key)
-	mac.Write([]byte(strconv.FormatInt(saleID, 10) + "|" + strconv.FormatInt(userID, 10)))
-	return float64(binary.BigEndian.Uint64(mac.Sum(nil)) >> 11)
+	return float64(l.tickets.draw(saleID, userID))
 }
 
 // errNotOpen: with a lottery the opening is this process's clock's, so a

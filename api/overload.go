@@ -1,11 +1,7 @@
 package api
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -22,20 +18,18 @@ import (
 // again within the second changes nothing; the global bucket stays behind
 // it as the hard cap for the first second of a surge.
 type overloadDraw struct {
-	key    []byte
-	rate   float64      // requests per second the path takes
+	tickets *tickets
+	rate    float64      // requests per second the path takes
 	second atomic.Int64 // the Unix second being counted
 	asked  atomic.Int64 // requests in that second
 	share  atomic.Uint64
 }
 
 func newOverloadDraw(tokenKey []byte, rate float64) *overloadDraw {
-	mac := hmac.New(sha256.New, tokenKey)
-	mac.Write([]byte("seckill overload draw v1"))
 	if rate <= 0 {
 		rate = math.Inf(1) // no global rate: never overloaded
 	}
-	d := &overloadDraw{key: mac.Sum(nil), rate: rate}
+	d := &overloadDraw{tickets: newTickets(tokenKey, "seckill overload draw v1"), rate: rate}
 	d.share.Store(math.Float64bits(1))
 	return d
 }
@@ -58,7 +52,5 @@ func (d *overloadDraw) admit(userID int64, now time.Time) bool {
 
 // ticket is a user's draw for one second, uniform in [0, 1).
 func (d *overloadDraw) ticket(userID, sec int64) float64 {
-	mac := hmac.New(sha256.New, d.key)
-	mac.Write([]byte(strconv.FormatInt(userID, 10) + "|" + strconv.FormatInt(sec, 10)))
-	return float64(binary.BigEndian.Uint64(mac.Sum(nil))>>11) / (1 << 53)
+	return float64(d.tickets.draw(userID, sec)) / (1 << 53)
 }
