@@ -162,7 +162,17 @@ func (c *checker) saleState(id int64) *SaleState {
 
 // sale checks what one sale's final state alone must show.
 func (c *checker) sale(s SaleState) {
-	var paid, pending int64
+	paid, pending := c.saleOversold(s)
+	c.saleFreshStock(s, paid, pending)
+	c.saleUsersFree(s)
+	c.saleWorkflows(s)
+	c.saleReconciliation(s)
+}
+
+// saleOversold: no unit oversold (live orders within stock, one live unit
+// per user, one order and one deduction per token, buckets + live =
+// stock); returns the PAID and PENDING_PAYMENT reservations.
+func (c *checker) saleOversold(s SaleState) (paid, pending int64) {
 	perUser := map[int64][]string{}
 	for _, r := range s.Reservations {
 		st := r.Status
@@ -176,8 +186,6 @@ func (c *checker) sale(s SaleState) {
 			perUser[r.UserID] = append(perUser[r.UserID], r.Token)
 		}
 	}
-	// No unit oversold: live orders within stock, one live unit per user,
-	// one order and one deduction per token, buckets + live = stock.
 	c.checked[IOversold]++
 	if paid+pending > s.StockTotal {
 		c.add(IOversold, s.SaleID, 0, "", "%d PAID + %d PENDING_PAYMENT reservations for %d units", paid, pending, s.StockTotal)
@@ -209,7 +217,12 @@ func (c *checker) sale(s SaleState) {
 	// Redis offering more than is free is not yet a sale: the fresh-user
 	// probe below finds it (more 202s than free units).
 
-	// Fresh users buy exactly stock_total - PAID - PENDING_PAYMENT.
+	return paid, pending
+}
+
+// saleFreshStock: fresh users buy exactly stock_total - PAID -
+// PENDING_PAYMENT.
+func (c *checker) saleFreshStock(s SaleState, paid, pending int64) {
 	c.checked[IFreshStock]++
 	want := s.StockTotal - paid - pending
 	var got int64
@@ -232,8 +245,10 @@ func (c *checker) sale(s SaleState) {
 		c.add(IFreshStock, s.SaleID, 0, "", "fresh users bought %d units; stock_total %d - PAID %d - PENDING_PAYMENT %d = %d (buckets %d, redis %d)",
 			got, s.StockTotal, paid, pending, want, s.BucketStock, s.RedisStock)
 	}
+}
 
-	// Users whose reservations all ended can reserve again.
+// saleUsersFree: users whose reservations all ended can reserve again.
+func (c *checker) saleUsersFree(s SaleState) {
 	ended := map[int64]bool{}
 	for _, r := range s.Reservations {
 		if _, seen := ended[r.UserID]; !seen {
@@ -274,8 +289,11 @@ func (c *checker) sale(s SaleState) {
 	if len(silent) > 0 {
 		c.add(IUserFree, s.SaleID, 0, "", "%d users whose reservations ended got no answer reserving again (503 or none): %s", len(silent), strings.Join(first(silent, 5), ", "))
 	}
+}
 
-	// One workflow per reservation; none running past its window.
+// saleWorkflows: one workflow per reservation; none running past its
+// window.
+func (c *checker) saleWorkflows(s SaleState) {
 	byToken := map[string]Reservation{}
 	for _, r := range s.Reservations {
 		byToken[r.Token] = r
@@ -299,8 +317,10 @@ func (c *checker) sale(s SaleState) {
 			c.add(IOneWorkflow, s.SaleID, 0, strings.TrimPrefix(id, "order:"), "workflow %s has no reservation", id)
 		}
 	}
+}
 
-	// Reconciliation, asked last, must agree.
+// saleReconciliation: reconciliation, asked last, must agree.
+func (c *checker) saleReconciliation(s SaleState) {
 	c.checked[IReconciliation]++
 	switch {
 	case s.ReconErr != "":

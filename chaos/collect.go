@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
@@ -58,25 +59,8 @@ func collectSale(ctx context.Context, d *Deployment, saleID int64) (SaleState, e
 	if err := d.DB.QueryRowContext(ctx, "SELECT COALESCE(SUM(stock), 0) FROM stock_buckets WHERE sale_id = ?", saleID).Scan(&s.BucketStock); err != nil {
 		return s, fmt.Errorf("buckets: %w", err)
 	}
-	rows, err := d.DB.QueryContext(ctx, `SELECT r.token, r.user_id, r.request_id, r.status, COALESCE(o.status, ''),
-		COALESCE(r.payment_ref, ''), r.pay_by, r.created_at FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, saleID)
-	if err != nil {
-		return s, fmt.Errorf("reservations: %w", err)
-	}
-	for rows.Next() {
-		var r Reservation
-		var payBy sql.NullTime
-		if err := rows.Scan(&r.Token, &r.UserID, &r.RequestID, &r.Status, &r.OrderStatus, &r.PaymentRef, &payBy, &r.CreatedAt); err != nil {
-			rows.Close()
-			return s, fmt.Errorf("scan reservation: %w", err)
-		}
-		if payBy.Valid {
-			r.PayBy = payBy.Time
-		}
-		s.Reservations = append(s.Reservations, r)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return s, fmt.Errorf("reservations: %w", err)
+	if err := s.collectReservations(ctx, d); err != nil {
+		return s, err
 	}
 	for q, m := range map[string]map[string]int{
 		"SELECT token, COUNT(*) FROM orders WHERE sale_id = ? GROUP BY token":                                s.Orders,
@@ -86,41 +70,101 @@ func collectSale(ctx context.Context, d *Deployment, saleID int64) (SaleState, e
 			return s, err
 		}
 	}
+	if err := s.collectRefunds(ctx, d); err != nil {
+		return s, err
+	}
+	if err := s.collectRedis(ctx, d); err != nil {
+		return s, err
+	}
+	return s, s.collectWorkflows(ctx, d)
+}
+
+// collectReservations reads the sale's reservations with their orders'
+// statuses.
+func (s *SaleState) collectReservations(ctx context.Context, d *Deployment) error {
+	saleID := s.SaleID
+	rows, err := d.DB.QueryContext(ctx, `SELECT r.token, r.user_id, r.request_id, r.status, COALESCE(o.status, ''),
+		COALESCE(r.payment_ref, ''), r.pay_by, r.created_at FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, saleID)
+	if err != nil {
+		return fmt.Errorf("reservations: %w", err)
+	}
+	for rows.Next() {
+		var r Reservation
+		var payBy sql.NullTime
+		if err := rows.Scan(&r.Token, &r.UserID, &r.RequestID, &r.Status, &r.OrderStatus, &r.PaymentRef, &payBy, &r.CreatedAt); err != nil {
+			rows.Close()
+			return fmt.Errorf("scan reservation: %w", err)
+		}
+		if payBy.Valid {
+			r.PayBy = payBy.Time
+		}
+		s.Reservations = append(s.Reservations, r)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("reservations: %w", err)
+	}
+	return nil
+}
+
+// collectRefunds reads the sale's refunds.
+func (s *SaleState) collectRefunds(ctx context.Context, d *Deployment) error {
+	saleID := s.SaleID
 	rr, err := d.DB.QueryContext(ctx, "SELECT token, payment_ref FROM refunds WHERE sale_id = ?", saleID)
 	if err != nil {
-		return s, fmt.Errorf("refunds: %w", err)
+		return fmt.Errorf("refunds: %w", err)
 	}
 	for rr.Next() {
 		var r Refund
 		if err := rr.Scan(&r.Token, &r.PaymentRef); err != nil {
 			rr.Close()
-			return s, fmt.Errorf("scan refund: %w", err)
+			return fmt.Errorf("scan refund: %w", err)
 		}
 		s.Refunds = append(s.Refunds, r)
 	}
 	if err := errors.Join(rr.Err(), rr.Close()); err != nil {
-		return s, fmt.Errorf("refunds: %w", err)
+		return fmt.Errorf("refunds: %w", err)
 	}
+	return nil
+}
 
-	k := lua.SaleKeys(saleID)
-	if v, err := d.RDB.Get(ctx, k.Stock).Result(); err == nil {
-		s.RedisStock, _ = strconv.ParseInt(v, 10, 64)
-	}
-	if members, err := d.RDB.SMembers(ctx, k.Buyers).Result(); err == nil {
-		for _, m := range members {
-			if u, err := strconv.ParseInt(m, 10, 64); err == nil {
-				s.RedisBuyers = append(s.RedisBuyers, u)
-			}
+// collectRedis reads the sale's stock and buyer marks in Redis (keys that
+// are gone leave RedisStock -1 and no buyers).
+func (s *SaleState) collectRedis(ctx context.Context, d *Deployment) error {
+	k := lua.SaleKeys(s.SaleID)
+	v, err := d.RDB.Get(ctx, k.Stock).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return fmt.Errorf("redis stock: %w", err)
+	default:
+		if s.RedisStock, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return fmt.Errorf("redis stock %q: %w", v, err)
 		}
 	}
+	members, err := d.RDB.SMembers(ctx, k.Buyers).Result()
+	if err != nil {
+		return fmt.Errorf("redis buyers: %w", err)
+	}
+	for _, m := range members {
+		u, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			return fmt.Errorf("redis buyer %q: %w", m, err)
+		}
+		s.RedisBuyers = append(s.RedisBuyers, u)
+	}
+	return nil
+}
 
+// collectWorkflows counts each order workflow's runs and running runs.
+func (s *SaleState) collectWorkflows(ctx context.Context, d *Deployment) error {
+	saleID := s.SaleID
 	var next []byte
 	for {
 		resp, err := d.TC.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Query: fmt.Sprintf("%s = %d", domain.SearchAttrSaleID, saleID), PageSize: 1000, NextPageToken: next,
 		})
 		if err != nil {
-			return s, fmt.Errorf("list workflows: %w", err)
+			return fmt.Errorf("list workflows: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
@@ -138,7 +182,7 @@ func collectSale(ctx context.Context, d *Deployment, saleID int64) (SaleState, e
 			break
 		}
 	}
-	return s, nil
+	return nil
 }
 
 func countRows(ctx context.Context, db *sql.DB, q string, saleID int64, into map[string]int) error {

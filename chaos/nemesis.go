@@ -237,6 +237,21 @@ func (n *Nemesis) one(ctx context.Context, p Planned) {
 
 // inject starts a fault and returns how to heal it.
 func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) error, string, int64, error) {
+	switch p.Class {
+	case FLinkCut, FLinkSlow:
+		return n.injectLink(p)
+	case FRedisAOFLoss:
+		return n.aofLoss(ctx, p.Pick)
+	case FRedisKeysDeleted:
+		return n.deleteSaleKeys(ctx, p.Pick)
+	case FWorkflowTerminate:
+		return n.terminateWorkflow(ctx, p.Pick)
+	}
+	return n.injectProcess(p)
+}
+
+// injectProcess kills, freezes or deploys the process the fault picks.
+func (n *Nemesis) injectProcess(p Planned) (func(context.Context) error, string, int64, error) {
 	d := n.D
 	restart := func(pr *Proc) func(context.Context) error {
 		return func(ctx context.Context) error { return pr.Start(ctx, 3*time.Minute) }
@@ -293,72 +308,82 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		return kill(d.Temporal)
 	case FTemporalFreeze:
 		return freeze(d.Temporal)
-	case FLinkCut, FLinkSlow:
-		apps := d.Apps()
-		a := apps[p.Pick%len(apps)]
-		links := []string{LinkRedis, LinkMySQL, LinkTemporal}
-		link := links[(p.Pick/len(apps))%len(links)]
-		px := a.Links[link]
-		target := a.Name + "<->" + link
-		if link == LinkRedis && d.Cluster {
-			// Every process reaches a master through its one proxy.
-			node, what := n.redisNode(p.Pick / (len(apps) * len(links)))
-			px = node.Proxy
-			target = "all<->" + node.Name + what
-		}
-		if p.Class == FLinkCut {
-			px.SetCut(true)
-			return func(context.Context) error { px.SetCut(false); return nil }, target, 0, nil
-		}
-		delay := time.Duration(100+(p.Pick%9)*100) * time.Millisecond
-		px.SetDelay(delay)
-		return func(context.Context) error { px.SetDelay(0); return nil }, fmt.Sprintf("%s +%s", target, delay), 0, nil
-	case FRedisAOFLoss:
-		return n.aofLoss(ctx, p.Pick)
-	case FRedisKeysDeleted:
-		sale := n.Sales[p.Pick%len(n.Sales)]
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		// One slot (the keys' hash tag): one DEL on a cluster too.
-		if err := d.RDB.Del(dctx, lua.SaleKeys(sale).All()...).Err(); err != nil {
-			return nil, "redis", sale, fmt.Errorf("delete keys of sale %d: %w", sale, err)
-		}
-		target := fmt.Sprintf("sale %d keys", sale)
-		if d.Cluster {
-			if node := n.SaleNodes[sale]; node != nil {
-				target += " on " + node.Name
-			}
-		}
-		return nil, target, sale, nil
-	case FWorkflowTerminate:
-		tok, sale, ok := n.Tokens(p.Pick)
-		if !ok {
-			var err error
-			if tok, sale, err = n.pendingToken(ctx, p.Pick); err != nil {
-				return nil, "none", 0, err
-			}
-		}
-		var err error
-		for attempt := 0; attempt < 15; attempt++ { // the server may still be starting
-			if err = d.TerminateWorkflow(ctx, "order:"+tok); err == nil {
-				break
-			}
-			if strings.Contains(err.Error(), "already completed") || strings.Contains(err.Error(), "not found") {
-				// It ended meanwhile (paid, cancelled, expired): another one.
-				var perr error
-				if tok, sale, perr = n.pendingToken(ctx, p.Pick+attempt+1); perr != nil {
-					return nil, "none", 0, errors.Join(err, perr)
-				}
-				continue
-			}
-			time.Sleep(2 * time.Second)
-		}
-		if err != nil {
-			return nil, "order:" + tok, sale, err
-		}
-		return nil, "order:" + tok, sale, nil
 	}
 	return nil, "", 0, fmt.Errorf("unknown fault class %q", p.Class)
+}
+
+// injectLink cuts or slows the link the fault picks: one process's to
+// Redis, MySQL or Temporal, or on a cluster everyone's to one master.
+func (n *Nemesis) injectLink(p Planned) (func(context.Context) error, string, int64, error) {
+	d := n.D
+	apps := d.Apps()
+	a := apps[p.Pick%len(apps)]
+	links := []string{LinkRedis, LinkMySQL, LinkTemporal}
+	link := links[(p.Pick/len(apps))%len(links)]
+	px := a.Links[link]
+	target := a.Name + "<->" + link
+	if link == LinkRedis && d.Cluster {
+		// Every process reaches a master through its one proxy.
+		node, what := n.redisNode(p.Pick / (len(apps) * len(links)))
+		px = node.Proxy
+		target = "all<->" + node.Name + what
+	}
+	if p.Class == FLinkCut {
+		px.SetCut(true)
+		return func(context.Context) error { px.SetCut(false); return nil }, target, 0, nil
+	}
+	delay := time.Duration(100+(p.Pick%9)*100) * time.Millisecond
+	px.SetDelay(delay)
+	return func(context.Context) error { px.SetDelay(0); return nil }, fmt.Sprintf("%s +%s", target, delay), 0, nil
+}
+
+// deleteSaleKeys deletes every Redis key of the sale the fault picks.
+func (n *Nemesis) deleteSaleKeys(ctx context.Context, pick int) (func(context.Context) error, string, int64, error) {
+	sale := n.Sales[pick%len(n.Sales)]
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// One slot (the keys' hash tag): one DEL on a cluster too.
+	if err := n.D.RDB.Del(dctx, lua.SaleKeys(sale).All()...).Err(); err != nil {
+		return nil, "redis", sale, fmt.Errorf("delete keys of sale %d: %w", sale, err)
+	}
+	target := fmt.Sprintf("sale %d keys", sale)
+	if n.D.Cluster {
+		if node := n.SaleNodes[sale]; node != nil {
+			target += " on " + node.Name
+		}
+	}
+	return nil, target, sale, nil
+}
+
+// terminateWorkflow terminates a pending reservation's workflow, as an
+// operator's mistake would.
+func (n *Nemesis) terminateWorkflow(ctx context.Context, pick int) (func(context.Context) error, string, int64, error) {
+	tok, sale, ok := n.Tokens(pick)
+	if !ok {
+		var err error
+		if tok, sale, err = n.pendingToken(ctx, pick); err != nil {
+			return nil, "none", 0, err
+		}
+	}
+	var err error
+	for attempt := 0; attempt < 15; attempt++ { // the server may still be starting
+		if err = n.D.TerminateWorkflow(ctx, "order:"+tok); err == nil {
+			break
+		}
+		if strings.Contains(err.Error(), "already completed") || strings.Contains(err.Error(), "not found") {
+			// It ended meanwhile (paid, cancelled, expired): another one.
+			var perr error
+			if tok, sale, perr = n.pendingToken(ctx, pick+attempt+1); perr != nil {
+				return nil, "none", 0, errors.Join(err, perr)
+			}
+			continue
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if err != nil {
+		return nil, "order:" + tok, sale, err
+	}
+	return nil, "order:" + tok, sale, nil
 }
 
 // redisNode is the Redis node a fault with this pick acts on: the single

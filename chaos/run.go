@@ -60,22 +60,18 @@ type Result struct {
 	Mechanisms  map[string]int
 	Report      string // path of the markdown report
 	Chart       string
+
+	// The waitlists as read right after the faults healed (the checker's
+	// first-in, first-out judgement).
+	waiting     map[int64]map[int64]int64
+	waitlistsAt time.Time
 }
 
 // Run deploys, runs the workload and the nemesis, waits out the quiet
 // period, probes, checks and writes the report.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	if o.Clients == 0 {
-		o.Clients = 16
-	}
-	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
-		return nil, fmt.Errorf("work dir: %w", err)
-	}
-	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("out dir: %w", err)
+	if err := o.prepare(); err != nil {
+		return nil, err
 	}
 	r := &Result{Opts: o, Plan: Schedule(o.Seed, o.Duration, o.Faults), HistoryPath: filepath.Join(o.WorkDir, "history.jsonl")}
 	o.Logf("seed %d: %d faults planned over %s", o.Seed, len(r.Plan), o.Duration)
@@ -90,20 +86,62 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer h.Close()
 	c := newCaller(d, h)
-	sales, err := createSales(ctx, c, DefaultSales)
+	if r.Sales, err = createSales(ctx, c, DefaultSales); err != nil {
+		return nil, err
+	}
+	r.Opts.defaultQuiet(r.Sales)
+	w := &Workload{C: c, Seed: o.Seed, Clients: o.Clients, Sales: r.Sales, Logf: o.Logf, Crowds: CrowdTimes(r.Plan)}
+	n, err := newNemesis(ctx, d, h, w, r.Sales, o)
 	if err != nil {
 		return nil, err
 	}
-	r.Sales = sales
+	r.Started = time.Now()
+	h.Add(Event{Kind: KindNote, Op: "workload", Detail: fmt.Sprintf("seed %d, %d clients, %s", o.Seed, o.Clients, o.Duration)})
+	if o.Cluster() {
+		h.Add(Event{Kind: KindNote, Op: "redis", Detail: RedisCluster})
+	}
+	if err := r.underFaults(ctx, d, h, w, n); err != nil {
+		return nil, err
+	}
+	if err := r.finish(ctx, d, c, h); err != nil {
+		return nil, err
+	}
+	return r, r.Write(o.OutDir)
+}
+
+// prepare fills the defaults and makes the work and output folders.
+func (o *Options) prepare() error {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.Clients == 0 {
+		o.Clients = 16
+	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return fmt.Errorf("out dir: %w", err)
+	}
+	return nil
+}
+
+// defaultQuiet: without a quiet period given, the longest payment window
+// plus the time the system has to settle after it.
+func (o *Options) defaultQuiet(sales []SaleSpec) {
+	if o.Quiet != 0 {
+		return
+	}
 	maxWindow := 0
 	for _, s := range sales {
 		maxWindow = max(maxWindow, s.WindowSeconds)
 	}
-	if o.Quiet == 0 {
-		o.Quiet = time.Duration(maxWindow)*time.Second + 2*time.Minute + 15*time.Second
-	}
+	o.Quiet = time.Duration(maxWindow)*time.Second + 2*time.Minute + 15*time.Second
+}
 
-	w := &Workload{C: c, Seed: o.Seed, Clients: o.Clients, Sales: sales, Logf: o.Logf, Crowds: CrowdTimes(r.Plan)}
+// newNemesis is the fault injector of a run, told where each sale's keys
+// live.
+func newNemesis(ctx context.Context, d *Deployment, h *Recorder, w *Workload, sales []SaleSpec, o Options) (*Nemesis, error) {
 	n := &Nemesis{D: d, H: h, Tokens: w.LiveToken, Logf: o.Logf, SaleNodes: map[int64]*RedisNode{}}
 	for _, s := range sales {
 		n.Sales = append(n.Sales, s.ID)
@@ -116,17 +154,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			h.Add(Event{Kind: KindNote, Op: "redis", Sale: s.ID, Detail: "sale keys on " + node.Name})
 		}
 	}
-	r.Started = time.Now()
-	h.Add(Event{Kind: KindNote, Op: "workload", Detail: fmt.Sprintf("seed %d, %d clients, %s", o.Seed, o.Clients, o.Duration)})
-	if o.Cluster() {
-		h.Add(Event{Kind: KindNote, Op: "redis", Detail: RedisCluster})
-	}
+	return n, nil
+}
+
+// underFaults runs the workload and the planned faults together for the
+// run's duration, heals every fault, then waits out the quiet period
+// (sampling the sales' modes throughout).
+func (r *Result) underFaults(ctx context.Context, d *Deployment, h *Recorder, w *Workload, n *Nemesis) error {
+	o := r.Opts
 	sctx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		sampleModes(sctx, d, h, sales)
+		sampleModes(sctx, d, h, r.Sales)
 	}()
 	wctx, stop := context.WithTimeout(ctx, o.Duration)
 	defer stop()
@@ -139,10 +180,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	<-done
 	r.WorkloadEnd = time.Now()
 	if err := d.HealAll(ctx); err != nil {
-		return nil, fmt.Errorf("heal: %w", err)
+		return fmt.Errorf("heal: %w", err)
 	}
-	waiting, waitlistsAt, err := readWaitlists(ctx, d, sales)
-	if err != nil {
+	var err error
+	if r.waiting, r.waitlistsAt, err = readWaitlists(ctx, d, r.Sales); err != nil {
 		o.Logf("read the waitlists: %v", err)
 	}
 	w.LeaveWaitlists(ctx)
@@ -150,36 +191,41 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.Logf("workload over (%d events); quiet for %s", len(h.Events()), o.Quiet)
 	sleep(ctx, o.Quiet)
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	r.QuietEnd = time.Now()
 	stopSampling()
 	<-sampled
+	return nil
+}
+
+// finish reads the final state, probes the sales with fresh users and
+// checks the history and the final state.
+func (r *Result) finish(ctx context.Context, d *Deployment, c *caller, h *Recorder) error {
 	r.Mechanisms = mechanisms(d)
-	probeWebhooks(ctx, c, h, sales)
+	probeWebhooks(ctx, c, h, r.Sales)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	final, err := collect(cctx, d, c, sales)
+	final, err := collect(cctx, d, c, r.Sales)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("final state: %w", err)
+		return fmt.Errorf("final state: %w", err)
 	}
-	final.WaitlistsAt = waitlistsAt
+	final.WaitlistsAt = r.waitlistsAt
 	for i := range final.Sales {
-		final.Sales[i].Waiting = waiting[final.Sales[i].SaleID]
+		final.Sales[i].Waiting = r.waiting[final.Sales[i].SaleID]
 	}
 	r.Final = final
-	if b, err := json.MarshalIndent(final, "", " "); err == nil {
-		// With the history, all a later -recheck needs.
-		_ = os.WriteFile(filepath.Join(o.WorkDir, "final.json"), b, 0o644)
+	// With the history, all a later -recheck needs.
+	if b, err := json.MarshalIndent(final, "", " "); err != nil {
+		r.Opts.Logf("encode final.json: %v", err)
+	} else if err := os.WriteFile(filepath.Join(r.Opts.WorkDir, "final.json"), b, 0o644); err != nil {
+		r.Opts.Logf("write final.json: %v", err)
 	}
 	h.Add(Event{Kind: KindNote, Op: "probe"})
 	probe(ctx, c, final)
 	r.History = h.Events()
 	r.Violations, r.Checked = Check(r.History, r.Final)
-	if err := h.Close(); err != nil {
-		return nil, err
-	}
-	return r, r.Write(o.OutDir)
+	return h.Close()
 }
 
 // sampleModes notes each sale's mode whenever it changes (OpMode), read
