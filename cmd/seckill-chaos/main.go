@@ -51,23 +51,15 @@ func run() int {
 	// down: thousands of lines that say what the history already records.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	// Likewise the MySQL driver's notes on connections a fault broke.
-	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	if err := mysql.SetLogger(log.New(io.Discard, "", 0)); err != nil {
+		logger.Warn("silence the MySQL driver's log", "err", err)
+	}
 	logf := func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
 
-	classes := chaos.AllFaults
-	if *faults != "all" {
-		classes = nil
-		for _, c := range strings.Split(*faults, ",") {
-			c = strings.TrimSpace(c)
-			if c == "" {
-				continue
-			}
-			if !slices.Contains(chaos.AllFaults, c) {
-				fmt.Fprintf(os.Stderr, "seckill-chaos: unknown fault class %q (known: %s)\n", c, strings.Join(chaos.AllFaults, ", "))
-				return 2
-			}
-			classes = append(classes, c)
-		}
+	classes, err := faultClasses(*faults)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
+		return 2
 	}
 	if *redisMode != chaos.RedisSingle && *redisMode != chaos.RedisCluster {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: -redis %q: single or cluster\n", *redisMode)
@@ -94,31 +86,8 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if *work == "" {
-		dir, err := os.MkdirTemp("", fmt.Sprintf("seckill-chaos-%d-", *seed))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
-			return 1
-		}
-		*work = dir
-	}
-	if *seckill == "" {
-		*seckill = filepath.Join(*work, "seckill")
-		cmd := exec.Command("go", "build", "-o", *seckill, "./cmd/seckill")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "seckill-chaos: go build ./cmd/seckill: %v\n", err)
-			return 1
-		}
-	}
-	if *temporal == "" {
-		*temporal = os.Getenv("SECKILL_TEMPORAL_BIN")
-		if *temporal == "" {
-			*temporal = filepath.Join(".data", "bin", "temporal")
-		}
-	}
-	if _, err := os.Stat(*temporal); err != nil {
-		fmt.Fprintf(os.Stderr, "seckill-chaos: the Temporal CLI (go tool task temporal:build): %v\n", err)
+	if err := fillPaths(*seed, work, seckill, temporal); err != nil {
+		fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
 		return 1
 	}
 	logf("seed %d, %s, redis %s, work dir %s", *seed, *duration, *redisMode, *work)
@@ -129,6 +98,57 @@ func run() int {
 		return 1
 	}
 	return summarize(res, *faults)
+}
+
+// faultClasses parses -faults: all, or a comma-separated list of known
+// classes.
+func faultClasses(list string) ([]string, error) {
+	if list == "all" {
+		return chaos.AllFaults, nil
+	}
+	var classes []string
+	for _, c := range strings.Split(list, ",") {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			continue
+		}
+		if !slices.Contains(chaos.AllFaults, c) {
+			return nil, fmt.Errorf("unknown fault class %q (known: %s)", c, strings.Join(chaos.AllFaults, ", "))
+		}
+		classes = append(classes, c)
+	}
+	return classes, nil
+}
+
+// fillPaths gives the paths not set on the command line their defaults: a
+// new work dir, bin/seckill built into it, the Temporal CLI of
+// $SECKILL_TEMPORAL_BIN or .data/bin/temporal.
+func fillPaths(seed int64, work, seckill, temporal *string) error {
+	if *work == "" {
+		dir, err := os.MkdirTemp("", fmt.Sprintf("seckill-chaos-%d-", seed))
+		if err != nil {
+			return fmt.Errorf("work dir: %w", err)
+		}
+		*work = dir
+	}
+	if *seckill == "" {
+		*seckill = filepath.Join(*work, "seckill")
+		cmd := exec.Command("go", "build", "-o", *seckill, "./cmd/seckill")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build ./cmd/seckill: %w", err)
+		}
+	}
+	if *temporal == "" {
+		*temporal = os.Getenv("SECKILL_TEMPORAL_BIN")
+		if *temporal == "" {
+			*temporal = filepath.Join(".data", "bin", "temporal")
+		}
+	}
+	if _, err := os.Stat(*temporal); err != nil {
+		return fmt.Errorf("the Temporal CLI (go tool task temporal:build): %w", err)
+	}
+	return nil
 }
 
 // summarize prints a run's figures and its violations with the history
