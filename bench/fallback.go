@@ -61,27 +61,12 @@ func (r *runner) fallback(ctx context.Context) error {
 	// Redis dies. The first requests fail (503, outcome unknown) until the
 	// breaker opens; the first database-path reservation switches the sale.
 	proxy.SetCut(true)
-	var tripping []int
-	tripCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		st, err := op(tripCtx, next)
-		next++
-		if err != nil {
-			return fmt.Errorf("fallback: tripping the breaker: %w", err)
-		}
-		tripping = append(tripping, st)
-		if st == http.StatusAccepted {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	sale, err := r.st.GetSale(ctx, s.ID)
+	tripping, err := tripBreaker(ctx, op, &next)
 	if err != nil {
-		return fmt.Errorf("fallback: read sale: %w", err)
+		return err
 	}
-	if sale.Mode != domain.ModeDatabase {
-		r.violation("scenario 5: sale %d in mode %s after a database-path reservation, want database", s.ID, sale.Mode)
+	if err := r.checkDatabaseMode(ctx, s.ID); err != nil {
+		return err
 	}
 	quota := int64(stock - 1) // what Redis had unsold when last seen
 
@@ -89,12 +74,8 @@ func (r *runner) fallback(ctx context.Context) error {
 	// Users continue after the ones used above, none twice.
 	first := next
 	load := func(ctx context.Context, i int64) (int, error) { return op(ctx, first+i) }
-	questions0, err := r.globalStatus(ctx, "Questions")
-	if err != nil {
-		return err
-	}
-	res := OpenLoop(ctx, "database path via the API", offered, r.o.Dur, 256, load)
-	questions1, err := r.globalStatus(ctx, "Questions")
+	var res Result
+	questions, err := r.questionsDuring(ctx, func() { res = OpenLoop(ctx, "database path via the API", offered, r.o.Dur, 256, load) })
 	if err != nil {
 		return err
 	}
@@ -112,14 +93,69 @@ func (r *runner) fallback(ctx context.Context) error {
 	}
 	proxy.SetCut(false)
 
-	r.add(Scenario{
-		ID: "5 fallback", Title: fmt.Sprintf("Database fallback path through the API (Redis cut), SECKILL_FALLBACK_RPS=%g, open loop at %g/s", r.o.FallbackRPS, offered),
+	r.add(fallbackScenario(r.o.FallbackRPS, offered, res, outcomes, float64(questions)/float64(max(accepted, 1)), acceptedRate, tripping))
+	return nil
+}
+
+// checkDatabaseMode: after a database-path reservation the sale is in
+// database mode.
+func (r *runner) checkDatabaseMode(ctx context.Context, saleID int64) error {
+	sale, err := r.st.GetSale(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("fallback: read sale: %w", err)
+	}
+	if sale.Mode != domain.ModeDatabase {
+		r.violation("scenario 5: sale %d in mode %s after a database-path reservation, want database", saleID, sale.Mode)
+	}
+	return nil
+}
+
+// questionsDuring runs f and returns the statements MariaDB answered
+// meanwhile (global Questions).
+func (r *runner) questionsDuring(ctx context.Context, f func()) (int64, error) {
+	q0, err := r.globalStatus(ctx, "Questions")
+	if err != nil {
+		return 0, err
+	}
+	f()
+	q1, err := r.globalStatus(ctx, "Questions")
+	if err != nil {
+		return 0, err
+	}
+	return q1 - q0, nil
+}
+
+// tripBreaker reserves with op, from user *next on, until one is
+// accepted (the database path took over) and returns the answers until
+// then.
+func tripBreaker(ctx context.Context, op Op, next *int64) ([]int, error) {
+	var tripping []int
+	tripCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		st, err := op(tripCtx, *next)
+		*next++
+		if err != nil {
+			return tripping, fmt.Errorf("fallback: tripping the breaker: %w", err)
+		}
+		tripping = append(tripping, st)
+		if st == http.StatusAccepted {
+			return tripping, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fallbackScenario is scenario 5's report.
+func fallbackScenario(limit, offered float64, res Result, outcomes map[string]float64, statementsPer202, acceptedRate float64, tripping []int) Scenario {
+	return Scenario{
+		ID: "5 fallback", Title: fmt.Sprintf("Database fallback path through the API (Redis cut), SECKILL_FALLBACK_RPS=%g, open loop at %g/s", limit, offered),
 		Runs: []Result{res},
 		Figures: []Figure{
-			{Name: "accepted/s (202)", Value: acceptedRate, Unit: "res/s", Target: fmt.Sprintf("≥ %g (0.95 of the limit)", 0.95*r.o.FallbackRPS), Published: pubRowLock},
+			{Name: "accepted/s (202)", Value: acceptedRate, Unit: "res/s", Target: fmt.Sprintf("≥ %g (0.95 of the limit)", 0.95*limit), Published: pubRowLock},
 			{Name: "refused by the limit (429)", Value: float64(res.Count(http.StatusTooManyRequests)), Unit: "answers"},
 			{Name: "refused in flight (429, saturated)", Value: outcomes["saturated"], Unit: "answers"},
-			{Name: "MySQL statements per 202", Value: float64(questions1-questions0) / float64(max(accepted, 1)), Unit: "statements"},
+			{Name: "MySQL statements per 202", Value: statementsPer202, Unit: "statements"},
 			{Name: "p99 of the 202s", Value: res.StatusP99MS["202"], Unit: "ms", Target: "< 50", Published: pubIssue1471},
 			{Name: "p99 (all answers)", Value: res.P99MS, Unit: "ms"},
 		},
@@ -129,8 +165,7 @@ func (r *runner) fallback(ctx context.Context) error {
 			"MySQL statements per 202: MariaDB's global Questions over the open loop (the reservations' and everything else's: the starter's dispatch marks, the order workflows' activities, the relays, the sale cache) per 202",
 			"distinct users, one request each; 429 = the fallback limiter, 503 = outcome unknown (retry); checked afterwards: sold ≤ quota, nobody twice, one order per reservation, buckets net of orders",
 		},
-	})
-	return nil
+	}
 }
 
 // waitRedisStockSeen waits until the worker recorded the sale's Redis

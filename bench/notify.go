@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
 	"github.com/seckill/seckill/config"
@@ -222,88 +224,127 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 	if err := checkPending(mineURL, ps.jwts[0], `"status":"PENDING_PAYMENT"`); err != nil {
 		return err
 	}
-	// The baseline a poll cannot beat: a bare Fiber handler running the
-	// status read script once (no auth, no limits, no view).
-	addr, err := FreeAddr()
-	if err != nil {
+	pr := pollingRuns{n: n, conns: conns}
+	var err error
+	if pr.bare, err = r.bareStatusBaseline(ctx, c, conns, ps); err != nil {
 		return err
 	}
-	bare, err := StartProc(ctx, "baseline-status", r.o.SelfBin,
-		[]string{"baseline", "-addr", addr, "-redis", r.o.RedisAddr, "-sale", strconv.FormatInt(ps.sale.ID, 10), "-epoch", strconv.FormatInt(ps.sale.ModeEpoch, 10)},
-		nil, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
-	if err != nil {
-		return err
-	}
-	r.procs = append(r.procs, bare)
-	defer bare.Stop()
-	bareOp := func(ctx context.Context, i int64) (int, error) {
-		return c.do(ctx, "GET", bare.URL+"/status/"+ps.tokens[i%n], "", nil)
-	}
-	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, bareOp)
-	bareRes := ClosedLoop(ctx, "bare Fiber + status EVALSHA", conns, r.o.Dur, 0, bareOp)
-	bare.Stop()
-
 	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
-	idle0, err := r.comSelect(ctx)
+	sel, err := r.newSelectMeter(ctx)
 	if err != nil {
 		return err
 	}
-	time.Sleep(r.o.Dur)
-	idle1, err := r.comSelect(ctx)
-	if err != nil {
-		return err
-	}
-	idle := idle1 - idle0
-	base := ClosedLoop(ctx, "GET /healthz", conns, r.o.Dur, 0, health)
-	selectsOf := func(name string, op Op) (Result, float64, error) {
-		s0, err := r.comSelect(ctx)
-		if err != nil {
-			return Result{}, 0, err
-		}
-		res := ClosedLoop(ctx, name, conns, r.o.Dur, 0, op)
-		s1, err := r.comSelect(ctx)
-		if err != nil {
-			return Result{}, 0, err
-		}
-		// The idle window ran for r.o.Dur, as did this run.
-		per := 0.0
-		if res.Requests > 0 {
-			per = float64(max(s1-s0-idle, 0)) * 1000 / float64(res.Requests)
-		}
-		return res, per, nil
-	}
+	pr.idle = sel.idle
+	pr.base = ClosedLoop(ctx, "GET /healthz", conns, r.o.Dur, 0, health)
 	// Steady state: a buyer polls for minutes (every 2 s in the design
 	// note) and its first poll is the only one the API's cache of live
 	// views cannot answer; one pass over every reservation first, so the
 	// 5-second run measures the polls that follow, not 20,000 first ones.
-	warm := ClosedLoop(ctx, "warm-up: one poll per reservation", conns, 10*r.o.Dur, n, poll)
+	pr.warm = ClosedLoop(ctx, "warm-up: one poll per reservation", conns, 10*r.o.Dur, n, poll)
 	const statusReads = `seckill_status_reads_total{source="`
 	from0, err := apiCounters(ctx, api.URL, statusReads)
 	if err != nil {
 		return err
 	}
-	polls, pollSelects, err := selectsOf("GET reservations/{token}", poll)
-	if err != nil {
+	if pr.polls, pr.pollSelects, err = sel.run(ctx, "GET reservations/{token}", conns, poll); err != nil {
 		return err
 	}
 	from1, err := apiCounters(ctx, api.URL, statusReads)
 	if err != nil {
 		return err
 	}
-	fromCache := 0.0
-	if polls.Requests > 0 {
-		fromCache = (from1["live_cache"] - from0["live_cache"]) / float64(polls.Requests)
+	if pr.polls.Requests > 0 {
+		pr.fromCache = (from1["live_cache"] - from0["live_cache"]) / float64(pr.polls.Requests)
 	}
-	mines, mineSelects, err := selectsOf("GET me/reservations?sale_id", mine)
-	if err != nil {
+	if pr.mines, pr.mineSelects, err = sel.run(ctx, "GET me/reservations?sale_id", conns, mine); err != nil {
 		return err
 	}
-	for _, res := range []Result{polls, mines} {
+	for _, res := range []Result{pr.polls, pr.mines} {
 		if bad := res.Requests - res.Count(http.StatusOK); bad > 0 {
 			r.violation("scenario 6: %d of %d polls (%s) not answered 200: %s", bad, res.Requests, res.Name, res.StatusLine())
 		}
 	}
-	r.add(Scenario{
+	r.add(pr.scenario())
+	return nil
+}
+
+// bareStatusBaseline runs the baseline a poll cannot beat: a bare Fiber
+// handler running the status read script once (no auth, no limits, no
+// view), in a process of its own.
+func (r *runner) bareStatusBaseline(ctx context.Context, c httpDoer, conns int, ps *pollSet) (Result, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return Result{}, err
+	}
+	bare, err := StartProc(ctx, "baseline-status", r.o.SelfBin,
+		[]string{"baseline", "-addr", addr, "-redis", r.o.RedisAddr, "-sale", strconv.FormatInt(ps.sale.ID, 10), "-epoch", strconv.FormatInt(ps.sale.ModeEpoch, 10)},
+		nil, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
+	if err != nil {
+		return Result{}, err
+	}
+	r.procs = append(r.procs, bare)
+	defer bare.Stop()
+	n := int64(len(ps.tokens))
+	bareOp := func(ctx context.Context, i int64) (int, error) {
+		return c.do(ctx, "GET", bare.URL+"/status/"+ps.tokens[i%n], "", nil)
+	}
+	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, bareOp)
+	return ClosedLoop(ctx, "bare Fiber + status EVALSHA", conns, r.o.Dur, 0, bareOp), nil
+}
+
+// selectMeter counts MariaDB's SELECTs (global Com_select) per run, less
+// those of an idle window of the same length (the API's sale cache).
+type selectMeter struct {
+	r    *runner
+	idle int64
+}
+
+func (r *runner) newSelectMeter(ctx context.Context) (*selectMeter, error) {
+	idle0, err := r.comSelect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(r.o.Dur)
+	idle1, err := r.comSelect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &selectMeter{r: r, idle: idle1 - idle0}, nil
+}
+
+// run runs op for the run length and returns its result and its SELECTs
+// per 1,000 requests.
+func (m *selectMeter) run(ctx context.Context, name string, conns int, op Op) (Result, float64, error) {
+	s0, err := m.r.comSelect(ctx)
+	if err != nil {
+		return Result{}, 0, err
+	}
+	res := ClosedLoop(ctx, name, conns, m.r.o.Dur, 0, op)
+	s1, err := m.r.comSelect(ctx)
+	if err != nil {
+		return Result{}, 0, err
+	}
+	// The idle window ran for r.o.Dur, as did this run.
+	per := 0.0
+	if res.Requests > 0 {
+		per = float64(max(s1-s0-m.idle, 0)) * 1000 / float64(res.Requests)
+	}
+	return res, per, nil
+}
+
+// pollingRuns are scenario 6's measurements.
+type pollingRuns struct {
+	n, idle                             int64
+	conns                               int
+	base, bare, warm, polls, mines      Result
+	pollSelects, mineSelects, fromCache float64
+}
+
+func (pr pollingRuns) scenario() Scenario {
+	n, conns, idle := pr.n, pr.conns, pr.idle
+	base, bareRes, warm, polls, mines := pr.base, pr.bare, pr.warm, pr.polls, pr.mines
+	pollSelects, mineSelects, fromCache := pr.pollSelects, pr.mineSelects, pr.fromCache
+	return Scenario{
 		ID: "6 status polling", Title: fmt.Sprintf("Status polls of PENDING_PAYMENT reservations of %d distinct users vs GET /healthz, %d connections", n, conns),
 		Runs: []Result{base, bareRes, polls, mines},
 		Figures: []Figure{
@@ -325,8 +366,7 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 			"the bare baseline is a Fiber handler in a process of its own (seckill-bench baseline) running the status read script once per request, with no auth, limit or view: the ceiling of a poll that makes one Redis call",
 			fmt.Sprintf("SELECTs: MariaDB's global Com_select over each run less an idle window of the same length before the runs (%d SELECTs: the API's sale cache)", idle),
 		},
-	})
-	return nil
+	}
 }
 
 // reserveToken posts reservation i for jwt and returns the status and, on
@@ -447,52 +487,16 @@ func (r *runner) idleStreams(ctx context.Context, api *Proc, ps *pollSet) error 
 		sold := ClosedLoop(ctx, "sold-out reserve, "+label, conns, r.o.Dur, 0, reserveOp(c, url, toks))
 		return base, sold
 	}
-	base0, sold0 := measure("no streams")
-	rss0, err := rssBytes(api)
-	if err != nil {
+	ir := idleRuns{n: n, conns: conns}
+	ir.base0, ir.sold0 = measure("no streams")
+	if ir.rss0, err = rssBytes(api); err != nil {
 		return err
 	}
-
-	sctx, closeStreams := context.WithCancel(ctx)
-	defer closeStreams()
-	hc := streamClient(n + 16)
-	var opened, failed, live atomic.Int64
-	var wg sync.WaitGroup
-	openStart := time.Now()
-	sem := make(chan struct{}, 64) // opens in flight
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			first := true
-			err := openStream(sctx, hc, api.URL+"/api/v1/reservations/"+ps.tokens[i]+"/events", ps.jwts[i], func(sseEvent) {
-				if first {
-					first = false
-					opened.Add(1)
-					live.Add(1)
-					<-sem
-				}
-			})
-			if !first {
-				live.Add(-1)
-			}
-			if first {
-				<-sem
-				failed.Add(1)
-				if err != nil && failed.Load() <= 3 {
-					r.o.Logger.Warn("open stream", "err", err)
-				}
-			}
-		}()
-	}
-	for opened.Load()+failed.Load() < int64(n) && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
-	openTook := time.Since(openStart)
+	streams := r.openIdleStreams(ctx, api, ps, n)
+	defer streams.close()
+	ir.openTook = streams.took
 	time.Sleep(2 * time.Second) // settle
-	rss1, err := rssBytes(api)
-	if err != nil {
+	if ir.rss1, err = rssBytes(api); err != nil {
 		return err
 	}
 	sel0, err := r.comSelect(ctx)
@@ -500,25 +504,92 @@ func (r *runner) idleStreams(ctx context.Context, api *Proc, ps *pollSet) error 
 		return err
 	}
 	t0 := time.Now()
-	base1, sold1 := measure(fmt.Sprintf("%d streams open", opened.Load()))
+	ir.base1, ir.sold1 = measure(fmt.Sprintf("%d streams open", streams.opened.Load()))
 	sel1, err := r.comSelect(ctx)
 	if err != nil {
 		return err
 	}
-	selectRate := float64(sel1-sel0) / time.Since(t0).Seconds()
-	still := live.Load() // open through both runs
-	closeStreams()
-	wg.Wait()
-	if failed.Load() > 0 {
-		r.violation("scenario 8: %d of %d streams failed to open", failed.Load(), n)
+	ir.selectRate = float64(sel1-sel0) / time.Since(t0).Seconds()
+	ir.still = streams.live.Load() // open through both runs
+	streams.close()
+	if failed := streams.failed.Load(); failed > 0 {
+		r.violation("scenario 8: %d of %d streams failed to open", failed, n)
 	}
-	for _, res := range []Result{sold0, sold1} {
+	for _, res := range []Result{ir.sold0, ir.sold1} {
 		if got := res.Count(http.StatusAccepted); got > 0 {
 			r.violation("scenario 8: %d reservations accepted on a sold-out sale of 1 unit", got)
 		}
 	}
+	r.add(ir.scenario())
+	return nil
+}
+
+// idleSet is a set of open event streams that wait for a change.
+type idleSet struct {
+	opened, failed, live atomic.Int64
+	took                 time.Duration // until every stream opened or failed
+	cancel               context.CancelFunc
+	wg                   sync.WaitGroup
+}
+
+// close closes every stream and waits for their goroutines.
+func (s *idleSet) close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// openIdleStreams opens the event streams of the first n reservations (64
+// opens in flight) and returns once each opened or failed.
+func (r *runner) openIdleStreams(ctx context.Context, api *Proc, ps *pollSet, n int) *idleSet {
+	sctx, cancel := context.WithCancel(ctx)
+	s := &idleSet{cancel: cancel}
+	hc := streamClient(n + 16)
+	start := time.Now()
+	sem := make(chan struct{}, 64) // opens in flight
+	for i := range n {
+		sem <- struct{}{}
+		s.wg.Go(func() {
+			first := true
+			err := openStream(sctx, hc, api.URL+"/api/v1/reservations/"+ps.tokens[i]+"/events", ps.jwts[i], func(sseEvent) {
+				if first {
+					first = false
+					s.opened.Add(1)
+					s.live.Add(1)
+					<-sem
+				}
+			})
+			if !first {
+				s.live.Add(-1)
+				return
+			}
+			<-sem
+			if s.failed.Add(1) <= 3 && err != nil {
+				r.o.Logger.Warn("open stream", "err", err)
+			}
+		})
+	}
+	for s.opened.Load()+s.failed.Load() < int64(n) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.took = time.Since(start)
+	return s
+}
+
+// idleRuns are scenario 8's measurements.
+type idleRuns struct {
+	n, conns                   int
+	base0, sold0, base1, sold1 Result
+	rss0, rss1, still          int64
+	openTook                   time.Duration
+	selectRate                 float64
+}
+
+func (ir idleRuns) scenario() Scenario {
+	n, conns, still, rss0, rss1 := ir.n, ir.conns, ir.still, ir.rss0, ir.rss1
+	base0, sold0, base1, sold1 := ir.base0, ir.sold0, ir.base1, ir.sold1
+	openTook, selectRate := ir.openTook, ir.selectRate
 	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
-	r.add(Scenario{
+	return Scenario{
 		ID: "8 idle streams", Title: fmt.Sprintf("One API holding %d idle event streams (loopback): memory, and the sold-out path vs GET /healthz without and with them, %d connections", n, conns),
 		Runs: []Result{base0, sold0, base1, sold1},
 		Figures: []Figure{
@@ -536,8 +607,7 @@ func (r *runner) idleStreams(ctx context.Context, api *Proc, ps *pollSet) error 
 			"each stream re-reads its status record every 30 s (the guard against a pub/sub wake-up lost without a reconnect; a reconnect makes every stream re-read), so idle streams are not free: 10,000 streams are about 330 status reads per second, which the API groups into shared Redis calls",
 			"the streams' client (net/http, one goroutine per stream) runs in the load generator's process, on the same two cores",
 		},
-	})
-	return nil
+	}
 }
 
 // pushLatency: scenario 7, a burst of BurstStock units to as many users
@@ -559,21 +629,13 @@ func (r *runner) pushLatency(ctx context.Context, api *Proc) error {
 		return err
 	}
 	// The write times: the subscriber runs before the first reservation.
-	var mu sync.Mutex
-	written := map[string]time.Time{}
-	sub := r.rdb.Subscribe(ctx, lua.EventChannel(s.ID))
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		return fmt.Errorf("subscribe to the sale's events: %w", err)
+	written, err := subscribeWrites(ctx, r.rdb, s.ID)
+	if err != nil {
+		return err
 	}
-	go func() {
-		for m := range sub.Channel() {
-			now := time.Now()
-			mu.Lock()
-			if _, ok := written[m.Payload]; !ok {
-				written[m.Payload] = now
-			}
-			mu.Unlock()
+	defer func() {
+		if err := written.sub.Close(); err != nil {
+			r.o.Logger.Warn("close the event subscription", "err", err)
 		}
 	}()
 
@@ -594,85 +656,13 @@ func (r *runner) pushLatency(ctx context.Context, api *Proc) error {
 	if accepted != stock {
 		r.violation("scenario 7: %d reservations accepted, want exactly %d", accepted, stock)
 	}
-
-	sctx, closeStreams := context.WithTimeout(ctx, 5*time.Minute)
-	defer closeStreams()
-	hc := streamClient(int(stock) + 16)
-	var (
-		cmu       sync.Mutex
-		changed   = map[string]time.Time{} // the change event's arrival, by token
-		preOpened int                      // streams whose first event was already the change
-		opened    int
-		failures  int
-		wg        sync.WaitGroup
-	)
-	sem := make(chan struct{}, 64)
-	for i, token := range tokens {
-		if token == "" {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			first := true
-			err := openStream(sctx, hc, api.URL+"/api/v1/reservations/"+token+"/events", jwts[i], func(ev sseEvent) {
-				cmu.Lock()
-				defer cmu.Unlock()
-				if first {
-					first = false
-					opened++
-					if ev.id >= 2 {
-						preOpened++
-					}
-					<-sem
-					return
-				}
-				if _, ok := changed[token]; !ok && ev.id >= 2 {
-					changed[token] = ev.at
-				}
-			})
-			cmu.Lock()
-			if first {
-				failures++
-				<-sem
-				if err != nil && failures <= 3 {
-					r.o.Logger.Warn("open stream", "err", err)
-				}
-			}
-			cmu.Unlock()
-		}()
-	}
-	// The drain ends when every stream that opened before its change has
-	// had it.
-	for sctx.Err() == nil {
-		cmu.Lock()
-		done := opened+failures == int(accepted) && len(changed) >= opened-preOpened
-		cmu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sc := r.watchChanges(ctx, api, tokens, jwts, accepted)
 	drain := time.Since(start)
-	closeStreams()
-	wg.Wait()
-	h := hdrhistogram.New(1, 60_000_000, 3)
-	var missingWrite int
-	mu.Lock()
-	for token, at := range changed {
-		w, ok := written[token]
-		if !ok {
-			missingWrite++
-			continue
-		}
-		_ = h.RecordValue(max(at.Sub(w).Microseconds(), 1))
+	h, missingWrite := written.latencies(sc.changed)
+	if sc.failures > 0 {
+		r.violation("scenario 7: %d streams failed to open", sc.failures)
 	}
-	mu.Unlock()
-	if failures > 0 {
-		r.violation("scenario 7: %d streams failed to open", failures)
-	}
-	lat := Result{Name: "push: status write → event at client", Mode: "streams", Connections: opened - preOpened, Requests: h.TotalCount(), Seconds: drain.Seconds(), Status: map[string]int64{"event": h.TotalCount()}}
+	lat := Result{Name: "push: status write → event at client", Mode: "streams", Connections: sc.opened - sc.preOpened, Requests: h.TotalCount(), Seconds: drain.Seconds(), Status: map[string]int64{"event": h.TotalCount()}}
 	fillLatency(&lat, h)
 	r.add(Scenario{
 		ID: "7 push latency", Title: fmt.Sprintf("Push latency during a %d-unit burst drain: the order workflow's Redis status write to the event at the client", stock),
@@ -687,8 +677,123 @@ func (r *runner) pushLatency(ctx context.Context, api *Proc) error {
 		Notes: []string{
 			"the write's time is when the bench's own subscriber to the sale's event channel received status.lua's message (published in the script that writes the record), so the figure leaves out Redis's own delivery to a subscriber (on loopback, well under a millisecond); an event that reached the client before the bench's subscriber saw the message counts as 1 µs",
 			settleNote,
-			fmt.Sprintf("each buyer opens its stream right after the burst (64 opens in flight); %d of %d streams opened after their change and are not timed; %d of the other %d had their change event within 5 minutes (the drain's end); %d changes without a seen write", preOpened, opened, len(changed), opened-preOpened, missingWrite),
+			fmt.Sprintf("each buyer opens its stream right after the burst (64 opens in flight); %d of %d streams opened after their change and are not timed; %d of the other %d had their change event within 5 minutes (the drain's end); %d changes without a seen write", sc.preOpened, sc.opened, len(sc.changed), sc.opened-sc.preOpened, missingWrite),
 		},
 	})
 	return nil
+}
+
+// writeTimes records when the bench's own subscriber saw each token's
+// status write published on a sale's event channel.
+type writeTimes struct {
+	sub *redis.PubSub
+	mu  sync.Mutex
+	at  map[string]time.Time
+}
+
+func subscribeWrites(ctx context.Context, rdb redis.UniversalClient, saleID int64) (*writeTimes, error) {
+	w := &writeTimes{sub: rdb.Subscribe(ctx, lua.EventChannel(saleID)), at: map[string]time.Time{}}
+	if _, err := w.sub.Receive(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("subscribe to the sale's events: %w", err), w.sub.Close())
+	}
+	go func() {
+		for m := range w.sub.Channel() {
+			now := time.Now()
+			w.mu.Lock()
+			if _, ok := w.at[m.Payload]; !ok {
+				w.at[m.Payload] = now
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w, nil
+}
+
+// latencies is each change event's delay after its write, and how many
+// changes had no write seen.
+func (w *writeTimes) latencies(changed map[string]time.Time) (*hdrhistogram.Histogram, int) {
+	h := hdrhistogram.New(1, 60_000_000, 3)
+	missing := 0
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for token, at := range changed {
+		wrote, ok := w.at[token]
+		if !ok {
+			missing++
+			continue
+		}
+		_ = h.RecordValue(max(at.Sub(wrote).Microseconds(), 1)) // clamped to the histogram's range
+	}
+	return h, missing
+}
+
+// streamChanges is what the buyers' event streams saw.
+type streamChanges struct {
+	mu        sync.Mutex
+	changed   map[string]time.Time // the change event's arrival, by token
+	preOpened int                  // streams whose first event was already the change
+	opened    int
+	failures  int
+}
+
+// watchChanges opens each buyer's event stream (64 opens in flight) and
+// waits until every stream that opened before its change has had it, or
+// 5 minutes.
+func (r *runner) watchChanges(ctx context.Context, api *Proc, tokens, jwts []string, accepted int64) *streamChanges {
+	sctx, closeStreams := context.WithTimeout(ctx, 5*time.Minute)
+	defer closeStreams()
+	hc := streamClient(len(tokens) + 16)
+	sc := &streamChanges{changed: map[string]time.Time{}}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, token := range tokens {
+		if token == "" {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() { r.watchOne(sctx, hc, api.URL+"/api/v1/reservations/"+token+"/events", jwts[i], token, sc, sem) })
+	}
+	for sctx.Err() == nil {
+		sc.mu.Lock()
+		done := sc.opened+sc.failures == int(accepted) && len(sc.changed) >= sc.opened-sc.preOpened
+		sc.mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	closeStreams()
+	wg.Wait()
+	return sc
+}
+
+// watchOne follows one stream, freeing its slot in sem once it opened (or
+// failed to).
+func (r *runner) watchOne(ctx context.Context, hc *http.Client, url, jwt, token string, sc *streamChanges, sem chan struct{}) {
+	first := true
+	err := openStream(ctx, hc, url, jwt, func(ev sseEvent) {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		if first {
+			first = false
+			sc.opened++
+			if ev.id >= 2 {
+				sc.preOpened++
+			}
+			<-sem
+			return
+		}
+		if _, ok := sc.changed[token]; !ok && ev.id >= 2 {
+			sc.changed[token] = ev.at
+		}
+	})
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if first {
+		sc.failures++
+		<-sem
+		if err != nil && sc.failures <= 3 {
+			r.o.Logger.Warn("open stream", "err", err)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,78 +90,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer r.close()
-
-	// Scenarios 1 and 3 share one API and worker. Scenario 5 runs its own
-	// API and worker, both with Redis behind a cuttable proxy, after this
-	// stack stopped: a worker that reaches Redis would resynchronise the
-	// sale back to Redis mode in the middle of the run.
-	if o.want("1") || o.want("3") {
-		env := r.env("bench-" + r.stamp)
-		if o.ProfileDir != "" {
-			addr, err := FreeAddr()
-			if err != nil {
-				return nil, err
-			}
-			r.pprofURL, env["SECKILL_PPROF_ADDR"] = "http://"+addr, addr
-		}
-		api, worker, err := r.startStackEnv(ctx, "api", "worker", env)
-		if err != nil {
-			return nil, err
-		}
-		if o.want("1") {
-			if err := r.soldOut(ctx, api); err != nil {
+	for _, st := range r.stages() {
+		if slices.ContainsFunc(st.ids, o.want) {
+			if err := st.run(ctx); err != nil {
 				return r.rep, err
 			}
 		}
-		if o.want("3") {
-			if err := r.burst(ctx, api, worker); err != nil {
-				return r.rep, err
-			}
-		}
-		api.Stop()
-		worker.Stop()
 	}
-	if o.want("6") || o.want("7") || o.want("8") {
-		if err := r.notify(ctx); err != nil {
-			return r.rep, err
-		}
-	}
-	if o.want("4") {
-		if err := r.mysql(ctx); err != nil {
-			return r.rep, err
-		}
-	}
-	if o.want("5") {
-		if err := r.fallback(ctx); err != nil {
-			return r.rep, err
-		}
-	}
-	if o.want("9") {
-		if err := r.churn(ctx); err != nil {
-			return r.rep, err
-		}
-	}
-	if o.want("10") {
-		if err := r.fairness(ctx); err != nil {
-			return r.rep, err
-		}
-	}
-	if o.want("11") {
-		if err := r.tracing(ctx); err != nil {
-			return r.rep, err
-		}
-	}
-	// The in-stock scenario runs last on an API whose task queue nobody
-	// polls, with no worker running, so its workflow starts leave no
-	// backlog of orders behind for the other scenarios.
-	if o.want("2") {
-		if err := r.inStock(ctx); err != nil {
-			return r.rep, err
-		}
-	}
-	sort := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
 	ordered := make([]Scenario, 0, len(r.rep.Scenarios))
-	for _, id := range sort {
+	for _, id := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"} {
 		for _, s := range r.rep.Scenarios {
 			if s.ID == id || strings.HasPrefix(s.ID, id+" ") {
 				ordered = append(ordered, s)
@@ -169,6 +107,61 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r.rep.Scenarios = ordered
 	return r.rep, nil
+}
+
+// stage runs the scenarios ids (the wanted ones among them) on processes
+// of its own.
+type stage struct {
+	ids []string
+	run func(context.Context) error
+}
+
+// stages are the bench's stages in the order they run.
+func (r *runner) stages() []stage {
+	return []stage{
+		// Scenario 5 runs its own API and worker, both with Redis behind a
+		// cuttable proxy, after the shared stack stopped: a worker that
+		// reaches Redis would resynchronise the sale back to Redis mode in
+		// the middle of the run.
+		{[]string{"1", "3"}, r.sharedStack},
+		{[]string{"6", "7", "8"}, r.notify},
+		{[]string{"4"}, r.mysql},
+		{[]string{"5"}, r.fallback},
+		{[]string{"9"}, r.churn},
+		{[]string{"10"}, r.fairness},
+		{[]string{"11"}, r.tracing},
+		// The in-stock scenario runs last on an API whose task queue nobody
+		// polls, with no worker running, so its workflow starts leave no
+		// backlog of orders behind for the other scenarios.
+		{[]string{"2"}, r.inStock},
+	}
+}
+
+// sharedStack runs scenarios 1 and 3 on one API and worker.
+func (r *runner) sharedStack(ctx context.Context) error {
+	env := r.env("bench-" + r.stamp)
+	if r.o.ProfileDir != "" {
+		addr, err := FreeAddr()
+		if err != nil {
+			return err
+		}
+		r.pprofURL, env["SECKILL_PPROF_ADDR"] = "http://"+addr, addr
+	}
+	api, worker, err := r.startStackEnv(ctx, "api", "worker", env)
+	if err != nil {
+		return err
+	}
+	defer worker.Stop()
+	defer api.Stop()
+	if r.o.want("1") {
+		if err := r.soldOut(ctx, api); err != nil {
+			return err
+		}
+	}
+	if r.o.want("3") {
+		return r.burst(ctx, api, worker)
+	}
+	return nil
 }
 
 func machine() string {

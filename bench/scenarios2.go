@@ -113,30 +113,10 @@ func (r *runner) inStock(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The baseline's sale lives only in Redis, warmed by the same script.
-	fake := fakeSaleBase + time.Now().Unix()
-	r.saleIDs = append(r.saleIDs, fake)
-	now := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, _, err = r.scripts.Warmup(wctx, r.rdb, lua.WarmupArgs{
-		SaleID: fake, StartsMS: now.Add(-time.Minute).UnixMilli(), EndsMS: now.Add(time.Hour).UnixMilli(),
-		Control: string(domain.ControlActive), Epoch: 1, Mode: string(domain.ModeRedis), Stock: 1_000_000,
-	})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("warm baseline sale: %w", err)
-	}
-	addr, err := FreeAddr()
+	base, err := r.startReserveBaseline(ctx)
 	if err != nil {
 		return err
 	}
-	base, err := StartProc(ctx, "baseline", r.o.SelfBin,
-		[]string{"baseline", "-addr", addr, "-redis", r.o.RedisAddr, "-sale", strconv.FormatInt(fake, 10), "-epoch", "1"},
-		nil, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
-	if err != nil {
-		return err
-	}
-	r.procs = append(r.procs, base)
 	defer base.Stop()
 
 	c := newDoer(conns)
@@ -182,7 +162,43 @@ func (r *runner) inStock(ctx context.Context) error {
 	if apiRes.Count(http.StatusAccepted) != apiRes.Requests {
 		r.o.Logger.Warn("in-stock run had answers other than 202", "answers", apiRes.StatusLine())
 	}
-	r.add(Scenario{
+	r.add(inStockScenario(baseRes, apiRes, basePer, apiPer))
+	return nil
+}
+
+// startReserveBaseline starts the bare baseline (a Fiber handler running
+// reserve.lua once per request) on a sale that lives only in Redis,
+// warmed by the same script.
+func (r *runner) startReserveBaseline(ctx context.Context) (*Proc, error) {
+	fake := fakeSaleBase + time.Now().Unix()
+	r.saleIDs = append(r.saleIDs, fake)
+	now := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, _, err := r.scripts.Warmup(wctx, r.rdb, lua.WarmupArgs{
+		SaleID: fake, StartsMS: now.Add(-time.Minute).UnixMilli(), EndsMS: now.Add(time.Hour).UnixMilli(),
+		Control: string(domain.ControlActive), Epoch: 1, Mode: string(domain.ModeRedis), Stock: 1_000_000,
+	})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("warm baseline sale: %w", err)
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	base, err := StartProc(ctx, "baseline", r.o.SelfBin,
+		[]string{"baseline", "-addr", addr, "-redis", r.o.RedisAddr, "-sale", strconv.FormatInt(fake, 10), "-epoch", "1"},
+		nil, r.o.LogDir, "http://"+addr, "http://"+addr+"/healthz")
+	if err != nil {
+		return nil, err
+	}
+	r.procs = append(r.procs, base)
+	return base, nil
+}
+
+// inStockScenario is scenario 2's report.
+func inStockScenario(baseRes, apiRes Result, basePer, apiPer float64) Scenario {
+	return Scenario{
 		ID: "2 in-stock", Title: "In-stock reservation vs bare Fiber + one EVALSHA of reserve.lua, 64 connections",
 		Runs: []Result{baseRes, apiRes},
 		Figures: []Figure{
@@ -199,6 +215,5 @@ func (r *runner) inStock(ctx context.Context) error {
 			"no worker runs here: each 202 starts its workflow from the API (SECKILL_API_STARTS_REDIS_ORDERS, default on) and no order is processed; the bench then terminates the sale's workflows (one batch operation) and deletes the sale's keys",
 			"CPU: each process's user + system time (/proc) over its timed run, per answer; the API's includes its workflow starts (gRPC to Temporal), the Temporal server's is not counted; the worker's share of an order is in scenario 3",
 		},
-	})
-	return nil
+	}
 }

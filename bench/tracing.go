@@ -49,42 +49,25 @@ func (r *runner) tracing(ctx context.Context) error {
 	time.Sleep(6 * time.Second) // the batcher's 5 s flush of the warm-up's spans
 	exportsBefore := sink.requests.Load()
 
-	var runs []Result
-	var soldOut, health []abRound
-	for k := range soldOutRounds {
+	run := func(k int, traced bool, what string) Result {
 		suffix := fmt.Sprintf(", round %d", k+1)
-		run := func(traced bool, what string) Result {
-			api, target, label := off, url, "untraced "
-			if traced {
-				api, target, label = on, onURL, "traced "
-			}
-			if what == "healthz" {
-				return ClosedLoop(ctx, label+"GET /healthz"+suffix, conns, r.o.Dur, 0, func(ctx context.Context, _ int64) (int, error) {
-					return c.do(ctx, "GET", api.URL+"/healthz", "", nil)
-				})
-			}
-			res := ClosedLoop(ctx, label+"sold-out reserve"+suffix, conns, r.o.Dur, 0, reserveOp(c, target, toks))
-			if n := res.Count(http.StatusAccepted); n > 0 {
-				r.violation("scenario 11: %d reservations accepted on a sold-out sale", n)
-			}
-			return res
+		api, target, label := off, url, "untraced "
+		if traced {
+			api, target, label = on, onURL, "traced "
 		}
-		first := k%2 == 1 // the traced API first in the even rounds
-		for _, what := range []string{"sold-out", "healthz"} {
-			a := run(first, what)
-			b := run(!first, what)
-			runs = append(runs, a, b)
-			if first {
-				a, b = b, a
-			}
-			round := abRound{base: a, test: b}
-			if what == "healthz" {
-				health = append(health, round)
-			} else {
-				soldOut = append(soldOut, round)
-			}
+		if what == "healthz" {
+			return ClosedLoop(ctx, label+"GET /healthz"+suffix, conns, r.o.Dur, 0, func(ctx context.Context, _ int64) (int, error) {
+				return c.do(ctx, "GET", api.URL+"/healthz", "", nil)
+			})
 		}
+		res := ClosedLoop(ctx, label+"sold-out reserve"+suffix, conns, r.o.Dur, 0, reserveOp(c, target, toks))
+		if n := res.Count(http.StatusAccepted); n > 0 {
+			r.violation("scenario 11: %d reservations accepted on a sold-out sale", n)
+		}
+		return res
 	}
+	runs, rounds := abRounds(soldOutRounds, []string{"sold-out", "healthz"}, run)
+	soldOut, health := rounds["sold-out"], rounds["healthz"]
 	time.Sleep(6 * time.Second)
 	exports := sink.requests.Load() - exportsBefore
 	mid, midHealth := medianRound(soldOut), medianRound(health)
@@ -103,6 +86,27 @@ func (r *runner) tracing(ctx context.Context) error {
 		r.violation("scenario 11: the traced API exported %d batches of spans while answering only refusals and probes", exports)
 	}
 	return nil
+}
+
+// abRounds runs, in each of n rounds and for each of whats, the untraced
+// and the traced side (the traced one first in the even rounds), and
+// returns every run and each what's rounds (base: untraced).
+func abRounds(n int, whats []string, run func(round int, traced bool, what string) Result) ([]Result, map[string][]abRound) {
+	var runs []Result
+	rounds := map[string][]abRound{}
+	for k := range n {
+		first := k%2 == 1 // the traced API first in the even rounds
+		for _, what := range whats {
+			a := run(k, first, what)
+			b := run(k, !first, what)
+			runs = append(runs, a, b)
+			if first {
+				a, b = b, a
+			}
+			rounds[what] = append(rounds[what], abRound{base: a, test: b})
+		}
+	}
+	return runs, rounds
 }
 
 // otlpSink is an OTLP/HTTP collector that accepts and counts exports.
