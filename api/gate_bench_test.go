@@ -1,6 +1,9 @@
 package api
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
@@ -101,8 +104,10 @@ func BenchmarkGateCost(b *testing.B) {
 // BenchmarkOverloadDrawCost: the overload draw's share of the cheapest
 // whole request (a sold-out refusal through the app's handler), measured
 // interleaved in one run: the draw while the path is calm (an atomic add)
-// and while overloaded (each user's HMAC ticket for the second).
-// Reported as draw_<state>_vs_request (0.05: 5% of a request).
+// and while overloaded (each user's HMAC ticket for the second), beside
+// the ticket computed with a fresh HMAC each time (hmac.New per call, as
+// before the pool). Reported as draw_<state>_vs_request (0.05: 5% of a
+// request).
 func BenchmarkOverloadDrawCost(b *testing.B) {
 	h := MustHarness(b, func(c *config.Config) { c.GlobalRPS, c.PerAddrRPS, c.PerUserRPS = 1e9, 1e9, 1e9 })
 	tok := h.MustToken(testenv.UniqueUser(), "")
@@ -117,7 +122,13 @@ func BenchmarkOverloadDrawCost(b *testing.B) {
 	overloaded.share.Store(math.Float64bits(0.5)) // later seconds: rate 1 against b.N asks
 	handler := h.app.Handler()
 	var fctx fasthttp.RequestCtx
-	var calmSpent, overSpent time.Duration
+	unpooledKey := []byte("bench key")
+	unpooled := func(userID, sec int64) float64 {
+		mac := hmac.New(sha256.New, unpooledKey)
+		mac.Write([]byte(strconv.FormatInt(userID, 10) + "|" + strconv.FormatInt(sec, 10)))
+		return float64(binary.BigEndian.Uint64(mac.Sum(nil))>>11) / (1 << 53)
+	}
+	var calmSpent, overSpent, unpooledSpent time.Duration
 	admitted := 0
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -130,11 +141,17 @@ func BenchmarkOverloadDrawCost(b *testing.B) {
 		if overloaded.admit(int64(i), now) {
 			admitted++
 		}
-		overSpent += time.Since(now)
+		then := time.Now()
+		overSpent += then.Sub(now)
+		if unpooled(int64(i), then.Unix()) < 0 {
+			b.Fatal("a ticket below 0")
+		}
+		unpooledSpent += time.Since(then)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(calmSpent)/float64(request.spent), "draw_calm_vs_request")
 	b.ReportMetric(float64(overSpent)/float64(request.spent), "draw_overloaded_vs_request")
+	b.ReportMetric(float64(unpooledSpent)/float64(request.spent), "ticket_unpooled_vs_request")
 	b.ReportMetric(float64(request.spent.Nanoseconds())/float64(b.N), "request_ns")
 	b.ReportMetric(float64(admitted)/float64(b.N), "overloaded_admitted_share")
 }

@@ -43,7 +43,6 @@ type metrics struct {
 	holdRecords outcomeCounts
 	// handOvers counts units this instance handed to a waitlist.
 	handOvers prometheus.Counter
-	queueLen  prometheus.GaugeFunc
 	breaker   prometheus.Gauge
 
 	statusReads outcomeCounts // by statusSource

@@ -20,9 +20,9 @@ import (
 type overloadDraw struct {
 	tickets *tickets
 	rate    float64      // requests per second the path takes
-	second atomic.Int64 // the Unix second being counted
-	asked  atomic.Int64 // requests in that second
-	share  atomic.Uint64
+	second  atomic.Int64 // the Unix second being counted
+	asked   atomic.Int64 // requests in that second
+	share   atomic.Uint64
 }
 
 func newOverloadDraw(tokenKey []byte, rate float64) *overloadDraw {
