@@ -84,18 +84,52 @@ func TestEdgeRawAnswers(t *testing.T) {
 	})
 	addr := strings.TrimPrefix(h.base, "http://")
 	user := h.MustToken(testenv.UniqueUser(), "")
+	for _, tc := range edgeCases(user) {
+		t.Run(tc.name, func(t *testing.T) {
+			a := rawExchange(t, addr, 3*time.Second, 50*time.Millisecond, tc.parts...)
+			require.Equal(t, tc.status, a.status(t), a.raw)
+			require.Equal(t, tc.code, a.code(t), a.raw)
+			require.NotContains(t, a.raw, "SECRET-TOKEN-BYTES")
+			require.NotContains(t, a.raw, "Bad Header")
+			require.Contains(t, a.raw, "\r\nDate: ")
+			require.Contains(t, a.raw, "\r\nContent-Type: application/json")
+			if tc.closed {
+				require.True(t, a.closed, "connection left open after %q", a.raw)
+				require.Contains(t, strings.ToLower(a.raw), "\r\nconnection: close")
+			}
+		})
+	}
+
+	testIdleConnections(t, addr, user)
+	testExpectContinue(t, addr, user)
+	// Every transport answer above was counted.
+	r := h.do("GET", "/metrics", "", "")
+	require.Equal(t, 200, r.Status)
+	for _, status := range []string{"400", "401", "403", "408", "413", "431", "501"} {
+		require.Contains(t, string(r.Body), `seckill_http_requests_total{route="transport",status="`+status+`"}`, "status %s not counted", status)
+	}
+}
+
+// rawReserveHead starts a raw reservation request.
+const rawReserveHead = "POST /api/v1/sales/1/reservations HTTP/1.1\r\nHost: t\r\n"
+
+// edgeCase is a raw exchange and the answer it must get.
+type edgeCase struct {
+	name   string
+	parts  []string
+	status int
+	code   string
+	closed bool
+}
+
+// edgeCases are requests the transport must refuse, with the contract's
+// status and code, echoing nothing of what was sent.
+func edgeCases(user string) []edgeCase {
 	const secret = "Bearer SECRET-TOKEN-BYTES"
-	res := "POST /api/v1/sales/1/reservations HTTP/1.1\r\nHost: t\r\n"
+	res := rawReserveHead
 	big := strings.Repeat("x", 9000)
 	nowTS := strconv.FormatInt(time.Now().Unix(), 10)
-
-	cases := []struct {
-		name   string
-		parts  []string
-		status int
-		code   string
-		closed bool
-	}{
+	return []edgeCase{
 		{"conflicting content-length", []string{res + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"}, 400, domain.EInvalid, true},
 		{"same content-length twice", []string{res + "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}"}, 400, domain.EInvalid, true},
 		{"content-length with chunked", []string{res + "Authorization: Bearer " + user + "\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"}, 400, domain.EInvalid, true},
@@ -119,22 +153,12 @@ func TestEdgeRawAnswers(t *testing.T) {
 		{"headers not completed in time", []string{"GET /healthz HTTP/1.1\r\nHost: t\r\n"}, 408, domain.ERequestTimeout, true},
 		{"body not completed in time", []string{res + "Authorization: Bearer " + user + "\r\nContent-Length: 30\r\n\r\n{\"req"}, 408, domain.ERequestTimeout, true},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			a := rawExchange(t, addr, 3*time.Second, 50*time.Millisecond, tc.parts...)
-			require.Equal(t, tc.status, a.status(t), a.raw)
-			require.Equal(t, tc.code, a.code(t), a.raw)
-			require.NotContains(t, a.raw, "SECRET-TOKEN-BYTES")
-			require.NotContains(t, a.raw, "Bad Header")
-			require.Contains(t, a.raw, "\r\nDate: ")
-			require.Contains(t, a.raw, "\r\nContent-Type: application/json")
-			if tc.closed {
-				require.True(t, a.closed, "connection left open after %q", a.raw)
-				require.Contains(t, strings.ToLower(a.raw), "\r\nconnection: close")
-			}
-		})
-	}
+}
 
+// testIdleConnections: idle connections close without an answer, and a
+// request's header time starts with the request.
+func testIdleConnections(t *testing.T, addr, user string) {
+	res := rawReserveHead
 	t.Run("idle connection closed without an answer", func(t *testing.T) {
 		start := time.Now()
 		a := rawExchange(t, addr, 3*time.Second, 0)
@@ -163,7 +187,12 @@ func TestEdgeRawAnswers(t *testing.T) {
 		require.Contains(t, a.raw, domain.ERequestTimeout)
 		require.True(t, a.closed)
 	})
+}
 
+// testExpectContinue: 100-continue is refused from the headers when they
+// already decide the answer, and sent otherwise.
+func testExpectContinue(t *testing.T, addr, user string) {
+	res := rawReserveHead
 	t.Run("expect 100-continue refused from the headers", func(t *testing.T) {
 		a := rawExchange(t, addr, 3*time.Second, 0, res+"Expect: 100-continue\r\nContent-Length: 9000\r\n\r\n")
 		require.NotContains(t, a.raw, "100 Continue")
@@ -200,13 +229,6 @@ func TestEdgeRawAnswers(t *testing.T) {
 		defer resp.Body.Close()
 		require.Equal(t, 404, resp.StatusCode) // the body was read and judged: no such sale
 	})
-
-	// Every transport answer above was counted.
-	r := h.do("GET", "/metrics", "", "")
-	require.Equal(t, 200, r.Status)
-	for _, status := range []string{"400", "401", "403", "408", "413", "431", "501"} {
-		require.Contains(t, string(r.Body), `seckill_http_requests_total{route="transport",status="`+status+`"}`, "status %s not counted", status)
-	}
 }
 
 // skipBlank drops the blank line after an interim 100 response.

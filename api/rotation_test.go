@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/paysig"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -52,7 +53,7 @@ func TestSecretRotation(t *testing.T) {
 		"previous": {oldPay, http.StatusNotFound},
 		"another":  {[]byte(strings.Repeat("y", 32)), http.StatusUnauthorized},
 	} {
-		r := h.webhook(body, ts, SignWebhook(tc.secret, ts, []byte(body)))
+		r := h.webhook(body, ts, paysig.Sign(tc.secret, ts, []byte(body)))
 		require.Equal(t, tc.status, r.Status, "%s: %s", name, r.Body)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/paysig"
 	"github.com/seckill/seckill/store"
 )
 
@@ -31,16 +32,6 @@ const (
 	ReasonDuplicate = "duplicate_payment"
 )
 
-// SignWebhook is the provider's signature header value of body sent at ts:
-// "sha256=" + hex HMAC-SHA256 of "<ts>.<body>". Exported for tests and tools.
-func SignWebhook(secret []byte, ts string, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(ts))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
-
 // webhookHeaders checks the signature headers before any byte of the body
 // is read: the timestamp within the window and the signature's format. It
 // returns the signature's bytes. Every failure is the same 401 to the
@@ -53,7 +44,7 @@ func webhookHeaders(ts, sig string, now time.Time) ([]byte, error) {
 	if d := now.Sub(time.Unix(unix, 0)); d > WebhookWindow || d < -WebhookWindow {
 		return nil, domain.Errorf(domain.EUnauthorized, "X-Timestamp is outside the 5-minute window")
 	}
-	hexSig, ok := strings.CutPrefix(sig, "sha256=")
+	hexSig, ok := strings.CutPrefix(sig, paysig.Prefix)
 	if !ok || len(hexSig) != 2*sha256.Size {
 		return nil, domain.Errorf(domain.EUnauthorized, "missing or malformed X-Signature")
 	}
@@ -82,8 +73,7 @@ func verifyWebhook(secrets [][]byte, ts, sig string, body []byte, now time.Time)
 		if len(secret) == 0 {
 			continue
 		}
-		want, _ := hex.DecodeString(strings.TrimPrefix(SignWebhook(secret, ts, body), "sha256="))
-		if hmac.Equal(got, want) {
+		if hmac.Equal(got, paysig.Sum(secret, ts, body)) {
 			return nil
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/paysig"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -22,7 +23,7 @@ import (
 func (h *harness) webhook(body, ts, sig string) response {
 	h.tb.Helper()
 	if sig == "" {
-		sig = SignWebhook(h.cfg.PaymentSecret, ts, []byte(body))
+		sig = paysig.Sign(h.cfg.PaymentSecret, ts, []byte(body))
 	}
 	req, err := http.NewRequest("POST", h.base+"/webhooks/payments", strings.NewReader(body))
 	require.NoError(h.tb, err)
@@ -68,7 +69,7 @@ func TestWebhookRefusesBadSignaturesStaleTimestampsAndWrongAmounts(t *testing.T)
 	now := time.Now()
 	ts := strconv.FormatInt(now.Unix(), 10)
 	good := payBody(token, "prov-1", sale.PriceCents)
-	otherSig := SignWebhook([]byte("another-secret"), ts, []byte(good))
+	otherSig := paysig.Sign([]byte("another-secret"), ts, []byte(good))
 
 	cases := []struct {
 		name, body, ts, sig string
@@ -78,10 +79,10 @@ func TestWebhookRefusesBadSignaturesStaleTimestampsAndWrongAmounts(t *testing.T)
 		{"no signature", good, ts, "-", 401, "unauthorized"},
 		{"no timestamp", good, "-", "sha256=00", 401, "unauthorized"},
 		{"signature with another secret", good, ts, otherSig, 401, "unauthorized"},
-		{"signature without prefix", good, ts, strings.TrimPrefix(SignWebhook(h.cfg.PaymentSecret, ts, []byte(good)), "sha256="), 401, "unauthorized"},
+		{"signature without prefix", good, ts, strings.TrimPrefix(paysig.Sign(h.cfg.PaymentSecret, ts, []byte(good)), "sha256="), 401, "unauthorized"},
 		{"signature not hex", good, ts, "sha256=zz", 401, "unauthorized"},
-		{"body changed after signing", payBody(token, "prov-1", 1), ts, SignWebhook(h.cfg.PaymentSecret, ts, []byte(good)), 401, "unauthorized"},
-		{"timestamp changed after signing", good, strconv.FormatInt(now.Unix()-1, 10), SignWebhook(h.cfg.PaymentSecret, ts, []byte(good)), 401, "unauthorized"},
+		{"body changed after signing", payBody(token, "prov-1", 1), ts, paysig.Sign(h.cfg.PaymentSecret, ts, []byte(good)), 401, "unauthorized"},
+		{"timestamp changed after signing", good, strconv.FormatInt(now.Unix()-1, 10), paysig.Sign(h.cfg.PaymentSecret, ts, []byte(good)), 401, "unauthorized"},
 		{"timestamp 6 minutes old", good, strconv.FormatInt(now.Add(-6*time.Minute).Unix(), 10), "", 401, "unauthorized"},
 		{"timestamp 6 minutes ahead", good, strconv.FormatInt(now.Add(6*time.Minute).Unix(), 10), "", 401, "unauthorized"},
 		{"timestamp not a number", good, "yesterday", "", 401, "unauthorized"},

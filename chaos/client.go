@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/paysig"
 )
 
 // AdminUser, as the user of a call, sends an operator's token.
@@ -152,7 +152,7 @@ func (c *caller) webhook(ctx context.Context, apiIdx int, token, ref string, amo
 	body, _ := json.Marshal(map[string]any{"token": token, "payment_ref": ref, "amount_cents": amount})
 	ev.T = time.Now()
 	ts := strconv.FormatInt(ev.T.Unix(), 10)
-	hdr := map[string]string{"X-Timestamp": ts, "X-Signature": api.SignWebhook([]byte(config.DevPaymentSecret), ts, body)}
+	hdr := map[string]string{"X-Timestamp": ts, "X-Signature": paysig.Sign([]byte(config.DevPaymentSecret), ts, body)}
 	a := c.send(ctx, apiIdx, http.MethodPost, "/webhooks/payments", 0, json.RawMessage(body), hdr)
 	ev.Token, ev.PayRef = token, ref
 	return a, c.record(ev, a)

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/paysig"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -28,7 +28,7 @@ func providerPays(t *testing.T, base, token, ref string, amount int64) (int, map
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Timestamp", ts)
-	req.Header.Set("X-Signature", api.SignWebhook([]byte(config.DevPaymentSecret), ts, body))
+	req.Header.Set("X-Signature", paysig.Sign([]byte(config.DevPaymentSecret), ts, body))
 	resp, err := httpClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/paysig"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -27,7 +27,7 @@ func (s *stack) webhookPay(tb testing.TB, token, ref string, amount int64) (int,
 	require.NoError(tb, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Timestamp", ts)
-	req.Header.Set("X-Signature", api.SignWebhook([]byte("seckill-dev-payment-secret"), ts, body))
+	req.Header.Set("X-Signature", paysig.Sign([]byte("seckill-dev-payment-secret"), ts, body))
 	resp, err := httpClient.Do(req)
 	require.NoError(tb, err)
 	defer resp.Body.Close()
