@@ -119,18 +119,8 @@ func redisOutage(t *testing.T, scenario string, kept bool, fault func(*testing.T
 	const stock = 30
 	s.MustSale(stock, 600)
 	waitStockSeen(t, s)
-
 	// Three units sold and paid through Redis before the fault.
-	var paid []string
-	for range 3 {
-		user := s.nextUser()
-		code, body, err := s.reserve(user, fmt.Sprintf("before-%d", user))
-		require.NoError(t, err)
-		require.Equal(t, http.StatusAccepted, code, "%v", body)
-		tok := body["token"].(string)
-		require.True(t, s.payWhenPending(user, tok), "paid")
-		paid = append(paid, tok)
-	}
+	paid := sellAndPay(t, s, 3)
 	waitStockSeen(t, s)
 
 	// 16 clients buy, one unit each, from the moment of the fault.
@@ -156,97 +146,19 @@ func redisOutage(t *testing.T, scenario string, kept bool, fault func(*testing.T
 		scenario, len(clients.tokens), sellingAgain, time.Since(healed))
 	require.Len(t, clients.tokens, 16)
 	assert.LessOrEqual(t, sellingAgain, 30*time.Second, "the sale sells again within 30 s")
-
-	// The sale is back on Redis, without an operator.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		got, err := s.st.GetSale(ctx, s.saleID)
-		if assert.NoError(c, err) {
-			assert.Equal(c, domain.ModeRedis, got.Mode)
-		}
-	}, 60*time.Second, 200*time.Millisecond)
+	waitBackOnRedis(t, s)
 
 	// Every 202 is kept: it reaches PENDING_PAYMENT (or, where the fault
 	// lost acknowledged writes, may end FAILED, never sold twice).
-	keptN, failed := 0, 0
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		keptN, failed = 0, 0
-		for user, tok := range clients.tokens {
-			st, err := s.status(user, tok)
-			if !assert.NoError(c, err) {
-				return
-			}
-			switch domain.ReservationStatus(st) {
-			case domain.StatusPendingPayment, domain.StatusPaid:
-				keptN++
-			case domain.StatusFailed:
-				failed++
-			}
-		}
-		assert.Equal(c, len(clients.tokens), keptN+failed, "every reservation placed or failed")
-	}, 60*time.Second, 200*time.Millisecond)
+	keptN, failed := waitPlacedOrFailed(t, s, clients.tokens)
 	if kept {
 		assert.Equal(t, len(clients.tokens), keptN, "every 202 reached PENDING_PAYMENT")
 	}
-
-	// Every outage reservation is cancelled; each user buys again.
-	for user, tok := range clients.tokens {
-		code, body, err := call(t, "POST", s.api.URL+"/api/v1/reservations/"+tok+"/cancel", user, map[string]any{})
-		require.NoError(t, err)
-		if code == http.StatusConflict { // FAILED: nothing to cancel
-			continue
-		}
-		require.Equal(t, http.StatusOK, code, "%v", body)
-	}
-	again := map[int64]string{}
-	for user := range clients.tokens {
-		req := fmt.Sprintf("again-%d", user)
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			code, body, err := s.reserve(user, req)
-			if assert.NoError(c, err) && assert.Equal(c, http.StatusAccepted, code, "user %d buys again: %v", user, body) {
-				again[user] = body["token"].(string)
-			}
-		}, 30*time.Second, 200*time.Millisecond)
-	}
-	rebought := len(again)
-	waitPlaced(t, s, again)
-
-	// Fresh users buy exactly what is neither paid nor pending.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	counts, err := s.st.CountReservations(ctx, s.saleID)
-	require.NoError(t, err)
-	unsold := stock - counts[domain.StatusPaid] - counts[domain.StatusPendingPayment] - counts[domain.StatusQueued]
-	fresh := 0
-	for {
-		user := s.nextUser()
-		code, body, err := s.reserve(user, fmt.Sprintf("fresh-%d", user))
-		require.NoError(t, err)
-		if code == http.StatusGone {
-			break
-		}
-		require.Equal(t, http.StatusAccepted, code, "%v", body)
-		fresh++
-		require.LessOrEqual(t, int64(fresh), unsold, "more fresh sales than units left")
-	}
-	assert.EqualValues(t, unsold, fresh, "fresh users buy exactly stock_total - PAID - PENDING_PAYMENT")
+	rebought := cancelAndBuyAgain(t, s, clients.tokens)
+	fresh, unsold := freshBuyTheRest(t, s, stock)
 	t.Logf("%s: %d/%d 202s kept (%d FAILED), %d users bought again, %d fresh units sold of %d unsold",
 		scenario, keptN, len(clients.tokens), failed, rebought, fresh, unsold)
-
-	// Reconciliation is clean within three passes.
-	s.repair = true
-	var rep *domain.ReconciliationReport
-	for pass := 1; pass <= 3; pass++ {
-		rep, err = s.reconciler().Run(ctx, s.saleID, true)
-		require.NoError(t, err)
-		if rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0 {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	assert.True(t, rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0,
-		"reconciliation clean within three passes: %+v", rep)
+	reconcileClean(t, s)
 	st := s.checkIdle(scenario, func(r *Row) {
 		r.Kept202, r.Given202, r.SellingAgain = keptN, len(clients.tokens), sellingAgain
 	})
@@ -259,6 +171,122 @@ func redisOutage(t *testing.T, scenario string, kept bool, fault func(*testing.T
 			}
 		}
 	}
+}
+
+// sellAndPay sells n units to new users through the API and pays them.
+func sellAndPay(t *testing.T, s *stack, n int) []string {
+	var paid []string
+	for range n {
+		user := s.nextUser()
+		code, body, err := s.reserve(user, fmt.Sprintf("before-%d", user))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, code, "%v", body)
+		tok := body["token"].(string)
+		require.True(t, s.payWhenPending(user, tok), "paid")
+		paid = append(paid, tok)
+	}
+	return paid
+}
+
+// waitBackOnRedis: the sale is back on Redis, without an operator.
+func waitBackOnRedis(t *testing.T, s *stack) {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := s.st.GetSale(ctx, s.saleID)
+		if assert.NoError(c, err) {
+			assert.Equal(c, domain.ModeRedis, got.Mode)
+		}
+	}, 60*time.Second, 200*time.Millisecond)
+}
+
+// waitPlacedOrFailed waits until every token is placed (PENDING_PAYMENT or
+// PAID) or FAILED, and counts each.
+func waitPlacedOrFailed(t *testing.T, s *stack, tokens map[int64]string) (placed, failed int) {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		placed, failed = 0, 0
+		for user, tok := range tokens {
+			st, err := s.status(user, tok)
+			if !assert.NoError(c, err) {
+				return
+			}
+			switch domain.ReservationStatus(st) {
+			case domain.StatusPendingPayment, domain.StatusPaid:
+				placed++
+			case domain.StatusFailed:
+				failed++
+			}
+		}
+		assert.Equal(c, len(tokens), placed+failed, "every reservation placed or failed")
+	}, 60*time.Second, 200*time.Millisecond)
+	return placed, failed
+}
+
+// cancelAndBuyAgain cancels every token (a FAILED one has nothing to
+// cancel), then each user buys again; it returns how many did.
+func cancelAndBuyAgain(t *testing.T, s *stack, tokens map[int64]string) int {
+	for user, tok := range tokens {
+		code, body, err := call(t, "POST", s.api.URL+"/api/v1/reservations/"+tok+"/cancel", user, map[string]any{})
+		require.NoError(t, err)
+		if code == http.StatusConflict { // FAILED: nothing to cancel
+			continue
+		}
+		require.Equal(t, http.StatusOK, code, "%v", body)
+	}
+	again := map[int64]string{}
+	for user := range tokens {
+		req := fmt.Sprintf("again-%d", user)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			code, body, err := s.reserve(user, req)
+			if assert.NoError(c, err) && assert.Equal(c, http.StatusAccepted, code, "user %d buys again: %v", user, body) {
+				again[user] = body["token"].(string)
+			}
+		}, 30*time.Second, 200*time.Millisecond)
+	}
+	waitPlaced(t, s, again)
+	return len(again)
+}
+
+// freshBuyTheRest: fresh users buy exactly what is neither paid, pending
+// nor queued.
+func freshBuyTheRest(t *testing.T, s *stack, stock int64) (fresh int, unsold int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	counts, err := s.st.CountReservations(ctx, s.saleID)
+	require.NoError(t, err)
+	unsold = stock - counts[domain.StatusPaid] - counts[domain.StatusPendingPayment] - counts[domain.StatusQueued]
+	for {
+		user := s.nextUser()
+		code, body, err := s.reserve(user, fmt.Sprintf("fresh-%d", user))
+		require.NoError(t, err)
+		if code == http.StatusGone {
+			break
+		}
+		require.Equal(t, http.StatusAccepted, code, "%v", body)
+		fresh++
+		require.LessOrEqual(t, int64(fresh), unsold, "more fresh sales than units left")
+	}
+	assert.EqualValues(t, unsold, fresh, "fresh users buy exactly stock_total - PAID - PENDING_PAYMENT")
+	return fresh, unsold
+}
+
+// reconcileClean: reconciliation (repairing) is clean within three passes.
+func reconcileClean(t *testing.T, s *stack) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	s.repair = true
+	var rep *domain.ReconciliationReport
+	for pass := 1; pass <= 3; pass++ {
+		rep, err = s.reconciler().Run(ctx, s.saleID, true)
+		require.NoError(t, err)
+		if rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	assert.True(t, rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0,
+		"reconciliation clean within three passes: %+v", rep)
 }
 
 // waitStockSeen waits until the worker has recorded the sale's Redis stock
