@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -137,162 +138,198 @@ func TestMixedVersionDeploy(t *testing.T) {
 	sale := oldAPI.mustLiveSaleAs(t, prevAdmin, stock, 600, 30*time.Minute)
 	rdb := testenv.MustRedis(t)
 
-	var all []res
-	reserveVia := func(s *stack, via string, n int) []res {
-		var out []res
-		for range n {
-			user := testenv.UniqueUser()
-			code, body := s.reserve(t, sale, user, fmt.Sprintf("mixed-%d", user))
-			require.Equal(t, http.StatusAccepted, code, "%s: %v", via, body)
-			out = append(out, res{user: user, token: body["token"].(string), via: via})
-		}
-		all = append(all, out...)
-		return out
-	}
-	pay := func(s *stack, r res) {
-		code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+r.token+"/payment", r.user, map[string]any{"payment_ref": "mixed-" + r.token[:8]})
-		require.Equal(t, http.StatusOK, code, "pay %s (taken by %s): %v", r.token, r.via, body)
-		require.Equal(t, "PAID", body["status"])
-	}
-	cancel := func(s *stack, r res) {
-		code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+r.token+"/cancel", r.user, nil)
-		require.Equal(t, http.StatusOK, code, "cancel %s (taken by %s): %v", r.token, r.via, body)
-		require.Equal(t, "CANCELLED", body["status"])
-	}
-	want := map[string]string{} // token -> final status
-	old1 := reserveVia(oldAPI, "old", 6)
+	m := &mixedRun{t: t, ctx: ctx, sale: sale, want: map[string]string{}} // want: token -> final status
+	old1 := m.reserveVia(oldAPI, "old", 6)
 	for _, r := range old1 {
 		oldAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
 	}
-	pay(oldAPI, old1[0])
-	cancel(oldAPI, old1[1])
+	m.pay(oldAPI, old1[0])
+	m.cancel(oldAPI, old1[1])
+	queued, newAPI, newWorker := m.workersFirst(oldAPI, oldWorker, tproxy, st, rdb, env, queue, old1)
+	m.sideBySide(oldAPI, newAPI, oldWorker, newWorker, append(old1[4:6:6], queued[0], queued[1]))
 
+	// 4. The old worker drains last.
+	oldWorker.Stop(t)
+	failures := len(nonDeterministic.FindAllString(oldWorker.Log(), -1))
+	t.Logf("old worker: %d nondeterminism log lines in all", failures)
+	for _, r := range m.all {
+		status, ok := m.want[r.token]
+		if !ok {
+			status = "PENDING_PAYMENT"
+		}
+		newAPI.waitStatus(t, r.user, r.token, status)
+	}
+	m.checkStock(newAPI, rdb, stock)
+	m.buyAgain([]*stack{oldAPI, newAPI})
+}
+
+// mixedRun is a mixed-version deploy's sale and what its reservations
+// must end as.
+type mixedRun struct {
+	t    *testing.T
+	ctx  context.Context
+	sale int64
+	all  []res
+	want map[string]string // token -> final status
+}
+
+func (m *mixedRun) reserveVia(s *stack, via string, n int) []res {
+	var out []res
+	for range n {
+		user := testenv.UniqueUser()
+		code, body := s.reserve(m.t, m.sale, user, fmt.Sprintf("mixed-%d", user))
+		require.Equal(m.t, http.StatusAccepted, code, "%s: %v", via, body)
+		out = append(out, res{user: user, token: body["token"].(string), via: via})
+	}
+	m.all = append(m.all, out...)
+	return out
+}
+
+func (m *mixedRun) pay(s *stack, r res) {
+	code, body := call(m.t, "POST", s.api.URL+"/api/v1/reservations/"+r.token+"/payment", r.user, map[string]any{"payment_ref": "mixed-" + r.token[:8]})
+	require.Equal(m.t, http.StatusOK, code, "pay %s (taken by %s): %v", r.token, r.via, body)
+	require.Equal(m.t, "PAID", body["status"])
+}
+
+func (m *mixedRun) cancel(s *stack, r res) {
+	code, body := call(m.t, "POST", s.api.URL+"/api/v1/reservations/"+r.token+"/cancel", r.user, nil)
+	require.Equal(m.t, http.StatusOK, code, "cancel %s (taken by %s): %v", r.token, r.via, body)
+	require.Equal(m.t, "CANCELLED", body["status"])
+}
+
+// workersFirst: the old worker stops and the new release starts; returns
+// the reservations that waited in the inbox and the new API and worker.
+func (m *mixedRun) workersFirst(oldAPI *stack, oldWorker *testenv.Worker, tproxy *netproxy.Proxy, st *store.Store, rdb redis.UniversalClient,
+	env map[string]string, queue string, old1 []res) ([]res, *stack, *testenv.Worker) {
 	// 2. Workers first: the old worker stops; reservations the old API
 	// takes while it cannot reach Temporal wait in the inbox, written by
 	// the old reserve script (the inbox entry's fields are unchanged since).
-	oldWorker.Stop(t)
+	oldWorker.Stop(m.t)
 	tproxy.SetCut(true)
-	queued := reserveVia(oldAPI, "old-inbox", 4)
-	tc := testenv.MustTemporal(t)
-	entries, err := rdb.XRange(ctx, lua.SaleKeys(sale).Inbox, "-", "+").Result()
-	require.NoError(t, err)
+	queued := m.reserveVia(oldAPI, "old-inbox", 4)
+	tc := testenv.MustTemporal(m.t)
+	entries, err := rdb.XRange(m.ctx, lua.SaleKeys(m.sale).Inbox, "-", "+").Result()
+	require.NoError(m.t, err)
 	fields := map[string][]string{}
 	for _, e := range entries {
 		tok, _ := e.Values["token"].(string)
 		fields[tok] = slices.Sorted(maps.Keys(e.Values))
 	}
 	for _, r := range queued {
-		require.Equal(t, []string{"request", "rid", "token", "user"}, fields[r.token], "the old script's entry for %s", r.token)
-		_, err := tc.DescribeWorkflow(ctx, domain.OrderWorkflowID(r.token), "")
+		require.Equal(m.t, []string{"request", "rid", "token", "user"}, fields[r.token], "the old script's entry for %s", r.token)
+		_, err := tc.DescribeWorkflow(m.ctx, domain.OrderWorkflowID(r.token), "")
 		var nf *serviceerror.NotFound
-		require.ErrorAs(t, err, &nf, "no workflow yet for %s: only a relay can start it", r.token)
+		require.ErrorAs(m.t, err, &nf, "no workflow yet for %s: only a relay can start it", r.token)
 	}
 	// The new release starts: its worker migrates the schema under the old
-	// API (nothing to migrate since 642e4c1, which applied 0006 itself),
-	// relays the old entries and replays the old workflows.
-	newWorker := testenv.MustWorker(t, "new-worker", env)
-	newAPI := &stack{queue: queue, api: testenv.MustAPI(t, "new-api", env)}
+	// API (the previous release already applied every migration), relays
+	// the old entries and replays the old workflows.
+	newWorker := testenv.MustWorker(m.t, "new-worker", env)
+	newAPI := &stack{queue: queue, api: testenv.MustAPI(m.t, "new-api", env)}
 	var applied int
-	require.NoError(t, st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = '0006_bucket_quota'").Scan(&applied))
-	require.Equal(t, 1, applied, "the shared database has the current schema")
+	require.NoError(m.t, st.DB.QueryRowContext(m.ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = '0006_bucket_quota'").Scan(&applied))
+	require.Equal(m.t, 1, applied, "the shared database has the current schema")
 	for _, r := range queued {
-		newAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
+		newAPI.waitStatus(m.t, r.user, r.token, "PENDING_PAYMENT")
 	}
 	tproxy.SetCut(false)
 	// The sale workflow the old API started and the old worker ran answers
 	// through the new worker, which replays its history and input.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		v, err := tc.QueryWorkflow(ctx, domain.SaleWorkflowID(sale), "", domain.QueryReport)
+	require.EventuallyWithT(m.t, func(c *assert.CollectT) {
+		v, err := tc.QueryWorkflow(m.ctx, domain.SaleWorkflowID(m.sale), "", domain.QueryReport)
 		if !assert.NoError(c, err) {
 			return
 		}
 		var rep map[string]any
 		assert.NoError(c, v.Get(&rep))
-		assert.EqualValues(c, sale, rep["sale_id"], "%v", rep)
+		assert.EqualValues(c, m.sale, rep["sale_id"], "%v", rep)
 	}, 30*time.Second, 500*time.Millisecond)
 	// Old workflows, their Redis tokens and payloads, read by new code.
-	pay(newAPI, old1[2])
-	cancel(newAPI, old1[3])
-	want[old1[0].token], want[old1[1].token] = "PAID", "CANCELLED"
-	want[old1[2].token], want[old1[3].token] = "PAID", "CANCELLED"
+	m.pay(newAPI, old1[2])
+	m.cancel(newAPI, old1[3])
+	m.want[old1[0].token], m.want[old1[1].token] = "PAID", "CANCELLED"
+	m.want[old1[2].token], m.want[old1[3].token] = "PAID", "CANCELLED"
+	return queued, newAPI, newWorker
+}
 
+// sideBySide: both releases on one queue, both APIs taking traffic; then
+// what the old code does with a workflow new code has run; then payments
+// and cancels through either API (of these and of earlier reservations).
+func (m *mixedRun) sideBySide(oldAPI, newAPI *stack, oldWorker, newWorker *testenv.Worker, earlier []res) {
+	t := m.t
+	tc := testenv.MustTemporal(t)
 	// 3. Both releases side by side on one queue: the old worker is back
 	// (a rolling restart that has not reached it), both APIs take traffic.
-	oldWorker.Restart(t)
-	oldWorker.WaitHealthy(t)
+	oldWorker.Restart(m.t)
+	oldWorker.WaitHealthy(m.t)
 	var mixed []res
 	for range 4 {
-		mixed = append(mixed, reserveVia(oldAPI, "old", 3)...)
-		mixed = append(mixed, reserveVia(newAPI, "new", 3)...)
+		mixed = append(mixed, m.reserveVia(oldAPI, "old", 3)...)
+		mixed = append(mixed, m.reserveVia(newAPI, "new", 3)...)
 	}
 	for _, r := range mixed {
-		newAPI.waitStatus(t, r.user, r.token, "PENDING_PAYMENT")
+		newAPI.waitStatus(m.t, r.user, r.token, "PENDING_PAYMENT")
 	}
 	apis := []*stack{oldAPI, newAPI}
 
 	// 3b. What the old code does with a workflow new code has run.
 	var marked res
 	if len(newVersionChanges) == 0 {
-		marked = oldWorkerAloneRunsNewWorkflows(t, tc, oldAPI, newWorker, oldWorker, mixed)
+		marked = oldWorkerAloneRunsNewWorkflows(m.t, tc, oldAPI, newWorker, oldWorker, mixed)
 	} else {
-		marked = oldWorkerBlocksOnNewMarkers(t, tc, oldAPI, newWorker, oldWorker, mixed)
+		marked = oldWorkerBlocksOnNewMarkers(m.t, tc, oldAPI, newWorker, oldWorker, mixed)
 	}
-	want[marked.token] = "PAID"
-	for i, r := range append(mixed, old1[4], old1[5], queued[0], queued[1]) {
+	m.want[marked.token] = "PAID"
+	for i, r := range append(mixed, earlier...) {
 		if r.token == marked.token {
 			continue
 		}
 		s := apis[i%2] // the other API half the time
 		switch i % 3 {
 		case 0:
-			pay(s, r)
-			want[r.token] = "PAID"
+			m.pay(s, r)
+			m.want[r.token] = "PAID"
 		case 1:
-			cancel(s, r)
-			want[r.token] = "CANCELLED"
+			m.cancel(s, r)
+			m.want[r.token] = "CANCELLED"
 		}
 	}
+}
 
-	// 4. The old worker drains last.
-	oldWorker.Stop(t)
-	failures := len(nonDeterministic.FindAllString(oldWorker.Log(), -1))
-	t.Logf("old worker: %d nondeterminism log lines in all", failures)
-
-	for _, r := range all {
-		status, ok := want[r.token]
-		if !ok {
-			status = "PENDING_PAYMENT"
-		}
-		newAPI.waitStatus(t, r.user, r.token, status)
-	}
+// checkStock: Redis, MySQL and reconciliation agree on the units on sale.
+func (m *mixedRun) checkStock(newAPI *stack, rdb redis.UniversalClient, stock int64) {
+	ctx := m.ctx
 	var held, paid int64
-	for _, s := range want {
+	for _, s := range m.want {
 		if s == "PAID" {
 			paid++
 		}
 	}
-	held = int64(len(all)) - int64(len(want))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		left, err := rdb.Get(ctx, lua.SaleKeys(sale).Stock).Int64()
+	held = int64(len(m.all)) - int64(len(m.want))
+	require.EventuallyWithT(m.t, func(c *assert.CollectT) {
+		left, err := rdb.Get(ctx, lua.SaleKeys(m.sale).Stock).Int64()
 		assert.NoError(c, err)
 		assert.Equal(c, int64(stock)-held-paid, left, "Redis: units on sale")
-		rep := newAPI.reconciliation(t, sale, false)
+		rep := newAPI.reconciliation(m.t, m.sale, false)
 		assert.True(c, rep.Consistent, "%s", rep.raw)
 		assert.Empty(c, rep.Discrepancies, "%s", rep.raw)
 		assert.Equal(c, int64(stock)-held-paid, rep.DBStock, "MySQL: units on sale")
 		assert.Equal(c, paid, rep.Orders["PAID"], "%s", rep.raw)
 	}, 60*time.Second, 500*time.Millisecond)
-	// Cancelled buyers may buy again, through either release.
+}
+
+// buyAgain: cancelled buyers may buy again, through either release.
+func (m *mixedRun) buyAgain(apis []*stack) {
 	again := 0
-	for _, r := range all {
-		if want[r.token] != "CANCELLED" || again == len(apis) {
+	for _, r := range m.all {
+		if m.want[r.token] != "CANCELLED" || again == len(apis) {
 			continue
 		}
-		code, body := apis[again].reserve(t, sale, r.user, fmt.Sprintf("mixed-again-%d", r.user))
-		require.Equal(t, http.StatusAccepted, code, "%v", body)
+		code, body := apis[again].reserve(m.t, m.sale, r.user, fmt.Sprintf("mixed-again-%d", r.user))
+		require.Equal(m.t, http.StatusAccepted, code, "%v", body)
 		again++
 	}
-	require.Equal(t, len(apis), again)
+	require.Equal(m.t, len(apis), again)
 }
 
 // hasVersionMarker tells whether the token's order workflow recorded the
