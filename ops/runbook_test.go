@@ -21,130 +21,177 @@ import (
 // Temporal server.
 func TestRunbookCommands(t *testing.T) {
 	s := MustStack(t, "runbook", nil)
-	rb := MustRunbook(t, s.api.URL)
-	saleID := s.MustLiveSale(t, 5, 600, time.Hour)
-	sid := fmt.Sprint(saleID)
-	u1, t1 := s.MustPending(t, saleID)
-	u2, t2 := s.MustPending(t, saleID)
-	_, t3 := s.MustPending(t, saleID)
-	vars := func(user int64, token string) map[string]string {
-		return map[string]string{"SALE_ID": sid, "USER_ID": fmt.Sprint(user), "TOKEN": token}
+	r := &runbookRun{t: t, s: s, rb: MustRunbook(t, s.api.URL)}
+	r.saleID = s.MustLiveSale(t, 5, 600, time.Hour)
+	r.sid = fmt.Sprint(r.saleID)
+	u1, t1 := s.MustPending(t, r.saleID)
+	u2, t2 := s.MustPending(t, r.saleID)
+	_, t3 := s.MustPending(t, r.saleID)
+	r.v1 = r.vars(u1, t1)
+	r.findOrders(t1, t2, t3)
+	r.inspect(t1, t2, t3)
+	again := r.cancelByOperator(u1, t1)
+	r.expireAndPause(u1, u2, t2, again)
+	r.paidNotCancellable(u1, again)
+	r.futureReportAndAttributes()
+	r.reconcileAndStop()
+	// Every tested command of the runbook ran here.
+	for name := range r.rb.cmds {
+		require.True(t, r.rb.used[name], "runbook command %s is not tested", name)
 	}
-	v1 := vars(u1, t1)
+	require.Contains(t, r.rb.cmds, "terminate")
+	require.True(t, strings.HasPrefix(r.rb.cmds["terminate"], "temporal workflow terminate"))
+}
 
+// runbookRun runs the runbook's commands against one stack and sale.
+type runbookRun struct {
+	t      *testing.T
+	s      *stack
+	rb     *runbook
+	saleID int64
+	sid    string
+	v1     map[string]string
+}
+
+func (r *runbookRun) vars(user int64, token string) map[string]string {
+	return map[string]string{"SALE_ID": r.sid, "USER_ID": fmt.Sprint(user), "TOKEN": token}
+}
+
+// findOrders: the listing and counting commands, a terminated workflow
+// and its repair.
+func (r *runbookRun) findOrders(t1, t2, t3 string) {
 	// Finding orders: the search attributes reach visibility shortly after
 	// each upsert.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		out, err := rb.try("list-pending", v1)
+	require.EventuallyWithT(r.t, func(c *assert.CollectT) {
+		out, err := r.rb.try("list-pending", r.v1)
 		assert.NoError(c, err, out)
 		for _, tok := range []string{t1, t2, t3} {
 			assert.Contains(c, out, "order:"+tok)
 		}
 	}, 60*time.Second, 500*time.Millisecond)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		out, err := rb.try("count-pending", v1)
+	require.EventuallyWithT(r.t, func(c *assert.CollectT) {
+		out, err := r.rb.try("count-pending", r.v1)
 		assert.NoError(c, err, out)
 		assert.Contains(c, out, "Total: 3")
 	}, 30*time.Second, 500*time.Millisecond)
 	// A terminated workflow is no longer counted as pending (its
 	// OrderStatus stays PENDING_PAYMENT); the repair gives it a new run,
 	// counted again.
-	rb.run("terminate", vars(0, t3))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		out, err := rb.try("count-pending", v1)
+	r.rb.run("terminate", r.vars(0, t3))
+	require.EventuallyWithT(r.t, func(c *assert.CollectT) {
+		out, err := r.rb.try("count-pending", r.v1)
 		assert.NoError(c, err, out)
 		assert.Contains(c, out, "Total: 2")
-		out, err = rb.try("list-pending", v1)
+		out, err = r.rb.try("list-pending", r.v1)
 		assert.NoError(c, err, out)
 		assert.NotContains(c, out, "order:"+t3)
 	}, 30*time.Second, 500*time.Millisecond)
-	out := rb.run("reconcile-repair", v1)
-	require.NotContains(t, out, `"repaired":false`, out)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		out, err := rb.try("count-pending", v1)
+	out := r.rb.run("reconcile-repair", r.v1)
+	require.NotContains(r.t, out, `"repaired":false`, out)
+	require.EventuallyWithT(r.t, func(c *assert.CollectT) {
+		out, err := r.rb.try("count-pending", r.v1)
 		assert.NoError(c, err, out)
 		assert.Contains(c, out, "Total: 3")
 	}, 30*time.Second, 500*time.Millisecond)
+}
 
+// inspect: the fleet view, the listings and one order's description.
+func (r *runbookRun) inspect(t1, t2, t3 string) {
 	// The fleet's view of Redis: this stack's API and worker, both up.
-	out = rb.run("fleet-view", v1)
-	require.Regexp(t, `(?m)^api/\S+\s+api\s+1\s`, out)
-	require.Regexp(t, `(?m)^worker/\S+\s+worker\s+1\s`, out)
+	out := r.rb.run("fleet-view", r.v1)
+	require.Regexp(r.t, `(?m)^api/\S+\s+api\s+1\s`, out)
+	require.Regexp(r.t, `(?m)^worker/\S+\s+worker\s+1\s`, out)
 
-	out = rb.run("list-sale", v1)
+	out = r.rb.run("list-sale", r.v1)
 	for _, tok := range []string{t1, t2, t3} {
-		require.Contains(t, out, "order:"+tok)
+		require.Contains(r.t, out, "order:"+tok)
 	}
-	out = rb.run("list-user", v1)
-	require.Contains(t, out, "order:"+t1)
-	require.NotContains(t, out, "order:"+t2)
-	out = rb.run("describe", v1)
-	require.Contains(t, out, "order:"+t1)
-	require.Contains(t, out, "PENDING_PAYMENT") // the OrderStatus search attribute
-	out = rb.run("show", v1)
-	require.Contains(t, out, "WorkflowExecutionStarted")
+	out = r.rb.run("list-user", r.v1)
+	require.Contains(r.t, out, "order:"+t1)
+	require.NotContains(r.t, out, "order:"+t2)
+	out = r.rb.run("describe", r.v1)
+	require.Contains(r.t, out, "order:"+t1)
+	require.Contains(r.t, out, "PENDING_PAYMENT") // the OrderStatus search attribute
+	out = r.rb.run("show", r.v1)
+	require.Contains(r.t, out, "WorkflowExecutionStarted")
+}
 
+// cancelByOperator cancels u1's order, checks the repeat is refused, and
+// returns the token of u1's reservation made again.
+func (r *runbookRun) cancelByOperator(u1 int64, t1 string) string {
 	// Operator cancel: CANCELLED, and the unit is back at once (the user
 	// may reserve again).
-	out = rb.run("cancel", v1)
-	require.Contains(t, out, "CANCELLED")
-	s.waitStatus(t, u1, t1, "CANCELLED")
+	out := r.rb.run("cancel", r.v1)
+	require.Contains(r.t, out, "CANCELLED")
+	r.s.waitStatus(r.t, u1, t1, "CANCELLED")
 	// Repeated once the workflow completed: exit 1, as the runbook says,
 	// and nothing changes.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		out, err := rb.try("cancel", v1)
+	require.EventuallyWithT(r.t, func(c *assert.CollectT) {
+		out, err := r.rb.try("cancel", r.v1)
 		assert.Error(c, err, out)
 		assert.Contains(c, out, "workflow execution already completed")
 	}, 30*time.Second, 500*time.Millisecond)
-	s.waitStatus(t, u1, t1, "CANCELLED")
-	out = rb.run("describe", v1)
-	require.Contains(t, out, "CANCELLED")
-	code, body := s.reserve(t, saleID, u1, fmt.Sprintf("ops-again-%d", u1))
-	require.Equal(t, http.StatusAccepted, code, "%v", body)
+	r.s.waitStatus(r.t, u1, t1, "CANCELLED")
+	out = r.rb.run("describe", r.v1)
+	require.Contains(r.t, out, "CANCELLED")
+	code, body := r.s.reserve(r.t, r.saleID, u1, fmt.Sprintf("ops-again-%d", u1))
+	require.Equal(r.t, http.StatusAccepted, code, "%v", body)
 	again := body["token"].(string)
+	return again
+}
 
+// expireAndPause: operator expiry, the sale workflow's queries, pause and
+// resume.
+func (r *runbookRun) expireAndPause(u1, u2 int64, t2, again string) {
 	// Operator expiry.
-	out = rb.run("expire", vars(u2, t2))
-	require.Contains(t, out, "EXPIRED")
-	s.waitStatus(t, u2, t2, "EXPIRED")
+	out := r.rb.run("expire", r.vars(u2, t2))
+	require.Contains(r.t, out, "EXPIRED")
+	r.s.waitStatus(r.t, u2, t2, "EXPIRED")
 
 	// The sale workflow answers its queries.
-	out = rb.run("query-phase", v1)
-	require.Contains(t, out, "live")
-	rb.run("query-report", v1)
+	out = r.rb.run("query-phase", r.v1)
+	require.Contains(r.t, out, "live")
+	r.rb.run("query-report", r.v1)
 
 	// Pause answers 403 sale_paused at once; resume restores.
-	out = rb.run("pause", v1)
-	require.Contains(t, out, `"sale_id":`+sid)
-	code, body = s.reserve(t, saleID, testenv.UniqueUser(), "ops-paused-1")
-	require.Equal(t, http.StatusForbidden, code)
-	require.Equal(t, "sale_paused", errCode(body))
-	rb.run("resume", v1)
+	out = r.rb.run("pause", r.v1)
+	require.Contains(r.t, out, `"sale_id":`+r.sid)
+	code, body := r.s.reserve(r.t, r.saleID, testenv.UniqueUser(), "ops-paused-1")
+	require.Equal(r.t, http.StatusForbidden, code)
+	require.Equal(r.t, "sale_paused", errCode(body))
+	r.rb.run("resume", r.v1)
 	u4 := testenv.UniqueUser()
-	code, body = s.reserve(t, saleID, u4, "ops-resumed-1")
-	require.Equal(t, http.StatusAccepted, code, "%v", body)
-	s.waitStatus(t, u1, again, "PENDING_PAYMENT")
-	s.waitStatus(t, u4, body["token"].(string), "PENDING_PAYMENT")
+	code, body = r.s.reserve(r.t, r.saleID, u4, "ops-resumed-1")
+	require.Equal(r.t, http.StatusAccepted, code, "%v", body)
+	r.s.waitStatus(r.t, u1, again, "PENDING_PAYMENT")
+	r.s.waitStatus(r.t, u4, body["token"].(string), "PENDING_PAYMENT")
+}
 
+// paidNotCancellable: cancelling a PAID order is refused.
+func (r *runbookRun) paidNotCancellable(u1 int64, again string) {
 	// Cancelling a PAID order: refused, as the runbook says; still PAID.
-	code, body = call(t, "POST", s.api.URL+"/api/v1/reservations/"+again+"/payment", u1, map[string]any{"payment_ref": "ops-paid-1"})
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	out, err := rb.try("cancel", vars(u1, again))
-	require.Error(t, err, out)
-	require.True(t, strings.Contains(out, "workflow execution already completed") || strings.Contains(out, "not_cancellable"), out)
-	s.waitStatus(t, u1, again, "PAID")
+	code, body := call(r.t, "POST", r.s.api.URL+"/api/v1/reservations/"+again+"/payment", u1, map[string]any{"payment_ref": "ops-paid-1"})
+	require.Equal(r.t, http.StatusOK, code, "%v", body)
+	out, err := r.rb.try("cancel", r.vars(u1, again))
+	require.Error(r.t, err, out)
+	require.True(r.t, strings.Contains(out, "workflow execution already completed") || strings.Contains(out, "not_cancellable"), out)
+	r.s.waitStatus(r.t, u1, again, "PAID")
+}
 
+// futureReportAndAttributes: a sale not yet reconciled says so; creating
+// the search attributes again is harmless.
+func (r *runbookRun) futureReportAndAttributes() {
 	// The report query of a sale not yet reconciled says so.
 	now := time.Now().UTC()
-	code, future := call(t, "POST", s.api.URL+"/admin/v1/sales", -1, map[string]any{
+	code, future := call(r.t, "POST", r.s.api.URL+"/admin/v1/sales", -1, map[string]any{
 		"goods_id": 1, "title": "later", "price_cents": 500, "stock": 1, "buckets": 1,
 		"starts_at": now.Add(time.Hour).Format(time.RFC3339), "ends_at": now.Add(2 * time.Hour).Format(time.RFC3339),
 	})
-	require.Equal(t, http.StatusCreated, code, "%v", future)
+	require.Equal(r.t, http.StatusCreated, code, "%v", future)
 	futureID := fmt.Sprint(int64(future["sale_id"].(float64)))
-	MustCleanWorkflows(t, int64(future["sale_id"].(float64)))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		out, err := rb.try("query-report", map[string]string{"SALE_ID": futureID})
+	MustCleanWorkflows(r.t, int64(future["sale_id"].(float64)))
+	require.EventuallyWithT(r.t, func(c *assert.CollectT) {
+		out, err := r.rb.try("query-report", map[string]string{"SALE_ID": futureID})
 		assert.NoError(c, err, out)
 		assert.Contains(c, out, "no reconciliation report yet", out)
 		assert.Contains(c, out, `"phase":"waiting"`, out)
@@ -152,15 +199,19 @@ func TestRunbookCommands(t *testing.T) {
 
 	// Creating the search attributes, as on a real cluster: they exist on
 	// the test server, so this is the repeat, which is harmless.
-	out = rb.run("create-search-attributes", v1)
+	out := r.rb.run("create-search-attributes", r.v1)
 	for _, name := range []string{"SaleId", "UserId", "OrderStatus"} {
-		require.Contains(t, out, name)
+		require.Contains(r.t, out, name)
 	}
+}
 
+// reconcileAndStop: reconciliation through the documented calls, more
+// stock, and the stop.
+func (r *runbookRun) reconcileAndStop() {
 	// Reconciliation through the documented calls: consistent once the
 	// holds are orders; t1 and t2 ended, t3, again and u4's are pending.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		out, err := rb.try("reconcile", v1)
+	require.EventuallyWithT(r.t, func(c *assert.CollectT) {
+		out, err := r.rb.try("reconcile", r.v1)
 		if !assert.NoError(c, err, out) {
 			return
 		}
@@ -177,27 +228,20 @@ func TestRunbookCommands(t *testing.T) {
 		assert.EqualValues(c, 2, rep.RedisStock, out)
 		assert.EqualValues(c, 2, rep.DBStock, out)
 	}, 60*time.Second, time.Second)
-	out = rb.run("reconcile-repair", v1)
-	require.Contains(t, out, `"consistent":true`)
+	out := r.rb.run("reconcile-repair", r.v1)
+	require.Contains(r.t, out, `"consistent":true`)
 
 	// Stock: ten more units, committed and then in Redis; the pending
 	// query runs (its rows drain as Redis takes them).
-	out = rb.run("stock", v1)
-	require.Contains(t, out, `"stock_total":15`, out)
-	out = rb.run("stock-pending", v1)
-	require.NotContains(t, out, "ERROR", out)
-	out = rb.run("stop", v1)
-	require.Contains(t, out, `"sale_id":`+sid, out)
-	code, body = s.reserve(t, saleID, testenv.UniqueUser(), "ops-stopped-1")
-	require.Equal(t, http.StatusForbidden, code, "%v", body)
-	require.Equal(t, "sale_ended", errCode(body))
-
-	// Every tested command of the runbook ran here.
-	for name := range rb.cmds {
-		require.True(t, rb.used[name], "runbook command %s is not tested", name)
-	}
-	require.Contains(t, rb.cmds, "terminate")
-	require.True(t, strings.HasPrefix(rb.cmds["terminate"], "temporal workflow terminate"))
+	out = r.rb.run("stock", r.v1)
+	require.Contains(r.t, out, `"stock_total":15`, out)
+	out = r.rb.run("stock-pending", r.v1)
+	require.NotContains(r.t, out, "ERROR", out)
+	out = r.rb.run("stop", r.v1)
+	require.Contains(r.t, out, `"sale_id":`+r.sid, out)
+	code, body := r.s.reserve(r.t, r.saleID, testenv.UniqueUser(), "ops-stopped-1")
+	require.Equal(r.t, http.StatusForbidden, code, "%v", body)
+	require.Equal(r.t, "sale_ended", errCode(body))
 }
 
 // TestRunbookBlocksAreMarked checks that every fenced block of
