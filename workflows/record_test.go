@@ -70,124 +70,144 @@ func TestRecordHistories(t *testing.T) {
 
 func recordings() []recording {
 	return []recording{
-		{orderHistoryPrefix + "paid", func(s *stack) (string, string) {
-			sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
-			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-paid")
-			s.waitStatus(in.Token, domain.StatusPendingPayment)
-			s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-pay"}, domain.StatusPaid)
-			require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
-		{orderHistoryPrefix + "expired", func(s *stack) (string, string) {
-			sale := s.MustWarmSale(s.t, 1, time.Second, 1)
-			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-expired")
-			require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
-		{orderHistoryPrefix + "cancel_pending", func(s *stack) (string, string) {
-			sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
-			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-cancel")
-			s.waitStatus(in.Token, domain.StatusPendingPayment)
-			s.mustUpdate(in.Token, domain.UpdateCancel, domain.CancelRequest{Reason: "record"}, domain.StatusCancelled)
-			require.Equal(s.t, domain.StatusCancelled, s.result(in.Token).Status)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
-		{orderHistoryPrefix + "operator_expire", func(s *stack) (string, string) {
-			sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
-			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-opexpire")
-			s.waitStatus(in.Token, domain.StatusPendingPayment)
-			s.mustUpdate(in.Token, domain.UpdateExpire, domain.CancelRequest{Reason: "operator"}, domain.StatusExpired)
-			require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
+		{orderHistoryPrefix + "paid", recordPaid},
+		{orderHistoryPrefix + "expired", recordExpired},
+		{orderHistoryPrefix + "cancel_pending", recordCancelPending},
+		{orderHistoryPrefix + "operator_expire", recordOperatorExpire},
 		{orderHistoryPrefix + "cancel_queued", recordCancelQueued},
-		{orderHistoryPrefix + "paid_while_redis_away", func(s *stack) (string, string) {
-			away, proxy := mustRedisAwayStack(s.t)
-			in, st, err := away.payWhileRedisAway(proxy)
-			require.NoError(s.t, err)
-			require.Equal(s.t, domain.StatusPaid, st.Status)
-			require.Equal(s.t, domain.StatusPaid, away.result(in.Token).Status)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
+		{orderHistoryPrefix + "paid_while_redis_away", recordPaidWhileRedisAway},
 		{orderHistoryPrefix + "pay_races_timer", recordPayRacesTimer},
-		{orderHistoryPrefix + "failed_no_stock", func(s *stack) (string, string) {
-			sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
-			require.NoError(s.t, s.st.AdjustStock(ctxT(s.t, 10*time.Second), sale.ID, -1, fmt.Sprintf("rec-withdraw-%d", sale.ID)))
-			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-nostock")
-			st := s.result(in.Token)
-			require.Equal(s.t, domain.StatusFailed, st.Status)
-			require.Equal(s.t, domain.FailReasonNoStock, st.FailReason)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
-		{orderHistoryPrefix + "failed_already_purchased", func(s *stack) (string, string) {
-			// The user's live order holds the database's one live slot; a
-			// second reservation of theirs (here without a Redis hold, as
-			// after a lost buyer mark) fails already_purchased.
-			sale := s.MustWarmSale(s.t, 2, 10*time.Minute, 2)
-			user := testenv.UniqueUser()
-			first := s.MustOrder(sale, user, "req-rec-ap-1")
-			s.waitStatus(first.Token, domain.StatusPendingPayment)
-			second := domain.OrderInput{
-				Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-rec-ap-2"), SaleID: sale.ID, UserID: user,
-				RequestID: "req-rec-ap-2", Path: domain.PathRedis,
-			}
-			require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
-			st := s.result(second.Token)
-			require.Equal(s.t, domain.StatusFailed, st.Status)
-			require.Equal(s.t, domain.FailReasonAlreadyPurchased, st.FailReason)
-			s.mustUpdate(first.Token, domain.UpdateCancel, domain.CancelRequest{Reason: "cleanup"}, domain.StatusCancelled)
-			return domain.OrderWorkflowID(second.Token), ""
-		}},
-		{orderHistoryPrefix + "database_path", func(s *stack) (string, string) {
-			ctx := ctxT(s.t, 30*time.Second)
-			sale := testenv.MustSale(s.t, s.st, 1)
-			require.NoError(s.t, s.st.RecordRedisStock(ctx, sale.ID, 1, time.Now()))
-			_, err := s.st.SwitchToDatabase(ctx, sale.ID, 0)
-			require.NoError(s.t, err)
-			user := testenv.UniqueUser()
-			in := domain.OrderInput{
-				Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-rec-db"), SaleID: sale.ID, UserID: user,
-				RequestID: "req-rec-db", Path: domain.PathDatabase, Deducted: true,
-			}
-			res, _, err := s.st.ReserveInDB(ctx, in)
-			require.NoError(s.t, err)
-			require.Equal(s.t, domain.StatusPendingPayment, res.Status)
-			require.NoError(s.t, StartOrder(ctx, s.c, s.queue, in))
-			s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
-			s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-db-pay"}, domain.StatusPaid)
-			require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
-		{orderHistoryPrefix + "rerun_pending", func(s *stack) (string, string) {
-			// An operator terminated a pending order's workflow; a new run
-			// adopts the order and waits for its payment.
-			sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
-			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-rerun")
-			s.waitStatus(in.Token, domain.StatusPendingPayment)
-			require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
-			require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
-			s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
-			s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-rerun-pay"}, domain.StatusPaid)
-			require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
-		{orderHistoryPrefix + "rerun_ended", func(s *stack) (string, string) {
-			// The run before stopped between the database's release and
-			// Redis's: the rerun finds the end and finishes Redis.
-			sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
-			in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-rerun-end")
-			s.waitStatus(in.Token, domain.StatusPendingPayment)
-			require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
-			_, err := s.st.ReleaseOrder(ctxT(s.t, 10*time.Second), in.Token, domain.StatusExpired)
-			require.NoError(s.t, err)
-			require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
-			require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
-			s.requireConsistent(sale)
-			return domain.OrderWorkflowID(in.Token), ""
-		}},
+		{orderHistoryPrefix + "failed_no_stock", recordFailedNoStock},
+		{orderHistoryPrefix + "failed_already_purchased", recordFailedAlreadyPurchased},
+		{orderHistoryPrefix + "database_path", recordDatabasePath},
+		{orderHistoryPrefix + "rerun_pending", recordRerunPending},
+		{orderHistoryPrefix + "rerun_ended", recordRerunEnded},
 		{saleHistoryPrefix + "life", recordSaleLife},
 		{saleHistoryPrefix + "continue_as_new", recordSaleContinueAsNew},
 	}
+}
+
+func recordPaid(s *stack) (string, string) {
+	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-paid")
+	s.waitStatus(in.Token, domain.StatusPendingPayment)
+	s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-pay"}, domain.StatusPaid)
+	require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordExpired(s *stack) (string, string) {
+	sale := s.MustWarmSale(s.t, 1, time.Second, 1)
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-expired")
+	require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordCancelPending(s *stack) (string, string) {
+	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-cancel")
+	s.waitStatus(in.Token, domain.StatusPendingPayment)
+	s.mustUpdate(in.Token, domain.UpdateCancel, domain.CancelRequest{Reason: "record"}, domain.StatusCancelled)
+	require.Equal(s.t, domain.StatusCancelled, s.result(in.Token).Status)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordOperatorExpire(s *stack) (string, string) {
+	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-opexpire")
+	s.waitStatus(in.Token, domain.StatusPendingPayment)
+	s.mustUpdate(in.Token, domain.UpdateExpire, domain.CancelRequest{Reason: "operator"}, domain.StatusExpired)
+	require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordPaidWhileRedisAway(s *stack) (string, string) {
+	away, proxy := mustRedisAwayStack(s.t)
+	in, st, err := away.payWhileRedisAway(proxy)
+	require.NoError(s.t, err)
+	require.Equal(s.t, domain.StatusPaid, st.Status)
+	require.Equal(s.t, domain.StatusPaid, away.result(in.Token).Status)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordFailedNoStock(s *stack) (string, string) {
+	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
+	require.NoError(s.t, s.st.AdjustStock(ctxT(s.t, 10*time.Second), sale.ID, -1, fmt.Sprintf("rec-withdraw-%d", sale.ID)))
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-nostock")
+	st := s.result(in.Token)
+	require.Equal(s.t, domain.StatusFailed, st.Status)
+	require.Equal(s.t, domain.FailReasonNoStock, st.FailReason)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordFailedAlreadyPurchased(s *stack) (string, string) {
+	// The user's live order holds the database's one live slot; a
+	// second reservation of theirs (here without a Redis hold, as
+	// after a lost buyer mark) fails already_purchased.
+	sale := s.MustWarmSale(s.t, 2, 10*time.Minute, 2)
+	user := testenv.UniqueUser()
+	first := s.MustOrder(sale, user, "req-rec-ap-1")
+	s.waitStatus(first.Token, domain.StatusPendingPayment)
+	second := domain.OrderInput{
+		Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-rec-ap-2"), SaleID: sale.ID, UserID: user,
+		RequestID: "req-rec-ap-2", Path: domain.PathRedis,
+	}
+	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
+	st := s.result(second.Token)
+	require.Equal(s.t, domain.StatusFailed, st.Status)
+	require.Equal(s.t, domain.FailReasonAlreadyPurchased, st.FailReason)
+	s.mustUpdate(first.Token, domain.UpdateCancel, domain.CancelRequest{Reason: "cleanup"}, domain.StatusCancelled)
+	return domain.OrderWorkflowID(second.Token), ""
+}
+
+func recordDatabasePath(s *stack) (string, string) {
+	ctx := ctxT(s.t, 30*time.Second)
+	sale := testenv.MustSale(s.t, s.st, 1)
+	require.NoError(s.t, s.st.RecordRedisStock(ctx, sale.ID, 1, time.Now()))
+	_, err := s.st.SwitchToDatabase(ctx, sale.ID, 0)
+	require.NoError(s.t, err)
+	user := testenv.UniqueUser()
+	in := domain.OrderInput{
+		Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-rec-db"), SaleID: sale.ID, UserID: user,
+		RequestID: "req-rec-db", Path: domain.PathDatabase, Deducted: true,
+	}
+	res, _, err := s.st.ReserveInDB(ctx, in)
+	require.NoError(s.t, err)
+	require.Equal(s.t, domain.StatusPendingPayment, res.Status)
+	require.NoError(s.t, StartOrder(ctx, s.c, s.queue, in))
+	s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
+	s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-db-pay"}, domain.StatusPaid)
+	require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordRerunPending(s *stack) (string, string) {
+	// An operator terminated a pending order's workflow; a new run
+	// adopts the order and waits for its payment.
+	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-rerun")
+	s.waitStatus(in.Token, domain.StatusPendingPayment)
+	require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
+	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
+	s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-rerun-pay"}, domain.StatusPaid)
+	require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
+func recordRerunEnded(s *stack) (string, string) {
+	// The run before stopped between the database's release and
+	// Redis's: the rerun finds the end and finishes Redis.
+	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-rerun-end")
+	s.waitStatus(in.Token, domain.StatusPendingPayment)
+	require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
+	_, err := s.st.ReleaseOrder(ctxT(s.t, 10*time.Second), in.Token, domain.StatusExpired)
+	require.NoError(s.t, err)
+	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
+	s.requireConsistent(sale)
+	return domain.OrderWorkflowID(in.Token), ""
 }
 
 // mustUpdate sends an update and requires its answer's status.
