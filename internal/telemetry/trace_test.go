@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 	enumspb "go.temporal.io/api/enums/v1"
+	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tworker "go.temporal.io/sdk/worker"
 
@@ -83,35 +84,9 @@ func TestOneReservationOneTrace(t *testing.T) {
 	t.Cleanup(tc.Close)
 	client := lua.NewClient(rdb)
 
-	w := tworker.New(tc, cfg.TaskQueue, tworker.Options{})
-	workflows.Register(w, &activities.Activities{Store: st, Redis: client})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-
-	metrics, err := worker.NewMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
-	relay := &worker.Relay{
-		Redis: client, Store: st, Consumer: "telemetry-test", MinIdle: time.Minute, DeadAfter: time.Hour,
-		MaxDelivery: 10, Logger: logger, Metrics: metrics,
-		Starter: func(ctx context.Context, in domain.OrderInput) error {
-			return workflows.StartOrder(ctx, tc, cfg.TaskQueue, in)
-		},
-	}
-	stop, stopRelay := context.WithCancel(context.Background())
-	relayDone := make(chan struct{})
-	go func() { defer close(relayDone); relay.Run(stop, context.Background()) }()
-	t.Cleanup(func() { stopRelay(); <-relayDone })
-
-	serve := func(app *fiber.App) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		go func() { _ = app.Listener(ln) }()
-		t.Cleanup(func() { _ = app.ShutdownWithTimeout(5 * time.Second) })
-		return "http://" + ln.Addr().String()
-	}
-	withStarter := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client, Temporal: tc}))
-	relayOnly := serve(api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client}))
-
+	startWorkerAndRelay(t, tc, cfg.TaskQueue, st, client, logger)
+	withStarter := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client, Temporal: tc}))
+	relayOnly := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client}))
 	sale := testenv.MustSale(t, st, 5)
 	testenv.MustWarm(t, st, rdb, sale)
 	t.Cleanup(func() {
@@ -130,78 +105,129 @@ func TestOneReservationOneTrace(t *testing.T) {
 
 	for name, base := range map[string]string{"started by the API": withStarter, "started by the relay": relayOnly} {
 		t.Run(name, func(t *testing.T) {
-			user := testenv.UniqueUser()
-			tok, err := testenv.Token(user)
-			require.NoError(t, err)
-			req, err := http.NewRequest("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", base, sale.ID),
-				strings.NewReader(fmt.Sprintf(`{"request_id":"trace-%d"}`, user)))
-			require.NoError(t, err)
-			req.Header.Set("Authorization", "Bearer "+tok)
-			req.Header.Set("Content-Type", "application/json")
-			httpRequestID := fmt.Sprintf("click-%d", user)
-			req.Header.Set(reqid.Header, httpRequestID)
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			var accepted struct {
-				Token string `json:"token"`
-			}
-			require.NoError(t, json.NewDecoder(resp.Body).Decode(&accepted))
-			resp.Body.Close()
-			require.Equal(t, http.StatusAccepted, resp.StatusCode)
-			// otelfiber returns the server span's context.
-			parts := strings.Split(resp.Header.Get("traceparent"), "-")
-			require.Len(t, parts, 4, "traceparent %q", resp.Header.Get("traceparent"))
-			traceID := parts[1]
-
-			want := []string{
-				"/api/v1/sales/:sale_id/reservations", // the HTTP request (route template)
-				"evalsha",                             // the reserve script
-				"StartWorkflow:" + domain.OrderWorkflowName,
-				// The workflow's own span ends with it (paid or expired);
-				// its activities' spans are already in.
-				"RunActivity:",
-				"db.system=mysql",
-			}
-			var names []string
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				names = names[:0]
-				seen := map[string]bool{}
-				for _, s := range exp.GetSpans() {
-					if s.SpanContext.TraceID().String() != traceID {
-						continue
-					}
-					names = append(names, s.Name)
-					seen[s.Name] = true
-					if strings.HasPrefix(s.Name, "RunActivity:") {
-						seen["RunActivity:"] = true
-					}
-					for _, a := range s.Attributes {
-						if a.Key == "db.system" && a.Value.AsString() == "mysql" {
-							seen["db.system=mysql"] = true
-						}
-					}
-				}
-				for _, n := range want {
-					assert.True(c, seen[n], "no %q span in the trace", n)
-				}
-			}, 60*time.Second, 250*time.Millisecond)
+			token, traceID, httpRequestID := reserveTraced(t, base, sale.ID)
+			names := waitTraceSpans(t, exp, traceID)
 			sort.Strings(names)
 			t.Logf("trace %s: %d spans: %s", traceID, len(names), strings.Join(names, ", "))
-
 			// The workflow's start names the request, whoever started it.
-			hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer hcancel()
-			it := tc.GetWorkflowHistory(hctx, domain.OrderWorkflowID(accepted.Token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			require.True(t, it.HasNext())
-			ev, err := it.Next()
-			require.NoError(t, err)
-			p, ok := ev.GetWorkflowExecutionStartedEventAttributes().GetHeader().GetFields()[reqid.TemporalHeader]
-			require.True(t, ok, "no %s header on the workflow's start", reqid.TemporalHeader)
-			var got string
-			require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &got))
-			require.Equal(t, httpRequestID, got)
+			require.Equal(t, httpRequestID, startRequestID(t, tc, token))
 		})
 	}
+}
+
+// startWorkerAndRelay runs an order worker and an inbox relay on queue
+// until the test ends.
+func startWorkerAndRelay(t *testing.T, tc tclient.Client, queue string, st *store.Store, client *lua.Client, logger *slog.Logger) {
+	w := tworker.New(tc, queue, tworker.Options{})
+	workflows.Register(w, &activities.Activities{Store: st, Redis: client})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	metrics, err := worker.NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	relay := &worker.Relay{
+		Redis: client, Store: st, Consumer: "telemetry-test", MinIdle: time.Minute, DeadAfter: time.Hour,
+		MaxDelivery: 10, Logger: logger, Metrics: metrics,
+		Starter: func(ctx context.Context, in domain.OrderInput) error {
+			return workflows.StartOrder(ctx, tc, queue, in)
+		},
+	}
+	stop, stopRelay := context.WithCancel(context.Background())
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); relay.Run(stop, context.Background()) }()
+	t.Cleanup(func() { stopRelay(); <-relayDone })
+}
+
+// serveApp serves app on a free port until the test ends and returns its
+// base URL.
+func serveApp(t *testing.T, app *fiber.App) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.ShutdownWithTimeout(5 * time.Second) })
+	return "http://" + ln.Addr().String()
+
+}
+
+// reserveTraced makes a reservation through base and returns its token,
+// the trace id the answer names and the X-Request-Id it was sent with.
+func reserveTraced(t *testing.T, base string, saleID int64) (token, traceID, httpRequestID string) {
+	user := testenv.UniqueUser()
+	tok, err := testenv.Token(user)
+	require.NoError(t, err)
+	req, err := http.NewRequest("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", base, saleID),
+		strings.NewReader(fmt.Sprintf(`{"request_id":"trace-%d"}`, user)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	httpRequestID = fmt.Sprintf("click-%d", user)
+	req.Header.Set(reqid.Header, httpRequestID)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var accepted struct {
+		Token string `json:"token"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&accepted))
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	// otelfiber returns the server span's context.
+	parts := strings.Split(resp.Header.Get("traceparent"), "-")
+	require.Len(t, parts, 4, "traceparent %q", resp.Header.Get("traceparent"))
+	return accepted.Token, parts[1], httpRequestID
+}
+
+// waitTraceSpans waits until the trace holds the request's, the script's,
+// the start's, an activity's and a MySQL span, and returns its spans'
+// names.
+func waitTraceSpans(t *testing.T, exp *tracetest.InMemoryExporter, traceID string) []string {
+	want := []string{
+		"/api/v1/sales/:sale_id/reservations", // the HTTP request (route template)
+		"evalsha",                             // the reserve script
+		"StartWorkflow:" + domain.OrderWorkflowName,
+		// The workflow's own span ends with it (paid or expired);
+		// its activities' spans are already in.
+		"RunActivity:",
+		"db.system=mysql",
+	}
+	var names []string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		names = names[:0]
+		seen := map[string]bool{}
+		for _, s := range exp.GetSpans() {
+			if s.SpanContext.TraceID().String() != traceID {
+				continue
+			}
+			names = append(names, s.Name)
+			seen[s.Name] = true
+			if strings.HasPrefix(s.Name, "RunActivity:") {
+				seen["RunActivity:"] = true
+			}
+			for _, a := range s.Attributes {
+				if a.Key == "db.system" && a.Value.AsString() == "mysql" {
+					seen["db.system=mysql"] = true
+				}
+			}
+		}
+		for _, n := range want {
+			assert.True(c, seen[n], "no %q span in the trace", n)
+		}
+	}, 60*time.Second, 250*time.Millisecond)
+	return names
+}
+
+// startRequestID is the X-Request-Id the token's workflow start carries.
+func startRequestID(t *testing.T, tc tclient.Client, token string) string {
+	hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer hcancel()
+	it := tc.GetWorkflowHistory(hctx, domain.OrderWorkflowID(token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	require.True(t, it.HasNext())
+	ev, err := it.Next()
+	require.NoError(t, err)
+	p, ok := ev.GetWorkflowExecutionStartedEventAttributes().GetHeader().GetFields()[reqid.TemporalHeader]
+	require.True(t, ok, "no %s header on the workflow's start", reqid.TemporalHeader)
+	var got string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &got))
+	return got
 }
 
 // TestFiltersRefuseWithoutSpans checks, with every trace sampled, that a
