@@ -41,27 +41,13 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 	})
 	const stock = 12
 	sale := h.MustWarmSale(stock)
-	base := testenv.UniqueUser() * 1000
-	tokens := map[int64]string{}
-	reserveAs := func(user int64, req string) response {
-		return h.reserve(sale.ID, h.MustToken(user, authtoken.RoleUser), req)
-	}
-	// patiently waits out the fallback rate limit.
-	patiently := func(user int64, req string) response {
-		for {
-			r := reserveAs(user, req)
-			if r.Status != 429 {
-				return r
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	o := &outageBuyers{h: h, saleID: sale.ID, base: testenv.UniqueUser() * 1000, tokens: map[int64]string{}}
 
 	// Four units through Redis.
 	for i := int64(0); i < 4; i++ {
-		r := reserveAs(base+i, "outage-req-1")
+		r := o.reserveAs(o.base+i, "outage-req-1")
 		require.Equal(t, 202, r.Status, string(r.Body))
-		tokens[base+i] = r.json(t)["token"].(string)
+		o.tokens[o.base+i] = r.json(t)["token"].(string)
 	}
 	ctx := context.Background()
 	require.NoError(t, h.st.RecordRedisStock(ctx, sale.ID, stock-4, time.Now()))
@@ -70,18 +56,54 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 	// the breaker opens; then the database path takes over once every
 	// Redis reservation sent before the switch has passed its deadline
 	// (503 meanwhile).
+	o.fallBack(t, proxy)
+	got, err := h.st.GetSale(ctx, sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeDatabase, got.Mode)
+	require.EqualValues(t, 2, got.ModeEpoch)
+	o.replayAndRateLimit(t)
+	o.comeBack(t, proxy, rdb)
+	o.checkNeverOversold(t, stock)
+}
+
+// outageBuyers reserve one sale as distinct users from base on.
+type outageBuyers struct {
+	h      *harness
+	saleID int64
+	base   int64
+	tokens map[int64]string // user -> token of their 202
+}
+
+func (o *outageBuyers) reserveAs(user int64, req string) response {
+	return o.h.reserve(o.saleID, o.h.MustToken(user, authtoken.RoleUser), req)
+}
+
+// patiently waits out the fallback rate limit.
+func (o *outageBuyers) patiently(user int64, req string) response {
+	for {
+		r := o.reserveAs(user, req)
+		if r.Status != 429 {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fallBack cuts Redis and reserves until the database path sold three
+// units, requiring the breaker to have tripped on the way.
+func (o *outageBuyers) fallBack(t *testing.T, proxy *netproxy.Proxy) {
 	proxy.SetCut(true)
 	var unavailable, accepted int
 	cut := time.Now()
 	for i := int64(4); time.Since(cut) < 20*time.Second && accepted < 3; i++ {
-		r := reserveAs(base+i, "outage-req-1")
+		r := o.reserveAs(o.base+i, "outage-req-1")
 		switch r.Status {
 		case 503:
 			unavailable++
 			time.Sleep(50 * time.Millisecond)
 		case 202:
 			accepted++
-			tokens[base+i] = r.json(t)["token"].(string)
+			o.tokens[o.base+i] = r.json(t)["token"].(string)
 		case 429: // the fallback rate: wait for the bucket
 			time.Sleep(100 * time.Millisecond)
 		default:
@@ -90,64 +112,72 @@ func TestRedisOutageFallsBackToTheDatabaseAndReturns(t *testing.T) {
 	}
 	require.Equal(t, 3, accepted, "the database path sells while Redis is down")
 	require.GreaterOrEqual(t, unavailable, breakerTrip)
-	got, err := h.st.GetSale(ctx, sale.ID)
-	require.NoError(t, err)
-	require.Equal(t, domain.ModeDatabase, got.Mode)
-	require.EqualValues(t, 2, got.ModeEpoch)
+}
 
+// replayAndRateLimit: on the database path a replay gets its token, a
+// holder gets 409, and a burst beyond SECKILL_FALLBACK_RPS gets 429.
+func (o *outageBuyers) replayAndRateLimit(t *testing.T) {
 	// A replay on the database path gets the same token; a holder gets 409.
 	var someone int64
-	for u := range tokens {
-		if u >= base+4 {
+	for u := range o.tokens {
+		if u >= o.base+4 {
 			someone = u
 			break
 		}
 	}
-	r := patiently(someone, "outage-req-1")
+	r := o.patiently(someone, "outage-req-1")
 	require.Equal(t, 202, r.Status)
-	require.Equal(t, tokens[someone], r.json(t)["token"])
-	require.Equal(t, 409, patiently(someone, "outage-req-2").Status)
+	require.Equal(t, o.tokens[someone], r.json(t)["token"])
+	require.Equal(t, 409, o.patiently(someone, "outage-req-2").Status)
 
 	// The lowered rate: a burst beyond SECKILL_FALLBACK_RPS gets 429.
 	limited := 0
 	for i := int64(100); i < 160; i++ {
-		r := reserveAs(base+i, "outage-req-1")
+		r := o.reserveAs(o.base+i, "outage-req-1")
 		if r.Status == 429 {
 			limited++
 			require.NotEmpty(t, r.Header.Get("Retry-After"))
 		} else if r.Status == 202 {
-			tokens[base+i] = r.json(t)["token"].(string)
+			o.tokens[o.base+i] = r.json(t)["token"].(string)
 		}
 	}
 	require.Positive(t, limited, "the database path is rate limited")
+}
 
+// comeBack heals Redis, resynchronises the sale and sells out the rest
+// through Redis.
+func (o *outageBuyers) comeBack(t *testing.T, proxy *netproxy.Proxy, rdb redis.UniversalClient) {
+	ctx := context.Background()
 	// Redis comes back; one instance resynchronises the sale (the worker's
 	// Resyncer does this in production).
 	proxy.SetCut(false)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ok, err := sales.Resync(ctx, h.st, lua.NewClient(rdb), nil, sale.ID)
+		ok, err := sales.Resync(ctx, o.h.st, lua.NewClient(rdb), nil, o.saleID)
 		assert.NoError(c, err)
 		assert.True(c, ok)
 	}, 10*time.Second, 200*time.Millisecond)
 	// Within a second the instance sees Redis mode and the breaker closed.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		r := reserveAs(base+500, "after-outage-1")
+		r := o.reserveAs(o.base+500, "after-outage-1")
 		assert.Contains(c, []int{202, 410}, r.Status, string(r.Body))
 	}, 10*time.Second, 200*time.Millisecond)
 	// Sell out the rest through Redis.
 	for i := int64(501); i < 530; i++ {
-		reserveAs(base+i, "after-outage-1")
+		o.reserveAs(o.base+i, "after-outage-1")
 	}
+}
 
-	// Never more than the stock, by both paths together.
-	left := h.redisInt(lua.SaleKeys(sale.ID).Stock)
+// checkNeverOversold: never more than the stock, by both paths together.
+func (o *outageBuyers) checkNeverOversold(t *testing.T, stock int64) {
+	ctx := context.Background()
+	left := o.h.redisInt(lua.SaleKeys(o.saleID).Stock)
 	require.Zero(t, left, "Redis sold out")
-	buyers, err := h.rdb.SCard(ctx, lua.SaleKeys(sale.ID).Buyers).Result()
+	buyers, err := o.h.rdb.SCard(ctx, lua.SaleKeys(o.saleID).Buyers).Result()
 	require.NoError(t, err)
-	counts, err := h.st.CountReservations(ctx, sale.ID)
+	counts, err := o.h.st.CountReservations(ctx, o.saleID)
 	require.NoError(t, err)
 	dbPath := counts[domain.StatusPendingPayment]
-	redisHolds := h.xlen(lua.SaleKeys(sale.ID).Inbox)
+	redisHolds := o.h.xlen(lua.SaleKeys(o.saleID).Inbox)
 	require.EqualValues(t, stock, dbPath+redisHolds, "database-path orders %d + Redis holds %d: exactly the stock", dbPath, redisHolds)
 	require.EqualValues(t, stock, buyers, "every unit has exactly one buyer")
 }
