@@ -32,14 +32,44 @@ func TestReserveConcurrentSellOut(t *testing.T) {
 		ids[i] = testenv.UniqueUser()
 		jwts[i] = h.MustToken(ids[i], "")
 	}
-
-	type result struct {
-		user      int
-		requestID string
-		status    int
-		token     string
+	results := crowdReserve(t, h, sale.ID, ids, jwts, requests)
+	tokens, userTokens, byRequest := tallySellOut(t, results)
+	require.Len(t, tokens, stock, "exactly the stock in distinct tokens")
+	for u, toks := range userTokens {
+		require.Len(t, toks, 1, "user %d holds one unit", u)
 	}
-	results := make([]result, requests)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := h.rdb.SCard(ctx, keys.Buyers).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, stock, n)
+	require.EqualValues(t, stock, h.xlen(keys.Inbox))
+	require.EqualValues(t, 0, h.redisInt(keys.Stock))
+
+	checkAfterSellOut(t, h, sale.ID, jwts, tokens, byRequest)
+	require.EqualValues(t, stock, h.xlen(keys.Inbox), "nothing more reserved")
+	// The sale view shows it sold out.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		v := h.do("GET", "/api/v1/sales/"+strconv.FormatInt(sale.ID, 10), "", "").json(t)
+		assert.Equal(c, "sold_out", v["state"])
+		assert.EqualValues(c, 0, v["stock_left"])
+	}, 5*time.Second, 100*time.Millisecond)
+}
+
+// sellOutResult is one request of the crowd and its answer.
+type sellOutResult struct {
+	user      int
+	requestID string
+	status    int
+	token     string
+}
+
+// crowdReserve sends requests reservations at once, user i%len(ids) each
+// (every third a replay of the user's first request_id), and checks each
+// answer's shape.
+func crowdReserve(t *testing.T, h *harness, saleID int64, ids []int64, jwts []string, requests int) []sellOutResult {
+	users := len(ids)
+	results := make([]sellOutResult, requests)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range requests {
@@ -50,8 +80,8 @@ func TestReserveConcurrentSellOut(t *testing.T) {
 			u := i % users
 			// Every third request of a user repeats its first request_id.
 			rid := fmt.Sprintf("req-%d-%d", ids[u], (i/users)%2)
-			r := h.reserve(sale.ID, jwts[u], rid)
-			res := result{user: u, requestID: rid, status: r.Status}
+			r := h.reserve(saleID, jwts[u], rid)
+			res := sellOutResult{user: u, requestID: rid, status: r.Status}
 			if r.Status == 202 {
 				m := r.json(t)
 				res.token, _ = m["token"].(string)
@@ -69,7 +99,12 @@ func TestReserveConcurrentSellOut(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	return results
+}
 
+// tallySellOut: every 202 has a token, a replay the same one; it returns
+// the tokens' users, the users' tokens and the requests' tokens.
+func tallySellOut(t *testing.T, results []sellOutResult) (map[string]int, map[int]map[string]bool, map[string]string) {
 	tokens := map[string]int{}              // token -> user
 	userTokens := map[int]map[string]bool{} // user -> tokens
 	byRequest := map[string]string{}        // request id -> token
@@ -91,20 +126,13 @@ func TestReserveConcurrentSellOut(t *testing.T) {
 			t.Fatalf("unexpected status %d", r.status)
 		}
 	}
-	require.Len(t, tokens, stock, "exactly the stock in distinct tokens")
-	for u, toks := range userTokens {
-		require.Len(t, toks, 1, "user %d holds one unit", u)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	n, err := h.rdb.SCard(ctx, keys.Buyers).Result()
-	require.NoError(t, err)
-	require.EqualValues(t, stock, n)
-	require.EqualValues(t, stock, h.xlen(keys.Inbox))
-	require.EqualValues(t, 0, h.redisInt(keys.Stock))
+	return tokens, userTokens, byRequest
+}
 
-	// After sell-out a replay still gets its token, a holder with a new
-	// request_id gets 409, anyone else 410 (the mark answers; Redis agrees).
+// checkAfterSellOut: after sell-out a replay still gets its token, a
+// holder with a new request_id gets 409, anyone else 410 (the mark
+// answers; Redis agrees).
+func checkAfterSellOut(t *testing.T, h *harness, saleID int64, jwts []string, tokens map[string]int, byRequest map[string]string) {
 	var winner int
 	var winnerRID, winnerToken string
 	for rid, tok := range byRequest {
@@ -112,23 +140,15 @@ func TestReserveConcurrentSellOut(t *testing.T) {
 		break
 	}
 	for range 3 {
-		r := h.reserve(sale.ID, jwts[winner], winnerRID)
+		r := h.reserve(saleID, jwts[winner], winnerRID)
 		require.Equal(t, 202, r.Status, string(r.Body))
 		require.Equal(t, winnerToken, r.json(t)["token"])
 	}
-	require.Equal(t, 409, h.reserve(sale.ID, jwts[winner], "another-request-id").Status)
+	require.Equal(t, 409, h.reserve(saleID, jwts[winner], "another-request-id").Status)
 	newcomer := h.MustToken(testenv.UniqueUser(), "")
-	r := h.reserve(sale.ID, newcomer, "newcomer-request")
+	r := h.reserve(saleID, newcomer, "newcomer-request")
 	require.Equal(t, 410, r.Status)
 	require.Equal(t, "sold_out", r.errCode(t))
-	require.EqualValues(t, stock, h.xlen(keys.Inbox), "nothing more reserved")
-
-	// The sale view shows it sold out.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		v := h.do("GET", "/api/v1/sales/"+strconv.FormatInt(sale.ID, 10), "", "").json(t)
-		assert.Equal(c, "sold_out", v["state"])
-		assert.EqualValues(c, 0, v["stock_left"])
-	}, 5*time.Second, 100*time.Millisecond)
 }
 
 // TestReserveMissingStockKeyIsUnavailable: a sale whose stock key is gone
