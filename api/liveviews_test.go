@@ -127,12 +127,7 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 	waitFenced(poller)
 
 	const users = 16
-	type buyer struct {
-		user  int64
-		jwt   string
-		token string
-	}
-	buyers := make([]buyer, users)
+	buyers := make([]liveBuyer, users)
 	for i := range buyers {
 		b := &buyers[i]
 		b.user = testenv.UniqueUser()
@@ -142,14 +137,6 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 			Status: string(domain.StatusPendingPayment), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
 		require.NoError(t, err)
 	}
-	poll := func(b buyer) (string, error) {
-		r := poller.do("GET", "/api/v1/reservations/"+b.token, b.jwt, "")
-		if r.Status != http.StatusOK {
-			return "", fmt.Errorf("poll %s: %d %s", b.token, r.Status, r.Body)
-		}
-		return r.json(t)["status"].(string), nil
-	}
-
 	// Warm, then count: the second round reads nothing from Redis, and
 	// answers the same bytes (the cache keeps the rendered view).
 	first := make([]response, users)
@@ -158,6 +145,27 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 		require.Equal(t, http.StatusOK, first[i].Status)
 		require.Equal(t, "PENDING_PAYMENT", first[i].json(t)["status"])
 	}
+	requireServedFromCache(t, poller, buyers, first)
+	moveOnWhilePolling(t, ctx, acker, poller, sale, buyers)
+}
+
+// liveBuyer is a user polling one reservation.
+type liveBuyer struct {
+	user  int64
+	jwt   string
+	token string
+}
+
+// pollStatus is the status the poller's answer shows.
+func pollStatus(t *testing.T, poller *harness, b liveBuyer) (string, error) {
+	r := poller.do("GET", "/api/v1/reservations/"+b.token, b.jwt, "")
+	if r.Status != http.StatusOK {
+		return "", fmt.Errorf("poll %s: %d %s", b.token, r.Status, r.Body)
+	}
+	return r.json(t)["status"].(string), nil
+}
+
+func requireServedFromCache(t *testing.T, poller *harness, buyers []liveBuyer, first []response) {
 	// A poll is served from the cache only while the instance's newest
 	// fence is fresh, which a loaded machine can delay now and then: each
 	// buyer polls until one answer came from the cache (no Redis read).
@@ -177,7 +185,10 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 		}
 		require.True(t, served, "buyer %d: no poll answered from the cache", i)
 	}
+}
 
+func moveOnWhilePolling(t *testing.T, ctx context.Context, acker, poller *harness, sale *domain.Sale, buyers []liveBuyer) {
+	users := len(buyers)
 	// Each buyer's reservation moves on (paid for half, cancelled for the
 	// other half), acknowledged by the other instance after settle; the
 	// buyer's next poll must show it. Meanwhile the others keep polling.
@@ -188,7 +199,7 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 	for g := range 4 {
 		wg.Go(func() {
 			for i := g; busy.Load(); i = (i + 1) % users {
-				if _, err := poll(buyers[i]); err != nil {
+				if _, err := pollStatus(t, poller, buyers[i]); err != nil {
 					errs <- err
 					return
 				}
@@ -204,7 +215,7 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 			Status: string(status), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
 		require.NoError(t, err)
 		acker.server.s.live.settle(ctx, time.Now())
-		st, err := poll(b)
+		st, err := pollStatus(t, poller, b)
 		require.NoError(t, err)
 		require.Equal(t, string(status), st, "the first poll after the acknowledgement, buyer %d", i)
 	}
