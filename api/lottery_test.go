@@ -32,63 +32,19 @@ func TestOpeningLotteryAdmitsByTicketNotByRate(t *testing.T) {
 	sale := h.MustWarmSale(5, func(s *domain.Sale) { s.StartsAt = opens })
 	draw := opens.Add(pool)
 
-	type user struct {
-		id    int64
-		every time.Duration
-	}
-	var users []user
+	var users []lotteryUser
 	for i := range 30 {
 		every := 50 * time.Millisecond
 		if i%2 == 1 {
 			every = 500 * time.Millisecond
 		}
-		users = append(users, user{testenv.UniqueUser(), every})
+		users = append(users, lotteryUser{testenv.UniqueUser(), every})
 	}
-	var mu sync.Mutex
-	won := map[int64]time.Time{}
-	var wg sync.WaitGroup
-	for _, u := range users {
-		wg.Go(func() {
-			tok := h.MustToken(u.id, "")
-			for time.Now().Before(draw.Add(grace / 2)) {
-				r := h.reserve(sale.ID, tok, "lottery-"+strconv.FormatInt(u.id, 10))
-				switch r.Status {
-				case http.StatusAccepted:
-					mu.Lock()
-					won[u.id] = time.Now()
-					mu.Unlock()
-					return
-				case http.StatusTooManyRequests:
-					if r.Header.Get("Retry-After") == "" {
-						t.Errorf("429 without Retry-After")
-					}
-				case http.StatusForbidden:
-					if time.Now().After(opens.Add(100 * time.Millisecond)) {
-						t.Errorf("user %d: 403 after the opening: %s", u.id, r.Body)
-					}
-				default:
-					t.Errorf("user %d: %d %s", u.id, r.Status, r.Body)
-					return
-				}
-				time.Sleep(u.every)
-			}
-		})
-	}
-	wg.Wait()
+	won := askUntilWon(t, h, sale.ID, users, opens, draw.Add(grace/2))
 
 	// Every user entered the pool (each asked at least twice in it): the
 	// winners are the five lowest tickets.
-	byTicket := slices.Clone(users)
-	slices.SortFunc(byTicket, func(a, b user) int {
-		ta, tb := h.server.s.lottery.ticket(sale.ID, a.id), h.server.s.lottery.ticket(sale.ID, b.id)
-		switch {
-		case ta < tb:
-			return -1
-		case ta > tb:
-			return 1
-		}
-		return 0
-	})
+	byTicket := byLotteryTicket(h, sale.ID, users)
 	var want, got []int64
 	fast := 0
 	for _, u := range byTicket[:5] {
@@ -121,4 +77,63 @@ func TestOpeningLotteryAdmitsByTicketNotByRate(t *testing.T) {
 	time.Sleep(time.Until(draw.Add(grace)))
 	r = h.reserve(sale.ID, next, "lottery-next-1")
 	require.Equal(t, http.StatusGone, r.Status, fmt.Sprintf("%d %s", r.Status, r.Body))
+}
+
+// lotteryUser asks for a unit every so often.
+type lotteryUser struct {
+	id    int64
+	every time.Duration
+}
+
+// askUntilWon has every user ask until they get a 202 or until, and
+// returns when each winner got theirs.
+func askUntilWon(t *testing.T, h *harness, saleID int64, users []lotteryUser, opens, until time.Time) map[int64]time.Time {
+	var mu sync.Mutex
+	won := map[int64]time.Time{}
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Go(func() {
+			tok := h.MustToken(u.id, "")
+			for time.Now().Before(until) {
+				r := h.reserve(saleID, tok, "lottery-"+strconv.FormatInt(u.id, 10))
+				switch r.Status {
+				case http.StatusAccepted:
+					mu.Lock()
+					won[u.id] = time.Now()
+					mu.Unlock()
+					return
+				case http.StatusTooManyRequests:
+					if r.Header.Get("Retry-After") == "" {
+						t.Errorf("429 without Retry-After")
+					}
+				case http.StatusForbidden:
+					if time.Now().After(opens.Add(100 * time.Millisecond)) {
+						t.Errorf("user %d: 403 after the opening: %s", u.id, r.Body)
+					}
+				default:
+					t.Errorf("user %d: %d %s", u.id, r.Status, r.Body)
+					return
+				}
+				time.Sleep(u.every)
+			}
+		})
+	}
+	wg.Wait()
+	return won
+}
+
+// byLotteryTicket sorts users by their ticket at the sale, lowest first.
+func byLotteryTicket(h *harness, saleID int64, users []lotteryUser) []lotteryUser {
+	byTicket := slices.Clone(users)
+	slices.SortFunc(byTicket, func(a, b lotteryUser) int {
+		ta, tb := h.server.s.lottery.ticket(saleID, a.id), h.server.s.lottery.ticket(saleID, b.id)
+		switch {
+		case ta < tb:
+			return -1
+		case ta > tb:
+			return 1
+		}
+		return 0
+	})
+	return byTicket
 }
