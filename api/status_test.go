@@ -65,51 +65,15 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", h.base+"/api/v1/reservations/"+token+"/events", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+jwt)
-	resp, err := h.http.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	// next returns the id and data of the next event ("" at the end).
+	lines := openEventLines(t, ctx, h, token, jwt)
 	wait := 3 * time.Second // under the re-read period: pub/sub woke the stream
-	next := func() (string, string) {
-		t.Helper()
-		var id, data string
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					return "", ""
-				}
-				switch {
-				case strings.HasPrefix(l, "id: "):
-					id = l[4:]
-				case strings.HasPrefix(l, "data: "):
-					data = l[6:]
-				case l == "" && data != "":
-					return id, data
-				}
-			case <-time.After(wait):
-				t.Fatal("no event in time")
-			}
-		}
-	}
+	next := func() (string, string) { return nextStreamEvent(t, lines, wait) }
 	id, data := next()
 	require.Equal(t, "1", id)
 	require.Contains(t, data, `"status":"QUEUED"`)
 
 	payBy := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Millisecond)
-	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
+	_, err := h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
 	require.NoError(t, err)
 	id, data = next()
 	require.Equal(t, "2", id)
@@ -136,6 +100,51 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	require.Contains(t, data, `"status":"CANCELLED"`)
 	id, _ = next()
 	require.Empty(t, id, "the stream ends after a terminal status")
+}
+
+// openEventLines opens the token's event stream and returns its lines.
+func openEventLines(t *testing.T, ctx context.Context, h *harness, token, jwt string) <-chan string {
+	req, err := http.NewRequestWithContext(ctx, "GET", h.base+"/api/v1/reservations/"+token+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+jwt)
+	resp, err := h.http.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+}
+
+// nextStreamEvent returns the id and data of the next event ("" at the
+// end), failing the test when none comes within wait.
+func nextStreamEvent(t *testing.T, lines <-chan string, wait time.Duration) (string, string) {
+	t.Helper()
+	var id, data string
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return "", ""
+			}
+			switch {
+			case strings.HasPrefix(l, "id: "):
+				id = l[4:]
+			case strings.HasPrefix(l, "data: "):
+				data = l[6:]
+			case l == "" && data != "":
+				return id, data
+			}
+		case <-time.After(wait):
+			t.Fatal("no event in time")
+		}
+	}
 }
 
 // TestStatusReadsAskTheDatabaseInDatabaseMode: while the database path owns
