@@ -165,8 +165,13 @@ func TestWebhookLatePaymentIsRecordedForRefundNeverSold(t *testing.T) {
 	require.Equal(t, int64(3), snap.Refunds)
 	require.Equal(t, int64(1), snap.Statuses[domain.StatusPaid])
 
-	// The admin listing shows them, newest first; users may not see it.
-	path := "/admin/v1/refunds?sale_id=" + strconv.FormatInt(sale.ID, 10)
+	requireRefundListing(t, h, sale.ID)
+}
+
+// requireRefundListing: the admin listing shows the sale's three refunds,
+// newest first; users may not see it.
+func requireRefundListing(t *testing.T, h *harness, saleID int64) {
+	path := "/admin/v1/refunds?sale_id=" + strconv.FormatInt(saleID, 10)
 	list := h.do("GET", path, h.admin, "")
 	require.Equal(t, 200, list.Status, string(list.Body))
 	var body struct {
@@ -185,9 +190,9 @@ func TestWebhookLatePaymentIsRecordedForRefundNeverSold(t *testing.T) {
 	require.Len(t, body.Refunds, 3)
 	require.Equal(t, "prov-paid-again", body.Refunds[0].PaymentRef)
 	require.Equal(t, ReasonExpired, body.Refunds[2].Reason)
-	require.Equal(t, sale.ID, body.Refunds[2].SaleID)
+	require.Equal(t, saleID, body.Refunds[2].SaleID)
 	require.NotZero(t, body.Refunds[2].UserID)
-	_, err = time.Parse(time.RFC3339, body.Refunds[2].CreatedAt)
+	_, err := time.Parse(time.RFC3339, body.Refunds[2].CreatedAt)
 	require.NoError(t, err)
 
 	require.Equal(t, 403, h.do("GET", path, h.MustToken(testenv.UniqueUser(), ""), "").Status)
