@@ -79,80 +79,16 @@ func TestReconciliationAfterBurst(t *testing.T) {
 	const users, stock, paying, cancelling = 200, 50, 20, 10
 	saleID := s.MustLiveSale(t, stock, 20, time.Hour)
 
-	type won struct {
-		user  int64
-		token string
-	}
-	var (
-		mu      sync.Mutex
-		winners []won
-		codes   = map[int]int{}
-		during  []report
-		errs    []error
-	)
-	start := make(chan struct{})
-	var burst sync.WaitGroup
-	for i := range users {
-		burst.Go(func() {
-			user := testenv.UniqueUser()
-			<-start
-			// A 503 is sent again with the same request_id, as the
-			// contract tells clients.
-			code, body, err := testenv.DoRetrying("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", s.api.URL, saleID), user,
-				map[string]any{"request_id": fmt.Sprintf("burst-%04d", i)}, 10)
-			if err != nil {
-				t.Logf("%v", err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			codes[code]++
-			if code == http.StatusAccepted {
-				winners = append(winners, won{user, body["token"].(string)})
-			}
-		})
-	}
-	// Reconcile while the burst and its workflows run.
-	var recon sync.WaitGroup
-	recon.Go(func() {
-		<-start
-		for range 3 {
-			rep, err := s.tryReconciliation(t, saleID)
-			mu.Lock()
-			if err != nil {
-				errs = append(errs, err)
-			} else {
-				during = append(during, rep)
-			}
-			mu.Unlock()
-		}
-	})
-	close(start)
-	burst.Wait()
-	recon.Wait()
-	require.Empty(t, errs)
-	require.Equal(t, map[int]int{http.StatusAccepted: stock, http.StatusGone: users - stock}, codes)
-	require.Len(t, during, 3)
-	for _, rep := range during {
+	b := burstWithReconciliation(t, s, saleID, users)
+	require.Empty(t, b.errs)
+	require.Equal(t, map[int]int{http.StatusAccepted: stock, http.StatusGone: users - stock}, b.codes)
+	require.Len(t, b.during, 3)
+	for _, rep := range b.during {
 		require.Empty(t, rep.Discrepancies, "nothing spurious during a burst: %s", rep.raw)
 	}
-
 	// Pay some and cancel some as soon as each is an order; the rest expire
 	// after the 20s payment window.
-	var after sync.WaitGroup
-	for i, w := range winners {
-		after.Go(func() {
-			s.waitStatus(t, w.user, w.token, "PENDING_PAYMENT")
-			switch {
-			case i < paying:
-				code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+w.token+"/payment", w.user, map[string]any{"payment_ref": "burst-pay"})
-				assert.Equal(t, http.StatusOK, code, "%v", body)
-			case i < paying+cancelling:
-				code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+w.token+"/cancel", w.user, nil)
-				assert.Equal(t, http.StatusOK, code, "%v", body)
-			}
-		})
-	}
-	after.Wait()
+	payAndCancelSome(t, s, b.winners, paying, cancelling)
 	rep := s.reconciliation(t, saleID, false)
 	require.Empty(t, rep.Discrepancies, "nothing spurious while orders await payment: %s", rep.raw)
 
@@ -169,6 +105,85 @@ func TestReconciliationAfterBurst(t *testing.T) {
 		assert.EqualValues(c, stock-paying, rep.DBStock, rep.raw)
 		assert.Zero(c, rep.InFlight, rep.raw)
 	}, 90*time.Second, time.Second)
+}
+
+// burstWon is a 202 of the burst.
+type burstWon struct {
+	user  int64
+	token string
+}
+
+// burstResult is what a burst and the reconciliations run during it saw.
+type burstResult struct {
+	winners []burstWon
+	codes   map[int]int
+	during  []report
+	errs    []error
+}
+
+// burstWithReconciliation sends users reservations at once (a 503 sent
+// again with the same request_id, as the contract tells clients) while
+// reconciling the sale three times.
+func burstWithReconciliation(t *testing.T, s *stack, saleID int64, users int) *burstResult {
+	b := &burstResult{codes: map[int]int{}}
+	var mu sync.Mutex
+	start := make(chan struct{})
+	var burst sync.WaitGroup
+	for i := range users {
+		burst.Go(func() {
+			user := testenv.UniqueUser()
+			<-start
+			code, body, err := testenv.DoRetrying("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", s.api.URL, saleID), user,
+				map[string]any{"request_id": fmt.Sprintf("burst-%04d", i)}, 10)
+			if err != nil {
+				t.Logf("%v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			b.codes[code]++
+			if code == http.StatusAccepted {
+				b.winners = append(b.winners, burstWon{user, body["token"].(string)})
+			}
+		})
+	}
+	var recon sync.WaitGroup
+	recon.Go(func() {
+		<-start
+		for range 3 {
+			rep, err := s.tryReconciliation(t, saleID)
+			mu.Lock()
+			if err != nil {
+				b.errs = append(b.errs, err)
+			} else {
+				b.during = append(b.during, rep)
+			}
+			mu.Unlock()
+		}
+	})
+	close(start)
+	burst.Wait()
+	recon.Wait()
+	return b
+}
+
+// payAndCancelSome pays the first paying winners and cancels the next
+// cancelling ones, each once it is an order.
+func payAndCancelSome(t *testing.T, s *stack, winners []burstWon, paying, cancelling int) {
+	var after sync.WaitGroup
+	for i, w := range winners {
+		after.Go(func() {
+			s.waitStatus(t, w.user, w.token, "PENDING_PAYMENT")
+			switch {
+			case i < paying:
+				code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+w.token+"/payment", w.user, map[string]any{"payment_ref": "burst-pay"})
+				assert.Equal(t, http.StatusOK, code, "%v", body)
+			case i < paying+cancelling:
+				code, body := call(t, "POST", s.api.URL+"/api/v1/reservations/"+w.token+"/cancel", w.user, nil)
+				assert.Equal(t, http.StatusOK, code, "%v", body)
+			}
+		})
+	}
+	after.Wait()
 }
 
 // A hold leaked past its workflow and a release dropped after its
