@@ -210,25 +210,9 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 	_, _, err := sales.Warmup(ctx, st, lua.NewClient(rdb), nil, sale.ID)
 	require.NoError(t, err)
 
-	// The leak: the reserve script and the removal of its inbox entry in
-	// one MULTI, so no relay (of any test's worker) can read it first.
 	leaker := testenv.UniqueUser()
-	leakReq := "leaked-hold-1"
-	leaked := domain.DeriveToken([]byte("ops-test"), sale.ID, leaker, leakReq)
-	src, err := os.ReadFile(filepath.Join(repoRoot(t), "lua", "reserve.lua"))
-	require.NoError(t, err)
+	leaked := leakHold(t, ctx, rdb, sale, leaker)
 	k := lua.SaleKeys(sale.ID)
-	var reserveCmd *redis.Cmd
-	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		reserveCmd = p.Eval(ctx, string(src), lua.ReserveKeys(k), leaker, leakReq, leaked, sale.ModeEpoch)
-		p.XTrimMaxLen(ctx, k.Inbox, 0)
-		return nil
-	})
-	require.NoError(t, err)
-	reply, err := reserveCmd.Slice()
-	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeOK, reply[0])
-
 	s := MustStack(t, "repair", nil)
 	rb := MustRunbook(t, s.api.URL)
 
@@ -277,6 +261,28 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 	// The dropper may buy again: the buyer mark went with the release.
 	code, body := s.reserve(t, sale.ID, dropper, "dropper-again")
 	require.Equal(t, http.StatusAccepted, code, "%v", body)
+}
+
+// leakHold reserves for user with the reserve script and removes its inbox
+// entry in one MULTI, so no relay (of any test's worker) can read it
+// first: a hold leaked past its workflow. It returns the hold's token.
+func leakHold(t *testing.T, ctx context.Context, rdb redis.UniversalClient, sale *domain.Sale, user int64) string {
+	leakReq := "leaked-hold-1"
+	leaked := domain.DeriveToken([]byte("ops-test"), sale.ID, user, leakReq)
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "lua", "reserve.lua"))
+	require.NoError(t, err)
+	k := lua.SaleKeys(sale.ID)
+	var reserveCmd *redis.Cmd
+	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		reserveCmd = p.Eval(ctx, string(src), lua.ReserveKeys(k), user, leakReq, leaked, sale.ModeEpoch)
+		p.XTrimMaxLen(ctx, k.Inbox, 0)
+		return nil
+	})
+	require.NoError(t, err)
+	reply, err := reserveCmd.Slice()
+	require.NoError(t, err)
+	require.Equal(t, lua.OutcomeOK, reply[0])
+	return leaked
 }
 
 // A sale that ends is drained, gets its final report stored, and its Redis
