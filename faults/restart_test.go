@@ -159,21 +159,7 @@ func testRedisKilled(t *testing.T) {
 		}
 	}, 60*time.Second, 200*time.Millisecond)
 	// A burst beyond the fallback rate gets 429s, not a slow database.
-	limited := 0
-	var lmu sync.Mutex
-	var lwg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		user := s.nextUser()
-		lwg.Go(func() {
-			code, _, err := s.reserve(user, fmt.Sprintf("limited-%d", user))
-			if err == nil && code == http.StatusTooManyRequests {
-				lmu.Lock()
-				limited++
-				lmu.Unlock()
-			}
-		})
-	}
-	lwg.Wait()
+	limited := burstBeyondFallbackRate(s, 20)
 	assert.Positive(t, limited, "beyond SECKILL_FALLBACK_RPS the database path answers 429")
 	time.Sleep(time.Second)
 	rsrv.Start(t)
@@ -195,6 +181,34 @@ func testRedisKilled(t *testing.T) {
 	s.checkIdle("3 redis killed and restarted")
 	assert.Positive(t, fallback, "the database path took reservations while Redis was down")
 
+	checkRedisKilledAftermath(t, s, fallbackRPS, limited)
+}
+
+// burstBeyondFallbackRate sends n reservations at once and counts the
+// 429s.
+func burstBeyondFallbackRate(s *stack, n int) int {
+	limited := 0
+	var lmu sync.Mutex
+	var lwg sync.WaitGroup
+	for range n {
+		user := s.nextUser()
+		lwg.Go(func() {
+			code, _, err := s.reserve(user, fmt.Sprintf("limited-%d", user))
+			if err == nil && code == http.StatusTooManyRequests {
+				lmu.Lock()
+				limited++
+				lmu.Unlock()
+			}
+		})
+	}
+	lwg.Wait()
+	return limited
+}
+
+// checkRedisKilledAftermath: the sale's mode went to the database and
+// back, the database path kept its rate, and the breaker went open ->
+// half-open -> closed.
+func checkRedisKilledAftermath(t *testing.T, s *stack, fallbackRPS, limited int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// The sale went redis -> database -> resync -> redis: two epoch bumps.
