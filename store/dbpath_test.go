@@ -59,35 +59,7 @@ func TestDatabasePathSellsOnlyWhatRedisHadUnsold(t *testing.T) {
 	require.EqualValues(t, 2, again.ModeEpoch, "switching twice is one switch")
 
 	// 30 buyers race for the 6 units Redis had unsold.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	sold, refused := 0, 0
-	for i := 0; i < 30; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in := dbInput(sale, base+100+int64(i), fmt.Sprintf("dbpath-%04d", i))
-			for {
-				_, replay, err := st.ReserveInDB(ctx(t), in)
-				if err != nil && store.IsRetryable(err) {
-					continue
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					require.False(t, replay)
-					sold++
-				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
-					refused++
-				default:
-					t.Errorf("reserve in db: %v", err)
-				}
-				return
-			}
-		}()
-	}
-	wg.Wait()
+	sold, refused := raceDatabasePath(t, st, sale, base+100, 30)
 	require.Equal(t, 6, sold)
 	require.Equal(t, 24, refused)
 
@@ -116,6 +88,41 @@ func TestDatabasePathSellsOnlyWhatRedisHadUnsold(t *testing.T) {
 	var unmarked []string
 	require.NoError(t, st.DB.NewRaw("SELECT token FROM outbox WHERE sale_id = ? AND dispatched_at IS NULL ORDER BY id", sale.ID).Scan(ctx(t), &unmarked))
 	require.Equal(t, tokens[4:], unmarked)
+}
+
+// raceDatabasePath has n users (from first on) reserve on the database
+// path at once, retrying what is retryable, and counts the sold and the
+// refused.
+func raceDatabasePath(t *testing.T, st *store.Store, sale *domain.Sale, first int64, n int) (sold, refused int) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := dbInput(sale, first+int64(i), fmt.Sprintf("dbpath-%04d", i))
+			for {
+				_, replay, err := st.ReserveInDB(ctx(t), in)
+				if err != nil && store.IsRetryable(err) {
+					continue
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					require.False(t, replay)
+					sold++
+				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
+					refused++
+				default:
+					t.Errorf("reserve in db: %v", err)
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	return sold, refused
 }
 
 func TestDatabasePathReplayAndOneLiveOrder(t *testing.T) {
