@@ -219,25 +219,7 @@ func TestOrderIntegrationPayCancelExpire(t *testing.T) {
 
 	paid, cancelled, expired, pending := orders[0], orders[1], orders[2], orders[3]
 
-	st, err := s.update(paid.Token, domain.UpdatePay, "ref-"+paid.Token, domain.PayRequest{PaymentRef: "ref-1"})
-	require.NoError(t, err)
-	require.Equal(t, domain.StatusPaid, st.Status)
-	require.Equal(t, "ref-1", st.PaymentRef)
-	// The same payment again answers the same; another is refused.
-	again, err := s.update(paid.Token, domain.UpdatePay, "ref-again-"+paid.Token, domain.PayRequest{PaymentRef: "ref-1"})
-	if err == nil { // the workflow may have completed already
-		require.Equal(t, st, again)
-	}
-	require.Equal(t, domain.StatusPaid, s.result(paid.Token).Status)
-
-	st, err = s.update(cancelled.Token, domain.UpdateCancel, "cancel-1", domain.CancelRequest{Reason: "test"})
-	require.NoError(t, err)
-	require.Equal(t, domain.StatusCancelled, st.Status)
-
-	st, err = s.update(expired.Token, domain.UpdateExpire, "expire-1", domain.CancelRequest{Reason: "operator"})
-	require.NoError(t, err)
-	require.Equal(t, domain.StatusExpired, st.Status)
-
+	payCancelExpire(t, s, paid, cancelled, expired)
 	// Paying a cancelled order is refused; the workflow's end is the
 	// database's.
 	for _, in := range []domain.OrderInput{cancelled, expired} {
@@ -281,6 +263,30 @@ func TestOrderIntegrationPayCancelExpire(t *testing.T) {
 	}
 	b = s.requireConsistent(sale)
 	require.Equal(t, int64(3), b.redisStock)
+}
+
+// payCancelExpire pays, cancels and expires one order each through their
+// workflows' updates; paying again with the same reference answers the
+// same.
+func payCancelExpire(t *testing.T, s *stack, paid, cancelled, expired domain.OrderInput) {
+	st, err := s.update(paid.Token, domain.UpdatePay, "ref-"+paid.Token, domain.PayRequest{PaymentRef: "ref-1"})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusPaid, st.Status)
+	require.Equal(t, "ref-1", st.PaymentRef)
+	// The same payment again answers the same; another is refused.
+	again, err := s.update(paid.Token, domain.UpdatePay, "ref-again-"+paid.Token, domain.PayRequest{PaymentRef: "ref-1"})
+	if err == nil { // the workflow may have completed already
+		require.Equal(t, st, again)
+	}
+	require.Equal(t, domain.StatusPaid, s.result(paid.Token).Status)
+
+	st, err = s.update(cancelled.Token, domain.UpdateCancel, "cancel-1", domain.CancelRequest{Reason: "test"})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusCancelled, st.Status)
+
+	st, err = s.update(expired.Token, domain.UpdateExpire, "expire-1", domain.CancelRequest{Reason: "operator"})
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusExpired, st.Status)
 }
 
 func TestOrderIntegrationExpiresAndSellsAgain(t *testing.T) {
