@@ -213,22 +213,9 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	if err != nil || out != lua.WarmupOK {
 		return fmt.Errorf("warmup %q: %w", out, err)
 	}
-	var tokens []string
-	for u := int64(1); u <= 6; u++ {
-		r, err := s.Reserve(ctx, rdb, lua.ReserveArgs{SaleID: id, UserID: u, RequestID: fmt.Sprintf("req-%08d", u), Token: fmt.Sprintf("tok-%d-%d", id, u), Epoch: 1})
-		if err != nil {
-			return err
-		}
-		want := lua.OutcomeOK
-		if u == 6 {
-			want = lua.OutcomeSoldOut
-		}
-		if r.Outcome != want {
-			return fmt.Errorf("user %d: outcome %s, want %s", u, r.Outcome, want)
-		}
-		if r.Outcome == lua.OutcomeOK {
-			tokens = append(tokens, r.Token)
-		}
+	tokens, err := reserveSix(ctx, rdb, s, id)
+	if err != nil {
+		return err
 	}
 	// The API's sold-out mark: one MULTI over the sale's keys.
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -240,8 +227,38 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	}); err != nil && err != redis.Nil {
 		return fmt.Errorf("sold-out mark: %w", err)
 	}
-	// The relay: one stream per XREADGROUP, then ack and dead-letter in one
-	// MULTI each, XAUTOCLAIM and XINFO GROUPS.
+	if err := relayCommands(ctx, rdb, k, tokens); err != nil {
+		return err
+	}
+	return repairCommands(ctx, rdb, s, id, tokens[0], now)
+}
+
+// reserveSix reserves for users 1 to 6 a sale of five units: five holds,
+// then sold out. It returns the holds' tokens.
+func reserveSix(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts, id int64) ([]string, error) {
+	var tokens []string
+	for u := int64(1); u <= 6; u++ {
+		r, err := s.Reserve(ctx, rdb, lua.ReserveArgs{SaleID: id, UserID: u, RequestID: fmt.Sprintf("req-%08d", u), Token: fmt.Sprintf("tok-%d-%d", id, u), Epoch: 1})
+		if err != nil {
+			return nil, err
+		}
+		want := lua.OutcomeOK
+		if u == 6 {
+			want = lua.OutcomeSoldOut
+		}
+		if r.Outcome != want {
+			return nil, fmt.Errorf("user %d: outcome %s, want %s", u, r.Outcome, want)
+		}
+		if r.Outcome == lua.OutcomeOK {
+			tokens = append(tokens, r.Token)
+		}
+	}
+	return tokens, nil
+}
+
+// relayCommands: one stream per XREADGROUP, then ack and dead-letter in
+// one MULTI each, XAUTOCLAIM, XPENDING and XINFO GROUPS.
+func relayCommands(ctx context.Context, rdb *redis.ClusterClient, k lua.Keys, tokens []string) error {
 	streams, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: lua.InboxGroup, Consumer: "c1",
 		Streams: []string{k.Inbox, ">"}, Count: 100, Block: time.Second}).Result()
 	if err != nil {
@@ -275,11 +292,16 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 	if _, err := rdb.XInfoGroups(ctx, k.Inbox).Result(); err != nil {
 		return fmt.Errorf("xinfo groups: %w", err)
 	}
-	// The order activities and the reconciler.
-	if moved, err := s.Advance(ctx, rdb, id, tokens[0], "ordered", "held"); err != nil || !moved {
+	return nil
+}
+
+// repairCommands: the order activities' and the reconciler's scripts, and
+// the resync's rebuild.
+func repairCommands(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts, id int64, token string, now time.Time) error {
+	if moved, err := s.Advance(ctx, rdb, id, token, "ordered", "held"); err != nil || !moved {
 		return fmt.Errorf("advance %v: %w", moved, err)
 	}
-	if released, err := s.Release(ctx, rdb, id, 1, tokens[0], true, false); err != nil || !released {
+	if released, err := s.Release(ctx, rdb, id, 1, token, true, false); err != nil || !released {
 		return fmt.Errorf("release %v: %w", released, err)
 	}
 	if out, _, err := s.Adjust(ctx, rdb, id, 2, "cluster-add"); err != nil || out != lua.AdjustOK {
