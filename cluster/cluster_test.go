@@ -347,39 +347,7 @@ func TestTwoAPIsTwoWorkersShareOneSale(t *testing.T) {
 	saleID := mustLiveSale(t, a.URL, stock)
 
 	// Every user asks twice, through both APIs, with two request ids.
-	base := userBlock(users)
-	type reply struct {
-		user  int64
-		code  int
-		token string
-		err   error
-	}
-	replies := make(chan reply, 2*users)
-	var wg sync.WaitGroup
-	for i := range 2 * users {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			user := base + int64(i%users)
-			url := []string{a.URL, b.URL}[(i+i/users)%2]
-			code, body, err := testenv.DoRetrying("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", url, saleID), user,
-				map[string]any{"request_id": fmt.Sprintf("burst-%d-%d", user, i/users)}, 10)
-			token, _ := body["token"].(string)
-			replies <- reply{user, code, token, err}
-		}()
-	}
-	wg.Wait()
-	close(replies)
-	holders := map[int64]string{}
-	codes := map[int]int{}
-	for r := range replies {
-		require.NoError(t, r.err)
-		codes[r.code]++
-		if r.code == http.StatusAccepted {
-			require.NotContains(t, holders, r.user, "user %d got two units", r.user)
-			holders[r.user] = r.token
-		}
-	}
+	holders, codes := burstThroughBoth(t, a.URL, b.URL, saleID, users)
 	require.Len(t, holders, stock, "answers: %v", codes)
 	require.Equal(t, 2*users-stock, codes[http.StatusGone]+codes[http.StatusConflict], "answers: %v", codes)
 
@@ -408,25 +376,7 @@ func TestTwoAPIsTwoWorkersShareOneSale(t *testing.T) {
 	}, 90*time.Second, 500*time.Millisecond)
 
 	// Cancel one through A; B must sell that unit to a new user.
-	code, body := call(t, "POST", a.URL+"/api/v1/reservations/"+cancelToken+"/cancel", cancelUser, nil)
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	require.Equal(t, "CANCELLED", body["status"])
-	newcomer := testenv.UniqueUser()
-	var newToken string
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		// The same request id each time: a retry never takes a second unit.
-		code, body, err := do("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", b.URL, saleID), newcomer,
-			map[string]any{"request_id": "newcomer-1"})
-		if assert.NoError(c, err) && assert.Equal(c, http.StatusAccepted, code, "%v", body) {
-			newToken, _ = body["token"].(string)
-		}
-	}, 20*time.Second, 300*time.Millisecond, "the released unit sells again through B")
-	require.NotEmpty(t, newToken)
-	// And only that one unit.
-	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", a.URL, saleID), testenv.UniqueUser(),
-		map[string]any{"request_id": "late-comer-2"})
-	require.Equal(t, http.StatusGone, code, "%v", body)
-
+	resellThroughOther(t, a.URL, b.URL, saleID, cancelUser, cancelToken)
 	// The reconciler (Redis snapshot script on the cluster, database
 	// snapshot) agrees: exactly the stock is held, nothing is off.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -440,6 +390,68 @@ func TestTwoAPIsTwoWorkersShareOneSale(t *testing.T) {
 		assert.EqualValues(c, 0, rep["redis_stock"], "%v", rep)
 		assert.Equal(c, true, rep["consistent"], "%v", rep)
 	}, 90*time.Second, 500*time.Millisecond)
+}
+
+// burstThroughBoth has every user ask twice, through both APIs, with two
+// request ids; it returns the holders' tokens and the answers' counts.
+func burstThroughBoth(t *testing.T, aURL, bURL string, saleID int64, users int) (map[int64]string, map[int]int) {
+	base := userBlock(users)
+	type reply struct {
+		user  int64
+		code  int
+		token string
+		err   error
+	}
+	replies := make(chan reply, 2*users)
+	var wg sync.WaitGroup
+	for i := range 2 * users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := base + int64(i%users)
+			url := []string{aURL, bURL}[(i+i/users)%2]
+			code, body, err := testenv.DoRetrying("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", url, saleID), user,
+				map[string]any{"request_id": fmt.Sprintf("burst-%d-%d", user, i/users)}, 10)
+			token, _ := body["token"].(string)
+			replies <- reply{user, code, token, err}
+		}()
+	}
+	wg.Wait()
+	close(replies)
+	holders := map[int64]string{}
+	codes := map[int]int{}
+	for r := range replies {
+		require.NoError(t, r.err)
+		codes[r.code]++
+		if r.code == http.StatusAccepted {
+			require.NotContains(t, holders, r.user, "user %d got two units", r.user)
+			holders[r.user] = r.token
+		}
+	}
+	return holders, codes
+}
+
+// resellThroughOther cancels the token through A and requires B to sell
+// that one unit to a new user, and no more.
+func resellThroughOther(t *testing.T, aURL, bURL string, saleID, cancelUser int64, cancelToken string) {
+	code, body := call(t, "POST", aURL+"/api/v1/reservations/"+cancelToken+"/cancel", cancelUser, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	require.Equal(t, "CANCELLED", body["status"])
+	newcomer := testenv.UniqueUser()
+	var newToken string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		// The same request id each time: a retry never takes a second unit.
+		code, body, err := do("POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", bURL, saleID), newcomer,
+			map[string]any{"request_id": "newcomer-1"})
+		if assert.NoError(c, err) && assert.Equal(c, http.StatusAccepted, code, "%v", body) {
+			newToken, _ = body["token"].(string)
+		}
+	}, 20*time.Second, 300*time.Millisecond, "the released unit sells again through B")
+	require.NotEmpty(t, newToken)
+	// And only that one unit.
+	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", aURL, saleID), testenv.UniqueUser(),
+		map[string]any{"request_id": "late-comer-2"})
+	require.Equal(t, http.StatusGone, code, "%v", body)
 }
 
 // Eight sales at once through both APIs: each sells exactly its stock.
