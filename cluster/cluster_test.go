@@ -55,32 +55,13 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 	require.Len(t, shards, cluster.Masters)
 
 	// The breaker's heartbeat (lua.Client.Aside) pings every master.
-	pings := func() map[string]int64 {
-		var mu sync.Mutex
-		got := map[string]int64{}
-		require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			info, err := m.Info(ctx, "commandstats").Result()
-			if err != nil {
-				return err
-			}
-			var n int64
-			if sub := pingCalls.FindStringSubmatch(info); sub != nil {
-				n, _ = strconv.ParseInt(sub[1], 10, 64)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			got[m.Options().Addr] = n
-			return nil
-		}))
-		return got
-	}
 	aside, err := lua.NewClient(rdb).Aside()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = aside.Close() })
 	require.NoError(t, aside.PingAll(ctx)) // the aside client learns the cluster's layout
-	before := pings()
+	before := pingCounts(t, ctx, cc)
 	require.NoError(t, aside.PingAll(ctx))
-	after := pings()
+	after := pingCounts(t, ctx, cc)
 	require.Len(t, after, cluster.Masters)
 	for addr, n := range after {
 		require.Greater(t, n, before[addr], "master %s was pinged", addr)
@@ -117,6 +98,29 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 		require.NoError(t, dc.Set(dctx, key, i, time.Minute).Err())
 		require.NoError(t, dc.Get(dctx, key).Err())
 	}
+}
+
+// pingCounts is each master's PING calls so far (INFO commandstats).
+func pingCounts(t *testing.T, ctx context.Context, cc *redis.ClusterClient) map[string]int64 {
+	var mu sync.Mutex
+	got := map[string]int64{}
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		info, err := m.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		var n int64
+		if sub := pingCalls.FindStringSubmatch(info); sub != nil {
+			if n, err = strconv.ParseInt(sub[1], 10, 64); err != nil {
+				return fmt.Errorf("ping calls %q: %w", sub[1], err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got[m.Options().Addr] = n
+		return nil
+	}))
+	return got
 }
 
 // Every script and every multi-key call shape the API, the worker and the
