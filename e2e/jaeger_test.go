@@ -38,57 +38,14 @@ type jaegerTrace struct {
 // query API: one trace, both services, the request, the script, the start
 // and the activities. Outside CI: go tool task test:jaeger.
 func TestJaegerTrace(t *testing.T) {
-	bin := os.Getenv("SECKILL_JAEGER_BIN")
-	require.NotEmpty(t, bin, "SECKILL_JAEGER_BIN: run through scripts/test-jaeger.sh")
-	_, file, _, _ := runtime.Caller(0)
-	conf := filepath.Join(filepath.Dir(file), "..", "jaeger-dev", "config.yaml")
-	otlp, query, grpc := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
-	j := testenv.StartCommand(t, "jaeger", bin, map[string]string{
-		"JAEGER_OTLP_ADDR": otlp, "JAEGER_QUERY_ADDR": query, "JAEGER_QUERY_GRPC_ADDR": grpc,
-	}, "--config", conf)
-	queryURL := "http://" + query
-	j.WaitReady(t, 60*time.Second, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, queryURL+"/api/services", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("jaeger answered %d", resp.StatusCode)
-		}
-		return nil
-	})
-
+	otlp, queryURL := startJaeger(t)
 	env := testenv.ProcEnv(t, "e2e-jaeger-"+fmt.Sprint(time.Now().UnixNano()), map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + otlp,
 	})
 	api := testenv.MustAPI(t, "api", env)
 	testenv.MustWorker(t, "worker", env)
 
-	now := time.Now().UTC()
-	code, sale := call(t, "POST", api.URL+"/admin/v1/sales", -1, map[string]any{
-		"goods_id": 1, "title": "jaeger", "price_cents": 500, "stock": 2, "buckets": 2,
-		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(3 * time.Minute).Format(time.RFC3339),
-		"payment_window_seconds": 120,
-	})
-	require.Equal(t, http.StatusCreated, code, "%v", sale)
-	saleID := int64(sale["sale_id"].(float64))
-	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", api.URL, saleID), -1, nil)
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	user := testenv.UniqueUser()
-	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, saleID), user, map[string]any{"request_id": "jaeger-1"})
-	require.Equal(t, http.StatusAccepted, code, "%v", body)
-	token := body["token"].(string)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		code, body := call(t, "GET", api.URL+"/api/v1/reservations/"+token, user, nil)
-		assert.Equal(c, http.StatusOK, code)
-		assert.Equal(c, "PENDING_PAYMENT", body["status"])
-	}, 60*time.Second, 250*time.Millisecond)
-
+	reservePending(t, api)
 	// The batches reach Jaeger within a few seconds of the spans ending.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		resp, err := httpClient.Get(queryURL + "/api/traces?service=seckill-api&operation=" +
@@ -127,4 +84,59 @@ func TestJaegerTrace(t *testing.T) {
 			assert.True(c, best[w], "no trace has %s (best: %v)", w, best)
 		}
 	}, 60*time.Second, time.Second)
+}
+
+// startJaeger runs the built Jaeger on free ports and returns its OTLP
+// address and query URL once it answers.
+func startJaeger(t *testing.T) (otlp, queryURL string) {
+	bin := os.Getenv("SECKILL_JAEGER_BIN")
+	require.NotEmpty(t, bin, "SECKILL_JAEGER_BIN: run through scripts/test-jaeger.sh")
+	_, file, _, _ := runtime.Caller(0)
+	conf := filepath.Join(filepath.Dir(file), "..", "jaeger-dev", "config.yaml")
+	var query, grpc string
+	otlp, query, grpc = testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+	j := testenv.StartCommand(t, "jaeger", bin, map[string]string{
+		"JAEGER_OTLP_ADDR": otlp, "JAEGER_QUERY_ADDR": query, "JAEGER_QUERY_GRPC_ADDR": grpc,
+	}, "--config", conf)
+	queryURL = "http://" + query
+	j.WaitReady(t, 60*time.Second, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, queryURL+"/api/services", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("jaeger answered %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return otlp, queryURL
+}
+
+// reservePending creates and warms a sale through api and makes one
+// reservation that reaches PENDING_PAYMENT.
+func reservePending(t *testing.T, api *testenv.API) {
+	now := time.Now().UTC()
+	code, sale := call(t, "POST", api.URL+"/admin/v1/sales", -1, map[string]any{
+		"goods_id": 1, "title": "jaeger", "price_cents": 500, "stock": 2, "buckets": 2,
+		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(3 * time.Minute).Format(time.RFC3339),
+		"payment_window_seconds": 120,
+	})
+	require.Equal(t, http.StatusCreated, code, "%v", sale)
+	saleID := int64(sale["sale_id"].(float64))
+	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", api.URL, saleID), -1, nil)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	user := testenv.UniqueUser()
+	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, saleID), user, map[string]any{"request_id": "jaeger-1"})
+	require.Equal(t, http.StatusAccepted, code, "%v", body)
+	token := body["token"].(string)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, body := call(t, "GET", api.URL+"/api/v1/reservations/"+token, user, nil)
+		assert.Equal(c, http.StatusOK, code)
+		assert.Equal(c, "PENDING_PAYMENT", body["status"])
+	}, 60*time.Second, 250*time.Millisecond)
 }
