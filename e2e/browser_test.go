@@ -145,12 +145,20 @@ func TestStorefrontInABrowser(t *testing.T) {
 	testenv.MustWorker(t, "worker", env)
 	browser := MustBrowser(t)
 	out := t.ArtifactDir()
+	buyAndPayInTheBrowser(t, browser, api.URL, out)
+	soldOutThenWaitlist(t, browser, api.URL, out)
+	solveTheChallenge(t, browser, api.URL)
+	followByPolling(t, browser, api.URL)
+}
 
+// buyAndPayInTheBrowser: two quick clicks make one reservation, followed by
+// its event stream to PENDING_PAYMENT, then paid from the page.
+func buyAndPayInTheBrowser(t *testing.T, browser context.Context, apiURL, out string) {
 	const title = "Mechanical keyboard, limited edition"
-	saleID := mustLiveSale(t, api.URL, title, 19900, 3, 900)
+	saleID := mustLiveSale(t, apiURL, title, 19900, 3, 900)
 	user := testenv.UniqueUser()
 
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", api.URL, saleID)))
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, saleID)))
 	waitPage(t, browser, "the sale", fmt.Sprintf("document.getElementById('title').textContent === %q", title), 20*time.Second)
 	require.Equal(t, "¥199.00", text(t, browser, "price"))
 	require.Equal(t, "3", text(t, browser, "stock-total"))
@@ -166,7 +174,7 @@ func TestStorefrontInABrowser(t *testing.T) {
 	require.Equal(t, "stream", transport, "the page follows the reservation's event stream")
 	waitPage(t, browser, "the payment countdown", "!document.getElementById('pay-by-row').hidden && /\\d\\d:\\d\\d/.test(document.getElementById('pay-by').textContent)", 10*time.Second)
 
-	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, saleID), user, nil)
+	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", apiURL, saleID), user, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Len(t, mine["reservations"], 1, "two quick clicks make exactly one reservation: %v", mine)
 
@@ -183,28 +191,32 @@ func TestStorefrontInABrowser(t *testing.T) {
 	waitPage(t, browser, "PAID", "document.getElementById('res-status').textContent === 'PAID'", 2*time.Minute)
 	waitPage(t, browser, "paid message", "document.getElementById('message').dataset.code === 'paid'", 10*time.Second)
 	screenshot(t, browser, filepath.Join(out, "paid.png"))
-	code, res := call(t, "GET", api.URL+"/api/v1/reservations/"+mine["reservations"].([]any)[0].(map[string]any)["token"].(string), user, nil)
+	code, res := call(t, "GET", apiURL+"/api/v1/reservations/"+mine["reservations"].([]any)[0].(map[string]any)["token"].(string), user, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "PAID", res["status"])
+}
 
+// soldOutThenWaitlist: a late user sees the sale sold out, joins the
+// waitlist and gets the unit the first buyer returns.
+func soldOutThenWaitlist(t *testing.T, browser context.Context, apiURL, out string) {
 	// A sold-out sale: another user takes the only unit first.
-	soldOut := mustLiveSale(t, api.URL, "Sold-out sneakers", 59900, 1, 900)
+	soldOut := mustLiveSale(t, apiURL, "Sold-out sneakers", 59900, 1, 900)
 	firstBuyer := testenv.UniqueUser()
-	code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, soldOut), firstBuyer, map[string]any{"request_id": "browser-first-buyer"})
+	code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", apiURL, soldOut), firstBuyer, map[string]any{"request_id": "browser-first-buyer"})
 	require.Equal(t, http.StatusAccepted, code, "%v", body)
 	firstToken := body["token"].(string)
 	late := testenv.UniqueUser()
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", api.URL, soldOut)))
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, soldOut)))
 	waitPage(t, browser, "the sold-out sale", "document.getElementById('title').textContent === 'Sold-out sneakers'", 20*time.Second)
 	login(t, browser, late)
 	// The sale view may still show the unit (stock_left lags by a second):
 	// then the click gets the contract's 410 sold_out. Either way the page
 	// must say sold out.
-	_, err = eval[bool](browser, "(() => { const b = document.getElementById('buy'); if (!b.disabled) b.click(); return true; })()")
+	_, err := eval[bool](browser, "(() => { const b = document.getElementById('buy'); if (!b.disabled) b.click(); return true; })()")
 	require.NoError(t, err)
 	waitPage(t, browser, "sold-out message", "document.getElementById('message').dataset.code === 'sold_out' && document.getElementById('message').textContent.startsWith('Sold out')", 20*time.Second)
 	screenshot(t, browser, filepath.Join(out, "sold-out.png"))
-	code, mine = call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, soldOut), late, nil)
+	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", apiURL, soldOut), late, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Empty(t, mine["reservations"])
 
@@ -214,14 +226,19 @@ func TestStorefrontInABrowser(t *testing.T) {
 	do(t, browser, chromedp.Click(chromedp.ID("wait")))
 	waitPage(t, browser, "the waitlist position", "document.getElementById('wait-position').textContent.startsWith('You are number 1 ')", 10*time.Second)
 	screenshot(t, browser, filepath.Join(out, "waitlist.png"))
-	code, body = call(t, "POST", api.URL+"/api/v1/reservations/"+firstToken+"/cancel", firstBuyer, nil)
+	code, body = call(t, "POST", apiURL+"/api/v1/reservations/"+firstToken+"/cancel", firstBuyer, nil)
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	waitPage(t, browser, "the handed-over unit", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && document.getElementById('waitlist').hidden", 2*time.Minute)
+}
 
+// solveTheChallenge: on a sale with a challenge the page solves it
+// (SHA-256 in the browser, with its progress shown), trades it for a pass
+// and reserves with it.
+func solveTheChallenge(t *testing.T, browser context.Context, apiURL string) {
 	// A sale with a challenge: the page solves it (SHA-256 in the browser,
 	// with its progress shown), trades it for a pass and reserves with it.
-	guarded := mustLiveSale(t, api.URL, "Guarded console", 49900, 2, 900, map[string]any{"challenge_difficulty": 20000})
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", api.URL, guarded)))
+	guarded := mustLiveSale(t, apiURL, "Guarded console", 49900, 2, 900, map[string]any{"challenge_difficulty": 20000})
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, guarded)))
 	waitPage(t, browser, "the guarded sale", "document.getElementById('title').textContent === 'Guarded console'", 20*time.Second)
 	guardedBuyer := testenv.UniqueUser()
 	login(t, browser, guardedBuyer)
@@ -231,16 +248,20 @@ func TestStorefrontInABrowser(t *testing.T) {
 	solved, err := eval[int](browser, "window.seckillChallengesSolved || 0")
 	require.NoError(t, err)
 	require.Equal(t, 1, solved, "one challenge solved for one reservation")
-	code, mine = call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, guarded), guardedBuyer, nil)
+	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", apiURL, guarded), guardedBuyer, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Len(t, mine["reservations"], 1)
-	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, guarded), testenv.UniqueUser(), map[string]any{"request_id": "browser-no-pass"})
+	code, body := call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", apiURL, guarded), testenv.UniqueUser(), map[string]any{"request_id": "browser-no-pass"})
 	require.Equal(t, http.StatusForbidden, code, "without a pass: %v", body)
+}
 
+// followByPolling: without the stream (forced here; a failing stream falls
+// back the same way) the page polls and still sees the order settle.
+func followByPolling(t *testing.T, browser context.Context, apiURL string) {
 	// Without the stream (forced here; a failing stream falls back the
 	// same way) the page polls and still sees the order settle.
-	polled := mustLiveSale(t, api.URL, "Polled lamp", 9900, 1, 900)
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d&transport=poll", api.URL, polled)))
+	polled := mustLiveSale(t, apiURL, "Polled lamp", 9900, 1, 900)
+	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d&transport=poll", apiURL, polled)))
 	waitPage(t, browser, "the polled sale", "document.getElementById('title').textContent === 'Polled lamp'", 20*time.Second)
 	login(t, browser, testenv.UniqueUser())
 	waitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
