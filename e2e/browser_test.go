@@ -235,8 +235,6 @@ func soldOutThenWaitlist(t *testing.T, browser context.Context, apiURL, out stri
 // (SHA-256 in the browser, with its progress shown), trades it for a pass
 // and reserves with it.
 func solveTheChallenge(t *testing.T, browser context.Context, apiURL string) {
-	// A sale with a challenge: the page solves it (SHA-256 in the browser,
-	// with its progress shown), trades it for a pass and reserves with it.
 	guarded := mustLiveSale(t, apiURL, "Guarded console", 49900, 2, 900, map[string]any{"challenge_difficulty": 20000})
 	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, guarded)))
 	waitPage(t, browser, "the guarded sale", "document.getElementById('title').textContent === 'Guarded console'", 20*time.Second)
@@ -258,8 +256,6 @@ func solveTheChallenge(t *testing.T, browser context.Context, apiURL string) {
 // followByPolling: without the stream (forced here; a failing stream falls
 // back the same way) the page polls and still sees the order settle.
 func followByPolling(t *testing.T, browser context.Context, apiURL string) {
-	// Without the stream (forced here; a failing stream falls back the
-	// same way) the page polls and still sees the order settle.
 	polled := mustLiveSale(t, apiURL, "Polled lamp", 9900, 1, 900)
 	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d&transport=poll", apiURL, polled)))
 	waitPage(t, browser, "the polled sale", "document.getElementById('title').textContent === 'Polled lamp'", 20*time.Second)

@@ -167,9 +167,9 @@ func (r *runbookRun) expireAndPause(u1, u2 int64, t2, again string) {
 	r.s.waitStatus(r.t, u4, body["token"].(string), "PENDING_PAYMENT")
 }
 
-// paidNotCancellable: cancelling a PAID order is refused.
+// paidNotCancellable: cancelling a PAID order is refused, as the runbook
+// says; it stays PAID.
 func (r *runbookRun) paidNotCancellable(u1 int64, again string) {
-	// Cancelling a PAID order: refused, as the runbook says; still PAID.
 	code, body := call(r.t, "POST", r.s.api.URL+"/api/v1/reservations/"+again+"/payment", u1, map[string]any{"payment_ref": "ops-paid-1"})
 	require.Equal(r.t, http.StatusOK, code, "%v", body)
 	out, err := r.rb.try("cancel", r.vars(u1, again))
