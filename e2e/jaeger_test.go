@@ -45,7 +45,7 @@ func TestJaegerTrace(t *testing.T) {
 	api := testenv.MustAPI(t, "api", env)
 	testenv.MustWorker(t, "worker", env)
 
-	reservePending(t, api)
+	reservePending(t, api, "jaeger", 3*time.Minute, 120)
 	// The batches reach Jaeger within a few seconds of the spans ending.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		resp, err := httpClient.Get(queryURL + "/api/traces?service=seckill-api&operation=" +
@@ -115,28 +115,4 @@ func startJaeger(t *testing.T) (otlp, queryURL string) {
 		return nil
 	})
 	return otlp, queryURL
-}
-
-// reservePending creates and warms a sale through api and makes one
-// reservation that reaches PENDING_PAYMENT.
-func reservePending(t *testing.T, api *testenv.API) {
-	now := time.Now().UTC()
-	code, sale := call(t, "POST", api.URL+"/admin/v1/sales", -1, map[string]any{
-		"goods_id": 1, "title": "jaeger", "price_cents": 500, "stock": 2, "buckets": 2,
-		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(3 * time.Minute).Format(time.RFC3339),
-		"payment_window_seconds": 120,
-	})
-	require.Equal(t, http.StatusCreated, code, "%v", sale)
-	saleID := int64(sale["sale_id"].(float64))
-	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", api.URL, saleID), -1, nil)
-	require.Equal(t, http.StatusOK, code, "%v", body)
-	user := testenv.UniqueUser()
-	code, body = call(t, "POST", fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, saleID), user, map[string]any{"request_id": "jaeger-1"})
-	require.Equal(t, http.StatusAccepted, code, "%v", body)
-	token := body["token"].(string)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		code, body := call(t, "GET", api.URL+"/api/v1/reservations/"+token, user, nil)
-		assert.Equal(c, http.StatusOK, code)
-		assert.Equal(c, "PENDING_PAYMENT", body["status"])
-	}, 60*time.Second, 250*time.Millisecond)
 }
