@@ -224,14 +224,14 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		return sendError(c, domain.EInvalid, "delta: the stock would exceed 10000000")
 	}
 	err = sales.AdjustStock(ctx, s.st, s.rdb, id, delta, writeRef(c))
-	if err != nil && err != sales.ErrInsufficient {
+	if err != nil && err != store.ErrInsufficient {
 		// A bare refusal is an answer; anything else is logged (also a
 		// refused withdrawal whose units did not go back to Redis).
 		s.log(c).Error("adjust stock", "sale_id", id, "delta", delta, "err", err)
 	}
 	switch {
-	case errors.Is(err, sales.ErrInsufficient):
-		return sendError(c, domain.EInsufficient, "cannot withdraw more than the unsold units")
+	case errors.Is(err, store.ErrInsufficient):
+		return sendErr(c, store.ErrInsufficient)
 	case errors.Is(err, sales.ErrRedisBehind):
 		// Committed: the answer is 200, and Redis follows from the
 		// pending row (here in the background, and by the worker).

@@ -23,8 +23,6 @@ var (
 	// ErrRedisBehind: the database changed but Redis did not follow; a
 	// retry or the reconciliation brings Redis up to date.
 	ErrRedisBehind = errors.New("the database changed but redis did not")
-	// ErrInsufficient: a withdrawal of more than the unsold units.
-	ErrInsufficient = errors.New("cannot withdraw more than the unsold units")
 )
 
 // SetControl pauses, resumes or stops a sale: the database holds the
@@ -103,7 +101,7 @@ func followControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID
 // the database; when the database refuses, the units go back to Redis. It
 // never commits with Redis down (ErrRedis): the contract's rule, never
 // below what is held or sold, is checked where the holds are.
-// Errors: ErrInsufficient, ErrRedis, ErrDatabase, ErrRedisBehind.
+// Errors: store.ErrInsufficient, ErrRedis, ErrDatabase, ErrRedisBehind.
 func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, delta int64, ref string) error {
 	if ref == "" {
 		ref = "adjust-" + ulid.Make().String()
@@ -133,7 +131,7 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		return fmt.Errorf("adjust stock of sale %d in redis: %w: %w", saleID, ErrRedis, err)
 	}
 	if outcome == lua.AdjustInsufficient {
-		return ErrInsufficient
+		return store.ErrInsufficient
 	}
 	if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
 		var gerr error
@@ -142,7 +140,7 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 			_, _, gerr = rdb.Adjust(context.WithoutCancel(ctx), saleID, -delta, "")
 		}
 		if errors.Is(err, store.ErrInsufficient) {
-			err = ErrInsufficient
+			err = store.ErrInsufficient // a bare refusal: an answer, not a failure
 		} else {
 			err = fmt.Errorf("adjust stock of sale %d in the database: %w: %w", saleID, ErrDatabase, err)
 		}

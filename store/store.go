@@ -19,6 +19,7 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/mysqldialect"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/schema"
 )
 
@@ -133,8 +134,11 @@ var (
 	ErrNotPayable       = errors.New("reservation is not payable")
 	ErrNotCancellable   = errors.New("reservation is not cancellable")
 	ErrNotFound         = errors.New("not found")
-	ErrInsufficient     = errors.New("insufficient unsold stock")
 )
+
+// ErrInsufficient refuses a withdrawal of more units than are unsold: a
+// domain error, answered as it is (409 insufficient_stock).
+var ErrInsufficient = domain.Errorf(domain.EInsufficient, "cannot withdraw more than the unsold units")
 
 // The oldest supported server: the schema uses MariaDB-only statements
 // (BEGIN NOT ATOMIC, SET STATEMENT, PERSISTENT columns) and 10.6's
