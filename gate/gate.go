@@ -14,14 +14,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/altcha"
+	"github.com/seckill/seckill/internal/keyedmac"
 	"github.com/seckill/seckill/store"
 )
 
@@ -52,14 +51,12 @@ type Service struct {
 
 // keySet is the challenge and pass keys derived from one token key.
 type keySet struct {
-	altcha, pass []byte
-	macs         sync.Pool // of HMAC-SHA256 states under pass
+	altcha []byte
+	pass   *keyedmac.Pool
 }
 
 func newKeySet(tokenKey []byte) *keySet {
-	k := &keySet{altcha: derive(tokenKey, "seckill altcha v1"), pass: derive(tokenKey, "seckill challenge pass v1")}
-	k.macs.New = func() any { return hmac.New(sha256.New, k.pass) }
-	return k
+	return &keySet{altcha: keyedmac.Derive(tokenKey, "seckill altcha v1"), pass: keyedmac.NewPool(keyedmac.Derive(tokenKey, "seckill challenge pass v1"))}
 }
 
 // New derives the challenge and pass keys from tokenKey; what was made
@@ -78,12 +75,6 @@ func (s *Service) keySets() []*keySet {
 		return []*keySet{s.cur}
 	}
 	return []*keySet{s.cur, s.prev}
-}
-
-func derive(key []byte, purpose string) []byte {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(purpose))
-	return mac.Sum(nil)
 }
 
 // Challenge makes a challenge for user at sale, bound to both; a sale
@@ -158,12 +149,7 @@ func (s *Service) mintPass(saleID, userID int64, exp time.Time) string {
 
 // passSum appends body's MAC to b; the hot path reuses HMAC states.
 func (k *keySet) passSum(body string, b []byte) []byte {
-	mac := k.macs.Get().(hash.Hash)
-	mac.Reset()
-	mac.Write([]byte(body))
-	b = mac.Sum(b)
-	k.macs.Put(mac)
-	return b
+	return k.pass.Sum(b, []byte(body))
 }
 
 // passSigned reports whether mac is body's under one of the key sets.

@@ -20,8 +20,8 @@ build_pid=$!
 # taken and wait in the sale's inbox) and connect when it answers.
 SECKILL_TEMPORAL_LATER=1 "$ROOT/scripts/services.sh" up dev
 wait "$build_pid" || die "building bin/seckill failed"
-if [[ -z "${TEMPORAL_ADDRESS:-}" && "${SECKILL_TEMPORAL:-dev}" == dev && ! -x "$SECKILL_TEMPORAL_BIN" ]]; then
-	"$ROOT/scripts/temporal.sh" background "$ROOT/.data" 7233 8233
+if [[ -z "${TEMPORAL_ADDRESS:-}" && "${SECKILL_TEMPORAL:-dev}" == dev ]]; then
+	"$ROOT/scripts/temporal.sh" background "$ROOT/.data" 7233 8233 # at once when built (then already running)
 fi
 log "applying migrations"
 bin/seckill migrate
