@@ -42,40 +42,36 @@ var (
 	prevErr  error
 )
 
-// mustPrevBinary builds cmd/seckill of prevRelease from git (the Go build
-// cache makes it quick after the first time).
+// mustPrevBinary builds cmd/seckill of prevRelease from git once, into the
+// test binaries' dir, where later runs find it.
 func mustPrevBinary(tb testing.TB) string {
 	tb.Helper()
-	prevOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "seckill-prev-")
-		if err != nil {
-			prevErr = err
-			return
-		}
-		src := filepath.Join(dir, "src")
-		if err := os.Mkdir(src, 0o755); err != nil {
-			prevErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		archive := exec.CommandContext(ctx, "sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", prevRelease, src)
-		archive.Dir = repoRoot(tb)
-		if out, err := archive.CombinedOutput(); err != nil {
-			prevErr = fmt.Errorf("git archive %s (CI needs the full history): %w\n%s", prevRelease, err, out)
-			return
-		}
-		prevBin = filepath.Join(dir, "seckill-prev")
-		build := exec.CommandContext(ctx, "go", "build", "-o", prevBin, "./cmd/seckill")
-		build.Dir = src
-		if out, err := build.CombinedOutput(); err != nil {
-			prevErr = fmt.Errorf("build %s: %w\n%s", prevRelease, err, out)
-		}
-	})
+	prevOnce.Do(func() { prevBin, prevErr = buildPrev() })
 	if prevErr != nil {
 		tb.Fatalf("previous release: %v", prevErr)
 	}
 	return prevBin
+}
+
+func buildPrev() (string, error) {
+	name := "seckill-" + prevRelease
+	path := filepath.Join(testenv.BinDir(), name)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	src, err := os.MkdirTemp("", "seckill-prev-")
+	if err != nil {
+		return "", fmt.Errorf("source dir: %w", err)
+	}
+	defer os.RemoveAll(src)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	archive := exec.CommandContext(ctx, "sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", prevRelease, src)
+	archive.Dir = testenv.RepoRoot()
+	if out, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s (CI needs the full history): %w\n%s", prevRelease, err, out)
+	}
+	return testenv.BuildSeckill(ctx, src, name)
 }
 
 // nonDeterministic matches the SDK's error when a worker's code cannot

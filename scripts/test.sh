@@ -31,8 +31,21 @@ cleanup() {
 	exit "$rc"
 }
 
+# disk_room: the run needs a few GiB (services' data, a chaos run's several
+# hundred MiB, the build cache); a full disk fails it far from the cause.
+disk_room() {
+	local dir free
+	for dir in "$ROOT" "${TMPDIR:-/tmp}"; do
+		free=$(df -Pk "$dir" | awk 'NR == 2 { print int($4 / 1048576) }')
+		log "$dir: ${free} GiB free"
+		((free >= 3)) || die "$dir has ${free} GiB free; the tests need 3 GiB (go clean -cache, old temp dirs)"
+	done
+}
+
 total_start=$SECONDS
 trap_exits cleanup
+
+step "disk" disk_room
 
 step "start test services" "$ROOT/scripts/services.sh" up test
 # The storefront's browser test (e2e) drives Debian's Chromium headless.

@@ -35,7 +35,7 @@ func run() int {
 		duration  = flag.Duration("duration", 3*time.Minute, "how long the workload and the nemesis run")
 		faults    = flag.String("faults", "all", "comma-separated fault classes, or all: "+strings.Join(chaos.AllFaults, ","))
 		out       = flag.String("out", "chaos/results", "directory of <seed>.md and <seed>.png")
-		work      = flag.String("work", "", "directory of the services' data, logs and the history (default: a new temp dir, kept)")
+		work      = flag.String("work", "", "directory of the services' data, logs and the history, always kept (default: a new temp dir, removed after a run without violation)")
 		clients   = flag.Int("clients", 16, "concurrent clients")
 		redisMode = flag.String("redis", chaos.RedisSingle, "single: one redis-server; cluster: a three-master Redis Cluster (report cluster-<seed>.md)")
 		quiet     = flag.Duration("quiet", 0, "wait after the faults healed (default: longest payment window + two reconciliation passes + 15s)")
@@ -86,6 +86,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	madeWork := *work == ""
 	if err := fillPaths(*seed, work, seckill, temporal); err != nil {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
 		return 1
@@ -97,7 +98,16 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: seed %d: %v (logs in %s)\n", *seed, err, *work)
 		return 1
 	}
-	return summarize(res, *faults)
+	code := summarize(res, *faults)
+	if code == 0 && madeWork {
+		// A run's services leave hundreds of megabytes; one that broke
+		// nothing has its report, and a temp dir per run fills a disk.
+		if err := os.RemoveAll(*work); err != nil {
+			fmt.Fprintf(os.Stderr, "seckill-chaos: remove work dir: %v\n", err)
+			return 1
+		}
+	}
+	return code
 }
 
 // faultClasses parses -faults: all, or a comma-separated list of known
