@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,24 +63,14 @@ func refuse(op, code string, err error) error {
 	return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), code, err)
 }
 
-// classify is the one mapping from the store's business sentinels to the
-// domain codes of refusals; everything else (lost connections, deadlocks,
-// timeouts) stays retryable, wrapped with the operation.
+// classify passes on a business refusal (the store answers them as
+// *domain.Error) as the application error of its code; everything else
+// (lost connections, deadlocks, timeouts) stays retryable, wrapped with
+// the operation.
 func classify(op string, err error) error {
-	for _, m := range []struct {
-		sentinel error
-		code     string
-	}{
-		// The database has no unit for the hold: the sale is sold out
-		// as far as this reservation is concerned.
-		{store.ErrNoStock, domain.ESoldOut},
-		{store.ErrAlreadyPurchased, domain.EAlreadyPurchased},
-		{store.ErrNotPayable, domain.ENotPayable},
-		{store.ErrNotCancellable, domain.ENotCancellable},
-	} {
-		if errors.Is(err, m.sentinel) {
-			return refuse(op, m.code, err)
-		}
+	var refused *domain.Error
+	if errors.As(err, &refused) && slices.Contains(NonRetryableErrorTypes, refused.Code) {
+		return refuse(op, refused.Code, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

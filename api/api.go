@@ -32,6 +32,7 @@ import (
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/store"
 )
 
@@ -72,21 +73,19 @@ type server struct {
 	gate     *gate.Service
 	lottery  *lottery
 	starter  *starter
-	holds    *holdRecorder
+	// res is the reservation use case past the filters; holds is its
+	// hold recorder, which the waitlist's hand-overs use too.
+	res   *reservation.Service
+	holds *reservation.Holds
 	// fleet is the fleet's view of Redis: only Redis down for most of
 	// the fleet moves a sale to the database path.
 	fleet *fleet.Observer
 
-	global *rate.Limiter
-	draw   *overloadDraw
-	// dbAdmit bounds the database path (a sale in database mode): its rate
-	// and its transactions in flight.
-	dbAdmit   *dbAdmission
-	breaker   *redisBreaker
-	tokens    *verifiedTokens
-	perAddr   *keyedLimiters[netip.Addr]
-	perUser   *keyedLimiters[int64]
-	faultExit bool
+	global  *rate.Limiter
+	draw    *overloadDraw
+	tokens  *verifiedTokens
+	perAddr *keyedLimiters[netip.Addr]
+	perUser *keyedLimiters[int64]
 	// tracing is the server span's middleware (traced places it); nil
 	// with tracing off.
 	tracing fiber.Handler
@@ -179,22 +178,20 @@ func NewServer(d Deps) *Server {
 func newServerState(d Deps) *server {
 	cfg, logger, reg := d.Config, d.Logger, d.Registry
 	s := &server{
-		cfg:       cfg,
-		logger:    logger,
-		st:        d.Store,
-		rdb:       d.Redis,
-		temporal:  d.Temporal,
-		cache:     newSaleCache(d.Store, d.Redis, cfg.RedisTimeout),
-		global:    rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
-		draw:      newOverloadDraw(cfg.TokenKey, cfg.GlobalRPS),
-		dbAdmit:   newDBAdmission(cfg.FallbackRPS, cfg.FallbackInFlight),
-		perAddr:   newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
-		perUser:   newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
-		faultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
-		stop:      make(chan struct{}),
-		tokens:    newVerifiedTokens(1 << 17),
-		gate:      gate.New(d.Store, cfg.TokenKey, cfg.TokenKeyPrevious),
-		lottery:   newLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
+		cfg:      cfg,
+		logger:   logger,
+		st:       d.Store,
+		rdb:      d.Redis,
+		temporal: d.Temporal,
+		cache:    newSaleCache(d.Store, d.Redis, cfg.RedisTimeout, logger),
+		global:   rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		draw:     newOverloadDraw(cfg.TokenKey, cfg.GlobalRPS),
+		perAddr:  newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
+		perUser:  newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
+		stop:     make(chan struct{}),
+		tokens:   newVerifiedTokens(1 << 17),
+		gate:     gate.New(d.Store, cfg.TokenKey, cfg.TokenKeyPrevious),
+		lottery:  newLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
 	}
 	if cfg.Tracing {
 		s.tracing = otelfiber.Middleware()
@@ -213,18 +210,31 @@ func newServerState(d Deps) *server {
 	})
 	must("api metrics", err)
 	s.m = m
-	s.breaker = newRedisBreaker(logger, m.breaker, newHeartbeat(cfg.RedisTimeout))
 	_, err = register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
 	must("api metrics", err)
-	s.holds = newHoldRecorder(d.Store, logger, m.holdRecords)
-	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
-		func() bool { return s.breaker.heartbeat.upWithin(fleet.DownAfter) }, logger)
-	must("api metrics", registerFleetGauges(reg, s.fleet))
 	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
+	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
+		Script: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store}, Starter: s.starter,
+		Fleet:  reservation.FleetFunc(func() bool { return s.fleet.RedisDown() }),
+		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.inc,
+	})
+	s.holds = s.res.Holds()
+	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
+		func() bool { return s.res.RedisAnswered(fleet.DownAfter) }, logger)
+	must("api metrics", registerFleetGauges(reg, s.fleet))
 	queued = func() float64 { return float64(len(s.starter.q)) }
 	s.edge, err = newEdge(cfg, logger, m, reg)
 	must("api metrics", err)
 	return s
+}
+
+// reservationSettings are the reservation service's settings of cfg.
+func reservationSettings(cfg *config.Config) reservation.Settings {
+	return reservation.Settings{
+		TokenKey: cfg.TokenKey, RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew, ModeMinDwell: cfg.ModeMinDwell,
+		FallbackRPS: cfg.FallbackRPS, FallbackInFlight: cfg.FallbackInFlight, FallbackRetryAfter: retryAfterSeconds(cfg.FallbackRPS),
+		StartsRedisOrders: cfg.APIStartsRedisOrders, FaultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
+	}
 }
 
 // must panics on a programming error found while building the server.
@@ -278,12 +288,9 @@ func (s *server) start(rdb *lua.Client) {
 	must("api", err) // a client type lua does not know
 	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
 	s.goBackground(s.background)
-	s.goBackground(func() {
-		s.breaker.probe(s.stop, func(ctx context.Context) error { return s.rdb.Ping(ctx) })
-	})
 	s.goBackground(func() { s.fleet.Run(s.stop) })
 	s.goBackground(func() {
-		s.breaker.heartbeat.run(s.stop, aside.PingAll)
+		s.res.Watch(s.stop, s.rdb.Ping, aside.PingAll)
 		if err := aside.Close(); err != nil {
 			s.logger.Warn("close the heartbeat's redis client", "err", err)
 		}

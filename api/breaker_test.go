@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/sales"
 )
 
@@ -111,7 +111,7 @@ func (o *outageBuyers) fallBack(t *testing.T, proxy *netproxy.Proxy) {
 		}
 	}
 	require.Equal(t, 3, accepted, "the database path sells while Redis is down")
-	require.GreaterOrEqual(t, unavailable, breakerTrip)
+	require.GreaterOrEqual(t, unavailable, reservation.BreakerTrip)
 }
 
 // replayAndRateLimit: on the database path a replay gets its token, a
@@ -197,7 +197,7 @@ func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	base := testenv.UniqueUser() * 1000
 
 	held := holdTheConnection(t, rdb, 3*time.Second)
-	const calls = 3 * breakerTrip
+	const calls = 3 * reservation.BreakerTrip
 	var wg sync.WaitGroup
 	answers := make([]response, calls)
 	for i := range calls {
@@ -211,7 +211,7 @@ func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	}
 	require.NoError(t, <-held, "the BLPOP held the connection to its end")
 
-	require.Equal(t, gobreaker.StateClosed, h.server.s.breaker.cb.State())
+	require.Equal(t, gobreaker.StateClosed, h.server.s.res.BreakerState())
 	stalls := testutil.ToFloat64(h.server.s.m.filter.WithLabelValues(layerRedis, "client_stall"))
 	require.EqualValues(t, calls, stalls, "every timeout is the client's")
 	got, err := h.st.GetSale(context.Background(), sale.ID)
@@ -242,7 +242,7 @@ func TestClientStallIsAskedAgainInTheRequest(t *testing.T) {
 	require.Greater(t, time.Since(began), timeout, "the first call timed out")
 	require.NoError(t, <-held)
 	require.Zero(t, testutil.ToFloat64(h.server.s.m.filter.WithLabelValues(layerRedis, "client_stall")))
-	require.Equal(t, gobreaker.StateClosed, h.server.s.breaker.cb.State())
+	require.Equal(t, gobreaker.StateClosed, h.server.s.res.BreakerState())
 	// The replay answers the same token: one reservation.
 	again := h.reserve(sale.ID, h.MustToken(user, authtoken.RoleUser), "stalled-req-1")
 	require.Equal(t, 202, again.Status, string(again.Body))
@@ -266,38 +266,4 @@ func holdTheConnection(t *testing.T, rdb *redis.Client, d time.Duration) <-chan 
 	require.Eventually(t, func() bool { s := rdb.PoolStats(); return s.IdleConns == 0 && s.TotalConns == 1 }, time.Second, time.Millisecond)
 	time.Sleep(20 * time.Millisecond) // the BLPOP is on the wire
 	return held
-}
-
-// The heartbeat answers "answered since" at once while Redis answers, and
-// "no" within a ping's timeout and interval while pings go unanswered.
-func TestHeartbeatTellsAnsweringFromSilentRedis(t *testing.T) {
-	const timeout = 100 * time.Millisecond
-	var silent atomic.Bool
-	hb := newHeartbeat(timeout)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		hb.run(stop, func(ctx context.Context) error {
-			if silent.Load() {
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			return nil
-		})
-	}()
-	t.Cleanup(func() { close(stop); <-done })
-
-	began := time.Now()
-	require.True(t, hb.answeredSince(began))
-	require.Less(t, time.Since(began), timeout, "an answering Redis is seen within an interval")
-
-	silent.Store(true)
-	time.Sleep(2 * heartbeatEvery) // answers sent before the silence have arrived
-	began = time.Now()
-	require.False(t, hb.answeredSince(began))
-	require.GreaterOrEqual(t, time.Since(began), timeout, "only a ping's timeout says it went unanswered")
-
-	silent.Store(false)
-	require.Eventually(t, func() bool { return hb.answeredSince(time.Now()) }, 2*time.Second, 10*time.Millisecond)
 }

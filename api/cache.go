@@ -28,6 +28,8 @@ type saleEntry struct {
 	// putAt is when this instance last wrote the sale it had just changed
 	// (put): a read that began before it is older and must not replace it.
 	putAt atomic.Int64
+	id    int64
+	cache *saleCache // loads the sold-out mark (SoldOut)
 }
 
 // storeWritten stores a sale this instance has just changed in the database.
@@ -54,9 +56,9 @@ func (e *saleEntry) view(now time.Time) domain.SaleView {
 	return e.sale.Load().View(now, e.stockLeft.Load(), e.waiting.Load())
 }
 
-// lowerStock records a stock seen by a script answer; concurrent answers
+// StockSeen records a stock seen by a script answer; concurrent answers
 // arrive out of order, so only a lower value wins (the refresher raises it).
-func (e *saleEntry) lowerStock(n int64) {
+func (e *saleEntry) StockSeen(n int64) {
 	for {
 		cur := e.stockLeft.Load()
 		if n < 0 || n >= cur || e.stockLeft.CompareAndSwap(cur, n) {
@@ -65,11 +67,25 @@ func (e *saleEntry) lowerStock(n int64) {
 	}
 }
 
-// onRedis reports whether the cached sale is in Redis mode at epoch: what
+// OnRedis reports whether the cached sale is in Redis mode at epoch: what
 // a Redis call must see when it starts.
-func (e *saleEntry) onRedis(epoch int64) bool {
+func (e *saleEntry) OnRedis(epoch int64) bool {
 	sale := e.sale.Load()
 	return sale.Mode == domain.ModeRedis && sale.ModeEpoch == epoch
+}
+
+// SoldOut records a script's "sold out": no stock, and the sold-out mark
+// loading.
+func (e *saleEntry) SoldOut() {
+	e.stockLeft.Store(0)
+	e.cache.markSoldOutAsync(e.id, e)
+}
+
+// Moved stores the sale this instance has just moved to the database
+// path; the sold-out mark, a picture of Redis, goes.
+func (e *saleEntry) Moved(sale *domain.Sale) {
+	e.storeWritten(sale)
+	e.mark.Store(nil)
 }
 
 // markAnswer is what a sold-out mark says about a request.
@@ -104,6 +120,7 @@ type saleCache struct {
 	st      *store.Store
 	rdb     *lua.Client
 	timeout time.Duration
+	logger  *slog.Logger
 
 	mu      sync.RWMutex
 	entries map[int64]*saleEntry
@@ -127,13 +144,16 @@ type saleCache struct {
 	blacklist atomic.Pointer[map[int64]struct{}]
 }
 
-func newSaleCache(st *store.Store, rdb *lua.Client, timeout time.Duration) *saleCache {
-	c := &saleCache{st: st, rdb: rdb, timeout: timeout, entries: map[int64]*saleEntry{}, misses: map[int64]time.Time{}, known: map[int64]struct{}{},
+func newSaleCache(st *store.Store, rdb *lua.Client, timeout time.Duration, logger *slog.Logger) *saleCache {
+	c := &saleCache{st: st, rdb: rdb, timeout: timeout, logger: logger, entries: map[int64]*saleEntry{}, misses: map[int64]time.Time{}, known: map[int64]struct{}{},
 		discovery: rate.NewLimiter(discoverRate, discoverBurst)}
 	empty := map[int64]struct{}{}
 	c.blacklist.Store(&empty)
 	return c
 }
+
+// newEntry is a new entry of sale id.
+func (c *saleCache) newEntry(id int64) *saleEntry { return &saleEntry{id: id, cache: c} }
 
 const missTTL = time.Second
 
@@ -257,7 +277,7 @@ func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
 	defer c.mu.Unlock()
 	e := c.entries[id]
 	if e == nil {
-		e = &saleEntry{}
+		e = c.newEntry(id)
 		c.entries[id] = e
 	}
 	e.storeRead(sale, readAt)
@@ -290,7 +310,7 @@ func (c *saleCache) put(sale *domain.Sale) *saleEntry {
 	defer c.mu.Unlock()
 	e := c.entries[sale.ID]
 	if e == nil {
-		e = &saleEntry{}
+		e = c.newEntry(sale.ID)
 		c.entries[sale.ID] = e
 	}
 	e.storeWritten(sale)
@@ -337,14 +357,14 @@ func (c *saleCache) setBlacklisted(userID int64, on bool) {
 // background, unless a mark stands or a load is already running: after a
 // sale sells out, every answer is "sold out" until the mark lands, and none
 // of them should start a goroutine or a load of its own.
-func (c *saleCache) markSoldOutAsync(id int64, e *saleEntry, logger *slog.Logger) {
+func (c *saleCache) markSoldOutAsync(id int64, e *saleEntry) {
 	if e.mark.Load() != nil || !e.loading.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		defer e.loading.Store(false)
 		if err := c.markSoldOut(context.Background(), id, e); err != nil {
-			logger.Warn("sold-out mark", "sale_id", id, "err", err)
+			c.logger.Warn("sold-out mark", "sale_id", id, "err", err)
 		}
 	}()
 }
@@ -494,7 +514,7 @@ func (c *saleCache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks,
 	for id, s := range open {
 		e := c.entries[id]
 		if e == nil {
-			e = &saleEntry{}
+			e = c.newEntry(id)
 			c.entries[id] = e
 		}
 		e.storeRead(s, readAt)

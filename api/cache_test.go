@@ -1,6 +1,7 @@
 package api
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // operator's resume right after a pause) must not put the old picture
 // back: the runbook's "resume restores at once" once answered 403 paused.
 func TestARefreshOlderThanALocalWriteKeepsTheWrite(t *testing.T) {
-	c := newSaleCache(nil, nil, time.Second)
+	c := newSaleCache(nil, nil, time.Second, slog.New(slog.DiscardHandler))
 	paused := &domain.Sale{ID: 7, Control: domain.ControlPaused}
 	active := &domain.Sale{ID: 7, Control: domain.ControlActive}
 	c.put(paused)

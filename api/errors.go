@@ -125,9 +125,17 @@ func errorBytes(code, message string) []byte {
 	return b
 }
 
-// sendErr writes err (a *domain.Error or an internal error) as an error body.
+// sendErr writes err (a *domain.Error or an internal error) as an error
+// body, with its Retry-After.
 func sendErr(c *fiber.Ctx, err error) error {
-	return sendError(c, domain.ErrorCode(err), domain.ErrorMessage(err))
+	e, ok := err.(*domain.Error) // the hot path's refusals, without errors.As
+	if !ok && !errors.As(err, &e) {
+		return sendError(c, domain.EInternal, domain.ErrorMessage(err))
+	}
+	if e.RetryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
+	}
+	return sendError(c, e.Code, e.Message)
 }
 
 // unavailable answers 503 with Retry-After: the outcome is unknown, retry.

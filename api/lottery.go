@@ -50,7 +50,7 @@ func (l *lottery) ticket(saleID, userID int64) float64 {
 
 // errNotOpen: with a lottery the opening is this process's clock's, so a
 // request the script's clock would let in early cannot pass the pool.
-var errNotOpen = domain.Errorf(domain.ESaleNotStarted, "the sale has not started")
+var errNotOpen = domain.ErrSaleNotStarted
 
 // wait is how long the user must wait before reserving (0: now). An
 // error (Redis unreachable) leaves the decision to the caller, but for

@@ -195,7 +195,7 @@ func (s *server) payToken(ctx context.Context, token string, req domain.PayReque
 		if r != nil && r.Status == domain.StatusPaid && r.PaymentRef == ref {
 			return r.View(), nil
 		}
-		return domain.ReservationView{}, domain.Errorf(domain.ENotPayable, "the reservation is not awaiting payment")
+		return domain.ReservationView{}, domain.ErrNotPayable
 	}
 	return domain.ReservationView{}, err
 }
@@ -250,7 +250,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		if r != nil && r.Status == domain.StatusCancelled {
 			return c.JSON(r.View())
 		}
-		return sendError(c, domain.ENotCancellable, "the reservation can no longer be cancelled")
+		return sendErr(c, domain.ErrNotCancellable)
 	}
 	return s.sendMaybeUnavailable(c, err)
 }
@@ -297,7 +297,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	// API gone, the inbox entry lost with Redis's writes): start it now,
 	// and durably through the outbox relay, so that it reads CANCELLED and
 	// ends and every reservation has its workflow. Both idempotent.
-	s.starter.enqueue(ctx, r.OrderInput())
+	s.starter.Enqueue(ctx, r.OrderInput())
 	if err := s.st.EnqueueStart(dctx, token, saleID); err != nil {
 		s.logger.Warn("cancel: enqueue the workflow start", "token", token, "err", err)
 	}
@@ -400,9 +400,9 @@ func (s *server) updateError(ctx context.Context, token string, err error) error
 	switch code := workflows.RefusalCode(err); code {
 	case "":
 	case domain.ENotPayable:
-		return domain.Errorf(code, "the reservation is not awaiting payment")
+		return domain.ErrNotPayable
 	case domain.ENotCancellable:
-		return domain.Errorf(code, "the reservation can no longer be cancelled")
+		return domain.ErrNotCancellable
 	default:
 		return domain.Errorf(code, "the reservation's workflow refused the request")
 	}

@@ -9,15 +9,12 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/internal/telemetry"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reservation"
 )
 
 // reservationRequest is the body of POST .../reservations.
@@ -269,13 +266,13 @@ func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*saleEntr
 	switch {
 	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(timeSlack)):
 		s.m.reject(layerSale, "ended")
-		return nil, nil, false, sendError(c, domain.ESaleEnded, "the sale has ended")
+		return nil, nil, false, sendErr(c, domain.ErrSaleEnded)
 	case now.Before(sale.StartsAt.Add(-timeSlack)):
 		s.m.reject(layerSale, "not_started")
-		return nil, nil, false, sendError(c, domain.ESaleNotStarted, "the sale has not started")
+		return nil, nil, false, sendErr(c, domain.ErrSaleNotStarted)
 	case sale.Control == domain.ControlPaused:
 		s.m.reject(layerSale, "paused")
-		return nil, nil, false, sendError(c, domain.ESalePaused, "the sale is paused")
+		return nil, nil, false, sendErr(c, domain.ErrSalePaused)
 	}
 	s.m.pass(layerSale)
 	return entry, sale, true, nil
@@ -312,10 +309,11 @@ func (s *server) admitSoldOutMark(c *fiber.Ctx, a admission) (bool, error) {
 	switch ans {
 	case markReplay:
 		s.m.reject(layerSoldOut, "replay")
-		return false, s.acceptRedisHold(c, a, tok)
+		ans, err := s.res.AcceptHold(c.UserContext(), a.request(), tok)
+		return false, s.answer(c, a, ans, err)
 	case markSoldOut:
 		s.m.reject(layerSoldOut, "sold_out")
-		return false, sendError(c, domain.ESoldOut, "sold out")
+		return false, sendErr(c, domain.ErrSoldOut)
 	}
 	s.m.pass(layerSoldOut)
 	return true, nil
@@ -362,162 +360,24 @@ func (s *server) admitLottery(c *fiber.Ctx, a admission, now time.Time) (bool, e
 	return true, nil
 }
 
-// reserveAdmitted is the reservation itself: the atomic script, or the
-// database path when the sale is in database mode or Redis's breaker is
-// open. Either way the token is the same, so a retry on the other path
-// reaches the same reservation.
+// reserveAdmitted is the reservation itself (reservation.Service.Reserve),
+// counted under its outcome and answered.
 func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
-	token := domain.DeriveToken(s.cfg.TokenKey, a.saleID, a.userID, a.requestID)
-	switch a.sale.Mode {
-	case domain.ModeDatabase:
-		return s.reserveViaDatabase(c, a.entry, a.sale, s.dbInput(token, a.saleID, a.userID, a.requestID))
-	case domain.ModeResync:
-		s.m.reject(layerRedis, "resync")
-		return unavailable(c, 1, "the sale is switching back to Redis; retry with the same request_id")
-	}
-	reserve := func() (lua.ReserveResult, error) {
-		return s.reserveViaRedis(c.UserContext(), reserveArgs(a, token))
-	}
-	res, err := s.breaker.execute(reserve)
-	if isClientStall(err) && a.entry.onRedis(a.sale.ModeEpoch) {
-		// Redis answered while this call waited: the wait was this
-		// process's. Asking once more is the client's retry, made here:
-		// the script's replay key answers the first call's outcome if it
-		// ran. The call starts only while this instance still sees the
-		// sale on Redis at the same epoch, as a first call does, so the
-		// database path's hold-off covers it.
-		// Refused by the breaker, the first call's outcome stays unknown:
-		// never the database path after a call that may have run.
-		s.log(c).Info("reserve: asking Redis again after a client-side stall", "sale_id", a.saleID, "err", err)
-		if again, againErr := s.breaker.execute(reserve); !isBreakerRefusal(againErr) {
-			res, err = again, againErr
-		}
-	}
-	if isBreakerRefusal(err) {
-		if !s.fleet.RedisDown() {
-			// Redis fails this instance alone (or the fleet has not
-			// agreed yet): one instance never moves a sale.
-			s.m.reject(layerRedis, "cut_off")
-			return unavailable(c, 1, "this instance cannot reach Redis now; retry with the same request_id")
-		}
-		// Redis is failing: no call was made, so the database path is safe.
-		return s.reserveViaDatabase(c, a.entry, a.sale, s.dbInput(token, a.saleID, a.userID, a.requestID))
-	}
+	ans, err := s.res.Reserve(c.UserContext(), a.request())
+	s.m.reject(ans.Layer, ans.Reason)
+	return s.answer(c, a, ans, err)
+}
+
+// answer answers a reservation: 202 with its token, or the refusal.
+func (s *server) answer(c *fiber.Ctx, a admission, ans reservation.Answer, err error) error {
 	if err != nil {
-		// The script may or may not have run: never retried on the other
-		// path; the client retries with the same request_id.
-		if isClientStall(err) {
-			s.m.reject(layerRedis, "client_stall")
-		} else {
-			s.m.reject(layerRedis, "error")
-		}
-		s.log(c).Warn("reserve: redis", "sale_id", a.saleID, "err", err)
-		return outcomeUnknown(c)
+		return sendErr(c, err)
 	}
-	if res.Outcome == lua.OutcomeAsk {
-		return s.replayFromDatabase(c, a, token)
-	}
-	return s.answerScript(c, a, token, res)
+	return s.accepted(c, ans.Token, a.saleID, a.requestID)
 }
 
-// outcomeUnknown answers a reservation whose outcome this instance cannot
-// know now: 503, and the client's retry with the same request_id finds it.
-func outcomeUnknown(c *fiber.Ctx) error {
-	return unavailable(c, 1, "reservation outcome unknown, retry with the same request_id")
-}
-
-func reserveArgs(a admission, token string) lua.ReserveArgs {
-	return lua.ReserveArgs{SaleID: a.saleID, UserID: a.userID, RequestID: a.requestID, Token: token, Epoch: a.sale.ModeEpoch}
-}
-
-// replayFromDatabase answers a request the replay map does not know from a
-// user whose ended reservations' records moved out of Redis
-// (lua.OutcomeAsk): a row in the database is this request's (the token
-// derives from it), so it is a replay; else the script runs again, told
-// that the database has none.
-func (s *server) replayFromDatabase(c *fiber.Ctx, a admission, token string) error {
-	r, err := s.dbReservation(c.UserContext(), token)
-	if err != nil {
-		s.m.reject(layerRedis, "error")
-		s.log(c).Warn("reserve: ask the database for a replay", "sale_id", a.saleID, "err", err)
-		return outcomeUnknown(c)
-	}
-	if r != nil {
-		s.m.reject(layerRedis, lua.OutcomeReplay)
-		return s.accepted(c, token, a.saleID, a.requestID)
-	}
-	res, err := s.breaker.execute(func() (lua.ReserveResult, error) {
-		args := reserveArgs(a, token)
-		args.NotInDatabase = true
-		return s.reserveViaRedis(c.UserContext(), args)
-	})
-	if err == nil && res.Outcome == lua.OutcomeAsk {
-		err = errors.New("the script asked the database again")
-	}
-	if err != nil {
-		s.m.reject(layerRedis, "error")
-		s.log(c).Warn("reserve: redis after asking the database", "sale_id", a.saleID, "err", err)
-		return outcomeUnknown(c)
-	}
-	return s.answerScript(c, a, token, res)
-}
-
-// answerScript answers the reserve script's outcome.
-func (s *server) answerScript(c *fiber.Ctx, a admission, token string, res lua.ReserveResult) error {
-	s.m.reject(layerRedis, res.Outcome)
-	switch res.Outcome {
-	case lua.OutcomeOK:
-		if s.faultExit {
-			// Fault suite: die like a SIGKILL between the hold and the start.
-			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
-		}
-		// The inbox relay starts the order (the script's XADD); the API
-		// starting it as well only doubled the start calls.
-		if s.cfg.APIStartsRedisOrders {
-			s.starter.enqueue(c.UserContext(), domain.RedisHoldInput(token, a.saleID, a.userID, a.requestID))
-		}
-		a.entry.lowerStock(res.StockLeft)
-		return s.acceptRedisHold(c, a, token)
-	case lua.OutcomeReplay:
-		return s.acceptRedisHold(c, a, res.Token)
-	case lua.OutcomeAlready:
-		return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
-	case lua.OutcomeSoldOut:
-		a.entry.stockLeft.Store(0)
-		s.cache.markSoldOutAsync(a.saleID, a.entry, s.logger)
-		return sendError(c, domain.ESoldOut, "sold out")
-	case lua.OutcomeNotStarted:
-		return sendError(c, domain.ESaleNotStarted, "the sale has not started")
-	case lua.OutcomeEnded:
-		return sendError(c, domain.ESaleEnded, "the sale has ended")
-	case lua.OutcomePaused:
-		return sendError(c, domain.ESalePaused, "the sale is paused")
-	case lua.OutcomeNotReady:
-		return unavailable(c, 1, "the sale is not ready yet, retry with the same request_id")
-	case lua.OutcomeLate:
-		return outcomeUnknown(c)
-	}
-	s.log(c).Error("reserve: unexpected script outcome", "outcome", res.Outcome)
-	return outcomeUnknown(c)
-}
-
-func (s *server) dbInput(token string, saleID, userID int64, requestID string) domain.OrderInput {
-	return domain.DatabasePathInput(token, saleID, userID, requestID)
-}
-
-// reserveViaRedis is the one Redis call of the hot path, kept small so that
-// a circuit breaker and the database path can wrap it.
-func (s *server) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
-	// The script takes nothing once Redis's clock passes the deadline, so
-	// a call that outlives its timeout (a frozen Redis resuming) cannot
-	// hold a unit the client was told nothing about; the skew keeps a
-	// prompt call on a Redis whose clock runs ahead from being refused.
-	a.Deadline = time.Now().Add(s.cfg.RedisTimeout + s.cfg.ClockSkew)
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-	defer cancel()
-	a.TraceParent = telemetry.TraceParent(ctx)
-	a.HTTPRequestID = reqid.From(ctx)
-	return s.rdb.Reserve(ctx, a)
+func (a admission) request() reservation.Request {
+	return reservation.Request{SaleID: a.saleID, UserID: a.userID, RequestID: a.requestID, Sale: a.sale, Cached: a.entry}
 }
 
 type reservationAccepted struct {

@@ -98,9 +98,9 @@ func (q queuedStart) context(base context.Context) context.Context {
 	return ctx
 }
 
-// enqueue hands a start to the queue without waiting; reqCtx is the
+// Enqueue hands a start to the queue without waiting; reqCtx is the
 // request's context (only its id and span are kept).
-func (s *starter) enqueue(reqCtx context.Context, in domain.OrderInput) {
+func (s *starter) Enqueue(reqCtx context.Context, in domain.OrderInput) {
 	if s.tc == nil {
 		s.m.starter.inc("no_temporal")
 		return

@@ -58,7 +58,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	user := testenv.UniqueUser()
 	in := hold(user, "req-1")
 	proxy.SetCut(true)
-	s.enqueue(context.Background(), in)
+	s.Enqueue(context.Background(), in)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.vec.WithLabelValues("failed")) >= 1 },
 		20*time.Second, 20*time.Millisecond, "the start fails while Temporal is cut off")
 	// (The failure is counted just before the start is kept.)
@@ -77,7 +77,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	// for the retry loop.
 	in2 := hold(testenv.UniqueUser(), "req-2")
 	asked := time.Now()
-	s.enqueue(context.Background(), in2)
+	s.Enqueue(context.Background(), in2)
 	require.Less(t, time.Since(asked), startTimeout, "enqueue does not wait for a start")
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel2()
@@ -134,7 +134,7 @@ func TestStarterMarksDatabasePathStartsDispatched(t *testing.T) {
 			defer cancel()
 			_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(in.Token), "", "test over")
 		})
-		s.enqueue(ctx, in)
+		s.Enqueue(ctx, in)
 	}
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.vec.WithLabelValues("started")) == 6 },
 		20*time.Second, 20*time.Millisecond)

@@ -36,19 +36,19 @@ func (s *server) joinWaitlist(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	if !e.onRedis(sale.ModeEpoch) {
+	if !e.OnRedis(sale.ModeEpoch) {
 		// Redis's buyer marks lag the database path: ask the database.
 		holds, err := s.st.HoldsAnotherLive(ctx, sale.ID, user, "")
 		if err != nil {
 			return s.waitlistFailed(c, "waitlist: live reservations", err)
 		}
 		if holds {
-			return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
+			return sendErr(c, domain.ErrAlreadyHolds)
 		}
 	}
 	pos, err := s.rdb.JoinWaitlist(ctx, sale.ID, user)
 	if errors.Is(err, lua.ErrHoldsUnit) {
-		return sendError(c, domain.EAlreadyPurchased, "this user already holds a unit of this sale")
+		return sendErr(c, domain.ErrAlreadyHolds)
 	}
 	if err != nil {
 		return s.waitlistFailed(c, "waitlist: join", err)
@@ -60,9 +60,9 @@ func (s *server) joinWaitlist(c *fiber.Ctx) error {
 func (s *server) mayWait(ctx context.Context, sale *domain.Sale, user int64, now time.Time) error {
 	switch {
 	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(timeSlack)):
-		return domain.Errorf(domain.ESaleEnded, "the sale has ended")
+		return domain.ErrSaleEnded
 	case now.Before(sale.StartsAt.Add(-timeSlack)):
-		return domain.Errorf(domain.ESaleNotStarted, "the sale has not started")
+		return domain.ErrSaleNotStarted
 	case s.cache.blacklisted(user):
 		return domain.Errorf(domain.EBlacklisted, "this user may not buy")
 	}
@@ -128,12 +128,12 @@ func (s *server) waitlistFailed(c *fiber.Ctx, what string, err error) error {
 // that sell on Redis and have someone waiting.
 func (s *server) handOverAll(ctx context.Context, now time.Time) {
 	waiting := s.cache.entriesWaiting()
-	if len(waiting) == 0 || !s.holds.ready(ctx) {
+	if len(waiting) == 0 || !s.holds.Ready(ctx) {
 		return // nothing to hand over, or its record could not follow
 	}
 	for _, e := range waiting {
 		sale := e.sale.Load()
-		if sale.Control != domain.ControlActive || now.Before(sale.StartsAt) || !now.Before(sale.EndsAt) || !e.onRedis(sale.ModeEpoch) {
+		if sale.Control != domain.ControlActive || now.Before(sale.StartsAt) || !now.Before(sale.EndsAt) || !e.OnRedis(sale.ModeEpoch) {
 			continue
 		}
 		if err := s.handOver(ctx, sale); err != nil && ctx.Err() == nil {
@@ -175,11 +175,11 @@ func (s *server) handOver(ctx context.Context, sale *domain.Sale) error {
 		in := domain.RedisHoldInput(h.Token, sale.ID, h.UserID, h.RequestID)
 		s.m.handOvers.Inc()
 		s.logger.InfoContext(ctx, "waitlist hand-over", "sale_id", sale.ID, "user_id", h.UserID, "token", h.Token)
-		if err := s.holds.record(ctx, in, sale.ModeEpoch); err != nil {
+		if err := s.holds.Record(ctx, in, sale.ModeEpoch); err != nil {
 			errs = append(errs, err) // the relay records it from the inbox
 		}
 		if s.cfg.APIStartsRedisOrders {
-			s.starter.enqueue(ctx, in)
+			s.starter.Enqueue(ctx, in)
 		}
 	}
 	return errors.Join(errs...)

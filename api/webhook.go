@@ -176,7 +176,7 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 	if r.Status == domain.StatusPendingPayment {
 		return unavailable(c, 1, "the reservation is changing state; retry")
 	}
-	return sendError(c, domain.ENotPayable, "the reservation is not awaiting payment")
+	return sendErr(c, domain.ErrNotPayable)
 }
 
 // amountDue is what the reservation costs: its order's amount, or the sale's

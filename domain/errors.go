@@ -46,6 +46,8 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// RetryAfter, in seconds, goes out as Retry-After when above zero.
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
@@ -53,6 +55,27 @@ func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message)
 // Errorf builds an *Error with a formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// The refusals a reservation meets on every path, one text each. Shared:
+// never modify them.
+var (
+	ErrSoldOut        = &Error{Code: ESoldOut, Message: "sold out"}
+	ErrAlreadyHolds   = &Error{Code: EAlreadyPurchased, Message: "this user already holds a unit of this sale"}
+	ErrSaleNotStarted = &Error{Code: ESaleNotStarted, Message: "the sale has not started"}
+	ErrSaleEnded      = &Error{Code: ESaleEnded, Message: "the sale has ended"}
+	ErrSalePaused     = &Error{Code: ESalePaused, Message: "the sale is paused"}
+	ErrNotPayable     = &Error{Code: ENotPayable, Message: "the reservation is not awaiting payment"}
+	ErrNotCancellable = &Error{Code: ENotCancellable, Message: "the reservation can no longer be cancelled"}
+	// ErrOutcomeUnknown: the reservation may or may not have been taken;
+	// the retry with the same request_id finds out.
+	ErrOutcomeUnknown = Unavailable("reservation outcome unknown, retry with the same request_id")
+)
+
+// Unavailable is a 503 whose outcome the client learns by retrying with
+// the same request after a second.
+func Unavailable(message string) *Error {
+	return &Error{Code: EUnavailable, Message: message, RetryAfter: 1}
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, EInternal

@@ -16,8 +16,9 @@ import (
 var (
 	// ErrNotDatabaseMode: the sale is not (or no longer) in database mode.
 	ErrNotDatabaseMode = errors.New("sale is not in database mode")
-	// ErrQuotaExhausted: the database path sold what it may.
-	ErrQuotaExhausted = errors.New("database path quota exhausted")
+	// ErrQuotaExhausted: the database path sold what it may; to the
+	// client, sold out (a value of its own, so that tests tell it apart).
+	ErrQuotaExhausted = &domain.Error{Code: domain.ESoldOut, Message: "sold out"}
 	// ErrNotSellingYet: the sale switched to the database path moments ago
 	// and a Redis hold sent before the switch may still be taken.
 	ErrNotSellingYet = errors.New("database path not selling yet")
@@ -316,11 +317,11 @@ func (s *Store) readDBSale(ctx context.Context, in domain.OrderInput) (dbSale, e
 func (sale *dbSale) admits() error {
 	switch {
 	case sale.Control == string(domain.ControlStopped) || sale.Window == "ended":
-		return domain.Errorf(domain.ESaleEnded, "the sale has ended")
+		return domain.ErrSaleEnded
 	case sale.Window == "not_started":
-		return domain.Errorf(domain.ESaleNotStarted, "the sale has not started")
+		return domain.ErrSaleNotStarted
 	case sale.Control == string(domain.ControlPaused):
-		return domain.Errorf(domain.ESalePaused, "the sale is paused")
+		return domain.ErrSalePaused
 	case sale.Mode != string(domain.ModeDatabase):
 		return ErrNotDatabaseMode
 	case sale.Queued:

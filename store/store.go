@@ -126,15 +126,19 @@ func IsRetryable(err error) bool {
 	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
 
-// Business outcomes of the order transactions. They are final: a retry
-// cannot change them.
+// Business outcomes of the order transactions: the domain's refusals,
+// answered as they are. They are final: a retry cannot change them.
 var (
-	ErrNoStock          = errors.New("no stock left in any bucket")
-	ErrAlreadyPurchased = errors.New("user already holds a live or paid order for this sale")
-	ErrNotPayable       = errors.New("reservation is not payable")
-	ErrNotCancellable   = errors.New("reservation is not cancellable")
-	ErrNotFound         = errors.New("not found")
+	// ErrNoStock: no bucket has a unit left.
+	ErrNoStock = domain.ErrSoldOut
+	// ErrAlreadyPurchased: the user holds a live or paid order of the sale.
+	ErrAlreadyPurchased = domain.ErrAlreadyHolds
+	ErrNotPayable       = domain.ErrNotPayable
+	ErrNotCancellable   = domain.ErrNotCancellable
 )
+
+// ErrNotFound: no such row.
+var ErrNotFound = errors.New("not found")
 
 // ErrInsufficient refuses a withdrawal of more units than are unsold: a
 // domain error, answered as it is (409 insufficient_stock).

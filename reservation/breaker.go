@@ -1,4 +1,4 @@
-package api
+package reservation
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // milliseconds (bench scenario 3), so a quarter second is far above a busy
 // Redis and far below a client's patience.
 const (
-	breakerTrip        = 5                      // consecutive failures that open it
+	BreakerTrip        = 5                      // consecutive failures that open it
 	breakerOpenFor     = time.Second            // open, then half-open to probe
 	breakerProbes      = 3                      // successes in half-open that close it
 	breakerProbeEvery  = 250 * time.Millisecond // health pings while not closed
@@ -27,7 +27,7 @@ const (
 	heartbeatEvery     = 50 * time.Millisecond  // pings on the aside connections
 )
 
-// redisBreaker guards the reservation path's Redis calls. When it opens,
+// breaker guards the reservation path's Redis calls. When it opens,
 // reservations of Redis-mode sales move to the database path; a prober pings
 // Redis through it while it is not closed, so it closes soon after Redis
 // answers, without waiting for reservation traffic.
@@ -37,7 +37,7 @@ const (
 // own calls (a cold pool, GC assists, a starved CPU on a fresh instance's
 // first burst) while Redis answers must not move a sale to the database
 // path. The call still answers 503 (outcome unknown) either way.
-type redisBreaker struct {
+type breaker struct {
 	cb        *gobreaker.CircuitBreaker[lua.ReserveResult]
 	heartbeat *heartbeat
 	state     prometheus.Gauge
@@ -55,14 +55,14 @@ func (e errClientStall) Unwrap() error { return e.err }
 // costs no allocation.
 func isClientStall(err error) bool { return err != nil && errors.As(err, new(errClientStall)) }
 
-func newRedisBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat) *redisBreaker {
-	b := &redisBreaker{state: state, logger: logger, heartbeat: hb}
+func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat) *breaker {
+	b := &breaker{state: state, logger: logger, heartbeat: hb}
 	b.cb = gobreaker.NewCircuitBreaker[lua.ReserveResult](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: breakerProbes,
 		Interval:    breakerCountWindow,
 		Timeout:     breakerOpenFor,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= breakerTrip },
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= BreakerTrip },
 		// A request cancelled by its client, or timed out while Redis
 		// answered, says nothing about Redis.
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || isClientStall(err) },
@@ -75,15 +75,15 @@ func newRedisBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat)
 	return b
 }
 
-// open reports whether calls are being refused (open, or half-open with
-// its probes taken).
+// isBreakerRefusal reports a call the breaker refused (open, or half-open
+// with its probes taken): no call was made.
 func isBreakerRefusal(err error) bool {
 	return errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)
 }
 
 // execute runs fn through the breaker; a timeout while Redis answered the
 // heartbeat comes back as an errClientStall.
-func (b *redisBreaker) execute(fn func() (lua.ReserveResult, error)) (lua.ReserveResult, error) {
+func (b *breaker) execute(fn func() (lua.ReserveResult, error)) (lua.ReserveResult, error) {
 	return b.cb.Execute(func() (lua.ReserveResult, error) {
 		began := time.Now()
 		res, err := fn()
@@ -180,7 +180,7 @@ func (h *heartbeat) answeredSince(began time.Time) bool {
 }
 
 // probe pings Redis through the breaker while it is not closed, until stop.
-func (b *redisBreaker) probe(stop <-chan struct{}, ping func(context.Context) error) {
+func (b *breaker) probe(stop <-chan struct{}, ping func(context.Context) error) {
 	t := time.NewTicker(breakerProbeEvery)
 	defer t.Stop()
 	for {

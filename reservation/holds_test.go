@@ -1,14 +1,12 @@
-package api
+package reservation
 
 import (
 	"context"
-	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
@@ -17,9 +15,27 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
+// outcomes counts a recorder's outcomes.
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) count(outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n[outcome]++
+}
+
+func (o *outcomes) of(outcome string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[outcome]
+}
+
 // mustRecorderBehindProxy is a hold recorder on a store whose link to
 // MariaDB the test can cut, with a sale of 5 units.
-func mustRecorderBehindProxy(t *testing.T) (*holdRecorder, *metrics, *netproxy.Proxy, *domain.Sale) {
+func mustRecorderBehindProxy(t *testing.T) (*Holds, *outcomes, *netproxy.Proxy, *domain.Sale) {
 	t.Helper()
 	proxy, dsn := testenv.MustMySQLProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -29,9 +45,8 @@ func mustRecorderBehindProxy(t *testing.T) (*holdRecorder, *metrics, *netproxy.P
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	sale := testenv.MustSale(t, st, 5)
-	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
-	require.NoError(t, err)
-	return newHoldRecorder(st, slog.New(slog.NewTextHandler(io.Discard, nil)), m.holdRecords), m, proxy, sale
+	o := &outcomes{n: map[string]int{}}
+	return NewHolds(st, slog.New(slog.DiscardHandler), o.count), o, proxy, sale
 }
 
 // A Redis hold is promised (202) only once MySQL has it where the database
@@ -40,23 +55,22 @@ func mustRecorderBehindProxy(t *testing.T) (*holdRecorder, *metrics, *netproxy.P
 // others are refused without waiting; the first insert that succeeds again
 // reopens the way, and the retried hold is recorded.
 func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
-	h, m, proxy, sale := mustRecorderBehindProxy(t)
+	h, o, proxy, sale := mustRecorderBehindProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	user := testenv.UniqueUser()
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, "req-1"), sale.ID, user, "req-1")
-	count := func(outcome string) float64 { return testutil.ToFloat64(m.holdRecords.vec.WithLabelValues(outcome)) }
 
 	proxy.SetCut(true)
-	require.False(t, h.promise(ctx, in, sale.ModeEpoch), "no 202 the database did not record")
-	require.Equal(t, 1.0, count("failed"))
+	require.False(t, h.Promise(ctx, in, sale.ModeEpoch), "no 202 the database did not record")
+	require.Equal(t, 1, o.of("failed"))
 	h.probing.Store(true) // another request is trying
-	require.False(t, h.promise(ctx, in, sale.ModeEpoch))
-	require.Equal(t, 1.0, count("refused"), "refused at once while a probe is out")
+	require.False(t, h.Promise(ctx, in, sale.ModeEpoch))
+	require.Equal(t, 1, o.of("refused"), "refused at once while a probe is out")
 	h.probing.Store(false)
 
 	proxy.SetCut(false)
-	require.Eventually(t, func() bool { return h.promise(ctx, in, sale.ModeEpoch) }, 20*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return h.Promise(ctx, in, sale.ModeEpoch) }, 20*time.Second, 100*time.Millisecond,
 		"the retry is promised once the insert succeeds")
 	require.False(t, h.failing.Load(), "the way is open again")
 	r, err := testenv.MustStore(t).FindReservation(ctx, sale.ID, user, "req-1")
@@ -76,11 +90,11 @@ func TestHandOversWaitWhileHoldsCannotBeRecorded(t *testing.T) {
 	req := domain.WaitlistRequestID(1)
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, req), sale.ID, user, req)
 
-	require.True(t, h.ready(ctx), "nothing failed yet")
+	require.True(t, h.Ready(ctx), "nothing failed yet")
 	proxy.SetCut(true)
-	require.Error(t, h.record(ctx, in, sale.ModeEpoch))
-	require.False(t, h.ready(ctx), "the database does not answer")
+	require.Error(t, h.Record(ctx, in, sale.ModeEpoch))
+	require.False(t, h.Ready(ctx), "the database does not answer")
 	proxy.SetCut(false)
-	require.Eventually(t, func() bool { return h.ready(ctx) }, 20*time.Second, 100*time.Millisecond)
-	require.NoError(t, h.record(ctx, in, sale.ModeEpoch))
+	require.Eventually(t, func() bool { return h.Ready(ctx) }, 20*time.Second, 100*time.Millisecond)
+	require.NoError(t, h.Record(ctx, in, sale.ModeEpoch))
 }

@@ -1,4 +1,4 @@
-package api
+package reservation
 
 import (
 	"context"
@@ -6,16 +6,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/store"
 )
 
 // holdRecordTimeout bounds recording a Redis hold on the request path.
 const holdRecordTimeout = 500 * time.Millisecond
 
-// holdRecorder records each Redis hold in MySQL before its 202 is
+// Holds records each Redis hold in MySQL before its 202 is
 // answered (store.RecordRedisHold). The database path's quota counts the
 // Redis holds recorded before it opens, and it opens only after every
 // instance has stopped sending reservations to Redis, so a hold recorded
@@ -31,24 +28,32 @@ const holdRecordTimeout = 500 * time.Millisecond
 // (failing probes) and the others answer 503 at once, so a database that
 // is down or frozen adds no wait to the crowd, and the first insert that
 // succeeds again opens the way for all.
-type holdRecorder struct {
-	st       *store.Store
-	logger   *slog.Logger
-	outcomes outcomeCounts
-	failing  atomic.Bool // the last insert failed
-	probing  atomic.Bool // one request is trying while failing
+type Holds struct {
+	st     HoldLedger
+	logger *slog.Logger
+	// count counts an outcome: recorded, uncounted, failed or refused.
+	count   func(outcome string)
+	failing atomic.Bool // the last insert failed
+	probing atomic.Bool // one request is trying while failing
 }
 
-func newHoldRecorder(st *store.Store, logger *slog.Logger, outcomes outcomeCounts) *holdRecorder {
-	return &holdRecorder{st: st, logger: logger, outcomes: outcomes}
+// HoldLedger is where holds are recorded: the database (store.Store).
+type HoldLedger interface {
+	RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error)
+	Ping(ctx context.Context) error
 }
 
-// promise reports whether a Redis hold may be answered 202: once it is
+// NewHolds is a recorder on st; count receives each outcome.
+func NewHolds(st HoldLedger, logger *slog.Logger, count func(outcome string)) *Holds {
+	return &Holds{st: st, logger: logger, count: count}
+}
+
+// Promise reports whether a Redis hold may be answered 202: once it is
 // recorded where the database path's quota counts it.
-func (h *holdRecorder) promise(ctx context.Context, in domain.OrderInput, epoch int64) bool {
+func (h *Holds) Promise(ctx context.Context, in domain.OrderInput, epoch int64) bool {
 	if h.failing.Load() {
 		if !h.probing.CompareAndSwap(false, true) {
-			h.outcomes.inc("refused")
+			h.count("refused")
 			return false
 		}
 		defer h.probing.Store(false)
@@ -58,18 +63,18 @@ func (h *holdRecorder) promise(ctx context.Context, in domain.OrderInput, epoch 
 	case err != nil:
 		return false
 	case !counted:
-		h.outcomes.inc("uncounted")
+		h.count("uncounted")
 		h.logger.WarnContext(ctx, "a redis hold met the database path's open quota; outcome unknown", "sale_id", in.SaleID)
 		return false
 	}
 	return true
 }
 
-// ready reports whether holds can be recorded now. While inserts fail, one
+// Ready reports whether holds can be recorded now. While inserts fail, one
 // caller at a time asks the database (a ping) and reopens the way when it
 // answers: a waitlist hand-over, which no 503 can take back, is made only
 // when its record can follow at once.
-func (h *holdRecorder) ready(ctx context.Context) bool {
+func (h *Holds) Ready(ctx context.Context) bool {
 	if !h.failing.Load() {
 		return true
 	}
@@ -86,19 +91,19 @@ func (h *holdRecorder) ready(ctx context.Context) bool {
 	return true
 }
 
-// record records a hold made without a 202 (a waitlist hand-over); a
-// failure counts like promise's (the relay records the hold later).
-func (h *holdRecorder) record(ctx context.Context, in domain.OrderInput, epoch int64) error {
+// Record records a hold made without a 202 (a waitlist hand-over); a
+// failure counts like Promise's (the relay records the hold later).
+func (h *Holds) Record(ctx context.Context, in domain.OrderInput, epoch int64) error {
 	counted, err := h.insert(ctx, in, epoch)
 	if err == nil && !counted {
-		h.outcomes.inc("recorded") // a hand-over is recorded either way
+		h.count("recorded") // a hand-over is recorded either way
 	}
 	return err
 }
 
 // insert records the hold and keeps the failing flag and the outcome
-// counts; promise and record share it.
-func (h *holdRecorder) insert(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error) {
+// counts; Promise and Record share it.
+func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error) {
 	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
 	defer cancel()
 	counted, err = h.st.RecordRedisHold(rctx, in, epoch)
@@ -106,23 +111,14 @@ func (h *holdRecorder) insert(ctx context.Context, in domain.OrderInput, epoch i
 		if !h.failing.Swap(true) {
 			h.logger.WarnContext(ctx, "recording a redis hold failed; holds answer 503 and hand-overs wait until an insert succeeds", "sale_id", in.SaleID, "err", err)
 		}
-		h.outcomes.inc("failed")
+		h.count("failed")
 		return false, err
 	}
 	if h.failing.Swap(false) {
 		h.logger.InfoContext(ctx, "recording redis holds works again", "sale_id", in.SaleID)
 	}
 	if counted {
-		h.outcomes.inc("recorded")
+		h.count("recorded")
 	}
 	return counted, nil
-}
-
-// acceptRedisHold answers a Redis hold (new, or a replay of one): 202 once
-// it is recorded where the database path counts it, else 503.
-func (s *server) acceptRedisHold(c *fiber.Ctx, a admission, token string) error {
-	if !s.holds.promise(c.UserContext(), domain.RedisHoldInput(token, a.saleID, a.userID, a.requestID), a.sale.ModeEpoch) {
-		return outcomeUnknown(c)
-	}
-	return s.accepted(c, token, a.saleID, a.requestID)
 }

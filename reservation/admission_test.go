@@ -1,4 +1,4 @@
-package api
+package reservation
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ import (
 // refused cost the path its rate for the time the tokens took to refill,
 // and the path sold less than its limit.
 func TestDatabaseAdmissionSaturatedSpendsNoRate(t *testing.T) {
-	a := &dbAdmission{rate: rate.NewLimiter(1, 2), slots: make(chan struct{}, 1)}
+	a := &admission{rate: rate.NewLimiter(1, 2), slots: make(chan struct{}, 1)}
 	now := time.Unix(1_000_000, 0)
 	release, refused := a.admit(now)
 	require.Empty(t, refused)
@@ -37,8 +37,8 @@ func TestDatabaseAdmissionSaturatedSpendsNoRate(t *testing.T) {
 // The rate's burst is at most the slots: a burst the slots would refuse
 // anyway is not admitted at once.
 func TestDatabaseAdmissionBurstIsAtMostTheSlots(t *testing.T) {
-	require.Equal(t, 4, newDBAdmission(500, 4).rate.Burst())
-	require.Equal(t, 50, newDBAdmission(500, 64).rate.Burst())
-	require.Equal(t, 1, newDBAdmission(5, 16).rate.Burst())
-	require.Equal(t, rate.Inf, newDBAdmission(0, 16).rate.Limit())
+	require.Equal(t, 4, newAdmission(500, 4).rate.Burst())
+	require.Equal(t, 50, newAdmission(500, 64).rate.Burst())
+	require.Equal(t, 1, newAdmission(5, 16).rate.Burst())
+	require.Equal(t, rate.Inf, newAdmission(0, 16).rate.Limit())
 }

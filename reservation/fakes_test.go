@@ -1,0 +1,183 @@
+package reservation
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// fakeScript answers each call with the next of answers (the last one
+// repeats) and keeps the calls' arguments.
+type fakeScript struct {
+	mu      sync.Mutex
+	answers []scriptAnswer
+	calls   []lua.ReserveArgs
+}
+
+type scriptAnswer struct {
+	res lua.ReserveResult
+	err error
+}
+
+func (f *fakeScript) Reserve(_ context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, a)
+	next := f.answers[min(len(f.calls), len(f.answers))-1]
+	return next.res, next.err
+}
+
+func (f *fakeScript) called() []lua.ReserveArgs {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]lua.ReserveArgs(nil), f.calls...)
+}
+
+func answers(a ...scriptAnswer) *fakeScript { return &fakeScript{answers: a} }
+
+func outcome(o string) scriptAnswer {
+	return scriptAnswer{res: lua.ReserveResult{Outcome: o, StockLeft: 7}}
+}
+
+// fakeLedger is the database: reserve answers the database path, switched
+// the mode switch, row a reservation read, holdErr a hold's record.
+type fakeLedger struct {
+	mu       sync.Mutex
+	reserve  func(in domain.OrderInput) (*domain.Reservation, bool, error)
+	switched func(saleID int64) (*domain.Sale, error)
+	row      func(token string) (*domain.Reservation, error)
+	holdErr  error
+	holds    []domain.OrderInput
+	reserved []domain.OrderInput
+	holdOffs []time.Duration
+}
+
+func (l *fakeLedger) RecordRedisHold(_ context.Context, in domain.OrderInput, _ int64) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holdErr != nil {
+		return false, l.holdErr
+	}
+	l.holds = append(l.holds, in)
+	return true, nil
+}
+
+func (l *fakeLedger) Ping(context.Context) error { return l.holdErr }
+
+func (l *fakeLedger) ReserveInDBWithSkew(_ context.Context, in domain.OrderInput, _ time.Duration) (*domain.Reservation, bool, error) {
+	l.mu.Lock()
+	l.reserved = append(l.reserved, in)
+	l.mu.Unlock()
+	return l.reserve(in)
+}
+
+func (l *fakeLedger) SwitchToDatabase(_ context.Context, saleID int64, holdOff, _ time.Duration) (*domain.Sale, error) {
+	l.mu.Lock()
+	l.holdOffs = append(l.holdOffs, holdOff)
+	l.mu.Unlock()
+	return l.switched(saleID)
+}
+
+func (l *fakeLedger) GetReservation(_ context.Context, token string) (*domain.Reservation, error) {
+	if l.row == nil {
+		return nil, store.ErrNotFound
+	}
+	return l.row(token)
+}
+
+// reservedInDB answers the database path's transaction with a new
+// reservation of in.
+func reservedInDB(in domain.OrderInput) (*domain.Reservation, bool, error) {
+	return &domain.Reservation{Token: in.Token}, false, nil
+}
+
+type fakeStarter struct {
+	mu      sync.Mutex
+	started []domain.OrderInput
+}
+
+func (f *fakeStarter) Enqueue(_ context.Context, in domain.OrderInput) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.started = append(f.started, in)
+}
+
+func (f *fakeStarter) inputs() []domain.OrderInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]domain.OrderInput(nil), f.started...)
+}
+
+// fakeCached is the sale cache's entry.
+type fakeCached struct {
+	onRedis   bool
+	stockSeen int64
+	soldOut   bool
+	moved     *domain.Sale
+}
+
+func (c *fakeCached) OnRedis(int64) bool          { return c.onRedis }
+func (c *fakeCached) StockSeen(left int64)        { c.stockSeen = left }
+func (c *fakeCached) SoldOut()                    { c.soldOut = true }
+func (c *fakeCached) Moved(sale *domain.Sale)     { c.moved = sale }
+func redisSale() *domain.Sale                     { return &domain.Sale{ID: 42, Mode: domain.ModeRedis, ModeEpoch: 3} }
+func request(sale *domain.Sale, c Cached) Request { return newRequest(sale, c, "req-00000001") }
+
+func newRequest(sale *domain.Sale, c Cached, requestID string) Request {
+	return Request{SaleID: sale.ID, UserID: 1001, RequestID: requestID, Sale: sale, Cached: c}
+}
+
+// rig is a service on fakes.
+type rig struct {
+	svc     *Service
+	script  *fakeScript
+	ledger  *fakeLedger
+	starter *fakeStarter
+	down    bool // the fleet's view: Redis down
+}
+
+var testSettings = Settings{
+	TokenKey: []byte("reservation-test"), RedisTimeout: 50 * time.Millisecond, ClockSkew: 10 * time.Millisecond,
+	ModeMinDwell: time.Second, FallbackRPS: 1000, FallbackInFlight: 4, FallbackRetryAfter: 1, StartsRedisOrders: true,
+}
+
+func newRig(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings) *rig {
+	t.Helper()
+	if ledger == nil {
+		ledger = &fakeLedger{}
+	}
+	r := &rig{script: script, ledger: ledger, starter: &fakeStarter{}}
+	r.svc = New(set, Deps{
+		Script: script, Ledger: ledger, Starter: r.starter, Fleet: FleetFunc(func() bool { return r.down }),
+		Logger:       slog.New(slog.DiscardHandler),
+		BreakerState: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breaker_state"}),
+		HoldOutcome:  func(string) {},
+	})
+	return r
+}
+
+// token is the token the service derives for a request.
+func (r *rig) token(req Request) string {
+	return domain.DeriveToken(testSettings.TokenKey, req.SaleID, req.UserID, req.RequestID)
+}
+
+// watch runs the service's heartbeat and probe on a Redis that answers
+// every ping, until the test ends.
+func (r *rig) watch(t *testing.T) {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	answer := func(context.Context) error { return nil }
+	go func() {
+		defer close(done)
+		r.svc.Watch(stop, answer, answer)
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}

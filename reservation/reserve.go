@@ -1,0 +1,210 @@
+package reservation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/reqid"
+	"github.com/seckill/seckill/internal/telemetry"
+	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
+)
+
+// readTimeout bounds reading a reservation's row.
+const readTimeout = 5 * time.Second
+
+var (
+	errNotReady = domain.Unavailable("the sale is not ready yet, retry with the same request_id")
+	errResync   = domain.Unavailable("the sale is switching back to Redis; retry with the same request_id")
+	errCutOff   = domain.Unavailable("this instance cannot reach Redis now; retry with the same request_id")
+)
+
+// Reserve takes a unit for r: the atomic script, or the database path when
+// the sale is in database mode or the fleet has lost Redis. Either way the
+// token is the same, so a retry on the other path reaches the same
+// reservation. Refusals are *domain.Error (a 503's outcome is unknown:
+// the client retries with the same request_id); Answer names the outcome
+// either way.
+func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
+	token := domain.DeriveToken(s.set.TokenKey, r.SaleID, r.UserID, r.RequestID)
+	switch r.Sale.Mode {
+	case domain.ModeDatabase:
+		return s.reserveInDatabase(ctx, r, token)
+	case domain.ModeResync:
+		return Answer{Layer: LayerRedis, Reason: "resync"}, errResync
+	}
+	res, err := s.callScript(ctx, r, token)
+	if isBreakerRefusal(err) {
+		if !s.fleet.RedisDown() {
+			// Redis fails this instance alone (or the fleet has not
+			// agreed yet): one instance never moves a sale.
+			return Answer{Layer: LayerRedis, Reason: "cut_off"}, errCutOff
+		}
+		// Redis is failing: no call was made, so the database path is safe.
+		return s.reserveInDatabase(ctx, r, token)
+	}
+	if err != nil {
+		// The script may or may not have run: never retried on the other
+		// path; the client retries with the same request_id.
+		reason := "error"
+		if isClientStall(err) {
+			reason = "client_stall"
+		}
+		s.log(ctx).WarnContext(ctx, "reserve: redis", "sale_id", r.SaleID, "err", err)
+		return Answer{Layer: LayerRedis, Reason: reason}, domain.ErrOutcomeUnknown
+	}
+	if res.Outcome == lua.OutcomeAsk {
+		return s.replayFromDatabase(ctx, r, token)
+	}
+	return s.answerScript(ctx, r, token, res)
+}
+
+// callScript runs the script through the breaker, and once more after a
+// client-side stall. Redis answered while the first call waited: the wait
+// was this process's. Asking again is the client's retry, made here: the
+// script's replay key answers the first call's outcome if it ran. It starts
+// only while this instance still sees the sale on Redis at the same epoch,
+// as a first call does, so the database path's hold-off covers it. Refused
+// by the breaker, the first call's outcome stays unknown: never the
+// database path after a call that may have run.
+func (s *Service) callScript(ctx context.Context, r Request, token string) (lua.ReserveResult, error) {
+	call := func() (lua.ReserveResult, error) { return s.reserveViaRedis(ctx, reserveArgs(r, token)) }
+	res, err := s.breaker.execute(call)
+	if isClientStall(err) && r.Cached.OnRedis(r.Sale.ModeEpoch) {
+		s.log(ctx).InfoContext(ctx, "reserve: asking Redis again after a client-side stall", "sale_id", r.SaleID, "err", err)
+		if again, againErr := s.breaker.execute(call); !isBreakerRefusal(againErr) {
+			res, err = again, againErr
+		}
+	}
+	return res, err
+}
+
+func reserveArgs(r Request, token string) lua.ReserveArgs {
+	return lua.ReserveArgs{SaleID: r.SaleID, UserID: r.UserID, RequestID: r.RequestID, Token: token, Epoch: r.Sale.ModeEpoch}
+}
+
+// reserveViaRedis is the one Redis call of the hot path, kept small so that
+// the breaker and the database path can wrap it.
+func (s *Service) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
+	// The script takes nothing once Redis's clock passes the deadline, so
+	// a call that outlives its timeout (a frozen Redis resuming) cannot
+	// hold a unit the client was told nothing about; the skew keeps a
+	// prompt call on a Redis whose clock runs ahead from being refused.
+	a.Deadline = time.Now().Add(s.set.RedisTimeout + s.set.ClockSkew)
+	ctx, cancel := context.WithTimeout(ctx, s.set.RedisTimeout)
+	defer cancel()
+	a.TraceParent = telemetry.TraceParent(ctx)
+	a.HTTPRequestID = reqid.From(ctx)
+	return s.script.Reserve(ctx, a)
+}
+
+// replayFromDatabase answers a request the replay map does not know from a
+// user whose ended reservations' records moved out of Redis
+// (lua.OutcomeAsk): a row in the database is this request's (the token
+// derives from it), so it is a replay; else the script runs again, told
+// that the database has none.
+func (s *Service) replayFromDatabase(ctx context.Context, r Request, token string) (Answer, error) {
+	found, err := s.inDatabase(ctx, token)
+	if err != nil {
+		s.log(ctx).WarnContext(ctx, "reserve: ask the database for a replay", "sale_id", r.SaleID, "err", err)
+		return Answer{Layer: LayerRedis, Reason: "error"}, domain.ErrOutcomeUnknown
+	}
+	if found {
+		return Answer{Token: token, Layer: LayerRedis, Reason: lua.OutcomeReplay}, nil
+	}
+	res, err := s.breaker.execute(func() (lua.ReserveResult, error) {
+		args := reserveArgs(r, token)
+		args.NotInDatabase = true
+		return s.reserveViaRedis(ctx, args)
+	})
+	if err == nil && res.Outcome == lua.OutcomeAsk {
+		err = errors.New("the script asked the database again")
+	}
+	if err != nil {
+		s.log(ctx).WarnContext(ctx, "reserve: redis after asking the database", "sale_id", r.SaleID, "err", err)
+		return Answer{Layer: LayerRedis, Reason: "error"}, domain.ErrOutcomeUnknown
+	}
+	return s.answerScript(ctx, r, token, res)
+}
+
+// inDatabase reports whether the database has the reservation of token.
+func (s *Service) inDatabase(ctx context.Context, token string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	_, err := s.ledger.GetReservation(ctx, token)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read reservation: %w", err)
+	}
+	return true, nil
+}
+
+// answerScript turns the reserve script's outcome into the answer.
+func (s *Service) answerScript(ctx context.Context, r Request, token string, res lua.ReserveResult) (Answer, error) {
+	a := Answer{Layer: LayerRedis, Reason: res.Outcome}
+	switch res.Outcome {
+	case lua.OutcomeOK:
+		if s.set.FaultExit {
+			// Fault suite: die like a SIGKILL between the hold and the start.
+			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+		}
+		// The inbox relay starts the order (the script's XADD); the API
+		// starting it as well only doubled the start calls.
+		if s.set.StartsRedisOrders {
+			s.starter.Enqueue(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID))
+		}
+		r.Cached.StockSeen(res.StockLeft)
+		return s.promise(ctx, r, token, a)
+	case lua.OutcomeReplay:
+		return s.promise(ctx, r, res.Token, a)
+	case lua.OutcomeAlready:
+		return a, domain.ErrAlreadyHolds
+	case lua.OutcomeSoldOut:
+		r.Cached.SoldOut()
+		return a, domain.ErrSoldOut
+	case lua.OutcomeNotStarted:
+		return a, domain.ErrSaleNotStarted
+	case lua.OutcomeEnded:
+		return a, domain.ErrSaleEnded
+	case lua.OutcomePaused:
+		return a, domain.ErrSalePaused
+	case lua.OutcomeNotReady:
+		return a, errNotReady
+	case lua.OutcomeLate:
+		return a, domain.ErrOutcomeUnknown
+	}
+	s.log(ctx).ErrorContext(ctx, "reserve: unexpected script outcome", "outcome", res.Outcome)
+	return a, domain.ErrOutcomeUnknown
+}
+
+// log is the logger of work done for a request, known by its context.
+func (s *Service) log(ctx context.Context) *slog.Logger {
+	attrs := []any{reqid.LogKey, reqid.From(ctx)}
+	for _, a := range telemetry.TraceAttrs(ctx) {
+		attrs = append(attrs, a)
+	}
+	return s.logger.With(attrs...)
+}
+
+// promise answers a Redis hold (new, or a replay of one): 202 once it is
+// recorded where the database path counts it, else 503.
+func (s *Service) promise(ctx context.Context, r Request, token string, a Answer) (Answer, error) {
+	if !s.holds.Promise(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch) {
+		return a, domain.ErrOutcomeUnknown
+	}
+	a.Token = token
+	return a, nil
+}
+
+// AcceptHold answers a replay of a Redis hold the caller found without the
+// script (the sold-out mark's replay map): 202 once the hold is recorded.
+func (s *Service) AcceptHold(ctx context.Context, r Request, token string) (Answer, error) {
+	return s.promise(ctx, r, token, Answer{})
+}
