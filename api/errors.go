@@ -128,10 +128,17 @@ func errorBytes(code, message string) []byte {
 // sendErr writes err (a *domain.Error or an internal error) as an error
 // body, with its Retry-After.
 func sendErr(c *fiber.Ctx, err error) error {
-	e, ok := err.(*domain.Error) // the hot path's refusals, without errors.As
-	if !ok && !errors.As(err, &e) {
-		return sendError(c, domain.EInternal, domain.ErrorMessage(err))
+	if e, ok := err.(*domain.Error); ok { // the hot path's refusals: no errors.As, no allocation
+		return sendDomainErr(c, e)
 	}
+	var e *domain.Error
+	if errors.As(err, &e) {
+		return sendDomainErr(c, e)
+	}
+	return sendError(c, domain.EInternal, domain.ErrorMessage(err))
+}
+
+func sendDomainErr(c *fiber.Ctx, e *domain.Error) error {
 	if e.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
 	}
