@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/internal/keyedmac"
 )
 
 // The order workflow's public contract: names, ids, inputs and results that
@@ -134,17 +136,47 @@ const (
 // under the server key, so a retry, either reservation path, the relay and a
 // repair all name the same reservation and so the same workflow. The sale id
 // leads the token so that a lookup knows the sale's keys without a search.
+// The hot path derives through a Tokens of the key.
 func DeriveToken(key []byte, saleID, userID int64, requestID string) string {
+	var msg [tokenMessageCap]byte
 	mac := hmac.New(sha256.New, key)
-	var buf []byte
-	buf = strconv.AppendInt(buf, saleID, 10)
-	buf = append(buf, '|')
-	buf = strconv.AppendInt(buf, userID, 10)
-	buf = append(buf, '|')
-	buf = append(buf, requestID...)
-	mac.Write(buf)
-	sum := mac.Sum(nil)
-	return strconv.FormatInt(saleID, 10) + "-" + hex.EncodeToString(sum[:16])
+	mac.Write(tokenMessage(msg[:0], saleID, userID, requestID))
+	return formatToken(saleID, mac.Sum(nil))
+}
+
+// Tokens derives DeriveToken's tokens under one key from pooled HMAC
+// states: hmac.New hashes the key's pads and allocates at every call.
+type Tokens struct{ macs *keyedmac.Pool }
+
+// NewTokens derives tokens under key.
+func NewTokens(key []byte) *Tokens { return &Tokens{macs: keyedmac.NewPool(key)} }
+
+// Derive is DeriveToken under the Tokens' key.
+func (t *Tokens) Derive(saleID, userID int64, requestID string) string {
+	var msg [tokenMessageCap]byte
+	var sum [sha256.Size]byte
+	return formatToken(saleID, t.macs.Sum(sum[:0], tokenMessage(msg[:0], saleID, userID, requestID)))
+}
+
+// tokenMessageCap holds a message of two int64s and the longest request id
+// on the stack.
+const tokenMessageCap = 2*20 + 2 + 64
+
+// tokenMessage appends the MAC's message "sale|user|request_id" to b.
+func tokenMessage(b []byte, saleID, userID int64, requestID string) []byte {
+	b = strconv.AppendInt(b, saleID, 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, userID, 10)
+	b = append(b, '|')
+	return append(b, requestID...)
+}
+
+// formatToken is "<sale id>-<the MAC's first 16 bytes in hex>".
+func formatToken(saleID int64, sum []byte) string {
+	var out [20 + 1 + 32]byte
+	b := strconv.AppendInt(out[:0], saleID, 10)
+	b = append(b, '-')
+	return string(hex.AppendEncode(b, sum[:16]))
 }
 
 // ParseToken returns the sale id of a well-formed token.

@@ -143,6 +143,7 @@ type Service struct {
 	holds     *Holds
 	admission *admission
 	errRate   *domain.Error
+	tokens    *domain.Tokens
 }
 
 // New builds the service. Run its breaker's probe and heartbeat with
@@ -154,6 +155,7 @@ func New(set Settings, d Deps) *Service {
 		holds:     NewHolds(d.Ledger, d.Logger, d.HoldOutcome),
 		admission: newAdmission(set.FallbackRPS, set.FallbackInFlight),
 		errRate:   &domain.Error{Code: domain.ERateLimited, Message: "too many requests", RetryAfter: max(set.FallbackRetryAfter, 1)},
+		tokens:    domain.NewTokens(set.TokenKey),
 	}
 }
 

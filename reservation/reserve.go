@@ -31,7 +31,7 @@ var (
 // the client retries with the same request_id); Answer names the outcome
 // either way.
 func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
-	token := domain.DeriveToken(s.set.TokenKey, r.SaleID, r.UserID, r.RequestID)
+	token := s.tokens.Derive(r.SaleID, r.UserID, r.RequestID)
 	switch r.Sale.Mode {
 	case domain.ModeDatabase:
 		return s.reserveInDatabase(ctx, r, token)
