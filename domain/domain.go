@@ -1,6 +1,7 @@
 // Package domain holds the types every other package of seckill shares:
 // sales, reservations, orders, their statuses, error codes and the names of
-// workflows, updates and queries. It imports nothing of the project.
+// workflows, updates and queries. Of the project it imports only
+// internal/keyedmac (the pooled HMACs of its tokens).
 package domain
 
 import (
@@ -8,9 +9,7 @@ import (
 )
 
 // ReservationStatus is a reservation's place in its life, exactly the
-// contract's names. It moves only along
-// QUEUED -> PENDING_PAYMENT -> PAID | EXPIRED | CANCELLED and QUEUED -> FAILED
-// (or QUEUED -> CANCELLED when cancelled before the order exists).
+// contract's names; it moves as the lifecycle table says.
 type ReservationStatus string
 
 const (
@@ -25,25 +24,49 @@ const (
 // AllStatuses lists every status in the order reports print them.
 var AllStatuses = []ReservationStatus{StatusQueued, StatusPendingPayment, StatusPaid, StatusExpired, StatusCancelled, StatusFailed}
 
+// stage is a status's place in the lifecycle: the statuses it may move to
+// and the state of its token in Redis (lua/ encodes the states).
+type stage struct {
+	next  []ReservationStatus
+	token string
+}
+
+// lifecycle is the reservation's life in one table; the methods below and
+// every status-to-Redis mapping read it.
+var lifecycle = map[ReservationStatus]stage{
+	StatusQueued:         {next: []ReservationStatus{StatusPendingPayment, StatusFailed, StatusCancelled}, token: TokenHeld},
+	StatusPendingPayment: {next: []ReservationStatus{StatusPaid, StatusExpired, StatusCancelled}, token: TokenOrdered},
+	StatusPaid:           {token: TokenPaid},
+	StatusExpired:        {token: TokenReleased},
+	StatusCancelled:      {token: TokenReleased},
+	StatusFailed:         {token: TokenReleased},
+}
+
+// Next lists the statuses s may move to.
+func (s ReservationStatus) Next() []ReservationStatus { return lifecycle[s].next }
+
+// TokenState is the state of the reservation's token in Redis while the
+// reservation is in status s ("" for an unknown status).
+func (s ReservationStatus) TokenState() string { return lifecycle[s].token }
+
 // Terminal reports whether no further transition is possible.
 func (s ReservationStatus) Terminal() bool {
-	switch s {
-	case StatusPaid, StatusExpired, StatusCancelled, StatusFailed:
-		return true
-	}
-	return false
+	st, ok := lifecycle[s]
+	return ok && len(st.next) == 0
 }
 
 // HoldsUnit reports whether a reservation in this status keeps the user from
 // buying again: it holds a unit or has paid for one.
 func (s ReservationStatus) HoldsUnit() bool {
-	return s == StatusQueued || s == StatusPendingPayment || s == StatusPaid
+	t := s.TokenState()
+	return t != "" && t != TokenReleased
 }
 
 // Live reports whether a reservation in this status is a live order: it
 // took a unit from the database (PENDING_PAYMENT or PAID).
 func (s ReservationStatus) Live() bool {
-	return s == StatusPendingPayment || s == StatusPaid
+	t := s.TokenState()
+	return t == TokenOrdered || t == TokenPaid
 }
 
 // Valid reports whether s is one of the contract's statuses.

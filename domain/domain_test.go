@@ -11,24 +11,56 @@ import (
 
 func TestStatusClasses(t *testing.T) {
 	for _, tc := range []struct {
-		s               ReservationStatus
-		terminal, holds bool
+		s                     ReservationStatus
+		terminal, holds, live bool
+		token                 string
 	}{
-		{StatusQueued, false, true},
-		{StatusPendingPayment, false, true},
-		{StatusPaid, true, true},
-		{StatusExpired, true, false},
-		{StatusCancelled, true, false},
-		{StatusFailed, true, false},
+		{StatusQueued, false, true, false, TokenHeld},
+		{StatusPendingPayment, false, true, true, TokenOrdered},
+		{StatusPaid, true, true, true, TokenPaid},
+		{StatusExpired, true, false, false, TokenReleased},
+		{StatusCancelled, true, false, false, TokenReleased},
+		{StatusFailed, true, false, false, TokenReleased},
 	} {
-		if tc.s.Terminal() != tc.terminal || tc.s.HoldsUnit() != tc.holds || !tc.s.Valid() {
-			t.Errorf("%s: terminal %v holds %v valid %v", tc.s, tc.s.Terminal(), tc.s.HoldsUnit(), tc.s.Valid())
+		if tc.s.Terminal() != tc.terminal || tc.s.HoldsUnit() != tc.holds || tc.s.Live() != tc.live || tc.s.TokenState() != tc.token || !tc.s.Valid() {
+			t.Errorf("%s: terminal %v holds %v live %v token %q valid %v", tc.s, tc.s.Terminal(), tc.s.HoldsUnit(), tc.s.Live(), tc.s.TokenState(), tc.s.Valid())
 		}
 	}
 	for _, s := range []ReservationStatus{"", "queued", "REFUND_REQUIRED"} {
-		if s.Valid() || s.Terminal() || s.HoldsUnit() {
+		if s.Valid() || s.Terminal() || s.HoldsUnit() || s.Live() || s.TokenState() != "" {
 			t.Errorf("%q counted as a contract status", s)
 		}
+	}
+}
+
+// The lifecycle is the contract's: QUEUED -> PENDING_PAYMENT -> PAID |
+// EXPIRED | CANCELLED and QUEUED -> FAILED | CANCELLED; every status is in
+// the table, and from each one every status is reached at most once on
+// any path (no cycles).
+func TestLifecycleIsTheContracts(t *testing.T) {
+	want := map[ReservationStatus][]ReservationStatus{
+		StatusQueued:         {StatusPendingPayment, StatusFailed, StatusCancelled},
+		StatusPendingPayment: {StatusPaid, StatusExpired, StatusCancelled},
+	}
+	for _, s := range AllStatuses {
+		if got := s.Next(); fmt.Sprint(got) != fmt.Sprint(want[s]) {
+			t.Errorf("%s moves to %v, want %v", s, got, want[s])
+		}
+	}
+	var walk func(s ReservationStatus, seen map[ReservationStatus]bool)
+	walk = func(s ReservationStatus, seen map[ReservationStatus]bool) {
+		if seen[s] {
+			t.Fatalf("the lifecycle comes back to %s", s)
+		}
+		seen[s] = true
+		for _, n := range s.Next() {
+			walk(n, seen)
+		}
+		delete(seen, s)
+	}
+	walk(StatusQueued, map[ReservationStatus]bool{})
+	if len(lifecycle) != len(AllStatuses) {
+		t.Errorf("lifecycle has %d statuses, the contract %d", len(lifecycle), len(AllStatuses))
 	}
 }
 

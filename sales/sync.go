@@ -145,11 +145,7 @@ func RestoreLive(ctx context.Context, st *store.Store, rdb *lua.Client, token st
 		if sale.Mode == domain.ModeDatabase || !res.Status.Live() {
 			return false, nil
 		}
-		state := domain.TokenOrdered
-		if res.Status == domain.StatusPaid {
-			state = domain.TokenPaid
-		}
-		changed, err := rdb.RestoreLive(ctx, saleID, res.UserID, token, state, fence)
+		changed, err := rdb.RestoreLive(ctx, saleID, res.UserID, token, res.Status.TokenState(), fence)
 		if errors.Is(err, lua.ErrFenceMoved) && attempt < restoreAttempts {
 			continue
 		}

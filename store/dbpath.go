@@ -603,20 +603,17 @@ func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, 
 		holds := int64(0)
 		buyers := map[int64]bool{}
 		for _, r := range rows {
-			state := domain.TokenReleased
-			switch domain.ReservationStatus(r.Status) {
-			case domain.StatusQueued:
-				state = domain.TokenHeld
+			status := domain.ReservationStatus(r.Status)
+			if !status.Valid() {
+				return fmt.Errorf("reservation %s has status %q", r.Token, r.Status)
+			}
+			if status == domain.StatusQueued {
 				holds++
-				buyers[r.UserID] = true
-			case domain.StatusPendingPayment:
-				state = domain.TokenOrdered
-				buyers[r.UserID] = true
-			case domain.StatusPaid:
-				state = domain.TokenPaid
+			}
+			if status.HoldsUnit() {
 				buyers[r.UserID] = true
 			}
-			st.Tokens = append(st.Tokens, RedisToken{Token: r.Token, State: state, UserID: r.UserID, RequestID: r.RequestID})
+			st.Tokens = append(st.Tokens, RedisToken{Token: r.Token, State: status.TokenState(), UserID: r.UserID, RequestID: r.RequestID})
 		}
 		st.Stock = max(dbStock.Int64-holds, 0)
 		for u := range buyers {
