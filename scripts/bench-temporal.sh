@@ -25,5 +25,5 @@ for s in 8 1; do
 done
 go build -buildvcs=auto -o bin/seckill ./cmd/seckill
 go build -o bin/seckill-bench ./cmd/seckill-bench
-./bin/seckill-bench -seckill bin/seckill -out bench/results/temporal \
+./bin/seckill-bench -seckill bin/seckill -out test/bench/results/temporal \
 	-temporal-stacks dev=127.0.0.1:7233,server-8=127.0.0.1:7533,server-1=127.0.0.1:7733 "$@"

@@ -2,9 +2,9 @@
 # The seeded chaos run: scripts/chaos.sh [seckill-chaos flags]
 # Starts its own Redis, MariaDB and Temporal dev server on free ports under
 # a temp dir (never the test or dev services), two APIs and two workers,
-# and writes chaos/results/<seed>.md and .png. Exit 1: an invariant broke.
+# and writes test/chaos/results/<seed>.md and .png. Exit 1: an invariant broke.
 # -redis cluster: a three-master Redis Cluster instead of one redis-server
-# (chaos/results/cluster-<seed>.md and .png).
+# (test/chaos/results/cluster-<seed>.md and .png).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -17,4 +17,4 @@ build_tool "$bin" "$ROOT/temporal-dev" github.com/temporalio/cli/cmd/temporal
 go build -o bin/seckill ./cmd/seckill
 go build -o bin/seckill-chaos ./cmd/seckill-chaos
 # Fixed seed and length unless the caller says otherwise (later flags win).
-exec ./bin/seckill-chaos -seed 1 -duration 3m -seckill bin/seckill -temporal "$bin" -out chaos/results "$@"
+exec ./bin/seckill-chaos -seed 1 -duration 3m -seckill bin/seckill -temporal "$bin" -out test/chaos/results "$@"

@@ -5,7 +5,7 @@
 # runs the API and the worker as containers in production mode (secrets
 # from mounted files, no development defaults) on their own network
 # namespaces with published ports (-p), against the test services, and
-# drives one reservation through them end to end (e2e/image_test.go, build
+# drives one reservation through them end to end (test/e2e/image_test.go, build
 # tag `image`). Not part of `task test`: podman
 # stays out of CI.
 set -euo pipefail
@@ -84,10 +84,10 @@ podman_lab run -d --name "$api_name" "${run_opts[@]}" "${env_opts[@]}" -p "$api_
 	"$image" api >/dev/null
 wait_for "worker container" "$START_TIMEOUT" "" /dev/null http_ok "http://$metrics_addr/metrics"
 wait_for "API container" "$START_TIMEOUT" "" /dev/null http_ok "http://$api_addr/healthz"
-log "both containers answer; running e2e/image_test.go"
+log "both containers answer; running test/e2e/image_test.go"
 
 env_line="$(podman_lab inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$api_name")"
 grep -q '^SECKILL_ENV=' <<<"$env_line" && die "the API container runs with SECKILL_ENV set"
 SECKILL_IMAGE_API_URL="http://$api_addr" SECKILL_IMAGE_WORKER_METRICS_URL="http://$metrics_addr/metrics" \
 	SECKILL_IMAGE_JWT_SECRET="$(cat "$secrets/jwt")" SECKILL_IMAGE_ADMIN_JWT_SECRET="$(cat "$secrets/admin_jwt")" \
-	go test -count=1 -tags image -run '^TestImageReservation$' -v ./e2e/
+	go test -count=1 -tags image -run '^TestImageReservation$' -v ./test/e2e/

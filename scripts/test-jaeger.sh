@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `go tool task test:jaeger`: the Jaeger `task up` runs (built once from
 # jaeger-dev/go.mod), the real API and worker exporting traces to it, one
-# reservation read back through Jaeger's query API (e2e/jaeger_test.go,
+# reservation read back through Jaeger's query API (test/e2e/jaeger_test.go,
 # build tag `jaeger`). Not part of `task test`: Jaeger stays out of CI.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -23,4 +23,4 @@ export SECKILL_TEST_REDIS_ADDR="127.0.0.1:${SECKILL_TEST_REDIS_PORT:-16379}"
 export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:${SECKILL_TEST_MYSQL_PORT:-13306})/seckill_test"
 export SECKILL_TEST_TEMPORAL_ADDRESS="127.0.0.1:${SECKILL_TEST_TEMPORAL_PORT:-17233}"
 export SECKILL_JAEGER_BIN="$ROOT/.data/bin/jaeger"
-go test -count=1 -tags jaeger -run '^TestJaegerTrace$' -v ./e2e/
+go test -count=1 -tags jaeger -run '^TestJaegerTrace$' -v ./test/e2e/

@@ -4,7 +4,7 @@
 # the worker with `podman kube play` (rootful Debian podman, the image built
 # here as test:image builds it) in production mode against the test
 # services, drives one reservation through them end to end
-# (e2e/image_test.go, build tag `image`), then `kube down`. Not part of
+# (test/e2e/image_test.go, build tag `image`), then `kube down`. Not part of
 # `task test`: podman stays out of CI.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -64,8 +64,8 @@ played=1
 podman_lab kube play --network host "$rendered" >/dev/null
 wait_for "worker pod" "$START_TIMEOUT" "" /dev/null http_ok "http://127.0.0.1:$metrics_port/metrics"
 wait_for "API pod" "$START_TIMEOUT" "" /dev/null http_ok "http://127.0.0.1:$api_port/healthz"
-log "both pods answer; running e2e/image_test.go"
+log "both pods answer; running test/e2e/image_test.go"
 secret() { sed -n "s/^$1=//p" "$overlay/secrets.env"; }
 SECKILL_IMAGE_API_URL="http://127.0.0.1:$api_port" SECKILL_IMAGE_WORKER_METRICS_URL="http://127.0.0.1:$metrics_port/metrics" \
 	SECKILL_IMAGE_JWT_SECRET="$(secret SECKILL_JWT_SECRET)" SECKILL_IMAGE_ADMIN_JWT_SECRET="$(secret SECKILL_ADMIN_JWT_SECRET)" \
-	go test -count=1 -tags image -run '^TestImageReservation$' -v ./e2e/
+	go test -count=1 -tags image -run '^TestImageReservation$' -v ./test/e2e/

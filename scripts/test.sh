@@ -73,7 +73,7 @@ step "gofmt" bash -c 'files=$(gofmt -l $(git ls-files "*.go")); [ -z "$files" ] 
 step "go vet" go vet ./...
 step "staticcheck" go tool staticcheck ./...
 # One invocation over all packages (SECKILL_TEST_PKGS narrows it, e.g.
-# ./faults/...); go test prints each package's time.
+# ./test/faults/...); go test prints each package's time.
 # shellcheck disable=SC2086 # the package list is split on purpose
 step "go test" go test -count=1 -timeout 30m ${SECKILL_TEST_RUN:+-run "$SECKILL_TEST_RUN"} ${SECKILL_TEST_PKGS:-./...}
 if [ -f "$SECKILL_FAULTS_SUMMARY" ]; then

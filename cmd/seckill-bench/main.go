@@ -1,7 +1,7 @@
 // Command seckill-bench runs seckill's benchmarks against running Redis,
 // MariaDB and Temporal servers: it starts its own API and worker processes
 // (bin/seckill) on a task queue of its own, runs the ten scenarios with
-// their baselines, and writes bench/results/latest.{json,md,png}. It exits
+// their baselines, and writes test/bench/results/latest.{json,md,png}. It exits
 // non-zero on any correctness violation, never on a slow figure.
 //
 //	seckill-bench [flags]             run the benchmarks
@@ -24,8 +24,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/bench"
 	"github.com/seckill/seckill/internal/cli"
+	"github.com/seckill/seckill/test/bench"
 )
 
 func env(name, def string) string {
@@ -95,7 +95,7 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	fs.Int64Var(&o.BurstStock, "burst-stock", 1_000, "stock of the flash-sale burst")
 	fallback, _ := strconv.ParseFloat(env("SECKILL_FALLBACK_RPS", "500"), 64)
 	fs.Float64Var(&o.FallbackRPS, "fallback-rps", fallback, "database path rate limit")
-	out := fs.String("out", "bench/results", "results directory")
+	out := fs.String("out", "test/bench/results", "results directory")
 	scenarios := fs.String("scenarios", "", "comma-separated scenario numbers to run, e.g. 5 or 1,3 (default: all)")
 	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of scenario 3's API and worker over the burst and drain (api.pprof, worker.pprof)")

@@ -24,7 +24,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/chaos"
+	"github.com/seckill/seckill/test/chaos"
 )
 
 func main() { os.Exit(run()) }
@@ -34,7 +34,7 @@ func run() int {
 		seed      = flag.Int64("seed", 1, "seed of the workload and the fault schedule (the same seed replays the same schedule)")
 		duration  = flag.Duration("duration", 3*time.Minute, "how long the workload and the nemesis run")
 		faults    = flag.String("faults", "all", "comma-separated fault classes, or all: "+strings.Join(chaos.AllFaults, ","))
-		out       = flag.String("out", "chaos/results", "directory of <seed>.md and <seed>.png")
+		out       = flag.String("out", "test/chaos/results", "directory of <seed>.md and <seed>.png")
 		work      = flag.String("work", "", "directory of the services' data, logs and the history, always kept (default: a new temp dir, removed after a run without violation)")
 		clients   = flag.Int("clients", 16, "concurrent clients")
 		redisMode = flag.String("redis", chaos.RedisSingle, "single: one redis-server; cluster: a three-master Redis Cluster (report cluster-<seed>.md)")

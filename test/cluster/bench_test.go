@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/cluster"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/test/cluster"
 )
 
 // BenchmarkReservations measures reservations/s of a burst split over two

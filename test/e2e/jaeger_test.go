@@ -91,8 +91,7 @@ func TestJaegerTrace(t *testing.T) {
 func startJaeger(t *testing.T) (otlp, queryURL string) {
 	bin := os.Getenv("SECKILL_JAEGER_BIN")
 	require.NotEmpty(t, bin, "SECKILL_JAEGER_BIN: run through scripts/test-jaeger.sh")
-	_, file, _, _ := runtime.Caller(0)
-	conf := filepath.Join(filepath.Dir(file), "..", "jaeger-dev", "config.yaml")
+	conf := filepath.Join(testenv.RepoRoot(), "jaeger-dev", "config.yaml")
 	var query, grpc string
 	otlp, query, grpc = testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	j := testenv.StartCommand(t, "jaeger", bin, map[string]string{

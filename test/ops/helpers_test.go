@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -31,9 +30,7 @@ var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transp
 
 func repoRoot(tb testing.TB) string {
 	tb.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	require.True(tb, ok)
-	return filepath.Dir(filepath.Dir(file))
+	return testenv.RepoRoot()
 }
 
 var mint = testenv.MustToken

@@ -182,7 +182,7 @@ func buyAndPayInTheBrowser(t *testing.T, browser context.Context, apiURL, out st
 	shots := []string{filepath.Join(out, "pending-payment.png")}
 	// docs/storefront.png (shown by the README) is written when missing or
 	// when SECKILL_UPDATE_DOCS=1, so a test run leaves the tree clean.
-	if doc := filepath.Join("..", "docs", "storefront.png"); os.Getenv("SECKILL_UPDATE_DOCS") == "1" || !exists(doc) {
+	if doc := filepath.Join(testenv.RepoRoot(), "docs", "storefront.png"); os.Getenv("SECKILL_UPDATE_DOCS") == "1" || !exists(doc) {
 		shots = append(shots, doc)
 	}
 	screenshot(t, browser, shots...)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -101,8 +100,7 @@ func temporalBin(tb testing.TB) string {
 	if b := os.Getenv("SECKILL_TEMPORAL_BIN"); b != "" {
 		return b
 	}
-	_, file, _, _ := runtime.Caller(0)
-	b := filepath.Join(filepath.Dir(file), "..", ".data", "bin", "temporal")
+	b := filepath.Join(testenv.RepoRoot(), ".data", "bin", "temporal")
 	_, err := os.Stat(b)
 	require.NoError(tb, err, "the Temporal CLI (go tool task temporal:build)")
 	return b

@@ -454,7 +454,7 @@ func (quietLogger) Error(string, ...any) {}
 const ClusterMasters = 3
 
 // startCluster starts three cluster-mode redis-servers (AOF, appendfsync
-// everysec, the node timeout of cluster/), each announcing its own proxy as
+// everysec, the node timeout of test/cluster/), each announcing its own proxy as
 // its address, and joins them with `redis-cli --cluster create`.
 func (d *Deployment) startCluster(ctx context.Context) error {
 	proxyOf := map[string]string{} // announced (proxy) address -> the node's own

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -116,7 +117,7 @@ func renderKube(t *testing.T, dir string) map[string]kubeObject {
 // container, the PDB and HPA on the API, Services that select pods,
 // configuration and secrets of documented variables.
 func TestKubernetesManifests(t *testing.T) {
-	objs := renderKube(t, "../deploy/k8s/base")
+	objs := renderKube(t, filepath.Join(repoRoot(t), "deploy", "k8s", "base"))
 	var config, secrets kubeObject
 	for _, o := range objs {
 		switch o.Kind {
@@ -210,7 +211,7 @@ func matchLabel(t *testing.T, sel yaml.Node) string {
 // config test holds that table to what config.go reads).
 func documentedVariables(t *testing.T) []string {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/configuration.md")
+	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "configuration.md"))
 	require.NoError(t, err)
 	var names []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(string(doc), -1) {

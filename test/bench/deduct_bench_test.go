@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/bench"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/test/bench"
 )
 
 // Scenario 4 as Go benchmarks, against the test services:

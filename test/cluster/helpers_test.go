@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/cluster"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/test/cluster"
 )
 
 var do = testenv.Do

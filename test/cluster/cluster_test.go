@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/cluster"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/test/cluster"
 )
 
 // userBlock reserves n consecutive user ids and returns the first.
