@@ -139,7 +139,7 @@ func (s *server) adminSale(ctx context.Context, c *fiber.Ctx) (*domain.Sale, err
 	}
 	if err != nil {
 		s.log(c).Error("admin: get sale", "sale_id", id, "err", err)
-		return nil, domain.Errorf(domain.EUnavailable, "database unavailable")
+		return nil, domain.Unavailable("database unavailable")
 	}
 	return sale, nil
 }
@@ -150,7 +150,7 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	defer cancel()
 	sale, err := s.adminSale(ctx, c)
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	outcome, redisStock, err := sales.Warmup(ctx, s.st, s.rdb, s.temporal, sale.ID)
 	if err != nil {
@@ -218,7 +218,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	defer cancel()
 	before, err := s.adminSale(ctx, c)
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	if before.StockTotal+delta > MaxStock {
 		return sendError(c, domain.EInvalid, "delta: the stock would exceed 10000000")

@@ -298,7 +298,7 @@ func (s *server) reservationEvents(c *fiber.Ctx) error {
 	view, seq, err := s.statusView(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
 		s.hub.remove(e)
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	if last > 0 && seq <= last && view.Status.Terminal() {
 		// A resume after the ended status was sent: nothing more will

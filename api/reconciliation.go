@@ -36,7 +36,7 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 	defer cancel()
 	sale, err := s.adminSale(ctx, c)
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	if s.temporal == nil {
 		// Holds and releases are judged against their workflows.

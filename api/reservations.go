@@ -71,7 +71,7 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	}
 	v, err := s.statusOwned(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	if v.body != nil {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
@@ -118,7 +118,7 @@ type payRequest struct {
 func (s *server) ownReservation(ctx context.Context, p Principal, token string, saleID int64) (*domain.Reservation, error) {
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
-		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+		return nil, domain.Unavailable("reservation store unavailable")
 	}
 	if r != nil {
 		if r.UserID != p.UserID {
@@ -151,11 +151,11 @@ func (s *server) pay(c *fiber.Ctx) error {
 	}
 	ref := *req.PaymentRef
 	if _, err := s.ownReservation(c.UserContext(), p, token, saleID); err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	v, err := s.payToken(c.UserContext(), token, domain.PayRequest{PaymentRef: ref, ReceivedAt: received})
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	return c.JSON(v)
 }
@@ -190,7 +190,7 @@ func (s *server) payToken(ctx context.Context, token string, req domain.PayReque
 		r, derr := s.dbReservation(ctx, token)
 		if derr != nil {
 			s.ctxLog(ctx).Warn("pay: read reservation", "token", token, "err", derr)
-			return domain.ReservationView{}, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+			return domain.ReservationView{}, domain.Unavailable("reservation store unavailable")
 		}
 		if r != nil && r.Status == domain.StatusPaid && r.PaymentRef == ref {
 			return r.View(), nil
@@ -215,12 +215,12 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	}
 	r, err := s.ownReservation(c.UserContext(), p, token, saleID)
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	if r.Status == domain.StatusQueued || r.Status == domain.StatusCancelled {
 		ended, err := s.cancelQueued(c.UserContext(), p.UserID, saleID, token)
 		if err != nil {
-			return s.sendMaybeUnavailable(c, err)
+			return sendErr(c, err)
 		}
 		if ended != nil && ended.Status == domain.StatusCancelled {
 			s.cache.dropMark(saleID) // the unit is back on sale
@@ -252,7 +252,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		}
 		return sendErr(c, domain.ErrNotCancellable)
 	}
-	return s.sendMaybeUnavailable(c, err)
+	return sendErr(c, err)
 }
 
 // cancelQueued cancels a reservation that has no order yet (or answers a
@@ -272,7 +272,7 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 		requestID, ok, err := s.rdb.RequestID(dctx, saleID, userID, token)
 		if err != nil {
 			s.logger.Warn("cancel: find request id", "token", token, "err", err)
-			return nil, domain.Errorf(domain.EUnavailable, "reservation data unavailable")
+			return nil, domain.Unavailable("reservation data unavailable")
 		}
 		if !ok {
 			return nil, errNoReservation
@@ -280,15 +280,15 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 		in := domain.RedisHoldInput(token, saleID, userID, requestID)
 		if _, err := s.st.RecordReservation(dctx, in); err != nil {
 			s.logger.Warn("cancel: record reservation", "token", token, "err", err)
-			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+			return nil, domain.Unavailable("reservation store unavailable")
 		}
 	} else if err != nil {
-		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+		return nil, domain.Unavailable("reservation store unavailable")
 	}
 	r, err := s.st.EndQueued(dctx, token, domain.StatusCancelled, "user")
 	if err != nil {
 		s.logger.Warn("cancel: end queued reservation", "token", token, "err", err)
-		return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+		return nil, domain.Unavailable("reservation store unavailable")
 	}
 	if r.Status != domain.StatusCancelled {
 		return r, nil
@@ -309,16 +309,9 @@ func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token s
 	defer rcancel()
 	if _, err := sales.SyncToken(rctx, s.st, s.rdb, token); err != nil {
 		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
-		return nil, domain.Errorf(domain.EUnavailable, "the cancellation is recorded; releasing the unit failed, retry")
+		return nil, domain.Unavailable("the cancellation is recorded; releasing the unit failed, retry")
 	}
 	return r, nil
-}
-
-func (s *server) sendMaybeUnavailable(c *fiber.Ctx, err error) error {
-	if domain.ErrorCode(err) == domain.EUnavailable {
-		return unavailable(c, 1, domain.ErrorMessage(err))
-	}
-	return sendErr(c, err)
 }
 
 var errWorkflowClosed = errors.New("order workflow closed or not found")
@@ -368,7 +361,7 @@ func (s *server) awaitAdopted(ctx context.Context, token string) domain.Reservat
 func (s *server) update(ctx context.Context, token, updateID, name string, arg any) (domain.OrderState, error) {
 	var st domain.OrderState
 	if s.temporal == nil {
-		return st, domain.Errorf(domain.EUnavailable, "workflow service unavailable")
+		return st, domain.Unavailable("workflow service unavailable")
 	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
@@ -407,7 +400,7 @@ func (s *server) updateError(ctx context.Context, token string, err error) error
 		return domain.Errorf(code, "the reservation's workflow refused the request")
 	}
 	s.ctxLog(ctx).Warn("order workflow update failed", "token", token, "err", err)
-	return domain.Errorf(domain.EUnavailable, "workflow service unavailable, retry")
+	return domain.Unavailable("workflow service unavailable, retry")
 }
 
 // GET /api/v1/sales/{sale_id}

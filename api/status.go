@@ -155,7 +155,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 	r, err := s.dbReservation(ctx, token)
 	if err != nil {
 		s.logger.Warn("status read: database", "token", token, "err", err)
-		return ownedView{}, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+		return ownedView{}, domain.Unavailable("reservation store unavailable")
 	}
 	if r == nil {
 		if held != nil {

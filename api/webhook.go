@@ -148,7 +148,7 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 	}
 	due, err := s.amountDue(ctx, r)
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	if amount != due {
 		s.log(c).Warn("webhook: amount mismatch", "token", token, "payment_ref", ref, "amount_cents", amount, "due_cents", due)
@@ -162,13 +162,13 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 		return c.JSON(v)
 	}
 	if domain.ErrorCode(err) != domain.ENotPayable {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	// The workflow refused: the window closed, a release or another
 	// payment is being recorded. Decide from the database once it settles.
 	r, err = s.awaitSettled(ctx, token)
 	if err != nil {
-		return s.sendMaybeUnavailable(c, err)
+		return sendErr(c, err)
 	}
 	if done, err := s.answerSettled(c, r, ref, amount); done {
 		return err
@@ -191,7 +191,7 @@ func (s *server) amountDue(ctx context.Context, r *domain.Reservation) (int64, e
 			return 0, err
 		}
 		s.ctxLog(ctx).Warn("webhook: sale lookup", "sale_id", r.SaleID, "err", err)
-		return 0, domain.Errorf(domain.EUnavailable, "sale data unavailable")
+		return 0, domain.Unavailable("sale data unavailable")
 	}
 	return e.sale.Load().PriceCents, nil
 }
@@ -241,7 +241,7 @@ func (s *server) awaitSettled(ctx context.Context, token string) (*domain.Reserv
 		r, err := s.dbReservation(ctx, token)
 		if err != nil {
 			s.ctxLog(ctx).Warn("webhook: read reservation", "token", token, "err", err)
-			return nil, domain.Errorf(domain.EUnavailable, "reservation store unavailable")
+			return nil, domain.Unavailable("reservation store unavailable")
 		}
 		if r == nil {
 			return nil, errNoReservation
