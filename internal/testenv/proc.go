@@ -2,28 +2,23 @@ package testenv
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/internal/proc"
 )
 
 // FreeAddr returns a free 127.0.0.1 address.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := proc.FreeAddr()
 	if err != nil {
-		tb.Fatalf("testenv: free port: %v", err)
+		tb.Fatalf("testenv: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // ProcEnv is the environment of a seckill process on the test services, in
@@ -54,19 +49,12 @@ func ProcEnv(tb testing.TB, taskQueue string, overrides map[string]string) map[s
 	return env
 }
 
-// Proc is a process started by a test: seckill itself, or a service a test
-// owns (its own Redis, MariaDB or Temporal) so that killing it touches no
-// other package's tests.
+// Proc is a process started by a test (internal/proc): seckill itself, or
+// a service a test owns (its own Redis, MariaDB or Temporal) so that
+// killing it touches no other package's tests. Its methods fail the test
+// instead of returning errors.
 type Proc struct {
-	Name    string
-	Bin     string
-	Args    []string
-	Env     map[string]string
-	LogPath string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	*proc.Proc
 }
 
 // StartProc starts bin/seckill with args; it is killed at the end of the
@@ -80,18 +68,16 @@ func StartProc(tb testing.TB, name string, env map[string]string, args ...string
 // StartCommand starts bin with args like StartProc.
 func StartCommand(tb testing.TB, name, bin string, env map[string]string, args ...string) *Proc {
 	tb.Helper()
-	p := &Proc{Name: name, Bin: bin, Args: args, Env: env, LogPath: filepath.Join(tb.TempDir(), name+".log")}
+	p := &Proc{Proc: &proc.Proc{Name: name, Bin: bin, Args: args, Env: env, LogPath: filepath.Join(tb.TempDir(), name+".log")}}
 	p.start(tb)
 	tb.Cleanup(func() {
 		p.Kill(tb)
 		if tb.Failed() {
-			if b, err := os.ReadFile(p.LogPath); err == nil {
-				tail := string(b)
-				if len(tail) > 6000 {
-					tail = tail[len(tail)-6000:]
-				}
-				tb.Logf("--- %s log tail ---\n%s", name, tail)
+			tail := p.Log()
+			if len(tail) > 6000 {
+				tail = tail[len(tail)-6000:]
 			}
+			tb.Logf("--- %s log tail ---\n%s", name, tail)
 		}
 	})
 	return p
@@ -99,37 +85,9 @@ func StartCommand(tb testing.TB, name, bin string, env map[string]string, args .
 
 func (p *Proc) start(tb testing.TB) {
 	tb.Helper()
-	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		tb.Fatalf("testenv: %s log: %v", p.Name, err)
+	if err := p.Launch(); err != nil {
+		tb.Fatalf("testenv: %v", err)
 	}
-	cmd := exec.Command(p.Bin, p.Args...)
-	cmd.Env = os.Environ()
-	for k, v := range p.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		tb.Fatalf("testenv: start %s: %v", p.Name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	p.mu.Lock()
-	p.cmd, p.done = cmd, done
-	p.mu.Unlock()
-}
-
-// Done is closed when the current run of the process has exited.
-func (p *Proc) Done() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.done
 }
 
 // Kill sends SIGKILL and waits for the exit.
@@ -140,38 +98,38 @@ func (p *Proc) Stop(tb testing.TB) { p.signal(tb, syscall.SIGTERM, 30*time.Secon
 
 // Freeze stops the process group with SIGSTOP (a hung server: connections
 // stay open, nothing answers); Thaw resumes it with SIGCONT.
-func (p *Proc) Freeze(tb testing.TB) { p.send(tb, syscall.SIGSTOP) }
-
-// Thaw resumes a frozen process.
-func (p *Proc) Thaw(tb testing.TB) { p.send(tb, syscall.SIGCONT) }
-
-func (p *Proc) send(tb testing.TB, sig syscall.Signal) {
+func (p *Proc) Freeze(tb testing.TB) {
 	tb.Helper()
-	p.mu.Lock()
-	cmd := p.cmd
-	p.mu.Unlock()
-	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
-		tb.Fatalf("testenv: %s %s: %v", p.Name, sig, err)
+	if err := p.Proc.Freeze(); err != nil {
+		tb.Fatalf("testenv: %v", err)
 	}
 }
 
+// Thaw resumes a frozen process.
+func (p *Proc) Thaw(tb testing.TB) {
+	tb.Helper()
+	if err := p.Proc.Thaw(); err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+}
+
+// signal sends sig to the process group and waits for the exit, with a
+// SIGKILL after wait (the test then fails).
 func (p *Proc) signal(tb testing.TB, sig syscall.Signal, wait time.Duration) {
 	tb.Helper()
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	select {
-	case <-done:
+	if !p.Running() {
 		return
-	default:
 	}
-	// The whole process group: a service's children die with it.
-	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	if err := p.Signal(sig); err != nil && p.Running() {
+		tb.Errorf("testenv: %v", err)
+	}
 	select {
-	case <-done:
+	case <-p.Done():
 	case <-time.After(wait):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		if err := p.Signal(syscall.SIGKILL); err != nil && p.Running() {
+			tb.Errorf("testenv: %v", err)
+		}
+		<-p.Done()
 		tb.Errorf("testenv: %s did not exit within %s of %s", p.Name, wait, sig)
 	}
 }
@@ -179,18 +137,10 @@ func (p *Proc) signal(tb testing.TB, sig syscall.Signal, wait time.Duration) {
 // Restart starts the process again with the same arguments.
 func (p *Proc) Restart(tb testing.TB) {
 	tb.Helper()
-	select {
-	case <-p.Done():
-	default:
+	if p.Running() {
 		tb.Fatalf("testenv: restart %s while it runs", p.Name)
 	}
 	p.start(tb)
-}
-
-// Log returns what the process printed so far.
-func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.LogPath)
-	return string(b)
 }
 
 // API is an API process and its base URL.
@@ -257,43 +207,15 @@ func (w *Worker) WaitHealthy(tb testing.TB) {
 
 func waitHTTP(tb testing.TB, p *Proc, url string) {
 	tb.Helper()
-	client := &http.Client{Timeout: time.Second}
-	p.WaitReady(tb, 60*time.Second, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s answered %d", url, resp.StatusCode)
-		}
-		return nil
-	})
+	p.WaitReady(tb, 60*time.Second, proc.HTTPReady(url))
 }
 
 // WaitReady polls ready until it succeeds; the test fails if the process
 // exits first or within is over.
 func (p *Proc) WaitReady(tb testing.TB, within time.Duration, ready func(ctx context.Context) error) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-		err := ready(rctx)
-		rcancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-p.Done():
-			tb.Fatalf("testenv: %s exited before it was ready: %v\n%s", p.Name, err, p.Log())
-		case <-ctx.Done():
-			tb.Fatalf("testenv: %s not ready within %s: %v\n%s", p.Name, within, err, p.Log())
-		case <-time.After(100 * time.Millisecond):
-		}
+	p.Ready = ready
+	if err := p.Proc.WaitReady(context.Background(), within); err != nil {
+		tb.Fatalf("testenv: %v\n%s", err, p.Log())
 	}
 }

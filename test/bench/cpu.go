@@ -14,18 +14,20 @@ import (
 
 // CPU is the CPU time (user + system, seconds) the process has used.
 func (p *Proc) CPU() (float64, error) {
-	if p.cmd == nil || p.cmd.Process == nil {
+	pid := p.Pid()
+	if pid == 0 {
 		return 0, fmt.Errorf("cpu of %s: not started", p.Name)
 	}
-	return pidCPU(p.cmd.Process.Pid)
+	return pidCPU(pid)
 }
 
 // rssBytes is a process's resident set size (VmRSS).
 func rssBytes(p *Proc) (int64, error) {
-	if p.cmd == nil || p.cmd.Process == nil {
+	pid := p.Pid()
+	if pid == 0 {
 		return 0, fmt.Errorf("rss of %s: not started", p.Name)
 	}
-	proc, err := procfs.NewProc(p.cmd.Process.Pid)
+	proc, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, fmt.Errorf("rss of %s: %w", p.Name, err)
 	}

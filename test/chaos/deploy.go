@@ -378,10 +378,7 @@ func (d *Deployment) HealAll(ctx context.Context) error {
 }
 
 func ensureUp(ctx context.Context, p *Proc) error {
-	p.mu.Lock()
-	frozen := p.frozen
-	p.mu.Unlock()
-	if frozen {
+	if p.Frozen() {
 		if err := p.Thaw(); err != nil {
 			return err
 		}
