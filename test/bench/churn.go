@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"io"
 	"net/http"
 	"strconv"
@@ -80,7 +81,7 @@ func (cc *churnClient) call(ctx context.Context, method, path, auth, body string
 // and how long to wait before the next request.
 func (cc *churnClient) reserveOnce(ctx context.Context, saleID int64, auth, reqID string) (string, time.Duration, error) {
 	t0 := time.Now()
-	code, body, wait, err := cc.call(ctx, "POST", fmt.Sprintf("/api/v1/sales/%d/reservations", saleID), auth, `{"request_id":"`+reqID+`"}`)
+	code, body, wait, err := cc.call(ctx, "POST", client.ReservationsPath(saleID), auth, `{"request_id":"`+reqID+`"}`)
 	if err != nil {
 		return "", time.Second, err
 	}
@@ -127,13 +128,13 @@ func (cc *churnClient) end(ctx context.Context, token, auth string, expire bool)
 		var wait time.Duration
 		var err error
 		if expire {
-			code, body, wait, err = cc.call(ctx, "GET", "/api/v1/reservations/"+token, auth, "")
+			code, body, wait, err = cc.call(ctx, "GET", client.ReservationPath(token), auth, "")
 			if err == nil && code == http.StatusOK && (strings.Contains(string(body), `"EXPIRED"`) || strings.Contains(string(body), `"FAILED"`)) {
 				return nil
 			}
 			wait = max(wait, churnPoll)
 		} else {
-			code, _, wait, err = cc.call(ctx, "POST", "/api/v1/reservations/"+token+"/cancel", auth, "")
+			code, _, wait, err = cc.call(ctx, "POST", client.CancelPath(token), auth, "")
 			if err == nil && (code == http.StatusOK || code == http.StatusConflict) {
 				return nil
 			}

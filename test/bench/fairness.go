@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -110,7 +111,7 @@ func (r *runner) fairRun(ctx context.Context, api *Proc, lottery bool) (fairRun,
 	if err != nil {
 		return fairRun{}, err
 	}
-	url := api.URL + "/api/v1/sales/" + strconv.FormatInt(s.ID, 10) + "/reservations"
+	url := api.URL + client.ReservationsPath(s.ID)
 	doer := newDoer(256)
 	deadline := s.StartsAt.Add(fairAfterOpen)
 	var fast, slow atomic.Int64

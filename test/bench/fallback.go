@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"io"
 	"net/http"
 	"strconv"
@@ -45,7 +46,7 @@ func (r *runner) fallback(ctx context.Context) error {
 		return err
 	}
 	c := newDoer(256)
-	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	url := api.URL + client.ReservationsPath(s.ID)
 	op := reserveOp(c, url, toks)
 	next := int64(0)
 	// One unit through Redis, so the API caches the sale and the worker

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"net"
 	"net/http"
 	"strconv"
@@ -212,13 +213,13 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 	n := int64(len(ps.tokens))
 	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
 	poll := func(ctx context.Context, i int64) (int, error) {
-		return c.do(ctx, "GET", api.URL+"/api/v1/reservations/"+ps.tokens[i%n], ps.jwts[i%n], nil)
+		return c.do(ctx, "GET", api.URL+client.ReservationPath(ps.tokens[i%n]), ps.jwts[i%n], nil)
 	}
-	mineURL := fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", api.URL, ps.sale.ID)
+	mineURL := api.URL + client.MinePath(ps.sale.ID)
 	mine := func(ctx context.Context, i int64) (int, error) { return c.do(ctx, "GET", mineURL, ps.jwts[i%n], nil) }
 
 	// One check that the answers are the PENDING_PAYMENT views.
-	if err := checkPending(api.URL+"/api/v1/reservations/"+ps.tokens[0], ps.jwts[0], `"status":"PENDING_PAYMENT"`); err != nil {
+	if err := checkPending(api.URL+client.ReservationPath(ps.tokens[0]), ps.jwts[0], `"status":"PENDING_PAYMENT"`); err != nil {
 		return err
 	}
 	if err := checkPending(mineURL, ps.jwts[0], `"status":"PENDING_PAYMENT"`); err != nil {
@@ -550,7 +551,7 @@ func (r *runner) openIdleStreams(ctx context.Context, api *Proc, ps *pollSet, n 
 		sem <- struct{}{}
 		s.wg.Go(func() {
 			first := true
-			err := openStream(sctx, hc, api.URL+"/api/v1/reservations/"+ps.tokens[i]+"/events", ps.jwts[i], func(sseEvent) {
+			err := openStream(sctx, hc, api.URL+client.EventsPath(ps.tokens[i]), ps.jwts[i], func(sseEvent) {
 				if first {
 					first = false
 					s.opened.Add(1)
@@ -640,7 +641,7 @@ func (r *runner) pushLatency(ctx context.Context, api *Proc) error {
 	}()
 
 	c := newDoer(conns)
-	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	url := api.URL + client.ReservationsPath(s.ID)
 	tokens := make([]string, len(jwts))
 	start := time.Now()
 	op := func(ctx context.Context, i int64) (int, error) {
@@ -751,7 +752,7 @@ func (r *runner) watchChanges(ctx context.Context, api *Proc, tokens, jwts []str
 			continue
 		}
 		sem <- struct{}{}
-		wg.Go(func() { r.watchOne(sctx, hc, api.URL+"/api/v1/reservations/"+token+"/events", jwts[i], token, sc, sem) })
+		wg.Go(func() { r.watchOne(sctx, hc, api.URL+client.EventsPath(token), jwts[i], token, sc, sem) })
 	}
 	for sctx.Err() == nil {
 		sc.mu.Lock()

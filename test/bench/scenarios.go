@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -172,7 +173,7 @@ func (r *runner) soldOutSale(ctx context.Context, api *Proc, label string, conns
 		return httpDoer{}, "", nil, err
 	}
 	c := newDoer(conns)
-	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	url := api.URL + client.ReservationsPath(s.ID)
 	for i, want := range []int{http.StatusAccepted, http.StatusGone} {
 		st, err := reserveOp(c, url, toks)(ctx, int64(len(toks)-1-i))
 		if err != nil {
@@ -237,7 +238,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 		return err
 	}
 	c := newDoer(conns)
-	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	url := api.URL + client.ReservationsPath(s.ID)
 
 	m := r.burstMeters(api, worker)
 	api0, worker0, server0, svc0 := m.read(m.api), m.read(m.worker), m.read(m.server), m.read(m.services)

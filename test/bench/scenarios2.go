@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -146,7 +147,7 @@ func (r *runner) inStock(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", api.URL, s.ID)
+	url := api.URL + client.ReservationsPath(s.ID)
 	apiCPU0, err := api.CPU()
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"net/http"
 	"strconv"
 	"strings"
@@ -291,7 +292,7 @@ func probeWebhooks(ctx context.Context, c *caller, h *Recorder, sales []SaleSpec
 func reserveProbe(ctx context.Context, c *caller, op string, sale, user int64, reqID string, attempts int) answer {
 	var a answer
 	for attempt := 0; attempt < attempts && ctx.Err() == nil; attempt++ {
-		a, _ = c.do(ctx, attempt, http.MethodPost, fmt.Sprintf("/api/v1/sales/%d/reservations", sale), user, map[string]any{"request_id": reqID},
+		a, _ = c.do(ctx, attempt, http.MethodPost, client.ReservationsPath(sale), user, map[string]any{"request_id": reqID},
 			Event{Kind: KindProbe, Op: op, Sale: sale, User: user, RequestID: reqID})
 		if !unknown(a) {
 			return a

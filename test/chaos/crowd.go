@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -58,7 +59,7 @@ func (w *Workload) crowd(ctx context.Context, n int) {
 				s := w.Sales[i%len(w.Sales)]
 				u := 900_000_000 + id*10_000 + int64(i)
 				reqID := fmt.Sprintf("crowd-%d-%05d", n, i)
-				path := fmt.Sprintf("/api/v1/sales/%d/reservations", s.ID)
+				path := client.ReservationsPath(s.ID)
 				for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
 					a, _ := w.C.do(ctx, i+attempt, http.MethodPost, path, u, map[string]any{"request_id": reqID},
 						Event{Op: OpReserve, Sale: s.ID, User: u, RequestID: reqID})

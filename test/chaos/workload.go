@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -161,7 +162,7 @@ func (c *buyer) once(ctx context.Context) {
 	c.n++
 	reqID := fmt.Sprintf("chaos-c%02d-%07d", c.id, c.n)
 	apiIdx := c.rng.IntN(2)
-	path := fmt.Sprintf("/api/v1/sales/%d/reservations", s.ID)
+	path := client.ReservationsPath(s.ID)
 	var a answer
 	for attempt := 0; attempt < 8 && ctx.Err() == nil; attempt++ {
 		a, _ = c.w.C.do(ctx, apiIdx+attempt, http.MethodPost, path, u, map[string]any{"request_id": reqID},
@@ -184,7 +185,7 @@ func (c *buyer) once(ctx context.Context) {
 	}
 	tok := a.str("token")
 	if c.rng.IntN(8) == 0 {
-		c.w.C.do(ctx, apiIdx, http.MethodGet, fmt.Sprintf("/api/v1/me/reservations?sale_id=%d", s.ID), u, nil, Event{Op: OpMine, Sale: s.ID, User: u})
+		c.w.C.do(ctx, apiIdx, http.MethodGet, client.MinePath(s.ID), u, nil, Event{Op: OpMine, Sale: s.ID, User: u})
 	}
 	// Fates: most holds churn (expire, cancel) so the sales keep selling
 	// for the whole run; a fifth are paid, some late.
@@ -208,10 +209,10 @@ func (c *buyer) once(ctx context.Context) {
 	ref := fmt.Sprintf("pay-%s-%d", tok[:min(12, len(tok))], c.rng.IntN(1000))
 	switch {
 	case fate < 57: // the user pays through the API, now and then twice
-		a, _ := c.w.C.do(ctx, apiIdx, http.MethodPost, "/api/v1/reservations/"+tok+"/payment", u, map[string]any{"payment_ref": ref},
+		a, _ := c.w.C.do(ctx, apiIdx, http.MethodPost, client.PaymentPath(tok), u, map[string]any{"payment_ref": ref},
 			Event{Op: OpPay, Sale: s.ID, User: u, Token: tok, PayRef: ref})
 		if unknown(a) || c.rng.IntN(10) == 0 {
-			c.w.C.do(ctx, apiIdx+1, http.MethodPost, "/api/v1/reservations/"+tok+"/payment", u, map[string]any{"payment_ref": ref},
+			c.w.C.do(ctx, apiIdx+1, http.MethodPost, client.PaymentPath(tok), u, map[string]any{"payment_ref": ref},
 				Event{Op: OpPay, Sale: s.ID, User: u, Token: tok, PayRef: ref})
 		}
 		c.release(u, 0)
@@ -235,7 +236,7 @@ func (c *buyer) once(ctx context.Context) {
 // joinWaitlist puts a user who found the sale sold out on its waitlist;
 // the user stays there (and out of the client's reuse) until LeaveWaitlists.
 func (c *buyer) joinWaitlist(ctx context.Context, apiIdx int, s SaleSpec, u int64) bool {
-	a, _ := c.w.C.do(ctx, apiIdx, http.MethodPost, fmt.Sprintf("/api/v1/sales/%d/waitlist", s.ID), u, nil,
+	a, _ := c.w.C.do(ctx, apiIdx, http.MethodPost, client.WaitlistPath(s.ID), u, nil,
 		Event{Op: OpWaitJoin, Sale: s.ID, User: u})
 	if a.HTTP != http.StatusOK {
 		return false
@@ -258,7 +259,7 @@ func (w *Workload) LeaveWaitlists(ctx context.Context) {
 	for _, sale := range sortedKeys(waiters) {
 		for i, u := range waiters[sale] {
 			for attempt := 0; attempt < 10 && ctx.Err() == nil; attempt++ {
-				a, _ := w.C.do(ctx, i+attempt, http.MethodDelete, fmt.Sprintf("/api/v1/sales/%d/waitlist", sale), u, nil,
+				a, _ := w.C.do(ctx, i+attempt, http.MethodDelete, client.WaitlistPath(sale), u, nil,
 					Event{Op: OpWaitLeave, Sale: sale, User: u})
 				if a.HTTP == http.StatusNoContent {
 					break
@@ -271,7 +272,7 @@ func (w *Workload) LeaveWaitlists(ctx context.Context) {
 
 func (c *buyer) cancel(ctx context.Context, apiIdx int, s SaleSpec, u int64, tok string) {
 	for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
-		a, _ := c.w.C.do(ctx, apiIdx+attempt, http.MethodPost, "/api/v1/reservations/"+tok+"/cancel", u, nil,
+		a, _ := c.w.C.do(ctx, apiIdx+attempt, http.MethodPost, client.CancelPath(tok), u, nil,
 			Event{Op: OpCancel, Sale: s.ID, User: u, Token: tok})
 		if !unknown(a) {
 			return
@@ -285,7 +286,7 @@ func (c *buyer) cancel(ctx context.Context, apiIdx int, s SaleSpec, u int64, tok
 func (c *buyer) waitPending(ctx context.Context, apiIdx int, s SaleSpec, u int64, tok string) (domain.ReservationStatus, time.Time) {
 	deadline := time.Now().Add(time.Duration(s.WindowSeconds)*time.Second + 10*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		a, _ := c.w.C.do(ctx, apiIdx, http.MethodGet, "/api/v1/reservations/"+tok, u, nil, Event{Op: OpGet, Sale: s.ID, User: u, Token: tok})
+		a, _ := c.w.C.do(ctx, apiIdx, http.MethodGet, client.ReservationPath(tok), u, nil, Event{Op: OpGet, Sale: s.ID, User: u, Token: tok})
 		if a.HTTP == http.StatusOK {
 			st := domain.ReservationStatus(a.str("status"))
 			if st != domain.StatusQueued {

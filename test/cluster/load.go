@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/seckill/seckill/client"
 	"io"
 	"net/http"
 	"sort"
@@ -147,7 +148,7 @@ func reserve(ctx context.Context, c *http.Client, base string, saleID int64, aut
 	if err != nil {
 		return 0, "", fmt.Errorf("reserve: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/sales/%d/reservations", base, saleID), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+client.ReservationsPath(saleID), bytes.NewReader(body))
 	if err != nil {
 		return 0, "", fmt.Errorf("reserve: %w", err)
 	}
