@@ -214,7 +214,8 @@ func newServerState(d Deps) *server {
 	must("api metrics", err)
 	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
-		Script: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store}, Starter: s.starter,
+		Script: d.Redis, HoldIndex: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store},
+		Syncer: reservation.SalesSyncer{Store: d.Store, Redis: d.Redis}, Starter: s.starter,
 		Fleet:  reservation.FleetFunc(func() bool { return s.fleet.RedisDown() }),
 		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.inc,
 	})

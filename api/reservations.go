@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -22,7 +21,7 @@ const (
 	listLimit     = 100
 )
 
-var errNoReservation = domain.Errorf(domain.ENotFound, "no such reservation")
+var errNoReservation = domain.ErrNoReservation
 
 // tokenParam reads a well-formed reservation token from the path, else 404.
 func tokenParam(c *fiber.Ctx) (string, int64, error) {
@@ -218,7 +217,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		return sendErr(c, err)
 	}
 	if r.Status == domain.StatusQueued || r.Status == domain.StatusCancelled {
-		ended, err := s.cancelQueued(c.UserContext(), p.UserID, saleID, token)
+		ended, err := s.res.CancelQueued(c.UserContext(), p.UserID, saleID, token)
 		if err != nil {
 			return sendErr(c, err)
 		}
@@ -253,65 +252,6 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		return sendErr(c, domain.ErrNotCancellable)
 	}
 	return sendErr(c, err)
-}
-
-// cancelQueued cancels a reservation that has no order yet (or answers a
-// repeated cancel of a cancelled one), with or without
-// a running workflow: the database first (the row recorded if the workflow
-// has not written it yet, then ended CANCELLED), then Redis (the hold, the
-// buyer mark and the token released, the unit back in stock), both
-// idempotent, so a retry after a 503 finishes the job. A workflow that runs
-// or starts later reads CANCELLED and ends without an order. It returns the
-// row as it stands: not CANCELLED when the order was placed first (the
-// caller then cancels through the workflow).
-func (s *server) cancelQueued(ctx context.Context, userID, saleID int64, token string) (*domain.Reservation, error) {
-	dctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	defer cancel()
-	if _, err := s.st.GetReservation(dctx, token); errors.Is(err, store.ErrNotFound) {
-		// No workflow has recorded it yet: record it as the workflow would.
-		requestID, ok, err := s.rdb.RequestID(dctx, saleID, userID, token)
-		if err != nil {
-			s.logger.Warn("cancel: find request id", "token", token, "err", err)
-			return nil, domain.Unavailable("reservation data unavailable")
-		}
-		if !ok {
-			return nil, errNoReservation
-		}
-		in := domain.RedisHoldInput(token, saleID, userID, requestID)
-		if _, err := s.st.RecordReservation(dctx, in); err != nil {
-			s.logger.Warn("cancel: record reservation", "token", token, "err", err)
-			return nil, domain.Unavailable("reservation store unavailable")
-		}
-	} else if err != nil {
-		return nil, domain.Unavailable("reservation store unavailable")
-	}
-	r, err := s.st.EndQueued(dctx, token, domain.StatusCancelled, "user")
-	if err != nil {
-		s.logger.Warn("cancel: end queued reservation", "token", token, "err", err)
-		return nil, domain.Unavailable("reservation store unavailable")
-	}
-	if r.Status != domain.StatusCancelled {
-		return r, nil
-	}
-	// Its workflow may never have started (Temporal down, the reserving
-	// API gone, the inbox entry lost with Redis's writes): start it now,
-	// and durably through the outbox relay, so that it reads CANCELLED and
-	// ends and every reservation has its workflow. Both idempotent.
-	s.starter.Enqueue(ctx, r.OrderInput())
-	if err := s.st.EnqueueStart(dctx, token, saleID); err != nil {
-		s.logger.Warn("cancel: enqueue the workflow start", "token", token, "err", err)
-	}
-	// Also on a repeat: the release that ended it may not have reached
-	// Redis yet (a workflow writes the database first), and the answer
-	// promises the unit is back on sale. Redis follows the token's state
-	// now, whatever path took the unit.
-	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RedisTimeout*4)
-	defer rcancel()
-	if _, err := sales.SyncToken(rctx, s.st, s.rdb, token); err != nil {
-		s.logger.Warn("cancel: release Redis hold", "token", token, "err", err)
-		return nil, domain.Unavailable("the cancellation is recorded; releasing the unit failed, retry")
-	}
-	return r, nil
 }
 
 var errWorkflowClosed = errors.New("order workflow closed or not found")

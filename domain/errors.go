@@ -67,6 +67,7 @@ var (
 	ErrSalePaused     = &Error{Code: ESalePaused, Message: "the sale is paused"}
 	ErrNotPayable     = &Error{Code: ENotPayable, Message: "the reservation is not awaiting payment"}
 	ErrNotCancellable = &Error{Code: ENotCancellable, Message: "the reservation can no longer be cancelled"}
+	ErrNoReservation  = &Error{Code: ENotFound, Message: "no such reservation"}
 	// ErrOutcomeUnknown: the reservation may or may not have been taken;
 	// the retry with the same request_id finds out.
 	ErrOutcomeUnknown = Unavailable("reservation outcome unknown, retry with the same request_id")

@@ -56,8 +56,14 @@ type fakeLedger struct {
 	row      func(token string) (*domain.Reservation, error)
 	holdErr  error
 	holds    []domain.OrderInput
-	reserved []domain.OrderInput
-	holdOffs []time.Duration
+	// The cancel's: end answers EndQueued (nil: the row ends as asked),
+	// recordErr RecordReservation.
+	end       func(token string) (*domain.Reservation, error)
+	recordErr error
+	recorded  []domain.OrderInput
+	outbox    []string
+	reserved  []domain.OrderInput
+	holdOffs  []time.Duration
 }
 
 func (l *fakeLedger) RecordRedisHold(_ context.Context, in domain.OrderInput, _ int64) (bool, error) {
@@ -91,6 +97,30 @@ func (l *fakeLedger) GetReservation(_ context.Context, token string) (*domain.Re
 		return nil, store.ErrNotFound
 	}
 	return l.row(token)
+}
+
+func (l *fakeLedger) RecordReservation(_ context.Context, in domain.OrderInput) (*domain.Reservation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.recordErr != nil {
+		return nil, l.recordErr
+	}
+	l.recorded = append(l.recorded, in)
+	return &domain.Reservation{Token: in.Token, SaleID: in.SaleID, UserID: in.UserID, RequestID: in.RequestID, Status: domain.StatusQueued}, nil
+}
+
+func (l *fakeLedger) EndQueued(_ context.Context, token string, to domain.ReservationStatus, _ string) (*domain.Reservation, error) {
+	if l.end == nil {
+		return &domain.Reservation{Token: token, SaleID: 42, UserID: 1001, Status: to}, nil
+	}
+	return l.end(token)
+}
+
+func (l *fakeLedger) EnqueueStart(_ context.Context, token string, _ int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.outbox = append(l.outbox, token)
+	return nil
 }
 
 // reservedInDB answers the database path's transaction with a new
@@ -135,12 +165,36 @@ func newRequest(sale *domain.Sale, c Cached, requestID string) Request {
 	return Request{SaleID: sale.ID, UserID: 1001, RequestID: requestID, Sale: sale, Cached: c}
 }
 
+// fakeHolds is Redis's index of holds: the request id of each token.
+type fakeHolds struct {
+	requests map[string]string
+	err      error
+}
+
+func (f *fakeHolds) RequestID(_ context.Context, _, _ int64, token string) (string, bool, error) {
+	req, ok := f.requests[token]
+	return req, ok, f.err
+}
+
+// fakeSyncer records the tokens Redis was made to follow.
+type fakeSyncer struct {
+	synced []string
+	err    error
+}
+
+func (f *fakeSyncer) SyncToken(_ context.Context, token string) (bool, error) {
+	f.synced = append(f.synced, token)
+	return f.err == nil, f.err
+}
+
 // rig is a service on fakes.
 type rig struct {
 	svc     *Service
 	script  *fakeScript
 	ledger  *fakeLedger
 	starter *fakeStarter
+	holds   *fakeHolds
+	syncer  *fakeSyncer
 	down    bool // the fleet's view: Redis down
 }
 
@@ -154,9 +208,10 @@ func newRig(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings) 
 	if ledger == nil {
 		ledger = &fakeLedger{}
 	}
-	r := &rig{script: script, ledger: ledger, starter: &fakeStarter{}}
+	r := &rig{script: script, ledger: ledger, starter: &fakeStarter{}, holds: &fakeHolds{requests: map[string]string{}}, syncer: &fakeSyncer{}}
 	r.svc = New(set, Deps{
-		Script: script, Ledger: ledger, Starter: r.starter, Fleet: FleetFunc(func() bool { return r.down }),
+		Script: script, HoldIndex: r.holds, Ledger: ledger, Syncer: r.syncer, Starter: r.starter,
+		Fleet:        FleetFunc(func() bool { return r.down }),
 		Logger:       slog.New(slog.DiscardHandler),
 		BreakerState: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breaker_state"}),
 		HoldOutcome:  func(string) {},

@@ -1,10 +1,11 @@
-// Package reservation is the reservation use case behind the API's
+// Package reservation is the reservation's use cases behind the API's
 // admission filters: the atomic Redis script behind a circuit breaker, the
 // retry of a call this process stalled, the database path when the fleet
-// loses Redis, and the record of each Redis hold before its 202. It speaks
-// to its gateways through small interfaces (Script, Ledger, Starter,
+// loses Redis, the record of each Redis hold before its 202, and the
+// cancel of a reservation that has no order yet. It speaks to its gateways
+// through small interfaces (Script, HoldIndex, Ledger, Syncer, Starter,
 // Fleet), so its decisions are tested without services; the HTTP layer
-// only decodes, calls Reserve and encodes the answer.
+// only decodes, calls the service and encodes the answer.
 package reservation
 
 import (
@@ -42,6 +43,9 @@ type Ledger interface {
 	SwitchToDatabase(ctx context.Context, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error)
 	// GetReservation answers store.ErrNotFound for no row.
 	GetReservation(ctx context.Context, token string) (*domain.Reservation, error)
+	RecordReservation(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error)
+	EndQueued(ctx context.Context, token string, to domain.ReservationStatus, reason string) (*domain.Reservation, error)
+	EnqueueStart(ctx context.Context, token string, saleID int64) error
 }
 
 // StoreLedger is the Ledger of a store.
@@ -120,11 +124,13 @@ type Settings struct {
 
 // Deps are the gateways and the process's parts the service uses.
 type Deps struct {
-	Script  Script
-	Ledger  Ledger
-	Starter Starter
-	Fleet   Fleet
-	Logger  *slog.Logger
+	Script    Script
+	HoldIndex HoldIndex
+	Ledger    Ledger
+	Syncer    Syncer
+	Starter   Starter
+	Fleet     Fleet
+	Logger    *slog.Logger
 	// BreakerState receives the breaker's state (0 closed, 1 half-open,
 	// 2 open); HoldOutcome counts each hold record's outcome.
 	BreakerState prometheus.Gauge
@@ -135,7 +141,9 @@ type Deps struct {
 type Service struct {
 	set       Settings
 	script    Script
+	holdIndex HoldIndex
 	ledger    Ledger
+	syncer    Syncer
 	starter   Starter
 	fleet     Fleet
 	logger    *slog.Logger
@@ -150,7 +158,8 @@ type Service struct {
 // Watch.
 func New(set Settings, d Deps) *Service {
 	return &Service{
-		set: set, script: d.Script, ledger: d.Ledger, starter: d.Starter, fleet: d.Fleet, logger: d.Logger,
+		set: set, script: d.Script, holdIndex: d.HoldIndex, ledger: d.Ledger, syncer: d.Syncer,
+		starter: d.Starter, fleet: d.Fleet, logger: d.Logger,
 		breaker:   newBreaker(d.Logger, d.BreakerState, newHeartbeat(set.RedisTimeout)),
 		holds:     NewHolds(d.Ledger, d.Logger, d.HoldOutcome),
 		admission: newAdmission(set.FallbackRPS, set.FallbackInFlight),
