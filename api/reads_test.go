@@ -28,6 +28,27 @@ func sessionSelects(t *testing.T, h *harness) (thread, selects int64) {
 	return thread, selects
 }
 
+// countSelects runs load and answers the SELECTs the API's one database
+// session ran meanwhile, less the 1 s refresher's. A query that a loaded
+// machine made time out closes the session (the driver drops a connection
+// whose query was cancelled), and its count with it, so a run whose
+// session changed runs again, three times at most.
+func countSelects(t *testing.T, h *harness, load func()) int64 {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		thread, before := sessionSelects(t, h)
+		refreshBefore := h.server.s.cache.refreshQueries.Load()
+		load()
+		after, selects := sessionSelects(t, h)
+		refresh := h.server.s.cache.refreshQueries.Load() - refreshBefore
+		if after == thread {
+			return selects - before - refresh
+		}
+		require.Less(t, attempt, 3, "the database session changed in every run: the count would be wrong")
+		t.Logf("the database session changed (%d, then %d): measuring again", thread, after)
+	}
+}
+
 // TestAnonymousReadsAreNotADatabaseAmplifier: the storefront and the sale
 // view come from the sale cache, which knows every sale id, so 2,000 GETs
 // over 1,000 unknown ids (and the landing page) run at most 10 SELECTs, as
@@ -50,45 +71,41 @@ func TestAnonymousReadsAreNotADatabaseAmplifier(t *testing.T) {
 		return resp.StatusCode == 302 && id >= sale.ID
 	}, 5*time.Second, 50*time.Millisecond)
 
-	thread, before := sessionSelects(t, h)
-	refreshBefore := h.server.s.cache.refreshQueries.Load()
-	start := time.Now()
-	var next, bad atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= 2200 {
-					return
+	var bad atomic.Int64
+	var took time.Duration
+	selects := countSelects(t, h, func() {
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					i := next.Add(1) - 1
+					if i >= 2200 {
+						return
+					}
+					path, want := "/api/v1/sales/"+strconv.FormatInt(sale.ID+1_000_000_000+i%1000, 10), 404
+					if i >= 2000 {
+						path, want = "/", 302
+					}
+					resp, err := noRedirect.Get(h.base + path)
+					if err != nil || resp.StatusCode != want {
+						bad.Add(1)
+					}
+					if err == nil {
+						resp.Body.Close()
+					}
 				}
-				path, want := "/api/v1/sales/"+strconv.FormatInt(sale.ID+1_000_000_000+i%1000, 10), 404
-				if i >= 2000 {
-					path, want = "/", 302
-				}
-				resp, err := noRedirect.Get(h.base + path)
-				if err != nil || resp.StatusCode != want {
-					bad.Add(1)
-				}
-				if err == nil {
-					resp.Body.Close()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	took := time.Since(start)
-	after, selects := sessionSelects(t, h)
-	refresh := h.server.s.cache.refreshQueries.Load() - refreshBefore
+			})
+		}
+		wg.Wait()
+		took = time.Since(start)
+	})
 	require.Zero(t, bad.Load(), "unexpected answers")
-	require.Equal(t, thread, after, "the database session changed: the count would be wrong")
 	// The once-a-second refresher runs whatever the traffic; what the
 	// requests cost is the rest.
-	t.Logf("2,000 unknown-id GETs and 200 storefront GETs in %s: %d SELECTs, %d of them by the 1 s refresher",
-		took.Round(time.Millisecond), selects-before, refresh)
-	require.LessOrEqual(t, selects-before-refresh, int64(10))
+	t.Logf("2,000 unknown-id GETs and 200 storefront GETs in %s: %d SELECTs besides the 1 s refresher's", took.Round(time.Millisecond), selects)
+	require.LessOrEqual(t, selects, int64(10))
 }
 
 // TestReadRoutesAreRateLimited: read routes have buckets per user and per
