@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/reservation"
 )
 
 // Filter layers of the reservation path, cheapest first.
@@ -26,8 +27,8 @@ const (
 	layerUser       = "user_limit"
 	layerBlacklist  = "blacklist"
 	layerLottery    = "lottery"
-	layerRedis      = "redis"
-	layerDatabase   = "database"
+	layerRedis      = reservation.LayerRedis
+	layerDatabase   = reservation.LayerDatabase
 )
 
 type metrics struct {

@@ -380,15 +380,8 @@ func (a admission) request() reservation.Request {
 	return reservation.Request{SaleID: a.saleID, UserID: a.userID, RequestID: a.requestID, Sale: a.sale, Cached: a.entry}
 }
 
-type reservationAccepted struct {
-	Token     string                   `json:"token"`
-	Status    domain.ReservationStatus `json:"status"`
-	SaleID    int64                    `json:"sale_id"`
-	RequestID string                   `json:"request_id"`
-}
-
 func (s *server) accepted(c *fiber.Ctx, token string, saleID int64, requestID string) error {
-	return c.Status(fiber.StatusAccepted).JSON(reservationAccepted{Token: token, Status: domain.StatusQueued, SaleID: saleID, RequestID: requestID})
+	return c.Status(fiber.StatusAccepted).JSON(domain.Accepted{Token: token, Status: domain.StatusQueued, SaleID: saleID, RequestID: requestID})
 }
 
 func (s *server) rateLimited(c *fiber.Ctx, rps float64) error {

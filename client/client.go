@@ -27,14 +27,6 @@ func New(base, token string, timeout time.Duration) *Client {
 	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: timeout}}
 }
 
-// Accepted is a reservation's 202.
-type Accepted struct {
-	Token     string                   `json:"token"`
-	Status    domain.ReservationStatus `json:"status"`
-	SaleID    int64                    `json:"sale_id"`
-	RequestID string                   `json:"request_id"`
-}
-
 // NewSale is the body of POST /admin/v1/sales.
 type NewSale struct {
 	GoodsID              int64     `json:"goods_id"`
@@ -67,8 +59,8 @@ func (c *Client) Warmup(ctx context.Context, saleID int64) error {
 
 // Reserve asks for a unit: the 202's token, or the refusal (a 503 is
 // retried with the same requestID).
-func (c *Client) Reserve(ctx context.Context, saleID int64, requestID string) (Accepted, error) {
-	var a Accepted
+func (c *Client) Reserve(ctx context.Context, saleID int64, requestID string) (domain.Accepted, error) {
+	var a domain.Accepted
 	return a, c.do(ctx, http.MethodPost, ReservationsPath(saleID), map[string]string{"request_id": requestID}, &a)
 }
 

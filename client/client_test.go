@@ -65,7 +65,7 @@ func TestClientAgainstTheAPI(t *testing.T) {
 
 // reserve is Reserve as the contract's client sends it: a 503 is sent
 // again with the same request id after its Retry-After.
-func reserve(t *testing.T, c *client.Client, saleID int64, requestID string) (client.Accepted, error) {
+func reserve(t *testing.T, c *client.Client, saleID int64, requestID string) (domain.Accepted, error) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		a, err := c.Reserve(t.Context(), saleID, requestID)

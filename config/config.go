@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/seckill/seckill/domain"
 	"log/slog"
 	"net/netip"
 	"net/url"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/domain"
 )
 
 // Development defaults, used only when SECKILL_ENV=dev.

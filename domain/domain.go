@@ -71,12 +71,8 @@ func (s ReservationStatus) Live() bool {
 
 // Valid reports whether s is one of the contract's statuses.
 func (s ReservationStatus) Valid() bool {
-	for _, v := range AllStatuses {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	_, ok := lifecycle[s]
+	return ok
 }
 
 // LiveCount sums the live statuses (Live) of counts by status, keyed by
@@ -273,6 +269,14 @@ type ReservationView struct {
 	OrderNo     string            `json:"order_no,omitempty"`
 	AmountCents int64             `json:"amount_cents"`
 	PayBy       *time.Time        `json:"pay_by,omitempty"`
+}
+
+// Accepted is a reservation's 202: its token, QUEUED.
+type Accepted struct {
+	Token     string            `json:"token"`
+	Status    ReservationStatus `json:"status"`
+	SaleID    int64             `json:"sale_id"`
+	RequestID string            `json:"request_id"`
 }
 
 // View renders the reservation for its owner.

@@ -43,8 +43,8 @@ type HoldLedger interface {
 	Ping(ctx context.Context) error
 }
 
-// NewHolds is a recorder on st; count receives each outcome.
-func NewHolds(st HoldLedger, logger *slog.Logger, count func(outcome string)) *Holds {
+// newHolds is a recorder on st; count receives each outcome.
+func newHolds(st HoldLedger, logger *slog.Logger, count func(outcome string)) *Holds {
 	return &Holds{st: st, logger: logger, count: count}
 }
 

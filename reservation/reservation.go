@@ -161,7 +161,7 @@ func New(set Settings, d Deps) *Service {
 		set: set, script: d.Script, holdIndex: d.HoldIndex, ledger: d.Ledger, syncer: d.Syncer,
 		starter: d.Starter, fleet: d.Fleet, logger: d.Logger,
 		breaker:   newBreaker(d.Logger, d.BreakerState, newHeartbeat(set.RedisTimeout)),
-		holds:     NewHolds(d.Ledger, d.Logger, d.HoldOutcome),
+		holds:     newHolds(d.Ledger, d.Logger, d.HoldOutcome),
 		admission: newAdmission(set.FallbackRPS, set.FallbackInFlight),
 		errRate:   &domain.Error{Code: domain.ERateLimited, Message: "too many requests", RetryAfter: max(set.FallbackRetryAfter, 1)},
 		tokens:    domain.NewTokens(set.TokenKey),

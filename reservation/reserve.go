@@ -31,12 +31,12 @@ var (
 // the client retries with the same request_id); Answer names the outcome
 // either way.
 func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
-	token := s.tokens.Derive(r.SaleID, r.UserID, r.RequestID)
-	switch r.Sale.Mode {
-	case domain.ModeDatabase:
-		return s.reserveInDatabase(ctx, r, token)
-	case domain.ModeResync:
+	if r.Sale.Mode == domain.ModeResync {
 		return Answer{Layer: LayerRedis, Reason: "resync"}, errResync
+	}
+	token := s.tokens.Derive(r.SaleID, r.UserID, r.RequestID)
+	if r.Sale.Mode == domain.ModeDatabase {
+		return s.reserveInDatabase(ctx, r, token)
 	}
 	res, err := s.callScript(ctx, r, token)
 	if isBreakerRefusal(err) {
@@ -155,15 +155,16 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 			// Fault suite: die like a SIGKILL between the hold and the start.
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
+		in := domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID)
 		// The inbox relay starts the order (the script's XADD); the API
 		// starting it as well only doubled the start calls.
 		if s.set.StartsRedisOrders {
-			s.starter.Enqueue(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID))
+			s.starter.Enqueue(ctx, in)
 		}
 		r.Cached.StockSeen(res.StockLeft)
-		return s.promise(ctx, r, token, a)
+		return s.promise(ctx, in, r.Sale.ModeEpoch, a)
 	case lua.OutcomeReplay:
-		return s.promise(ctx, r, res.Token, a)
+		return s.promise(ctx, domain.RedisHoldInput(res.Token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, a)
 	case lua.OutcomeAlready:
 		return a, domain.ErrAlreadyHolds
 	case lua.OutcomeSoldOut:
@@ -195,16 +196,16 @@ func (s *Service) log(ctx context.Context) *slog.Logger {
 
 // promise answers a Redis hold (new, or a replay of one): 202 once it is
 // recorded where the database path counts it, else 503.
-func (s *Service) promise(ctx context.Context, r Request, token string, a Answer) (Answer, error) {
-	if !s.holds.Promise(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch) {
+func (s *Service) promise(ctx context.Context, in domain.OrderInput, epoch int64, a Answer) (Answer, error) {
+	if !s.holds.Promise(ctx, in, epoch) {
 		return a, domain.ErrOutcomeUnknown
 	}
-	a.Token = token
+	a.Token = in.Token
 	return a, nil
 }
 
 // AcceptHold answers a replay of a Redis hold the caller found without the
 // script (the sold-out mark's replay map): 202 once the hold is recorded.
 func (s *Service) AcceptHold(ctx context.Context, r Request, token string) (Answer, error) {
-	return s.promise(ctx, r, token, Answer{})
+	return s.promise(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, Answer{})
 }

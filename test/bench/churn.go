@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/seckill/seckill/client"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/lua"
 )
 

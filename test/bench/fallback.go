@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/seckill/seckill/client"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/netproxy"
 )

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/seckill/seckill/client"
 	"net"
 	"net/http"
 	"strconv"
@@ -20,8 +19,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 )
@@ -273,7 +274,7 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 // handler running the status read script once (no auth, no limits, no
 // view), in a process of its own.
 func (r *runner) bareStatusBaseline(ctx context.Context, c httpDoer, conns int, ps *pollSet) (Result, error) {
-	addr, err := FreeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return Result{}, err
 	}

@@ -16,9 +16,6 @@ type Proc struct {
 	URL string // base URL of its HTTP endpoint
 }
 
-// FreeAddr returns a free loopback address.
-func FreeAddr() (string, error) { return proc.FreeAddr() }
-
 // StartProc starts bin with args and env (added to ours), logging to
 // logDir/name.log, and waits until healthURL answers 200.
 func StartProc(ctx context.Context, name, bin string, args []string, env map[string]string, logDir, baseURL, healthURL string) (*Proc, error) {

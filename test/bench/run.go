@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -141,7 +142,7 @@ func (r *runner) stages() []stage {
 func (r *runner) sharedStack(ctx context.Context) error {
 	env := r.env("bench-" + r.stamp)
 	if r.o.ProfileDir != "" {
-		addr, err := FreeAddr()
+		addr, err := proc.FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -293,7 +294,7 @@ func (r *runner) startAPI(ctx context.Context, name, taskQueue string) (*Proc, e
 
 // startAPIEnv starts an API with env (its address added).
 func (r *runner) startAPIEnv(ctx context.Context, name string, env map[string]string) (*Proc, error) {
-	addr, err := FreeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +310,7 @@ func (r *runner) startAPIEnv(ctx context.Context, name string, env map[string]st
 // startStackEnv starts an API and a worker with the given environment.
 func (r *runner) startStackEnv(ctx context.Context, apiName, workerName string, base map[string]string) (*Proc, *Proc, error) {
 	env := maps.Clone(base)
-	addr, err := FreeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -320,7 +321,7 @@ func (r *runner) startStackEnv(ctx context.Context, apiName, workerName string, 
 	}
 	r.procs = append(r.procs, api)
 	env = maps.Clone(base)
-	if addr, err = FreeAddr(); err != nil {
+	if addr, err = proc.FreeAddr(); err != nil {
 		return nil, nil, err
 	}
 	env["WORKER_METRICS_ADDR"] = addr

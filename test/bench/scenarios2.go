@@ -3,15 +3,16 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/seckill/seckill/client"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 	"github.com/valyala/fasthttp"
@@ -183,7 +184,7 @@ func (r *runner) startReserveBaseline(ctx context.Context) (*Proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warm baseline sale: %w", err)
 	}
-	addr, err := FreeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

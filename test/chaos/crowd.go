@@ -3,11 +3,12 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"github.com/seckill/seckill/client"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/client"
 )
 
 // A crowd is a flash sale's moment: many fresh users reserving at once, at

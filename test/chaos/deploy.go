@@ -20,6 +20,7 @@ import (
 
 	"github.com/seckill/seckill/internal/devtemporal"
 	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -136,7 +137,7 @@ func Deploy(ctx context.Context, dir, seckillBin, temporalBin, serverScript stri
 }
 
 func (d *Deployment) startRedis(ctx context.Context) error {
-	addr, err := freeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func (d *Deployment) startRedis(ctx context.Context) error {
 }
 
 func (d *Deployment) startMySQL(ctx context.Context) error {
-	addr, err := freeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -205,11 +206,11 @@ func (d *Deployment) startMySQL(ctx context.Context) error {
 func (d *Deployment) dsn(addr string) string { return "root@tcp(" + addr + ")/" + chaosDB }
 
 func (d *Deployment) startTemporal(ctx context.Context) error {
-	addr, err := freeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return err
 	}
-	ui, err := freeAddr()
+	ui, err := proc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func (d *Deployment) startApp(ctx context.Context, bin, name, role string) (*App
 		}
 		a.Links[link] = p
 	}
-	addr, err := freeAddr()
+	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -457,11 +458,11 @@ func (d *Deployment) startCluster(ctx context.Context) error {
 	proxyOf := map[string]string{} // announced (proxy) address -> the node's own
 	var addrs []string
 	for i := range ClusterMasters {
-		addr, err := freeAddr()
+		addr, err := proc.FreeAddr()
 		if err != nil {
 			return err
 		}
-		bus, err := freeAddr()
+		bus, err := proc.FreeAddr()
 		if err != nil {
 			return err
 		}

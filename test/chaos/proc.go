@@ -10,9 +10,6 @@ import (
 // Proc is a process the run owns (internal/proc).
 type Proc = proc.Proc
 
-// freeAddr returns a free loopback address.
-func freeAddr() (string, error) { return proc.FreeAddr() }
-
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p

@@ -3,13 +3,13 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"github.com/seckill/seckill/client"
 	"math/rand/v2"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
 )
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/seckill/seckill/client"
 	"io"
 	"net/http"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/authtoken"
 )
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // ruleFile is the Prometheus rule-file format (the fields seckill uses).
@@ -33,7 +35,7 @@ func registeredMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	re := regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(seckill_[a-z0-9_]+)"`)
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -58,7 +60,7 @@ func registeredMetrics(t *testing.T) map[string]bool {
 }
 
 func TestAlertRules(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "prometheus", "alerts.yml"))
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "prometheus", "alerts.yml"))
 	require.NoError(t, err)
 	var rf ruleFile
 	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
@@ -71,7 +73,7 @@ func TestAlertRules(t *testing.T) {
 		"seckill_reconciliation_consistent", "seckill_reconciliation_discrepancies", "seckill_orders_ended_total"} {
 		require.True(t, metrics[want], "the code should register %s", want)
 	}
-	runbook, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "runbook.md"))
+	runbook, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "runbook.md"))
 	require.NoError(t, err)
 	anchors := headingAnchors(string(runbook))
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // maxFuncLines is the house rule: no function over 80 lines, tests
@@ -18,7 +20,7 @@ const maxFuncLines = 80
 
 // TestNoFunctionOverEightyLines walks every Go file of the repository.
 func TestNoFunctionOverEightyLines(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	fset := token.NewFileSet()
 	var long []string
 	files := 0

@@ -28,11 +28,6 @@ import (
 
 var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 
-func repoRoot(tb testing.TB) string {
-	tb.Helper()
-	return testenv.RepoRoot()
-}
-
 var mint = testenv.MustToken
 
 // call sends a JSON request as user. It never fails the test itself, so
@@ -222,7 +217,7 @@ func MustTemporalBin(tb testing.TB) string {
 	tb.Helper()
 	bin := os.Getenv("SECKILL_TEMPORAL_BIN")
 	if bin == "" {
-		bin = filepath.Join(repoRoot(tb), ".data", "bin", "temporal")
+		bin = filepath.Join(testenv.RepoRoot(), ".data", "bin", "temporal")
 	}
 	st, err := os.Stat(bin)
 	require.NoError(tb, err, "the Temporal CLI is missing (go tool task temporal:build builds it)")
@@ -234,7 +229,7 @@ func MustTemporalBin(tb testing.TB) string {
 // follows a `<!-- cmd: name -->` line.
 func runbookCommands(tb testing.TB) map[string]string {
 	tb.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(tb), "docs", "runbook.md"))
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "runbook.md"))
 	require.NoError(tb, err)
 	re := regexp.MustCompile("(?m)^<!-- cmd: ([a-z-]+) -->\\n```sh\\n((?s:.*?))```")
 	out := map[string]string{}

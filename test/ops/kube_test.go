@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // kubeObject is the part of a rendered manifest the checks read.
@@ -117,7 +119,7 @@ func renderKube(t *testing.T, dir string) map[string]kubeObject {
 // container, the PDB and HPA on the API, Services that select pods,
 // configuration and secrets of documented variables.
 func TestKubernetesManifests(t *testing.T) {
-	objs := renderKube(t, filepath.Join(repoRoot(t), "deploy", "k8s", "base"))
+	objs := renderKube(t, filepath.Join(testenv.RepoRoot(), "deploy", "k8s", "base"))
 	var config, secrets kubeObject
 	for _, o := range objs {
 		switch o.Kind {
@@ -211,7 +213,7 @@ func matchLabel(t *testing.T, sel yaml.Node) string {
 // config test holds that table to what config.go reads).
 func documentedVariables(t *testing.T) []string {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "configuration.md"))
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "configuration.md"))
 	require.NoError(t, err)
 	var names []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(string(doc), -1) {

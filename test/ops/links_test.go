@@ -6,13 +6,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // TestManualLinksResolve: every relative link of the README and docs/
 // names a file of the repository and, with an anchor, a heading of it, so
 // moving a section between files cannot leave a reader at a dead end.
 func TestManualLinksResolve(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot()
 	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/seckill/seckill/internal/dashboards"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // scrape returns a /metrics endpoint's text.
@@ -89,7 +90,7 @@ var queriedMetric = regexp.MustCompile(`\b(?:seckill|temporal)_[a-z0-9_]+`)
 func TestDashboardsAreGenerated(t *testing.T) {
 	files, err := dashboards.Files()
 	require.NoError(t, err)
-	dir := filepath.Join(repoRoot(t), "deploy", "grafana")
+	dir := filepath.Join(testenv.RepoRoot(), "deploy", "grafana")
 	committed, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, committed, len(files), "deploy/grafana has other JSON files than the generator writes")
@@ -105,7 +106,7 @@ func TestDashboardsAreGenerated(t *testing.T) {
 // Prometheus datasource and one file provider for the dashboards, decoded
 // strictly (a misspelt key is an error, as Grafana ignores it silently).
 func TestGrafanaProvisioning(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "deploy", "grafana", "provisioning")
+	dir := filepath.Join(testenv.RepoRoot(), "deploy", "grafana", "provisioning")
 	decode := func(name string, v any) {
 		raw, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
@@ -151,7 +152,7 @@ func TestGrafanaProvisioning(t *testing.T) {
 // dashboard panel queries is exported by one of them (up is Prometheus's).
 func TestQueriedMetricsExistLive(t *testing.T) {
 	wanted := map[string][]string{} // metric -> where it is queried
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "prometheus", "alerts.yml"))
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "prometheus", "alerts.yml"))
 	require.NoError(t, err)
 	var rf ruleFile
 	require.NoError(t, yaml.Unmarshal(raw, &rf))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // promtool is Debian's (package prometheus); scripts/test.sh installs it.
@@ -26,7 +28,7 @@ func mustPromtool(t *testing.T) string {
 // a unit test in which it fires.
 func TestPromtoolRules(t *testing.T) {
 	bin := mustPromtool(t)
-	dir := filepath.Join(repoRoot(t), "deploy", "prometheus")
+	dir := filepath.Join(testenv.RepoRoot(), "deploy", "prometheus")
 	for _, args := range [][]string{
 		{"check", "config", "prometheus.yml"}, // checks alerts.yml too
 		{"check", "rules", "alerts.yml"},

@@ -269,7 +269,7 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 func leakHold(t *testing.T, ctx context.Context, rdb redis.UniversalClient, sale *domain.Sale, user int64) string {
 	leakReq := "leaked-hold-1"
 	leaked := domain.DeriveToken([]byte("ops-test"), sale.ID, user, leakReq)
-	src, err := os.ReadFile(filepath.Join(repoRoot(t), "lua", "reserve.lua"))
+	src, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "lua", "reserve.lua"))
 	require.NoError(t, err)
 	k := lua.SaleKeys(sale.ID)
 	var reserveCmd *redis.Cmd

@@ -248,7 +248,7 @@ func (r *runbookRun) reconcileAndStop() {
 // docs/runbook.md is a tested command or, marked not run, only sets
 // variables: no command reaches an operator untested.
 func TestRunbookBlocksAreMarked(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "runbook.md"))
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "runbook.md"))
 	require.NoError(t, err)
 	block := regexp.MustCompile("(?m)^(.*)\n```[a-z]*\n((?s:.*?))^```")
 	marked := regexp.MustCompile(`^<!-- (cmd: [a-z-]+|not run: [^>]+) -->$`)
