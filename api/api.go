@@ -31,6 +31,7 @@ import (
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/store"
@@ -84,8 +85,8 @@ type server struct {
 	global  *rate.Limiter
 	draw    *overloadDraw
 	tokens  *verifiedTokens
-	perAddr *keyedLimiters[netip.Addr]
-	perUser *keyedLimiters[int64]
+	perAddr *ratelimit.Keyed[netip.Addr]
+	perUser *ratelimit.Keyed[int64]
 	// tracing is the server span's middleware (traced places it); nil
 	// with tracing off.
 	tracing fiber.Handler
@@ -94,12 +95,12 @@ type server struct {
 	// read routes' buckets.
 	edge       *edge
 	jwtSecrets tokenSecrets
-	readAddr   *keyedLimiters[netip.Addr]
-	readUser   *keyedLimiters[int64]
+	readAddr   *ratelimit.Keyed[netip.Addr]
+	readUser   *ratelimit.Keyed[int64]
 	// Payments and cancels: buckets of the reservation path's sizes, their
 	// own, so paying spends nothing of a user's reservation budget.
-	writeAddr *keyedLimiters[netip.Addr]
-	writeUser *keyedLimiters[int64]
+	writeAddr *ratelimit.Keyed[netip.Addr]
+	writeUser *ratelimit.Keyed[int64]
 	// status reads (status.go, events.go)
 	ended *endedViews
 	live  *liveViews
@@ -184,10 +185,10 @@ func newServerState(d Deps) *server {
 		rdb:      d.Redis,
 		temporal: d.Temporal,
 		cache:    newSaleCache(d.Store, d.Redis, cfg.RedisTimeout, logger),
-		global:   rate.NewLimiter(limitOf(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		global:   rate.NewLimiter(ratelimit.Limit(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
 		draw:     newOverloadDraw(cfg.TokenKey, cfg.GlobalRPS),
-		perAddr:  newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr),
-		perUser:  newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser),
+		perAddr:  ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
+		perUser:  ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser),
 		stop:     make(chan struct{}),
 		tokens:   newVerifiedTokens(1 << 17),
 		gate:     gate.New(d.Store, cfg.TokenKey, cfg.TokenKeyPrevious),
@@ -197,10 +198,10 @@ func newServerState(d Deps) *server {
 		s.tracing = otelfiber.Middleware()
 	}
 	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}
-	s.readAddr = newKeyedLimiters(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, hashAddr)
-	s.readUser = newKeyedLimiters(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, hashUser)
-	s.writeAddr = newKeyedLimiters(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, hashAddr)
-	s.writeUser = newKeyedLimiters(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, hashUser)
+	s.readAddr = ratelimit.NewKeyed(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, ratelimit.HashAddr)
+	s.readUser = ratelimit.NewKeyed(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, ratelimit.HashUser)
+	s.writeAddr = ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr)
+	s.writeUser = ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser)
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
 		if queued == nil {
@@ -233,7 +234,7 @@ func newServerState(d Deps) *server {
 func reservationSettings(cfg *config.Config) reservation.Settings {
 	return reservation.Settings{
 		TokenKey: cfg.TokenKey, RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew, ModeMinDwell: cfg.ModeMinDwell,
-		FallbackRPS: cfg.FallbackRPS, FallbackInFlight: cfg.FallbackInFlight, FallbackRetryAfter: retryAfterSeconds(cfg.FallbackRPS),
+		FallbackRPS: cfg.FallbackRPS, FallbackInFlight: cfg.FallbackInFlight, FallbackRetryAfter: ratelimit.RetryAfter(cfg.FallbackRPS),
 		StartsRedisOrders: cfg.APIStartsRedisOrders, FaultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
 	}
 }
@@ -385,10 +386,10 @@ func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 // /metrics are not read routes.
 func (s *server) limitReads(c *fiber.Ctx) error {
 	now := time.Now()
-	if p, ok := c.Locals(principalKey).(Principal); ok && !s.readUser.allow(p.UserID, now) {
+	if p, ok := c.Locals(principalKey).(Principal); ok && !s.readUser.Allow(p.UserID, now) {
 		return s.rateLimited(c, s.cfg.ReadPerUserRPS)
 	}
-	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.allow(addrBucket(addr), now) {
+	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.Allow(ratelimit.AddrBucket(addr), now) {
 		return s.rateLimited(c, s.cfg.ReadRPS)
 	}
 	return c.Next()
@@ -400,10 +401,10 @@ func (s *server) limitReads(c *fiber.Ctx) error {
 // before it reaches the database.
 func (s *server) limitWrites(c *fiber.Ctx) error {
 	now := time.Now()
-	if !s.writeUser.allow(principal(c).UserID, now) {
+	if !s.writeUser.Allow(principal(c).UserID, now) {
 		return s.rateLimited(c, s.cfg.PerUserRPS)
 	}
-	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.writeAddr.allow(addrBucket(addr), now) {
+	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.writeAddr.Allow(ratelimit.AddrBucket(addr), now) {
 		return s.rateLimited(c, s.cfg.PerAddrRPS)
 	}
 	return c.Next()
@@ -462,12 +463,12 @@ func (s *server) background() {
 		case now := <-tick.C:
 			s.refresh(ctx)
 			if now.Second()%30 == 0 {
-				s.perAddr.sweep(now)
-				s.perUser.sweep(now)
-				s.readAddr.sweep(now)
-				s.readUser.sweep(now)
-				s.writeAddr.sweep(now)
-				s.writeUser.sweep(now)
+				s.perAddr.Sweep(now)
+				s.perUser.Sweep(now)
+				s.readAddr.Sweep(now)
+				s.readUser.Sweep(now)
+				s.writeAddr.Sweep(now)
+				s.writeUser.Sweep(now)
 			}
 		}
 	}

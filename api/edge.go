@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/ratelimit"
 )
 
 // The edge is what a connection meets before any handler: a cap on
@@ -169,7 +170,7 @@ func (e *edge) admit(c net.Conn) *edgeConn {
 		addr, _ = netip.AddrFromSlice(tcp.IP)
 		addr = addr.Unmap()
 	}
-	capped := e.perAddr > 0 && !inPrefixes(addr, e.exempt)
+	capped := e.perAddr > 0 && !ratelimit.InPrefixes(addr, e.exempt)
 	if capped {
 		e.mu.Lock()
 		n := e.byAddr[addr]

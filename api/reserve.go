@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/reservation"
 )
 
@@ -241,7 +242,7 @@ func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, err
 		return false, s.rateLimited(c, s.cfg.GlobalRPS)
 	}
 	s.m.pass(layerGlobal)
-	if addr := s.clientAddr(c); !inPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.allow(addrBucket(addr), now) {
+	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.Allow(ratelimit.AddrBucket(addr), now) {
 		s.m.reject(layerAddr, "rate_limited")
 		return false, s.rateLimited(c, s.cfg.PerAddrRPS)
 	}
@@ -322,7 +323,7 @@ func (s *server) admitSoldOutMark(c *fiber.Ctx, a admission) (bool, error) {
 // admitUser takes a token from the user's bucket and refuses a
 // blacklisted user.
 func (s *server) admitUser(c *fiber.Ctx, userID int64, now time.Time) (bool, error) {
-	if !s.perUser.allow(userID, now) {
+	if !s.perUser.Allow(userID, now) {
 		s.m.reject(layerUser, "rate_limited")
 		return false, s.rateLimited(c, s.cfg.PerUserRPS)
 	}
@@ -385,6 +386,6 @@ func (s *server) accepted(c *fiber.Ctx, token string, saleID int64, requestID st
 }
 
 func (s *server) rateLimited(c *fiber.Ctx, rps float64) error {
-	c.Set(fiber.HeaderRetryAfter, fmt.Sprint(retryAfterSeconds(rps)))
+	c.Set(fiber.HeaderRetryAfter, fmt.Sprint(ratelimit.RetryAfter(rps)))
 	return sendError(c, domain.ERateLimited, "too many requests")
 }

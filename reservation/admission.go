@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/seckill/seckill/internal/ratelimit"
 )
 
 // admission admits the database path's transactions: at most
@@ -23,12 +25,8 @@ type admission struct {
 // worth, is at most the slots: a burst they would refuse is not admitted.
 func newAdmission(rps float64, inFlight int) *admission {
 	inFlight = max(inFlight, 1)
-	limit := rate.Inf
-	if rps > 0 {
-		limit = rate.Limit(rps)
-	}
 	return &admission{
-		rate:  rate.NewLimiter(limit, min(max(int(rps/10), 1), inFlight)),
+		rate:  rate.NewLimiter(ratelimit.Limit(rps), min(max(int(rps/10), 1), inFlight)),
 		slots: make(chan struct{}, inFlight),
 	}
 }

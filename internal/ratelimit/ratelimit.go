@@ -1,41 +1,42 @@
-package api
+// Package ratelimit holds the token buckets the API and the reservation
+// service admit by: a rate from configuration, a bounded table of buckets
+// per key, and the keys of client addresses and users.
+package ratelimit
 
 import (
 	"math"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	"golang.org/x/time/rate"
 )
 
-// limitOf turns a configured rate into a limiter rate; 0 means unlimited.
-func limitOf(rps float64) rate.Limit {
+// Limit turns a configured rate into a limiter rate; 0 means unlimited.
+func Limit(rps float64) rate.Limit {
 	if rps <= 0 {
 		return rate.Inf
 	}
 	return rate.Limit(rps)
 }
 
-// retryAfterSeconds is how long a rejected client should wait: one token's
+// RetryAfter is how many seconds a rejected client should wait: one token's
 // refill time, rounded up, at least one second.
-func retryAfterSeconds(rps float64) int {
+func RetryAfter(rps float64) int {
 	if rps <= 0 {
 		return 1
 	}
 	return max(1, int(math.Ceil(1/rps)))
 }
 
-// keyedLimiters is a bounded map of per-key token buckets. Idle entries are
+// Keyed is a bounded map of per-key token buckets. Idle entries are
 // evicted by sweep; when a shard is full even after a sweep, a new key
 // takes the place of the least recently seen of a few entries sampled
 // (evictSample), so memory stays bounded under a flood of new keys and a
 // newcomer still gets a bucket of its own: a flood never makes every new
 // client share one exhausted bucket. (An evicted key starts again with a
 // full bucket: lenient to it, never a refusal of others.)
-type keyedLimiters[K comparable] struct {
+type Keyed[K comparable] struct {
 	limit   rate.Limit
 	burst   int
 	maxKeys int
@@ -57,9 +58,11 @@ type limiterEntry struct {
 	lastSeen int64 // unix nanos
 }
 
-func newKeyedLimiters[K comparable](rps float64, burst, maxKeys int, idle time.Duration, hash func(K) uint32) *keyedLimiters[K] {
-	k := &keyedLimiters[K]{
-		limit:   limitOf(rps),
+// NewKeyed is a table of at most maxKeys buckets of rps and burst, an
+// entry idle for idle swept.
+func NewKeyed[K comparable](rps float64, burst, maxKeys int, idle time.Duration, hash func(K) uint32) *Keyed[K] {
+	k := &Keyed[K]{
+		limit:   Limit(rps),
 		burst:   max(burst, 1),
 		maxKeys: max(maxKeys/32, 1),
 		idle:    idle,
@@ -71,8 +74,8 @@ func newKeyedLimiters[K comparable](rps float64, burst, maxKeys int, idle time.D
 	return k
 }
 
-// allow takes a token from key's bucket.
-func (k *keyedLimiters[K]) allow(key K, now time.Time) bool {
+// Allow takes a token from key's bucket.
+func (k *Keyed[K]) Allow(key K, now time.Time) bool {
 	if k.limit == rate.Inf {
 		return true
 	}
@@ -95,9 +98,9 @@ func (k *keyedLimiters[K]) allow(key K, now time.Time) bool {
 	return ok
 }
 
-// sweep drops entries idle for longer than the idle time; a bucket idle that
+// Sweep drops entries idle for longer than the idle time; a bucket idle that
 // long has refilled, so dropping it changes no answer.
-func (k *keyedLimiters[K]) sweep(now time.Time) {
+func (k *Keyed[K]) Sweep(now time.Time) {
 	for i := range k.shards {
 		sh := &k.shards[i]
 		sh.mu.Lock()
@@ -131,11 +134,11 @@ func evictOldest[K comparable](sh *limiterShard[K]) {
 	delete(sh.m, oldest)
 }
 
-// addrBucket is the key of a client address's buckets: an IPv4 address
+// AddrBucket is the key of a client address's buckets: an IPv4 address
 // itself, an IPv6 address's /64 (one subscriber's network holds 2^64
 // addresses; keyed by the full address, one host could take a new bucket
 // per request).
-func addrBucket(a netip.Addr) netip.Addr {
+func AddrBucket(a netip.Addr) netip.Addr {
 	if !a.Is6() || a.Is4In6() {
 		return a
 	}
@@ -146,7 +149,8 @@ func addrBucket(a netip.Addr) netip.Addr {
 	return p.Addr()
 }
 
-func hashAddr(a netip.Addr) uint32 {
+// HashAddr and HashUser spread keys over a table's shards.
+func HashAddr(a netip.Addr) uint32 {
 	b := a.As16()
 	var h uint32 = 2166136261
 	for _, x := range b {
@@ -155,43 +159,14 @@ func hashAddr(a netip.Addr) uint32 {
 	return h
 }
 
-func hashUser(u int64) uint32 { return uint32(u) ^ uint32(u>>32) }
+func HashUser(u int64) uint32 { return uint32(u) ^ uint32(u>>32) }
 
-func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
+// InPrefixes reports whether a is in one of ps.
+func InPrefixes(a netip.Addr, ps []netip.Prefix) bool {
 	for _, p := range ps {
 		if p.Contains(a) {
 			return true
 		}
 	}
 	return false
-}
-
-// clientAddr is the socket peer, or, only when the peer is a trusted proxy,
-// the rightmost address of the proxy header that is not a trusted proxy.
-func (s *server) clientAddr(c *fiber.Ctx) netip.Addr {
-	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
-	peer = peer.Unmap()
-	if len(s.cfg.TrustedProxies) == 0 || !inPrefixes(peer, s.cfg.TrustedProxies) {
-		return peer
-	}
-	hdr := c.Get(s.cfg.ProxyHeader)
-	addr := peer
-	for hdr != "" {
-		var part string
-		if i := strings.LastIndexByte(hdr, ','); i >= 0 {
-			part, hdr = hdr[i+1:], hdr[:i]
-		} else {
-			part, hdr = hdr, ""
-		}
-		a, err := netip.ParseAddr(strings.TrimSpace(part))
-		if err != nil {
-			// A garbled hop: trust nothing left of it.
-			return addr
-		}
-		addr = a.Unmap()
-		if !inPrefixes(addr, s.cfg.TrustedProxies) {
-			return addr
-		}
-	}
-	return addr
 }
