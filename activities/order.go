@@ -44,7 +44,7 @@ const (
 
 // A business refusal crosses Temporal as a non-retryable application error
 // whose type is the refusal's domain code (domain.E*): the workflow and the
-// API read the code back with workflows.RefusalCode, and the API answers it
+// API read the code back with orders.RefusalCode, and the API answers it
 // through its one status map (api/errors.go). Histories recorded before the
 // codes were the types carry older type names; RefusalCode accepts those too.
 

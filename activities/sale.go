@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -80,12 +80,10 @@ func (a *SaleActivities) ReconcileSale(ctx context.Context, saleID int64, final 
 // reservations are repaired here (reconcile's closed-workflow policy),
 // since no regular reconciliation runs once the sale has ended.
 func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND %s = %d AND ExecutionStatus = 'Running'", domain.OrderWorkflowName, domain.SearchAttrSaleID, saleID)
-	resp, err := a.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q})
+	n, err := orders.CountRunning(ctx, a.Temporal, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("count running orders: %w", err)
 	}
-	n := resp.GetCount()
 	counts, err := a.Store.CountReservations(ctx, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("count running orders: %w", err)

@@ -11,9 +11,9 @@ import (
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 const adminTimeout = 10 * time.Second
@@ -103,7 +103,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	} else {
 		s.log(c).Warn("create sale: read back; answering from the request", "sale_id", sale.ID, "err", err)
 	}
-	s.cache.put(sale)
+	s.cache.Put(sale)
 	s.onSaleCreated(ctx, sale)
 	s.log(c).Info("sale created", "sale_id", sale.ID, "stock", sale.StockTotal)
 	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal, 0))
@@ -121,7 +121,7 @@ func (s *server) onSaleCreated(reqCtx context.Context, sale *domain.Sale) {
 		defer s.bg.Done()
 		ctx, cancel := context.WithTimeout(reqid.With(context.Background(), reqid.From(reqCtx)), 10*time.Second)
 		defer cancel()
-		if err := workflows.StartSale(ctx, s.temporal, s.cfg.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
+		if err := orders.StartSale(ctx, s.temporal, s.cfg.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
 			s.ctxLog(ctx).Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
 		}
 	}()
@@ -160,9 +160,8 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	if outcome == lua.WarmupAlreadyLive {
 		return sendError(c, domain.EAlreadyLive, "the sale has taken reservations; warm-up would reset it")
 	}
-	e := s.cache.put(sale)
-	e.stockLeft.Store(redisStock)
-	e.mark.Store(nil)
+	e := s.cache.Put(sale)
+	e.Warmed(redisStock)
 	s.log(c).Info("sale warmed", "sale_id", sale.ID, "redis_stock", redisStock)
 	return c.JSON(fiber.Map{"sale_id": sale.ID, "redis_stock": redisStock})
 }
@@ -190,9 +189,9 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 			s.log(c).Error("set sale control", "sale_id", id, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
-		e := s.cache.put(sale)
+		e := s.cache.Put(sale)
 		s.log(c).Info("sale control", "sale_id", id, "control", to)
-		return c.JSON(sale.View(time.Now(), e.stockLeft.Load(), e.waiting.Load()))
+		return c.JSON(sale.View(time.Now(), e.StockLeft(), e.Waiting()))
 	}
 }
 
@@ -239,7 +238,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 			if _, err := sales.FollowStock(ctx, s.st, s.rdb, id); err != nil {
 				return err
 			}
-			s.cache.dropMark(id)
+			s.cache.DropMark(id)
 			return nil
 		})
 	case errors.Is(err, sales.ErrRedis):
@@ -248,7 +247,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		return unavailable(c, 1, "database unavailable")
 	}
 	if delta > 0 {
-		s.cache.dropMark(id)
+		s.cache.DropMark(id)
 	}
 	sale, err := s.st.GetSale(ctx, id)
 	if err != nil {
@@ -256,10 +255,10 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 		s.log(c).Warn("get sale after adjust; answering from the earlier read", "sale_id", id, "err", err)
 		sale, sale.StockTotal = before, before.StockTotal+delta
 	}
-	e := s.cache.put(sale)
-	e.stockLeft.Store(s.cache.readStock(ctx, id))
+	e := s.cache.Put(sale)
+	e.SetStock(s.cache.ReadStock(ctx, id))
 	s.log(c).Info("stock adjusted", "sale_id", id, "delta", delta)
-	return c.JSON(sale.View(time.Now(), e.stockLeft.Load(), e.waiting.Load()))
+	return c.JSON(sale.View(time.Now(), e.StockLeft(), e.Waiting()))
 }
 
 // follow retries fn in the background until it succeeds (or followFor
@@ -300,7 +299,7 @@ func (s *server) blacklist(on bool) fiber.Handler {
 			s.log(c).Error("blacklist", "user_id", uid, "err", err)
 			return unavailable(c, 1, "database unavailable")
 		}
-		s.cache.setBlacklisted(uid, on)
+		s.cache.SetBlacklisted(uid, on)
 		return c.SendStatus(fiber.StatusNoContent)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reservation"
+	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/store"
 )
 
@@ -70,10 +71,10 @@ type server struct {
 	rdb      *lua.Client
 	temporal client.Client
 	m        *metrics
-	cache    *saleCache
+	cache    *salecache.Cache
 	gate     *gate.Service
 	lottery  *lottery
-	starter  *starter
+	starter  *reservation.StartQueue
 	// res is the reservation use case past the filters; holds is its
 	// hold recorder, which the waitlist's hand-overs use too.
 	res   *reservation.Service
@@ -165,7 +166,7 @@ func NewServer(d Deps) *Server {
 			s.drainCtx = ctx // published to the starter by closing stop
 			close(s.stop)
 			s.bg.Wait()
-			s.starter.wait()
+			s.starter.Wait()
 		})
 		return nil
 	})
@@ -184,7 +185,7 @@ func newServerState(d Deps) *server {
 		st:       d.Store,
 		rdb:      d.Redis,
 		temporal: d.Temporal,
-		cache:    newSaleCache(d.Store, d.Redis, cfg.RedisTimeout, logger),
+		cache:    salecache.New(d.Store, d.Redis, cfg.RedisTimeout, logger),
 		global:   rate.NewLimiter(ratelimit.Limit(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
 		draw:     newOverloadDraw(cfg.TokenKey, cfg.GlobalRPS),
 		perAddr:  ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
@@ -213,7 +214,8 @@ func newServerState(d Deps) *server {
 	s.m = m
 	_, err = register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
 	must("api metrics", err)
-	s.starter = newStarter(cfg.StarterQueue, d.Temporal, cfg.TaskQueue, d.Store, d.Redis, cfg.RedisTimeout, logger, m)
+	s.starter = reservation.NewStartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
+		Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.inc})
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
 		Script: d.Redis, HoldIndex: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store},
 		Syncer: reservation.SalesSyncer{Store: d.Store, Redis: d.Redis}, Starter: s.starter,
@@ -224,7 +226,7 @@ func newServerState(d Deps) *server {
 	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
 		func() bool { return s.res.RedisAnswered(fleet.DownAfter) }, logger)
 	must("api metrics", registerFleetGauges(reg, s.fleet))
-	queued = func() float64 { return float64(len(s.starter.q)) }
+	queued = func() float64 { return float64(s.starter.Len()) }
 	s.edge, err = newEdge(cfg, logger, m, reg)
 	must("api metrics", err)
 	return s
@@ -288,7 +290,7 @@ func (s *server) publicApp() *fiber.App {
 func (s *server) start(rdb *lua.Client) {
 	aside, err := rdb.Aside()
 	must("api", err) // a client type lua does not know
-	s.starter.run(s.stop, func() context.Context { return s.drainCtx })
+	s.starter.Run(s.stop, func() context.Context { return s.drainCtx })
 	s.goBackground(s.background)
 	s.goBackground(func() { s.fleet.Run(s.stop) })
 	s.goBackground(func() {
@@ -435,12 +437,12 @@ func (s *server) observeRequests(c *fiber.Ctx) error {
 // refresh re-reads the sale cache, then the gate's lists of its sales,
 // and hands returned units to waitlists.
 func (s *server) refresh(ctx context.Context) {
-	if err := s.cache.refresh(ctx); err != nil && ctx.Err() == nil {
+	if err := s.cache.Refresh(ctx); err != nil && ctx.Err() == nil {
 		s.logger.Warn("sale cache refresh", "err", err)
 	}
 	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	open := s.cache.sales()
+	open := s.cache.Sales()
 	if err := s.gate.Refresh(gctx, open); err != nil && ctx.Err() == nil {
 		s.logger.Warn("gate refresh", "err", err)
 	}

@@ -33,8 +33,8 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 	// This instance learns of the switch from its cache's refresh (one
 	// loop: no refresh that read the sale before the switch is left).
 	require.Eventually(t, func() bool {
-		e, err := h.server.s.cache.get(ctx, sale.ID)
-		return err == nil && e.sale.Load().Mode == domain.ModeDatabase
+		e, err := h.server.s.cache.Get(ctx, sale.ID)
+		return err == nil && e.Sale().Mode == domain.ModeDatabase
 	}, 10*time.Second, 20*time.Millisecond)
 	base := testenv.UniqueUser() * 1000
 	reserveAs := func(user int64) response {

@@ -228,7 +228,7 @@ func (h *statusHub) tick(now time.Time) {
 			}
 			continue
 		}
-		if (!e.expires.IsZero() && !now.Before(e.expires)) || h.s.cache.blacklisted(e.userID) {
+		if (!e.expires.IsZero() && !now.Before(e.expires)) || h.s.cache.Blacklisted(e.userID) {
 			over = append(over, e)
 			continue
 		}

@@ -32,11 +32,11 @@ func (s *server) gateSale(c *fiber.Ctx) (*domain.Sale, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.cache.get(c.UserContext(), id)
+	e, err := s.cache.Get(c.UserContext(), id)
 	if err != nil {
 		return nil, err
 	}
-	return e.sale.Load(), nil
+	return e.Sale(), nil
 }
 
 // GET /api/v1/sales/{sale_id}/challenge
@@ -126,7 +126,7 @@ func (s *server) updateAllowlist(c *fiber.Ctx) error {
 		return s.gateFailed(c, "allowlist", err)
 	}
 	if sale, err := s.st.GetSale(ctx, id); err == nil {
-		s.cache.put(sale) // at once here; other instances within a refresh
+		s.cache.Put(sale) // at once here; other instances within a refresh
 	}
 	s.log(c).Info("allowlist changed", "sale_id", id, "added", len(req.Add), "removed", len(req.Remove),
 		"restricted", res.Restricted, "listed", res.Listed, "admin_id", principal(c).UserID)
@@ -181,7 +181,7 @@ func (s *server) resolveAppeal(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
 	a, err := s.gate.ResolveAppeal(ctx, id, *req.Action, principal(c).UserID, s.log(c),
-		func(uid int64) { s.cache.setBlacklisted(uid, false) })
+		func(uid int64) { s.cache.SetBlacklisted(uid, false) })
 	if err != nil {
 		return s.gateFailed(c, "resolve appeal", err)
 	}

@@ -5,17 +5,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/salecache"
 )
 
 // saleModeCollector exports, per cached sale, whether it is in database
 // mode (1) or not (0).
 type saleModeCollector struct {
-	cache *saleCache
+	cache *salecache.Cache
 	desc  *prometheus.Desc
 }
 
-func newSaleModeCollector(cache *saleCache) *saleModeCollector {
+func newSaleModeCollector(cache *salecache.Cache) *saleModeCollector {
 	return &saleModeCollector{cache: cache, desc: prometheus.NewDesc("seckill_sale_database_mode",
 		"1 while the sale takes reservations on the database path (or is switching back), else 0.", []string{"sale"}, nil)}
 }
@@ -23,11 +23,9 @@ func newSaleModeCollector(cache *saleCache) *saleModeCollector {
 func (c *saleModeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *saleModeCollector) Collect(ch chan<- prometheus.Metric) {
-	c.cache.mu.RLock()
-	defer c.cache.mu.RUnlock()
-	for id, e := range c.cache.entries {
+	for id, dbMode := range c.cache.DatabaseModes() {
 		v := 0.0
-		if s := e.sale.Load(); s != nil && s.Mode != domain.ModeRedis {
+		if dbMode {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, strconv.FormatInt(id, 10))

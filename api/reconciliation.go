@@ -8,8 +8,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
-	"github.com/seckill/seckill/workflows"
 )
 
 // reconcileTimeout bounds one on-demand reconciliation: two passes a second
@@ -59,10 +59,10 @@ func (s *server) reconciler(logger *slog.Logger) *reconcile.Reconciler {
 	return &reconcile.Reconciler{
 		Store: s.st, Redis: s.rdb, Temporal: s.temporal, Logger: logger,
 		Start: func(ctx context.Context, in domain.OrderInput) error {
-			return workflows.StartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+			return orders.Start(ctx, s.temporal, s.cfg.TaskQueue, in)
 		},
 		Restart: func(ctx context.Context, in domain.OrderInput) error {
-			_, err := workflows.RestartOrder(ctx, s.temporal, s.cfg.TaskQueue, in)
+			_, err := orders.Restart(ctx, s.temporal, s.cfg.TaskQueue, in)
 			return err
 		},
 	}

@@ -7,12 +7,10 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 const (
@@ -175,7 +173,7 @@ func (s *server) payToken(ctx context.Context, token string, req domain.PayReque
 		// (a refusal for another reason is given again).
 		st, err = s.update(ctx, token, "pay-"+ref, domain.UpdatePay, req)
 	}
-	if errors.Is(err, errWorkflowClosed) && s.repairClosed(ctx, token) {
+	if errors.Is(err, orders.ErrClosed) && s.repairClosed(ctx, token) {
 		// A new run took the reservation over, or it was released: ask
 		// again, so the payment settles now (paid, or refused and then
 		// recorded for a refund by the webhook).
@@ -185,7 +183,7 @@ func (s *server) payToken(ctx context.Context, token string, req domain.PayReque
 	case err == nil:
 		s.live.settle(ctx, time.Now())
 		return st.View(), nil
-	case errors.Is(err, errWorkflowClosed):
+	case errors.Is(err, orders.ErrClosed):
 		r, derr := s.dbReservation(ctx, token)
 		if derr != nil {
 			s.ctxLog(ctx).Warn("pay: read reservation", "token", token, "err", derr)
@@ -222,14 +220,14 @@ func (s *server) cancel(c *fiber.Ctx) error {
 			return sendErr(c, err)
 		}
 		if ended != nil && ended.Status == domain.StatusCancelled {
-			s.cache.dropMark(saleID) // the unit is back on sale
+			s.cache.DropMark(saleID) // the unit is back on sale
 			s.live.settle(c.UserContext(), time.Now())
 			return c.JSON(ended.View())
 		}
 		// The order was placed meanwhile: its workflow cancels it.
 	}
 	st, err := s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
-	if errors.Is(err, errWorkflowClosed) && s.repairClosed(c.UserContext(), token) {
+	if errors.Is(err, orders.ErrClosed) && s.repairClosed(c.UserContext(), token) {
 		// A live reservation whose workflow had closed (or not started
 		// yet) has one now: ask it.
 		st, err = s.update(c.UserContext(), token, "cancel", domain.UpdateCancel, domain.CancelRequest{Reason: "user"})
@@ -237,11 +235,11 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	switch {
 	case err == nil:
 		if st.Status == domain.StatusCancelled {
-			s.cache.dropMark(saleID) // the unit is back on sale
+			s.cache.DropMark(saleID) // the unit is back on sale
 		}
 		s.live.settle(c.UserContext(), time.Now())
 		return c.JSON(st.View())
-	case errors.Is(err, errWorkflowClosed):
+	case errors.Is(err, orders.ErrClosed):
 		r, derr := s.dbReservation(c.UserContext(), token)
 		if derr != nil {
 			return unavailable(c, 1, "reservation store unavailable")
@@ -253,8 +251,6 @@ func (s *server) cancel(c *fiber.Ctx) error {
 	}
 	return sendErr(c, err)
 }
-
-var errWorkflowClosed = errors.New("order workflow closed or not found")
 
 // repairClosed repairs a live reservation whose workflow has closed
 // (reconcile's closed-workflow policy); it reports whether it did.
@@ -281,12 +277,11 @@ func (s *server) awaitAdopted(ctx context.Context, token string) domain.Reservat
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
-		v, err := s.temporal.QueryWorkflow(ctx, domain.OrderWorkflowID(token), "", domain.QueryStatus)
-		var st domain.OrderState
-		if err == nil && v.Get(&st) == nil && st.Status != domain.StatusQueued {
+		st, err := orders.Status(ctx, s.temporal, token)
+		if err == nil && st.Status != domain.StatusQueued {
 			return st.Status
 		}
-		if err != nil && errors.Is(s.updateError(ctx, token, err), errWorkflowClosed) {
+		if errors.Is(err, orders.ErrClosed) {
 			return "" // released and finished already
 		}
 		select {
@@ -297,50 +292,21 @@ func (s *server) awaitAdopted(ctx context.Context, token string) domain.Reservat
 	}
 }
 
-// update runs an update on the reservation's workflow and waits for its result.
+// update runs an update on the reservation's workflow and waits for its
+// result; Temporal's own failure is a 503.
 func (s *server) update(ctx context.Context, token, updateID, name string, arg any) (domain.OrderState, error) {
-	var st domain.OrderState
 	if s.temporal == nil {
-		return st, domain.Unavailable("workflow service unavailable")
+		return domain.OrderState{}, domain.Unavailable("workflow service unavailable")
 	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	h, err := s.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   domain.OrderWorkflowID(token),
-		UpdateID:     updateID,
-		UpdateName:   name,
-		Args:         []any{arg},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err == nil {
-		err = h.Get(ctx, &st)
+	st, err := orders.Update(ctx, s.temporal, token, updateID, name, arg)
+	var de *domain.Error
+	if err != nil && !errors.Is(err, orders.ErrClosed) && !errors.As(err, &de) {
+		s.ctxLog(ctx).Warn("order workflow update failed", "token", token, "err", err)
+		return st, domain.Unavailable("workflow service unavailable, retry")
 	}
-	if err == nil {
-		return st, nil
-	}
-	return st, s.updateError(ctx, token, err)
-}
-
-// updateError classifies an update failure: a validator or handler refusal,
-// a closed workflow (answered from the database), or Temporal unavailable.
-func (s *server) updateError(ctx context.Context, token string, err error) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) || strings.Contains(err.Error(), "workflow execution already completed") {
-		return errWorkflowClosed
-	}
-	// A refusal's application error type is its domain code (read under
-	// the older type names too, for workers of the previous release).
-	switch code := workflows.RefusalCode(err); code {
-	case "":
-	case domain.ENotPayable:
-		return domain.ErrNotPayable
-	case domain.ENotCancellable:
-		return domain.ErrNotCancellable
-	default:
-		return domain.Errorf(code, "the reservation's workflow refused the request")
-	}
-	s.ctxLog(ctx).Warn("order workflow update failed", "token", token, "err", err)
-	return domain.Unavailable("workflow service unavailable, retry")
+	return st, err
 }
 
 // GET /api/v1/sales/{sale_id}
@@ -349,11 +315,11 @@ func (s *server) getSale(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	e, err := s.cache.get(c.UserContext(), id)
+	e, err := s.cache.Get(c.UserContext(), id)
 	if err != nil {
 		return s.saleLookupError(c, err)
 	}
-	return c.JSON(e.view(time.Now()))
+	return c.JSON(e.View(time.Now()))
 }
 
 func (s *server) saleLookupError(c *fiber.Ctx, err error) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/reservation"
+	"github.com/seckill/seckill/salecache"
 )
 
 // reservationRequest is the body of POST .../reservations.
@@ -169,7 +170,7 @@ type admission struct {
 	saleID    int64
 	requestID string
 	pass      string
-	entry     *saleEntry
+	entry     *salecache.Entry
 	sale      *domain.Sale
 }
 
@@ -252,8 +253,8 @@ func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, err
 
 // admitSale reads the sale from the cache and refuses it outside its
 // window, stopped or paused.
-func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*saleEntry, *domain.Sale, bool, error) {
-	entry, err := s.cache.get(c.UserContext(), saleID)
+func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*salecache.Entry, *domain.Sale, bool, error) {
+	entry, err := s.cache.Get(c.UserContext(), saleID)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.ENotFound {
 			s.m.reject(layerSale, "not_found")
@@ -263,7 +264,7 @@ func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*saleEntr
 		s.log(c).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
 		return nil, nil, false, unavailable(c, 1, "sale data unavailable, retry with the same request_id")
 	}
-	sale := entry.sale.Load()
+	sale := entry.Sale()
 	switch {
 	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(timeSlack)):
 		s.m.reject(layerSale, "ended")
@@ -303,16 +304,16 @@ func (s *server) admitGate(c *fiber.Ctx, a admission, now time.Time) (bool, erro
 // admitSoldOutMark answers from the in-process sold-out mark: a replay it
 // knows is accepted again, a sold-out sale refused.
 func (s *server) admitSoldOutMark(c *fiber.Ctx, a admission) (bool, error) {
-	ans, tok := markNone, ""
+	ans, tok := salecache.MarkNone, ""
 	if a.sale.Mode == domain.ModeRedis {
-		ans, tok = a.entry.check(a.userID, a.requestID)
+		ans, tok = a.entry.Check(a.userID, a.requestID)
 	}
 	switch ans {
-	case markReplay:
+	case salecache.MarkReplay:
 		s.m.reject(layerSoldOut, "replay")
 		ans, err := s.res.AcceptHold(c.UserContext(), a.request(), tok)
 		return false, s.answer(c, a, ans, err)
-	case markSoldOut:
+	case salecache.MarkSoldOut:
 		s.m.reject(layerSoldOut, "sold_out")
 		return false, sendErr(c, domain.ErrSoldOut)
 	}
@@ -328,7 +329,7 @@ func (s *server) admitUser(c *fiber.Ctx, userID int64, now time.Time) (bool, err
 		return false, s.rateLimited(c, s.cfg.PerUserRPS)
 	}
 	s.m.pass(layerUser)
-	if s.cache.blacklisted(userID) {
+	if s.cache.Blacklisted(userID) {
 		s.m.reject(layerBlacklist, "blacklisted")
 		return false, sendError(c, domain.EBlacklisted, "this user may not take part")
 	}

@@ -111,8 +111,8 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 		s.m.statusReads.inc(sourceEnded)
 		return s.owned(v, userID)
 	}
-	e, err := s.cache.get(ctx, saleID)
-	redisMode := err == nil && e.sale.Load().Mode == domain.ModeRedis
+	e, err := s.cache.Get(ctx, saleID)
+	redisMode := err == nil && e.Sale().Mode == domain.ModeRedis
 	switch {
 	case redisMode && cached:
 		if v, ok := s.live.get(token, saleID); ok {
@@ -139,7 +139,7 @@ func (s *server) readView(ctx context.Context, userID int64, token string, saleI
 			return s.owned(v, userID)
 		case ok && got.TokenState == domain.TokenHeld:
 			held = &ownedView{owner: got.Owner, view: domain.ReservationView{Token: token, SaleID: saleID,
-				Status: domain.StatusQueued, AmountCents: e.sale.Load().PriceCents}}
+				Status: domain.StatusQueued, AmountCents: e.Sale().PriceCents}}
 			if redisMode {
 				// Not cached: the hold's state also changes by scripts
 				// that announce nothing (advance, release).
@@ -210,11 +210,11 @@ func (s *server) initStatus() {
 // neither recorded nor held, the database path owning the sale, Redis
 // unreachable): the database answers then.
 func (s *server) listViews(ctx context.Context, userID, saleID int64, limit int) ([]domain.ReservationView, bool) {
-	e, err := s.cache.get(ctx, saleID)
+	e, err := s.cache.Get(ctx, saleID)
 	if err != nil {
 		return nil, false
 	}
-	sale := e.sale.Load()
+	sale := e.Sale()
 	if sale.Mode != domain.ModeRedis {
 		return nil, false
 	}

@@ -33,7 +33,7 @@ func (s *server) storefront(c *fiber.Ctx) error {
 	if c.Query("sale") == "" {
 		// From the sale cache (refreshed every second): the landing page is
 		// what the crowd hits, and it never reaches the database.
-		if id := s.cache.newestOpen(time.Now()); id > 0 {
+		if id := s.cache.NewestOpen(time.Now()); id > 0 {
 			return c.Redirect("/?sale="+strconv.FormatInt(id, 10), fiber.StatusFound)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/salecache"
 )
 
 // The waitlist: users wait in Redis (lua/waitlist.go) for units returned
@@ -30,7 +31,7 @@ func (s *server) joinWaitlist(c *fiber.Ctx) error {
 	if err != nil {
 		return s.gateFailed(c, "waitlist: sale", err)
 	}
-	sale, user := e.sale.Load(), principal(c).UserID
+	sale, user := e.Sale(), principal(c).UserID
 	if err := s.mayWait(c.UserContext(), sale, user, time.Now()); err != nil {
 		return s.gateFailed(c, "waitlist: gate", err)
 	}
@@ -63,7 +64,7 @@ func (s *server) mayWait(ctx context.Context, sale *domain.Sale, user int64, now
 		return domain.ErrSaleEnded
 	case now.Before(sale.StartsAt.Add(-timeSlack)):
 		return domain.ErrSaleNotStarted
-	case s.cache.blacklisted(user):
+	case s.cache.Blacklisted(user):
 		return domain.Errorf(domain.EBlacklisted, "this user may not buy")
 	}
 	eligible, err := s.gate.Eligible(ctx, sale, user)
@@ -84,7 +85,7 @@ func (s *server) getWaitlistPosition(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	saleID := e.sale.Load().ID
+	saleID := e.Sale().ID
 	pos, err := s.rdb.WaitlistPosition(ctx, saleID, principal(c).UserID)
 	if err != nil {
 		return s.waitlistFailed(c, "waitlist: position", err)
@@ -103,19 +104,19 @@ func (s *server) leaveWaitlist(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	if err := s.rdb.LeaveWaitlist(ctx, e.sale.Load().ID, principal(c).UserID); err != nil {
+	if err := s.rdb.LeaveWaitlist(ctx, e.Sale().ID, principal(c).UserID); err != nil {
 		return s.waitlistFailed(c, "waitlist: leave", err)
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
 // waitlistSale is the cached sale of the path (404 when unknown).
-func (s *server) waitlistSale(c *fiber.Ctx) (*saleEntry, error) {
+func (s *server) waitlistSale(c *fiber.Ctx) (*salecache.Entry, error) {
 	id, err := saleIDParam(c, "sale_id")
 	if err != nil {
 		return nil, err
 	}
-	return s.cache.get(c.UserContext(), id)
+	return s.cache.Get(c.UserContext(), id)
 }
 
 // waitlistFailed answers a Redis or database failure: 503, retry.
@@ -127,12 +128,12 @@ func (s *server) waitlistFailed(c *fiber.Ctx, what string, err error) error {
 // handOverAll offers units in stock to the waitlists of the cached sales
 // that sell on Redis and have someone waiting.
 func (s *server) handOverAll(ctx context.Context, now time.Time) {
-	waiting := s.cache.entriesWaiting()
+	waiting := s.cache.EntriesWaiting()
 	if len(waiting) == 0 || !s.holds.Ready(ctx) {
 		return // nothing to hand over, or its record could not follow
 	}
 	for _, e := range waiting {
-		sale := e.sale.Load()
+		sale := e.Sale()
 		if sale.Control != domain.ControlActive || now.Before(sale.StartsAt) || !now.Before(sale.EndsAt) || !e.OnRedis(sale.ModeEpoch) {
 			continue
 		}
@@ -156,7 +157,7 @@ func (s *server) handOver(ctx context.Context, sale *domain.Sale) error {
 	cands := make([]lua.HandOverCandidate, len(head))
 	for i, w := range head {
 		req := domain.WaitlistRequestID(w.Joined)
-		skip := s.cache.blacklisted(w.UserID)
+		skip := s.cache.Blacklisted(w.UserID)
 		if !skip {
 			eligible, err := s.gate.Eligible(ctx, sale, w.UserID)
 			if err != nil {

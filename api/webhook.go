@@ -185,7 +185,7 @@ func (s *server) amountDue(ctx context.Context, r *domain.Reservation) (int64, e
 	if r.AmountCents > 0 {
 		return r.AmountCents, nil
 	}
-	e, err := s.cache.get(ctx, r.SaleID)
+	e, err := s.cache.Get(ctx, r.SaleID)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.ENotFound {
 			return 0, err
@@ -193,7 +193,7 @@ func (s *server) amountDue(ctx context.Context, r *domain.Reservation) (int64, e
 		s.ctxLog(ctx).Warn("webhook: sale lookup", "sale_id", r.SaleID, "err", err)
 		return 0, domain.Unavailable("sale data unavailable")
 	}
-	return e.sale.Load().PriceCents, nil
+	return e.Sale().PriceCents, nil
 }
 
 // answerSettled answers a payment for a reservation that no longer awaits

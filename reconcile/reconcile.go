@@ -18,11 +18,11 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -36,7 +36,7 @@ type Reconciler struct {
 	// Start starts (or finds) a token's OrderWorkflow; nil reports only.
 	Start func(ctx context.Context, in domain.OrderInput) error
 	// Restart starts a new run of a token whose workflow closed while its
-	// reservation is live (workflows.RestartOrder); nil reports only.
+	// reservation is live (orders.Restart); nil reports only.
 	Restart func(ctx context.Context, in domain.OrderInput) error
 	// Gap separates the two passes (default 1s).
 	Gap time.Duration
@@ -362,18 +362,8 @@ func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, see
 
 // workflowState describes order:<token>.
 func (r *Reconciler) workflowState(ctx context.Context, token string) (running, exists bool, err error) {
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	desc, err := r.Temporal.DescribeWorkflow(dctx, domain.OrderWorkflowID(token), "")
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
-		return false, false, nil
-	}
-	if err != nil {
-		return false, false, fmt.Errorf("describe workflow of %s: %w", token, err)
-	}
-	st := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
-	return st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, true, nil
+	st, exists, err := orders.LatestRun(ctx, r.Temporal, token)
+	return st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, exists, err
 }
 
 // orderInput rebuilds a token's workflow input: from the database row when
@@ -523,7 +513,7 @@ func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error
 	if res.Status != domain.StatusQueued && res.Status != domain.StatusPendingPayment {
 		return false, nil
 	}
-	status, exists, err := r.workflowStatus(ctx, token)
+	status, exists, err := orders.LatestRun(ctx, r.Temporal, token)
 	if err != nil {
 		return false, fmt.Errorf("repair %s: %w", token, err)
 	}
@@ -578,7 +568,7 @@ func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map
 	}
 	var out []domain.Discrepancy
 	for tok, d := range suspects {
-		status, exists, err := r.workflowStatus(ctx, tok)
+		status, exists, err := orders.LatestRun(ctx, r.Temporal, tok)
 		if err != nil {
 			return nil, err
 		}
@@ -613,7 +603,7 @@ func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map
 func (r *Reconciler) closedSuspects(ctx context.Context, saleID int64, live map[string]store.SnapshotReservation, full bool) (map[string]store.SnapshotReservation, error) {
 	out := map[string]store.SnapshotReservation{}
 	if full {
-		running, err := sales.RunningOrders(ctx, r.Temporal, saleID)
+		running, err := orders.Running(ctx, r.Temporal, saleID)
 		if err != nil {
 			return nil, err
 		}
@@ -624,7 +614,7 @@ func (r *Reconciler) closedSuspects(ctx context.Context, saleID int64, live map[
 		}
 		return out, nil
 	}
-	closed, err := sales.ClosedOrders(ctx, r.Temporal, saleID)
+	closed, err := orders.Closed(ctx, r.Temporal, saleID)
 	if err != nil {
 		return nil, err
 	}
@@ -695,19 +685,4 @@ func (r *Reconciler) repairClosed(ctx context.Context, res *domain.Reservation) 
 	}
 	log.Info("reconcile: a new run took over a live reservation whose workflow closed")
 	return true
-}
-
-// workflowStatus describes order:<token>'s latest run.
-func (r *Reconciler) workflowStatus(ctx context.Context, token string) (enumspb.WorkflowExecutionStatus, bool, error) {
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	desc, err := r.Temporal.DescribeWorkflow(dctx, domain.OrderWorkflowID(token), "")
-	var notFound *serviceerror.NotFound
-	if errors.As(err, &notFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("describe workflow of %s: %w", token, err)
-	}
-	return desc.RawResponse.GetWorkflowExecutionInfo().GetStatus(), true, nil
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 var tokenKey = []byte("sales-test-token-key")
@@ -286,14 +286,14 @@ func TestRebuildCountsHoldsWhoseWorkflowsRunUnrecorded(t *testing.T) {
 	require.Equal(t, lua.OutcomeOK, res.Outcome)
 	// No worker polls this queue: the workflow runs and records nothing.
 	queue := fmt.Sprintf("sales-test-unpolled-%d", user)
-	require.NoError(t, workflows.StartOrder(f.ctx, tc, queue, domain.RedisHoldInput(tok, f.sale.ID, user, req)))
+	require.NoError(t, orders.Start(f.ctx, tc, queue, domain.RedisHoldInput(tok, f.sale.ID, user, req)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(tok), "", "test over")
 	})
 	require.Eventually(t, func() bool {
-		running, err := sales.RunningOrders(f.ctx, tc, f.sale.ID)
+		running, err := orders.Running(f.ctx, tc, f.sale.ID)
 		return err == nil && running[tok]
 	}, 10*time.Second, 50*time.Millisecond, "the workflow is visible as running")
 

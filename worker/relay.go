@@ -13,8 +13,8 @@ import (
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 // Relay defaults, used when the matching field is zero.
@@ -547,7 +547,7 @@ func (r *Relay) startEntry(ctx context.Context, e inboxEntry, delivered int64, b
 	defer b.mu.Unlock()
 	if err != nil {
 		r.Metrics.StartErrors.Inc()
-		if workflows.StartRefused(err) && delivered > orDefault(r.MaxDelivery, defaultMaxDelivery) && lua.EntryAge(e.msg.ID) >= r.DeadAfter {
+		if orders.StartRefused(err) && delivered > orDefault(r.MaxDelivery, defaultMaxDelivery) && lua.EntryAge(e.msg.ID) >= r.DeadAfter {
 			b.refused = append(b.refused, lua.DeadLetter{Entry: e.msg, Reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", delivered, err), Delivered: delivered})
 			return
 		}

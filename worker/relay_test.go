@@ -25,8 +25,8 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 var testKey = []byte("worker-test-token-key")
@@ -383,7 +383,7 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 	require.Len(t, streams[0].Messages, 1)
 	in, err := parseEntry(w.ID, lua.ParseInboxEntry(streams[0].Messages[0]))
 	require.NoError(t, err)
-	require.NoError(t, workflows.StartOrder(testCtx(t), tc, domain.TaskQueue, in))
+	require.NoError(t, orders.Start(testCtx(t), tc, domain.TaskQueue, in))
 	first, err := tc.DescribeWorkflow(testCtx(t), wfID, "")
 	require.NoError(t, err)
 	runID := first.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
@@ -391,7 +391,7 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 
 	// The relay reclaims the entry from the dead consumer and starts it again.
 	r := MustRelay(t, w, func(ctx context.Context, in domain.OrderInput) error {
-		return workflows.StartOrder(ctx, tc, domain.TaskQueue, in)
+		return orders.Start(ctx, tc, domain.TaskQueue, in)
 	})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		n, err := r.Reclaim(testCtx(t), w.ID)

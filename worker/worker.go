@@ -26,6 +26,7 @@ import (
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -160,14 +161,14 @@ func (p *process) open(ctx context.Context, temporalOpts ...conn.TemporalOption)
 }
 
 func (p *process) start(ctx context.Context, in domain.OrderInput) error {
-	return workflows.StartOrder(ctx, p.tc, p.cfg.TaskQueue, in)
+	return orders.Start(ctx, p.tc, p.cfg.TaskQueue, in)
 }
 
 // startTemporalWorker registers the order and sale workflows and their
 // activities (this is the project's one worker process) and starts it.
 func (p *process) startTemporalWorker() (tworker.Worker, error) {
 	restart := func(ctx context.Context, in domain.OrderInput) error {
-		_, err := workflows.RestartOrder(ctx, p.tc, p.cfg.TaskQueue, in)
+		_, err := orders.Restart(ctx, p.tc, p.cfg.TaskQueue, in)
 		return err
 	}
 	w := tworker.New(p.tc, p.cfg.TaskQueue, tworker.Options{
@@ -212,7 +213,7 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {
-				return workflows.StartSale(ctx, p.tc, cfg.TaskQueue, in)
+				return orders.StartSale(ctx, p.tc, cfg.TaskQueue, in)
 			}}
 		bg.Go(func() { sweeper.Run(ctx) })
 	}

@@ -10,10 +10,11 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 )
 
 // startOnce tells a new run from an existing one; an ordinary start never
-// replaces a running or completed order, RestartOrder replaces only a
+// replaces a running or completed order, orders.Restart replaces only a
 // closed one, and neither ever runs two at once.
 func TestStartOrderReportsItsOutcome(t *testing.T) {
 	s := MustStack(t)
@@ -31,35 +32,35 @@ func TestStartOrderReportsItsOutcome(t *testing.T) {
 		return info.GetExecution().GetRunId(), info.GetStatus()
 	}
 
-	o, err := StartOrderOutcome(ctx, s.c, s.queue, in)
+	o, err := orders.StartOutcomeOf(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, StartedNew, o)
+	require.Equal(t, orders.StartedNew, o)
 	first, status := run()
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, status)
-	o, err = StartOrderOutcome(ctx, s.c, s.queue, in)
+	o, err = orders.StartOutcomeOf(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, Existing, o)
-	o, err = RestartOrder(ctx, s.c, s.queue, in)
+	require.Equal(t, orders.Existing, o)
+	o, err = orders.Restart(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, Existing, o, "a running workflow is never duplicated")
+	require.Equal(t, orders.Existing, o, "a running workflow is never duplicated")
 	again, _ := run()
 	require.Equal(t, first, again, "the running run is still the first")
 
 	s.waitStatus(token, domain.StatusPendingPayment)
 	s.mustUpdate(token, domain.UpdateCancel, domain.CancelRequest{Reason: "test"}, domain.StatusCancelled)
 	require.Equal(t, domain.StatusCancelled, s.result(token).Status)
-	o, err = StartOrderOutcome(ctx, s.c, s.queue, in)
+	o, err = orders.StartOutcomeOf(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, Existing, o, "an ordinary start finds the completed order")
-	require.NoError(t, StartOrder(ctx, s.c, s.queue, in), "for the relay a closed workflow counts as started")
+	require.Equal(t, orders.Existing, o, "an ordinary start finds the completed order")
+	require.NoError(t, orders.Start(ctx, s.c, s.queue, in), "for the relay a closed workflow counts as started")
 	again, status = run()
 	require.Equal(t, first, again, "the completed order was not replaced")
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, status)
 
 	// The repair's restart runs again; the new run adopts the end.
-	o, err = RestartOrder(ctx, s.c, s.queue, in)
+	o, err = orders.Restart(ctx, s.c, s.queue, in)
 	require.NoError(t, err)
-	require.Equal(t, StartedNew, o)
+	require.Equal(t, orders.StartedNew, o)
 	second, _ := run()
 	require.NotEqual(t, first, second)
 	require.Equal(t, domain.StatusCancelled, s.result(token).Status)

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 )
 
 // The deploy drill: how a change to OrderWorkflow's command sequence ships
@@ -71,7 +72,7 @@ func TestDeployOfChangedWorkflowCodeMidFlight(t *testing.T) {
 		outcome, token := s.reserve(sale, user, req)
 		require.Equal(t, lua.OutcomeOK, outcome)
 		in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis}
-		require.NoError(t, StartOrder(ctxT(t, 10*time.Second), s.c, queue, in))
+		require.NoError(t, orders.Start(ctxT(t, 10*time.Second), s.c, queue, in))
 		return in
 	}
 	inFlight := start("req-deploy-old")

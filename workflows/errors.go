@@ -1,60 +1,18 @@
 package workflows
 
 import (
-	"errors"
-
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/orders"
 )
 
 // A business refusal crosses Temporal as a non-retryable application error
 // whose type is its domain code (domain.E*): the activities refuse that way
 // (activities.classify maps the store's refusals to codes), the order
 // workflow's update handlers too (reject), and every reader takes the code
-// back with RefusalCode. The API answers the code through its one status
+// back with orders.RefusalCode. The API answers the code through its one status
 // map (api/errors.go); nothing reads a message.
-
-// legacyErrorTypes are the application error types written before the
-// domain codes were the types. Histories recorded before then carry them in
-// their activity failures (testdata/order_failed*.json: a PlaceOrder that
-// failed "NoStock"), and a worker of the previous release still writes them
-// during a deploy, so RefusalCode keeps reading them: never remove an entry
-// while such a history can replay (OrderWorkflow's retirement rule).
-var legacyErrorTypes = map[string]string{
-	"NoStock":          domain.ESoldOut,
-	"AlreadyPurchased": domain.EAlreadyPurchased,
-	"NotPayable":       domain.ENotPayable,
-	"NotCancellable":   domain.ENotCancellable,
-	"SaleMissing":      domain.ENotFound,
-}
-
-// refusalCodes are the domain codes activities and workflows refuse with.
-var refusalCodes = map[string]bool{
-	domain.ESoldOut:          true,
-	domain.EAlreadyPurchased: true,
-	domain.ENotPayable:       true,
-	domain.ENotCancellable:   true,
-	domain.ENotFound:         true,
-	domain.EInvalid:          true,
-}
-
-// RefusalCode returns the domain code of the business refusal err carries
-// (an activity's failure, an update's rejection), under its current or its
-// legacy type name; "" when err is no refusal (an outage, a bug, nil).
-func RefusalCode(err error) string {
-	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) {
-		return ""
-	}
-	if code, ok := legacyErrorTypes[ae.Type()]; ok {
-		return code
-	}
-	if refusalCodes[ae.Type()] {
-		return ae.Type()
-	}
-	return ""
-}
 
 // reject is an update handler's or validator's refusal: its type is the
 // domain code. Its message is the domain error's text, which begins with
@@ -68,5 +26,5 @@ func reject(code, format string, args ...any) error {
 // refusal reports whether err is the refusal code (a failure of an activity
 // recorded under either name of the code).
 func refusal(err error, code string) bool {
-	return err != nil && RefusalCode(err) == code
+	return err != nil && orders.RefusalCode(err) == code
 }

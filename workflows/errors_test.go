@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/orders"
 )
 
 func TestRefusalCodeReadsCodesAndLegacyTypes(t *testing.T) {
@@ -26,16 +27,16 @@ func TestRefusalCodeReadsCodesAndLegacyTypes(t *testing.T) {
 		domain.EInternal:         "",
 	} {
 		err := fmt.Errorf("activity: %w", temporal.NewNonRetryableApplicationError("msg", typ, nil))
-		if got := RefusalCode(err); got != want {
+		if got := orders.RefusalCode(err); got != want {
 			t.Errorf("type %q: %q, want %q", typ, got, want)
 		}
 	}
-	if RefusalCode(errors.New("not_payable: a message is no refusal")) != "" || RefusalCode(nil) != "" {
+	if orders.RefusalCode(errors.New("not_payable: a message is no refusal")) != "" || orders.RefusalCode(nil) != "" {
 		t.Error("a plain error read as a refusal")
 	}
 	rej := reject(domain.ENotPayable, "reservation is %s", domain.StatusPaid)
 	var ae *temporal.ApplicationError
-	if !errors.As(rej, &ae) || ae.Type() != domain.ENotPayable || !ae.NonRetryable() || RefusalCode(rej) != domain.ENotPayable {
+	if !errors.As(rej, &ae) || ae.Type() != domain.ENotPayable || !ae.NonRetryable() || orders.RefusalCode(rej) != domain.ENotPayable {
 		t.Errorf("reject: %v", rej)
 	}
 }

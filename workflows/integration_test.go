@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -124,7 +125,7 @@ func (s *stack) MustOrder(sale *domain.Sale, user int64, requestID string) domai
 	outcome, token := s.reserve(sale, user, requestID)
 	require.Equal(s.t, lua.OutcomeOK, outcome, "reserve for user %d", user)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: requestID, Path: domain.PathRedis}
-	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	return in
 }
 
@@ -365,7 +366,7 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 	_, _, err = s.st.ReserveInDB(ctx, in)
 	require.NoError(t, err)
 	require.NoError(t, s.st.MarkDispatched(ctx, in.Token))
-	require.NoError(t, StartOrder(ctx, s.c, s.queue, in))
+	require.NoError(t, orders.Start(ctx, s.c, s.queue, in))
 	s.waitStatus(in.Token, domain.StatusPendingPayment)
 
 	done, err := sales.Resync(ctx, s.st, lua.NewClient(s.rdb), s.c, sale.ID)
@@ -417,7 +418,7 @@ func (s *stack) payWhileRedisAway(proxy *netproxy.Proxy) (domain.OrderInput, dom
 
 	proxy.SetCut(true)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "req-redis-away", Path: domain.PathRedis}
-	require.NoError(t, StartOrder(ctxT(t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(t, orders.Start(ctxT(t, 10*time.Second), s.c, s.queue, in))
 	s.waitStatus(token, domain.StatusPendingPayment)
 	r, err := s.st.GetReservation(ctxT(t, 5*time.Second), token)
 	require.NoError(t, err)

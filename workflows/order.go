@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/orders"
 )
 
 // Register registers the order workflow under its contract name and the
@@ -257,9 +258,9 @@ func (w *orderWorkflow) setStatus(ctx workflow.Context, s domain.ReservationStat
 		return
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		SaleIDKey.ValueSet(w.in.SaleID),
-		UserIDKey.ValueSet(w.in.UserID),
-		OrderStatusKey.ValueSet(string(s)),
+		orders.SaleIDKey.ValueSet(w.in.SaleID),
+		orders.UserIDKey.ValueSet(w.in.UserID),
+		orders.OrderStatusKey.ValueSet(string(s)),
 	); err != nil {
 		// Visibility only; the order itself is unaffected.
 		workflow.GetLogger(ctx).Error("upsert search attributes", "token", w.in.Token, "error", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/orders"
 )
 
 // Unit tests of OrderWorkflow: time-skipping test environment, activities
@@ -83,7 +84,7 @@ func newOrderEnv(tb testing.TB) *orderEnv {
 	env.RegisterActivity(&activities.Activities{})
 	env.OnUpsertTypedSearchAttributes(anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
-		v, _ := sa.GetKeyword(OrderStatusKey)
+		v, _ := sa.GetKeyword(orders.OrderStatusKey)
 		env.mu.Lock()
 		env.statuses = append(env.statuses, v)
 		env.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
 )
 
@@ -152,7 +153,7 @@ func recordFailedAlreadyPurchased(s *stack) (string, string) {
 		Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-rec-ap-2"), SaleID: sale.ID, UserID: user,
 		RequestID: "req-rec-ap-2", Path: domain.PathRedis,
 	}
-	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
+	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
 	st := s.result(second.Token)
 	require.Equal(s.t, domain.StatusFailed, st.Status)
 	require.Equal(s.t, domain.FailReasonAlreadyPurchased, st.FailReason)
@@ -174,7 +175,7 @@ func recordDatabasePath(s *stack) (string, string) {
 	res, _, err := s.st.ReserveInDB(ctx, in)
 	require.NoError(s.t, err)
 	require.Equal(s.t, domain.StatusPendingPayment, res.Status)
-	require.NoError(s.t, StartOrder(ctx, s.c, s.queue, in))
+	require.NoError(s.t, orders.Start(ctx, s.c, s.queue, in))
 	s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
 	s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-db-pay"}, domain.StatusPaid)
 	require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
@@ -188,7 +189,7 @@ func recordRerunPending(s *stack) (string, string) {
 	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-rerun")
 	s.waitStatus(in.Token, domain.StatusPendingPayment)
 	require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
-	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
 	s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-rerun-pay"}, domain.StatusPaid)
 	require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
@@ -204,7 +205,7 @@ func recordRerunEnded(s *stack) (string, string) {
 	require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
 	_, err := s.st.ReleaseOrder(ctxT(s.t, 10*time.Second), in.Token, domain.StatusExpired)
 	require.NoError(s.t, err)
-	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
 	s.requireConsistent(sale)
 	return domain.OrderWorkflowID(in.Token), ""
@@ -241,7 +242,7 @@ func recordCancelQueued(s *stack) (string, string) {
 	outcome, token := s.reserve(sale, user, "req-rec-cq")
 	require.Equal(s.t, lua.OutcomeOK, outcome)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "req-rec-cq", Path: domain.PathRedis}
-	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, queue, in))
+	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, queue, in))
 	type answer struct {
 		st  domain.OrderState
 		err error
@@ -370,7 +371,7 @@ func recordSaleLife(s *stack) (string, string) {
 	})
 	// An order workflow of the sale that nobody runs: the sale waits for it.
 	orphan := domain.OrderInput{Token: fmt.Sprintf("rec-orphan-%d", sale.ID), SaleID: sale.ID, UserID: testenv.UniqueUser(), RequestID: "req-rec-orphan", Path: domain.PathRedis}
-	require.NoError(s.t, StartOrder(ctxT(s.t, 10*time.Second), s.c, queue+"-nobody", orphan))
+	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, queue+"-nobody", orphan))
 	in := domain.SaleInput{SaleID: sale.ID, WarmLead: 2 * time.Second, ReconcileEvery: time.Second}
 	run, err := s.c.ExecuteWorkflow(ctxT(s.t, 10*time.Second), client.StartWorkflowOptions{
 		ID: domain.SaleWorkflowID(sale.ID), TaskQueue: queue,

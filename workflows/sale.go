@@ -1,12 +1,9 @@
 package workflows
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -262,18 +259,4 @@ func (w *saleWorkflow) reconcile(ctx workflow.Context, final bool) error {
 func RegisterSale(r worker.Registry, a *activities.SaleActivities) {
 	r.RegisterWorkflowWithOptions(SaleWorkflow, workflow.RegisterOptions{Name: domain.SaleWorkflowName})
 	r.RegisterActivity(a)
-}
-
-// StartSale starts a sale's workflow, or finds it started or finished.
-func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain.SaleInput) error {
-	_, err := startOnce(ctx, c, client.StartWorkflowOptions{
-		ID:                    domain.SaleWorkflowID(in.SaleID),
-		TaskQueue:             taskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		TypedSearchAttributes: temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
-	}, domain.SaleWorkflowName, in)
-	if err != nil {
-		return fmt.Errorf("start sale workflow %d: %w", in.SaleID, err)
-	}
-	return nil
 }

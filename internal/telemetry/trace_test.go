@@ -37,6 +37,7 @@ import (
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
@@ -129,7 +130,7 @@ func startWorkerAndRelay(t *testing.T, tc tclient.Client, queue string, st *stor
 		Redis: client, Store: st, Consumer: "telemetry-test", MinIdle: time.Minute, DeadAfter: time.Hour,
 		MaxDelivery: 10, Logger: logger, Metrics: metrics,
 		Starter: func(ctx context.Context, in domain.OrderInput) error {
-			return workflows.StartOrder(ctx, tc, queue, in)
+			return orders.Start(ctx, tc, queue, in)
 		},
 	}
 	stop, stopRelay := context.WithCancel(context.Background())

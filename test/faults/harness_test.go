@@ -23,9 +23,9 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 // The summary table, one row per checked scenario, printed by TestMain.
@@ -334,10 +334,10 @@ func (s *stack) reconciler() *reconcile.Reconciler {
 	r := &reconcile.Reconciler{Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.tc, Gap: 300 * time.Millisecond}
 	if s.repair {
 		r.Start = func(ctx context.Context, in domain.OrderInput) error {
-			return workflows.StartOrder(ctx, s.tc, s.queue, in)
+			return orders.Start(ctx, s.tc, s.queue, in)
 		}
 		r.Restart = func(ctx context.Context, in domain.OrderInput) error {
-			_, err := workflows.RestartOrder(ctx, s.tc, s.queue, in)
+			_, err := orders.Restart(ctx, s.tc, s.queue, in)
 			return err
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 // A QUEUED reservation is cancelled with or without a running workflow
@@ -147,7 +147,7 @@ func (q *queuedCancels) workerAdopts(env map[string]string, st *store.Store, tc 
 		require.Empty(q.t, got.OrderNo, "no order for a reservation cancelled while queued")
 	}
 	// A workflow started only now (a late inbox delivery) adopts it too.
-	_, err := workflows.RestartOrder(q.ctx, tc, queue, domain.OrderInput{Token: t2, SaleID: q.sale, UserID: u2, RequestID: "cancel-q-2", Path: domain.PathRedis})
+	_, err := orders.Restart(q.ctx, tc, queue, domain.OrderInput{Token: t2, SaleID: q.sale, UserID: u2, RequestID: "cancel-q-2", Path: domain.PathRedis})
 	require.NoError(q.t, err)
 	var got domain.OrderState
 	require.NoError(q.t, tc.GetWorkflow(q.ctx, domain.OrderWorkflowID(t2), "").Get(q.ctx, &got))

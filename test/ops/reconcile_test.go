@@ -20,8 +20,8 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
-	"github.com/seckill/seckill/workflows"
 )
 
 func testCtx(tb testing.TB, d time.Duration) context.Context {
@@ -37,7 +37,7 @@ func MustStartSale(tb testing.TB, tc client.Client, queue string, in domain.Sale
 	require.EventuallyWithT(tb, func(c *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		assert.NoError(c, workflows.StartSale(ctx, tc, queue, in))
+		assert.NoError(c, orders.StartSale(ctx, tc, queue, in))
 	}, 90*time.Second, time.Second)
 }
 

@@ -1,4 +1,9 @@
-package workflows
+// Package orders is seckill's one gateway to Temporal: every start, update,
+// query, describe, list and history read of the order and sale workflows
+// goes through it, so a workflow's id, its start policies, its search
+// attributes and the reading of its refusals each have one home. It knows
+// the workflows by name (domain) and imports none of their code.
+package orders
 
 import (
 	"context"
@@ -20,12 +25,12 @@ var (
 	OrderStatusKey = temporal.NewSearchAttributeKeyKeyword(domain.SearchAttrOrderStatus)
 )
 
-// OrderStartOptions are the start options of a reservation's workflow: its
+// StartOptions are the start options of a reservation's workflow: its
 // one id, a conflict policy that never starts a second run beside a
 // running one, and the reuse policy that allows a new run only after a
 // failed, terminated or timed-out one (a completed order never runs twice
-// from an ordinary start; reconciliation's repair uses RestartOrder).
-func OrderStartOptions(taskQueue string, in domain.OrderInput) client.StartWorkflowOptions {
+// from an ordinary start; reconciliation's repair uses Restart).
+func StartOptions(taskQueue string, in domain.OrderInput) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       domain.OrderWorkflowID(in.Token),
 		TaskQueue:                taskQueue,
@@ -69,35 +74,35 @@ func (o StartOutcome) String() string {
 	return "unknown"
 }
 
-// StartOrder starts the reservation's OrderWorkflow, or finds it started.
+// Start starts the reservation's OrderWorkflow, or finds it started.
 // It is idempotent: the API's starter, the inbox relay and the outbox relay
 // call it for the same token and reach the same workflow; for them a
 // workflow that already ran counts as started (nil error), whatever the
 // outcome. The task queue is the configuration's (SECKILL_TASK_QUEUE);
 // tests use their own so that other packages' workers do not take their
 // tasks.
-func StartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
-	_, err := StartOrderOutcome(ctx, c, taskQueue, in)
+func Start(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) error {
+	_, err := StartOutcomeOf(ctx, c, taskQueue, in)
 	return err
 }
 
-// StartOrderOutcome is StartOrder reporting what it found.
-func StartOrderOutcome(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) (StartOutcome, error) {
-	o, err := startOnce(ctx, c, OrderStartOptions(taskQueue, in), domain.OrderWorkflowName, in)
+// StartOutcomeOf is Start reporting what it found.
+func StartOutcomeOf(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) (StartOutcome, error) {
+	o, err := startOnce(ctx, c, StartOptions(taskQueue, in), domain.OrderWorkflowName, in)
 	if err != nil {
 		return 0, fmt.Errorf("start order workflow %s: %w", in.Token, err)
 	}
 	return o, nil
 }
 
-// RestartOrder starts a new run for a reservation whose workflow closed
+// Restart starts a new run for a reservation whose workflow closed
 // while the reservation is still live (terminated, failed, timed out, or
 // completed leaving it live): the new run adopts the reservation's state in
 // the database (OrderWorkflow's rerun branches). A running workflow is never
 // duplicated: the conflict policy refuses, and the outcome is Existing. Only
 // reconciliation's repair calls it, after checking the reservation is live.
-func RestartOrder(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) (StartOutcome, error) {
-	opts := OrderStartOptions(taskQueue, in)
+func Restart(ctx context.Context, c client.Client, taskQueue string, in domain.OrderInput) (StartOutcome, error) {
+	opts := StartOptions(taskQueue, in)
 	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 	o, err := startOnce(ctx, c, opts, domain.OrderWorkflowName, in)
 	if err != nil {
@@ -130,4 +135,18 @@ func startOnce(ctx context.Context, c client.Client, opts client.StartWorkflowOp
 func StartRefused(err error) bool {
 	var invalid *serviceerror.InvalidArgument
 	return errors.As(err, &invalid)
+}
+
+// StartSale starts a sale's workflow, or finds it started or finished.
+func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain.SaleInput) error {
+	_, err := startOnce(ctx, c, client.StartWorkflowOptions{
+		ID:                    domain.SaleWorkflowID(in.SaleID),
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		TypedSearchAttributes: temporal.NewSearchAttributes(SaleIDKey.ValueSet(in.SaleID)),
+	}, domain.SaleWorkflowName, in)
+	if err != nil {
+		return fmt.Errorf("start sale workflow %d: %w", in.SaleID, err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package reservation
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
@@ -20,9 +18,9 @@ import (
 
 // A start that fails while Temporal is unreachable is recorded QUEUED in
 // the database and retried until it succeeds: no relay runs here, so the
-// workflow exists afterwards only because the API kept its start. Before, the API logged the failure and
-// left the start to the relays; with the hold's inbox entry lost as well
-// (keys deleted, an AOF's last second) the 202 vanished (chaos soak seed 7).
+// workflow exists afterwards only because the queue kept its start: with
+// the hold's inbox entry lost as well (keys deleted, an AOF's last second)
+// no relay could start it.
 func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	proxy, err := netproxy.Start(testenv.TemporalAddress(), 0)
 	require.NoError(t, err)
@@ -36,14 +34,13 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
-	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
-	require.NoError(t, err)
+	m := &outcomes{n: map[string]int{}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	queue := "starter-test-unpolled" // no worker: the workflow just runs
-	s := newStarter(16, tc, queue, st, lua.NewClient(testenv.MustRedis(t)), time.Second, logger, m)
+	s := NewStartQueue(StartQueueDeps{Capacity: 16, Temporal: tc, TaskQueue: queue, Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), RedisTimeout: time.Second, Logger: logger, Count: m.count})
 	stop := make(chan struct{})
-	s.run(stop, func() context.Context { return context.Background() })
-	t.Cleanup(func() { close(stop); s.wait() })
+	s.Run(stop, func() context.Context { return context.Background() })
+	t.Cleanup(func() { close(stop); s.Wait() })
 
 	// hold is a Redis hold's start whose workflow the test ends.
 	hold := func(user int64, req string) domain.OrderInput {
@@ -59,7 +56,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	in := hold(user, "req-1")
 	proxy.SetCut(true)
 	s.Enqueue(context.Background(), in)
-	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.vec.WithLabelValues("failed")) >= 1 },
+	require.Eventually(t, func() bool { return m.of("failed") >= 1 },
 		20*time.Second, 20*time.Millisecond, "the start fails while Temporal is cut off")
 	// (The failure is counted just before the start is kept.)
 	require.Eventually(t, func() bool { return s.retry.len() == 1 }, 5*time.Second, 10*time.Millisecond, "the failed start is kept")
@@ -73,7 +70,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	// With Temporal suspect, a new start's reservation is recorded before
 	// enqueue returns (before the request answers 202), however many
 	// starts wait in the queue: a failing start can take its whole timeout
-	// to fail, and the API may die meanwhile (soak seed 25). It is kept
+	// to fail, and the API may die meanwhile. It is kept
 	// for the retry loop.
 	in2 := hold(testenv.UniqueUser(), "req-2")
 	asked := time.Now()
@@ -101,7 +98,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 		return err == nil
 	}, 30*time.Second, 100*time.Millisecond, "the second start too")
 	require.Eventually(t, func() bool { return s.retry.len() == 0 }, 10*time.Second, 20*time.Millisecond)
-	require.GreaterOrEqual(t, testutil.ToFloat64(m.starter.vec.WithLabelValues("retried")), 1.0)
+	require.GreaterOrEqual(t, m.of("retried"), 1)
 }
 
 // The database path's starts mark their outbox entries dispatched, many in
@@ -116,12 +113,11 @@ func TestStarterMarksDatabasePathStartsDispatched(t *testing.T) {
 	require.NoError(t, st.RecordRedisStock(ctx, sale.ID, 10, time.Now()))
 	_, err := st.SwitchToDatabase(ctx, sale.ID, 0)
 	require.NoError(t, err)
-	m, err := newMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
-	require.NoError(t, err)
+	m := &outcomes{n: map[string]int{}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := newStarter(16, tc, "starter-test-unpolled", st, lua.NewClient(testenv.MustRedis(t)), time.Second, logger, m)
+	s := NewStartQueue(StartQueueDeps{Capacity: 16, Temporal: tc, TaskQueue: "starter-test-unpolled", Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), RedisTimeout: time.Second, Logger: logger, Count: m.count})
 	stop := make(chan struct{})
-	s.run(stop, func() context.Context { return context.Background() })
+	s.Run(stop, func() context.Context { return context.Background() })
 
 	base := testenv.UniqueUser() * 100
 	for i := range 6 {
@@ -136,10 +132,10 @@ func TestStarterMarksDatabasePathStartsDispatched(t *testing.T) {
 		})
 		s.Enqueue(ctx, in)
 	}
-	require.Eventually(t, func() bool { return testutil.ToFloat64(m.starter.vec.WithLabelValues("started")) == 6 },
+	require.Eventually(t, func() bool { return m.of("started") == 6 },
 		20*time.Second, 20*time.Millisecond)
 	close(stop)
-	s.wait()
+	s.Wait()
 	var unmarked int
 	require.NoError(t, st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM outbox WHERE sale_id = ? AND dispatched_at IS NULL", sale.ID).Scan(&unmarked))
 	require.Zero(t, unmarked, "every started workflow's outbox entry is marked")

@@ -1,4 +1,9 @@
-package api
+// Package salecache is the API's in-process picture of the sales: each open
+// sale, its stock as last seen, its waitlist's length, a sold-out sale's
+// mark (its buyers and replays, so a sold-out answer costs no Redis call),
+// and the blacklist, refreshed every second and changed at once by this
+// instance's own writes.
+package salecache
 
 import (
 	"context"
@@ -16,10 +21,10 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// saleEntry is one sale in the in-process cache. The entry lives as long as
+// Entry is one sale in the in-process cache. The entry lives as long as
 // the sale is cached; its fields are swapped atomically, so the hot path
 // reads them without locks.
-type saleEntry struct {
+type Entry struct {
 	sale      atomic.Pointer[domain.Sale]
 	stockLeft atomic.Int64 // Redis stock when warmed, else the database's
 	waiting   atomic.Int64 // users on the sale's waitlist, as last read
@@ -29,18 +34,18 @@ type saleEntry struct {
 	// (put): a read that began before it is older and must not replace it.
 	putAt atomic.Int64
 	id    int64
-	cache *saleCache // loads the sold-out mark (SoldOut)
+	cache *Cache // loads the sold-out mark (SoldOut)
 }
 
 // storeWritten stores a sale this instance has just changed in the database.
-func (e *saleEntry) storeWritten(sale *domain.Sale) {
+func (e *Entry) storeWritten(sale *domain.Sale) {
 	e.sale.Store(sale)
 	e.putAt.Store(time.Now().UnixNano())
 }
 
 // storeRead stores a sale read from the database at readAt, unless this
 // instance wrote a newer one since the read began.
-func (e *saleEntry) storeRead(sale *domain.Sale, readAt time.Time) {
+func (e *Entry) storeRead(sale *domain.Sale, readAt time.Time) {
 	if e.putAt.Load() < readAt.UnixNano() {
 		e.sale.Store(sale)
 	}
@@ -51,14 +56,37 @@ func (e *saleEntry) storeRead(sale *domain.Sale, readAt time.Time) {
 // unit can be reserved, so the buyers and the replay map are exact.
 type soldOutMark = lua.SoldOut
 
-// view renders the sale as the cache last saw it.
-func (e *saleEntry) view(now time.Time) domain.SaleView {
+// View renders the sale as the cache last saw it.
+func (e *Entry) View(now time.Time) domain.SaleView {
 	return e.sale.Load().View(now, e.stockLeft.Load(), e.waiting.Load())
 }
 
+// Sale is the sale as last stored.
+func (e *Entry) Sale() *domain.Sale { return e.sale.Load() }
+
+// StockLeft is the sale's stock as last seen: Redis's when warmed, else
+// the database's.
+func (e *Entry) StockLeft() int64 { return e.stockLeft.Load() }
+
+// Waiting is the length of the sale's waitlist as last read.
+func (e *Entry) Waiting() int64 { return e.waiting.Load() }
+
+// SetStock stores a stock just read.
+func (e *Entry) SetStock(n int64) { e.stockLeft.Store(n) }
+
+// Warmed stores a sale's stock after a warm-up, which leaves it no
+// sold-out mark.
+func (e *Entry) Warmed(stock int64) {
+	e.stockLeft.Store(stock)
+	e.mark.Store(nil)
+}
+
+// Marked reports whether the sale has a sold-out mark.
+func (e *Entry) Marked() bool { return e.mark.Load() != nil }
+
 // StockSeen records a stock seen by a script answer; concurrent answers
 // arrive out of order, so only a lower value wins (the refresher raises it).
-func (e *saleEntry) StockSeen(n int64) {
+func (e *Entry) StockSeen(n int64) {
 	for {
 		cur := e.stockLeft.Load()
 		if n < 0 || n >= cur || e.stockLeft.CompareAndSwap(cur, n) {
@@ -69,61 +97,61 @@ func (e *saleEntry) StockSeen(n int64) {
 
 // OnRedis reports whether the cached sale is in Redis mode at epoch: what
 // a Redis call must see when it starts.
-func (e *saleEntry) OnRedis(epoch int64) bool {
+func (e *Entry) OnRedis(epoch int64) bool {
 	sale := e.sale.Load()
 	return sale.Mode == domain.ModeRedis && sale.ModeEpoch == epoch
 }
 
 // SoldOut records a script's "sold out": no stock, and the sold-out mark
 // loading.
-func (e *saleEntry) SoldOut() {
+func (e *Entry) SoldOut() {
 	e.stockLeft.Store(0)
 	e.cache.markSoldOutAsync(e.id, e)
 }
 
 // Moved stores the sale this instance has just moved to the database
 // path; the sold-out mark, a picture of Redis, goes.
-func (e *saleEntry) Moved(sale *domain.Sale) {
+func (e *Entry) Moved(sale *domain.Sale) {
 	e.storeWritten(sale)
 	e.mark.Store(nil)
 }
 
-// markAnswer is what a sold-out mark says about a request.
-type markAnswer int
+// MarkAnswer is what a sold-out mark says about a request.
+type MarkAnswer int
 
 const (
-	markNone    markAnswer = iota // no mark: go on to the script
-	markReplay                    // a replay: answer its token from memory
-	markScript                    // the user holds a unit, or has retired records (maybe a replay the database knows): the script answers
-	markSoldOut                   // anyone else: 410 at once
+	MarkNone    MarkAnswer = iota // no mark: go on to the script
+	MarkReplay                    // a replay: answer its token from memory
+	MarkScript                    // the user holds a unit, or has retired records (maybe a replay the database knows): the script answers
+	MarkSoldOut                   // anyone else: 410 at once
 )
 
-// check consults the mark without allocating.
-func (e *saleEntry) check(userID int64, requestID string) (markAnswer, string) {
+// Check consults the mark without allocating.
+func (e *Entry) Check(userID int64, requestID string) (MarkAnswer, string) {
 	m := e.mark.Load()
 	if m == nil {
-		return markNone, ""
+		return MarkNone, ""
 	}
 	if tok, ok := m.Replay(userID, requestID); ok {
-		return markReplay, tok
+		return MarkReplay, tok
 	}
 	_, buyer := m.Buyers[userID]
 	_, retired := m.Retired[userID]
 	if buyer || retired {
-		return markScript, ""
+		return MarkScript, ""
 	}
-	return markSoldOut, ""
+	return MarkSoldOut, ""
 }
 
-// saleCache holds sales, their stock and the blacklist, refreshed every second.
-type saleCache struct {
+// Cache holds sales, their stock and the blacklist, refreshed every second.
+type Cache struct {
 	st      *store.Store
 	rdb     *lua.Client
 	timeout time.Duration
 	logger  *slog.Logger
 
 	mu      sync.RWMutex
-	entries map[int64]*saleEntry
+	entries map[int64]*Entry
 	misses  map[int64]time.Time // unknown ids, remembered for a second
 	// known holds every sale id that exists (read once, then every open
 	// sale the refresher sees and every sale created here), so an unknown
@@ -138,14 +166,15 @@ type saleCache struct {
 	discovery  *rate.Limiter
 
 	// refreshQueries counts the statements the refresher ran: its cost is
-	// per second, whatever the traffic.
+	// per second, whatever the traffic (RefreshQueries).
 	refreshQueries atomic.Int64
 
 	blacklist atomic.Pointer[map[int64]struct{}]
 }
 
-func newSaleCache(st *store.Store, rdb *lua.Client, timeout time.Duration, logger *slog.Logger) *saleCache {
-	c := &saleCache{st: st, rdb: rdb, timeout: timeout, logger: logger, entries: map[int64]*saleEntry{}, misses: map[int64]time.Time{}, known: map[int64]struct{}{},
+// New is an empty cache; Refresh fills it.
+func New(st *store.Store, rdb *lua.Client, timeout time.Duration, logger *slog.Logger) *Cache {
+	c := &Cache{st: st, rdb: rdb, timeout: timeout, logger: logger, entries: map[int64]*Entry{}, misses: map[int64]time.Time{}, known: map[int64]struct{}{},
 		discovery: rate.NewLimiter(discoverRate, discoverBurst)}
 	empty := map[int64]struct{}{}
 	c.blacklist.Store(&empty)
@@ -153,12 +182,12 @@ func newSaleCache(st *store.Store, rdb *lua.Client, timeout time.Duration, logge
 }
 
 // newEntry is a new entry of sale id.
-func (c *saleCache) newEntry(id int64) *saleEntry { return &saleEntry{id: id, cache: c} }
+func (c *Cache) newEntry(id int64) *Entry { return &Entry{id: id, cache: c} }
 
 const missTTL = time.Second
 
-// sales is every cached sale as last loaded.
-func (c *saleCache) sales() []*domain.Sale {
+// Sales is every cached sale as last loaded.
+func (c *Cache) Sales() []*domain.Sale {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]*domain.Sale, 0, len(c.entries))
@@ -168,12 +197,12 @@ func (c *saleCache) sales() []*domain.Sale {
 	return out
 }
 
-// entriesWaiting lists the cached sales with someone on their waitlist and
+// EntriesWaiting lists the cached sales with someone on their waitlist and
 // units in stock, as last read.
-func (c *saleCache) entriesWaiting() []*saleEntry {
+func (c *Cache) EntriesWaiting() []*Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var out []*saleEntry
+	var out []*Entry
 	for _, e := range c.entries {
 		if e.waiting.Load() > 0 && e.stockLeft.Load() > 0 {
 			out = append(out, e)
@@ -190,8 +219,8 @@ const (
 
 var errUnknownSale = domain.Errorf(domain.ENotFound, "no such sale")
 
-// get returns the sale's entry, loading it from the database on a miss.
-func (c *saleCache) get(ctx context.Context, id int64) (*saleEntry, error) {
+// Get returns the sale's entry, loading it from the database on a miss.
+func (c *Cache) Get(ctx context.Context, id int64) (*Entry, error) {
 	c.mu.RLock()
 	e := c.entries[id]
 	if e != nil {
@@ -215,7 +244,7 @@ func (c *saleCache) get(ctx context.Context, id int64) (*saleEntry, error) {
 
 // discover reads the sale ids again, when the discovery budget allows, and
 // reports whether id is among them. Concurrent callers wait for one read.
-func (c *saleCache) discover(ctx context.Context, id int64) bool {
+func (c *Cache) discover(ctx context.Context, id int64) bool {
 	c.discoverMu.Lock()
 	defer c.discoverMu.Unlock()
 	c.mu.RLock()
@@ -239,9 +268,9 @@ func (c *saleCache) discover(ctx context.Context, id int64) bool {
 	return known
 }
 
-// newestOpen is the id of the newest sale in the cache that has neither
+// NewestOpen is the id of the newest sale in the cache that has neither
 // ended nor been stopped; 0 when there is none.
-func (c *saleCache) newestOpen(now time.Time) int64 {
+func (c *Cache) NewestOpen(now time.Time) int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var newest int64
@@ -255,7 +284,7 @@ func (c *saleCache) newestOpen(now time.Time) int64 {
 }
 
 // load reads one sale and its stock into the cache.
-func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
+func (c *Cache) load(ctx context.Context, id int64) (*Entry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	readAt := time.Now()
@@ -272,7 +301,7 @@ func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load sale %d: %w", id, err)
 	}
-	stock := c.readStock(ctx, id)
+	stock := c.ReadStock(ctx, id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[id]
@@ -287,8 +316,8 @@ func (c *saleCache) load(ctx context.Context, id int64) (*saleEntry, error) {
 	return e, nil
 }
 
-// readStock is the Redis stock of a warmed sale, else the database's.
-func (c *saleCache) readStock(ctx context.Context, id int64) int64 {
+// ReadStock is the Redis stock of a warmed sale, else the database's.
+func (c *Cache) ReadStock(ctx context.Context, id int64) int64 {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	n, ok, err := c.rdb.Stock(rctx, id)
 	cancel()
@@ -304,8 +333,8 @@ func (c *saleCache) readStock(ctx context.Context, id int64) int64 {
 	return n
 }
 
-// put replaces the cached sale at once (operator actions on this instance).
-func (c *saleCache) put(sale *domain.Sale) *saleEntry {
+// Put replaces the cached sale at once (operator actions on this instance).
+func (c *Cache) Put(sale *domain.Sale) *Entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[sale.ID]
@@ -319,8 +348,8 @@ func (c *saleCache) put(sale *domain.Sale) *saleEntry {
 	return e
 }
 
-// dropMark forgets a sale's sold-out mark (units came back on this instance).
-func (c *saleCache) dropMark(id int64) {
+// DropMark forgets a sale's sold-out mark (units came back on this instance).
+func (c *Cache) DropMark(id int64) {
 	c.mu.RLock()
 	e := c.entries[id]
 	c.mu.RUnlock()
@@ -329,13 +358,13 @@ func (c *saleCache) dropMark(id int64) {
 	}
 }
 
-func (c *saleCache) blacklisted(userID int64) bool {
+func (c *Cache) Blacklisted(userID int64) bool {
 	_, ok := (*c.blacklist.Load())[userID]
 	return ok
 }
 
-// setBlacklisted applies an operator's change on this instance at once.
-func (c *saleCache) setBlacklisted(userID int64, on bool) {
+// SetBlacklisted applies an operator's change on this instance at once.
+func (c *Cache) SetBlacklisted(userID int64, on bool) {
 	for {
 		old := c.blacklist.Load()
 		next := make(map[int64]struct{}, len(*old)+1)
@@ -357,21 +386,21 @@ func (c *saleCache) setBlacklisted(userID int64, on bool) {
 // background, unless a mark stands or a load is already running: after a
 // sale sells out, every answer is "sold out" until the mark lands, and none
 // of them should start a goroutine or a load of its own.
-func (c *saleCache) markSoldOutAsync(id int64, e *saleEntry) {
+func (c *Cache) markSoldOutAsync(id int64, e *Entry) {
 	if e.mark.Load() != nil || !e.loading.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		defer e.loading.Store(false)
-		if err := c.markSoldOut(context.Background(), id, e); err != nil {
+		if err := c.MarkSoldOut(context.Background(), id, e); err != nil {
 			c.logger.Warn("sold-out mark", "sale_id", id, "err", err)
 		}
 	}()
 }
 
-// markSoldOut loads the sold-out picture of a sale in one MULTI/EXEC on its
+// MarkSoldOut loads the sold-out picture of a sale in one MULTI/EXEC on its
 // keys (one hash slot) and stores it unless units are left.
-func (c *saleCache) markSoldOut(ctx context.Context, id int64, e *saleEntry) error {
+func (c *Cache) MarkSoldOut(ctx context.Context, id int64, e *Entry) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	m, err := c.rdb.ReadSoldOut(ctx, id)
@@ -385,10 +414,10 @@ func (c *saleCache) markSoldOut(ctx context.Context, id int64, e *saleEntry) err
 	return nil
 }
 
-// refresh re-reads the open sales, their Redis stock and release counters,
+// Refresh re-reads the open sales, their Redis stock and release counters,
 // and the blacklist. A moved release counter or stock above zero drops a
 // sold-out mark, so released units sell again even if no one told us.
-func (c *saleCache) refresh(ctx context.Context) error {
+func (c *Cache) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var errs []error
@@ -424,7 +453,7 @@ func (c *saleCache) refresh(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (c *saleCache) refreshBlacklist(ctx context.Context) error {
+func (c *Cache) refreshBlacklist(ctx context.Context) error {
 	ids, err := c.st.Blacklist(ctx)
 	if err != nil {
 		return err
@@ -438,7 +467,7 @@ func (c *saleCache) refreshBlacklist(ctx context.Context) error {
 }
 
 // loadKnown reads every sale id once.
-func (c *saleCache) loadKnown(ctx context.Context) error {
+func (c *Cache) loadKnown(ctx context.Context) error {
 	c.mu.RLock()
 	loaded := c.knownLoaded
 	c.mu.RUnlock()
@@ -461,7 +490,7 @@ func (c *saleCache) loadKnown(ctx context.Context) error {
 
 // readRedis reads the stock of each open sale and the release counter of
 // each marked one, in one round trip.
-func (c *saleCache) readRedis(ctx context.Context, open map[int64]*domain.Sale) (map[int64]lua.Counter, map[int64]lua.Counter, error) {
+func (c *Cache) readRedis(ctx context.Context, open map[int64]*domain.Sale) (map[int64]lua.Counter, map[int64]lua.Counter, error) {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	stockOf := make([]int64, 0, len(open))
@@ -479,7 +508,7 @@ func (c *saleCache) readRedis(ctx context.Context, open map[int64]*domain.Sale) 
 
 // readWaitlists reads the waitlist length of each open sale, in one round
 // trip.
-func (c *saleCache) readWaitlists(ctx context.Context, open map[int64]*domain.Sale) error {
+func (c *Cache) readWaitlists(ctx context.Context, open map[int64]*domain.Sale) error {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	ids := make([]int64, 0, len(open))
@@ -502,8 +531,8 @@ func (c *saleCache) readWaitlists(ctx context.Context, open map[int64]*domain.Sa
 
 // apply stores the open sales and what Redis said of them, drops entries
 // of sales no longer open and marks a moved counter voids; it answers the
-// sales whose Redis keys are missing.
-func (c *saleCache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, counters map[int64]lua.Counter, redisOK bool) (needDB []int64) {
+// Sales whose Redis keys are missing.
+func (c *Cache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, counters map[int64]lua.Counter, redisOK bool) (needDB []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.entries {
@@ -550,7 +579,7 @@ func counterMoved(counters map[int64]lua.Counter, id, released int64) bool {
 
 // showDBStock shows the database's unsold units for sales not in Redis,
 // in one query.
-func (c *saleCache) showDBStock(ctx context.Context, needDB []int64) error {
+func (c *Cache) showDBStock(ctx context.Context, needDB []int64) error {
 	if len(needDB) == 0 {
 		return nil
 	}
@@ -567,4 +596,20 @@ func (c *saleCache) showDBStock(ctx context.Context, needDB []int64) error {
 		}
 	}
 	return nil
+}
+
+// RefreshQueries is how many statements the refresher has run.
+func (c *Cache) RefreshQueries() int64 { return c.refreshQueries.Load() }
+
+// DatabaseModes tells, for each cached sale, whether it takes reservations
+// on the database path (or is switching back).
+func (c *Cache) DatabaseModes() map[int64]bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[int64]bool, len(c.entries))
+	for id, e := range c.entries {
+		s := e.sale.Load()
+		out[id] = s != nil && s.Mode != domain.ModeRedis
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package api
+package reservation
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 const (
@@ -33,7 +33,7 @@ const (
 	markQueue = 4096
 )
 
-// starter starts order workflows off the request path. The queue is bounded
+// StartQueue starts order workflows off the request path. The queue is bounded
 // and never blocks a request: an entry that does not fit is retried later,
 // and the worker's inbox relay starts that workflow from the Redis stream
 // as well.
@@ -47,7 +47,7 @@ const (
 // workflow then finds the unit or ends FAILED, as the contract allows
 // after such faults. While a start failed lately, a new Redis hold's
 // reservation is recorded before its 202 is answered (enqueue).
-type starter struct {
+type StartQueue struct {
 	q       chan queuedStart
 	retry   retryList
 	tc      client.Client
@@ -56,7 +56,7 @@ type starter struct {
 	rdb     *lua.Client
 	timeout time.Duration
 	logger  *slog.Logger
-	m       *metrics
+	count   func(outcome string)
 	wg      sync.WaitGroup
 	// failedAt is when a start last failed (unix ns; 0 after a success).
 	failedAt atomic.Int64
@@ -71,14 +71,34 @@ type starter struct {
 const suspectWindow = 30 * time.Second
 
 // temporalSuspect reports whether a start failed within suspectWindow.
-func (s *starter) temporalSuspect() bool {
+func (s *StartQueue) temporalSuspect() bool {
 	at := s.failedAt.Load()
 	return at != 0 && time.Since(time.Unix(0, at)) < suspectWindow
 }
 
-func newStarter(capacity int, tc client.Client, taskQueue string, st *store.Store, rdb *lua.Client, redisTimeout time.Duration, logger *slog.Logger, m *metrics) *starter {
-	return &starter{q: make(chan queuedStart, max(capacity, 1)), tc: tc, queue: taskQueue, st: st, rdb: rdb, timeout: redisTimeout, logger: logger, m: m}
+// StartQueueDeps are what a StartQueue needs. Temporal may be nil: then no
+// workflow is started here (the relays start them). Count receives each
+// start's outcome ("queued", "deferred", "no_temporal", "retry_dropped",
+// "started", "failed", "retried", "recorded").
+type StartQueueDeps struct {
+	Capacity     int
+	Temporal     client.Client
+	TaskQueue    string
+	Store        *store.Store
+	Redis        *lua.Client
+	RedisTimeout time.Duration
+	Logger       *slog.Logger
+	Count        func(outcome string)
 }
+
+// NewStartQueue is a start queue; Run serves it.
+func NewStartQueue(d StartQueueDeps) *StartQueue {
+	return &StartQueue{q: make(chan queuedStart, max(d.Capacity, 1)), tc: d.Temporal, queue: d.TaskQueue, st: d.Store, rdb: d.Redis,
+		timeout: d.RedisTimeout, logger: d.Logger, count: d.Count}
+}
+
+// Len is how many starts wait in the queue.
+func (s *StartQueue) Len() int { return len(s.q) }
 
 // queuedStart is a start and what it keeps of the request that asked for
 // it: its id (a header of the workflow's start, reqid.Propagator) and its
@@ -100,38 +120,37 @@ func (q queuedStart) context(base context.Context) context.Context {
 
 // Enqueue hands a start to the queue without waiting; reqCtx is the
 // request's context (only its id and span are kept).
-func (s *starter) Enqueue(reqCtx context.Context, in domain.OrderInput) {
+func (s *StartQueue) Enqueue(reqCtx context.Context, in domain.OrderInput) {
 	if s.tc == nil {
-		s.m.starter.inc("no_temporal")
+		s.count("no_temporal")
 		return
 	}
 	q := queuedStart{in: in, httpRequestID: reqid.From(reqCtx), span: trace.SpanContextFromContext(reqCtx)}
 	if s.temporalSuspect() && !in.NoRedisHold() {
 		// A start failed lately: this one would wait in the queue behind
 		// starts that take their whole timeout to fail, and until it is
-		// recorded the 202 lives only in this process and Redis (killed
-		// together with an AOF's last second lost, it vanished: soak seed
-		// 25). It is recorded QUEUED now, before the 202 goes out, and
+		// recorded the 202 lives only in this process and Redis (both
+		// killed, an AOF's last second lost, it would vanish). It is recorded QUEUED now, before the 202 goes out, and
 		// kept for the retry loop, which starts it once Temporal answers.
-		s.m.starter.inc("deferred")
+		s.count("deferred")
 		s.keep(reqCtx, q, false, recordOnRequestTimeout)
 		return
 	}
 	select {
 	case s.q <- q:
-		s.m.starter.inc("queued")
+		s.count("queued")
 	default:
 		// The starts are slow (Temporal down or a burst): retried later.
-		s.m.starter.inc("deferred")
+		s.count("deferred")
 		if s.retry.add(q) {
-			s.m.starter.inc("retry_dropped")
+			s.count("retry_dropped")
 		}
 	}
 }
 
-// run serves the queue until stop closes, then drains what is queued while
+// Run serves the queue until stop closes, then drains what is queued while
 // the drain context lasts (best effort: the relay covers whatever is left).
-func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
+func (s *StartQueue) Run(stop <-chan struct{}, drain func() context.Context) {
 	var starting sync.WaitGroup
 	s.marks = make(chan string, markQueue)
 	starting.Go(func() { s.retryLoop(stop, drain) })
@@ -148,9 +167,9 @@ func (s *starter) run(stop <-chan struct{}, drain func() context.Context) {
 	})
 }
 
-// serve is one starter worker: it starts the queued workflows until stop
+// serve is one StartQueue worker: it starts the queued workflows until stop
 // closes, then what is still queued while the drain context lasts.
-func (s *starter) serve(stop <-chan struct{}, drain func() context.Context) {
+func (s *StartQueue) serve(stop <-chan struct{}, drain func() context.Context) {
 	for {
 		select {
 		case q := <-s.q:
@@ -170,7 +189,7 @@ func (s *starter) serve(stop <-chan struct{}, drain func() context.Context) {
 	}
 }
 
-func (s *starter) start(parent context.Context, q queuedStart) {
+func (s *StartQueue) start(parent context.Context, q queuedStart) {
 	recorded := false
 	if s.temporalSuspect() && !q.in.NoRedisHold() {
 		recorded = s.record(parent, q.in, recordTimeout)
@@ -184,9 +203,9 @@ func (s *starter) start(parent context.Context, q queuedStart) {
 // keep keeps q's start for the retry loop and, for a Redis hold not
 // recorded yet, records its reservation QUEUED within timeout; what it
 // cannot record the retry loop records (recordKept).
-func (s *starter) keep(ctx context.Context, q queuedStart, recorded bool, timeout time.Duration) {
+func (s *StartQueue) keep(ctx context.Context, q queuedStart, recorded bool, timeout time.Duration) {
 	if s.retry.add(q) {
-		s.m.starter.inc("retry_dropped")
+		s.count("retry_dropped")
 	}
 	if !q.in.NoRedisHold() && (recorded || s.record(ctx, q.in, timeout)) {
 		s.retry.markRecorded(q.in.Token)
@@ -194,18 +213,18 @@ func (s *starter) keep(ctx context.Context, q queuedStart, recorded bool, timeou
 }
 
 // tryStart starts in's workflow once; false when the start failed.
-func (s *starter) tryStart(parent context.Context, in domain.OrderInput) bool {
+func (s *StartQueue) tryStart(parent context.Context, in domain.OrderInput) bool {
 	sctx, cancel := context.WithTimeout(parent, startTimeout)
 	defer cancel()
-	if err := workflows.StartOrder(sctx, s.tc, s.queue, in); err != nil {
+	if err := orders.Start(sctx, s.tc, s.queue, in); err != nil {
 		s.failedAt.Store(time.Now().UnixNano())
-		s.m.starter.inc("failed")
+		s.count("failed")
 		s.logger.Warn("workflow start failed; retried, and the inbox or outbox relay starts it too", "token", in.Token,
 			reqid.LogKey, reqid.From(parent), "err", err)
 		return false
 	}
 	s.failedAt.Store(0)
-	s.m.starter.inc("started")
+	s.count("started")
 	if in.Path == domain.PathDatabase {
 		// The outbox relay need not start it again.
 		select {
@@ -228,7 +247,7 @@ func (s *starter) tryStart(parent context.Context, in domain.OrderInput) bool {
 // many in one UPDATE, until marks closes. A mark lost (the database down,
 // the API killed first) costs the outbox relay a start that finds its
 // workflow.
-func (s *starter) markLoop() {
+func (s *StartQueue) markLoop() {
 	batch := make([]string, 0, markBatch)
 	for first := range s.marks {
 		batch = append(batch[:0], first)
@@ -251,7 +270,7 @@ func (s *starter) markLoop() {
 }
 
 // markDispatched marks the outbox entries of tokens dispatched.
-func (s *starter) markDispatched(tokens ...string) {
+func (s *StartQueue) markDispatched(tokens ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := s.st.MarkDispatched(ctx, tokens...); err != nil {
@@ -262,7 +281,7 @@ func (s *starter) markDispatched(tokens ...string) {
 // retryLoop retries the failed starts, oldest first, waiting between rounds
 // (1 s, doubling to 5 s while they keep failing), until stop closes; then
 // once more while the drain context lasts.
-func (s *starter) retryLoop(stop <-chan struct{}, drain func() context.Context) {
+func (s *StartQueue) retryLoop(stop <-chan struct{}, drain func() context.Context) {
 	wait := retryFirstWait
 	for {
 		select {
@@ -280,7 +299,7 @@ func (s *starter) retryLoop(stop <-chan struct{}, drain func() context.Context) 
 }
 
 // retryRound starts the kept starts until one fails; false when one did.
-func (s *starter) retryRound(ctx context.Context) bool {
+func (s *StartQueue) retryRound(ctx context.Context) bool {
 	if s.temporalSuspect() {
 		s.recordKept(ctx) // deferred starts wait too: record them first
 	}
@@ -294,7 +313,7 @@ func (s *starter) retryRound(ctx context.Context) bool {
 			return false
 		}
 		s.retry.remove(q.in.Token)
-		s.m.starter.inc("retried")
+		s.count("retried")
 	}
 	return false
 }
@@ -305,7 +324,7 @@ func (s *starter) retryRound(ctx context.Context) bool {
 // writes: reconciliation starts the workflow of a QUEUED reservation that
 // has none. It stops at the first failure (the database down too) and
 // tries again after the next failed round.
-func (s *starter) recordKept(ctx context.Context) {
+func (s *StartQueue) recordKept(ctx context.Context) {
 	for _, in := range s.retry.unrecorded() {
 		if !s.record(ctx, in, recordTimeout) {
 			return
@@ -323,14 +342,14 @@ const (
 
 // record records a Redis hold's reservation QUEUED within timeout; false
 // when it failed.
-func (s *starter) record(ctx context.Context, in domain.OrderInput, timeout time.Duration) bool {
+func (s *StartQueue) record(ctx context.Context, in domain.OrderInput, timeout time.Duration) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if _, err := s.st.RecordReservation(rctx, in); err != nil {
 		s.logger.Warn("recording a reservation whose start waits failed", "token", in.Token, "err", err)
 		return false
 	}
-	s.m.starter.inc("recorded")
+	s.count("recorded")
 	return true
 }
 
@@ -411,4 +430,5 @@ func (l *retryList) len() int {
 	return len(l.items)
 }
 
-func (s *starter) wait() { s.wg.Wait() }
+// Wait waits until Run's drain has ended.
+func (s *StartQueue) Wait() { s.wg.Wait() }
