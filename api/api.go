@@ -35,6 +35,7 @@ import (
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/salecache"
+	"github.com/seckill/seckill/status"
 	"github.com/seckill/seckill/store"
 )
 
@@ -102,12 +103,9 @@ type server struct {
 	// own, so paying spends nothing of a user's reservation budget.
 	writeAddr *ratelimit.Keyed[netip.Addr]
 	writeUser *ratelimit.Keyed[int64]
-	// status reads (status.go, events.go)
-	ended *endedViews
-	live  *liveViews
+	// status reads, and the event streams that follow them (events.go)
+	reads *status.Reader
 	hub   *statusHub
-	reads *statusReads
-	mine  *readBatcher[int64, lua.UserReservations]
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -147,7 +145,7 @@ func NewServer(d Deps) *Server {
 	}
 	s := newServerState(d)
 	app := s.publicApp()
-	s.initStatus()
+	s.startEvents()
 	s.routes(app)
 	var adminApp *fiber.App
 	if s.cfg.AdminAddr == "" {

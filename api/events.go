@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/status"
 )
 
 // Event streams (GET /api/v1/reservations/{token}/events). A status
@@ -180,18 +181,7 @@ func (h *statusHub) run(stop <-chan struct{}, rdb *lua.Client, logger *slog.Logg
 	go func() {
 		defer wg.Done()
 		// go-redis resubscribes after a lost connection.
-		live := h.s.live
-		ev := lua.StatusEvents{
-			Token: func(saleID int64, token string) { live.invalidate(saleID, token); h.wake(token) },
-			Sale:  func(saleID int64) { live.invalidateSale(saleID); h.wakeAll() },
-			Subscribed: func() {
-				live.invalidateAll()
-				h.wakeAll()
-			},
-			Fence:  live.fenced,
-			Wanted: live.wantsFences,
-		}
-		if err := rdb.ListenStatusEvents(stop, ev); err != nil {
+		if err := rdb.ListenStatusEvents(stop, h.s.reads.Events(h.wake, h.wakeAll)); err != nil {
 			logger.Warn("status events: subscription closed")
 		}
 	}()
@@ -295,7 +285,7 @@ func (s *server) reservationEvents(c *fiber.Ctx) error {
 	if !s.hub.add(e) {
 		return s.rateLimitedStreams(c)
 	}
-	view, seq, err := s.statusView(c.UserContext(), p.UserID, token, saleID)
+	view, seq, err := s.reads.ReadSeq(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
 		s.hub.remove(e)
 		return sendErr(c, err)
@@ -408,11 +398,11 @@ func (e *eventStream) serve() {
 	s := e.hub.s
 	e.lastRead.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
-	view, seq, err := s.streamView(ctx, e.userID, e.token, e.saleID)
+	view, seq, err := s.reads.Stream(ctx, e.userID, e.token, e.saleID)
 	cancel()
 	switch {
 	case err == nil:
-	case errors.Is(err, errRedisBusy):
+	case errors.Is(err, status.ErrRedisBusy):
 		// Redis is slow or unreachable now: the next wake-up or re-read
 		// tries again (the database is not asked for what Redis holds).
 		return
@@ -561,4 +551,12 @@ func serveQueue(wg *sync.WaitGroup, stop <-chan struct{}, n int, q <-chan *event
 func (s *server) rateLimitedStreams(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderRetryAfter, "5")
 	return sendError(c, domain.ERateLimited, "too many event streams open for this user")
+}
+
+// startEvents prepares the status reads and starts the event fan-in.
+func (s *server) startEvents() {
+	s.reads = status.NewReader(status.Deps{Cache: s.cache, Redis: s.rdb, Store: s.st, RedisTimeout: s.cfg.RedisTimeout,
+		Logger: s.logger, Count: s.m.statusReads.inc})
+	s.hub = newStatusHub(s)
+	s.goBackground(func() { s.hub.run(s.stop, s.rdb, s.logger) })
 }

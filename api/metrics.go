@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reservation"
+	"github.com/seckill/seckill/status"
 )
 
 // Filter layers of the reservation path, cheapest first.
@@ -55,14 +56,6 @@ var (
 	holdOutcomes    = []string{"recorded", "uncounted", "failed", "refused"}
 )
 
-// Where a status read was answered from (seckill_status_reads_total).
-const (
-	sourceEnded    = "ended_cache"
-	sourceLive     = "live_cache"
-	sourceRedis    = "redis"
-	sourceDatabase = "database"
-)
-
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
 	r := &registrar{reg: reg}
 	m := &metrics{
@@ -98,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		statusReads: newOutcomeCounts(reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_status_reads_total",
 			Help: "Reservation status reads (polls, stream re-reads) by where they were answered: ended_cache, live_cache, redis, database.",
-		}, []string{"source"})), sourceEnded, sourceLive, sourceRedis, sourceDatabase),
+		}, []string{"source"})), status.SourceEnded, status.SourceLive, status.SourceRedis, status.SourceDatabase),
 	}
 	// A second app on one registry keeps the first queue gauge.
 	reuse[prometheus.Collector](r, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

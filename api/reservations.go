@@ -10,7 +10,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/orders"
-	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/status"
 )
 
 const (
@@ -44,20 +44,6 @@ func (s *server) redisHold(ctx context.Context, saleID int64, token string) (sta
 	return state, userID, found
 }
 
-// dbReservation reads a reservation row; (nil, nil) when there is none.
-func (s *server) dbReservation(ctx context.Context, token string) (*domain.Reservation, error) {
-	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	defer cancel()
-	r, err := s.st.GetReservation(ctx, token)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
 // GET /api/v1/reservations/{token}: answered from Redis and the
 // in-process cache (status.go); only the owner sees it.
 func (s *server) getReservation(c *fiber.Ctx) error {
@@ -66,19 +52,19 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	v, err := s.statusOwned(c.UserContext(), p.UserID, token, saleID)
+	v, err := s.reads.Read(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
 		return sendErr(c, err)
 	}
-	if v.body != nil {
+	if v.Body != nil {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		return c.Send(v.body)
+		return c.Send(v.Body)
 	}
-	return c.JSON(v.view)
+	return c.JSON(v.View)
 }
 
 // GET /api/v1/me/reservations?sale_id=: of one sale, answered from Redis
-// like a status read (listViews); across sales, or when Redis cannot
+// like a status read (status.Reader.List); across sales, or when Redis cannot
 // answer, from the database.
 func (s *server) listReservations(c *fiber.Ctx) error {
 	p := principal(c)
@@ -87,7 +73,7 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 		return sendErr(c, err)
 	}
 	if saleID > 0 {
-		if views, ok := s.listViews(c.UserContext(), p.UserID, saleID, listLimit); ok {
+		if views, ok := s.reads.List(c.UserContext(), p.UserID, saleID, listLimit); ok {
 			return c.JSON(fiber.Map{"reservations": views})
 		}
 	}
@@ -113,7 +99,7 @@ type payRequest struct {
 // hold) and returns it; a token the database does not know yet is a
 // HeldReservation with the token's Redis state.
 func (s *server) ownReservation(ctx context.Context, p Principal, token string, saleID int64) (*domain.Reservation, error) {
-	r, err := s.dbReservation(ctx, token)
+	r, err := status.Stored(ctx, s.st, token)
 	if err != nil {
 		return nil, domain.Unavailable("reservation store unavailable")
 	}
@@ -181,10 +167,10 @@ func (s *server) payToken(ctx context.Context, token string, req domain.PayReque
 	}
 	switch {
 	case err == nil:
-		s.live.settle(ctx, time.Now())
+		s.reads.Settle(ctx, time.Now())
 		return st.View(), nil
 	case errors.Is(err, orders.ErrClosed):
-		r, derr := s.dbReservation(ctx, token)
+		r, derr := status.Stored(ctx, s.st, token)
 		if derr != nil {
 			s.ctxLog(ctx).Warn("pay: read reservation", "token", token, "err", derr)
 			return domain.ReservationView{}, domain.Unavailable("reservation store unavailable")
@@ -221,7 +207,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		}
 		if ended != nil && ended.Status == domain.StatusCancelled {
 			s.cache.DropMark(saleID) // the unit is back on sale
-			s.live.settle(c.UserContext(), time.Now())
+			s.reads.Settle(c.UserContext(), time.Now())
 			return c.JSON(ended.View())
 		}
 		// The order was placed meanwhile: its workflow cancels it.
@@ -237,10 +223,10 @@ func (s *server) cancel(c *fiber.Ctx) error {
 		if st.Status == domain.StatusCancelled {
 			s.cache.DropMark(saleID) // the unit is back on sale
 		}
-		s.live.settle(c.UserContext(), time.Now())
+		s.reads.Settle(c.UserContext(), time.Now())
 		return c.JSON(st.View())
 	case errors.Is(err, orders.ErrClosed):
-		r, derr := s.dbReservation(c.UserContext(), token)
+		r, derr := status.Stored(c.UserContext(), s.st, token)
 		if derr != nil {
 			return unavailable(c, 1, "reservation store unavailable")
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/paysig"
+	"github.com/seckill/seckill/status"
 	"github.com/seckill/seckill/store"
 )
 
@@ -135,7 +136,7 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 
-	r, err := s.dbReservation(ctx, token)
+	r, err := status.Stored(ctx, s.st, token)
 	if err != nil {
 		s.log(c).Warn("webhook: read reservation", "token", token, "err", err)
 		return unavailable(c, 1, "reservation store unavailable")
@@ -238,7 +239,7 @@ func (s *server) answerSettled(c *fiber.Ctx, r *domain.Reservation, ref string, 
 func (s *server) awaitSettled(ctx context.Context, token string) (*domain.Reservation, error) {
 	deadline := time.Now().Add(settleWait)
 	for {
-		r, err := s.dbReservation(ctx, token)
+		r, err := status.Stored(ctx, s.st, token)
 		if err != nil {
 			s.ctxLog(ctx).Warn("webhook: read reservation", "token", token, "err", err)
 			return nil, domain.Unavailable("reservation store unavailable")

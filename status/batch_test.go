@@ -1,4 +1,4 @@
-package api
+package status
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestConcurrentStatusReadsShareCalls(t *testing.T) {
 		_, err := scripts.WriteStatus(ctx, direct, saleID, tokens[i], lua.StatusRecord{Seq: 2, Epoch: 1, UserID: int64(i + 1), Status: "PENDING_PAYMENT", OrderNo: tokens[i]})
 		require.NoError(t, err)
 	}
-	reads := newStatusReads(lua.NewClient(rdb), 5*time.Second)
+	reads := newBatcher(lua.NewClient(rdb).ReadStatuses, 5*time.Second)
 	_, err = reads.get(ctx, saleID, tokens[0]) // the script is loaded
 	require.NoError(t, err)
 	reads.calls.Store(0)
@@ -72,7 +72,7 @@ func TestBatchedStatusReadsSeeAcknowledgedWrites(t *testing.T) {
 	require.NoError(t, rdb.HSet(ctx, keys.Meta, "epoch", 1).Err())
 	t.Cleanup(func() { rdb.Del(context.Background(), keys.Meta, keys.Status) })
 	scripts := lua.New()
-	reads := newStatusReads(lua.NewClient(rdb), 5*time.Second)
+	reads := newBatcher(lua.NewClient(rdb).ReadStatuses, 5*time.Second)
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	for g := range 32 {

@@ -1,4 +1,4 @@
-package api
+package status
 
 import (
 	"context"
@@ -50,7 +50,7 @@ type liveViews struct {
 }
 
 type liveEntry struct {
-	view   ownedView
+	view   Owned
 	sale   int64
 	seq    uint64 // the fill's begin, or a tombstone's announcement
 	filled int64  // since base; 0 for a tombstone
@@ -81,13 +81,13 @@ func (l *liveViews) fresh(now int64) bool {
 }
 
 // get is the token's cached view, when one may be served now.
-func (l *liveViews) get(token string, saleID int64) (ownedView, bool) {
+func (l *liveViews) get(token string, saleID int64) (Owned, bool) {
 	now := l.since(time.Now())
 	if l.enabled && now-l.asked.Load() > int64(liveFresh) {
 		l.asked.Store(now)
 	}
 	if !l.fresh(now) {
-		return ownedView{}, false
+		return Owned{}, false
 	}
 	l.mu.RLock()
 	e, ok := l.m[token]
@@ -106,8 +106,8 @@ func (l *liveViews) begin() uint64 {
 
 // put keeps a view read from Redis after begin returned seq, unless an
 // announcement for it (or its sale, or all) has been applied since.
-func (l *liveViews) put(token string, saleID int64, v ownedView, seq uint64) {
-	if !l.enabled || v.view.Status.Terminal() {
+func (l *liveViews) put(token string, saleID int64, v Owned, seq uint64) {
+	if !l.enabled || v.View.Status.Terminal() {
 		return
 	}
 	v = v.rendered()

@@ -1,15 +1,13 @@
-package api
+package status
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/seckill/seckill/lua"
 )
 
-// readBatcher lets concurrent reads of one sale share Redis round trips,
+// batcher lets concurrent reads of one sale share Redis round trips,
 // like a group commit: a read joins the sale's next call, which is sent
 // after the read arrived (so it sees every status the workflow wrote
 // before, and so everything it acknowledged), and one script answers up
@@ -19,7 +17,7 @@ import (
 // Nothing is cached: every answer is Redis's, read after the request.
 // Status reads batch tokens (lua.ReadStatuses); me/reservations reads
 // batch users (lua.ReadUsersReservations).
-type readBatcher[K, V any] struct {
+type batcher[K, V any] struct {
 	read    func(ctx context.Context, saleID int64, keys []K) ([]V, error)
 	timeout time.Duration
 
@@ -45,23 +43,14 @@ type readBatch[K, V any] struct {
 	done chan struct{}
 }
 
-type statusReads = readBatcher[string, lua.StatusRead]
-
-func newStatusReads(rdb *lua.Client, timeout time.Duration) *statusReads {
-	return newReadBatcher(rdb.ReadStatuses, timeout)
-}
-
-func newMineReads(rdb *lua.Client, timeout time.Duration) *readBatcher[int64, lua.UserReservations] {
-	return newReadBatcher(rdb.ReadUsersReservations, timeout)
-}
-
-func newReadBatcher[K, V any](read func(ctx context.Context, saleID int64, keys []K) ([]V, error), timeout time.Duration) *readBatcher[K, V] {
-	return &readBatcher[K, V]{read: read, timeout: timeout, sales: make(map[int64]*saleReads[K, V])}
+// newBatcher batches the calls of read, each within timeout.
+func newBatcher[K, V any](read func(ctx context.Context, saleID int64, keys []K) ([]V, error), timeout time.Duration) *batcher[K, V] {
+	return &batcher[K, V]{read: read, timeout: timeout, sales: make(map[int64]*saleReads[K, V])}
 }
 
 // get is key's answer, read in a call sent after get was called; ctx
 // bounds the wait.
-func (r *readBatcher[K, V]) get(ctx context.Context, saleID int64, key K) (V, error) {
+func (r *batcher[K, V]) get(ctx context.Context, saleID int64, key K) (V, error) {
 	var zero V
 	r.mu.Lock()
 	sr := r.sales[saleID]
@@ -99,7 +88,7 @@ func (r *readBatcher[K, V]) get(ctx context.Context, saleID int64, key K) (V, er
 
 // call sends a batch; when it returns, the reads gathered meanwhile go in
 // the next call (on a goroutine of their own, so this caller answers now).
-func (r *readBatcher[K, V]) call(saleID int64, sr *saleReads[K, V], b *readBatch[K, V]) {
+func (r *batcher[K, V]) call(saleID int64, sr *saleReads[K, V], b *readBatch[K, V]) {
 	r.calls.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	b.out, b.err = r.read(ctx, saleID, b.keys)

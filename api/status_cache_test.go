@@ -16,93 +16,8 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/status"
 )
-
-func pendingView(owner int64) ownedView {
-	return ownedView{owner: owner, view: domain.ReservationView{Status: domain.StatusPendingPayment}}
-}
-
-// TestLiveViewsServeOnlyWhatNoAnnouncementVoided: the cache's rules, one by
-// one, without Redis.
-func TestLiveViewsServeOnlyWhatNoAnnouncementVoided(t *testing.T) {
-	l := newLiveViews(true, 1000)
-	seq := l.begin()
-	l.put("a", 1, pendingView(7), seq)
-	_, ok := l.get("a", 1)
-	require.False(t, ok, "no fence yet")
-	before := l.since(time.Now())
-	l.fenced(time.Now())
-	require.GreaterOrEqual(t, l.fence.Load(), before, "a fence is its send time")
-	// Fences sent "later" keep the cache fresh whatever this test's pace.
-	keepFresh := func() { l.fence.Store(l.since(time.Now().Add(time.Hour))) }
-	keepFresh()
-	v, ok := l.get("a", 1)
-	require.True(t, ok)
-	require.Equal(t, int64(7), v.owner)
-	_, ok = l.get("a", 2)
-	require.False(t, ok, "another sale's token of that name")
-
-	l.fence.Store(l.since(time.Now().Add(-liveFresh - time.Millisecond)))
-	_, ok = l.get("a", 1)
-	require.False(t, ok, "the newest fence is older than liveFresh")
-	keepFresh()
-	_, ok = l.get("a", 1)
-	require.True(t, ok)
-
-	// A read that began before an announcement it did not see is not kept.
-	seq = l.begin()
-	l.invalidate(1, "a")
-	_, ok = l.get("a", 1)
-	require.False(t, ok, "announced")
-	l.put("a", 1, pendingView(7), seq)
-	_, ok = l.get("a", 1)
-	require.False(t, ok, "a fill that began before the announcement")
-	l.put("a", 1, pendingView(7), l.begin())
-	_, ok = l.get("a", 1)
-	require.True(t, ok, "a fill that began after it")
-
-	// A new epoch voids the sale's views, not others'.
-	l.put("b", 2, pendingView(8), l.begin())
-	seq = l.begin()
-	l.invalidateSale(1)
-	_, ok = l.get("a", 1)
-	require.False(t, ok)
-	_, ok = l.get("b", 2)
-	require.True(t, ok)
-	l.put("a", 1, pendingView(7), seq)
-	_, ok = l.get("a", 1)
-	require.False(t, ok, "a fill that began before the new epoch")
-
-	// A resubscription voids everything.
-	l.invalidateAll()
-	_, ok = l.get("b", 2)
-	require.False(t, ok)
-
-	// Ended views are not kept here (endedViews has them).
-	ended := pendingView(7)
-	ended.view.Status = domain.StatusPaid
-	l.put("c", 1, ended, l.begin())
-	_, ok = l.get("c", 1)
-	require.False(t, ok)
-
-	// A listener that stalled may have lost announcements.
-	l.put("d", 1, pendingView(7), l.begin())
-	_, ok = l.get("d", 1)
-	require.True(t, ok)
-	l.arrived.Store(l.since(time.Now().Add(-2 * liveStall)))
-	l.fenced(time.Now())
-	keepFresh()
-	_, ok = l.get("d", 1)
-	require.False(t, ok, "fences more than liveStall apart")
-
-	// Disabled (a cluster): never served, and acknowledgements do not wait.
-	off := newLiveViews(false, 1000)
-	off.fence.Store(off.since(time.Now().Add(time.Hour)))
-	off.put("a", 1, pendingView(7), off.begin())
-	_, ok = off.get("a", 1)
-	require.False(t, ok)
-	off.settle(context.Background(), time.Now().Add(time.Hour)) // enabled, this would wait an hour
-}
 
 // TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges: two API
 // instances on one Redis. Polls of a PENDING_PAYMENT reservation through
@@ -119,8 +34,7 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 	// A read asks for fences (an idle instance publishes none).
 	waitFenced := func(h *harness) {
 		require.Eventually(t, func() bool {
-			_, _ = h.server.s.live.get("nobody", 0)
-			return h.server.s.live.fresh(h.server.s.live.since(time.Now()))
+			return h.server.s.reads.Fenced()
 		}, 10*time.Second, 5*time.Millisecond, "the instance's fences arrive")
 	}
 	waitFenced(acker)
@@ -169,16 +83,16 @@ func requireServedFromCache(t *testing.T, poller *harness, buyers []liveBuyer, f
 	// A poll is served from the cache only while the instance's newest
 	// fence is fresh, which a loaded machine can delay now and then: each
 	// buyer polls until one answer came from the cache (no Redis read).
-	fromCache := poller.server.s.m.statusReads.by[sourceLive]
+	fromCache := poller.server.s.m.statusReads.by[status.SourceLive]
 	for i, b := range buyers {
 		served := false
 		for range 20 {
-			calls, hits := poller.server.s.reads.calls.Load(), testutil.ToFloat64(fromCache)
+			calls, hits := poller.server.s.reads.RedisReads(), testutil.ToFloat64(fromCache)
 			r := poller.do("GET", "/api/v1/reservations/"+b.token, b.jwt, "")
 			require.Equal(t, http.StatusOK, r.Status)
 			require.Equal(t, string(first[i].Body), string(r.Body))
 			require.Equal(t, first[i].Header.Get("Content-Type"), r.Header.Get("Content-Type"))
-			if testutil.ToFloat64(fromCache) > hits && poller.server.s.reads.calls.Load() == calls {
+			if testutil.ToFloat64(fromCache) > hits && poller.server.s.reads.RedisReads() == calls {
 				served = true
 				break
 			}
@@ -214,7 +128,7 @@ func moveOnWhilePolling(t *testing.T, ctx context.Context, acker, poller *harnes
 		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, lua.StatusRecord{Seq: 3, UserID: b.user,
 			Status: string(status), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
 		require.NoError(t, err)
-		acker.server.s.live.settle(ctx, time.Now())
+		acker.server.s.reads.Settle(ctx, time.Now())
 		st, err := pollStatus(t, poller, b)
 		require.NoError(t, err)
 		require.Equal(t, string(status), st, "the first poll after the acknowledgement, buyer %d", i)
@@ -225,16 +139,4 @@ func moveOnWhilePolling(t *testing.T, ctx context.Context, acker, poller *harnes
 	for err := range errs {
 		require.NoError(t, err)
 	}
-}
-
-// An instance asks Redis for fences only while reads want them: none
-// before the first read, then for liveIdle after the last one.
-func TestLiveViewsWantFencesOnlyWhileRead(t *testing.T) {
-	l := newLiveViews(true, 10)
-	require.False(t, l.wantsFences(), "nobody read yet")
-	_, _ = l.get("a", 1)
-	require.True(t, l.wantsFences())
-	l.asked.Store(l.since(time.Now().Add(-liveIdle - time.Second)))
-	require.False(t, l.wantsFences(), "idle for longer than liveIdle")
-	require.False(t, newLiveViews(false, 10).wantsFences(), "a disabled cache never wants them")
 }
