@@ -26,15 +26,20 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/conn"
+	"github.com/seckill/seckill/internal/edge"
+	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/salecache"
+	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/status"
 	"github.com/seckill/seckill/store"
 )
@@ -62,7 +67,7 @@ type Deps struct {
 	// fresh one.
 	Registry *prometheus.Registry
 	// IdentityProvider, when set, also verifies user tokens.
-	IdentityProvider *IdentityProvider
+	IdentityProvider *auth.IdentityProvider
 }
 
 type server struct {
@@ -74,38 +79,43 @@ type server struct {
 	m        *metrics
 	cache    *salecache.Cache
 	gate     *gate.Service
-	lottery  *lottery
+	lottery  *reservation.Lottery
 	starter  *reservation.StartQueue
 	// res is the reservation use case past the filters; holds is its
 	// hold recorder, which the waitlist's hand-overs use too.
-	res   *reservation.Service
-	holds *reservation.Holds
+	res    *reservation.Service
+	holds  *reservation.Holds
+	orders *reservation.Orders
+	// operator is the admin routes' use cases.
+	operator *sales.Operator
+	// waitlist is the sales' waitlists, handed units once a second.
+	waitlist *reservation.Waitlist
 	// fleet is the fleet's view of Redis: only Redis down for most of
 	// the fleet moves a sale to the database path.
 	fleet *fleet.Observer
 
 	global  *rate.Limiter
 	draw    *overloadDraw
-	tokens  *verifiedTokens
+	tokens  *auth.Verifier
 	perAddr *ratelimit.Keyed[netip.Addr]
 	perUser *ratelimit.Keyed[int64]
 	// tracing is the server span's middleware (traced places it); nil
 	// with tracing off.
 	tracing fiber.Handler
 
-	// The connection edge, the secrets bearer tokens verify under, and the
-	// read routes' buckets.
-	edge       *edge
-	jwtSecrets tokenSecrets
-	readAddr   *ratelimit.Keyed[netip.Addr]
-	readUser   *ratelimit.Keyed[int64]
+	// The connection edge, the refusals decided on headers until
+	// answered (transport.go), and the read routes' buckets.
+	edge     *edge.Edge
+	refusals refusals
+	readAddr *ratelimit.Keyed[netip.Addr]
+	readUser *ratelimit.Keyed[int64]
 	// Payments and cancels: buckets of the reservation path's sizes, their
 	// own, so paying spends nothing of a user's reservation budget.
 	writeAddr *ratelimit.Keyed[netip.Addr]
 	writeUser *ratelimit.Keyed[int64]
 	// status reads, and the event streams that follow them (events.go)
 	reads *status.Reader
-	hub   *statusHub
+	hub   *status.Hub
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -119,7 +129,7 @@ type Server struct {
 	// Admin serves /admin/* and /metrics when ADMIN_ADDR is set (App then
 	// answers them 404); nil when they are on App.
 	Admin *fiber.App
-	edge  *edge
+	edge  *edge.Edge
 	s     *server
 }
 
@@ -128,7 +138,7 @@ func (s *Server) ServeAdmin(ln net.Listener) error { return s.Admin.Listener(ln)
 
 // Serve serves the API on ln behind the edge (connection caps, accept
 // back-off, per-phase read timeouts) until the app shuts down.
-func (s *Server) Serve(ln net.Listener) error { return s.App.Listener(s.edge.listener(ln)) }
+func (s *Server) Serve(ln net.Listener) error { return s.App.Listener(s.edge.Listener(ln)) }
 
 // New builds the app and starts its background work (the cache refresher,
 // the limiter sweeper and the workflow starter); app.Shutdown stops them.
@@ -189,14 +199,13 @@ func newServerState(d Deps) *server {
 		perAddr:  ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
 		perUser:  ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser),
 		stop:     make(chan struct{}),
-		tokens:   newVerifiedTokens(1 << 17),
 		gate:     gate.New(d.Store, cfg.TokenKey, cfg.TokenKeyPrevious),
-		lottery:  newLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
+		lottery:  reservation.NewLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
 	}
 	if cfg.Tracing {
 		s.tracing = otelfiber.Middleware()
 	}
-	s.jwtSecrets = tokenSecrets{user: cfg.JWTSecrets(), admin: [][]byte{cfg.AdminJWTSecret}, idp: d.IdentityProvider}
+	s.tokens = auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider}, 1<<17)
 	s.readAddr = ratelimit.NewKeyed(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, ratelimit.HashAddr)
 	s.readUser = ratelimit.NewKeyed(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, ratelimit.HashUser)
 	s.writeAddr = ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr)
@@ -210,7 +219,7 @@ func newServerState(d Deps) *server {
 	})
 	must("api metrics", err)
 	s.m = m
-	_, err = register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
+	_, err = promreg.Register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
 	must("api metrics", err)
 	s.starter = reservation.NewStartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
 		Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.inc})
@@ -221,11 +230,31 @@ func newServerState(d Deps) *server {
 		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.inc,
 	})
 	s.holds = s.res.Holds()
+	s.operator = sales.NewOperator(sales.OperatorDeps{Store: d.Store, Redis: d.Redis, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
+		Cache: s.cache, Logger: logger, Go: s.goBackground, Stop: s.stop})
+	var handOverStarts reservation.Starter
+	if cfg.APIStartsRedisOrders {
+		handOverStarts = s.starter
+	}
+	s.waitlist = reservation.NewWaitlist(reservation.WaitlistDeps{
+		Cache: s.cache, Gate: s.gate, Store: d.Store, Redis: d.Redis, Holds: s.holds, Starter: handOverStarts,
+		TokenKey: cfg.TokenKey, HandedOver: m.handOvers.Inc, Logger: logger,
+	})
+	s.orders = reservation.NewOrders(reservation.OrdersDeps{
+		Temporal: d.Temporal, Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Reservations: s.res,
+		Repair: func(ctx context.Context, token string) (bool, error) {
+			return s.reconciler(logger).RepairToken(ctx, token)
+		},
+		Settle:   func(ctx context.Context, changed time.Time) { s.reads.Settle(ctx, changed) },
+		Returned: s.cache.DropMark, PriceOf: s.priceOf, Logger: logger,
+	})
 	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
 		func() bool { return s.res.RedisAnswered(fleet.DownAfter) }, logger)
 	must("api metrics", registerFleetGauges(reg, s.fleet))
 	queued = func() float64 { return float64(s.starter.Len()) }
-	s.edge, err = newEdge(cfg, logger, m, reg)
+	s.edge, err = edge.New(edge.Limits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
+		Exempt: append(append([]netip.Prefix{}, cfg.TrustedProxies...), cfg.TrustedAddrs...),
+		Idle:   cfg.IdleTimeout, Header: cfg.HeaderTimeout}, logger, reg)
 	must("api metrics", err)
 	return s
 }
@@ -254,7 +283,7 @@ func (s *server) publicApp() *fiber.App {
 		ErrorHandler:          errorHandler(s.logger),
 		DisableStartupMessage: true,
 		// No ReadTimeout: the edge's connections keep the idle, header and
-		// body deadlines themselves (edge.go); IdleTimeout is fasthttp's
+		// body deadlines themselves (internal/edge); IdleTimeout is fasthttp's
 		// wait for a keep-alive request's first byte.
 		WriteTimeout: 20 * time.Second,
 		IdleTimeout:  s.cfg.IdleTimeout,
@@ -262,7 +291,7 @@ func (s *server) publicApp() *fiber.App {
 	srv := app.Server()
 	// The edge caps connections itself (closing, not answering): fasthttp's
 	// own cap, which answers a plain-text 503, must never be the lower one.
-	srv.Concurrency = max(srv.Concurrency, int(s.edge.maxConns)+1)
+	srv.Concurrency = max(srv.Concurrency, int(s.edge.MaxConns())+1)
 	srv.Handler = s.wrapHandler(srv.Handler)
 	srv.ErrorHandler = s.transportError
 	srv.HeaderReceived = s.headerReceived
@@ -361,7 +390,11 @@ func (s *server) traced(handlers ...fiber.Handler) []fiber.Handler {
 // listener, or on ADMIN_ADDR's alone.
 func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	admin := s.authenticate(true)
-	t := s.traced
+	t := func(handlers ...fiber.Handler) []fiber.Handler {
+		last := len(handlers) - 1
+		handlers[last] = s.operatorLogged(handlers[last])
+		return s.traced(handlers...)
+	}
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	app.Post("/admin/v1/sales", t(admin, s.idempotent(s.createSale))...)
 	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, s.warmup)...)
@@ -380,13 +413,23 @@ func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	app.Post("/admin/v1/appeals/:appeal_id/resolve", t(admin, s.resolveAppeal)...)
 }
 
+// operatorLogged gives an operator's request to the services with its
+// logger (the request id, the admin, the trace), so what they log names
+// who asked.
+func (s *server) operatorLogged(h fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		c.SetUserContext(reqid.WithLogger(c.UserContext(), s.log(c)))
+		return h(c)
+	}
+}
+
 // limitReads guards the read routes (the storefront, the sale view, the
 // reservation reads): a bucket per client address (trusted addresses
 // exempt) and, after authentication, one per user. Health probes and
 // /metrics are not read routes.
 func (s *server) limitReads(c *fiber.Ctx) error {
 	now := time.Now()
-	if p, ok := c.Locals(principalKey).(Principal); ok && !s.readUser.Allow(p.UserID, now) {
+	if p, ok := c.Locals(principalKey).(auth.Principal); ok && !s.readUser.Allow(p.UserID, now) {
 		return s.rateLimited(c, s.cfg.ReadPerUserRPS)
 	}
 	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.Allow(ratelimit.AddrBucket(addr), now) {
@@ -444,8 +487,8 @@ func (s *server) refresh(ctx context.Context) {
 	if err := s.gate.Refresh(gctx, open); err != nil && ctx.Err() == nil {
 		s.logger.Warn("gate refresh", "err", err)
 	}
-	s.lottery.sweep(open, time.Now())
-	s.handOverAll(ctx, time.Now())
+	s.lottery.Sweep(open, time.Now())
+	s.waitlist.HandOverAll(ctx, time.Now())
 }
 
 // background refreshes the cache every second and sweeps idle limiters.
@@ -519,10 +562,10 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer tc.Close()
 
-	var idp *IdentityProvider
+	var idp *auth.IdentityProvider
 	if cfg.JWKSURL != "" {
-		if idp, err = NewIdentityProvider(ctx, cfg.JWKSURL, cfg.JWTIssuer, cfg.JWTAudience,
-			IdentityClaims{User: cfg.JWTUserClaim, Role: cfg.JWTRoleClaim}, 10*time.Second); err != nil {
+		if idp, err = auth.NewIdentityProvider(ctx, cfg.JWKSURL, cfg.JWTIssuer, cfg.JWTAudience,
+			auth.IdentityClaims{User: cfg.JWTUserClaim, Role: cfg.JWTRoleClaim}, 10*time.Second); err != nil {
 			return fmt.Errorf("api: %w", err)
 		}
 	}
@@ -541,7 +584,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)
 	}
-	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env, "max_connections", srv.edge.maxConns)
+	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env, "max_connections", srv.edge.MaxConns())
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	if srv.Admin != nil {

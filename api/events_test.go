@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/status"
 )
 
 // rawStream opens a reservation's event stream on a bare TCP connection
@@ -94,7 +95,7 @@ func TestStreamReReadWaitsForASlowRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 200 * time.Millisecond })
-	h.server.s.hub.reread.Store(int64(3 * time.Second)) // several periodic re-reads while Redis is slow
+	h.server.s.hub.SetReread(3 * time.Second) // several periodic re-reads while Redis is slow
 	sale := h.MustWarmSale(5)
 	user := testenv.UniqueUser()
 	jwt := h.MustToken(user, "")
@@ -194,7 +195,7 @@ func TestStreamsReReadWhenTheSubscriptionReturns(t *testing.T) {
 	select {
 	case ev := <-events:
 		require.Contains(t, ev, `"status":"PENDING_PAYMENT"`)
-		require.Less(t, time.Since(opened), streamReread, "not the periodic re-read")
+		require.Less(t, time.Since(opened), status.StreamReread, "not the periodic re-read")
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event within 10 s of the subscription's return")
 	}
@@ -214,7 +215,7 @@ func TestKeepAliveWhileAReReadWaits(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, ReadTimeout: time.Minute})
 	t.Cleanup(func() { _ = rdb.Close() })
 	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 20 * time.Second })
-	h.server.s.hub.reread.Store(int64(time.Second))
+	h.server.s.hub.SetReread(time.Second)
 	sale := h.MustWarmSale(5)
 	jwt := h.MustToken(testenv.UniqueUser(), "")
 	r := h.reserve(sale.ID, jwt, "events-keepalive-1")

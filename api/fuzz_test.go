@@ -4,12 +4,10 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/authtoken"
 )
 
 func mustRSAKey(tb testing.TB) *rsa.PrivateKey {
@@ -44,35 +42,6 @@ func FuzzReservationRequest(f *testing.F) {
 			strict, strictPass, err := parseReservationStrict(body)
 			if err != nil || strict != id || strictPass != pass {
 				t.Fatalf("fast path %q %q, strict %q %q (%v) for %q", id, pass, strict, strictPass, err, body)
-			}
-		}
-	})
-}
-
-// FuzzVerifyToken: only tokens signed HS256 with the secret, with exp and a
-// positive sub, are accepted.
-func FuzzVerifyToken(f *testing.F) {
-	secret := []byte("fuzz-secret")
-	good, err := authtoken.Mint(secret, 42, "", time.Hour)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	f.Add("eyJhbGciOiJub25lIn0.eyJzdWIiOiI0MiJ9.")
-	f.Add("a.b.c")
-	f.Add("")
-	f.Fuzz(func(t *testing.T, raw string) {
-		p, err := VerifyToken(secret, raw)
-		if err != nil {
-			return
-		}
-		if p.UserID <= 0 {
-			t.Fatalf("accepted non-positive user %d", p.UserID)
-		}
-		if raw != good {
-			// Any other accepted token must verify again under the same rules.
-			if _, err := VerifyToken([]byte("another"), raw); err == nil {
-				t.Fatalf("token accepted under two keys: %q", raw)
 			}
 		}
 	})

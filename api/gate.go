@@ -136,7 +136,7 @@ func (s *server) updateAllowlist(c *fiber.Ctx) error {
 // PUT|DELETE /admin/v1/challenge-exemptions/{user_id}
 func (s *server) exempt(on bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		uid, ok := parsePositiveID(c.Params("user_id"))
+		uid, ok := domain.ParseID(c.Params("user_id"))
 		if !ok {
 			return sendError(c, domain.ENotFound, "no such user")
 		}
@@ -167,7 +167,7 @@ type resolveRequest struct {
 
 // POST /admin/v1/appeals/{appeal_id}/resolve
 func (s *server) resolveAppeal(c *fiber.Ctx) error {
-	id, ok := parsePositiveID(c.Params("appeal_id"))
+	id, ok := domain.ParseID(c.Params("appeal_id"))
 	if !ok {
 		return sendError(c, domain.ENotFound, "no such appeal")
 	}

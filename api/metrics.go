@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/seckill/seckill/fleet"
+	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/status"
@@ -118,7 +118,7 @@ func reuse[C prometheus.Collector](r *registrar, c C) C {
 	if r.err != nil {
 		return c
 	}
-	got, err := register(r.reg, c)
+	got, err := promreg.Register(r.reg, c)
 	if err != nil {
 		r.err = err
 	}
@@ -148,21 +148,6 @@ func (o outcomeCounts) inc(value string) {
 		return
 	}
 	o.vec.WithLabelValues(value).Inc()
-}
-
-// register registers c, or returns the collector already registered in its
-// place (several apps in one process, as in tests, share a registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if errors.As(err, &already) {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("register metrics: %w", err)
-	}
-	return c, nil
 }
 
 func (m *metrics) pass(layer string) { m.filterCache.get(m.filter, layer, "pass").Inc() }

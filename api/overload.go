@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill/seckill/internal/keyedmac"
 )
 
 // overloadDraw keeps the reservation path fair under overload (contract
@@ -18,7 +20,7 @@ import (
 // again within the second changes nothing; the global bucket stays behind
 // it as the hard cap for the first second of a surge.
 type overloadDraw struct {
-	tickets *tickets
+	tickets *keyedmac.Tickets
 	rate    float64      // requests per second the path takes
 	second  atomic.Int64 // the Unix second being counted
 	asked   atomic.Int64 // requests in that second
@@ -29,7 +31,7 @@ func newOverloadDraw(tokenKey []byte, rate float64) *overloadDraw {
 	if rate <= 0 {
 		rate = math.Inf(1) // no global rate: never overloaded
 	}
-	d := &overloadDraw{tickets: newTickets(tokenKey, "seckill overload draw v1"), rate: rate}
+	d := &overloadDraw{tickets: keyedmac.NewTickets(tokenKey, "seckill overload draw v1"), rate: rate}
 	d.share.Store(math.Float64bits(1))
 	return d
 }
@@ -52,5 +54,5 @@ func (d *overloadDraw) admit(userID int64, now time.Time) bool {
 
 // ticket is a user's draw for one second, uniform in [0, 1).
 func (d *overloadDraw) ticket(userID, sec int64) float64 {
-	return float64(d.tickets.draw(userID, sec)) / (1 << 53)
+	return float64(d.tickets.Draw(userID, sec)) / (1 << 53)
 }

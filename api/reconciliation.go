@@ -32,9 +32,13 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 	default:
 		return sendError(c, domain.EInvalid, "repair: true or false")
 	}
+	id, err := saleIDParam(c, "sale_id")
+	if err != nil {
+		return sendErr(c, err)
+	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), reconcileTimeout)
 	defer cancel()
-	sale, err := s.adminSale(ctx, c)
+	sale, err := s.operator.Sale(ctx, id)
 	if err != nil {
 		return sendErr(c, err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
 )
@@ -37,17 +38,12 @@ func (s *server) log(c *fiber.Ctx) *slog.Logger {
 }
 
 // ctxLog is the logger of work done for a request, known by its context.
-func (s *server) ctxLog(ctx context.Context) *slog.Logger {
-	if id := reqid.From(ctx); id != "" {
-		return s.logger.With(reqid.LogKey, id)
-	}
-	return s.logger
-}
+func (s *server) ctxLog(ctx context.Context) *slog.Logger { return reqid.Logger(ctx, s.logger) }
 
 func requestLogger(logger *slog.Logger, c *fiber.Ctx) *slog.Logger {
 	attrs := make([]any, 0, 4)
 	attrs = append(attrs, reqid.LogKey, reqid.From(c.UserContext()))
-	if p, ok := c.Locals(principalKey).(Principal); ok {
+	if p, ok := c.Locals(principalKey).(auth.Principal); ok {
 		if p.Admin {
 			attrs = append(attrs, "admin_user_id", p.UserID)
 		} else {

@@ -128,16 +128,12 @@ func jsonProblem(err error) string {
 
 // saleIDParam reads a positive decimal sale id from the path, else 404.
 func saleIDParam(c *fiber.Ctx, name string) (int64, error) {
-	id, ok := parsePositiveID(c.Params(name))
+	id, ok := domain.ParseID(c.Params(name))
 	if !ok {
 		return 0, domain.Errorf(domain.ENotFound, "no such sale")
 	}
 	return id, nil
 }
-
-// timeSlack is how far the in-process window check stays from the edges:
-// the authoritative check runs on Redis's clock in the script.
-const timeSlack = 2 * time.Second
 
 // admitReservation is POST /api/v1/sales/{sale_id}/reservations's first
 // handler: admission, the layered filters, cheapest first. A request that
@@ -213,7 +209,7 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 
 // admitRequest validates the path and the body.
 func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass string, ok bool, err error) {
-	saleID, ok = parsePositiveID(c.Params("sale_id"))
+	saleID, ok = domain.ParseID(c.Params("sale_id"))
 	if !ok {
 		s.m.reject(layerValidation, "not_found")
 		return 0, "", "", false, sendError(c, domain.ENotFound, "no such sale")
@@ -266,10 +262,10 @@ func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*salecach
 	}
 	sale := entry.Sale()
 	switch {
-	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(timeSlack)):
+	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(reservation.TimeSlack)):
 		s.m.reject(layerSale, "ended")
 		return nil, nil, false, sendErr(c, domain.ErrSaleEnded)
-	case now.Before(sale.StartsAt.Add(-timeSlack)):
+	case now.Before(sale.StartsAt.Add(-reservation.TimeSlack)):
 		s.m.reject(layerSale, "not_started")
 		return nil, nil, false, sendErr(c, domain.ErrSaleNotStarted)
 	case sale.Control == domain.ControlPaused:
@@ -343,9 +339,9 @@ func (s *server) admitUser(c *fiber.Ctx, userID int64, now time.Time) (bool, err
 func (s *server) admitLottery(c *fiber.Ctx, a admission, now time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RedisTimeout)
 	defer cancel()
-	wait, err := s.lottery.wait(ctx, a.sale, a.userID, now)
+	wait, err := s.lottery.Wait(ctx, a.sale, a.userID, now)
 	switch {
-	case errors.Is(err, errNotOpen):
+	case errors.Is(err, domain.ErrSaleNotStarted):
 		s.m.reject(layerLottery, "not_started")
 		return false, sendErr(c, err)
 	case err != nil:

@@ -13,25 +13,11 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/paysig"
-	"github.com/seckill/seckill/status"
-	"github.com/seckill/seckill/store"
 )
 
 // WebhookWindow is how far X-Timestamp may be from the server's clock: an
 // old signed request replayed later is refused.
 const WebhookWindow = 5 * time.Minute
-
-// settleWait bounds how long the webhook waits for a reservation whose
-// release (or another payment) is being recorded to settle.
-const settleWait = 5 * time.Second
-
-// Refund reasons, stored and answered.
-const (
-	ReasonExpired   = "reservation_expired"
-	ReasonCancelled = "reservation_cancelled"
-	ReasonFailed    = "reservation_failed"
-	ReasonDuplicate = "duplicate_payment"
-)
 
 // webhookHeaders checks the signature headers before any byte of the body
 // is read: the timestamp within the window and the signature's format. It
@@ -87,23 +73,6 @@ type webhookRequest struct {
 	AmountCents *int64  `json:"amount_cents"`
 }
 
-// RefundRequired is the webhook's answer to a payment that must be given
-// back: it never became a sale.
-type RefundRequired struct {
-	Status            string                   `json:"status"` // always "REFUND_REQUIRED"
-	Token             string                   `json:"token"`
-	SaleID            int64                    `json:"sale_id"`
-	PaymentRef        string                   `json:"payment_ref"`
-	AmountCents       int64                    `json:"amount_cents"`
-	Reason            string                   `json:"reason"`
-	ReservationStatus domain.ReservationStatus `json:"reservation_status"`
-	RefundID          int64                    `json:"refund_id"`
-	RecordedAt        time.Time                `json:"recorded_at"`
-}
-
-// StatusRefundRequired is RefundRequired.Status.
-const StatusRefundRequired = "REFUND_REQUIRED"
-
 // POST /webhooks/payments: the provider confirms a payment. Signed, not
 // authenticated by JWT; otherwise the user's payment call.
 func (s *server) paymentWebhook(c *fiber.Ctx) error {
@@ -132,128 +101,28 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 	token, ref, amount := *req.Token, *req.PaymentRef, *req.AmountCents
 	saleID, ok := domain.ParseToken(token)
 	if !ok {
-		return sendErr(c, errNoReservation)
+		return sendErr(c, domain.ErrNoReservation)
 	}
-	ctx := c.UserContext()
-
-	r, err := status.Stored(ctx, s.st, token)
-	if err != nil {
-		s.log(c).Warn("webhook: read reservation", "token", token, "err", err)
-		return unavailable(c, 1, "reservation store unavailable")
-	}
-	if r == nil {
-		if state, _, ok := s.redisHold(ctx, saleID, token); ok && state == domain.TokenHeld {
-			return sendError(c, domain.ENotPayable, "the order is not created yet; retry later")
-		}
-		return sendErr(c, errNoReservation)
-	}
-	due, err := s.amountDue(ctx, r)
-	if err != nil {
+	conf, err := s.orders.Confirm(c.UserContext(), token, saleID, ref, amount, received)
+	switch {
+	case err != nil:
 		return sendErr(c, err)
+	case conf.Refund != nil:
+		return c.JSON(conf.Refund)
 	}
-	if amount != due {
-		s.log(c).Warn("webhook: amount mismatch", "token", token, "payment_ref", ref, "amount_cents", amount, "due_cents", due)
-		return sendError(c, domain.EAmountMismatch, "amount_cents does not match the order's amount")
-	}
-	if done, err := s.answerSettled(c, r, ref, amount); done {
-		return err
-	}
-	v, err := s.payToken(ctx, token, domain.PayRequest{PaymentRef: ref, ReceivedAt: received})
-	if err == nil {
-		return c.JSON(v)
-	}
-	if domain.ErrorCode(err) != domain.ENotPayable {
-		return sendErr(c, err)
-	}
-	// The workflow refused: the window closed, a release or another
-	// payment is being recorded. Decide from the database once it settles.
-	r, err = s.awaitSettled(ctx, token)
-	if err != nil {
-		return sendErr(c, err)
-	}
-	if done, err := s.answerSettled(c, r, ref, amount); done {
-		return err
-	}
-	if r.Status == domain.StatusPendingPayment {
-		return unavailable(c, 1, "the reservation is changing state; retry")
-	}
-	return sendErr(c, domain.ErrNotPayable)
+	return c.JSON(conf.View)
 }
 
-// amountDue is what the reservation costs: its order's amount, or the sale's
-// price before the order exists.
-func (s *server) amountDue(ctx context.Context, r *domain.Reservation) (int64, error) {
-	if r.AmountCents > 0 {
-		return r.AmountCents, nil
-	}
-	e, err := s.cache.Get(ctx, r.SaleID)
+// priceOf is a sale's price, for a payment confirmed before its order
+// exists.
+func (s *server) priceOf(ctx context.Context, saleID int64) (int64, error) {
+	e, err := s.cache.Get(ctx, saleID)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.ENotFound {
 			return 0, err
 		}
-		s.ctxLog(ctx).Warn("webhook: sale lookup", "sale_id", r.SaleID, "err", err)
+		s.ctxLog(ctx).Warn("webhook: sale lookup", "sale_id", saleID, "err", err)
 		return 0, domain.Unavailable("sale data unavailable")
 	}
 	return e.Sale().PriceCents, nil
-}
-
-// answerSettled answers a payment for a reservation that no longer awaits
-// one: the same payment again (200 view) or one to refund.
-func (s *server) answerSettled(c *fiber.Ctx, r *domain.Reservation, ref string, amount int64) (bool, error) {
-	var reason string
-	switch r.Status {
-	case domain.StatusPaid:
-		if r.PaymentRef == ref {
-			return true, c.JSON(r.View())
-		}
-		reason = ReasonDuplicate
-	case domain.StatusExpired:
-		reason = ReasonExpired
-	case domain.StatusCancelled:
-		reason = ReasonCancelled
-	case domain.StatusFailed:
-		reason = ReasonFailed
-	default:
-		return false, nil
-	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
-	defer cancel()
-	rf, err := s.st.RecordRefund(ctx, store.Refund{
-		Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, PaymentRef: ref, AmountCents: amount, Reason: reason,
-	})
-	if err != nil {
-		s.log(c).Error("webhook: record refund", "token", r.Token, "payment_ref", ref, "err", err)
-		return true, unavailable(c, 1, "refund store unavailable; retry")
-	}
-	s.log(c).Info("payment to refund", "token", r.Token, "sale_id", r.SaleID, "payment_ref", ref,
-		"amount_cents", rf.AmountCents, "reason", rf.Reason, "refund_id", rf.ID)
-	return true, c.JSON(RefundRequired{
-		Status: StatusRefundRequired, Token: rf.Token, SaleID: rf.SaleID, PaymentRef: rf.PaymentRef,
-		AmountCents: rf.AmountCents, Reason: rf.Reason, ReservationStatus: r.Status,
-		RefundID: rf.ID, RecordedAt: rf.CreatedAt,
-	})
-}
-
-// awaitSettled polls the reservation until it leaves PENDING_PAYMENT or
-// settleWait passes; it returns the last row read.
-func (s *server) awaitSettled(ctx context.Context, token string) (*domain.Reservation, error) {
-	deadline := time.Now().Add(settleWait)
-	for {
-		r, err := status.Stored(ctx, s.st, token)
-		if err != nil {
-			s.ctxLog(ctx).Warn("webhook: read reservation", "token", token, "err", err)
-			return nil, domain.Unavailable("reservation store unavailable")
-		}
-		if r == nil {
-			return nil, errNoReservation
-		}
-		if r.Status != domain.StatusPendingPayment || time.Now().After(deadline) {
-			return r, nil
-		}
-		select {
-		case <-ctx.Done():
-			return r, nil
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/paysig"
@@ -133,16 +134,16 @@ func TestWebhookLatePaymentIsRecordedForRefundNeverSold(t *testing.T) {
 		token, ref, reason string
 		status             domain.ReservationStatus
 	}{
-		{expired, "prov-exp", ReasonExpired, domain.StatusExpired},
-		{cancelled, "prov-can", ReasonCancelled, domain.StatusCancelled},
-		{paid, "prov-paid-again", ReasonDuplicate, domain.StatusPaid},
+		{expired, "prov-exp", domain.ReasonExpired, domain.StatusExpired},
+		{cancelled, "prov-can", domain.ReasonCancelled, domain.StatusCancelled},
+		{paid, "prov-paid-again", domain.ReasonDuplicate, domain.StatusPaid},
 	} {
 		for range 2 { // the provider's retry is answered the same and recorded once
 			r := h.webhook(payBody(tc.token, tc.ref, sale.PriceCents), ts(), "")
 			require.Equal(t, 200, r.Status, string(r.Body))
-			var got RefundRequired
+			var got domain.RefundRequired
 			require.NoError(t, json.Unmarshal(r.Body, &got))
-			require.Equal(t, StatusRefundRequired, got.Status)
+			require.Equal(t, domain.StatusRefundRequired, got.Status)
 			require.Equal(t, tc.token, got.Token)
 			require.Equal(t, tc.ref, got.PaymentRef)
 			require.Equal(t, sale.PriceCents, got.AmountCents)
@@ -189,7 +190,7 @@ func requireRefundListing(t *testing.T, h *harness, saleID int64) {
 	require.NoError(t, json.Unmarshal(list.Body, &body))
 	require.Len(t, body.Refunds, 3)
 	require.Equal(t, "prov-paid-again", body.Refunds[0].PaymentRef)
-	require.Equal(t, ReasonExpired, body.Refunds[2].Reason)
+	require.Equal(t, domain.ReasonExpired, body.Refunds[2].Reason)
 	require.Equal(t, saleID, body.Refunds[2].SaleID)
 	require.NotZero(t, body.Refunds[2].UserID)
 	_, err := time.Parse(time.RFC3339, body.Refunds[2].CreatedAt)
@@ -204,9 +205,9 @@ func TestDevLoginOnlyInDevelopmentMode(t *testing.T) {
 	r := h.do("POST", "/dev/login", "", `{"user_id":42}`)
 	require.Equal(t, 200, r.Status, string(r.Body))
 	tok := r.json(t)["token"].(string)
-	p, err := VerifyToken(h.cfg.JWTSecret, tok)
+	p, err := auth.VerifyToken(h.cfg.JWTSecret, tok)
 	require.NoError(t, err)
-	require.Equal(t, Principal{UserID: 42}, p)
+	require.Equal(t, auth.Principal{UserID: 42}, p)
 	require.Equal(t, 400, h.do("POST", "/dev/login", "", `{"user_id":0}`).Status)
 	require.Equal(t, 400, h.do("POST", "/dev/login", "", `{"user_id":1,"role":"admin"}`).Status)
 

@@ -5,6 +5,7 @@
 package domain
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -364,4 +365,21 @@ type Appeal struct {
 	Message   string    `json:"message"`
 	State     string    `json:"state"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// ParseID reads an id: it accepts only [1-9][0-9]* that fits an int64.
+func ParseID(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 19 || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
 }

@@ -135,3 +135,27 @@ func TestNoRedisHoldReadsBothEncodings(t *testing.T) {
 		}
 	}
 }
+
+// A payment for a reservation that no longer takes one is refunded, with
+// the reason its status gives; the ref that paid it is a replay, and a live
+// reservation still takes it.
+func TestRefundReason(t *testing.T) {
+	for _, tc := range []struct {
+		status ReservationStatus
+		ref    string
+		want   string
+	}{
+		{StatusPaid, "paid-ref", ""},
+		{StatusPaid, "other", ReasonDuplicate},
+		{StatusExpired, "x", ReasonExpired},
+		{StatusCancelled, "x", ReasonCancelled},
+		{StatusFailed, "x", ReasonFailed},
+		{StatusPendingPayment, "x", ""},
+		{StatusQueued, "x", ""},
+	} {
+		r := &Reservation{Status: tc.status, PaymentRef: "paid-ref"}
+		if got := r.RefundReason(tc.ref); got != tc.want {
+			t.Errorf("%s with ref %s: %q, want %q", tc.status, tc.ref, got, tc.want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/promreg"
 )
 
 // LatencyBuckets are the bounds (seconds) of seckill's latency histograms:
@@ -27,16 +29,9 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 		Help:    "Round trip of seckill's Redis scripts (lua/), by script and result (ok, or error: a Redis or network failure, not a script's refusal).",
 		Buckets: LatencyBuckets,
 	}, []string{"script", "result"})
-	if err := reg.Register(hist); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if !errors.As(err, &already) {
-			return nil, fmt.Errorf("register script latency: %w", err)
-		}
-		existing, ok := already.ExistingCollector.(*prometheus.HistogramVec)
-		if !ok {
-			return nil, fmt.Errorf("register script latency: %w", err)
-		}
-		hist = existing
+	hist, err := promreg.Register(reg, hist)
+	if err != nil {
+		return nil, fmt.Errorf("script latency: %w", err)
 	}
 	h := &scriptHook{byKey: map[string]scriptObservers{}}
 	for name, sc := range map[string]*redis.Script{

@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"context"
@@ -98,7 +98,7 @@ func TestIdentityProviderTokens(t *testing.T) {
 	idp, err := NewIdentityProvider(ctx, srv.URL, "https://idp.example", "seckill", IdentityClaims{User: "uid", Role: "roles"}, 5*time.Second)
 	require.NoError(t, err)
 	adminSecret := []byte("admin-signer-secret")
-	secrets := tokenSecrets{user: [][]byte{[]byte("user-signer-secret")}, admin: [][]byte{adminSecret}, idp: idp}
+	secrets := Secrets{User: [][]byte{[]byte("user-signer-secret")}, Admin: [][]byte{adminSecret}, IdP: idp}
 	exp := time.Now().Add(time.Hour).Unix()
 	good := func() jwt.MapClaims {
 		return jwt.MapClaims{"uid": "42", "exp": exp, "iss": "https://idp.example", "aud": "seckill"}

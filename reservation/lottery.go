@@ -1,4 +1,4 @@
-package api
+package reservation
 
 import (
 	"context"
@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/keyedmac"
 	"github.com/seckill/seckill/lua"
 )
 
-// The opening lottery (contract 1.2, "Fairness"): a user's chance does not
+// Lottery is the opening lottery (contract 1.2, "Fairness"): a user's chance does not
 // grow with how many requests they send or how fast they come back.
 //
 // For pool after a sale opens, a reservation only enters the user in the
@@ -22,8 +23,8 @@ import (
 // never came back, a reservation that expired) go to the next ranks.
 // Users who did not enter come after every entrant. Until their band, a
 // user gets 429 with Retry-After at its start, whatever they send.
-type lottery struct {
-	tickets     *tickets
+type Lottery struct {
+	tickets     *keyedmac.Tickets
 	pool, grace time.Duration
 	rdb         *lua.Client
 
@@ -37,25 +38,27 @@ type lottery struct {
 // reached any crowd a sale of this stock meets).
 const lotteryMax = 10 * time.Minute
 
-func newLottery(tokenKey []byte, pool, grace time.Duration, rdb *lua.Client) *lottery {
-	return &lottery{tickets: newTickets(tokenKey, "seckill opening lottery v1"), pool: pool, grace: max(grace, time.Second), rdb: rdb,
+// NewLottery is the opening lottery of pool and grace (at least a second),
+// its tickets drawn under tokenKey.
+func NewLottery(tokenKey []byte, pool, grace time.Duration, rdb *lua.Client) *Lottery {
+	return &Lottery{tickets: keyedmac.NewTickets(tokenKey, "seckill opening lottery v1"), pool: pool, grace: max(grace, time.Second), rdb: rdb,
 		entered: map[int64]map[int64]struct{}{}, ranks: map[int64]map[int64]int64{}, sizes: map[int64]int64{}}
 }
 
-// ticket is a user's draw at a sale: uniform in [0, 2^53), so a float64
+// Ticket is a user's draw at a sale: uniform in [0, 2^53), so a float64
 // score keeps it exactly.
-func (l *lottery) ticket(saleID, userID int64) float64 {
-	return float64(l.tickets.draw(saleID, userID))
+func (l *Lottery) Ticket(saleID, userID int64) float64 {
+	return float64(l.tickets.Draw(saleID, userID))
 }
 
 // errNotOpen: with a lottery the opening is this process's clock's, so a
 // request the script's clock would let in early cannot pass the pool.
 var errNotOpen = domain.ErrSaleNotStarted
 
-// wait is how long the user must wait before reserving (0: now). An
+// Wait is how long the user must wait before reserving (0: now). An
 // error (Redis unreachable) leaves the decision to the caller, but for
 // errNotOpen.
-func (l *lottery) wait(ctx context.Context, sale *domain.Sale, userID int64, now time.Time) (time.Duration, error) {
+func (l *Lottery) Wait(ctx context.Context, sale *domain.Sale, userID int64, now time.Time) (time.Duration, error) {
 	draw := sale.StartsAt.Add(l.pool)
 	if l.pool <= 0 || now.After(draw.Add(lotteryMax)) {
 		return 0, nil
@@ -84,21 +87,21 @@ func (l *lottery) wait(ctx context.Context, sale *domain.Sale, userID int64, now
 	return turn.Sub(now), nil
 }
 
-func (l *lottery) size(saleID int64) (int64, bool) {
+func (l *Lottery) size(saleID int64) (int64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, ok := l.sizes[saleID]
 	return n, ok
 }
 
-func (l *lottery) enter(ctx context.Context, saleID, userID int64) error {
+func (l *Lottery) enter(ctx context.Context, saleID, userID int64) error {
 	l.mu.Lock()
 	_, done := l.entered[saleID][userID]
 	l.mu.Unlock()
 	if done {
 		return nil
 	}
-	if err := l.rdb.JoinPool(ctx, saleID, userID, l.ticket(saleID, userID)); err != nil {
+	if err := l.rdb.JoinPool(ctx, saleID, userID, l.Ticket(saleID, userID)); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -111,7 +114,7 @@ func (l *lottery) enter(ctx context.Context, saleID, userID int64) error {
 }
 
 // rank is the user's place after the draw, read once.
-func (l *lottery) rank(ctx context.Context, saleID, userID int64) (int64, error) {
+func (l *Lottery) rank(ctx context.Context, saleID, userID int64) (int64, error) {
 	l.mu.Lock()
 	r, ok := l.ranks[saleID][userID]
 	l.mu.Unlock()
@@ -132,8 +135,8 @@ func (l *lottery) rank(ctx context.Context, saleID, userID int64) (int64, error)
 	return r, nil
 }
 
-// sweep forgets the sales whose lottery is over.
-func (l *lottery) sweep(open []*domain.Sale, now time.Time) {
+// Sweep forgets the sales whose lottery is over.
+func (l *Lottery) Sweep(open []*domain.Sale, now time.Time) {
 	live := map[int64]bool{}
 	for _, s := range open {
 		live[s.ID] = now.Before(s.StartsAt.Add(l.pool + lotteryMax))

@@ -1,4 +1,4 @@
-package api
+package keyedmac
 
 import (
 	"crypto/hmac"
@@ -23,16 +23,16 @@ func TestTicketsMatchTheirDefinition(t *testing.T) {
 		fmt.Fprintf(mac, "%d|%d", a, b)
 		return binary.BigEndian.Uint64(mac.Sum(nil)) >> 11
 	}
-	tk := newTickets(tokenKey, "purpose v1")
+	tk := NewTickets(tokenKey, "purpose v1")
 	var wg sync.WaitGroup
 	for g := range int64(4) {
 		wg.Go(func() {
 			for i := range int64(200) {
 				a, b := g*1000+i, -i
-				require.Equal(t, want(a, b), tk.draw(a, b), "draw(%d, %d)", a, b)
+				require.Equal(t, want(a, b), tk.Draw(a, b), "draw(%d, %d)", a, b)
 			}
 		})
 	}
 	wg.Wait()
-	require.NotEqual(t, tk.draw(1, 2), newTickets(tokenKey, "purpose v2").draw(1, 2), "another purpose draws other tickets")
+	require.NotEqual(t, tk.Draw(1, 2), NewTickets(tokenKey, "purpose v2").Draw(1, 2), "another purpose draws other tickets")
 }
