@@ -88,6 +88,8 @@ type server struct {
 	orders *reservation.Orders
 	// operator is the admin routes' use cases.
 	operator *sales.Operator
+	// filters are the reservation's admission filters past the API's own.
+	filters *reservation.Filters
 	// waitlist is the sales' waitlists, handed units once a second.
 	waitlist *reservation.Waitlist
 	// fleet is the fleet's view of Redis: only Redis down for most of
@@ -230,6 +232,8 @@ func newServerState(d Deps) *server {
 		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.inc,
 	})
 	s.holds = s.res.Holds()
+	s.filters = reservation.NewFilters(reservation.FilterDeps{Cache: s.cache, Gate: s.gate, Lottery: s.lottery, PerUser: s.perUser,
+		PerUserRPS: cfg.PerUserRPS, RedisTimeout: cfg.RedisTimeout, Count: m.count, Logger: logger})
 	s.operator = sales.NewOperator(sales.OperatorDeps{Store: d.Store, Redis: d.Redis, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
 		Cache: s.cache, Logger: logger, Go: s.goBackground, Stop: s.stop})
 	var handOverStarts reservation.Starter

@@ -22,12 +22,6 @@ const (
 	layerValidation = "validation"
 	layerGlobal     = "global_limit"
 	layerAddr       = "addr_limit"
-	layerSale       = "sale_cache"
-	layerGate       = "gate"
-	layerSoldOut    = "sold_out_mark"
-	layerUser       = "user_limit"
-	layerBlacklist  = "blacklist"
-	layerLottery    = "lottery"
 	layerRedis      = reservation.LayerRedis
 	layerDatabase   = reservation.LayerDatabase
 )
@@ -150,9 +144,10 @@ func (o outcomeCounts) inc(value string) {
 	o.vec.WithLabelValues(value).Inc()
 }
 
-func (m *metrics) pass(layer string) { m.filterCache.get(m.filter, layer, "pass").Inc() }
+func (m *metrics) pass(layer string) { m.count(layer, "pass") }
 
-func (m *metrics) reject(layer, outcome string) { m.filterCache.get(m.filter, layer, outcome).Inc() }
+// count counts a filter layer's outcome: "pass", or why it refused.
+func (m *metrics) count(layer, outcome string) { m.filterCache.get(m.filter, layer, outcome).Inc() }
 
 // request counts an answer by route template (never the raw path: it holds
 // tokens) and status; took >= 0 also observes its latency (answers given

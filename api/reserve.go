@@ -2,12 +2,10 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -184,25 +182,16 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 	if ok, err = s.admitRate(c, a.userID, now); !ok {
 		return a, false, err
 	}
-	// 3. sale metadata from the cache
-	if a.entry, a.sale, ok, err = s.admitSale(c, a.saleID, now); !ok {
-		return a, false, err
-	}
-	// 4. the gate: the sale's challenge pass and allowlist
-	if ok, err = s.admitGate(c, a, now); !ok {
-		return a, false, err
-	}
-	// 5. the in-process sold-out mark (a picture of Redis: only in Redis mode)
-	if ok, err = s.admitSoldOutMark(c, a); !ok {
-		return a, false, err
-	}
-	// 6. per-user bucket and blacklist
-	if ok, err = s.admitUser(c, a.userID, now); !ok {
-		return a, false, err
-	}
-	// 7. the opening lottery
-	if ok, err = s.admitLottery(c, a, now); !ok {
-		return a, false, err
+	// 3-7. the sale from the cache, the gate, the sold-out mark, the
+	// user's bucket and the blacklist, the opening lottery
+	f, err := s.filters.Admit(c.UserContext(), a.userID, a.saleID, a.requestID, a.pass, now)
+	a.entry, a.sale = f.Entry, f.Sale
+	switch {
+	case err != nil:
+		return a, false, sendErr(c, err)
+	case f.Replay != "":
+		ans, err := s.res.AcceptHold(c.UserContext(), a.request(), f.Replay)
+		return a, false, s.answer(c, a, ans, err)
 	}
 	return a, true, nil
 }
@@ -211,7 +200,7 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass string, ok bool, err error) {
 	saleID, ok = domain.ParseID(c.Params("sale_id"))
 	if !ok {
-		s.m.reject(layerValidation, "not_found")
+		s.m.count(layerValidation, "not_found")
 		return 0, "", "", false, sendError(c, domain.ENotFound, "no such sale")
 	}
 	body, err := jsonBody(c)
@@ -219,7 +208,7 @@ func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass strin
 		requestID, pass, err = ParseReservationRequest(body)
 	}
 	if err != nil {
-		s.m.reject(layerValidation, "invalid")
+		s.m.count(layerValidation, "invalid")
 		return 0, "", "", false, sendErr(c, err)
 	}
 	s.m.pass(layerValidation)
@@ -230,131 +219,20 @@ func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass strin
 // the global and the per-address buckets.
 func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, error) {
 	if !s.draw.admit(userID, now) {
-		s.m.reject(layerGlobal, "draw")
+		s.m.count(layerGlobal, "draw")
 		c.Set(fiber.HeaderRetryAfter, "1")
 		return false, sendError(c, domain.ERateLimited, "too many requests: this second's draw did not admit you; ask again after Retry-After")
 	}
 	if !s.global.AllowN(now, 1) {
-		s.m.reject(layerGlobal, "rate_limited")
+		s.m.count(layerGlobal, "rate_limited")
 		return false, s.rateLimited(c, s.cfg.GlobalRPS)
 	}
 	s.m.pass(layerGlobal)
 	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.Allow(ratelimit.AddrBucket(addr), now) {
-		s.m.reject(layerAddr, "rate_limited")
+		s.m.count(layerAddr, "rate_limited")
 		return false, s.rateLimited(c, s.cfg.PerAddrRPS)
 	}
 	s.m.pass(layerAddr)
-	return true, nil
-}
-
-// admitSale reads the sale from the cache and refuses it outside its
-// window, stopped or paused.
-func (s *server) admitSale(c *fiber.Ctx, saleID int64, now time.Time) (*salecache.Entry, *domain.Sale, bool, error) {
-	entry, err := s.cache.Get(c.UserContext(), saleID)
-	if err != nil {
-		if domain.ErrorCode(err) == domain.ENotFound {
-			s.m.reject(layerSale, "not_found")
-			return nil, nil, false, sendErr(c, err)
-		}
-		s.m.reject(layerSale, "unavailable")
-		s.log(c).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
-		return nil, nil, false, unavailable(c, 1, "sale data unavailable, retry with the same request_id")
-	}
-	sale := entry.Sale()
-	switch {
-	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(reservation.TimeSlack)):
-		s.m.reject(layerSale, "ended")
-		return nil, nil, false, sendErr(c, domain.ErrSaleEnded)
-	case now.Before(sale.StartsAt.Add(-reservation.TimeSlack)):
-		s.m.reject(layerSale, "not_started")
-		return nil, nil, false, sendErr(c, domain.ErrSaleNotStarted)
-	case sale.Control == domain.ControlPaused:
-		s.m.reject(layerSale, "paused")
-		return nil, nil, false, sendErr(c, domain.ErrSalePaused)
-	}
-	s.m.pass(layerSale)
-	return entry, sale, true, nil
-}
-
-// admitGate checks the sale's challenge pass (one HMAC) and its
-// allowlist (an in-process set) before anything reaches Redis.
-func (s *server) admitGate(c *fiber.Ctx, a admission, now time.Time) (bool, error) {
-	if err := s.gate.CheckPass(a.sale, a.userID, a.pass, now); err != nil {
-		s.m.reject(layerGate, "challenge_required")
-		return false, sendErr(c, err)
-	}
-	eligible, err := s.gate.Eligible(c.UserContext(), a.sale, a.userID)
-	if err != nil {
-		s.m.reject(layerGate, "unavailable")
-		s.log(c).Warn("reserve: allowlist", "sale_id", a.saleID, "err", err)
-		return false, unavailable(c, 1, "sale data unavailable, retry with the same request_id")
-	}
-	if !eligible {
-		s.m.reject(layerGate, "not_eligible")
-		return false, sendError(c, domain.ENotEligible, "this sale is restricted to listed users")
-	}
-	s.m.pass(layerGate)
-	return true, nil
-}
-
-// admitSoldOutMark answers from the in-process sold-out mark: a replay it
-// knows is accepted again, a sold-out sale refused.
-func (s *server) admitSoldOutMark(c *fiber.Ctx, a admission) (bool, error) {
-	ans, tok := salecache.MarkNone, ""
-	if a.sale.Mode == domain.ModeRedis {
-		ans, tok = a.entry.Check(a.userID, a.requestID)
-	}
-	switch ans {
-	case salecache.MarkReplay:
-		s.m.reject(layerSoldOut, "replay")
-		ans, err := s.res.AcceptHold(c.UserContext(), a.request(), tok)
-		return false, s.answer(c, a, ans, err)
-	case salecache.MarkSoldOut:
-		s.m.reject(layerSoldOut, "sold_out")
-		return false, sendErr(c, domain.ErrSoldOut)
-	}
-	s.m.pass(layerSoldOut)
-	return true, nil
-}
-
-// admitUser takes a token from the user's bucket and refuses a
-// blacklisted user.
-func (s *server) admitUser(c *fiber.Ctx, userID int64, now time.Time) (bool, error) {
-	if !s.perUser.Allow(userID, now) {
-		s.m.reject(layerUser, "rate_limited")
-		return false, s.rateLimited(c, s.cfg.PerUserRPS)
-	}
-	s.m.pass(layerUser)
-	if s.cache.Blacklisted(userID) {
-		s.m.reject(layerBlacklist, "blacklisted")
-		return false, sendError(c, domain.EBlacklisted, "this user may not take part")
-	}
-	s.m.pass(layerBlacklist)
-	return true, nil
-}
-
-// admitLottery holds the user back until their band of the sale's opening
-// lottery. Redis unreachable for the pool leaves the sale to the paths'
-// own answers (the database path admits at its own lowered rate).
-func (s *server) admitLottery(c *fiber.Ctx, a admission, now time.Time) (bool, error) {
-	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.RedisTimeout)
-	defer cancel()
-	wait, err := s.lottery.Wait(ctx, a.sale, a.userID, now)
-	switch {
-	case errors.Is(err, domain.ErrSaleNotStarted):
-		s.m.reject(layerLottery, "not_started")
-		return false, sendErr(c, err)
-	case err != nil:
-		s.m.reject(layerLottery, "unavailable")
-		return true, nil
-	}
-	if wait > 0 {
-		s.m.reject(layerLottery, "waiting")
-		secs := int((wait + time.Second - 1) / time.Second)
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(max(secs, 1)))
-		return false, sendError(c, domain.ERateLimited, "the sale's opening lottery has not reached your turn; retry after Retry-After (retrying sooner changes nothing)")
-	}
-	s.m.pass(layerLottery)
 	return true, nil
 }
 
@@ -362,7 +240,7 @@ func (s *server) admitLottery(c *fiber.Ctx, a admission, now time.Time) (bool, e
 // counted under its outcome and answered.
 func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
 	ans, err := s.res.Reserve(c.UserContext(), a.request())
-	s.m.reject(ans.Layer, ans.Reason)
+	s.m.count(ans.Layer, ans.Reason)
 	return s.answer(c, a, ans, err)
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/devtemporal"
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/redisnode"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -148,8 +149,7 @@ func (d *Deployment) startRedis(ctx context.Context) error {
 	}
 	d.RDB = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, DialTimeout: 2 * time.Second})
 	d.Redis = &Proc{Name: "redis", Bin: "redis-server", LogPath: logPath(d.Dir, "redis"),
-		Args: []string{"--port", port(addr), "--bind", "127.0.0.1", "--appendonly", "yes", "--appendfsync", "everysec",
-			"--auto-aof-rewrite-percentage", "0", "--dir", d.RedisDir, "--save", "", "--protected-mode", "no"},
+		Args:  redisnode.Args(redisnode.Options{Port: portNum(addr), Dir: d.RedisDir}),
 		Ready: func(ctx context.Context) error { return d.RDB.Ping(ctx).Err() }}
 	d.Nodes = []*RedisNode{{Proc: d.Redis, Addr: addr, Dir: d.RedisDir}}
 	return d.Redis.Start(ctx, 60*time.Second)
@@ -452,7 +452,7 @@ func (quietLogger) Error(string, ...any) {}
 const ClusterMasters = 3
 
 // startCluster starts three cluster-mode redis-servers (AOF, appendfsync
-// everysec, the node timeout of test/cluster/), each announcing its own proxy as
+// everysec, redisnode's settings), each announcing its own proxy as
 // its address, and joins them with `redis-cli --cluster create`.
 func (d *Deployment) startCluster(ctx context.Context) error {
 	proxyOf := map[string]string{} // announced (proxy) address -> the node's own
@@ -482,24 +482,19 @@ func (d *Deployment) startCluster(ctx context.Context) error {
 		proxyOf[px.Addr()] = addr
 		addrs = append(addrs, addr)
 		n.Proc = &Proc{Name: name, Bin: "redis-server", LogPath: logPath(d.Dir, name),
-			Args: []string{"--port", port(addr), "--bind", "127.0.0.1", "--appendonly", "yes", "--appendfsync", "everysec",
-				"--auto-aof-rewrite-percentage", "0", "--dir", dir, "--save", "", "--protected-mode", "no",
-				"--cluster-enabled", "yes", "--cluster-port", port(bus), "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-				"--cluster-node-timeout", "5000",
-				"--cluster-announce-ip", "127.0.0.1", "--cluster-announce-port", port(px.Addr()), "--cluster-announce-bus-port", port(bus)},
+			Args: redisnode.Args(redisnode.Options{Port: portNum(addr), Bus: portNum(bus), Announce: portNum(px.Addr()), Dir: dir}),
 			// Until the cluster is created a node only answers PING.
 			Ready: func(ctx context.Context) error { return direct.Ping(ctx).Err() }}
 		if err := n.Start(ctx, 60*time.Second); err != nil {
 			return err
 		}
 		// From now on, whenever it restarts: ready once it serves its slots.
-		n.Ready = func(ctx context.Context) error { return clusterOK(ctx, direct) }
+		n.Ready = func(ctx context.Context) error { return redisnode.ClusterOK(ctx, direct) }
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.CommandContext(cctx, "redis-cli", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	if err := redisnode.CreateCluster(cctx, addrs); err != nil {
+		return err
 	}
 	for _, n := range d.Nodes {
 		if err := n.WaitReady(cctx, time.Minute); err != nil {
@@ -517,11 +512,12 @@ func (d *Deployment) startCluster(ctx context.Context) error {
 			return dialer.DialContext(ctx, network, addr)
 		}})
 	d.RDB = rdb
+	if err := redisnode.WaitMasters(cctx, rdb, ClusterMasters); err != nil {
+		return err
+	}
 	for {
-		if err := rdb.ForEachMaster(cctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }); err == nil {
-			if _, err := d.masterIndex(cctx, 0); err == nil {
-				return nil
-			}
+		if _, err := d.masterIndex(cctx, 0); err == nil {
+			return nil
 		}
 		rdb.ReloadState(cctx)
 		select {
@@ -530,18 +526,6 @@ func (d *Deployment) startCluster(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// clusterOK answers nil once a node says cluster_state:ok.
-func clusterOK(ctx context.Context, node *redis.Client) error {
-	info, err := node.ClusterInfo(ctx).Result()
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(info, "cluster_state:ok") {
-		return errors.New("cluster_state is not ok")
-	}
-	return nil
 }
 
 // SaleNode is the Redis node that holds a sale's keys: the single one, or

@@ -3,6 +3,7 @@ package chaos
 import (
 	"net"
 	"path/filepath"
+	"strconv"
 
 	"github.com/seckill/seckill/internal/proc"
 )
@@ -16,3 +17,9 @@ func port(addr string) string {
 }
 
 func logPath(dir, name string) string { return filepath.Join(dir, name+".log") }
+
+// portNum is addr's port as a number (0 when it has none).
+func portNum(addr string) int {
+	n, _ := strconv.Atoi(port(addr))
+	return n
+}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/redisnode"
 )
 
 // Masters is the number of master nodes MustRedisCluster starts.
@@ -82,35 +84,16 @@ func MustRedisCluster(tb testing.TB) *RedisCluster {
 			tb.Fatalf("cluster: node %d: %v\n%s", i, err, c.Logs())
 		}
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
-	if err != nil {
-		tb.Fatalf("cluster: redis-cli --cluster create: %v\n%s\n%s", err, out, c.Logs())
+	if err := redisnode.CreateCluster(ctx, c.Addrs); err != nil {
+		tb.Fatalf("cluster: %v\n%s", err, c.Logs())
 	}
 	for _, addr := range c.Addrs {
 		if err := waitClusterOK(ctx, addr); err != nil {
-			tb.Fatalf("cluster: node %s: %v\n%s\n%s", addr, err, out, c.Logs())
+			tb.Fatalf("cluster: node %s: %v\n%s", addr, err, c.Logs())
 		}
 	}
-	// The client learns the slot map from any node; make sure it sees all
-	// three masters before the test starts using it.
-	rdb := c.Client(tb)
-	for {
-		n := 0
-		err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			n++
-			return m.Ping(ctx).Err()
-		})
-		if err == nil && n == Masters {
-			break
-		}
-		rdb.ReloadState(ctx)
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("cluster: client sees %d masters (err %v)\n%s", n, err, c.Logs())
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := redisnode.WaitMasters(ctx, c.Client(tb), Masters); err != nil {
+		tb.Fatalf("cluster: %v\n%s", err, c.Logs())
 	}
 	return c
 }
@@ -181,31 +164,11 @@ func startOnFreePorts(ctx context.Context, tb testing.TB, name, dir string, clus
 	}
 }
 
-// startNode starts one redis-server in dir with the settings of
-// scripts/redis.sh (AOF, fsync every second); with bus > 0 as a cluster
-// node. SIGKILLed and reaped at cleanup. The channel closes when it exits.
+// startNode starts one redis-server in dir (redisnode.Args); with bus > 0
+// as a cluster node. SIGKILLed and reaped at cleanup. The channel closes when it exits.
 func startNode(tb testing.TB, name, dir string, port, bus int) <-chan struct{} {
 	tb.Helper()
-	args := []string{
-		"--bind", "127.0.0.1",
-		"--port", strconv.Itoa(port),
-		"--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"),
-		"--appendonly", "yes",
-		"--appendfsync", "everysec",
-		"--maxmemory-policy", "noeviction",
-		"--save", "",
-		"--protected-mode", "no",
-		"--daemonize", "no",
-	}
-	if bus > 0 {
-		args = append(args,
-			"--cluster-enabled", "yes",
-			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "5000",
-		)
-	}
+	args := redisnode.Args(redisnode.Options{Port: port, Bus: bus, Dir: dir, LogFile: filepath.Join(dir, "redis.log")})
 	cmd := exec.Command("redis-server", args...)
 	// Its own process group: a Ctrl-C of the test does not hit it first, and
 	// the kill below reaches only this process.
@@ -250,22 +213,16 @@ func waitPing(ctx context.Context, addr string) error {
 func waitClusterOK(ctx context.Context, addr string) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer rdb.Close()
-	last := ""
 	for {
 		ictx, cancel := context.WithTimeout(ctx, time.Second)
-		info, err := rdb.ClusterInfo(ictx).Result()
+		err := redisnode.ClusterOK(ictx, rdb)
 		cancel()
-		if err == nil && strings.Contains(info, "cluster_state:ok") {
+		if err == nil {
 			return nil
-		}
-		if err != nil {
-			last = err.Error()
-		} else {
-			last = info
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster_state not ok: %s", last)
+			return fmt.Errorf("node never ready: %w", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

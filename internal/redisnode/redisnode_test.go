@@ -1,0 +1,29 @@
+package redisnode
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A single server has no cluster arguments; a cluster node has its bus and
+// config file; a proxied node announces the proxy's port and its own bus.
+func TestArgs(t *testing.T) {
+	single := strings.Join(Args(Options{Port: 7000, Dir: "/d"}), " ")
+	for _, want := range []string{"--port 7000", "--dir /d", "--appendonly yes", "--appendfsync everysec", "--save "} {
+		if !strings.Contains(single, want) {
+			t.Errorf("single server: no %q in %q", want, single)
+		}
+	}
+	if strings.Contains(single, "cluster") || strings.Contains(single, "--logfile") {
+		t.Errorf("single server: %q", single)
+	}
+	node := Args(Options{Port: 7001, Bus: 17001, Announce: 8001, Dir: "/n", LogFile: "/n/redis.log"})
+	for _, pair := range [][2]string{{"--cluster-enabled", "yes"}, {"--cluster-port", "17001"}, {"--cluster-config-file", "/n/nodes.conf"},
+		{"--cluster-node-timeout", "5000"}, {"--cluster-announce-port", "8001"}, {"--cluster-announce-bus-port", "17001"}, {"--logfile", "/n/redis.log"}} {
+		i := slices.Index(node, pair[0])
+		if i < 0 || i+1 >= len(node) || node[i+1] != pair[1] {
+			t.Errorf("cluster node: %s is not %s in %q", pair[0], pair[1], node)
+		}
+	}
+}
