@@ -14,9 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// productionPackages reach Redis only through lua.Client. lua and
-// internal/conn (which dials) may import go-redis; so may test support
-// (internal/testenv, bench, faults, cluster, chaos) and every _test file.
+// Production packages reach Redis only through lua.Client. lua and
+// internal/conn (which dials) may import go-redis; so may the test
+// support and every _test file.
+//
 // notProduction are the module's packages that never serve production
 // traffic (the test harnesses and tools), and the gateway itself with the
 // one opener of connections (lua, internal/conn): every other package is
