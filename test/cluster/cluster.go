@@ -12,12 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/redisnode"
 )
 
@@ -133,80 +133,34 @@ func freePort(tb testing.TB) int {
 // redis-server does, which then exits at once; that is retried on new ports.
 func startOnFreePorts(ctx context.Context, tb testing.TB, name, dir string, cluster bool) (int, error) {
 	tb.Helper()
-	var port int
+	logPath := filepath.Join(dir, "redis.log")
 	for attempt := 1; ; attempt++ {
-		_ = os.Remove(filepath.Join(dir, "redis.log")) // judge this attempt's log only
-		port = freePort(tb)
-		bus := 0
+		_ = os.Remove(logPath) // judge this attempt's log only
+		port, bus := freePort(tb), 0
 		if cluster {
 			bus = freePort(tb)
 		}
-		exited := startNode(tb, name, dir, port, bus)
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		pctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-exited:
-				cancel()
-			case <-pctx.Done():
+		rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+		p := &proc.Proc{Name: name, Bin: "redis-server", LogPath: logPath,
+			Args:  redisnode.Args(redisnode.Options{Port: port, Bus: bus, Dir: dir}),
+			Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
+		err := p.Start(ctx, 30*time.Second)
+		_ = rdb.Close()
+		// SIGKILLed at cleanup: the test owns nothing it must flush.
+		tb.Cleanup(func() {
+			if err := p.Kill(); err != nil {
+				tb.Errorf("cluster: kill %s: %v", name, err)
 			}
-		}()
-		err := waitPing(pctx, addr)
-		cancel()
+		})
 		if err == nil {
 			return port, nil
 		}
-		raw, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		raw, _ := os.ReadFile(logPath)
 		if attempt == 5 || ctx.Err() != nil || !strings.Contains(string(raw), "Address already in use") {
 			return port, fmt.Errorf("%s on port %d: %w", name, port, err)
 		}
 		tb.Logf("cluster: %s: a port was taken meanwhile; retrying on new ones", name)
-	}
-}
-
-// startNode starts one redis-server in dir (redisnode.Args); with bus > 0
-// as a cluster node. SIGKILLed and reaped at cleanup. The channel closes when it exits.
-func startNode(tb testing.TB, name, dir string, port, bus int) <-chan struct{} {
-	tb.Helper()
-	args := redisnode.Args(redisnode.Options{Port: port, Bus: bus, Dir: dir, LogFile: filepath.Join(dir, "redis.log")})
-	cmd := exec.Command("redis-server", args...)
-	// Its own process group: a Ctrl-C of the test does not hit it first, and
-	// the kill below reaches only this process.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("cluster: start %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			tb.Errorf("cluster: %s (pid %d) did not exit after SIGKILL", name, cmd.Process.Pid)
-		}
-	})
-	return done
-}
-
-func waitPing(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
-	defer rdb.Close()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := rdb.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no PONG: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
 
