@@ -28,11 +28,7 @@ func (s *server) gateFailed(c *fiber.Ctx, what string, err error) error {
 
 // gateSale is the sale of the path from the cache (404 when unknown).
 func (s *server) gateSale(c *fiber.Ctx) (*domain.Sale, error) {
-	id, err := saleIDParam(c, "sale_id")
-	if err != nil {
-		return nil, err
-	}
-	e, err := s.cache.Get(c.UserContext(), id)
+	e, err := s.cachedSale(c)
 	if err != nil {
 		return nil, err
 	}

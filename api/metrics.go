@@ -13,7 +13,6 @@ import (
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/status"
 )
 
@@ -22,8 +21,6 @@ const (
 	layerValidation = "validation"
 	layerGlobal     = "global_limit"
 	layerAddr       = "addr_limit"
-	layerRedis      = reservation.LayerRedis
-	layerDatabase   = reservation.LayerDatabase
 )
 
 type metrics struct {

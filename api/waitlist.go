@@ -15,7 +15,7 @@ type waitlistPosition struct {
 
 // POST /api/v1/sales/{sale_id}/waitlist
 func (s *server) joinWaitlist(c *fiber.Ctx) error {
-	e, err := s.waitlistSale(c)
+	e, err := s.cachedSale(c)
 	if err != nil {
 		return s.gateFailed(c, "waitlist: sale", err)
 	}
@@ -28,7 +28,7 @@ func (s *server) joinWaitlist(c *fiber.Ctx) error {
 
 // GET /api/v1/sales/{sale_id}/waitlist
 func (s *server) getWaitlistPosition(c *fiber.Ctx) error {
-	e, err := s.waitlistSale(c)
+	e, err := s.cachedSale(c)
 	if err != nil {
 		return s.gateFailed(c, "waitlist: sale", err)
 	}
@@ -42,7 +42,7 @@ func (s *server) getWaitlistPosition(c *fiber.Ctx) error {
 
 // DELETE /api/v1/sales/{sale_id}/waitlist
 func (s *server) leaveWaitlist(c *fiber.Ctx) error {
-	e, err := s.waitlistSale(c)
+	e, err := s.cachedSale(c)
 	if err != nil {
 		return s.gateFailed(c, "waitlist: sale", err)
 	}
@@ -52,8 +52,8 @@ func (s *server) leaveWaitlist(c *fiber.Ctx) error {
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
-// waitlistSale is the cached sale of the path (404 when unknown).
-func (s *server) waitlistSale(c *fiber.Ctx) (*salecache.Entry, error) {
+// cachedSale is the cache entry of the path's sale (404 when unknown).
+func (s *server) cachedSale(c *fiber.Ctx) (*salecache.Entry, error) {
 	id, err := saleIDParam(c, "sale_id")
 	if err != nil {
 		return nil, err

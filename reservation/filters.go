@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/salecache"
 )
 
@@ -95,7 +96,7 @@ func (f *Filters) sale(ctx context.Context, saleID int64, now time.Time) (*salec
 			return nil, nil, err
 		}
 		f.d.Count(LayerSale, "unavailable")
-		requestLog(f.d.Logger, ctx).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
+		reqid.Logger(ctx, f.d.Logger).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
 		return nil, nil, f.saleUnknowable
 	}
 	sale := entry.Sale()
@@ -124,7 +125,7 @@ func (f *Filters) gate(ctx context.Context, sale *domain.Sale, userID int64, pas
 	eligible, err := f.d.Gate.Eligible(ctx, sale, userID)
 	if err != nil {
 		f.d.Count(LayerGate, "unavailable")
-		requestLog(f.d.Logger, ctx).Warn("reserve: allowlist", "sale_id", sale.ID, "err", err)
+		reqid.Logger(ctx, f.d.Logger).Warn("reserve: allowlist", "sale_id", sale.ID, "err", err)
 		return f.saleUnknowable
 	}
 	if !eligible {

@@ -61,7 +61,7 @@ func NewOrders(d OrdersDeps) *Orders { return &Orders{d: d} }
 func (o *Orders) Own(ctx context.Context, userID int64, token string, saleID int64) (*domain.Reservation, error) {
 	r, err := status.Stored(ctx, o.d.Store, token)
 	if err != nil {
-		o.log(ctx).Warn("read reservation", "token", token, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Warn("read reservation", "token", token, "err", err)
 		return nil, domain.Unavailable("reservation store unavailable")
 	}
 	if r != nil {
@@ -78,14 +78,6 @@ func (o *Orders) Own(ctx context.Context, userID int64, token string, saleID int
 	return nil, domain.ErrNoReservation
 }
 
-// log is the logger of work done for the request of ctx.
-func (o *Orders) log(ctx context.Context) *slog.Logger { return requestLog(o.d.Logger, ctx) }
-
-// requestLog is the logger of work done for ctx's request.
-func requestLog(logger *slog.Logger, ctx context.Context) *slog.Logger {
-	return reqid.Logger(ctx, logger)
-}
-
 // redisHold reads a token's Redis state; ok is false when Redis does not
 // know it or cannot answer now.
 func (o *Orders) redisHold(ctx context.Context, saleID int64, token string) (state string, userID int64, ok bool) {
@@ -93,7 +85,7 @@ func (o *Orders) redisHold(ctx context.Context, saleID int64, token string) (sta
 	defer cancel()
 	state, userID, found, err := o.d.Redis.TokenHold(ctx, saleID, token)
 	if err != nil {
-		o.log(ctx).Warn("read token state", "sale_id", saleID, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Warn("read token state", "sale_id", saleID, "err", err)
 		return "", 0, false
 	}
 	return state, userID, found
@@ -194,7 +186,7 @@ func (o *Orders) Cancel(ctx context.Context, userID int64, token string, saleID 
 func (o *Orders) stored(ctx context.Context, token string) (*domain.Reservation, error) {
 	r, err := status.Stored(ctx, o.d.Store, token)
 	if err != nil {
-		o.log(ctx).Warn("read reservation", "token", token, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Warn("read reservation", "token", token, "err", err)
 		return nil, domain.Unavailable("reservation store unavailable")
 	}
 	return r, nil
@@ -205,7 +197,7 @@ func (o *Orders) stored(ctx context.Context, token string) (*domain.Reservation,
 func (o *Orders) repairClosed(ctx context.Context, token string) bool {
 	repaired, err := o.d.Repair(ctx, token)
 	if err != nil {
-		o.log(ctx).Warn("repair of a closed workflow failed", "token", token, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Warn("repair of a closed workflow failed", "token", token, "err", err)
 		return false
 	}
 	if repaired {
@@ -250,7 +242,7 @@ func (o *Orders) update(ctx context.Context, token, updateID, name string, arg a
 	st, err := orders.Update(ctx, o.d.Temporal, token, updateID, name, arg)
 	var de *domain.Error
 	if err != nil && !errors.Is(err, orders.ErrClosed) && !errors.As(err, &de) {
-		o.log(ctx).Warn("order workflow update failed", "token", token, "err", fmt.Errorf("%s: %w", name, err))
+		reqid.Logger(ctx, o.d.Logger).Warn("order workflow update failed", "token", token, "err", fmt.Errorf("%s: %w", name, err))
 		return st, domain.Unavailable("workflow service unavailable, retry")
 	}
 	return st, err
@@ -285,7 +277,7 @@ func (o *Orders) Confirm(ctx context.Context, token string, saleID int64, ref st
 		}
 	}
 	if amount != due {
-		o.log(ctx).Warn("webhook: amount mismatch", "token", token, "payment_ref", ref, "amount_cents", amount, "due_cents", due)
+		reqid.Logger(ctx, o.d.Logger).Warn("webhook: amount mismatch", "token", token, "payment_ref", ref, "amount_cents", amount, "due_cents", due)
 		return Confirmation{}, domain.Errorf(domain.EAmountMismatch, "amount_cents does not match the order's amount")
 	}
 	if c, done, err := o.settled(ctx, r, ref, amount); done {
@@ -330,10 +322,10 @@ func (o *Orders) settled(ctx context.Context, r *domain.Reservation, ref string,
 		Token: r.Token, SaleID: r.SaleID, UserID: r.UserID, PaymentRef: ref, AmountCents: amount, Reason: reason,
 	})
 	if err != nil {
-		o.log(ctx).Error("webhook: record refund", "token", r.Token, "payment_ref", ref, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Error("webhook: record refund", "token", r.Token, "payment_ref", ref, "err", err)
 		return Confirmation{}, true, domain.Unavailable("refund store unavailable; retry")
 	}
-	o.log(ctx).Info("payment to refund", "token", r.Token, "sale_id", r.SaleID, "payment_ref", ref,
+	reqid.Logger(ctx, o.d.Logger).Info("payment to refund", "token", r.Token, "sale_id", r.SaleID, "payment_ref", ref,
 		"amount_cents", rf.AmountCents, "reason", rf.Reason, "refund_id", rf.ID)
 	return Confirmation{Refund: &domain.RefundRequired{
 		Status: domain.StatusRefundRequired, Token: rf.Token, SaleID: rf.SaleID, PaymentRef: rf.PaymentRef,

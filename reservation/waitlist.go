@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/gate"
+	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/store"
@@ -98,7 +99,7 @@ func (w *Waitlist) mayWait(ctx context.Context, sale *domain.Sale, user int64, n
 	case errors.As(err, &de):
 		return err
 	case err != nil:
-		requestLog(w.d.Logger, ctx).Error("waitlist: gate", "sale_id", sale.ID, "err", err)
+		reqid.Logger(ctx, w.d.Logger).Error("waitlist: gate", "sale_id", sale.ID, "err", err)
 		return domain.Unavailable("database unavailable; retry")
 	case !eligible:
 		return domain.Errorf(domain.ENotEligible, "this sale is restricted to listed users")
@@ -132,7 +133,7 @@ func (w *Waitlist) Leave(ctx context.Context, saleID, user int64) error {
 
 // failed logs a Redis or database failure and answers 503, retry.
 func (w *Waitlist) failed(ctx context.Context, what string, err error) error {
-	requestLog(w.d.Logger, ctx).Warn(what, "err", err)
+	reqid.Logger(ctx, w.d.Logger).Warn(what, "err", err)
 	return domain.Unavailable("waitlist unavailable; retry")
 }
 

@@ -45,25 +45,22 @@ type Operator struct{ d OperatorDeps }
 // NewOperator is the operators' use cases of d.
 func NewOperator(d OperatorDeps) *Operator { return &Operator{d: d} }
 
-// log is the logger of work done for ctx's request.
-func (o *Operator) log(ctx context.Context) *slog.Logger { return reqid.Logger(ctx, o.d.Logger) }
-
 // Create stores a new sale (once per idempotency ref) and answers the
 // stored row: what the database kept (time precision, text) is what every
 // later read serves. The sale's workflow starts in the background.
 func (o *Operator) Create(ctx context.Context, sale *domain.Sale, ref string) (*domain.Sale, error) {
 	if err := o.d.Store.CreateSaleOnce(ctx, sale, ref); err != nil {
-		o.log(ctx).Error("create sale", "err", err)
+		reqid.Logger(ctx, o.d.Logger).Error("create sale", "err", err)
 		return nil, domain.Unavailable("could not create the sale")
 	}
 	if stored, err := o.d.Store.GetSale(ctx, sale.ID); err == nil {
 		sale = stored
 	} else {
-		o.log(ctx).Warn("create sale: read back; answering from the request", "sale_id", sale.ID, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Warn("create sale: read back; answering from the request", "sale_id", sale.ID, "err", err)
 	}
 	o.d.Cache.Put(sale)
 	o.startWorkflow(ctx, sale)
-	o.log(ctx).Info("sale created", "sale_id", sale.ID, "stock", sale.StockTotal)
+	reqid.Logger(ctx, o.d.Logger).Info("sale created", "sale_id", sale.ID, "stock", sale.StockTotal)
 	return sale, nil
 }
 
@@ -78,7 +75,7 @@ func (o *Operator) startWorkflow(reqCtx context.Context, sale *domain.Sale) {
 		ctx, cancel := context.WithTimeout(reqid.With(context.Background(), reqid.From(reqCtx)), 10*time.Second)
 		defer cancel()
 		if err := orders.StartSale(ctx, o.d.Temporal, o.d.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
-			o.log(ctx).Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
+			reqid.Logger(ctx, o.d.Logger).Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
 		}
 	})
 }
@@ -90,7 +87,7 @@ func (o *Operator) Sale(ctx context.Context, id int64) (*domain.Sale, error) {
 		return nil, domain.Errorf(domain.ENotFound, "no such sale")
 	}
 	if err != nil {
-		o.log(ctx).Error("admin: get sale", "sale_id", id, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Error("admin: get sale", "sale_id", id, "err", err)
 		return nil, domain.Unavailable("database unavailable")
 	}
 	return sale, nil
@@ -104,14 +101,14 @@ func (o *Operator) Warmup(ctx context.Context, id int64) (int64, error) {
 	}
 	outcome, redisStock, err := Warmup(ctx, o.d.Store, o.d.Redis, o.d.Temporal, sale.ID)
 	if err != nil {
-		o.log(ctx).Error("warmup", "sale_id", sale.ID, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Error("warmup", "sale_id", sale.ID, "err", err)
 		return 0, domain.Unavailable("warm-up failed; retry")
 	}
 	if outcome == lua.WarmupAlreadyLive {
 		return 0, domain.Errorf(domain.EAlreadyLive, "the sale has taken reservations; warm-up would reset it")
 	}
 	o.d.Cache.Put(sale).Warmed(redisStock)
-	o.log(ctx).Info("sale warmed", "sale_id", sale.ID, "redis_stock", redisStock)
+	reqid.Logger(ctx, o.d.Logger).Info("sale warmed", "sale_id", sale.ID, "redis_stock", redisStock)
 	return redisStock, nil
 }
 
@@ -124,14 +121,14 @@ func (o *Operator) SetControl(ctx context.Context, id int64, to domain.SaleContr
 	case errors.Is(err, store.ErrNotFound):
 		return domain.SaleView{}, domain.Errorf(domain.ENotFound, "no such sale")
 	case errors.Is(err, ErrRedisBehind):
-		o.log(ctx).Warn("set sale control in redis; following", "sale_id", id, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Warn("set sale control in redis; following", "sale_id", id, "err", err)
 		o.follow(func(ctx context.Context) error { return FollowControl(ctx, o.d.Store, o.d.Redis, id) })
 	case err != nil:
-		o.log(ctx).Error("set sale control", "sale_id", id, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Error("set sale control", "sale_id", id, "err", err)
 		return domain.SaleView{}, domain.Unavailable("database unavailable")
 	}
 	e := o.d.Cache.Put(sale)
-	o.log(ctx).Info("sale control", "sale_id", id, "control", to)
+	reqid.Logger(ctx, o.d.Logger).Info("sale control", "sale_id", id, "control", to)
 	return sale.View(time.Now(), e.StockLeft(), e.Waiting()), nil
 }
 
@@ -154,12 +151,12 @@ func (o *Operator) AdjustStock(ctx context.Context, id, delta int64, ref string)
 	sale, err := o.d.Store.GetSale(ctx, id)
 	if err != nil {
 		// Committed: answer from what was read before, moved by delta.
-		o.log(ctx).Warn("get sale after adjust; answering from the earlier read", "sale_id", id, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Warn("get sale after adjust; answering from the earlier read", "sale_id", id, "err", err)
 		sale, sale.StockTotal = before, before.StockTotal+delta
 	}
 	e := o.d.Cache.Put(sale)
 	e.SetStock(o.d.Cache.ReadStock(ctx, id))
-	o.log(ctx).Info("stock adjusted", "sale_id", id, "delta", delta)
+	reqid.Logger(ctx, o.d.Logger).Info("stock adjusted", "sale_id", id, "delta", delta)
 	return sale.View(time.Now(), e.StockLeft(), e.Waiting()), nil
 }
 
@@ -170,7 +167,7 @@ func (o *Operator) adjust(ctx context.Context, id, delta int64, ref string) erro
 	if err != nil && err != store.ErrInsufficient {
 		// A bare refusal is an answer; anything else is logged (also a
 		// refused withdrawal whose units did not go back to Redis).
-		o.log(ctx).Error("adjust stock", "sale_id", id, "delta", delta, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Error("adjust stock", "sale_id", id, "delta", delta, "err", err)
 	}
 	switch {
 	case errors.Is(err, store.ErrInsufficient):
@@ -195,7 +192,7 @@ func (o *Operator) adjust(ctx context.Context, id, delta int64, ref string) erro
 // this instance at once.
 func (o *Operator) Blacklist(ctx context.Context, userID int64, on bool) error {
 	if err := o.d.Store.SetBlacklisted(ctx, userID, on); err != nil {
-		o.log(ctx).Error("blacklist", "user_id", userID, "err", err)
+		reqid.Logger(ctx, o.d.Logger).Error("blacklist", "user_id", userID, "err", err)
 		return domain.Unavailable("database unavailable")
 	}
 	o.d.Cache.SetBlacklisted(userID, on)

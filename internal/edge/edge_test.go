@@ -47,10 +47,10 @@ func closedByServer(t *testing.T, c net.Conn) bool {
 	return err == io.EOF || isReset(err)
 }
 
+// isReset reports whether err is a network failure other than a timeout.
 func isReset(err error) bool {
 	var op *net.OpError
-	ok := err != nil && (errors.As(err, &op) && !op.Timeout())
-	return ok
+	return errors.As(err, &op) && !op.Timeout()
 }
 
 // A client address holds at most MaxConnsPerAddr connections: the next is
