@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/gate"
+	"github.com/seckill/seckill/internal/idempotency"
 )
 
 const adminTimeout = 10 * time.Second
@@ -82,7 +83,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	if sale, err = s.operator.Create(ctx, sale, writeRef(c)); err != nil {
+	if sale, err = s.operator.Create(ctx, sale, idempotency.Ref(c)); err != nil {
 		return sendErr(c, err)
 	}
 	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal, 0))
@@ -139,7 +140,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	v, err := s.operator.AdjustStock(ctx, id, *req.Delta, writeRef(c))
+	v, err := s.operator.AdjustStock(ctx, id, *req.Delta, idempotency.Ref(c))
 	if err != nil {
 		return sendErr(c, err)
 	}

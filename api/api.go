@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	_ "net/http/pprof" // served only on SECKILL_PPROF_ADDR in development mode
 	"net/netip"
 	"strings"
 	"sync"
@@ -31,8 +29,8 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/gate"
-	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/edge"
+	"github.com/seckill/seckill/internal/idempotency"
 	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/reqid"
@@ -97,7 +95,7 @@ type server struct {
 	fleet *fleet.Observer
 
 	global  *rate.Limiter
-	draw    *overloadDraw
+	draw    *ratelimit.Draw
 	tokens  *auth.Verifier
 	perAddr *ratelimit.Keyed[netip.Addr]
 	perUser *ratelimit.Keyed[int64]
@@ -108,7 +106,7 @@ type server struct {
 	// The connection edge, the refusals decided on headers until
 	// answered (transport.go), and the read routes' buckets.
 	edge     *edge.Edge
-	refusals refusals
+	refusals edge.Refusals
 	readAddr *ratelimit.Keyed[netip.Addr]
 	readUser *ratelimit.Keyed[int64]
 	// Payments and cancels: buckets of the reservation path's sizes, their
@@ -134,6 +132,9 @@ type Server struct {
 	edge  *edge.Edge
 	s     *server
 }
+
+// MaxConns is the edge's cap on open connections.
+func (s *Server) MaxConns() int64 { return s.edge.MaxConns() }
 
 // ServeAdmin serves the admin listener on ln until Admin shuts down.
 func (s *Server) ServeAdmin(ln net.Listener) error { return s.Admin.Listener(ln) }
@@ -197,7 +198,7 @@ func newServerState(d Deps) *server {
 		temporal: d.Temporal,
 		cache:    salecache.New(d.Store, d.Redis, cfg.RedisTimeout, logger),
 		global:   rate.NewLimiter(ratelimit.Limit(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
-		draw:     newOverloadDraw(cfg.TokenKey, cfg.GlobalRPS),
+		draw:     ratelimit.NewDraw(cfg.TokenKey, cfg.GlobalRPS),
 		perAddr:  ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
 		perUser:  ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser),
 		stop:     make(chan struct{}),
@@ -224,12 +225,12 @@ func newServerState(d Deps) *server {
 	_, err = promreg.Register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
 	must("api metrics", err)
 	s.starter = reservation.NewStartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
-		Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.inc})
+		Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.Inc})
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
 		Script: d.Redis, HoldIndex: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store},
 		Syncer: reservation.SalesSyncer{Store: d.Store, Redis: d.Redis}, Starter: s.starter,
 		Fleet:  reservation.FleetFunc(func() bool { return s.fleet.RedisDown() }),
-		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.inc,
+		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.Inc,
 	})
 	s.holds = s.res.Holds()
 	s.filters = reservation.NewFilters(reservation.FilterDeps{Cache: s.cache, Gate: s.gate, Lottery: s.lottery, PerUser: s.perUser,
@@ -254,7 +255,9 @@ func newServerState(d Deps) *server {
 	})
 	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
 		func() bool { return s.res.RedisAnswered(fleet.DownAfter) }, logger)
-	must("api metrics", registerFleetGauges(reg, s.fleet))
+	for _, g := range s.fleet.Gauges() {
+		must("api metrics", reg.Register(g))
+	}
 	queued = func() float64 { return float64(s.starter.Len()) }
 	s.edge, err = edge.New(edge.Limits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
 		Exempt: append(append([]netip.Prefix{}, cfg.TrustedProxies...), cfg.TrustedAddrs...),
@@ -394,18 +397,19 @@ func (s *server) traced(handlers ...fiber.Handler) []fiber.Handler {
 // listener, or on ADMIN_ADDR's alone.
 func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	admin := s.authenticate(true)
+	keyed := idempotency.New(s.st, func(c *fiber.Ctx) int64 { return principal(c).UserID }, adminTimeout, s.logger).Wrap
 	t := func(handlers ...fiber.Handler) []fiber.Handler {
 		last := len(handlers) - 1
 		handlers[last] = s.operatorLogged(handlers[last])
 		return s.traced(handlers...)
 	}
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	app.Post("/admin/v1/sales", t(admin, s.idempotent(s.createSale))...)
+	app.Post("/admin/v1/sales", t(admin, keyed(s.createSale))...)
 	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, s.warmup)...)
 	app.Post("/admin/v1/sales/:sale_id/pause", t(admin, s.control(domain.ControlPaused))...)
 	app.Post("/admin/v1/sales/:sale_id/resume", t(admin, s.control(domain.ControlActive))...)
 	app.Post("/admin/v1/sales/:sale_id/stop", t(admin, s.control(domain.ControlStopped))...)
-	app.Post("/admin/v1/sales/:sale_id/stock", t(admin, s.idempotent(s.adjustStock))...)
+	app.Post("/admin/v1/sales/:sale_id/stock", t(admin, keyed(s.adjustStock))...)
 	app.Get("/admin/v1/sales/:sale_id/reconciliation", t(admin, s.reconciliation)...)
 	app.Put("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(true))...)
 	app.Delete("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(false))...)
@@ -534,88 +538,4 @@ func (s *server) readyz(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"redis"}})
 	}
 	return c.JSON(fiber.Map{"status": "ok"})
-}
-
-// Run serves the API on cfg.APIAddr until ctx is cancelled, then shuts down
-// gracefully: stop accepting, finish in-flight requests within
-// cfg.ShutdownTimeout, drain the workflow starter best-effort.
-func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
-	st, err := conn.StoreWhenReady(ctx, cfg, logger)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped before the database answered
-		}
-		return fmt.Errorf("api: %w", err)
-	}
-	defer func() { _ = st.Close() }()
-	redisClient, err := conn.Redis(cfg)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	rdb := lua.NewClient(redisClient)
-	defer func() { _ = rdb.Close() }()
-	reg := prometheus.NewRegistry()
-	if err := rdb.InstrumentScripts(reg); err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	temporalMetrics, closeMetrics := conn.TemporalMetrics(reg, logger)
-	defer func() { _ = closeMetrics.Close() }()
-	tc, err := conn.LazyTemporal(cfg, logger, conn.WithMetrics(temporalMetrics))
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	defer tc.Close()
-
-	var idp *auth.IdentityProvider
-	if cfg.JWKSURL != "" {
-		if idp, err = auth.NewIdentityProvider(ctx, cfg.JWKSURL, cfg.JWTIssuer, cfg.JWTAudience,
-			auth.IdentityClaims{User: cfg.JWTUserClaim, Role: cfg.JWTRoleClaim}, 10*time.Second); err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
-	}
-	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Temporal: tc, Registry: reg, IdentityProvider: idp})
-	app := srv.App
-	if cfg.PprofAddr != "" {
-		go func() {
-			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}
-			logger.Info("pprof listening (development mode)", "addr", cfg.PprofAddr)
-			if err := srv.ListenAndServe(); err != nil {
-				logger.Warn("pprof server", "err", err)
-			}
-		}()
-	}
-	ln, err := net.Listen("tcp", cfg.APIAddr)
-	if err != nil {
-		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)
-	}
-	logger.Info("api listening", "addr", ln.Addr().String(), "env", cfg.Env, "max_connections", srv.edge.MaxConns())
-	served := make(chan error, 2)
-	go func() { served <- srv.Serve(ln) }()
-	if srv.Admin != nil {
-		aln, err := net.Listen("tcp", cfg.AdminAddr)
-		if err != nil {
-			_ = app.Shutdown()
-			return fmt.Errorf("api: listen on ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
-		}
-		logger.Info("admin listening", "addr", aln.Addr().String())
-		go func() {
-			if err := srv.ServeAdmin(aln); err != nil {
-				served <- fmt.Errorf("admin listener: %w", err)
-			}
-		}()
-		defer func() { _ = srv.Admin.ShutdownWithTimeout(cfg.ShutdownTimeout) }()
-	}
-	select {
-	case err := <-served:
-		return fmt.Errorf("api: serve: %w", err)
-	case <-ctx.Done():
-	}
-	logger.Info("api shutting down", "timeout", cfg.ShutdownTimeout)
-	if err := app.ShutdownWithTimeout(cfg.ShutdownTimeout); err != nil {
-		return fmt.Errorf("api: shutdown: %w", err)
-	}
-	if err := <-served; err != nil {
-		return fmt.Errorf("api: serve: %w", err)
-	}
-	return nil
 }

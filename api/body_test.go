@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/strictjson"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -72,7 +74,7 @@ func TestStrictBodies(t *testing.T) {
 }
 
 // topKeys lists the top-level keys of a JSON object as written, repeats
-// included (a walk of its own, independent of checkKeys).
+// included (a walk of its own, independent of strictjson's).
 func topKeys(t *testing.T, body []byte) []string {
 	t.Helper()
 	var m map[string]json.RawMessage
@@ -98,10 +100,10 @@ func fuzzStrict[T any](f *testing.F, seeds ...string) {
 	for _, s := range append(seeds, ``, `[]`, `null`, `{}`, `{"a":1}`, `{} {}`, `"x"`) {
 		f.Add([]byte(s))
 	}
-	allowed := jsonFields(reflect.TypeFor[T]())
+	allowed := strictjson.Fields(reflect.TypeFor[T]())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var v T
-		if err := decodeStrict(body, &v); err != nil {
+		if err := strictjson.Decode(body, &v); err != nil {
 			if domain.ErrorCode(err) != domain.EInvalid {
 				t.Fatalf("error code %q for %q", domain.ErrorCode(err), body)
 			}
@@ -109,7 +111,7 @@ func fuzzStrict[T any](f *testing.F, seeds ...string) {
 		}
 		seen := map[string]bool{}
 		for _, k := range topKeys(t, body) {
-			if indexOf(allowed, k) < 0 {
+			if !slices.Contains(allowed, k) {
 				t.Fatalf("accepted key %q (allowed %v) in %q", k, allowed, body)
 			}
 			if seen[k] {
@@ -122,7 +124,7 @@ func fuzzStrict[T any](f *testing.F, seeds ...string) {
 			t.Fatalf("re-encode %q: %v", body, err)
 		}
 		var w T
-		if err := decodeStrict(again, &w); err != nil || !reflect.DeepEqual(v, w) {
+		if err := strictjson.Decode(again, &w); err != nil || !reflect.DeepEqual(v, w) {
 			t.Fatalf("round trip of %q: %v, %+v vs %+v", body, err, v, w)
 		}
 	})

@@ -2,39 +2,18 @@ package api
 
 import (
 	"net/netip"
-	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/edge"
 )
 
-// clientAddr is the socket peer, or, only when the peer is a trusted proxy,
-// the rightmost address of the proxy header that is not a trusted proxy.
+// clientAddr is the request's client: the socket peer, or the address the
+// trusted proxies in front of it name (edge.ClientAddr).
 func (s *server) clientAddr(c *fiber.Ctx) netip.Addr {
 	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
-	peer = peer.Unmap()
-	if len(s.cfg.TrustedProxies) == 0 || !ratelimit.InPrefixes(peer, s.cfg.TrustedProxies) {
-		return peer
+	if len(s.cfg.TrustedProxies) == 0 {
+		return peer.Unmap()
 	}
-	hdr := c.Get(s.cfg.ProxyHeader)
-	addr := peer
-	for hdr != "" {
-		var part string
-		if i := strings.LastIndexByte(hdr, ','); i >= 0 {
-			part, hdr = hdr[i+1:], hdr[:i]
-		} else {
-			part, hdr = hdr, ""
-		}
-		a, err := netip.ParseAddr(strings.TrimSpace(part))
-		if err != nil {
-			// A garbled hop: trust nothing left of it.
-			return addr
-		}
-		addr = a.Unmap()
-		if !ratelimit.InPrefixes(addr, s.cfg.TrustedProxies) {
-			return addr
-		}
-	}
-	return addr
+	return edge.ClientAddr(peer, c.Get(s.cfg.ProxyHeader), s.cfg.TrustedProxies)
 }

@@ -77,9 +77,9 @@ func TestRedisPathLeavesTheStartToTheRelay(t *testing.T) {
 		sale := h.MustWarmSale(5)
 		r := h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), authtoken.RoleUser), "relay-starts-1")
 		require.Equal(t, 202, r.Status, string(r.Body))
-		handed := testutil.ToFloat64(h.server.s.m.starter.vec.WithLabelValues("queued")) +
-			testutil.ToFloat64(h.server.s.m.starter.vec.WithLabelValues("no_temporal")) +
-			testutil.ToFloat64(h.server.s.m.starter.vec.WithLabelValues("deferred"))
+		handed := testutil.ToFloat64(h.server.s.m.starter.Of("queued")) +
+			testutil.ToFloat64(h.server.s.m.starter.Of("no_temporal")) +
+			testutil.ToFloat64(h.server.s.m.starter.Of("deferred"))
 		if on {
 			require.EqualValues(t, 1, handed, "SECKILL_API_STARTS_REDIS_ORDERS=on")
 		} else {

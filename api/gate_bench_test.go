@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -116,10 +116,13 @@ func BenchmarkOverloadDrawCost(b *testing.B) {
 	time.Sleep(1500 * time.Millisecond) // the sold-out mark reaches the cache
 	request := &gateCase{name: "soldout", status: 410,
 		path: "/api/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/reservations", body: []byte(`{"request_id":"draw-bench-2"}`)}
-	calm := newOverloadDraw([]byte("bench key"), 1e9)
-	overloaded := newOverloadDraw([]byte("bench key"), 1)
-	overloaded.second.Store(time.Now().Unix())
-	overloaded.share.Store(math.Float64bits(0.5)) // later seconds: rate 1 against b.N asks
+	calm := ratelimit.NewDraw([]byte("bench key"), 1e9)
+	overloaded := ratelimit.NewDraw([]byte("bench key"), 1)
+	// The last second asked twice the rate: overloaded from now on (every
+	// later second asks more than the rate of 1 too).
+	last := time.Now().Add(-time.Second)
+	overloaded.Admit(1, last)
+	overloaded.Admit(2, last)
 	handler := h.app.Handler()
 	var fctx fasthttp.RequestCtx
 	unpooledKey := []byte("bench key")
@@ -135,10 +138,10 @@ func BenchmarkOverloadDrawCost(b *testing.B) {
 	for i := range b.N {
 		request.serve(b, handler, &fctx, tok)
 		start := time.Now()
-		calm.admit(int64(i), start)
+		calm.Admit(int64(i), start)
 		now := time.Now()
 		calmSpent += now.Sub(start)
-		if overloaded.admit(int64(i), now) {
+		if overloaded.Admit(int64(i), now) {
 			admitted++
 		}
 		then := time.Now()

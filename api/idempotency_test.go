@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/idempotency"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 )
@@ -54,7 +55,7 @@ func TestIdempotentCreateSale(t *testing.T) {
 	// The instance that ran it died before keeping the answer: a repeat
 	// past the stale bound takes the key over and finds the sale created.
 	_, err := h.st.DB.ExecContext(context.Background(), "UPDATE idempotency_keys SET status = NULL, response = NULL, created_at = ? WHERE scope = ?",
-		time.Now().Add(-time.Hour).UTC(), idempotencyScope(1, "POST", "/admin/v1/sales", key))
+		time.Now().Add(-time.Hour).UTC(), idempotency.Scope(1, "POST", "/admin/v1/sales", key))
 	require.NoError(t, err)
 	taken := h.doKeyed("/admin/v1/sales", h.admin, key, body)
 	require.Equal(t, 201, taken.Status, string(taken.Body))

@@ -3,16 +3,14 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/strictjson"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/salecache"
 )
@@ -81,7 +79,7 @@ func passChars(b []byte) bool {
 
 func parseReservationStrict(body []byte) (requestID, pass string, err error) {
 	var req reservationRequest
-	if err := decodeStrict(body, &req); err != nil {
+	if err := strictjson.Decode(body, &req); err != nil {
 		return "", "", err
 	}
 	if req.RequestID == nil {
@@ -100,28 +98,6 @@ func parseReservationStrict(body []byte) (requestID, pass string, err error) {
 		pass = *req.Pass
 	}
 	return *req.RequestID, pass, nil
-}
-
-// jsonProblem names what was wrong without echoing the body.
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Sprintf("field %s has the wrong type", te.Field)
-		}
-		return "the body must be a JSON object"
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("syntax error at offset %d", se.Offset)
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "empty or truncated body"
-	}
-	if strings.HasPrefix(err.Error(), "json: unknown field ") {
-		return "unknown field" // not named: answers never quote the request
-	}
-	return "malformed body"
 }
 
 // saleIDParam reads a positive decimal sale id from the path, else 404.
@@ -218,7 +194,7 @@ func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass strin
 // admitRate runs the overload draw (overload.go), then takes a token from
 // the global and the per-address buckets.
 func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, error) {
-	if !s.draw.admit(userID, now) {
+	if !s.draw.Admit(userID, now) {
 		s.m.count(layerGlobal, "draw")
 		c.Set(fiber.HeaderRetryAfter, "1")
 		return false, sendError(c, domain.ERateLimited, "too many requests: this second's draw did not admit you; ask again after Retry-After")

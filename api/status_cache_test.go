@@ -83,7 +83,7 @@ func requireServedFromCache(t *testing.T, poller *harness, buyers []liveBuyer, f
 	// A poll is served from the cache only while the instance's newest
 	// fence is fresh, which a loaded machine can delay now and then: each
 	// buyer polls until one answer came from the cache (no Redis read).
-	fromCache := poller.server.s.m.statusReads.by[status.SourceLive]
+	fromCache := poller.server.s.m.statusReads.Of(status.SourceLive)
 	for i, b := range buyers {
 		served := false
 		for range 20 {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -22,68 +20,21 @@ import (
 // routeTransport labels the answers given before routing in the request metrics.
 const routeTransport = "transport"
 
-// knownMethod is one of the methods the router knows; anything else is 501.
-func knownMethod(m []byte) bool {
-	switch string(m) {
-	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodPost, fasthttp.MethodPut, fasthttp.MethodDelete,
-		fasthttp.MethodConnect, fasthttp.MethodOptions, fasthttp.MethodTrace, fasthttp.MethodPatch:
-		return true
-	}
-	return false
-}
-
-// framingProblem names a request whose length is ambiguous: Content-Length
-// together with Transfer-Encoding, or a transfer coding other than chunked
-// alone (fasthttp refuses duplicate lengths and unknown codings itself, but
-// lets chunked win over a Content-Length and takes "identity").
-func framingProblem(h *fasthttp.RequestHeader) string {
-	raw := h.RawHeaders()
-	if h.ContentLength() == -1 {
-		if hasRawHeader(raw, "content-length") {
-			return "Content-Length together with Transfer-Encoding"
-		}
-		return ""
-	}
-	if bytes.Contains(raw, []byte("ransfer-")) || bytes.Contains(raw, []byte("RANSFER-")) {
-		if hasRawHeader(raw, "transfer-encoding") {
-			return "unsupported transfer coding"
-		}
-	}
-	return ""
-}
-
-// hasRawHeader reports whether the raw header block has a field named name
-// (lower case).
-func hasRawHeader(raw []byte, name string) bool {
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		if colon := bytes.IndexByte(line, ':'); colon == len(name) && bytes.EqualFold(line[:colon], []byte(name)) {
-			return true
-		}
-	}
-	return false
-}
-
 // wrapHandler answers what the router must not see: an unknown method (501)
 // and ambiguous framing (400, connection closed).
 func (s *server) wrapHandler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if r, ok := s.refusals.take(&ctx.Request.Header); ok {
+		if r, ok := s.refusals.Take(&ctx.Request.Header); ok {
 			// The refused body arrived with the headers; it is not looked at.
-			s.transportAnswer(ctx, r.code, r.message)
+			s.transportAnswer(ctx, r.Code, r.Message)
 			ctx.SetConnectionClose()
 			return
 		}
-		if !knownMethod(ctx.Method()) {
+		if !edge.KnownMethod(ctx.Method()) {
 			s.transportAnswer(ctx, domain.ENotImplemented, "method not implemented")
 			return
 		}
-		if p := framingProblem(&ctx.Request.Header); p != "" {
+		if p := edge.FramingProblem(&ctx.Request.Header); p != "" {
 			s.transportAnswer(ctx, domain.EInvalid, p)
 			ctx.SetConnectionClose()
 			return
@@ -96,7 +47,7 @@ func (s *server) wrapHandler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 // when its headers pass: ambiguous framing, a refused bearer token on a
 // route that needs one, malformed webhook headers.
 func (s *server) headerRefusal(h *fasthttp.RequestHeader) (code, message string) {
-	if p := framingProblem(h); p != "" {
+	if p := edge.FramingProblem(h); p != "" {
 		return domain.EInvalid, p
 	}
 	return s.routeRefusal(h)
@@ -109,44 +60,14 @@ func (s *server) headerRefusal(h *fasthttp.RequestHeader) (code, message string)
 func (s *server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if n := h.ContentLength(); (n > 0 || n == -1) && !bytes.EqualFold(h.Peek(fasthttp.HeaderExpect), []byte("100-continue")) {
 		if code, msg := s.headerRefusal(h); code != "" {
-			s.refusals.put(h, refusal{code, msg})
+			s.refusals.Put(h, edge.Refusal{Code: code, Message: msg})
 			return fasthttp.RequestConfig{ReadTimeout: time.Nanosecond}
 		}
 	}
 	// A refusal left by an earlier request on this context (its connection
 	// closed before anyone answered) must not answer this one.
-	s.refusals.take(h)
+	s.refusals.Take(h)
 	return fasthttp.RequestConfig{ReadTimeout: s.cfg.BodyTimeout}
-}
-
-// refusal is a decision taken on the headers, kept for the answer: a
-// failed body read resets the request, headers included.
-type refusal struct{ code, message string }
-
-// refusals are the refusals decided on the headers, by request header,
-// until answered.
-type refusals struct {
-	pending sync.Map
-	n       atomic.Int64
-}
-
-func (r *refusals) put(h *fasthttp.RequestHeader, v refusal) {
-	if _, loaded := r.pending.Swap(h, v); !loaded {
-		r.n.Add(1)
-	}
-}
-
-// take returns and forgets the refusal decided on h's headers.
-func (r *refusals) take(h *fasthttp.RequestHeader) (refusal, bool) {
-	if r.n.Load() == 0 {
-		return refusal{}, false
-	}
-	v, ok := r.pending.LoadAndDelete(h)
-	if !ok {
-		return refusal{}, false
-	}
-	r.n.Add(-1)
-	return v.(refusal), true
 }
 
 // expect decides Expect: 100-continue from the headers: a request that will
@@ -184,8 +105,8 @@ func (s *server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	// A refusal decided on the headers wins over what the body read did
 	// (while the headers are still being read, there is none yet).
 	if !edge.ReadingHeaders(ctx.Conn()) {
-		if r, ok := s.refusals.take(&ctx.Request.Header); ok {
-			s.transportAnswer(ctx, r.code, r.message)
+		if r, ok := s.refusals.Take(&ctx.Request.Header); ok {
+			s.transportAnswer(ctx, r.Code, r.Message)
 			return
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/paysig"
+	"github.com/seckill/seckill/internal/strictjson"
 )
 
 // WebhookWindow is how far X-Timestamp may be from the server's clock: an
@@ -82,10 +83,10 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 		return sendErr(c, err)
 	}
 	var req webhookRequest
-	if len(body) > 0 && !isJSONContentType(c.Request().Header.ContentType()) {
+	if len(body) > 0 && !strictjson.IsJSONContentType(c.Request().Header.ContentType()) {
 		return sendError(c, domain.EUnsupportedMediaType, "request body must be application/json")
 	}
-	if err := decodeStrict(body, &req); err != nil {
+	if err := strictjson.Decode(body, &req); err != nil {
 		return sendErr(c, err)
 	}
 	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {

@@ -13,7 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/store"
 )
 
@@ -173,4 +176,19 @@ func (p *Pinger) Run(stop <-chan struct{}) {
 func (p *Pinger) Up() bool {
 	at := p.answered.Load()
 	return at != 0 && time.Since(time.Unix(0, at)) < DownAfter
+}
+
+// Gauges export the fleet's view of Redis as this instance last saw it:
+// seckill_redis_cut_off (1: Redis fails this instance alone; it refuses
+// reservations and fails /readyz) and seckill_redis_fleet_down (1: most of
+// the fleet finds Redis down; sales may move to the database path).
+func (o *Observer) Gauges() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_redis_cut_off",
+			Help: "1 while Redis fails this instance but not most of the fleet: reservations answer 503 and /readyz fails."},
+			func() float64 { return promreg.Bool(o.CutOff()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_redis_fleet_down",
+			Help: "1 while most of the fleet finds Redis down: the evidence a sale needs to move to the database path."},
+			func() float64 { return promreg.Bool(o.RedisDown()) }),
+	}
 }

@@ -23,7 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/cli"
@@ -63,7 +62,7 @@ var commands = map[string]command{
 	"api": {"serve the REST API until SIGINT/SIGTERM", func(*flag.FlagSet) action {
 		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
 			return serve(ctx, cfg.ShutdownTimeout, logger.With("component", "api"), func(ctx context.Context, l *slog.Logger) error {
-				return api.Run(ctx, cfg, l)
+				return runAPI(ctx, cfg, l)
 			})
 		}
 	}, config.NeedAll},

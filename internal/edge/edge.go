@@ -1,7 +1,8 @@
 // Package edge is what a connection to the API meets before any handler:
 // a cap on connections per process and per client address (closing, not
 // answering), accept errors that back off instead of ending the server,
-// and read timeouts per phase of a request.
+// read timeouts per phase of a request, the HTTP framing rules checked
+// before routing, and the client address behind trusted proxies.
 package edge
 
 import (

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // A second registration of an equal collector returns the first; a
@@ -21,5 +22,32 @@ func TestRegisterReusesAnEqualCollector(t *testing.T) {
 	}
 	if _, err := Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "x_total", Help: "other"})); err == nil {
 		t.Fatal("a clashing collector was registered")
+	}
+}
+
+// Known outcomes exist at 0 from the start; others are counted too; the
+// series cache hands back the vector's own series.
+func TestOutcomeCountsAndSeriesCache(t *testing.T) {
+	r := &Registrar{Reg: prometheus.NewRegistry()}
+	vec := Reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "o_total", Help: "o"}, []string{"outcome"}))
+	Reuse(r, prometheus.NewGauge(prometheus.GaugeOpts{Name: "o_total", Help: "clash"}))
+	if r.Err == nil {
+		t.Fatal("the registrar kept no error for a clash")
+	}
+	o := NewOutcomeCounts(vec, "a", "b")
+	if n := testutil.CollectAndCount(vec); n != 2 {
+		t.Fatalf("%d series before any event, want 2", n)
+	}
+	o.Inc("a")
+	o.Inc("c")
+	if testutil.ToFloat64(o.Of("a")) != 1 || testutil.ToFloat64(vec.WithLabelValues("c")) != 1 || testutil.ToFloat64(o.Of("b")) != 0 {
+		t.Fatal("outcomes miscounted")
+	}
+	pairs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "p_total", Help: "p"}, []string{"x", "y"})
+	var c SeriesCache[prometheus.Counter]
+	c.Get(pairs, "1", "2").Inc()
+	c.Get(pairs, "1", "2").Inc()
+	if testutil.ToFloat64(pairs.WithLabelValues("1", "2")) != 2 {
+		t.Fatal("the cached series is not the vector's")
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package ratelimit
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 	"github.com/seckill/seckill/internal/keyedmac"
 )
 
-// overloadDraw keeps the reservation path fair under overload (contract
+// Draw keeps the reservation path fair under overload (contract
 // 1.2, "Fairness"): when more reservations arrive than the global rate
 // (SECKILL_GLOBAL_RPS) takes, a per-request drop would give a user who
 // sends ten times the requests ten times the chance. Instead each second
@@ -19,7 +19,7 @@ import (
 // for the whole second otherwise, with Retry-After at the next one. Asking
 // again within the second changes nothing; the global bucket stays behind
 // it as the hard cap for the first second of a surge.
-type overloadDraw struct {
+type Draw struct {
 	tickets *keyedmac.Tickets
 	rate    float64      // requests per second the path takes
 	second  atomic.Int64 // the Unix second being counted
@@ -27,17 +27,19 @@ type overloadDraw struct {
 	share   atomic.Uint64
 }
 
-func newOverloadDraw(tokenKey []byte, rate float64) *overloadDraw {
+// NewDraw is the draw of a path taking rate requests a second, keyed by
+// the fleet's tokenKey (every instance draws alike).
+func NewDraw(tokenKey []byte, rate float64) *Draw {
 	if rate <= 0 {
 		rate = math.Inf(1) // no global rate: never overloaded
 	}
-	d := &overloadDraw{tickets: keyedmac.NewTickets(tokenKey, "seckill overload draw v1"), rate: rate}
+	d := &Draw{tickets: keyedmac.NewTickets(tokenKey, "seckill overload draw v1"), rate: rate}
 	d.share.Store(math.Float64bits(1))
 	return d
 }
 
-// admit reports whether the user's request passes this second's draw.
-func (d *overloadDraw) admit(userID int64, now time.Time) bool {
+// Admit reports whether the user's request passes this second's draw.
+func (d *Draw) Admit(userID int64, now time.Time) bool {
 	sec := now.Unix()
 	if cur := d.second.Load(); sec != cur && d.second.CompareAndSwap(cur, sec) {
 		asked := float64(d.asked.Swap(0))
@@ -53,6 +55,6 @@ func (d *overloadDraw) admit(userID int64, now time.Time) bool {
 }
 
 // ticket is a user's draw for one second, uniform in [0, 1).
-func (d *overloadDraw) ticket(userID, sec int64) float64 {
+func (d *Draw) ticket(userID, sec int64) float64 {
 	return float64(d.tickets.Draw(userID, sec)) / (1 << 53)
 }

@@ -1,4 +1,4 @@
-package api
+package ratelimit
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // Every request of a user in one second gets the same answer, and both
 // groups are admitted in about the same number of user-seconds.
 func TestOverloadDrawIsPerUserNotPerRequest(t *testing.T) {
-	d := newOverloadDraw([]byte("test key"), 2000)
+	d := NewDraw([]byte("test key"), 2000)
 	start := time.Unix(1_800_000_000, 0)
 	admitted := map[bool]int{} // fast? -> user-seconds admitted
 	for s := range 11 {
@@ -24,9 +24,9 @@ func TestOverloadDrawIsPerUserNotPerRequest(t *testing.T) {
 			if fast {
 				sends = 10
 			}
-			first := d.admit(u, now)
+			first := d.Admit(u, now)
 			for range sends - 1 {
-				require.Equal(t, first, d.admit(u, now), "user %d second %d: one answer per second", u, s)
+				require.Equal(t, first, d.Admit(u, now), "user %d second %d: one answer per second", u, s)
 			}
 			if s > 0 && first { // second 0 knows no demand yet: everyone passes
 				admitted[fast]++
@@ -42,11 +42,11 @@ func TestOverloadDrawIsPerUserNotPerRequest(t *testing.T) {
 
 // Below the rate everyone passes without a draw.
 func TestOverloadDrawAdmitsAllBelowTheRate(t *testing.T) {
-	d := newOverloadDraw([]byte("test key"), 1000)
+	d := NewDraw([]byte("test key"), 1000)
 	start := time.Unix(1_800_000_000, 0)
 	for s := range 3 {
 		for u := int64(1); u <= 900; u++ {
-			require.True(t, d.admit(u, start.Add(time.Duration(s)*time.Second)))
+			require.True(t, d.Admit(u, start.Add(time.Duration(s)*time.Second)))
 		}
 	}
 }
