@@ -23,7 +23,7 @@ import (
 // one opener of connections (lua, internal/conn): every other package is
 // production code, a new one included.
 var notProduction = []string{
-	"lua", "internal/conn", "internal/testenv", "internal/redisnode", "internal/netproxy", "internal/proc",
+	"lua", "internal/conn", "internal/testenv", "internal/redisnode", "internal/mariadbnode", "internal/netproxy", "internal/proc",
 	"internal/dashboards", "cmd/seckill-bench", "cmd/seckill-chaos", "cmd/seckill-dashboards", "test/",
 }
 

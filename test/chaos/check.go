@@ -8,51 +8,13 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
-// Reservation is one reservation row with its order, as MySQL holds it.
-type Reservation struct {
-	Token       string                   `json:"token"`
-	UserID      int64                    `json:"user_id"`
-	RequestID   string                   `json:"request_id"`
-	Status      domain.ReservationStatus `json:"status"`
-	OrderStatus domain.ReservationStatus `json:"order_status,omitempty"` // "" without an order
-	PaymentRef  string                   `json:"payment_ref,omitempty"`
-	PayBy       time.Time                `json:"pay_by,omitzero"`
-	CreatedAt   time.Time                `json:"created_at,omitzero"`
-}
-
-// Workflow is what Temporal lists for one order workflow id.
-type Workflow struct {
-	Runs    int `json:"runs"`
-	Running int `json:"running"`
-}
-
-// Refund is one recorded refund.
-type Refund struct {
-	Token      string `json:"token"`
-	PaymentRef string `json:"payment_ref"`
-}
-
 // SaleState is one sale's final state, read after the quiet period and
-// before the probes.
+// before the probes, with the API's reconciliation report.
 type SaleState struct {
-	SaleID        int64 `json:"sale_id"`
-	StockTotal    int64 `json:"stock_total"`
-	WindowSeconds int   `json:"payment_window_seconds"`
-	// BucketStock is the sum of the sale's MySQL stock buckets.
-	BucketStock int64 `json:"bucket_stock"`
-	// RedisStock is the sale's Redis stock key (-1: missing); RedisBuyers
-	// its buyer marks.
-	RedisStock   int64         `json:"redis_stock"`
-	RedisBuyers  []int64       `json:"redis_buyers"`
-	Reservations []Reservation `json:"reservations"`
-	// Orders and Deducts count order rows and ledger deduct rows per token.
-	Orders  map[string]int `json:"orders"`
-	Deducts map[string]int `json:"deducts"`
-	Refunds []Refund       `json:"refunds"`
-	// Workflows are the order:* executions listed by SaleId.
-	Workflows map[string]Workflow `json:"workflows"`
+	finalstate.Sale
 	// Reconciliation is the API's report after the checker's own checks.
 	ReconConsistent    bool     `json:"recon_consistent"`
 	ReconDiscrepancies []string `json:"recon_discrepancies"`
@@ -162,6 +124,13 @@ func (c *checker) saleState(id int64) *SaleState {
 
 // sale checks what one sale's final state alone must show.
 func (c *checker) sale(s SaleState) {
+	for _, f := range s.Check() {
+		inv := IOversold
+		if f.Kind == finalstate.NoWorkflow || f.Kind == finalstate.StrayWorkflow {
+			inv = IOneWorkflow
+		}
+		c.add(inv, s.SaleID, f.User, f.Token, "%s", f.Detail)
+	}
 	paid, pending := c.saleOversold(s)
 	c.saleFreshStock(s, paid, pending)
 	c.saleUsersFree(s)
@@ -169,54 +138,32 @@ func (c *checker) sale(s SaleState) {
 	c.saleReconciliation(s)
 }
 
-// saleOversold: no unit oversold (live orders within stock, one live unit
-// per user, one order and one deduction per token, buckets + live =
-// stock); returns the PAID and PENDING_PAYMENT reservations.
+// saleOversold: no unit oversold (live reservations and orders within
+// stock, buckets + live = stock; finalstate.Check adds one live unit per
+// user, one order and one deduction per token); returns the PAID and
+// PENDING_PAYMENT reservations.
 func (c *checker) saleOversold(s SaleState) (paid, pending int64) {
-	perUser := map[int64][]string{}
+	var liveOrders int64
 	for _, r := range s.Reservations {
-		st := r.Status
-		switch st {
+		switch r.Status {
 		case domain.StatusPaid:
 			paid++
 		case domain.StatusPendingPayment:
 			pending++
 		}
-		if st.HoldsUnit() || (r.OrderStatus != "" && r.OrderStatus.HoldsUnit()) {
-			perUser[r.UserID] = append(perUser[r.UserID], r.Token)
+		if r.OrderStatus.Live() {
+			liveOrders++
 		}
 	}
 	c.checked[IOversold]++
 	if paid+pending > s.StockTotal {
 		c.add(IOversold, s.SaleID, 0, "", "%d PAID + %d PENDING_PAYMENT reservations for %d units", paid, pending, s.StockTotal)
 	}
-	for _, u := range sortedKeys(perUser) {
-		if toks := perUser[u]; len(toks) > 1 {
-			c.add(IOversold, s.SaleID, u, "", "user holds %d units: %s", len(toks), strings.Join(toks, ", "))
-		}
-	}
-	for _, tok := range sortedKeys(s.Orders) {
-		if n := s.Orders[tok]; n > 1 {
-			c.add(IOversold, s.SaleID, 0, tok, "%d orders", n)
-		}
-	}
-	for _, tok := range sortedKeys(s.Deducts) {
-		if n := s.Deducts[tok]; n > 1 {
-			c.add(IOversold, s.SaleID, 0, tok, "stock deducted %d times", n)
-		}
-	}
-	var liveOrders int64
-	for _, r := range s.Reservations {
-		if r.OrderStatus.Live() {
-			liveOrders++
-		}
-	}
 	if s.BucketStock+liveOrders > s.StockTotal {
 		c.add(IOversold, s.SaleID, 0, "", "buckets %d + live orders %d > stock_total %d", s.BucketStock, liveOrders, s.StockTotal)
 	}
 	// Redis offering more than is free is not yet a sale: the fresh-user
 	// probe below finds it (more 202s than free units).
-
 	return paid, pending
 }
 
@@ -268,7 +215,7 @@ func (c *checker) saleUsersFree(s SaleState) {
 	// Users the sale would not answer at all are one finding of the sale
 	// (it never sells again), not one per user.
 	var unprobed, silent []string
-	for _, u := range sortedKeys(ended) {
+	for _, u := range finalstate.SortedKeys(ended) {
 		if !ended[u] {
 			continue
 		}
@@ -291,17 +238,15 @@ func (c *checker) saleUsersFree(s SaleState) {
 	}
 }
 
-// saleWorkflows: one workflow per reservation; none running past its
-// window.
+// saleWorkflows: one workflow per reservation (finalstate.Check finds
+// those without one and workflows without a reservation); none running past
+// its window.
 func (c *checker) saleWorkflows(s SaleState) {
-	byToken := map[string]Reservation{}
 	for _, r := range s.Reservations {
-		byToken[r.Token] = r
 		c.checked[IOneWorkflow]++
-		w, ok := s.Workflows[domain.OrderWorkflowID(r.Token)]
+		w := s.Workflows[domain.OrderWorkflowID(r.Token)]
 		switch {
-		case !ok || w.Runs == 0:
-			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%s reservation has no workflow", r.Status)
+		case w.Runs == 0:
 		case w.Running > 1:
 			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%d runs running at once", w.Running)
 		case w.Running == 1 && !r.PayBy.IsZero() && c.f.At.After(r.PayBy.Add(30*time.Second)):
@@ -310,11 +255,6 @@ func (c *checker) saleWorkflows(s SaleState) {
 			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "%s reservation, but its workflow is closed (%d runs): nothing will end it", r.Status, w.Runs)
 		case w.Running == 1 && r.Status.Terminal():
 			c.add(IOneWorkflow, s.SaleID, r.UserID, r.Token, "workflow running for a %s reservation", r.Status)
-		}
-	}
-	for _, id := range sortedKeys(s.Workflows) {
-		if _, ok := byToken[strings.TrimPrefix(id, "order:")]; !ok {
-			c.add(IOneWorkflow, s.SaleID, 0, strings.TrimPrefix(id, "order:"), "workflow %s has no reservation", id)
 		}
 	}
 }
@@ -358,7 +298,7 @@ func (c *checker) waitlist(s SaleState) {
 		if !r.CreatedAt.Before(c.f.WaitlistsAt) {
 			continue
 		}
-		for _, u := range sortedKeys(s.Waiting) {
+		for _, u := range finalstate.SortedKeys(s.Waiting) {
 			if earlier := s.Waiting[u]; earlier < n && !served[join{u, earlier}] {
 				c.add(IWaitlistFIFO, s.SaleID, r.UserID, r.Token, "join #%d was handed a unit at %s while user %d (join #%d) still waited", n, fmtTime(r.CreatedAt), u, earlier)
 			}
@@ -599,13 +539,13 @@ func (c *checker) payInWindow() {
 	}
 }
 
-func findReservation(s *SaleState, tok string) (Reservation, bool) {
+func findReservation(s *SaleState, tok string) (finalstate.Reservation, bool) {
 	for _, r := range s.Reservations {
 		if r.Token == tok {
 			return r, true
 		}
 	}
-	return Reservation{}, false
+	return finalstate.Reservation{}, false
 }
 
 func hasRefund(s *SaleState, tok, ref string) bool {
@@ -631,15 +571,6 @@ func first(xs []string, n int) []string {
 		return append(xs[:n:n], fmt.Sprintf("... %d more", len(xs)-n))
 	}
 	return xs
-}
-
-func sortedKeys[K int64 | string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	return keys
 }
 
 // Around returns the history events within d of t that touch token or user

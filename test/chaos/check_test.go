@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -41,18 +42,18 @@ func sound() ([]Event, Final) {
 		{Kind: KindProbe, Op: OpProbeAgain, T: at(101), Sale: 1, User: 12, HTTP: http.StatusGone, Code: "sold_out"},
 		{Kind: KindProbe, Op: OpProbeAgain, T: at(101), Sale: 1, User: 13, HTTP: http.StatusGone, Code: "sold_out"},
 	}
-	f := Final{At: at(99), WaitlistsAt: at(40), Sales: []SaleState{{
+	f := Final{At: at(99), WaitlistsAt: at(40), Sales: []SaleState{{Sale: finalstate.Sale{
 		SaleID: 1, StockTotal: 3, WindowSeconds: 10, BucketStock: 2, RedisStock: 2, RedisBuyers: []int64{10},
-		Reservations: []Reservation{
+		Reservations: []finalstate.Reservation{
 			{Token: "t10", UserID: 10, RequestID: "r10", Status: domain.StatusPaid, OrderStatus: domain.StatusPaid, PaymentRef: "p10", PayBy: at(12)},
 			{Token: "t11", UserID: 11, RequestID: "r11", Status: domain.StatusExpired, OrderStatus: domain.StatusExpired, PayBy: at(12)},
 			{Token: "t12", UserID: 12, RequestID: "r12", Status: domain.StatusCancelled, OrderStatus: domain.StatusCancelled, PayBy: at(13)},
 			{Token: "t13", UserID: 13, RequestID: domain.WaitlistRequestID(1), Status: domain.StatusExpired, OrderStatus: domain.StatusExpired, PayBy: at(17), CreatedAt: at(7)},
 		},
-		Orders:          map[string]int{"t10": 1, "t11": 1, "t12": 1, "t13": 1},
-		Deducts:         map[string]int{"t10": 1, "t11": 1, "t12": 1, "t13": 1},
-		Refunds:         []Refund{{Token: "t11", PaymentRef: "p11"}},
-		Workflows:       map[string]Workflow{"order:t10": {Runs: 1}, "order:t11": {Runs: 1}, "order:t12": {Runs: 1}, "order:t13": {Runs: 1}},
+		Orders:    map[string]int{"t10": 1, "t11": 1, "t12": 1, "t13": 1},
+		Deducts:   map[string]int{"t10": 1, "t11": 1, "t12": 1, "t13": 1},
+		Refunds:   []finalstate.Refund{{Token: "t11", PaymentRef: "p11"}},
+		Workflows: map[string]finalstate.Workflow{"order:t10": {Runs: 1}, "order:t11": {Runs: 1}, "order:t12": {Runs: 1}, "order:t13": {Runs: 1}}},
 		Waiting:         map[int64]int64{14: 2},
 		ReconConsistent: true,
 	}}}
@@ -118,8 +119,8 @@ func stockDoctors() []doctoredRun {
 		}},
 		{"oversold: a user holds two units", IOversold, func(_ *[]Event, f *Final) {
 			s := &f.Sales[0]
-			s.Reservations = append(s.Reservations, Reservation{Token: "t10b", UserID: 10, Status: domain.StatusPaid, OrderStatus: domain.StatusPaid})
-			s.Workflows["order:t10b"] = Workflow{Runs: 1}
+			s.Reservations = append(s.Reservations, finalstate.Reservation{Token: "t10b", UserID: 10, Status: domain.StatusPaid, OrderStatus: domain.StatusPaid})
+			s.Workflows["order:t10b"] = finalstate.Workflow{Runs: 1}
 			s.StockTotal = 4
 			s.BucketStock = 1
 		}},
@@ -201,7 +202,7 @@ func settlementDoctors() []doctoredRun {
 				Event{Kind: KindProbe, Op: OpProbeAgain, Sale: 1, User: 12, HTTP: http.StatusConflict, Code: "already_purchased"})
 		}},
 		{"a terminated workflow: a reservation without a running workflow past its window", IOneWorkflow, func(_ *[]Event, f *Final) {
-			f.Sales[0].Workflows["order:t11"] = Workflow{Runs: 1, Running: 1}
+			f.Sales[0].Workflows["order:t11"] = finalstate.Workflow{Runs: 1, Running: 1}
 		}},
 		{"a terminated workflow: a live reservation whose workflow is closed", IOneWorkflow, func(_ *[]Event, f *Final) {
 			s := &f.Sales[0]
@@ -212,7 +213,7 @@ func settlementDoctors() []doctoredRun {
 			delete(f.Sales[0].Workflows, "order:t12")
 		}},
 		{"two runs at once", IOneWorkflow, func(_ *[]Event, f *Final) {
-			f.Sales[0].Workflows["order:t10"] = Workflow{Runs: 2, Running: 2}
+			f.Sales[0].Workflows["order:t10"] = finalstate.Workflow{Runs: 2, Running: 2}
 		}},
 		{"reconciliation disagrees", IReconciliation, func(_ *[]Event, f *Final) {
 			f.Sales[0].ReconDiscrepancies = []string{"redis_mark_without_order user 12"}

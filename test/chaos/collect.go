@@ -2,21 +2,16 @@ package chaos
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
 // collect reads every sale's final state from MySQL, Redis and Temporal
@@ -25,10 +20,11 @@ import (
 func collect(ctx context.Context, d *Deployment, c *caller, sales []SaleSpec) (Final, error) {
 	f := Final{At: time.Now()}
 	for _, sp := range sales {
-		s, err := collectSale(ctx, d, sp.ID)
+		sale, err := finalstate.Read(ctx, finalstate.Sources{DB: d.DB, Redis: d.RDB, Temporal: d.TC}, sp.ID)
 		if err != nil {
 			return f, fmt.Errorf("sale %d: %w", sp.ID, err)
 		}
+		s := SaleState{Sale: sale}
 		a := c.send(ctx, 0, http.MethodGet, fmt.Sprintf("/admin/v1/sales/%d/reconciliation", sp.ID), AdminUser, nil, nil)
 		if a.Err != nil || a.HTTP != http.StatusOK {
 			a = c.send(ctx, 1, http.MethodGet, fmt.Sprintf("/admin/v1/sales/%d/reconciliation", sp.ID), AdminUser, nil, nil)
@@ -50,157 +46,6 @@ func collect(ctx context.Context, d *Deployment, c *caller, sales []SaleSpec) (F
 		f.Sales = append(f.Sales, s)
 	}
 	return f, nil
-}
-
-func collectSale(ctx context.Context, d *Deployment, saleID int64) (SaleState, error) {
-	s := SaleState{SaleID: saleID, Orders: map[string]int{}, Deducts: map[string]int{}, Workflows: map[string]Workflow{}, RedisStock: -1}
-	if err := d.DB.QueryRowContext(ctx, "SELECT stock_total, payment_window_seconds FROM sales WHERE id = ?", saleID).Scan(&s.StockTotal, &s.WindowSeconds); err != nil {
-		return s, fmt.Errorf("sale row: %w", err)
-	}
-	if err := d.DB.QueryRowContext(ctx, "SELECT COALESCE(SUM(stock), 0) FROM stock_buckets WHERE sale_id = ?", saleID).Scan(&s.BucketStock); err != nil {
-		return s, fmt.Errorf("buckets: %w", err)
-	}
-	if err := s.collectReservations(ctx, d); err != nil {
-		return s, err
-	}
-	for q, m := range map[string]map[string]int{
-		"SELECT token, COUNT(*) FROM orders WHERE sale_id = ? GROUP BY token":                                s.Orders,
-		"SELECT token, COUNT(*) FROM stock_ledger WHERE sale_id = ? AND operation = 'deduct' GROUP BY token": s.Deducts,
-	} {
-		if err := countRows(ctx, d.DB, q, saleID, m); err != nil {
-			return s, err
-		}
-	}
-	if err := s.collectRefunds(ctx, d); err != nil {
-		return s, err
-	}
-	if err := s.collectRedis(ctx, d); err != nil {
-		return s, err
-	}
-	return s, s.collectWorkflows(ctx, d)
-}
-
-// collectReservations reads the sale's reservations with their orders'
-// statuses.
-func (s *SaleState) collectReservations(ctx context.Context, d *Deployment) error {
-	saleID := s.SaleID
-	rows, err := d.DB.QueryContext(ctx, `SELECT r.token, r.user_id, r.request_id, r.status, COALESCE(o.status, ''),
-		COALESCE(r.payment_ref, ''), r.pay_by, r.created_at FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, saleID)
-	if err != nil {
-		return fmt.Errorf("reservations: %w", err)
-	}
-	for rows.Next() {
-		var r Reservation
-		var payBy sql.NullTime
-		if err := rows.Scan(&r.Token, &r.UserID, &r.RequestID, &r.Status, &r.OrderStatus, &r.PaymentRef, &payBy, &r.CreatedAt); err != nil {
-			rows.Close()
-			return fmt.Errorf("scan reservation: %w", err)
-		}
-		if payBy.Valid {
-			r.PayBy = payBy.Time
-		}
-		s.Reservations = append(s.Reservations, r)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return fmt.Errorf("reservations: %w", err)
-	}
-	return nil
-}
-
-// collectRefunds reads the sale's refunds.
-func (s *SaleState) collectRefunds(ctx context.Context, d *Deployment) error {
-	saleID := s.SaleID
-	rr, err := d.DB.QueryContext(ctx, "SELECT token, payment_ref FROM refunds WHERE sale_id = ?", saleID)
-	if err != nil {
-		return fmt.Errorf("refunds: %w", err)
-	}
-	for rr.Next() {
-		var r Refund
-		if err := rr.Scan(&r.Token, &r.PaymentRef); err != nil {
-			rr.Close()
-			return fmt.Errorf("scan refund: %w", err)
-		}
-		s.Refunds = append(s.Refunds, r)
-	}
-	if err := errors.Join(rr.Err(), rr.Close()); err != nil {
-		return fmt.Errorf("refunds: %w", err)
-	}
-	return nil
-}
-
-// collectRedis reads the sale's stock and buyer marks in Redis (keys that
-// are gone leave RedisStock -1 and no buyers).
-func (s *SaleState) collectRedis(ctx context.Context, d *Deployment) error {
-	k := lua.SaleKeys(s.SaleID)
-	v, err := d.RDB.Get(ctx, k.Stock).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		return fmt.Errorf("redis stock: %w", err)
-	default:
-		if s.RedisStock, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return fmt.Errorf("redis stock %q: %w", v, err)
-		}
-	}
-	members, err := d.RDB.SMembers(ctx, k.Buyers).Result()
-	if err != nil {
-		return fmt.Errorf("redis buyers: %w", err)
-	}
-	for _, m := range members {
-		u, err := strconv.ParseInt(m, 10, 64)
-		if err != nil {
-			return fmt.Errorf("redis buyer %q: %w", m, err)
-		}
-		s.RedisBuyers = append(s.RedisBuyers, u)
-	}
-	return nil
-}
-
-// collectWorkflows counts each order workflow's runs and running runs.
-func (s *SaleState) collectWorkflows(ctx context.Context, d *Deployment) error {
-	saleID := s.SaleID
-	var next []byte
-	for {
-		resp, err := d.TC.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("%s = %d", domain.SearchAttrSaleID, saleID), PageSize: 1000, NextPageToken: next,
-		})
-		if err != nil {
-			return fmt.Errorf("list workflows: %w", err)
-		}
-		for _, e := range resp.GetExecutions() {
-			id := e.GetExecution().GetWorkflowId()
-			if !strings.HasPrefix(id, "order:") {
-				continue
-			}
-			w := s.Workflows[id]
-			w.Runs++
-			if e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				w.Running++
-			}
-			s.Workflows[id] = w
-		}
-		if next = resp.GetNextPageToken(); len(next) == 0 {
-			break
-		}
-	}
-	return nil
-}
-
-func countRows(ctx context.Context, db *sql.DB, q string, saleID int64, into map[string]int) error {
-	rows, err := db.QueryContext(ctx, q, saleID)
-	if err != nil {
-		return fmt.Errorf("%s: %w", q, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var tok string
-		var n int
-		if err := rows.Scan(&tok, &n); err != nil {
-			return fmt.Errorf("scan: %w", err)
-		}
-		into[tok] = n
-	}
-	return rows.Err()
 }
 
 // probe runs the final probes: fresh users reserve each sale until it is
@@ -237,7 +82,7 @@ func probe(ctx context.Context, c *caller, f Final) {
 		// replays per user: after three users in a row without an answer,
 		// one attempt each (the checker reports them either way).
 		silent := 0
-		for _, u := range sortedKeys(ended) {
+		for _, u := range finalstate.SortedKeys(ended) {
 			if ended[u] && ctx.Err() == nil {
 				attempts := 6
 				if silent >= 3 {

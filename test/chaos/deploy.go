@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/internal/devtemporal"
+	"github.com/seckill/seckill/internal/mariadbnode"
 	"github.com/seckill/seckill/internal/netproxy"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/redisnode"
@@ -161,31 +162,23 @@ func (d *Deployment) startMySQL(ctx context.Context) error {
 		return err
 	}
 	d.MySQLAddr = addr
-	dir := filepath.Join(d.Dir, "mariadb")
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Durable: the run SIGKILLs the server and counts on every
+	// acknowledged commit surviving.
+	node := mariadbnode.Options{Port: portNum(addr), Dir: filepath.Join(d.Dir, "mariadb"), MaxConns: 400, Durable: true, BufferPool: "64M"}
+	if err := os.MkdirAll(node.Dir, 0o755); err != nil {
 		return fmt.Errorf("mariadb dir: %w", err)
-	}
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "root"
 	}
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ictx, "mariadb-install-db", "--datadir="+data, "--auth-root-authentication-method=normal",
-		"--user="+user, "--skip-test-db").CombinedOutput(); err != nil {
-		return fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
+	if err := mariadbnode.Install(ictx, node); err != nil {
+		return err
 	}
 	root, err := sql.Open("mysql", "root@tcp("+addr+")/?timeout=2s&readTimeout=10s&writeTimeout=10s")
 	if err != nil {
 		return fmt.Errorf("open root: %w", err)
 	}
 	root.SetMaxOpenConns(2)
-	d.MySQL = &Proc{Name: "mariadb", Bin: "mariadbd", LogPath: logPath(d.Dir, "mariadb"),
-		Args: []string{"--no-defaults", "--datadir=" + data, "--port=" + port(addr), "--bind-address=127.0.0.1",
-			"--socket=" + filepath.Join(dir, "mysqld.sock"), "--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
-			"--user=" + user, "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=1", "--max-connections=400",
-			"--innodb-buffer-pool-size=64M", "--skip-log-bin"},
+	d.MySQL = &Proc{Name: "mariadb", Bin: "mariadbd", LogPath: logPath(d.Dir, "mariadb"), Args: mariadbnode.Args(node),
 		Ready: func(ctx context.Context) error {
 			_, err := root.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+chaosDB)
 			return err

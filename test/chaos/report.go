@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
 // answerClass names an answer for the tables: "202", "409 already_purchased",
@@ -184,7 +185,7 @@ func (r *Result) mdFaults(b *strings.Builder, cnt Counts) {
 			recovered, strings.TrimSpace(notes[f.ID]))
 	}
 	b.WriteString("\n| class | times |\n|---|---|\n")
-	for _, cl := range sortedKeys(cnt.ByClass) {
+	for _, cl := range finalstate.SortedKeys(cnt.ByClass) {
 		fmt.Fprintf(b, "| %s | %d |\n", cl, cnt.ByClass[cl])
 	}
 }
@@ -198,9 +199,9 @@ func (r *Result) mdAnswers(b *strings.Builder, cnt Counts) {
 	}
 
 	b.WriteString("\n## Requests by answer\n\n| operation | answers |\n|---|---|\n")
-	for _, op := range sortedKeys(cnt.ByOp) {
+	for _, op := range finalstate.SortedKeys(cnt.ByOp) {
 		answers := cnt.ByOp[op]
-		keys := sortedKeys(answers)
+		keys := finalstate.SortedKeys(answers)
 		sort.SliceStable(keys, func(i, j int) bool { return answers[keys[i]] > answers[keys[j]] })
 		var parts []string
 		for _, k := range keys {

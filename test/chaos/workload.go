@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
 // SaleSpec is one sale of the run.
@@ -256,7 +257,7 @@ func (w *Workload) LeaveWaitlists(ctx context.Context) {
 	waiters := w.waiters
 	w.waiters = map[int64][]int64{}
 	w.mu.Unlock()
-	for _, sale := range sortedKeys(waiters) {
+	for _, sale := range finalstate.SortedKeys(waiters) {
 		for i, u := range waiters[sale] {
 			for attempt := 0; attempt < 10 && ctx.Err() == nil; attempt++ {
 				a, _ := w.C.do(ctx, i+attempt, http.MethodDelete, client.WaitlistPath(sale), u, nil,

@@ -174,6 +174,6 @@ func testInboxDeliveredTwice(t *testing.T) {
 	wg.Wait()
 	st := s.checkIdle("7 inbox entry delivered twice")
 	for _, tok := range got {
-		assert.Equal(t, 1, st.Workflows[domain.OrderWorkflowID(tok)], "token %s", tok)
+		assert.Equal(t, 1, st.Workflows[domain.OrderWorkflowID(tok)].Runs, "token %s", tok)
 	}
 }

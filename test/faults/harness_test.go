@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,8 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
@@ -26,6 +23,7 @@ import (
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
 // The summary table, one row per checked scenario, printed by TestMain.
@@ -346,7 +344,7 @@ func (s *stack) reconciler() *reconcile.Reconciler {
 
 // collect reads the sale's state for the checker.
 func (s *stack) collect(ctx context.Context) (State, error) {
-	st := State{SaleID: s.saleID, Orders: map[string]int{}, Deducts: map[string]int{}, Workflows: map[string]int{}, Terminated: map[string]int{}, WindowsPassed: !s.openWindows}
+	st := State{WindowsPassed: !s.openWindows}
 	s.mu.Lock()
 	st.ClientTokens = append([]string(nil), s.tokens...)
 	s.mu.Unlock()
@@ -355,81 +353,8 @@ func (s *stack) collect(ctx context.Context) (State, error) {
 		return st, fmt.Errorf("reconcile: %w", err)
 	}
 	st.Report = rep
-	buyers, err := s.rdb.SMembers(ctx, lua.SaleKeys(s.saleID).Buyers).Result()
-	if err != nil {
-		return st, fmt.Errorf("redis buyers: %w", err)
-	}
-	st.RedisBuyers = map[int64]bool{}
-	for _, b := range buyers {
-		var id int64
-		if _, err := fmt.Sscan(b, &id); err != nil {
-			return st, fmt.Errorf("redis buyer %q: %w", b, err)
-		}
-		st.RedisBuyers[id] = true
-	}
-	rows, err := s.st.DB.QueryContext(ctx, `SELECT r.token, r.user_id, r.status, COALESCE(o.status, '')
-		FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, s.saleID)
-	if err != nil {
-		return st, fmt.Errorf("reservations: %w", err)
-	}
-	for rows.Next() {
-		var r Reservation
-		if err := rows.Scan(&r.Token, &r.UserID, &r.Status, &r.OrderStatus); err != nil {
-			rows.Close()
-			return st, fmt.Errorf("scan reservation: %w", err)
-		}
-		st.Reservations = append(st.Reservations, r)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return st, fmt.Errorf("reservations: %w", err)
-	}
-	for q, m := range map[string]map[string]int{
-		"SELECT token, COUNT(*) FROM orders WHERE sale_id = ? GROUP BY token":                                st.Orders,
-		"SELECT token, COUNT(*) FROM stock_ledger WHERE sale_id = ? AND operation = 'deduct' GROUP BY token": st.Deducts,
-	} {
-		if err := countRows(ctx, s.st, q, s.saleID, m); err != nil {
-			return st, err
-		}
-	}
-	var next []byte
-	for {
-		resp, err := s.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("%s = %d", domain.SearchAttrSaleID, s.saleID), PageSize: 1000, NextPageToken: next,
-		})
-		if err != nil {
-			return st, fmt.Errorf("list workflows: %w", err)
-		}
-		for _, e := range resp.GetExecutions() {
-			if id := e.GetExecution().GetWorkflowId(); strings.HasPrefix(id, "order:") {
-				if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
-					st.Terminated[id]++
-				} else {
-					st.Workflows[id]++
-				}
-			}
-		}
-		if next = resp.GetNextPageToken(); len(next) == 0 {
-			break
-		}
-	}
-	return st, nil
-}
-
-func countRows(ctx context.Context, st *store.Store, q string, saleID int64, into map[string]int) error {
-	rows, err := st.DB.QueryContext(ctx, q, saleID)
-	if err != nil {
-		return fmt.Errorf("%s: %w", q, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var tok string
-		var n int
-		if err := rows.Scan(&tok, &n); err != nil {
-			return fmt.Errorf("scan: %w", err)
-		}
-		into[tok] = n
-	}
-	return rows.Err()
+	st.Sale, err = finalstate.Read(ctx, finalstate.Sources{DB: s.st.DB.DB, Redis: s.rdb, Temporal: s.tc}, s.saleID)
+	return st, err
 }
 
 // checkIdle waits until the sale is idle and every invariant holds (each

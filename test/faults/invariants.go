@@ -5,46 +5,25 @@ package faults
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
-// Reservation is one reservation row with its order, as the checker sees it.
-type Reservation struct {
-	Token       string
-	UserID      int64
-	Status      domain.ReservationStatus
-	OrderStatus domain.ReservationStatus // "" when no order exists
-}
-
 // State is everything the checker needs about one sale, collected once the
-// scenario is idle.
+// scenario is idle: the sale's final state with reconciliation's report and
+// what the clients were given.
 type State struct {
-	SaleID int64
+	finalstate.Sale
 	// Report is reconciliation's report (reconcile.Reconciler.Run).
 	Report *domain.ReconciliationReport
-	// Reservations are the sale's database rows, orders joined.
-	Reservations []Reservation
-	// Orders counts order rows per token (at most one is allowed).
-	Orders map[string]int
-	// Deducts counts ledger deduct rows per token (at most one).
-	Deducts map[string]int
-	// Workflows counts order:* executions (all runs but terminated ones)
-	// per workflow id, as listed by the search attribute SaleId.
-	Workflows map[string]int
-	// Terminated counts the terminated runs per workflow id: an operator's
-	// action, after which a repair may run the workflow again.
-	Terminated map[string]int
 	// ClientTokens are the tokens clients were given (202 answers).
 	ClientTokens []string
 	// WindowsPassed says every payment window has closed, so every
 	// reservation must have ended.
 	WindowsPassed bool
-	// RedisBuyers is the sale's Redis buyer set (nil: not read).
-	RedisBuyers map[int64]bool
 }
 
 // StrandedUnits counts units that are neither sold, held by a reservation
@@ -69,7 +48,7 @@ func (s State) StrandedUsers() []int64 {
 		}
 	}
 	var out []int64
-	for _, u := range sortedKeys(s.RedisBuyers) {
+	for _, u := range s.RedisBuyers {
 		if !holding[u] {
 			out = append(out, u)
 		}
@@ -94,12 +73,12 @@ const (
 	VRedisIdentity     = "redis_identity"
 	VDBIdentity        = "db_identity"
 	VOversold          = "oversold"
-	VTwoUnits          = "user_holds_two_units"
-	VDoubleOrder       = "order_twice"
-	VDoubleDeduct      = "deducted_twice"
-	VNoWorkflow        = "reservation_without_workflow"
+	VTwoUnits          = finalstate.TwoUnits
+	VDoubleOrder       = finalstate.OrderTwice
+	VDoubleDeduct      = finalstate.DeductedTwice
+	VNoWorkflow        = finalstate.NoWorkflow
 	VManyWorkflows     = "workflow_runs_twice"
-	VStrayWorkflow     = "workflow_without_reservation"
+	VStrayWorkflow     = finalstate.StrayWorkflow
 	VLostToken         = "client_token_lost"
 	VNotEnded          = "reservation_not_ended"
 	VOrderStatusDiffer = "order_status_differs"
@@ -114,9 +93,29 @@ func Check(s State) []Violation {
 	for _, u := range s.StrandedUsers() {
 		v.add(VStrandedUser, "user %d is marked a buyer in Redis without a reservation holding a unit", u)
 	}
-	byToken := v.reservations(s)
-	v.duplicates(s, byToken)
+	v.reservations(s)
+	for _, f := range s.Sale.Check() {
+		v.add(f.Kind, "%s", findingDetail(f))
+	}
+	for _, id := range finalstate.SortedKeys(s.Workflows) {
+		if w := s.Workflows[id]; w.Runs-w.Terminated > 1 {
+			v.add(VManyWorkflows, "%s has %d executions", id, w.Runs-w.Terminated)
+		}
+	}
+	v.clientTokens(s)
 	return v
+}
+
+// findingDetail names a finding's user and token before its detail.
+func findingDetail(f finalstate.Finding) string {
+	d := f.Detail
+	if f.Token != "" {
+		d = "token " + f.Token + ": " + d
+	}
+	if f.User != 0 {
+		d = fmt.Sprintf("user %d: %s", f.User, d)
+	}
+	return d
 }
 
 // violations collects what Check finds.
@@ -158,70 +157,31 @@ func (v *violations) report(s State) {
 	}
 }
 
-// reservations checks each reservation and each user's held units, and
-// returns the reservations by token.
-func (v *violations) reservations(s State) map[string]Reservation {
-	byToken := map[string]Reservation{}
-	perUser := map[int64][]string{}
+// reservations checks that each reservation agrees with its order and has
+// ended once the windows passed.
+func (v *violations) reservations(s State) {
 	for _, r := range s.Reservations {
-		byToken[r.Token] = r
-		if r.Status.HoldsUnit() || (r.OrderStatus != "" && r.OrderStatus.HoldsUnit()) {
-			perUser[r.UserID] = append(perUser[r.UserID], r.Token)
-		}
 		if r.OrderStatus != "" && r.OrderStatus != r.Status {
 			v.add(VOrderStatusDiffer, "token %s: reservation %s, order %s", r.Token, r.Status, r.OrderStatus)
 		}
 		if s.WindowsPassed && !r.Status.Terminal() {
 			v.add(VNotEnded, "token %s is %s after its payment window", r.Token, r.Status)
 		}
-		if id := domain.OrderWorkflowID(r.Token); s.Workflows[id]+s.Terminated[id] == 0 {
-			v.add(VNoWorkflow, "token %s has no workflow", r.Token)
-		}
 	}
-	for _, user := range sortedKeys(perUser) {
-		if toks := perUser[user]; len(toks) > 1 {
-			v.add(VTwoUnits, "user %d holds %d units: %s", user, len(toks), strings.Join(toks, ", "))
-		}
-	}
-	return byToken
 }
 
-// duplicates checks that each token has at most one order, deduction and
-// workflow, that every workflow has a reservation and that every token a
-// client was given has one.
-func (v *violations) duplicates(s State, byToken map[string]Reservation) {
-	for _, tok := range sortedKeys(s.Orders) {
-		if n := s.Orders[tok]; n > 1 {
-			v.add(VDoubleOrder, "token %s has %d orders", tok, n)
-		}
-	}
-	for _, tok := range sortedKeys(s.Deducts) {
-		if n := s.Deducts[tok]; n > 1 {
-			v.add(VDoubleDeduct, "token %s deducted %d times", tok, n)
-		}
-	}
-	for _, id := range sortedKeys(s.Workflows) {
-		if n := s.Workflows[id]; n > 1 {
-			v.add(VManyWorkflows, "%s has %d executions", id, n)
-		}
-		if _, ok := byToken[strings.TrimPrefix(id, "order:")]; !ok {
-			v.add(VStrayWorkflow, "%s has no reservation", id)
-		}
+// clientTokens checks that every token a client was given has a
+// reservation.
+func (v *violations) clientTokens(s State) {
+	byToken := map[string]bool{}
+	for _, r := range s.Reservations {
+		byToken[r.Token] = true
 	}
 	for _, tok := range s.ClientTokens {
-		if _, ok := byToken[tok]; !ok {
+		if !byToken[tok] {
 			v.add(VLostToken, "token %s was given to a client but has no reservation", tok)
 		}
 	}
-}
-
-func sortedKeys[K int64 | string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	return keys
 }
 
 // Row is one line of the suite's summary table.

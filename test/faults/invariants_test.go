@@ -7,27 +7,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/test/finalstate"
 )
 
 // soundState is a small sale that breaks nothing: 5 units, one paid, one
 // pending, one expired.
 func soundState() State {
-	res := []Reservation{
+	res := []finalstate.Reservation{
 		{Token: "t1", UserID: 1, Status: domain.StatusPaid, OrderStatus: domain.StatusPaid},
 		{Token: "t2", UserID: 2, Status: domain.StatusPendingPayment, OrderStatus: domain.StatusPendingPayment},
 		{Token: "t3", UserID: 3, Status: domain.StatusExpired, OrderStatus: domain.StatusExpired},
 	}
 	return State{
-		SaleID: 7,
+		Sale: finalstate.Sale{SaleID: 7, Reservations: res,
+			Orders:    map[string]int{"t1": 1, "t2": 1, "t3": 1},
+			Deducts:   map[string]int{"t1": 1, "t2": 1, "t3": 1},
+			Workflows: map[string]finalstate.Workflow{"order:t1": {Runs: 1}, "order:t2": {Runs: 1}, "order:t3": {Runs: 1}},
+		},
 		Report: &domain.ReconciliationReport{
 			SaleID: 7, StockTotal: 5, RedisStock: 3, DBStock: 3, RedisLoaded: true,
 			Orders:        map[string]int64{"PENDING_PAYMENT": 1, "PAID": 1, "EXPIRED": 1, "CANCELLED": 0, "FAILED": 0},
 			Discrepancies: []domain.Discrepancy{}, Consistent: true,
 		},
-		Reservations: res,
-		Orders:       map[string]int{"t1": 1, "t2": 1, "t3": 1},
-		Deducts:      map[string]int{"t1": 1, "t2": 1, "t3": 1},
-		Workflows:    map[string]int{"order:t1": 1, "order:t2": 1, "order:t3": 1},
 		ClientTokens: []string{"t1", "t2", "t3"},
 	}
 }
@@ -57,8 +58,8 @@ func TestCheckDoctored(t *testing.T) {
 	}{
 		{"no report", func(s *State) { s.Report = nil }, []string{VNoReport}},
 		{"an extra order for a user", func(s *State) {
-			s.Reservations = append(s.Reservations, Reservation{Token: "t4", UserID: 1, Status: domain.StatusPendingPayment, OrderStatus: domain.StatusPendingPayment})
-			s.Orders["t4"], s.Deducts["t4"], s.Workflows["order:t4"] = 1, 1, 1
+			s.Reservations = append(s.Reservations, finalstate.Reservation{Token: "t4", UserID: 1, Status: domain.StatusPendingPayment, OrderStatus: domain.StatusPendingPayment})
+			s.Orders["t4"], s.Deducts["t4"], s.Workflows["order:t4"] = 1, 1, finalstate.Workflow{Runs: 1}
 		}, []string{VTwoUnits}},
 		{"a bucket one unit low", func(s *State) { s.Report.DBStock = 2 }, []string{VDBIdentity}},
 		{"redis stock one unit high", func(s *State) { s.Report.RedisStock = 4 }, []string{VRedisIdentity}},
@@ -74,8 +75,8 @@ func TestCheckDoctored(t *testing.T) {
 		{"a token ordered twice", func(s *State) { s.Orders["t1"] = 2 }, []string{VDoubleOrder}},
 		{"a token deducted twice", func(s *State) { s.Deducts["t2"] = 2 }, []string{VDoubleDeduct}},
 		{"a reservation without workflow", func(s *State) { delete(s.Workflows, "order:t3") }, []string{VNoWorkflow}},
-		{"a workflow run twice", func(s *State) { s.Workflows["order:t1"] = 2 }, []string{VManyWorkflows}},
-		{"a workflow without reservation", func(s *State) { s.Workflows["order:zz"] = 1 }, []string{VStrayWorkflow}},
+		{"a workflow run twice", func(s *State) { s.Workflows["order:t1"] = finalstate.Workflow{Runs: 2} }, []string{VManyWorkflows}},
+		{"a workflow without reservation", func(s *State) { s.Workflows["order:zz"] = finalstate.Workflow{Runs: 1} }, []string{VStrayWorkflow}},
 		{"a client token lost", func(s *State) { s.ClientTokens = append(s.ClientTokens, "t9") }, []string{VLostToken}},
 		{"order and reservation disagree", func(s *State) { s.Reservations[0].OrderStatus = domain.StatusExpired }, []string{VOrderStatusDiffer}},
 	}
@@ -106,11 +107,11 @@ func TestSummaryTable(t *testing.T) {
 // issue's 27 units and 43 users after a Redis outage).
 func TestCheckFindsStrandedUnitsAndUsers(t *testing.T) {
 	s := soundState()
-	s.RedisBuyers = map[int64]bool{1: true, 2: true}
+	s.RedisBuyers = []int64{1, 2}
 	require.Empty(t, Check(s))
 
-	s.Report.RedisStock = 1 // two units gone from Redis's stock
-	s.RedisBuyers[3] = true // user 3's reservation expired, the mark stayed
+	s.Report.RedisStock = 1                  // two units gone from Redis's stock
+	s.RedisBuyers = append(s.RedisBuyers, 3) // user 3's reservation expired, the mark stayed
 	got := kinds(Check(s))
 	assert.Contains(t, got, VStrandedUnit)
 	assert.Contains(t, got, VStrandedUser)
@@ -122,10 +123,9 @@ func TestCheckFindsStrandedUnitsAndUsers(t *testing.T) {
 // twice; a reservation released by the repair keeps only its terminated run.
 func TestCheckAcceptsTerminatedRuns(t *testing.T) {
 	s := soundState()
-	s.Terminated = map[string]int{"order:t1": 1}
+	s.Workflows["order:t1"] = finalstate.Workflow{Runs: 2, Terminated: 1}
 	require.Empty(t, Check(s))
 	s = soundState()
-	delete(s.Workflows, "order:t3")
-	s.Terminated = map[string]int{"order:t3": 1}
+	s.Workflows["order:t3"] = finalstate.Workflow{Runs: 1, Terminated: 1}
 	require.Empty(t, Check(s))
 }

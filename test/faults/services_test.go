@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/internal/devtemporal"
+	"github.com/seckill/seckill/internal/mariadbnode"
+	"github.com/seckill/seckill/internal/redisnode"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -48,6 +50,13 @@ func port(addr string) string {
 	return p
 }
 
+func portNum(tb testing.TB, addr string) int {
+	tb.Helper()
+	n, err := strconv.Atoi(port(addr))
+	require.NoError(tb, err, "port of %s", addr)
+	return n
+}
+
 // MustOwnRedis starts a redis-server with AOF on (appendfsync everysec) in a
 // temp dir; it returns the server, its address and its data dir.
 func MustOwnRedis(tb testing.TB) (*server, string, string) {
@@ -57,8 +66,7 @@ func MustOwnRedis(tb testing.TB) (*server, string, string) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	s := startServer(tb, "redis", "redis-server", func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		"--port", port(addr), "--bind", "127.0.0.1", "--appendonly", "yes", "--appendfsync", "everysec",
-		"--dir", dir, "--save", "", "--protected-mode", "no")
+		redisnode.Args(redisnode.Options{Port: portNum(tb, addr), Dir: dir})...)
 	return s, addr, dir
 }
 
@@ -67,31 +75,18 @@ func MustOwnRedis(tb testing.TB) (*server, string, string) {
 func MustOwnMariaDB(tb testing.TB) (*server, string) {
 	tb.Helper()
 	addr := testenv.FreeAddr(tb)
-	dir := tb.TempDir()
-	data := filepath.Join(dir, "data")
+	node := mariadbnode.Options{Port: portNum(tb, addr), Dir: tb.TempDir(), MaxConns: 300, BufferPool: "64M"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "mariadb-install-db", "--datadir="+data, "--auth-root-authentication-method=normal",
-		"--user="+currentUser(), "--skip-test-db").CombinedOutput()
-	require.NoError(tb, err, "mariadb-install-db: %s", out)
+	require.NoError(tb, mariadbnode.Install(ctx, node))
 	root, err := sql.Open("mysql", "root@tcp("+addr+")/?timeout=2s")
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = root.Close() })
 	s := startServer(tb, "mariadb", "mariadbd", func(ctx context.Context) error {
 		_, err := root.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS seckill_faults")
 		return err
-	}, "--no-defaults", "--datadir="+data, "--port="+port(addr), "--bind-address=127.0.0.1",
-		"--socket="+filepath.Join(dir, "mysqld.sock"), "--pid-file="+filepath.Join(dir, "mariadbd.pid"),
-		"--user="+currentUser(), "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=2", "--max-connections=300",
-		"--innodb-buffer-pool-size=64M", "--skip-log-bin")
+	}, mariadbnode.Args(node)...)
 	return s, "root@tcp(" + addr + ")/seckill_faults"
-}
-
-func currentUser() string {
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return "root"
 }
 
 // temporalBin is the Temporal CLI: SECKILL_TEMPORAL_BIN or the repo's build.

@@ -1,0 +1,68 @@
+// Package mariadbnode is how the test harnesses (test/chaos, test/faults)
+// run their own mariadbd: one set of arguments (no option files read, its
+// own pid file and socket, no name resolution, no binary log, root without
+// a password on 127.0.0.1) and a data directory initialised by Install.
+// scripts/mariadb.sh runs the development and test services' server with
+// the same settings but Debian's option files.
+package mariadbnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+)
+
+// Options are one mariadbd's: its port, its directory (the data lives in
+// Dir/data), how many connections it takes, and whether a commit reaches
+// the disk before it is acknowledged (Durable: a killed server keeps every
+// acknowledged commit, which a run that SIGKILLs it proves; otherwise a
+// commit is flushed once a second, enough where the server is not killed).
+type Options struct {
+	Port     int
+	Dir      string
+	MaxConns int
+	Durable  bool
+	// BufferPool is InnoDB's buffer pool ("64M"; "": the server's default).
+	BufferPool string
+}
+
+// DataDir is where o's data lives.
+func (o Options) DataDir() string { return filepath.Join(o.Dir, "data") }
+
+// User runs the server: the current user, or root.
+func User() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "root"
+}
+
+// Install initialises o's data directory (mariadb-install-db), root
+// authenticated without a password.
+func Install(ctx context.Context, o Options) error {
+	out, err := exec.CommandContext(ctx, "mariadb-install-db", "--datadir="+o.DataDir(), "--auth-root-authentication-method=normal",
+		"--user="+User(), "--skip-test-db").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Args are mariadbd's arguments for o.
+func Args(o Options) []string {
+	flush := "2"
+	if o.Durable {
+		flush = "1"
+	}
+	args := []string{"--no-defaults", "--datadir=" + o.DataDir(), "--port=" + strconv.Itoa(o.Port), "--bind-address=127.0.0.1",
+		"--socket=" + filepath.Join(o.Dir, "mysqld.sock"), "--pid-file=" + filepath.Join(o.Dir, "mariadbd.pid"),
+		"--user=" + User(), "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=" + flush,
+		"--max-connections=" + strconv.Itoa(o.MaxConns), "--skip-log-bin"}
+	if o.BufferPool != "" {
+		args = append(args, "--innodb-buffer-pool-size="+o.BufferPool)
+	}
+	return args
+}
