@@ -273,8 +273,9 @@ var userSeq = func() *atomic.Int64 {
 }()
 
 // MustEmptyDatabase creates a fresh, empty database on the test server and
-// returns its DSN; it is dropped at the end of the test.
-func MustEmptyDatabase(tb testing.TB) string {
+// returns its DSN; it is dropped at the end of the test. Options follow
+// CREATE DATABASE (for example "CHARACTER SET latin1").
+func MustEmptyDatabase(tb testing.TB, options ...string) string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -289,7 +290,7 @@ func MustEmptyDatabase(tb testing.TB) string {
 		tb.Fatalf("testenv: %v", err)
 	}
 	tb.Cleanup(func() { _ = db.Close() })
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+	if _, err := db.ExecContext(ctx, strings.Join(append([]string{"CREATE DATABASE `" + name + "`"}, options...), " ")); err != nil {
 		tb.Fatalf("testenv: MariaDB is not reachable (run the tests with `go tool task test`): %v", err)
 	}
 	tb.Cleanup(func() {
