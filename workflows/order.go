@@ -470,8 +470,8 @@ func (w *orderWorkflow) syncRedis(ctx workflow.Context) error {
 // and updates get in meanwhile; and the step after placing the order
 // retries beside the payment wait instead of before it. DefaultVersion
 // retried the local activity inside the workflow task for up to a day,
-// holding every update (a payment sent in its window was refused after
-// Redis came back past pay_by: chaos soak seeds 8 and 12). While Redis
+// holding every update (a payment sent in its window was refused once
+// Redis came back past pay_by). While Redis
 // answers, both run the same single local activity, so the marker is
 // recorded only by a workflow that found Redis away.
 const redisStepYieldsChange = "redis-step-yields"
