@@ -105,14 +105,12 @@ type server struct {
 
 	// The connection edge, the refusals decided on headers until
 	// answered (transport.go), and the read routes' buckets.
-	edge     *edge.Edge
-	refusals edge.Refusals
-	readAddr *ratelimit.Keyed[netip.Addr]
-	readUser *ratelimit.Keyed[int64]
+	edge      *edge.Edge
+	refusals  edge.Refusals
+	readLimit routeLimit
 	// Payments and cancels: buckets of the reservation path's sizes, their
 	// own, so paying spends nothing of a user's reservation budget.
-	writeAddr *ratelimit.Keyed[netip.Addr]
-	writeUser *ratelimit.Keyed[int64]
+	writeLimit routeLimit
 	// status reads, and the event streams that follow them (events.go)
 	reads *status.Reader
 	hub   *status.Hub
@@ -209,10 +207,14 @@ func newServerState(d Deps) *server {
 		s.tracing = otelfiber.Middleware()
 	}
 	s.tokens = auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider}, 1<<17)
-	s.readAddr = ratelimit.NewKeyed(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, ratelimit.HashAddr)
-	s.readUser = ratelimit.NewKeyed(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, ratelimit.HashUser)
-	s.writeAddr = ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr)
-	s.writeUser = ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser)
+	s.readLimit = routeLimit{
+		user: ratelimit.NewKeyed(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, ratelimit.HashUser), userRPS: cfg.ReadPerUserRPS,
+		addr: ratelimit.NewKeyed(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, ratelimit.HashAddr), addrRPS: cfg.ReadRPS,
+	}
+	s.writeLimit = routeLimit{
+		user: ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser), userRPS: cfg.PerUserRPS,
+		addr: ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr), addrRPS: cfg.PerAddrRPS,
+	}
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
 		if queued == nil {
@@ -431,32 +433,36 @@ func (s *server) operatorLogged(h fiber.Handler) fiber.Handler {
 	}
 }
 
-// limitReads guards the read routes (the storefront, the sale view, the
-// reservation reads): a bucket per client address (trusted addresses
-// exempt) and, after authentication, one per user. Health probes and
-// /metrics are not read routes.
-func (s *server) limitReads(c *fiber.Ctx) error {
-	now := time.Now()
-	if p, ok := c.Locals(principalKey).(auth.Principal); ok && !s.readUser.Allow(p.UserID, now) {
-		return s.rateLimited(c, s.cfg.ReadPerUserRPS)
-	}
-	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.readAddr.Allow(ratelimit.AddrBucket(addr), now) {
-		return s.rateLimited(c, s.cfg.ReadRPS)
-	}
-	return c.Next()
+// routeLimit is a group of routes' buckets: one per user, once
+// authenticated, and one per client address (trusted addresses exempt).
+type routeLimit struct {
+	user    *ratelimit.Keyed[int64]
+	userRPS float64
+	addr    *ratelimit.Keyed[netip.Addr]
+	addrRPS float64
 }
 
-// limitWrites guards payments and cancels, before anything is read: a
-// bucket per user and one per client address (trusted addresses exempt),
-// of the reservation path's sizes, so a loop of made-up tokens is refused
-// before it reaches the database.
-func (s *server) limitWrites(c *fiber.Ctx) error {
+func (l *routeLimit) sweep(now time.Time) {
+	l.user.Sweep(now)
+	l.addr.Sweep(now)
+}
+
+// limitReads guards the read routes (the storefront, the sale view, the
+// reservation reads). Health probes and /metrics are not read routes.
+func (s *server) limitReads(c *fiber.Ctx) error { return s.limitRoute(c, &s.readLimit) }
+
+// limitWrites guards payments, cancels and the other user writes before
+// anything is read, so a loop of made-up tokens is refused before it
+// reaches the database.
+func (s *server) limitWrites(c *fiber.Ctx) error { return s.limitRoute(c, &s.writeLimit) }
+
+func (s *server) limitRoute(c *fiber.Ctx, l *routeLimit) error {
 	now := time.Now()
-	if !s.writeUser.Allow(principal(c).UserID, now) {
-		return s.rateLimited(c, s.cfg.PerUserRPS)
+	if p, ok := c.Locals(principalKey).(auth.Principal); ok && !l.user.Allow(p.UserID, now) {
+		return s.rateLimited(c, l.userRPS)
 	}
-	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.writeAddr.Allow(ratelimit.AddrBucket(addr), now) {
-		return s.rateLimited(c, s.cfg.PerAddrRPS)
+	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !l.addr.Allow(ratelimit.AddrBucket(addr), now) {
+		return s.rateLimited(c, l.addrRPS)
 	}
 	return c.Next()
 }
@@ -516,10 +522,8 @@ func (s *server) background() {
 			if now.Second()%30 == 0 {
 				s.perAddr.Sweep(now)
 				s.perUser.Sweep(now)
-				s.readAddr.Sweep(now)
-				s.readUser.Sweep(now)
-				s.writeAddr.Sweep(now)
-				s.writeUser.Sweep(now)
+				s.readLimit.sweep(now)
+				s.writeLimit.sweep(now)
 			}
 		}
 	}
