@@ -28,13 +28,16 @@ type Options struct {
 	Dir, LogFile        string
 }
 
+// Durability are the settings the product's guarantees assume of Redis
+// (docs/deploy.md): every write in the AOF, fsync every second, no RDB
+// snapshots, no eviction. scripts/redis.sh passes them too
+// (TestTheScriptKeepsTheDurabilitySettings).
+var Durability = []string{"--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--save", ""}
+
 // Args are redis-server's arguments for o.
 func Args(o Options) []string {
-	args := []string{
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(o.Port), "--dir", o.Dir,
-		"--appendonly", "yes", "--appendfsync", "everysec", "--auto-aof-rewrite-percentage", "0",
-		"--maxmemory-policy", "noeviction", "--save", "", "--protected-mode", "no", "--daemonize", "no",
-	}
+	args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(o.Port), "--dir", o.Dir}, Durability...)
+	args = append(args, "--auto-aof-rewrite-percentage", "0", "--protected-mode", "no", "--daemonize", "no")
 	if o.LogFile != "" {
 		args = append(args, "--logfile", o.LogFile)
 	}

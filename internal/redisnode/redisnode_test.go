@@ -1,9 +1,13 @@
 package redisnode
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // A single server has no cluster arguments; a cluster node has its bus and
@@ -24,6 +28,37 @@ func TestArgs(t *testing.T) {
 		i := slices.Index(node, pair[0])
 		if i < 0 || i+1 >= len(node) || node[i+1] != pair[1] {
 			t.Errorf("cluster node: %s is not %s in %q", pair[0], pair[1], node)
+		}
+	}
+}
+
+// The development and test services' redis-server (scripts/redis.sh) runs
+// with the harnesses' durability settings: the shell and Go spell them
+// apart, and this keeps them one.
+func TestTheScriptKeepsTheDurabilitySettings(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "scripts", "redis.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.ReplaceAll(string(src), "\\\n", " ")
+	var line string
+	for _, l := range strings.Split(joined, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "redis-server" {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatal("no redis-server command in scripts/redis.sh")
+	}
+	args := strings.Fields(strings.ReplaceAll(line, "''", `""`))
+	for i := 0; i < len(Durability); i += 2 {
+		flag, want := Durability[i], Durability[i+1]
+		if want == "" {
+			want = `""`
+		}
+		j := slices.Index(args, flag)
+		if j < 0 || j+1 >= len(args) || args[j+1] != want {
+			t.Errorf("scripts/redis.sh: %s is not %s in %q", flag, want, line)
 		}
 	}
 }
