@@ -207,14 +207,8 @@ func newServerState(d Deps) *server {
 		s.tracing = otelfiber.Middleware()
 	}
 	s.tokens = auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider}, 1<<17)
-	s.readLimit = routeLimit{
-		user: ratelimit.NewKeyed(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, 1<<20, time.Minute, ratelimit.HashUser), userRPS: cfg.ReadPerUserRPS,
-		addr: ratelimit.NewKeyed(cfg.ReadRPS, cfg.ReadBurst, 1<<17, time.Minute, ratelimit.HashAddr), addrRPS: cfg.ReadRPS,
-	}
-	s.writeLimit = routeLimit{
-		user: ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser), userRPS: cfg.PerUserRPS,
-		addr: ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr), addrRPS: cfg.PerAddrRPS,
-	}
+	s.readLimit = newRouteLimit(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, cfg.ReadRPS, cfg.ReadBurst)
+	s.writeLimit = newRouteLimit(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), cfg.PerAddrRPS, cfg.PerAddrBurst)
 	var queued func() float64
 	m, err := newMetrics(reg, func() float64 {
 		if queued == nil {
@@ -440,6 +434,13 @@ type routeLimit struct {
 	userRPS float64
 	addr    *ratelimit.Keyed[netip.Addr]
 	addrRPS float64
+}
+
+func newRouteLimit(userRPS float64, userBurst int, addrRPS float64, addrBurst int) routeLimit {
+	return routeLimit{
+		user: ratelimit.NewKeyed(userRPS, userBurst, 1<<20, time.Minute, ratelimit.HashUser), userRPS: userRPS,
+		addr: ratelimit.NewKeyed(addrRPS, addrBurst, 1<<17, time.Minute, ratelimit.HashAddr), addrRPS: addrRPS,
+	}
 }
 
 func (l *routeLimit) sweep(now time.Time) {

@@ -219,14 +219,34 @@ func (p *Proc) Log() string {
 	return string(b)
 }
 
-// FreeAddr returns a free loopback address.
+// handedOut are the addresses FreeAddr gave in this process.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// FreeAddr returns a free loopback address, never one it gave before in
+// this process: a stopped process restarts on its own addresses, which the
+// kernel would otherwise hand to the next one asking (a restarted worker
+// once found its metrics port taken by an API started meanwhile).
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("free port: %w", err)
+		}
+		addr := ln.Addr().String()
+		if err := ln.Close(); err != nil {
+			return "", fmt.Errorf("free port: close %s: %w", addr, err)
+		}
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("free port: every port the kernel offered was handed out before")
 }
 
 // HTTPReady is a Ready that asks url and wants 200.

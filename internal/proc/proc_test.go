@@ -95,3 +95,19 @@ func TestHTTPReady(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, HTTPReady("http://"+addr)(t.Context()), "nothing listens on a free port")
 }
+
+// An address once handed out is not handed out again, though its port is
+// free again at once.
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 2000 {
+		addr, err := FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[addr] {
+			t.Fatalf("%s handed out twice", addr)
+		}
+		seen[addr] = true
+	}
+}
