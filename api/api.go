@@ -462,7 +462,7 @@ func (s *server) limitRoute(c *fiber.Ctx, l *routeLimit) error {
 	if p, ok := c.Locals(principalKey).(auth.Principal); ok && !l.user.Allow(p.UserID, now) {
 		return s.rateLimited(c, l.userRPS)
 	}
-	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !l.addr.Allow(ratelimit.AddrBucket(addr), now) {
+	if !s.addrAllowed(c, l.addr, now) {
 		return s.rateLimited(c, l.addrRPS)
 	}
 	return c.Next()

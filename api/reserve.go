@@ -191,7 +191,7 @@ func (s *server) admitRequest(c *fiber.Ctx) (saleID int64, requestID, pass strin
 	return saleID, requestID, pass, true, nil
 }
 
-// admitRate runs the overload draw (overload.go), then takes a token from
+// admitRate runs the overload draw (ratelimit.Draw), then takes a token from
 // the global and the per-address buckets.
 func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, error) {
 	if !s.draw.Admit(userID, now) {
@@ -204,7 +204,7 @@ func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, err
 		return false, s.rateLimited(c, s.cfg.GlobalRPS)
 	}
 	s.m.pass(layerGlobal)
-	if addr := s.clientAddr(c); !ratelimit.InPrefixes(addr, s.cfg.TrustedAddrs) && !s.perAddr.Allow(ratelimit.AddrBucket(addr), now) {
+	if !s.addrAllowed(c, s.perAddr, now) {
 		s.m.count(layerAddr, "rate_limited")
 		return false, s.rateLimited(c, s.cfg.PerAddrRPS)
 	}

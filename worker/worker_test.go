@@ -55,22 +55,13 @@ func MustIsolatedStore(tb testing.TB) (string, *store.Store) {
 	return dsn, st
 }
 
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	addr := ln.Addr().String()
-	require.NoError(tb, ln.Close())
-	return addr
-}
-
 // MustWorkerConfig is a configuration of the test services with the
 // isolated database, a free metrics port and a short shutdown budget.
 func MustWorkerConfig(tb testing.TB) *config.Config {
 	tb.Helper()
 	cfg := testenv.Config(tb)
 	cfg.MySQLDSN, _ = MustIsolatedStore(tb)
-	cfg.WorkerMetricsAddr = freeAddr(tb)
+	cfg.WorkerMetricsAddr = testenv.FreeAddr(tb)
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.RelayConsumer = fmt.Sprintf("worker-test-%d", testenv.UniqueUser())
 	return cfg

@@ -92,13 +92,14 @@ func (r *Refusals) Take(h *fasthttp.RequestHeader) (Refusal, bool) {
 }
 
 // ClientAddr is the socket peer, or, only when the peer is a trusted
-// proxy, the rightmost address of the proxy header (its value hdr) that is
-// not a trusted proxy.
-func ClientAddr(peer netip.Addr, hdr string, trusted []netip.Prefix) netip.Addr {
+// proxy, the rightmost address of the proxy header (read by header, only
+// then) that is not a trusted proxy.
+func ClientAddr(peer netip.Addr, header func() string, trusted []netip.Prefix) netip.Addr {
 	peer = peer.Unmap()
 	if len(trusted) == 0 || !ratelimit.InPrefixes(peer, trusted) {
 		return peer
 	}
+	hdr := header()
 	addr := peer
 	for hdr != "" {
 		var part string

@@ -68,11 +68,16 @@ func TestClientAddrTrustsOnlyTheProxies(t *testing.T) {
 		{netip.MustParseAddr("::ffff:10.1.1.1"), "::ffff:203.0.113.9", "203.0.113.9"}, // mapped forms
 	}
 	for _, c := range cases {
-		if got := ClientAddr(c.peer, c.hdr, proxies); got.String() != c.want {
+		read := false
+		got := ClientAddr(c.peer, func() string { read = true; return c.hdr }, proxies)
+		if got.String() != c.want {
 			t.Errorf("peer %s header %q: %s, want %s", c.peer, c.hdr, got, c.want)
 		}
+		if read != (c.peer.Unmap() != client) {
+			t.Errorf("peer %s: header read %v", c.peer, read)
+		}
 	}
-	if got := ClientAddr(proxy, "203.0.113.9", nil); got != proxy {
+	if got := ClientAddr(proxy, func() string { return "203.0.113.9" }, nil); got != proxy {
 		t.Errorf("no trusted proxies: %s", got)
 	}
 }

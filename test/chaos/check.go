@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -215,7 +217,7 @@ func (c *checker) saleUsersFree(s SaleState) {
 	// Users the sale would not answer at all are one finding of the sale
 	// (it never sells again), not one per user.
 	var unprobed, silent []string
-	for _, u := range finalstate.SortedKeys(ended) {
+	for _, u := range slices.Sorted(maps.Keys(ended)) {
 		if !ended[u] {
 			continue
 		}
@@ -298,7 +300,7 @@ func (c *checker) waitlist(s SaleState) {
 		if !r.CreatedAt.Before(c.f.WaitlistsAt) {
 			continue
 		}
-		for _, u := range finalstate.SortedKeys(s.Waiting) {
+		for _, u := range slices.Sorted(maps.Keys(s.Waiting)) {
 			if earlier := s.Waiting[u]; earlier < n && !served[join{u, earlier}] {
 				c.add(IWaitlistFIFO, s.SaleID, r.UserID, r.Token, "join #%d was handed a unit at %s while user %d (join #%d) still waited", n, fmtTime(r.CreatedAt), u, earlier)
 			}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -82,7 +84,7 @@ func probe(ctx context.Context, c *caller, f Final) {
 		// replays per user: after three users in a row without an answer,
 		// one attempt each (the checker reports them either way).
 		silent := 0
-		for _, u := range finalstate.SortedKeys(ended) {
+		for _, u := range slices.Sorted(maps.Keys(ended)) {
 			if ended[u] && ctx.Err() == nil {
 				attempts := 6
 				if silent >= 3 {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,7 +20,6 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/test/finalstate"
 )
 
 // answerClass names an answer for the tables: "202", "409 already_purchased",
@@ -185,7 +186,7 @@ func (r *Result) mdFaults(b *strings.Builder, cnt Counts) {
 			recovered, strings.TrimSpace(notes[f.ID]))
 	}
 	b.WriteString("\n| class | times |\n|---|---|\n")
-	for _, cl := range finalstate.SortedKeys(cnt.ByClass) {
+	for _, cl := range slices.Sorted(maps.Keys(cnt.ByClass)) {
 		fmt.Fprintf(b, "| %s | %d |\n", cl, cnt.ByClass[cl])
 	}
 }
@@ -199,9 +200,9 @@ func (r *Result) mdAnswers(b *strings.Builder, cnt Counts) {
 	}
 
 	b.WriteString("\n## Requests by answer\n\n| operation | answers |\n|---|---|\n")
-	for _, op := range finalstate.SortedKeys(cnt.ByOp) {
+	for _, op := range slices.Sorted(maps.Keys(cnt.ByOp)) {
 		answers := cnt.ByOp[op]
-		keys := finalstate.SortedKeys(answers)
+		keys := slices.Sorted(maps.Keys(answers))
 		sort.SliceStable(keys, func(i, j int) bool { return answers[keys[i]] > answers[keys[j]] })
 		var parts []string
 		for _, k := range keys {

@@ -3,15 +3,16 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/test/finalstate"
 )
 
 // SaleSpec is one sale of the run.
@@ -257,7 +258,7 @@ func (w *Workload) LeaveWaitlists(ctx context.Context) {
 	waiters := w.waiters
 	w.waiters = map[int64][]int64{}
 	w.mu.Unlock()
-	for _, sale := range finalstate.SortedKeys(waiters) {
+	for _, sale := range slices.Sorted(maps.Keys(waiters)) {
 		for i, u := range waiters[sale] {
 			for attempt := 0; attempt < 10 && ctx.Err() == nil; attempt++ {
 				a, _ := w.C.do(ctx, i+attempt, http.MethodDelete, client.WaitlistPath(sale), u, nil,

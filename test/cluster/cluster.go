@@ -116,15 +116,23 @@ func MustRedisServer(tb testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
-// freePort is a free loopback port (the kernel's pick; closed at once).
+// freePort is a free loopback port, never one handed out before in this
+// process (proc.FreeAddr).
 func freePort(tb testing.TB) int {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := proc.FreeAddr()
+	if err != nil {
+		tb.Fatalf("cluster: %v", err)
+	}
+	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		tb.Fatalf("cluster: free port: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		tb.Fatalf("cluster: free port %q: %v", port, err)
+	}
+	return n
 }
 
 // startOnFreePorts starts a node (a cluster node with a bus port when

@@ -5,6 +5,8 @@ package faults
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,7 +99,7 @@ func Check(s State) []Violation {
 	for _, f := range s.Sale.Check() {
 		v.add(f.Kind, "%s", findingDetail(f))
 	}
-	for _, id := range finalstate.SortedKeys(s.Workflows) {
+	for _, id := range slices.Sorted(maps.Keys(s.Workflows)) {
 		if w := s.Workflows[id]; w.Runs-w.Terminated > 1 {
 			v.add(VManyWorkflows, "%s has %d executions", id, w.Runs-w.Terminated)
 		}

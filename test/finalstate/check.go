@@ -2,7 +2,8 @@ package finalstate
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/seckill/seckill/domain"
@@ -44,35 +45,25 @@ func (s Sale) Check() []Finding {
 			add(NoWorkflow, r.UserID, r.Token, "%s reservation has no workflow", r.Status)
 		}
 	}
-	for _, u := range SortedKeys(perUser) {
+	for _, u := range slices.Sorted(maps.Keys(perUser)) {
 		if toks := perUser[u]; len(toks) > 1 {
 			add(TwoUnits, u, "", "user holds %d units: %s", len(toks), strings.Join(toks, ", "))
 		}
 	}
-	for _, tok := range SortedKeys(s.Orders) {
+	for _, tok := range slices.Sorted(maps.Keys(s.Orders)) {
 		if n := s.Orders[tok]; n > 1 {
 			add(OrderTwice, 0, tok, "%d orders", n)
 		}
 	}
-	for _, tok := range SortedKeys(s.Deducts) {
+	for _, tok := range slices.Sorted(maps.Keys(s.Deducts)) {
 		if n := s.Deducts[tok]; n > 1 {
 			add(DeductedTwice, 0, tok, "stock deducted %d times", n)
 		}
 	}
-	for _, id := range SortedKeys(s.Workflows) {
+	for _, id := range slices.Sorted(maps.Keys(s.Workflows)) {
 		if tok, _ := domain.TokenOfOrderWorkflowID(id); !byToken[tok] {
 			add(StrayWorkflow, 0, tok, "workflow %s has no reservation", id)
 		}
 	}
 	return out
-}
-
-// SortedKeys are m's keys in order.
-func SortedKeys[K int64 | string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	return keys
 }

@@ -10,7 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -180,7 +180,7 @@ func (s *Sale) readRedis(ctx context.Context, rdb redis.UniversalClient) error {
 		}
 		s.RedisBuyers = append(s.RedisBuyers, u)
 	}
-	sort.Slice(s.RedisBuyers, func(i, j int) bool { return s.RedisBuyers[i] < s.RedisBuyers[j] })
+	slices.Sort(s.RedisBuyers)
 	return nil
 }
 
