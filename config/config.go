@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -38,13 +39,23 @@ type Config struct {
 	// RedisURL (REDIS_URL: redis:// or rediss://, user, password, db)
 	// replaces RedisAddrs and RedisPassword when set.
 	RedisURL          string
-	RedisCAFile       string // REDIS_CA_FILE: PEM roots verifying a rediss:// server
+	RedisCAFile       string // REDIS_CA_FILE: PEM roots verifying a rediss:// server (or Sentinel TLS)
 	RedisCluster      bool   // REDIS_CLUSTER=true: discover a Redis Cluster from any one address
 	MySQLDSN          string
 	MySQLCAFile       string // MYSQL_CA_FILE: PEM roots for a DSN naming tls=custom
 	TemporalAddress   string
 	TemporalNamespace string
 	TaskQueue         string // task queue of the order and sale workflows
+
+	// RedisSentinels (REDIS_SENTINELS), when set, are the addresses of the
+	// Redis Sentinels monitoring the master named RedisSentinelMaster: the
+	// client asks them for the master and follows its failovers.
+	// RedisAddrs is then empty and RedisPassword is the data nodes';
+	// with RedisSentinelTLS, RedisCAFile verifies sentinels and nodes alike.
+	RedisSentinels        []string
+	RedisSentinelMaster   string // REDIS_SENTINEL_MASTER: the name the sentinels know the master by
+	RedisSentinelPassword string // REDIS_SENTINEL_PASSWORD: the sentinels' own password (their requirepass)
+	RedisSentinelTLS      bool   // REDIS_SENTINEL_TLS=true: TLS to the sentinels and the data nodes
 
 	JWTSecret []byte
 	// AdminJWTSecret alone signs tokens with role admin: a token signed by
@@ -274,6 +285,19 @@ func (r *envReader) integer(name string, def int) int {
 	return n
 }
 
+// trueFalse reads a variable that is true or false (unset: false).
+func (r *envReader) trueFalse(name string) bool {
+	switch v := r.get(name); v {
+	case "", "false":
+		return false
+	case "true":
+		return true
+	default:
+		r.fail(fmt.Errorf("%s: not true or false: %q", name, v))
+		return false
+	}
+}
+
 // switchOn reads an on/off switch: on, true, 1 / off, false, 0.
 func (r *envReader) switchOn(name string, def bool) bool {
 	switch v := strings.ToLower(r.get(name)); v {
@@ -359,20 +383,7 @@ func (r *envReader) prefixes(name, def string) []netip.Prefix {
 func (r *envReader) backends(c *Config, need Need) {
 	c.APIAddr = r.str("API_ADDR", "127.0.0.1:8080")
 	c.AdminAddr = r.get("ADMIN_ADDR")
-	c.RedisAddrs = splitList(r.str("REDIS_ADDRS", r.str("REDIS_ADDR", "127.0.0.1:6379")))
-	c.RedisPassword = r.secret("REDIS_PASSWORD", "")
-	c.RedisURL = r.get("REDIS_URL")
-	if u, err := url.Parse(c.RedisURL); c.RedisURL != "" && (err != nil || (u.Scheme != "redis" && u.Scheme != "rediss")) {
-		r.fail(errors.New("REDIS_URL: not a redis:// or rediss:// URL"))
-	}
-	c.RedisCAFile = r.get("REDIS_CA_FILE")
-	switch v := r.get("REDIS_CLUSTER"); v {
-	case "", "false":
-	case "true":
-		c.RedisCluster = true
-	default:
-		r.fail(fmt.Errorf("REDIS_CLUSTER: not true or false: %q", v))
-	}
+	r.redis(c)
 	c.MySQLDSN = r.secret("MYSQL_DSN", r.devOr("root@tcp(127.0.0.1:3306)/seckill"))
 	c.MySQLCAFile = r.get("MYSQL_CA_FILE")
 	if c.MySQLDSN == "" && need&NeedDatabase != 0 {
@@ -381,6 +392,63 @@ func (r *envReader) backends(c *Config, need Need) {
 	c.TemporalAddress = r.str("TEMPORAL_ADDRESS", "127.0.0.1:7233")
 	c.TemporalNamespace = r.str("TEMPORAL_NAMESPACE", "default")
 	c.TaskQueue = r.str("SECKILL_TASK_QUEUE", domain.TaskQueue)
+}
+
+// redis: one server, a Redis Cluster, or the master a Sentinel group
+// names.
+func (r *envReader) redis(c *Config) {
+	c.RedisAddrs = splitList(r.str("REDIS_ADDRS", r.str("REDIS_ADDR", "127.0.0.1:6379")))
+	c.RedisPassword = r.secret("REDIS_PASSWORD", "")
+	c.RedisURL = r.get("REDIS_URL")
+	if u, err := url.Parse(c.RedisURL); c.RedisURL != "" && (err != nil || (u.Scheme != "redis" && u.Scheme != "rediss")) {
+		r.fail(errors.New("REDIS_URL: not a redis:// or rediss:// URL"))
+	}
+	c.RedisCAFile = r.get("REDIS_CA_FILE")
+	c.RedisCluster = r.trueFalse("REDIS_CLUSTER")
+	r.sentinel(c)
+}
+
+// sentinel reads the Sentinel settings. The sentinels name the master, so
+// an address, a URL or a cluster alongside them is refused, as are
+// Sentinel settings without sentinels.
+func (r *envReader) sentinel(c *Config) {
+	c.RedisSentinels = splitList(r.get("REDIS_SENTINELS"))
+	c.RedisSentinelMaster = r.get("REDIS_SENTINEL_MASTER")
+	c.RedisSentinelPassword = r.secret("REDIS_SENTINEL_PASSWORD", "")
+	c.RedisSentinelTLS = r.trueFalse("REDIS_SENTINEL_TLS")
+	if len(c.RedisSentinels) == 0 {
+		for _, s := range []struct {
+			name string
+			set  bool
+		}{{"REDIS_SENTINEL_MASTER", c.RedisSentinelMaster != ""}, {"REDIS_SENTINEL_PASSWORD", c.RedisSentinelPassword != ""},
+			{"REDIS_SENTINEL_TLS", c.RedisSentinelTLS}} {
+			if s.set {
+				r.fail(fmt.Errorf("%s is set but REDIS_SENTINELS is not", s.name))
+			}
+		}
+		return
+	}
+	for _, a := range c.RedisSentinels {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			r.fail(fmt.Errorf("REDIS_SENTINELS: %q is not host:port", a))
+		}
+	}
+	if c.RedisSentinelMaster == "" {
+		r.fail(errors.New("REDIS_SENTINELS needs REDIS_SENTINEL_MASTER, the name the sentinels monitor the master by"))
+	}
+	var also []string
+	for _, name := range []string{"REDIS_ADDR", "REDIS_ADDRS", "REDIS_URL"} {
+		if r.get(name) != "" {
+			also = append(also, name)
+		}
+	}
+	if c.RedisCluster {
+		also = append(also, "REDIS_CLUSTER=true")
+	}
+	if len(also) > 0 {
+		r.fail(fmt.Errorf("REDIS_SENTINELS cannot be combined with %s: the sentinels name the master", strings.Join(also, ", ")))
+	}
+	c.RedisAddrs = nil
 }
 
 // secrets: token signers, the payment secret, the token key.

@@ -215,3 +215,55 @@ func TestTraceRatio(t *testing.T) {
 		}
 	}
 }
+
+// REDIS_SENTINELS selects Sentinel mode: the master's name is required,
+// the sentinels' password may come from a file, and the direct address
+// default is dropped (the sentinels name the master).
+func TestSentinelSettings(t *testing.T) {
+	file := t.TempDir() + "/sentinel-password"
+	if err := os.WriteFile(file, []byte("s3ntinel\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := mustLoad(t, productionEnv("REDIS_SENTINELS", "10.0.0.1:26379, 10.0.0.2:26379,10.0.0.3:26379",
+		"REDIS_SENTINEL_MASTER", "seckill", "REDIS_SENTINEL_PASSWORD_FILE", file, "REDIS_PASSWORD", "data",
+		"REDIS_SENTINEL_TLS", "true"))
+	if !slices.Equal(c.RedisSentinels, []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"}) ||
+		c.RedisSentinelMaster != "seckill" || c.RedisSentinelPassword != "s3ntinel" || c.RedisPassword != "data" ||
+		!c.RedisSentinelTLS || c.RedisAddrs != nil {
+		t.Errorf("got sentinels %v master %q password %q data password %q TLS %v addrs %v", c.RedisSentinels,
+			c.RedisSentinelMaster, c.RedisSentinelPassword, c.RedisPassword, c.RedisSentinelTLS, c.RedisAddrs)
+	}
+	if c := mustLoad(t, productionEnv()); c.RedisSentinels != nil || c.RedisSentinelTLS {
+		t.Errorf("no REDIS_SENTINELS: got %v, TLS %v", c.RedisSentinels, c.RedisSentinelTLS)
+	}
+}
+
+// Sentinel mode refused alongside another way of naming Redis, without
+// its master's name, with a sentinel that is not host:port, and Sentinel
+// settings without sentinels: each error names the variables.
+func TestSentinelConflictsNameTheirVariables(t *testing.T) {
+	sentinels := func(kv ...string) []string {
+		return append([]string{"REDIS_SENTINELS", "a:26379,b:26379", "REDIS_SENTINEL_MASTER", "m"}, kv...)
+	}
+	for _, c := range []struct {
+		kv   []string
+		want []string
+	}{
+		{sentinels("REDIS_CLUSTER", "true"), []string{"REDIS_SENTINELS", "REDIS_CLUSTER=true"}},
+		{sentinels("REDIS_URL", "rediss://u:p@h:6380"), []string{"REDIS_SENTINELS", "REDIS_URL"}},
+		{sentinels("REDIS_ADDR", "h:6379", "REDIS_ADDRS", "h:6379"), []string{"REDIS_SENTINELS", "REDIS_ADDR, REDIS_ADDRS"}},
+		{[]string{"REDIS_SENTINELS", "a:26379"}, []string{"REDIS_SENTINELS needs REDIS_SENTINEL_MASTER"}},
+		{[]string{"REDIS_SENTINELS", "a:26379,b", "REDIS_SENTINEL_MASTER", "m"}, []string{`REDIS_SENTINELS: "b" is not host:port`}},
+		{[]string{"REDIS_SENTINEL_MASTER", "m"}, []string{"REDIS_SENTINEL_MASTER is set but REDIS_SENTINELS is not"}},
+		{[]string{"REDIS_SENTINEL_PASSWORD", "p"}, []string{"REDIS_SENTINEL_PASSWORD is set but REDIS_SENTINELS is not"}},
+		{[]string{"REDIS_SENTINEL_TLS", "true"}, []string{"REDIS_SENTINEL_TLS is set but REDIS_SENTINELS is not"}},
+		{sentinels("REDIS_SENTINEL_TLS", "yes"), []string{"REDIS_SENTINEL_TLS: not true or false"}},
+	} {
+		_, err := load(productionEnv(c.kv...))
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: got %v, want an error with %q", c.kv, err, w)
+			}
+		}
+	}
+}
