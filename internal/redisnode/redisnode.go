@@ -1,7 +1,9 @@
 // Package redisnode is how the test harnesses (test/chaos, test/cluster)
 // run redis-server: one set of arguments, the settings of scripts/redis.sh
 // (AOF, fsync every second, no RDB snapshots, no eviction), as a single
-// server or a cluster node, and the joining of nodes into a cluster.
+// server or a cluster node, and the joining of nodes into a cluster; and a
+// Sentinel group (SentinelGroup: a master, a replica, three sentinels)
+// whose master a test can kill and whose replication it can cut.
 package redisnode
 
 import (
