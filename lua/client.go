@@ -53,6 +53,13 @@ const asidePoolSize = 8
 // Aside returns a client to the same servers on connections of its own,
 // for a caller that must not queue behind the shared pool: its answers
 // time Redis, not this process's waiting calls. The caller closes it.
+// Made from a Sentinel failover client (a *redis.Client whose dialer asks
+// the sentinels for the master), it shares that discovery: each of its
+// dials goes to the master the sentinels name, so it follows a failover
+// once its connections to the old master fail (a killed master's at once,
+// a demoted one's when the sentinels disconnect its clients). It must be
+// closed before the client it was made from, whose Close ends the
+// discovery.
 func (c *Client) Aside() (*Client, error) {
 	switch rdb := c.rdb.(type) {
 	case *redis.Client:

@@ -30,17 +30,27 @@ import (
 
 // Redis returns a client for one Redis or a Redis Cluster (several
 // addresses, or REDIS_CLUSTER=true discovering it from one), addressed by
-// REDIS_URL or REDIS_ADDR(S). Every call is bounded by the client's
-// timeouts and, when its context has an earlier deadline, by that deadline:
-// without ContextTimeoutEnabled go-redis v9 applies a context's deadline to
-// the socket only through ReadTimeout, so a frozen Redis held each hot-path
-// call for 2 s instead of SECKILL_REDIS_TIMEOUT.
+// REDIS_URL or REDIS_ADDR(S), or for the master a Sentinel group names
+// (REDIS_SENTINELS): go-redis's failover client, a *redis.Client that asks
+// the sentinels for the master's address on every dial and drops its
+// connections to the old master when they announce a new one, so the rest
+// of the process sees one Redis either way. Every call is bounded by the
+// client's timeouts and, when its context has an earlier deadline, by that
+// deadline: without ContextTimeoutEnabled go-redis v9 applies a context's
+// deadline to the socket only through ReadTimeout, so a frozen Redis held
+// each hot-path call for 2 s instead of SECKILL_REDIS_TIMEOUT.
 func Redis(cfg *config.Config) (redis.UniversalClient, error) {
 	opts, err := redisOptions(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	rdb := redis.NewUniversalClient(opts)
+	redis.SetLogger(goRedisLogger{})
+	var rdb redis.UniversalClient
+	if opts.MasterName != "" {
+		rdb = redis.NewFailoverClient(opts.Failover())
+	} else {
+		rdb = redis.NewUniversalClient(opts)
+	}
 	if cfg.Tracing {
 		// Fails only on bad options; a trace without Redis spans is
 		// better than a process that will not start.
@@ -50,6 +60,15 @@ func Redis(cfg *config.Config) (redis.UniversalClient, error) {
 		}
 	}
 	return rdb, nil
+}
+
+// goRedisLogger sends go-redis's own messages (the master a failover
+// client switched to, a pool that cannot dial) to slog instead of
+// go-redis's stderr logger.
+type goRedisLogger struct{}
+
+func (goRedisLogger) Printf(_ context.Context, format string, v ...any) {
+	slog.Warn("go-redis", "detail", fmt.Sprintf(format, v...))
 }
 
 // redisOptions builds the one set of options every Redis client of the
@@ -66,6 +85,19 @@ func redisOptions(cfg *config.Config) (*redis.UniversalOptions, error) {
 		MinIdleConns:          16,
 		IsClusterMode:         cfg.RedisCluster || len(cfg.RedisAddrs) > 1,
 	}
+	if len(cfg.RedisSentinels) > 0 {
+		// The sentinels' addresses, and the password of their own; the
+		// data nodes' password stays REDIS_PASSWORD. The timeouts and
+		// pool above serve the master; go-redis gives each sentinel a
+		// client with the same ones.
+		opts.Addrs, opts.MasterName, opts.SentinelPassword = cfg.RedisSentinels, cfg.RedisSentinelMaster, cfg.RedisSentinelPassword
+		opts.IsClusterMode = false
+		if cfg.RedisSentinelTLS {
+			// No ServerName: each sentinel and node is verified under the
+			// host it is dialled by.
+			opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+	}
 	if cfg.RedisURL != "" {
 		u, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
@@ -80,7 +112,7 @@ func redisOptions(cfg *config.Config) (*redis.UniversalOptions, error) {
 	}
 	if cfg.RedisCAFile != "" {
 		if opts.TLSConfig == nil {
-			return nil, errors.New("REDIS_CA_FILE needs a rediss:// REDIS_URL")
+			return nil, errors.New("REDIS_CA_FILE needs a rediss:// REDIS_URL or REDIS_SENTINEL_TLS=true")
 		}
 		roots, err := caPool("REDIS_CA_FILE", cfg.RedisCAFile)
 		if err != nil {
