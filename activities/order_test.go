@@ -133,6 +133,8 @@ func TestOrderActivitiesNoStockIsNotRetryable(t *testing.T) {
 	ctx := testCtx(t)
 	in := mustHeldOrder(t, a, 1)
 	require.NoError(t, a.Store.AdjustStock(ctx, in.SaleID, -1, fmt.Sprintf("activities-withdraw-%d", in.SaleID)))
+	// A hold recorded without its unit: its order finds none.
+	testenv.MustLegacyHold(t, a.Store, in)
 	_, err := a.RecordReservation(ctx, in)
 	require.NoError(t, err)
 	_, err = a.PlaceOrder(ctx, in.Token)

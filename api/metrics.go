@@ -40,7 +40,7 @@ type metrics struct {
 // The outcomes of seckill_starter_total and seckill_hold_records_total.
 var (
 	starterOutcomes = []string{"queued", "deferred", "no_temporal", "retry_dropped", "started", "failed", "retried", "recorded"}
-	holdOutcomes    = []string{"recorded", "uncounted", "failed", "refused"}
+	holdOutcomes    = []string{"recorded", "uncounted", "failed", "refused", "overruled", "went_back"}
 )
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
@@ -65,7 +65,7 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 		}, []string{"outcome"})), starterOutcomes...),
 		holdRecords: promreg.NewOutcomeCounts(promreg.Reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_hold_records_total",
-			Help: "Redis holds recorded in MySQL before their 202 (or right after a waitlist hand-over), by outcome: recorded, uncounted (the database path's quota opened first: 503), failed (the insert failed: 503) and refused (503 at once while inserts fail and another request is trying).",
+			Help: "Redis holds recorded in MySQL before their 202 (or right after a waitlist hand-over), by outcome: recorded, uncounted (the database path's quota opened first: 503), failed (the insert failed: 503), refused (503 at once while inserts fail and another request is trying), overruled (the database refused a hold Redis granted: 409 or 410, Redis had lost writes) and went_back (a hold number Redis handed out before: Redis went back in time and the sale is rebuilt).",
 		}, []string{"outcome"})), holdOutcomes...),
 		handOvers: promreg.Reuse(r, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_waitlist_handovers_total",

@@ -168,6 +168,9 @@ type Sale struct {
 	Restricted bool
 	// AllowlistVersion moves with every allowlist change (0: never had one).
 	AllowlistVersion int64
+	// RedisWentBack: a hold found Redis behind the database (it lost
+	// acknowledged writes); the worker rebuilds the sale from the database.
+	RedisWentBack bool
 }
 
 // PaymentWindow is how long a placed order waits for payment.

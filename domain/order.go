@@ -122,7 +122,37 @@ const (
 	// FailReasonAlreadyPurchased: the user's unit is another order's; this
 	// hold's unit was never sold and goes back on sale.
 	FailReasonAlreadyPurchased = "already_purchased"
+	// FailReasonRefusedHolder and FailReasonRefusedSoldOut: the database
+	// refused a hold Redis had granted (Redis had lost writes: a failover,
+	// an AOF missing its tail) because the user already held a unit, or no
+	// unit was left. The request was answered 409 or 410, never 202; the
+	// row exists so that the hold's workflow releases it in Redis and a
+	// replay of the request gets the same answer. A refused holder's unit
+	// goes back on sale in Redis; a refused sold-out hold's does not.
+	FailReasonRefusedHolder  = "refused_already_purchased"
+	FailReasonRefusedSoldOut = "refused_sold_out"
 )
+
+// RefusalOf is the refusal a FAILED reservation's reason records, nil when
+// the reservation was not refused when it was recorded.
+func RefusalOf(status ReservationStatus, failReason string) *Error {
+	if status != StatusFailed {
+		return nil
+	}
+	switch failReason {
+	case FailReasonRefusedHolder:
+		return ErrAlreadyHolds
+	case FailReasonRefusedSoldOut:
+		return ErrSoldOut
+	}
+	return nil
+}
+
+// KeepsUnitOnFailure reports whether a FAILED reservation's unit exists in
+// the database, so that Redis gets it back when the hold is released.
+func KeepsUnitOnFailure(failReason string) bool {
+	return failReason == FailReasonAlreadyPurchased || failReason == FailReasonRefusedHolder
+}
 
 // Redis token states: held -> ordered -> paid | released.
 const (

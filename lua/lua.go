@@ -164,6 +164,9 @@ type ReserveResult struct {
 	Outcome   string
 	Token     string
 	StockLeft int64
+	// Seq numbers a new hold ('ok'): the sale's counter of holds, which the
+	// database records under a unique key; 0 otherwise.
+	Seq int64
 }
 
 // ReserveArgs are the arguments of Reserve.
@@ -209,13 +212,17 @@ func (s *Scripts) Reserve(ctx context.Context, rdb redis.Scripter, a ReserveArgs
 	if err != nil {
 		return ReserveResult{}, fmt.Errorf("reserve script: %w", err)
 	}
-	if len(v) != 3 {
+	if len(v) != 3 && len(v) != 4 {
 		return ReserveResult{}, fmt.Errorf("reserve script: unexpected reply %v", v)
 	}
 	outcome, _ := v[0].(string)
 	token, _ := v[1].(string)
 	left, _ := v[2].(int64)
-	return ReserveResult{Outcome: outcome, Token: token, StockLeft: left}, nil
+	res := ReserveResult{Outcome: outcome, Token: token, StockLeft: left}
+	if len(v) == 4 {
+		res.Seq, _ = v[3].(int64)
+	}
+	return res, nil
 }
 
 // Release releases a token's hold (see release.lua). restore returns the
@@ -479,6 +486,9 @@ type RebuildData struct {
 	Tokens   map[string]string `json:"tokens"`
 	Requests map[string]string `json:"requests"`
 	Retired  map[string]bool   `json:"retired"` // users of ended reservations not written back (retire.lua)
+	// Seq is the highest hold number the database recorded: the rebuilt
+	// counter of holds starts past it, so no later hold reuses a number.
+	Seq int64 `json:"seq"`
 }
 
 // ErrFenceMoved: more releases ran in Redis after the rebuild's fence was

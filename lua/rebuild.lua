@@ -24,7 +24,7 @@
 --       13 retired users, 14 ended tokens
 -- ARGV: 1 JSON {stock, epoch, starts_ms, ends_ms, control, group, fence, buyers: [user],
 --               tokens: {token: "state:user"}, requests: {"user:request_id": token},
---               retired: {user: true}}
+--               retired: {user: true}, seq: the highest hold number the database has}
 -- The snapshot's ended reservations come as tokens only where Redis still
 -- names them (its tokens hash or inbox); the others' users come as
 -- retired, so a replay of theirs is answered from the database. Each
@@ -160,6 +160,9 @@ local n = 0
 for _ in pairs(data.tokens) do
   n = n + 1
 end
+-- The counter of holds never goes back, and starts past every hold number
+-- the database recorded (reserve.lua): a hold after the rebuild is new.
+n = math.max(n, tonumber(data.seq or 0))
 if tonumber(redis.call('GET', KEYS[6]) or '0') < n then
   redis.call('SET', KEYS[6], n)
 end

@@ -19,7 +19,8 @@
 --       9 '1' when the waitlist's hand-over reserves (handover.lua),
 --       10 '1' when the caller found no reservation of this request in the
 --       database (a retired user's request is then not an old one)
--- Returns {outcome, token, stock_left}; 'ask' when the request is not in
+-- Returns {outcome, token, stock_left} and, for 'ok', the hold's number
+-- (the sale's counter of holds); 'ask' when the request is not in
 -- the replay map and the user is retired: the database answers a replay.
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'control', 'epoch', 'mode', 'drained')
 local stock = redis.call('GET', KEYS[2])
@@ -85,7 +86,10 @@ redis.call('HSET', KEYS[4], ARGV[3], 'held:' .. ARGV[1])
 -- The request by token too ('t:' fields), so a cancel finds it without
 -- scanning the map.
 redis.call('HSET', KEYS[5], reqfield, ARGV[3], 't:' .. ARGV[3], ARGV[2])
-redis.call('INCR', KEYS[7])
+-- The sale's hold counter numbers the hold: the database keeps the number
+-- under a unique key, so a Redis that went back in time (lost writes) is
+-- noticed at its next hold, whose number the database has seen.
+local seq = redis.call('INCR', KEYS[7])
 -- A user past the cap is marked '*' (the database lists them), so the
 -- string this rebuilds stays short however often the user churns.
 local mine = redis.call('HGET', KEYS[8], ARGV[1])
@@ -114,4 +118,4 @@ if ARGV[7] and ARGV[7] ~= '' then
   entry[#entry + 1] = ARGV[7]
 end
 redis.call('XADD', KEYS[6], '*', unpack(entry))
-return {'ok', ARGV[3], stock - 1}
+return {'ok', ARGV[3], stock - 1, seq}

@@ -164,7 +164,9 @@ func newObservation(saleID int64, rs *lua.Snapshot, ds *store.Snapshot) *observa
 	rep := &o.report
 	rep.SaleID = saleID
 	rep.StockTotal = ds.StockTotal
-	rep.DBStock = ds.DBStock
+	// Units no order has taken: in the buckets, or held by a hold that
+	// took its unit when it was recorded.
+	rep.DBStock = ds.DBStock + ds.HeldUnits
 	rep.RedisLoaded = rs.Exists
 	if rs.Exists {
 		rep.RedisStock = rs.Stock
@@ -277,14 +279,15 @@ func (o *observation) checkIdentities() {
 	if rs.Exists && rs.Stock+inFlight+live != ds.StockTotal {
 		o.add(domain.Discrepancy{Kind: domain.KindRedisStockDrift, Detail: fmt.Sprintf("redis_stock %d + in_flight %d + live orders %d != stock_total %d", rs.Stock, inFlight, live, ds.StockTotal)})
 	}
-	if ds.DBStock+live != ds.StockTotal {
-		o.add(domain.Discrepancy{Kind: domain.KindDBStockDrift, Detail: fmt.Sprintf("db_stock %d + live orders %d != stock_total %d", ds.DBStock, live, ds.StockTotal)})
+	if ds.DBStock+ds.HeldUnits+live != ds.StockTotal {
+		o.add(domain.Discrepancy{Kind: domain.KindDBStockDrift, Detail: fmt.Sprintf("db_stock %d (buckets %d + held by queued holds %d) + live orders %d != stock_total %d",
+			ds.DBStock+ds.HeldUnits, ds.DBStock, ds.HeldUnits, live, ds.StockTotal)})
 	}
 	if want := ds.StockTotal - ds.Deducts + ds.Restores; ds.DBStock != want {
 		o.add(domain.Discrepancy{Kind: domain.KindLedgerBucketMismatch, Detail: fmt.Sprintf("buckets hold %d, the ledger says %d", ds.DBStock, want)})
 	}
-	if ds.Deducts-ds.Restores != live {
-		o.add(domain.Discrepancy{Kind: domain.KindLedgerBucketMismatch, Token: "orders", Detail: fmt.Sprintf("ledger deducts %d - restores %d != live orders %d", ds.Deducts, ds.Restores, live)})
+	if ds.Deducts-ds.Restores != live+ds.HeldUnits {
+		o.add(domain.Discrepancy{Kind: domain.KindLedgerBucketMismatch, Token: "orders", Detail: fmt.Sprintf("ledger deducts %d - restores %d != live orders %d + held by queued holds %d", ds.Deducts, ds.Restores, live, ds.HeldUnits)})
 	}
 }
 
@@ -437,7 +440,7 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, second *obse
 			continue
 		}
 		db := second.db
-		if db.DBStock+domain.LiveCount(db.Statuses) != db.StockTotal {
+		if db.DBStock+db.HeldUnits+domain.LiveCount(db.Statuses) != db.StockTotal {
 			continue // the database disagrees with itself: report, do not copy
 		}
 		var live []string

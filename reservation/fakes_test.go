@@ -64,16 +64,34 @@ type fakeLedger struct {
 	outbox    []string
 	reserved  []domain.OrderInput
 	holdOffs  []time.Duration
+	// decide, when set, is the database's decision on a hold (else every
+	// hold is promised); wentBack lists the sales marked for a rebuild.
+	decide   func(in domain.OrderInput, seq int64) store.HoldRecord
+	wentBack []int64
 }
 
-func (l *fakeLedger) RecordRedisHold(_ context.Context, in domain.OrderInput, _ int64) (bool, error) {
+func (l *fakeLedger) RecordRedisHold(_ context.Context, in domain.OrderInput, _, seq int64) (store.HoldRecord, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holdErr != nil {
-		return false, l.holdErr
+		return store.HoldRecord{}, l.holdErr
+	}
+	if l.decide != nil {
+		rec := l.decide(in, seq)
+		if rec.Promised() {
+			l.holds = append(l.holds, in)
+		}
+		return rec, nil
 	}
 	l.holds = append(l.holds, in)
-	return true, nil
+	return store.HoldRecord{Counted: true}, nil
+}
+
+func (l *fakeLedger) MarkRedisWentBack(_ context.Context, saleID int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.wentBack = append(l.wentBack, saleID)
+	return nil
 }
 
 func (l *fakeLedger) Ping(context.Context) error { return l.holdErr }

@@ -7,18 +7,22 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/store"
 )
 
 // holdRecordTimeout bounds recording a Redis hold on the request path.
 const holdRecordTimeout = 500 * time.Millisecond
 
-// Holds records each Redis hold in MySQL before its 202 is
-// answered (store.RecordRedisHold). The database path's quota counts the
-// Redis holds recorded before it opens, and it opens only after every
-// instance has stopped sending reservations to Redis, so a hold recorded
-// here is never sold twice: a burst's 202s are kept when Redis stalls
-// right after it, however far the relay lags. The cost is one insert per
-// 202, bounded by the stock.
+// Holds records each Redis hold in MySQL before its 202 is answered, and
+// the database decides it there (store.RecordRedisHold): one live or paid
+// hold per user and sale, and a unit taken from the sale's buckets, so a
+// Redis that lost writes (a failover, an AOF missing its tail) and grants
+// a unit twice, or more units than exist, is overruled before any 202. The
+// database path's quota counts the holds recorded before it opens, and it
+// opens only after every instance has stopped sending reservations to
+// Redis, so a hold recorded here is never sold twice: a burst's 202s are
+// kept when Redis stalls right after it, however far the relay lags. The
+// cost is one round trip per 202, bounded by the stock.
 //
 // A hold that is not recorded is not promised: it answers 503 (outcome
 // unknown) and the client's retry with the same request_id replays it.
@@ -31,43 +35,52 @@ const holdRecordTimeout = 500 * time.Millisecond
 type Holds struct {
 	st     HoldLedger
 	logger *slog.Logger
-	// count counts an outcome: recorded, uncounted, failed or refused.
-	count   func(outcome string)
-	failing atomic.Bool // the last insert failed
-	probing atomic.Bool // one request is trying while failing
+	// count counts an outcome: recorded, uncounted, failed, refused or
+	// overruled.
+	count func(outcome string)
+	// wentBack hears of a hold that found Redis behind the database.
+	wentBack func(ctx context.Context, saleID int64)
+	failing  atomic.Bool // the last insert failed
+	probing  atomic.Bool // one request is trying while failing
 }
 
-// HoldLedger is where holds are recorded: the database (store.Store).
+// HoldLedger is where holds are recorded and decided: the database
+// (store.Store).
 type HoldLedger interface {
-	RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error)
+	RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64) (store.HoldRecord, error)
 	Ping(ctx context.Context) error
 }
 
-// newHolds is a recorder on st; count receives each outcome.
-func newHolds(st HoldLedger, logger *slog.Logger, count func(outcome string)) *Holds {
-	return &Holds{st: st, logger: logger, count: count}
+// newHolds is a recorder on st; count receives each outcome, wentBack each
+// hold that found Redis behind the database.
+func newHolds(st HoldLedger, logger *slog.Logger, count func(outcome string), wentBack func(ctx context.Context, saleID int64)) *Holds {
+	return &Holds{st: st, logger: logger, count: count, wentBack: wentBack}
 }
 
-// Promise reports whether a Redis hold may be answered 202: once it is
-// recorded where the database path's quota counts it.
-func (h *Holds) Promise(ctx context.Context, in domain.OrderInput, epoch int64) bool {
+// Promise records a Redis hold numbered seq by Redis (0: unknown) and
+// answers it: nil when it may be answered 202, the database's refusal
+// (domain.ErrAlreadyHolds, domain.ErrSoldOut) when it overruled Redis, or
+// domain.ErrOutcomeUnknown when it is not recorded (503).
+func (h *Holds) Promise(ctx context.Context, in domain.OrderInput, epoch, seq int64) error {
 	if h.failing.Load() {
 		if !h.probing.CompareAndSwap(false, true) {
 			h.count("refused")
-			return false
+			return domain.ErrOutcomeUnknown
 		}
 		defer h.probing.Store(false)
 	}
-	counted, err := h.insert(ctx, in, epoch)
+	rec, err := h.insert(ctx, in, epoch, seq)
 	switch {
 	case err != nil:
-		return false
-	case !counted:
+		return domain.ErrOutcomeUnknown
+	case rec.Refused != nil:
+		return rec.Refused
+	case !rec.Counted:
 		h.count("uncounted")
 		h.logger.WarnContext(ctx, "a redis hold met the database path's open quota; outcome unknown", "sale_id", in.SaleID)
-		return false
+		return domain.ErrOutcomeUnknown
 	}
-	return true
+	return nil
 }
 
 // Ready reports whether holds can be recorded now. While inserts fail, one
@@ -92,10 +105,11 @@ func (h *Holds) Ready(ctx context.Context) bool {
 }
 
 // Record records a hold made without a 202 (a waitlist hand-over); a
-// failure counts like Promise's (the relay records the hold later).
+// failure counts like Promise's (the relay records the hold later). A hold
+// the database refuses ends FAILED, and its workflow releases it in Redis.
 func (h *Holds) Record(ctx context.Context, in domain.OrderInput, epoch int64) error {
-	counted, err := h.insert(ctx, in, epoch)
-	if err == nil && !counted {
+	rec, err := h.insert(ctx, in, epoch, 0)
+	if err == nil && !rec.Counted {
 		h.count("recorded") // a hand-over is recorded either way
 	}
 	return err
@@ -103,22 +117,29 @@ func (h *Holds) Record(ctx context.Context, in domain.OrderInput, epoch int64) e
 
 // insert records the hold and keeps the failing flag and the outcome
 // counts; Promise and Record share it.
-func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error) {
+func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch, seq int64) (store.HoldRecord, error) {
 	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
 	defer cancel()
-	counted, err = h.st.RecordRedisHold(rctx, in, epoch)
+	rec, err := h.st.RecordRedisHold(rctx, in, epoch, seq)
 	if err != nil {
 		if !h.failing.Swap(true) {
 			h.logger.WarnContext(ctx, "recording a redis hold failed; holds answer 503 and hand-overs wait until an insert succeeds", "sale_id", in.SaleID, "err", err)
 		}
 		h.count("failed")
-		return false, err
+		return rec, err
 	}
 	if h.failing.Swap(false) {
 		h.logger.InfoContext(ctx, "recording redis holds works again", "sale_id", in.SaleID)
 	}
-	if counted {
+	if rec.WentBack && h.wentBack != nil {
+		h.wentBack(ctx, in.SaleID)
+	}
+	switch {
+	case rec.Refused != nil:
+		h.count("overruled")
+		h.logger.WarnContext(ctx, "the database overruled a redis hold", "sale_id", in.SaleID, "code", rec.Refused.Code)
+	case rec.Counted:
 		h.count("recorded")
 	}
-	return counted, nil
+	return rec, nil
 }

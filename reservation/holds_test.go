@@ -46,7 +46,7 @@ func mustRecorderBehindProxy(t *testing.T) (*Holds, *outcomes, *netproxy.Proxy, 
 	t.Cleanup(func() { _ = st.Close() })
 	sale := testenv.MustSale(t, st, 5)
 	o := &outcomes{n: map[string]int{}}
-	return newHolds(st, slog.New(slog.DiscardHandler), o.count), o, proxy, sale
+	return newHolds(st, slog.New(slog.DiscardHandler), o.count, nil), o, proxy, sale
 }
 
 // A Redis hold is promised (202) only once MySQL has it where the database
@@ -62,15 +62,15 @@ func TestAHoldTheDatabaseCannotRecordIsNotPromised(t *testing.T) {
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("promise-test"), sale.ID, user, "req-1"), sale.ID, user, "req-1")
 
 	proxy.SetCut(true)
-	require.False(t, h.Promise(ctx, in, sale.ModeEpoch), "no 202 the database did not record")
+	require.ErrorIs(t, h.Promise(ctx, in, sale.ModeEpoch, 0), domain.ErrOutcomeUnknown, "no 202 the database did not record")
 	require.Equal(t, 1, o.of("failed"))
 	h.probing.Store(true) // another request is trying
-	require.False(t, h.Promise(ctx, in, sale.ModeEpoch))
+	require.ErrorIs(t, h.Promise(ctx, in, sale.ModeEpoch, 0), domain.ErrOutcomeUnknown)
 	require.Equal(t, 1, o.of("refused"), "refused at once while a probe is out")
 	h.probing.Store(false)
 
 	proxy.SetCut(false)
-	require.Eventually(t, func() bool { return h.Promise(ctx, in, sale.ModeEpoch) }, 20*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return h.Promise(ctx, in, sale.ModeEpoch, 0) == nil }, 20*time.Second, 100*time.Millisecond,
 		"the retry is promised once the insert succeeds")
 	require.False(t, h.failing.Load(), "the way is open again")
 	r, err := testenv.MustStore(t).FindReservation(ctx, sale.ID, user, "req-1")

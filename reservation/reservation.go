@@ -11,6 +11,7 @@ package reservation
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,9 @@ type Ledger interface {
 	RecordReservation(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error)
 	EndQueued(ctx context.Context, token string, to domain.ReservationStatus, reason string) (*domain.Reservation, error)
 	EnqueueStart(ctx context.Context, token string, saleID int64) error
+	// MarkRedisWentBack asks the worker to rebuild the sale in Redis from
+	// the database (store.MarkRedisWentBack).
+	MarkRedisWentBack(ctx context.Context, saleID int64) error
 }
 
 // StoreLedger is the Ledger of a store.
@@ -152,20 +156,25 @@ type Service struct {
 	admission *admission
 	errRate   *domain.Error
 	tokens    *domain.Tokens
+	// wentBack is when this instance last marked each sale whose Redis
+	// went back in time (int64 -> time.Time): a mark a second is enough.
+	wentBack sync.Map
 }
 
 // New builds the service. Run its breaker's probe and heartbeat with
 // Watch.
 func New(set Settings, d Deps) *Service {
-	return &Service{
+	s := &Service{
 		set: set, script: d.Script, holdIndex: d.HoldIndex, ledger: d.Ledger, syncer: d.Syncer,
 		starter: d.Starter, fleet: d.Fleet, logger: d.Logger,
 		breaker:   newBreaker(d.Logger, d.BreakerState, newHeartbeat(set.RedisTimeout)),
-		holds:     newHolds(d.Ledger, d.Logger, d.HoldOutcome),
+		holds:     newHolds(d.Ledger, d.Logger, d.HoldOutcome, nil),
 		admission: newAdmission(set.FallbackRPS, set.FallbackInFlight),
 		errRate:   &domain.Error{Code: domain.ERateLimited, Message: "too many requests", RetryAfter: max(set.FallbackRetryAfter, 1)},
 		tokens:    domain.NewTokens(set.TokenKey),
 	}
+	s.holds.wentBack = s.redisWentBack
+	return s
 }
 
 // Holds is the service's hold recorder (the waitlist's hand-overs record

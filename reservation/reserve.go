@@ -162,9 +162,9 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 			s.starter.Enqueue(ctx, in)
 		}
 		r.Cached.StockSeen(res.StockLeft)
-		return s.promise(ctx, in, r.Sale.ModeEpoch, a)
+		return s.promise(ctx, in, r.Sale.ModeEpoch, res.Seq, a)
 	case lua.OutcomeReplay:
-		return s.promise(ctx, domain.RedisHoldInput(res.Token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, a)
+		return s.promise(ctx, domain.RedisHoldInput(res.Token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, 0, a)
 	case lua.OutcomeAlready:
 		return a, domain.ErrAlreadyHolds
 	case lua.OutcomeSoldOut:
@@ -194,11 +194,16 @@ func (s *Service) log(ctx context.Context) *slog.Logger {
 	return s.logger.With(attrs...)
 }
 
-// promise answers a Redis hold (new, or a replay of one): 202 once it is
-// recorded where the database path counts it, else 503.
-func (s *Service) promise(ctx context.Context, in domain.OrderInput, epoch int64, a Answer) (Answer, error) {
-	if !s.holds.Promise(ctx, in, epoch) {
-		return a, domain.ErrOutcomeUnknown
+// promise answers a Redis hold (new, numbered seq by Redis, or a replay of
+// one): 202 once the database has recorded and granted it where the
+// database path counts it; the database's refusal (409, 410) when it
+// overruled Redis; else 503.
+func (s *Service) promise(ctx context.Context, in domain.OrderInput, epoch, seq int64, a Answer) (Answer, error) {
+	if err := s.holds.Promise(ctx, in, epoch, seq); err != nil {
+		if !errors.Is(err, domain.ErrOutcomeUnknown) {
+			a.Reason = "overruled"
+		}
+		return a, err
 	}
 	a.Token = in.Token
 	return a, nil
@@ -207,5 +212,29 @@ func (s *Service) promise(ctx context.Context, in domain.OrderInput, epoch int64
 // AcceptHold answers a replay of a Redis hold the caller found without the
 // script (the sold-out mark's replay map): 202 once the hold is recorded.
 func (s *Service) AcceptHold(ctx context.Context, r Request, token string) (Answer, error) {
-	return s.promise(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, Answer{})
+	return s.promise(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, 0, Answer{})
+}
+
+// wentBackEvery bounds how often an instance marks one sale whose Redis
+// went back in time: the holds that follow until the rebuild find it too.
+const wentBackEvery = time.Second
+
+// redisWentBack hears of a hold whose number Redis had handed out before:
+// Redis lost acknowledged writes (a failover to a lagging replica, an AOF
+// missing its tail). The database decided the hold all the same; the sale
+// is marked for the worker, which rebuilds it in Redis from the database.
+func (s *Service) redisWentBack(ctx context.Context, saleID int64) {
+	s.holds.count("went_back")
+	now := time.Now()
+	if last, ok := s.wentBack.Load(saleID); ok && now.Sub(last.(time.Time)) < wentBackEvery {
+		return
+	}
+	s.wentBack.Store(saleID, now)
+	s.log(ctx).ErrorContext(ctx, "redis went back in time: a hold number the database already has; the sale will be rebuilt from the database", "sale_id", saleID)
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdRecordTimeout)
+	defer cancel()
+	if err := s.ledger.MarkRedisWentBack(mctx, saleID); err != nil {
+		s.log(ctx).ErrorContext(ctx, "mark the sale for a rebuild from the database", "sale_id", saleID, "err", err)
+		s.wentBack.Delete(saleID)
+	}
 }

@@ -48,6 +48,48 @@ func TestAHoldNotRecordedIsNotPromised(t *testing.T) {
 	require.Empty(t, r.ledger.holds)
 }
 
+// A unit Redis granted that the database refuses (Redis had lost writes:
+// the user holds one already, or no unit is left) is answered as the
+// database decides, never 202; the hold is started all the same, so its
+// workflow releases it in Redis.
+func TestTheDatabaseOverrulesAHoldRedisGranted(t *testing.T) {
+	for _, want := range []*domain.Error{domain.ErrAlreadyHolds, domain.ErrSoldOut} {
+		t.Run(want.Code, func(t *testing.T) {
+			ledger := &fakeLedger{decide: func(domain.OrderInput, int64) store.HoldRecord {
+				return store.HoldRecord{Counted: true, Refused: want}
+			}}
+			r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings)
+			ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
+			require.ErrorIs(t, err, want)
+			require.Equal(t, Answer{Layer: LayerRedis, Reason: "overruled"}, ans)
+			require.Empty(t, r.ledger.holds, "nothing promised")
+			require.Len(t, r.starter.inputs(), 1, "its workflow releases the Redis hold")
+		})
+	}
+}
+
+// A hold whose number the database has seen (Redis went back in time) is
+// decided by the database and marks the sale for a rebuild, once a second
+// however many holds find it.
+func TestAHoldFromARedisThatWentBackMarksTheSale(t *testing.T) {
+	var seqs []int64
+	ledger := &fakeLedger{decide: func(_ domain.OrderInput, seq int64) store.HoldRecord {
+		seqs = append(seqs, seq)
+		return store.HoldRecord{Counted: true, WentBack: true}
+	}}
+	script := answers(
+		scriptAnswer{res: lua.ReserveResult{Outcome: lua.OutcomeOK, StockLeft: 7, Seq: 41}},
+		scriptAnswer{res: lua.ReserveResult{Outcome: lua.OutcomeOK, StockLeft: 6, Seq: 42}})
+	r := newRig(t, script, ledger, testSettings)
+	for _, req := range []string{"went-back-01", "went-back-02"} {
+		ans, err := r.svc.Reserve(t.Context(), newRequest(redisSale(), &fakeCached{onRedis: true}, req))
+		require.NoError(t, err, "promised: the database decided")
+		require.NotEmpty(t, ans.Token)
+	}
+	require.Equal(t, []int64{41, 42}, seqs, "the script's hold numbers reach the record")
+	require.Equal(t, []int64{redisSale().ID}, ledger.wentBack, "marked once")
+}
+
 // Each script outcome has one answer, named in the metric by the outcome.
 func TestScriptOutcomesAnswerTheirRefusals(t *testing.T) {
 	for _, tc := range []struct {

@@ -186,7 +186,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		d := lua.RebuildData{
 			Stock: state.Stock, Epoch: epoch, Fence: fence,
 			StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(), Control: string(sale.Control),
-			Buyers: make([]string, len(state.Buyers)), Added: state.AddedRefs,
+			Buyers: make([]string, len(state.Buyers)), Added: state.AddedRefs, Seq: state.Seq,
 		}
 		for i, b := range state.Buyers {
 			d.Buyers[i] = strconv.FormatInt(b, 10)

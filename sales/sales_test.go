@@ -360,12 +360,14 @@ func TestSyncTokenKeepsTheBuyerMarkOfAUserWhoHoldsAnotherUnit(t *testing.T) {
 	f := mustFixture(t, 4)
 	user := testenv.UniqueUser()
 	held := f.redisHold(user, false)
+	// The database keeps one live reservation per user: the held one ends
+	// before the other is recorded.
+	_, err := f.st.EndQueued(f.ctx, held, domain.StatusFailed, domain.FailReasonAlreadyPurchased)
+	require.NoError(t, err)
 	other := domain.DeriveToken(tokenKey, f.sale.ID, user, "db-path-1")
-	_, err := f.st.RecordReservation(f.ctx, domain.OrderInput{Token: other, SaleID: f.sale.ID, UserID: user, RequestID: "db-path-1", Path: domain.PathDatabase})
+	_, err = f.st.RecordReservation(f.ctx, domain.OrderInput{Token: other, SaleID: f.sale.ID, UserID: user, RequestID: "db-path-1", Path: domain.PathDatabase})
 	require.NoError(t, err)
 	_, err = f.st.PlaceOrder(f.ctx, other)
-	require.NoError(t, err)
-	_, err = f.st.EndQueued(f.ctx, held, domain.StatusFailed, domain.FailReasonAlreadyPurchased)
 	require.NoError(t, err)
 
 	_, err = sales.SyncToken(f.ctx, f.st, f.client, held)

@@ -63,7 +63,7 @@ func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token stri
 		// A FAILED hold's unit goes back only when the database is known
 		// to have it (the user's unit was another order's); restoring one
 		// the database lacks would promise a unit that does not exist.
-		restore := res.Status != domain.StatusFailed || res.FailReason == domain.FailReasonAlreadyPurchased
+		restore := res.Status != domain.StatusFailed || domain.KeepsUnitOnFailure(res.FailReason)
 		var keepBuyer bool
 		if keepBuyer, err = st.HoldsAnotherLive(ctx, res.SaleID, res.UserID, token); err != nil {
 			return false, fmt.Errorf("sync token %s: %w", token, err)

@@ -66,7 +66,8 @@ func (s *Store) SwitchToDatabaseAfterDwell(ctx context.Context, saleID int64, ho
 // every unit that went back since (a reservation cancelled, expired, or
 // failed with its unit kept: a release after the sample is not in it),
 // clock skew allowed for on the safe side of each, and no more than the
-// buckets hold net of the recorded holds that have no order yet. What it holds back stays in the
+// buckets hold net of the holds recorded without a unit (none since holds take
+// theirs when recorded: RecordRedisHold). What it holds back stays in the
 // buckets and goes on sale at the resync.
 //
 // The quota is recorded on the sale row as opened (sales.db_quota, the
@@ -103,13 +104,13 @@ func (s *Store) openQuotaTx(ctx context.Context, saleID int64, skew time.Duratio
 						WHERE r.sale_id = s.id AND r.path = ? AND r.created_at >= s.redis_stock_seen_at - INTERVAL ? MICROSECOND)
 					+ (SELECT COUNT(*) FROM reservations e
 						WHERE e.sale_id = s.id AND e.updated_at >= s.redis_stock_seen_at + INTERVAL ? MICROSECOND
-						AND (e.status IN (?, ?) OR (e.status = ? AND e.fail_reason = ?))),
+						AND (e.status IN (?, ?) OR (e.status = ? AND e.fail_reason IN (?, ?)))),
 					0),
 				(SELECT COALESCE(SUM(b.stock), 0) FROM stock_buckets b WHERE b.sale_id = s.id)
-					- (SELECT COUNT(*) FROM reservations q WHERE q.sale_id = s.id AND q.status = ?)))
+					- (SELECT COUNT(*) FROM reservations q WHERE q.sale_id = s.id AND q.status = ? AND q.unit_bucket IS NULL)))
 			WHERE s.id = ? AND s.mode = ? AND s.db_quota IS NULL AND s.db_sell_after <= NOW(3)`,
 			(MaxStockSampleAge + skew).Microseconds(), string(domain.PathRedis), skew.Microseconds(),
-			skew.Microseconds(), string(domain.StatusCancelled), string(domain.StatusExpired), string(domain.StatusFailed), domain.FailReasonAlreadyPurchased,
+			skew.Microseconds(), string(domain.StatusCancelled), string(domain.StatusExpired), string(domain.StatusFailed), domain.FailReasonAlreadyPurchased, domain.FailReasonRefusedHolder,
 			string(domain.StatusQueued),
 			saleID, string(domain.ModeDatabase))
 		if err != nil {
@@ -146,45 +147,6 @@ func (s *Store) openQuotaTx(ctx context.Context, saleID int64, skew time.Duratio
 		}
 		return nil
 	})
-}
-
-// RecordRedisHold records a Redis hold QUEUED before its 202 goes out, and
-// reports whether the database path's quota counts it (counted): the quota
-// is decided once (openQuota) from a Redis stock sample minus the Redis
-// holds recorded since, so a hold recorded before the quota opens is never
-// sold again by the database path, while one the relay records later may
-// be. counted is true when the row is in (now or before) while the sale is
-// still in the epoch of the hold, or switched to the database path with
-// its quota not open yet; the insert takes the sale row shared, so the
-// quota's opening (which takes it exclusively) sees the row. When counted
-// is false the hold must not be promised: the caller answers "outcome
-// unknown" and the client's retry meets the database path.
-func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch int64) (counted bool, err error) {
-	const guard = `id = ? AND (mode_epoch = ? OR (mode = ? AND mode_epoch = ? + 1 AND db_quota IS NULL))`
-	args := []any{in.SaleID, epoch, string(domain.ModeDatabase), epoch}
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	res, err := s.DB.ExecContext(ctx, `INSERT IGNORE INTO reservations
-		(token, sale_id, user_id, request_id, path, status, created_at, updated_at)
-		SELECT ?, id, ?, ?, ?, ?, ?, ? FROM sales WHERE `+guard+` LOCK IN SHARE MODE`,
-		append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), now, now}, args...)...)
-	if err != nil {
-		return false, fmt.Errorf("record redis hold %s: %w", in.Token, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("record redis hold %s: %w", in.Token, err)
-	}
-	if n == 1 {
-		return true, nil
-	}
-	// Recorded before (a replay, the relay), or the guard failed: counted
-	// when the row is there and the guard holds now, before any opening.
-	err = s.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM reservations WHERE token = ?)
-		AND EXISTS (SELECT 1 FROM sales WHERE `+guard+`)`, append([]any{in.Token}, args...)...).Scan(&counted)
-	if err != nil {
-		return false, fmt.Errorf("record redis hold %s: check: %w", in.Token, err)
-	}
-	return counted, nil
 }
 
 // spreadQuota splits quota over buckets holding stocks: each share at most
@@ -384,6 +346,11 @@ func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale
 // reservation the first request made.
 func (s *Store) replayInDB(ctx context.Context, in domain.OrderInput) (*domain.Reservation, bool, error) {
 	prior, err := s.FindReservation(ctx, in.SaleID, in.UserID, in.RequestID)
+	if errors.Is(err, ErrNotFound) {
+		// The duplicate was the user's other live reservation
+		// (reservations_live_user), not this request's.
+		return nil, false, ErrAlreadyPurchased
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reserve in db: replay: %w", err)
 	}
@@ -566,6 +533,8 @@ type RedisState struct {
 	Tokens []RedisToken
 	// AddedRefs: the stock additions Stock includes (Snapshot.AddedRefs).
 	AddedRefs []string
+	// Seq is the highest Redis hold number recorded (maxRedisSeq).
+	Seq int64
 }
 
 // RedisToken is one reservation as Redis should know it: its token's state
@@ -591,10 +560,16 @@ func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, 
 			UserID    int64  `bun:"user_id"`
 			RequestID string `bun:"request_id"`
 			Status    string `bun:"status"`
+			HasUnit   bool   `bun:"has_unit"`
 		}
-		if err := tx.NewRaw("SELECT token, user_id, request_id, status FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
+		if err := tx.NewRaw("SELECT token, user_id, request_id, status, unit_bucket IS NOT NULL AS has_unit FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("reservations: %w", err)
 		}
+		seq, err := maxRedisSeq(ctx, tx, saleID)
+		if err != nil {
+			return err
+		}
+		st.Seq = seq
 		refs, err := addedRefs(ctx, tx, saleID)
 		if err != nil {
 			return err
@@ -607,8 +582,8 @@ func (s *Store) ReadRedisState(ctx context.Context, saleID int64) (*RedisState, 
 			if !status.Valid() {
 				return fmt.Errorf("reservation %s has status %q", r.Token, r.Status)
 			}
-			if status == domain.StatusQueued {
-				holds++
+			if status == domain.StatusQueued && !r.HasUnit {
+				holds++ // a hold recorded with its unit is out of the buckets already
 			}
 			if status.HoldsUnit() {
 				buyers[r.UserID] = true

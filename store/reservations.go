@@ -31,6 +31,11 @@ type reservationRow struct {
 	FailReason  *string    `bun:"fail_reason"`
 	CreatedAt   time.Time  `bun:"created_at"`
 	UpdatedAt   time.Time  `bun:"updated_at"`
+	// UnitBucket is where the hold's unit was taken when it was recorded
+	// (RecordRedisHold); nil when its order takes one.
+	UnitBucket *int   `bun:"unit_bucket"`
+	RedisSeq   *int64 `bun:"redis_seq"`
+	LiveUser   *int64 `bun:"live_user,scanonly"`
 }
 
 func (r *reservationRow) domain() *domain.Reservation {
@@ -106,8 +111,21 @@ func (s *Store) updateReservation(ctx context.Context, op, token string, fn func
 }
 
 // RecordReservation records a reservation as QUEUED, or leaves the row that
-// is there; either way it returns where the reservation stands now.
+// is there; either way it returns where the reservation stands now. A
+// Redis hold is decided as RecordRedisHold decides it (its unit taken, or
+// the row FAILED with the refusal), without its 202's guard: no answer
+// waits on it.
 func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error) {
+	if !in.NoRedisHold() {
+		res, err := s.GetReservation(ctx, in.Token)
+		if !errors.Is(err, ErrNotFound) {
+			return res, err
+		}
+		if _, err := s.recordHoldTx(ctx, in, nil, 0); err != nil {
+			return nil, fmt.Errorf("record reservation %s: %w", in.Token, err)
+		}
+		return s.GetReservation(ctx, in.Token)
+	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	_, err := s.DB.ExecContext(ctx, `INSERT IGNORE INTO reservations
 		(token, sale_id, user_id, request_id, path, status, created_at, updated_at)
@@ -265,6 +283,9 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 	if res.Status != string(domain.StatusQueued) {
 		return res.domain(), nil
 	}
+	if res.UnitBucket != nil {
+		return s.placeHeldOrder(ctx, res, read.PriceCents, read.PaymentWindowSeconds, read.Buckets)
+	}
 	bucket := pickedBucket(read.OpenBucket)
 	if want != nil {
 		bucket = *want
@@ -281,6 +302,25 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 		return s.placeOrderTx(ctx, token)
 	default:
 		return nil, fmt.Errorf("place order %s: %w", token, err)
+	}
+}
+
+// placeHeldOrder places the order of a hold that took its unit when it was
+// recorded (RecordRedisHold): the reservation's move, the order on the
+// hold's bucket, and no deduction (the ledger has the hold's). One round
+// trip; a reservation no longer QUEUED by then is read again under lock.
+func (s *Store) placeHeldOrder(ctx context.Context, res *reservationRow, priceCents int64, windowSeconds, buckets int) (*domain.Reservation, error) {
+	o := orderFor(res.Token, res.SaleID, res.UserID, priceCents, windowSeconds, buckets)
+	var sc script
+	sc.add(placeOrderRows(o, *res.UnitBucket)[:2]...)
+	switch err := sc.run(ctx, s.DB); {
+	case err == nil:
+		o.placed(res)
+		return res.domain(), nil
+	case errors.Is(err, errNotQueued):
+		return s.placeOrderTx(ctx, res.Token)
+	default:
+		return nil, fmt.Errorf("place order %s: %w", res.Token, err)
 	}
 }
 
@@ -305,7 +345,8 @@ func placeOrderScript(ctx context.Context, db bun.IDB, o newOrder, bucket int) e
 // reservation's move from QUEUED to PENDING_PAYMENT (no row: errNotQueued;
 // first, so its row lock is taken before the order's, as in every path),
 // the order, the ledger row. bucket is where the unit is to come from (-1:
-// not known yet; takeUnit sets it).
+// not known yet; takeUnit sets it). A hold that took its unit when it was
+// recorded writes the first two only.
 func placeOrderRows(o newOrder, bucket int) []step {
 	return []step{
 		{stmt: stmt{"UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ? AND status = ?", []any{
@@ -335,6 +376,14 @@ func (s *Store) placeOrderTx(ctx context.Context, token string) (*domain.Reserva
 			return fmt.Errorf("read sale: %w", err)
 		}
 		o := orderFor(token, res.SaleID, res.UserID, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
+		if res.UnitBucket != nil {
+			// The hold took its unit when it was recorded.
+			if err := runSteps(ctx, tx, placeOrderRows(o, *res.UnitBucket)[:2]); err != nil {
+				return err
+			}
+			o.placed(res)
+			return nil
+		}
 		if err := runSteps(ctx, tx, placeOrderRows(o, -1)); err != nil {
 			return err
 		}
@@ -614,39 +663,48 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 			string(to), now, token, string(domain.StatusPendingPayment)); err != nil {
 			return fmt.Errorf("update order: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
-			VALUES (?, 'restore', ?, ?, 1, ?)`, token, res.SaleID, bucket, now); err != nil {
-			return fmt.Errorf("ledger restore: %w", err)
-		}
 		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ?", string(to), now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
-		// The unit goes back to its bucket, and in database mode that path
-		// may sell it again (its bucket's share of the quota grows by one).
-		// The sale row is only read, under a shared lock (a mode change
-		// waits for this transaction, and it for a mode change), so releases
-		// do not queue on it; like every path it is taken before a bucket.
-		// The bucket comes last, so its row lock is held for one round trip.
-		var mode string
-		if err := tx.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ? LOCK IN SHARE MODE", res.SaleID).Scan(&mode); err != nil {
-			return fmt.Errorf("restore bucket: read mode: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock + 1, db_quota = IF(?, db_quota + 1, db_quota) WHERE sale_id = ? AND bucket_no = ?",
-			mode == string(domain.ModeDatabase), res.SaleID, bucket); err != nil {
-			return fmt.Errorf("restore bucket: %w", err)
+		if err := restoreUnit(ctx, tx, res, bucket, now); err != nil {
+			return err
 		}
 		res.Status, res.UpdatedAt = string(to), now
 		return nil
 	})
 }
 
+// restoreUnit returns res's unit to bucket with a 'restore' ledger row. In
+// database mode that path may sell it again (its bucket's share of the
+// quota grows by one). The sale row is only read, under a shared lock (a
+// mode change waits for this transaction, and it for a mode change), so
+// releases do not queue on it; like every path it is taken before a
+// bucket. The bucket comes last, so its row lock is held for one round
+// trip.
+func restoreUnit(ctx context.Context, tx bun.Tx, res *reservationRow, bucket int, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+		VALUES (?, 'restore', ?, ?, 1, ?)`, res.Token, res.SaleID, bucket, now); err != nil {
+		return fmt.Errorf("ledger restore: %w", err)
+	}
+	var mode string
+	if err := tx.QueryRowContext(ctx, "SELECT mode FROM sales WHERE id = ? LOCK IN SHARE MODE", res.SaleID).Scan(&mode); err != nil {
+		return fmt.Errorf("restore bucket: read mode: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE stock_buckets SET stock = stock + 1, db_quota = IF(?, db_quota + 1, db_quota) WHERE sale_id = ? AND bucket_no = ?",
+		mode == string(domain.ModeDatabase), res.SaleID, bucket); err != nil {
+		return fmt.Errorf("restore bucket: %w", err)
+	}
+	return nil
+}
+
 // EndQueued ends a QUEUED reservation that never got an order, as FAILED
-// (no stock, already purchased) or CANCELLED (cancelled while queued). No
-// bucket's stock moves: no order took a unit. A unit that exists (not a
-// FAILED no_stock hold's) goes back on sale: Redis gets it from the
-// release, and in database mode with the quota open a bucket's share grows
-// by one (before the quota opens, openQuota counts it). Rerun it changes
-// nothing.
+// (no stock, already purchased) or CANCELLED (cancelled while queued). A
+// hold that took its unit when it was recorded returns it to its bucket
+// (restoreUnit). For a hold recorded without one, no bucket's stock moves;
+// a unit that exists (not a FAILED no_stock hold's) goes back on sale:
+// Redis gets it from the release, and in database mode with the quota open
+// a bucket's share grows by one (before the quota opens, openQuota counts
+// it). Rerun it changes nothing.
 func (s *Store) EndQueued(ctx context.Context, token string, to domain.ReservationStatus, reason string) (*domain.Reservation, error) {
 	if to != domain.StatusFailed && to != domain.StatusCancelled {
 		return nil, fmt.Errorf("end queued %s: bad target status %s", token, to)
@@ -660,7 +718,13 @@ func (s *Store) EndQueued(ctx context.Context, token string, to domain.Reservati
 			string(to), reason, now, token); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
-		if to == domain.StatusCancelled || reason == domain.FailReasonAlreadyPurchased {
+		switch {
+		case res.UnitBucket != nil:
+			// The hold took its unit when it was recorded: it goes back.
+			if err := restoreUnit(ctx, tx, res, *res.UnitBucket, now); err != nil {
+				return err
+			}
+		case to == domain.StatusCancelled || reason == domain.FailReasonAlreadyPurchased:
 			if err := growDatabaseShare(ctx, tx, res.SaleID); err != nil {
 				return err
 			}

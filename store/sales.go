@@ -37,6 +37,7 @@ type saleRow struct {
 	ChallengeDifficulty  int64      `bun:"challenge_difficulty"`
 	Restricted           bool       `bun:"restricted"`
 	AllowlistVersion     int64      `bun:"allowlist_version"`
+	RedisWentBackAt      *time.Time `bun:"redis_went_back_at"`
 }
 
 func (r *saleRow) domain() *domain.Sale {
@@ -60,6 +61,7 @@ func (r *saleRow) domain() *domain.Sale {
 		ChallengeDifficulty:  r.ChallengeDifficulty,
 		Restricted:           r.Restricted,
 		AllowlistVersion:     r.AllowlistVersion,
+		RedisWentBack:        r.RedisWentBackAt != nil,
 	}
 }
 
@@ -96,7 +98,7 @@ func (s *Store) CreateSaleOnce(ctx context.Context, sale *domain.Sale, ref strin
 	}
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		res, err := tx.NewInsert().Model(row).
-			ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "mode_changed_at", "warmed_at", "finished_at", "restricted", "allowlist_version").
+			ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "mode_changed_at", "warmed_at", "finished_at", "restricted", "allowlist_version", "redis_went_back_at").
 			Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("insert sale: %w", err)

@@ -16,9 +16,13 @@ import (
 type Snapshot struct {
 	StockTotal int64
 	DBStock    int64 // sum of the buckets
-	Deducts    int64 // ledger 'deduct' rows
-	Restores   int64 // ledger 'restore' rows
-	Adjusted   int64 // sum of ledger 'adjust' deltas
+	// HeldUnits counts the QUEUED holds that took their unit from a bucket
+	// when they were recorded (RecordRedisHold): units out of the buckets
+	// that no order has yet.
+	HeldUnits int64
+	Deducts   int64 // ledger 'deduct' rows
+	Restores  int64 // ledger 'restore' rows
+	Adjusted  int64 // sum of ledger 'adjust' deltas
 	// AddedRefs are the refs of the stock additions the buckets include:
 	// a stock set from this snapshot marks them applied in Redis, so an
 	// addition's late Redis step is not applied twice.
@@ -89,13 +93,17 @@ func (s *Store) ReadSnapshot(ctx context.Context, saleID int64) (*Snapshot, erro
 			Status    string    `bun:"status"`
 			Path      string    `bun:"path"`
 			UpdatedAt time.Time `bun:"updated_at"`
+			HasUnit   bool      `bun:"has_unit"`
 		}
-		if err := tx.NewRaw("SELECT token, user_id, request_id, status, path, updated_at FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
+		if err := tx.NewRaw("SELECT token, user_id, request_id, status, path, updated_at, unit_bucket IS NOT NULL AS has_unit FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
 			return fmt.Errorf("reservations: %w", err)
 		}
 		for _, r := range rows {
 			st := domain.ReservationStatus(r.Status)
 			snap.Statuses[st]++
+			if st == domain.StatusQueued && r.HasUnit {
+				snap.HeldUnits++
+			}
 			if domain.IsWaitlistRequestID(r.RequestID) {
 				snap.WaitlistHandOvers++
 			}

@@ -39,6 +39,15 @@ func mustQueued(tb testing.TB, st *store.Store, sale *domain.Sale, userID int64,
 	return in
 }
 
+// mustLegacyQueued records a QUEUED reservation without a unit
+// (testenv.MustLegacyHold), which its order takes.
+func mustLegacyQueued(tb testing.TB, st *store.Store, sale *domain.Sale, userID int64, requestID string) domain.OrderInput {
+	tb.Helper()
+	in := domain.RedisHoldInput(domain.DeriveToken([]byte("test-key"), sale.ID, userID, requestID), sale.ID, userID, requestID)
+	testenv.MustLegacyHold(tb, st, in)
+	return in
+}
+
 func ledgerCount(tb testing.TB, st *store.Store, saleID int64, op string) int {
 	tb.Helper()
 	var n int
@@ -70,7 +79,7 @@ func TestPlaceOrderNeverOversellsUnderConcurrency(t *testing.T) {
 
 	inputs := make([]domain.OrderInput, buyers)
 	for i := range inputs {
-		inputs[i] = mustQueued(t, st, sale, base+int64(i), fmt.Sprintf("req-%08d", i))
+		inputs[i] = mustLegacyQueued(t, st, sale, base+int64(i), fmt.Sprintf("req-%08d", i))
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -146,9 +155,9 @@ func TestPlaceOrderFromABucketThatRanOutTakesAnother(t *testing.T) {
 	sale := testenv.MustSale(t, st, 2, func(s *domain.Sale) { s.Buckets = 2 })
 	require.Equal(t, []int64{1, 1}, bucketsOf(t, st, sale.ID))
 	user := testenv.UniqueUser() * 1000
-	first := mustQueued(t, st, sale, user, "ran-out-1")
-	second := mustQueued(t, st, sale, user+1, "ran-out-2")
-	third := mustQueued(t, st, sale, user+2, "ran-out-3")
+	first := mustLegacyQueued(t, st, sale, user, "ran-out-1")
+	second := mustLegacyQueued(t, st, sale, user+1, "ran-out-2")
+	third := mustLegacyQueued(t, st, sale, user+2, "ran-out-3")
 
 	_, err := st.PlaceOrderWanting(ctx(t), first.Token, 0)
 	require.NoError(t, err)
@@ -196,7 +205,7 @@ func holdBucket(tb testing.TB, st *store.Store, saleID int64, bucket int) (relea
 func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 2 })
-	in := mustQueued(t, st, sale, testenv.UniqueUser(), "stalled-1")
+	in := mustLegacyQueued(t, st, sale, testenv.UniqueUser(), "stalled-1")
 
 	release := holdBucket(t, st, sale.ID, 0)
 
@@ -224,7 +233,7 @@ func TestPlaceOrderDoesNotWaitLongForAStalledBucket(t *testing.T) {
 func TestPlaceOrderOfOneBucketWaitsForIt(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 1 })
-	in := mustQueued(t, st, sale, testenv.UniqueUser(), "one-bucket-1")
+	in := mustLegacyQueued(t, st, sale, testenv.UniqueUser(), "one-bucket-1")
 
 	release := holdBucket(t, st, sale.ID, 0)
 
@@ -286,7 +295,7 @@ func waitForStatement(tb testing.TB, st *store.Store, like, what string) {
 func TestPlaceOrderOfAReservationCancelledMeanwhile(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
-	in := mustQueued(t, st, sale, testenv.UniqueUser(), "cancelled-meanwhile")
+	in := mustLegacyQueued(t, st, sale, testenv.UniqueUser(), "cancelled-meanwhile")
 
 	tx, err := st.DB.BeginTx(ctx(t), nil)
 	require.NoError(t, err)
@@ -320,32 +329,41 @@ func TestPlaceOrderOfAReservationCancelledMeanwhile(t *testing.T) {
 	require.EqualValues(t, 5, left)
 }
 
-// The fourth defence: one live or paid order per user and sale, by a unique
-// key on a generated column that is NULL for ended orders.
+// The fourth defence: one live or paid reservation and order per user and
+// sale, by unique keys on generated columns that are NULL once they ended.
+// A second hold of the user is refused when it is recorded (before any
+// 202), and takes no unit.
 func TestOneLiveOrderPerUserAndSale(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
 	user := testenv.UniqueUser()
 	first := mustQueued(t, st, sale, user, "live-0001")
-	second := mustQueued(t, st, sale, user, "live-0002")
-
-	_, err := st.PlaceOrder(ctx(t), first.Token)
+	second := domain.RedisHoldInput(domain.DeriveToken([]byte("test-key"), sale.ID, user, "live-0002"), sale.ID, user, "live-0002")
+	r, err := st.RecordReservation(ctx(t), second)
 	require.NoError(t, err)
-	_, err = st.PlaceOrder(ctx(t), second.Token)
-	require.ErrorIs(t, err, store.ErrAlreadyPurchased)
+	require.Equal(t, domain.StatusFailed, r.Status)
+	require.Equal(t, domain.FailReasonRefusedHolder, r.FailReason)
+
+	_, err = st.PlaceOrder(ctx(t), first.Token)
+	require.NoError(t, err)
 	left, err := st.DBStock(ctx(t), sale.ID)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, left, "the refused order must not take a unit")
+	require.EqualValues(t, 4, left, "the refused hold must not take a unit")
+
+	// A raw second live reservation is refused by the key itself.
+	_, err = st.DB.ExecContext(ctx(t), `INSERT INTO reservations (token, sale_id, user_id, request_id, path, status)
+		VALUES ('raw-live-token', ?, ?, 'raw-live-request', 'redis', 'QUEUED')`, sale.ID, user)
+	require.True(t, store.IsDuplicate(err), "want a duplicate-key error, got %v", err)
 
 	// Once the first order expired, the user may buy again.
 	_, err = st.ReleaseOrder(ctx(t), first.Token, domain.StatusExpired)
 	require.NoError(t, err)
 	third := mustQueued(t, st, sale, user, "live-0003")
-	r, err := st.PlaceOrder(ctx(t), third.Token)
+	r, err = st.PlaceOrder(ctx(t), third.Token)
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusPendingPayment, r.Status)
 
-	// A raw second live row is refused by the key itself.
+	// A raw second live order is refused by the orders' key itself.
 	_, err = st.DB.ExecContext(ctx(t), `INSERT INTO orders (order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by)
 		VALUES ('01TESTTESTTESTTESTTESTTEST', 'raw-token', ?, ?, 1, 'PAID', 0, NOW())`, sale.ID, user)
 	require.True(t, store.IsDuplicate(err), "want a duplicate-key error, got %v", err)

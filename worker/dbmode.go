@@ -34,6 +34,10 @@ type Resyncer struct {
 	StaleResync time.Duration
 	Every       time.Duration
 	Logger      *slog.Logger
+	// Rebuilt, when set, hears of each rebuild of a sale whose keys Redis
+	// lost (wentBack false) or whose Redis went back in time, and how long
+	// it took.
+	Rebuilt func(wentBack bool, took time.Duration)
 
 	healthySince time.Time
 }
@@ -70,7 +74,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 			// Live sales only: an ended or stopped one is being torn down,
 			// which deletes its keys on purpose.
 			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
-				r.rebuildIfLost(ctx, s.ID)
+				r.rebuildIfLost(ctx, s)
 			}
 		case domain.ModeResync:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -118,20 +122,37 @@ func (r *Resyncer) mayReturn(ctx context.Context, s *domain.Sale, now time.Time)
 // rebuildIfLost rebuilds a live sale whose keys Redis lost (a key deleted,
 // a restart without its AOF, a failover to an empty replica): the reserve
 // script answers not_ready for it, which no breaker counts, so nothing
-// else would bring it back.
-func (r *Resyncer) rebuildIfLost(ctx context.Context, saleID int64) {
+// else would bring it back. It rebuilds a sale whose Redis went back in
+// time (a failover to a lagging replica, an AOF missing its tail: a hold
+// found its number in the database, store.MarkRedisWentBack) the same
+// way: the database decided every hold meanwhile, and the rebuild gives
+// Redis back the holds, buyer marks and stock it lost.
+func (r *Resyncer) rebuildIfLost(ctx context.Context, s *domain.Sale) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	lost, err := r.Redis.SaleKeysLost(cctx, saleID)
-	if err != nil || !lost {
-		return // Redis failing is the breaker's and the ping's business
+	why := "Redis went back in time (lost acknowledged writes)"
+	if !s.RedisWentBack {
+		lost, err := r.Redis.SaleKeysLost(cctx, s.ID)
+		if err != nil || !lost {
+			return // Redis failing is the breaker's and the ping's business
+		}
+		why = "Redis lost a live sale's keys"
+	} else if took, err := r.Store.TakeRedisWentBack(cctx, s.ID); err != nil || !took {
+		if err != nil {
+			r.Logger.Warn("resync: take the went-back mark", "sale_id", s.ID, "err", err)
+		}
+		return // another worker took it
 	}
-	r.Logger.Warn("resync: Redis lost a live sale's keys; rebuilding it from the database", "sale_id", saleID)
-	done, err := sales.RebuildLost(cctx, r.Store, r.Redis, r.Temporal, saleID)
+	began := time.Now()
+	r.Logger.Warn("resync: rebuilding a sale from the database", "sale_id", s.ID, "why", why)
+	done, err := sales.RebuildLost(cctx, r.Store, r.Redis, r.Temporal, s.ID)
 	switch {
 	case err != nil:
-		r.Logger.Error("resync: rebuilding a lost sale failed; it stays on the database path", "sale_id", saleID, "err", err)
+		r.Logger.Error("resync: rebuilding a sale failed; it stays on the database path", "sale_id", s.ID, "why", why, "err", err)
 	case done:
-		r.Logger.Info("resync: lost sale rebuilt and back on Redis", "sale_id", saleID)
+		r.Logger.Info("resync: sale rebuilt and back on Redis", "sale_id", s.ID, "why", why, "took", time.Since(began))
+		if r.Rebuilt != nil {
+			r.Rebuilt(s.RedisWentBack, time.Since(began))
+		}
 	}
 }

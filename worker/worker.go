@@ -208,7 +208,7 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	bg.Go(func() { outbox.Run(ctx) })
 	observer := runObserver(ctx, bg, cfg, st, rdb, logger)
 	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Healthy: cfg.RedisHealthyFor, MinDwell: cfg.ModeMinDwell, Fleet: observer,
-		StaleResync: 30 * time.Second, Every: time.Second, Logger: logger}
+		StaleResync: 30 * time.Second, Every: time.Second, Logger: logger, Rebuilt: p.metrics.Rebuilt}
 	bg.Go(func() { resyncer.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,

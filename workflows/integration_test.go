@@ -129,6 +129,18 @@ func (s *stack) MustOrder(sale *domain.Sale, user int64, requestID string) domai
 	return in
 }
 
+// MustLegacyOrder is MustOrder for a hold recorded without its unit
+// (testenv.MustLegacyHold) before its workflow starts: its order takes one.
+func (s *stack) MustLegacyOrder(sale *domain.Sale, user int64, requestID string) domain.OrderInput {
+	s.t.Helper()
+	outcome, token := s.reserve(sale, user, requestID)
+	require.Equal(s.t, lua.OutcomeOK, outcome, "reserve for user %d", user)
+	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: requestID, Path: domain.PathRedis}
+	testenv.MustLegacyHold(s.t, s.st, in)
+	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	return in
+}
+
 // waitStatus polls the database until the reservation has the status.
 func (s *stack) waitStatus(token string, want domain.ReservationStatus) {
 	s.t.Helper()
@@ -337,7 +349,7 @@ func TestOrderIntegrationNoStockFails(t *testing.T) {
 	in := s.MustOrder(sale, testenv.UniqueUser(), "req-nostock")
 	st := s.result(in.Token)
 	require.Equal(t, domain.StatusFailed, st.Status)
-	require.Equal(t, domain.FailReasonNoStock, st.FailReason)
+	require.Equal(t, domain.FailReasonRefusedSoldOut, st.FailReason, "refused when the workflow recorded it")
 	s.waitStatus(in.Token, domain.StatusFailed)
 	b := s.books(sale.ID)
 	require.Zero(t, b.redisStock)

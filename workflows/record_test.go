@@ -80,6 +80,7 @@ func recordings() []recording {
 		{orderHistoryPrefix + "pay_races_timer", recordPayRacesTimer},
 		{orderHistoryPrefix + "failed_no_stock", recordFailedNoStock},
 		{orderHistoryPrefix + "failed_already_purchased", recordFailedAlreadyPurchased},
+		{orderHistoryPrefix + "refused_at_record", recordRefusedAtRecord},
 		{orderHistoryPrefix + "database_path", recordDatabasePath},
 		{orderHistoryPrefix + "rerun_pending", recordRerunPending},
 		{orderHistoryPrefix + "rerun_ended", recordRerunEnded},
@@ -134,17 +135,32 @@ func recordPaidWhileRedisAway(s *stack) (string, string) {
 func recordFailedNoStock(s *stack) (string, string) {
 	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
 	require.NoError(s.t, s.st.AdjustStock(ctxT(s.t, 10*time.Second), sale.ID, -1, fmt.Sprintf("rec-withdraw-%d", sale.ID)))
-	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-nostock")
+	// Recorded without its unit, its order finds none: the placement's
+	// no_stock branch (a hold recorded now is refused at its record,
+	// recordRefusedAtRecord).
+	in := s.MustLegacyOrder(sale, testenv.UniqueUser(), "req-rec-nostock")
 	st := s.result(in.Token)
 	require.Equal(s.t, domain.StatusFailed, st.Status)
 	require.Equal(s.t, domain.FailReasonNoStock, st.FailReason)
 	return domain.OrderWorkflowID(in.Token), ""
 }
 
+// recordRefusedAtRecord: a hold the database refuses when its workflow
+// records it ends FAILED there, and the run releases its Redis side.
+func recordRefusedAtRecord(s *stack) (string, string) {
+	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
+	require.NoError(s.t, s.st.AdjustStock(ctxT(s.t, 10*time.Second), sale.ID, -1, fmt.Sprintf("rec-refuse-%d", sale.ID)))
+	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-refused")
+	st := s.result(in.Token)
+	require.Equal(s.t, domain.StatusFailed, st.Status)
+	require.Equal(s.t, domain.FailReasonRefusedSoldOut, st.FailReason)
+	return domain.OrderWorkflowID(in.Token), ""
+}
+
 func recordFailedAlreadyPurchased(s *stack) (string, string) {
 	// The user's live order holds the database's one live slot; a
 	// second reservation of theirs (here without a Redis hold, as
-	// after a lost buyer mark) fails already_purchased.
+	// after a lost buyer mark) is refused when its workflow records it.
 	sale := s.MustWarmSale(s.t, 2, 10*time.Minute, 2)
 	user := testenv.UniqueUser()
 	first := s.MustOrder(sale, user, "req-rec-ap-1")
@@ -156,7 +172,7 @@ func recordFailedAlreadyPurchased(s *stack) (string, string) {
 	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
 	st := s.result(second.Token)
 	require.Equal(s.t, domain.StatusFailed, st.Status)
-	require.Equal(s.t, domain.FailReasonAlreadyPurchased, st.FailReason)
+	require.Equal(s.t, domain.FailReasonRefusedHolder, st.FailReason)
 	s.mustUpdate(first.Token, domain.UpdateCancel, domain.CancelRequest{Reason: "cleanup"}, domain.StatusCancelled)
 	return domain.OrderWorkflowID(second.Token), ""
 }

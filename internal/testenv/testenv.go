@@ -329,3 +329,19 @@ func MustWarm(tb testing.TB, st *store.Store, rdb redis.UniversalClient, sale *d
 		}
 	})
 }
+
+// MustLegacyHold records in as a QUEUED Redis hold the way holds were
+// recorded before the database took each hold's unit at its record:
+// without a unit, which its order then takes (store.PlaceOrder's
+// conditional update). Such rows are still placed as they were; tests of
+// that branch start from one.
+func MustLegacyHold(tb testing.TB, st *store.Store, in domain.OrderInput) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := st.DB.ExecContext(ctx, `INSERT INTO reservations (token, sale_id, user_id, request_id, path, status, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, NOW(3), NOW(3))`, in.Token, in.SaleID, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued))
+	if err != nil {
+		tb.Fatalf("testenv: legacy hold %s: %v", in.Token, err)
+	}
+}

@@ -1,0 +1,20 @@
+-- The database decides every Redis hold before its 202 is sent.
+-- live_user: one live (QUEUED, PENDING_PAYMENT) or paid reservation per
+-- user and sale, whatever path or store took it. unit_bucket: the bucket
+-- the hold's unit was taken from when the hold was recorded (NULL: the hold
+-- took none yet, and its order takes one). redis_seq: the sale's Redis
+-- hold counter at the hold; a Redis that went back in time (a failover to
+-- a lagging replica, an AOF missing its tail) hands a number out again and
+-- the unique key notices at once.
+-- A database holding two live reservations of one user for a sale fails
+-- this migration: end one of them first (docs/runbook.md).
+ALTER TABLE reservations
+  ADD COLUMN IF NOT EXISTS unit_bucket INT NULL,
+  ADD COLUMN IF NOT EXISTS redis_seq BIGINT NULL,
+  ADD COLUMN IF NOT EXISTS live_user BIGINT AS (IF(status IN ('QUEUED', 'PENDING_PAYMENT', 'PAID'), user_id, NULL)) PERSISTENT,
+  ADD UNIQUE KEY IF NOT EXISTS reservations_live_user (sale_id, live_user),
+  ADD UNIQUE KEY IF NOT EXISTS reservations_redis_seq (sale_id, redis_seq);
+
+-- Set when a hold found Redis behind the database (redis_seq seen before):
+-- the worker rebuilds the sale in Redis from the database and clears it.
+ALTER TABLE sales ADD COLUMN IF NOT EXISTS redis_went_back_at DATETIME(3) NULL;

@@ -1,0 +1,189 @@
+package store_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+// record records a Redis hold numbered seq in the sale's current epoch.
+func record(t *testing.T, st *store.Store, sale *domain.Sale, user int64, req string, seq int64) (domain.OrderInput, store.HoldRecord) {
+	t.Helper()
+	in := redisHold(sale, user, req)
+	rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, seq)
+	require.NoError(t, err)
+	return in, rec
+}
+
+func sumOf(v []int64) (n int64) {
+	for _, x := range v {
+		n += x
+	}
+	return n
+}
+
+// The database decides every hold Redis granted, as a Redis that lost
+// writes would grant them: a user who holds a unit is refused (409), a hold
+// past the sale's units is refused (410), each refusal ends the hold's row
+// FAILED with its reason and takes no unit, and a replay gets the first
+// answer. A hold that ends gives its unit back, and the user may buy again.
+func TestTheDatabaseDecidesEveryHold(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 3, func(s *domain.Sale) { s.Buckets = 2 })
+	base := testenv.UniqueUser() * 1000
+
+	a, rec := record(t, st, sale, base, "first-a", 1)
+	require.True(t, rec.Promised())
+	for i, u := range []int64{base + 1, base + 2} {
+		_, rec := record(t, st, sale, u, fmt.Sprintf("first-%d", i), int64(2+i))
+		require.True(t, rec.Promised(), "hold %d", i)
+	}
+	require.Zero(t, sumOf(bucketsOf(t, st, sale.ID)), "each promised hold took its unit")
+	require.Equal(t, 3, ledgerCount(t, st, sale.ID, "deduct"))
+
+	d, rec := record(t, st, sale, base+3, "fourth-d", 4)
+	require.False(t, rec.Promised())
+	require.Equal(t, domain.ErrSoldOut, rec.Refused, "no unit left: 410")
+	again, rec := record(t, st, sale, base, "second-a", 5)
+	require.Equal(t, domain.ErrAlreadyHolds, rec.Refused, "a holder asks again: 409, not 410")
+	for in, reason := range map[domain.OrderInput]string{d: domain.FailReasonRefusedSoldOut, again: domain.FailReasonRefusedHolder} {
+		r, err := st.GetReservation(ctx(t), in.Token)
+		require.NoError(t, err)
+		assert.Equal(t, domain.StatusFailed, r.Status)
+		assert.Equal(t, reason, r.FailReason)
+	}
+	require.Equal(t, 3, ledgerCount(t, st, sale.ID, "deduct"), "a refused hold takes no unit")
+
+	// Replays answer what the first record decided.
+	rec, err := st.RecordRedisHold(ctx(t), a, sale.ModeEpoch, 0)
+	require.NoError(t, err)
+	assert.True(t, rec.Promised(), "a promised hold's replay")
+	rec, err = st.RecordRedisHold(ctx(t), d, sale.ModeEpoch, 0)
+	require.NoError(t, err)
+	assert.Equal(t, domain.ErrSoldOut, rec.Refused, "a refused hold's replay")
+
+	// a cancels while queued: the unit goes back, a may buy again and does.
+	_, err = st.EndQueued(ctx(t), a.Token, domain.StatusCancelled, "cancelled")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, sumOf(bucketsOf(t, st, sale.ID)))
+	require.Equal(t, 1, ledgerCount(t, st, sale.ID, "restore"))
+	_, rec = record(t, st, sale, base, "third-a", 6)
+	require.True(t, rec.Promised(), "the user whose hold ended buys again")
+}
+
+// A hold whose unit the record took places its order without taking
+// another: the order names the hold's bucket, the ledger has one deduct
+// row, and the order's release returns the unit there.
+func TestAnOrderOfAHeldUnitTakesNoOther(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 4, func(s *domain.Sale) { s.Buckets = 2 })
+	in, rec := record(t, st, sale, testenv.UniqueUser(), "held-unit", 1)
+	require.True(t, rec.Promised())
+	before := bucketsOf(t, st, sale.ID)
+	require.EqualValues(t, 3, sumOf(before))
+
+	r, err := st.PlaceOrder(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.Equal(t, domain.StatusPendingPayment, r.Status)
+	require.Equal(t, before, bucketsOf(t, st, sale.ID), "no second unit")
+	require.Equal(t, 1, ledgerCount(t, st, sale.ID, "deduct"))
+	o, l := orderBuckets(t, st, in.Token)
+	require.Equal(t, o, l, "the order names the bucket the hold's unit came from")
+
+	snap, err := st.ReadSnapshot(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Zero(t, snap.HeldUnits, "placed: the unit is the order's")
+	_, err = st.ReleaseOrder(ctx(t), in.Token, domain.StatusExpired)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, sumOf(bucketsOf(t, st, sale.ID)))
+}
+
+// Redis going back in time (a failover to a replica that lagged, an AOF
+// missing its tail) hands out a hold number again: the database notices
+// at that very hold, decides it all the same, and marks the sale for a
+// rebuild, once, until the worker takes the mark.
+func TestARedisThatWentBackIsNoticedAtItsNextHold(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	base := testenv.UniqueUser() * 1000
+	_, rec := record(t, st, sale, base, "before-loss", 7)
+	require.True(t, rec.Promised())
+	require.False(t, rec.WentBack)
+
+	in, rec := record(t, st, sale, base+1, "after-loss", 7)
+	require.True(t, rec.WentBack, "number 7 again")
+	require.True(t, rec.Promised(), "decided all the same: a unit is left and the user holds none")
+	snap, err := st.ReadSnapshot(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, snap.HeldUnits)
+	state, err := st.ReadRedisState(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, state.Seq, "a rebuilt Redis counts on past the highest number")
+	require.EqualValues(t, 3, state.Stock, "the held units are out of the buckets")
+	_, err = st.GetReservation(ctx(t), in.Token)
+	require.NoError(t, err)
+
+	require.NoError(t, st.MarkRedisWentBack(ctx(t), sale.ID))
+	require.NoError(t, st.MarkRedisWentBack(ctx(t), sale.ID))
+	got, err := st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.True(t, got.RedisWentBack)
+	took, err := st.TakeRedisWentBack(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.True(t, took)
+	took, err = st.TakeRedisWentBack(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.False(t, took, "taken once")
+}
+
+// However a Redis that lost its writes grants units (each user twice, five
+// times the stock), the database promises exactly the units, at most one
+// per user, and no bucket goes below zero.
+func TestTheDatabasePromisesExactlyTheUnitsUnderConcurrency(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock, users = 16, 40
+	sale := testenv.MustSale(t, st, stock, func(s *domain.Sale) { s.Buckets = 4 })
+	base := testenv.UniqueUser() * 1000
+	var mu sync.Mutex
+	promised := map[int64]int{}
+	var wg sync.WaitGroup
+	for i := range 2 * users {
+		wg.Go(func() {
+			user := base + int64(i%users)
+			in := redisHold(sale, user, fmt.Sprintf("crowd-%04d", i))
+			for {
+				rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, int64(i+1))
+				if err != nil && store.IsRetryable(err) {
+					continue
+				}
+				if !assert.NoError(t, err) {
+					return
+				}
+				if rec.Promised() {
+					mu.Lock()
+					promised[user]++
+					mu.Unlock()
+				} else {
+					assert.NotNil(t, rec.Refused, "decided, not left unknown")
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for user, n := range promised {
+		assert.Equal(t, 1, n, "user %d", user)
+		total += n
+	}
+	require.Equal(t, stock, total)
+	require.Zero(t, sumOf(bucketsOf(t, st, sale.ID)))
+	require.Equal(t, stock, ledgerCount(t, st, sale.ID, "deduct"))
+}

@@ -1,0 +1,301 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// HoldRecord is the database's decision on a Redis hold: the store that
+// decides every 202. Redis is the fast gate; it can lose acknowledged
+// writes (a failover to a lagging replica, an AOF missing its tail) and
+// then grant a unit twice or to a user who holds one. The record refuses
+// both, in the transaction that writes it.
+type HoldRecord struct {
+	// Counted: the hold is recorded, with its unit, where the database
+	// path's quota counts it: it may be answered 202.
+	Counted bool
+	// Refused is the database's refusal of a hold Redis granted
+	// (domain.ErrAlreadyHolds, domain.ErrSoldOut): answered as it is, never
+	// 202. The hold's row is FAILED with the reason, so its workflow
+	// releases it in Redis and a replay gets the same answer.
+	Refused *domain.Error
+	// WentBack: Redis handed out a hold number (its counter of holds) that
+	// the database already had: Redis went back in time, and the sale must
+	// be rebuilt from the database (MarkRedisWentBack).
+	WentBack bool
+}
+
+// Promised reports whether the hold may be answered 202.
+func (r HoldRecord) Promised() bool { return r.Counted && r.Refused == nil }
+
+// holdGuard is the condition on the sale row under which a hold recorded
+// now is counted by the database path's quota: the sale is in the hold's
+// epoch, or switched to the database path with its quota not open yet.
+const holdGuard = `id = ? AND (mode_epoch = ? OR (mode = ? AND mode_epoch = ? + 1 AND db_quota IS NULL))`
+
+func holdGuardArgs(saleID, epoch int64) []any {
+	return []any{saleID, epoch, string(domain.ModeDatabase), epoch}
+}
+
+// errHoldSlowPath: the one-round-trip record met something it does not
+// decide (a duplicate key, the guard, no unit in the bucket it picked) and
+// rolled back; the transaction of recordHoldTx decides.
+var errHoldSlowPath = errors.New("the hold needs the statement-by-statement record")
+
+// RecordRedisHold records a Redis hold before its 202 goes out, and
+// decides it: at most one live or paid reservation per user and sale (the
+// reservations' live_user key), and a unit taken from a bucket for it
+// (the conditional update checked by affected rows, as an order's), so the
+// database never promises more than the sale's units. seq is the sale's
+// Redis hold counter at the hold (0: unknown); a number the database
+// already has means Redis went back in time (HoldRecord.WentBack), and the
+// hold is decided all the same.
+//
+// A hold recorded while the sale is in its epoch (or switched to the
+// database path before its quota opened) is Counted; otherwise nothing is
+// written and the caller answers "outcome unknown" (the client's retry
+// meets the database path). A replay of a recorded hold answers what the
+// first record decided. Almost every hold is one round trip (a script);
+// a duplicate, a stale epoch or a bucket that ran out take a transaction.
+func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64) (HoldRecord, error) {
+	guard := holdGuardArgs(in.SaleID, epoch)
+	err := recordHoldScript(ctx, s.DB, in, guard, seq)
+	if err == nil {
+		return HoldRecord{Counted: true}, nil
+	}
+	if !errors.Is(err, errHoldSlowPath) {
+		return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
+	}
+	rec, err := s.recordHoldTx(ctx, in, guard, seq)
+	if err != nil {
+		return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
+	}
+	return rec, nil
+}
+
+// holdColumns are the columns a Redis hold's record writes.
+const holdColumns = "token, sale_id, user_id, request_id, path, status, fail_reason, unit_bucket, redis_seq, created_at, updated_at"
+
+// nullSeq is seq as written: NULL when unknown.
+func nullSeq(seq int64) any {
+	if seq <= 0 {
+		return nil
+	}
+	return seq
+}
+
+// recordHoldScript records the hold in one round trip: the row, QUEUED,
+// inserted from the sale row under the guard (read under a shared lock,
+// as every path reads it) with the bucket a read of the buckets picked;
+// the ledger's deduct row; and last the unit from that bucket, by the
+// conditional update. Any surprise rolls it back whole: errHoldSlowPath.
+func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, guard []any, seq int64) error {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var sc script
+	sc.add(
+		step{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)
+			SELECT ?, id, ?, ?, ?, ?, NULL, ` + openBucketColumn(false) + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
+			append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), nullSeq(seq), now, now}, guard...)},
+			what: "insert hold", dup: errHoldSlowPath, none: errHoldSlowPath},
+		step{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ?)", []any{in.Token}}, what: "read the picked bucket"},
+		step{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+			VALUES (?, 'deduct', ?, COALESCE(@seckill_hold_bucket, -1), -1, ?)`, []any{in.Token, in.SaleID, now}},
+			what: "ledger deduct", dup: errHoldSlowPath},
+		step{stmt: stmt{"SET STATEMENT innodb_lock_wait_timeout = 1 FOR UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = @seckill_hold_bucket AND stock >= 1",
+			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath},
+	)
+	return sc.run(ctx, db)
+}
+
+// recordHoldTx decides a hold statement by statement, in one transaction:
+// a replay, a user who holds a unit, a number Redis handed out before, a
+// guard that fails, a sale whose buckets ran out. A lock wait or deadlock
+// victim is retried.
+func (s *Store) recordHoldTx(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (rec HoldRecord, err error) {
+	for attempt := 1; ; attempt++ {
+		rec, err = s.recordHoldOnce(ctx, in, guard, seq)
+		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
+			return rec, err
+		}
+	}
+}
+
+func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (HoldRecord, error) {
+	var rec HoldRecord
+	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		rec = HoldRecord{}
+		inserted, key, err := insertHold(ctx, tx, in, guard, seq, "")
+		if key == keyRedisSeq {
+			rec.WentBack = true
+			inserted, key, err = insertHold(ctx, tx, in, guard, 0, "")
+		}
+		switch {
+		case err != nil:
+			return err
+		case key == keyLiveUser:
+			rec.Counted, rec.Refused = true, domain.ErrAlreadyHolds
+			_, _, err := insertHold(ctx, tx, in, nil, 0, domain.FailReasonRefusedHolder)
+			return err
+		case key != "" || !inserted:
+			return answerRecorded(ctx, tx, in.Token, guard, &rec)
+		}
+		rec.Counted = true
+		return takeHoldUnit(ctx, tx, in, &rec)
+	})
+	return rec, err
+}
+
+// Unique keys of reservations a hold's insert can meet.
+const (
+	keyLiveUser = "reservations_live_user"
+	keyRedisSeq = "reservations_redis_seq"
+	keyOther    = "other"
+)
+
+// insertHold inserts the hold's row: QUEUED from the sale row under guard
+// (nil: no guard), or FAILED with failReason. It reports whether a row went
+// in, and the unique key a duplicate met ("" for none).
+func insertHold(ctx context.Context, tx bun.Tx, in domain.OrderInput, guard []any, seq int64, failReason string) (bool, string, error) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	status, reason := string(domain.StatusQueued), any(nil)
+	if failReason != "" {
+		status, reason = string(domain.StatusFailed), failReason
+	}
+	where, args := "id = ?", []any{in.SaleID}
+	if guard != nil {
+		where, args = holdGuard, guard
+	}
+	res, err := tx.ExecContext(ctx, "INSERT INTO reservations ("+holdColumns+`)
+		SELECT ?, id, ?, ?, ?, ?, ?, NULL, ?, ?, ? FROM sales WHERE `+where+` LOCK IN SHARE MODE`,
+		append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), status, reason, nullSeq(seq), now, now}, args...)...)
+	if IsDuplicate(err) {
+		return false, duplicateKey(err), nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("insert hold: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, "", fmt.Errorf("insert hold: %w", err)
+	}
+	return n == 1, "", nil
+}
+
+// duplicateKey names the unique key a duplicate-key error met: MariaDB's
+// message ends "for key '<name>'" (MySQL 8 prefixes the table's name).
+func duplicateKey(err error) string {
+	msg := err.Error()
+	for _, k := range []string{keyLiveUser, keyRedisSeq} {
+		if strings.Contains(msg, k+"'") {
+			return k
+		}
+	}
+	return keyOther
+}
+
+// answerRecorded decides a hold whose row was there already (a replay, or
+// the relay recorded it first) or that the guard kept out: the refusal
+// the row records, else counted when the row holds its unit or has moved
+// on, or, recorded without a unit, while the guard holds now.
+func answerRecorded(ctx context.Context, tx bun.Tx, token string, guard []any, rec *HoldRecord) error {
+	row, err := getReservation(ctx, tx, token, false)
+	if errors.Is(err, ErrNotFound) {
+		return nil // the guard failed: nothing recorded, not counted
+	}
+	if err != nil {
+		return fmt.Errorf("read recorded hold: %w", err)
+	}
+	if refused := domain.RefusalOf(domain.ReservationStatus(row.Status), derefString(row.FailReason)); refused != nil {
+		rec.Counted, rec.Refused = true, refused
+		return nil
+	}
+	if row.UnitBucket != nil || row.Status != string(domain.StatusQueued) || guard == nil {
+		rec.Counted = true
+		return nil
+	}
+	return tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM sales WHERE "+holdGuard+")", guard...).Scan(&rec.Counted)
+}
+
+// takeHoldUnit takes the hold's unit from any bucket with one (deductBucket)
+// and records where; with none left the hold is refused: its row ends
+// FAILED (refused_sold_out) and the caller answers sold out.
+func takeHoldUnit(ctx context.Context, tx bun.Tx, in domain.OrderInput, rec *HoldRecord) error {
+	var buckets int
+	if err := tx.QueryRowContext(ctx, "SELECT buckets FROM sales WHERE id = ?", in.SaleID).Scan(&buckets); err != nil {
+		return fmt.Errorf("read buckets: %w", err)
+	}
+	bucket, err := deductBucket(ctx, tx, in.SaleID, buckets, false)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if errors.Is(err, ErrNoStock) {
+		rec.Refused = domain.ErrSoldOut
+		_, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ?",
+			string(domain.StatusFailed), domain.FailReasonRefusedSoldOut, now, in.Token)
+		if err != nil {
+			return fmt.Errorf("refuse hold: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+		VALUES (?, 'deduct', ?, ?, -1, ?)`, in.Token, in.SaleID, bucket, now); err != nil {
+		return fmt.Errorf("ledger deduct: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE reservations SET unit_bucket = ? WHERE token = ?", bucket, in.Token); err != nil {
+		return fmt.Errorf("record the hold's bucket: %w", err)
+	}
+	return nil
+}
+
+func derefString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// MarkRedisWentBack records that a hold found Redis behind the database
+// (HoldRecord.WentBack): the worker rebuilds the sale from the database
+// (TakeRedisWentBack). A second mark before the rebuild changes nothing.
+func (s *Store) MarkRedisWentBack(ctx context.Context, saleID int64) error {
+	if _, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NOW(3) WHERE id = ? AND redis_went_back_at IS NULL", saleID); err != nil {
+		return fmt.Errorf("mark redis went back for sale %d: %w", saleID, err)
+	}
+	return nil
+}
+
+// TakeRedisWentBack clears the sale's mark, reporting whether it was set:
+// the caller that took it rebuilds the sale. A rebuild that fails leaves
+// the sale on the database path, which the resync brings back from the
+// database too.
+func (s *Store) TakeRedisWentBack(ctx context.Context, saleID int64) (bool, error) {
+	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NULL WHERE id = ? AND redis_went_back_at IS NOT NULL", saleID)
+	if err != nil {
+		return false, fmt.Errorf("take redis went back for sale %d: %w", saleID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("take redis went back for sale %d: %w", saleID, err)
+	}
+	return n == 1, nil
+}
+
+// maxRedisSeq is the highest Redis hold number the database recorded for
+// the sale: a rebuilt Redis counts on from there, so its next hold's
+// number is new.
+func maxRedisSeq(ctx context.Context, tx bun.Tx, saleID int64) (int64, error) {
+	var n sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(redis_seq) FROM reservations WHERE sale_id = ?", saleID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("highest redis hold number: %w", err)
+	}
+	return n.Int64, nil
+}
