@@ -19,6 +19,15 @@ export STOP_TIMEOUT="${SECKILL_STOP_TIMEOUT:-30}"
 # temporal-dev/go.mod.
 export SECKILL_TEMPORAL_BIN="${SECKILL_TEMPORAL_BIN:-$ROOT/.data/bin/temporal}"
 
+# The Sentinel shape of our Redis (SECKILL_REDIS=sentinel, scripts/redis.sh)
+# on base port PORT: the master on PORT, its replica on PORT+1, three
+# sentinels on PORT+20000 to PORT+20002 monitoring it as SENTINEL_MASTER.
+export SENTINEL_MASTER=seckill
+# sentinel_port PORT I: the port of sentinel I (0 to 2).
+sentinel_port() { echo $(($1 + 20000 + $2)); }
+# sentinel_addrs PORT: the sentinels' addresses, as REDIS_SENTINELS.
+sentinel_addrs() { echo "127.0.0.1:$(sentinel_port "$1" 0),127.0.0.1:$(sentinel_port "$1" 1),127.0.0.1:$(sentinel_port "$1" 2)"; }
+
 log() { printf '%s [%s] %s\n' "$(date -u +%H:%M:%S)" "${LOG_TAG:-seckill}" "$*" >&2; }
 
 die() {

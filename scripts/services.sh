@@ -2,10 +2,13 @@
 # Redis, MariaDB and Temporal of a profile: scripts/services.sh up|down dev|test
 #   dev:  .data/       Redis 6379,  MariaDB 3306 (seckill),       Temporal 7233, UI 8233
 #   test: .data/test/  Redis 16379, MariaDB 13306 (seckill_test), Temporal 17233, headless
-# For dev, REDIS_ADDR(S), MYSQL_DSN or TEMPORAL_ADDRESS point at servers of
-# your own; we then start none of that kind. SECKILL_TEMPORAL=server runs the
-# production-shaped Temporal (scripts/temporal-server.sh: PostgreSQL, SQL
-# visibility, 8 history shards) on the same port instead of the dev server.
+# For dev, REDIS_ADDR(S) (or REDIS_SENTINELS), MYSQL_DSN or TEMPORAL_ADDRESS
+# point at servers of your own; we then start none of that kind.
+# SECKILL_REDIS=sentinel runs a Sentinel group for dev instead of one Redis
+# (scripts/redis.sh: master 6379, replica 6380, sentinels 26379-26381);
+# SECKILL_TEMPORAL=server runs the production-shaped Temporal
+# (scripts/temporal-server.sh: PostgreSQL, SQL visibility, 8 history
+# shards) on the same port instead of the dev server.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -33,8 +36,11 @@ esac
 
 up() {
 	local names=() pids=()
-	if [[ "$profile" == dev && -n "${REDIS_ADDR:-}${REDIS_ADDRS:-}" ]]; then
-		log "REDIS_ADDR(S) is set: using ${REDIS_ADDRS:-$REDIS_ADDR}, not starting Redis"
+	if [[ "$profile" == dev && "${SECKILL_REDIS:-single}" == sentinel ]]; then
+		"$here/redis.sh" start "$data" "$redis_port" sentinel &
+		names+=(redis) pids+=($!)
+	elif [[ "$profile" == dev && -n "${REDIS_ADDR:-}${REDIS_ADDRS:-}${REDIS_SENTINELS:-}" ]]; then
+		log "REDIS_ADDR(S) or REDIS_SENTINELS is set: using ${REDIS_SENTINELS:-${REDIS_ADDRS:-${REDIS_ADDR:-}}}, not starting Redis"
 	else
 		"$here/redis.sh" start "$data" "$redis_port" &
 		names+=(redis) pids+=($!)

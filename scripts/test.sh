@@ -50,6 +50,9 @@ step "disk" disk_room
 step "start test services" "$ROOT/scripts/services.sh" up test
 # The storefront's browser test (e2e) drives Debian's Chromium headless.
 step "browser" need_packages chromium:chromium
+# internal/redisnode's Sentinel group (in its tests and internal/conn's)
+# runs Debian's redis-sentinel, and fails without it.
+step "redis-sentinel" need_packages redis-sentinel:redis-sentinel
 # ops.TestPromtoolRules checks and unit-tests the alert rules with promtool.
 step "promtool" need_packages promtool:prometheus
 # internal/altcha is checked against altcha-lib, the ALTCHA reference

@@ -8,8 +8,22 @@ LOG_TAG=up
 cd "$ROOT"
 export SECKILL_ENV="${SECKILL_ENV:-dev}"
 
-need_packages redis-server:redis-server redis-cli:redis-tools mariadbd:mariadb-server \
-	mariadb:mariadb-client curl:curl
+# SECKILL_REDIS=sentinel: a Sentinel group (master, replica, three
+# sentinels; scripts/redis.sh) instead of one Redis, reached through
+# REDIS_SENTINELS like a production Sentinel deployment.
+redis_packages=(redis-server:redis-server redis-cli:redis-tools)
+case "${SECKILL_REDIS:=single}" in
+single) ;;
+sentinel)
+	for v in REDIS_ADDR REDIS_ADDRS REDIS_URL REDIS_SENTINELS REDIS_SENTINEL_MASTER; do
+		[[ -z "${!v:-}" ]] || die "SECKILL_REDIS=sentinel runs a Sentinel group of its own: unset $v"
+	done
+	redis_packages+=(redis-sentinel:redis-sentinel)
+	;;
+*) die "SECKILL_REDIS: single or sentinel, not $SECKILL_REDIS" ;;
+esac
+export SECKILL_REDIS
+need_packages "${redis_packages[@]}" mariadbd:mariadb-server mariadb:mariadb-client curl:curl
 # bin/seckill compiles while the services start: neither waits for the
 # other.
 log "building bin/seckill alongside the services"
@@ -20,6 +34,14 @@ build_pid=$!
 # taken and wait in the sale's inbox) and connect when it answers.
 SECKILL_TEMPORAL_LATER=1 "$ROOT/scripts/services.sh" up dev
 wait "$build_pid" || die "building bin/seckill failed"
+redis_line="Redis ${REDIS_ADDRS:-${REDIS_ADDR:-127.0.0.1:6379}}"
+[[ -z "${REDIS_SENTINELS:-}" ]] || redis_line="Redis through the sentinels $REDIS_SENTINELS"
+if [[ "$SECKILL_REDIS" == sentinel ]]; then
+	# The API and the worker ask the sentinels for the master.
+	export REDIS_SENTINELS REDIS_SENTINEL_MASTER="$SENTINEL_MASTER"
+	REDIS_SENTINELS="$(sentinel_addrs 6379)"
+	redis_line="Redis master \"$SENTINEL_MASTER\" through the sentinels $REDIS_SENTINELS (first master 127.0.0.1:6379, replica 127.0.0.1:6380; logs .data/logs/redis*.log)"
+fi
 if [[ -z "${TEMPORAL_ADDRESS:-}" && "${SECKILL_TEMPORAL:-dev}" == dev ]]; then
 	"$ROOT/scripts/temporal.sh" background "$ROOT/.data" 7233 8233 # at once when built (then already running)
 fi
@@ -61,7 +83,8 @@ seckill is running (development mode; \`go tool task down\` stops it).
   Temporal UI  $ui_line
   Jaeger       $jaeger_line
   Prometheus   http://$prom_addr   (alert rules loaded: http://$prom_addr/alerts)
-  Redis ${REDIS_ADDRS:-${REDIS_ADDR:-127.0.0.1:6379}}, MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
+  $redis_line
+  MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
   demo sale    $sale_id
 
 Try it:
