@@ -125,25 +125,6 @@ func TestRecoveredAfterIsTheLastAPIsFirstGoodAnswer(t *testing.T) {
 	assert.False(t, ok, "api1 never answered for good after the heal")
 }
 
-// A 202 that ended FAILED after an AOF loss is excused past the usual
-// repair time when Temporal (which runs the reconciliation) was down in
-// between.
-func TestRepairTimeGrowsByTheOutagesThatBlockedIt(t *testing.T) {
-	h := []Event{
-		{Kind: KindFault, Op: FRedisAOFLoss, T: at(0), FaultID: 1, Target: "redis", WritesLost: true},
-		{Kind: KindHeal, Op: FRedisAOFLoss, T: at(1), FaultID: 1, Target: "redis"},
-		{Kind: KindFault, Op: FTemporalKill, T: at(10), FaultID: 2, Target: "temporal"},
-		{Kind: KindFault, Op: FMySQLFreeze, T: at(20), FaultID: 3, Target: "mariadb"},
-		{Kind: KindHeal, Op: FMySQLFreeze, T: at(40), FaultID: 3, Target: "mariadb"},
-		{Kind: KindHeal, Op: FTemporalKill, T: at(70), FaultID: 2, Target: "temporal"},
-	}
-	c := &checker{h: h, spans: Spans(h), checked: map[string]int{}}
-	assert.Equal(t, 60*time.Second, c.repairBlocked(at(1), at(200)), "overlapping outages counted once")
-	late := at(1).Add(DriftRepairWithin + 50*time.Second)
-	assert.NotNil(t, c.writeLoss(1, late, time.Minute), "within the repair time plus the 60 s it was blocked")
-	assert.Nil(t, c.writeLoss(1, late.Add(20*time.Second), time.Minute))
-}
-
 // Two outages close together: a move in the second belongs to it, though
 // the first's slack still reaches it (soak seed 56: a Redis SIGSTOP, then
 // 12 s later a SIGKILL; the second move was counted against the first).

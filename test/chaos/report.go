@@ -223,7 +223,6 @@ func (r *Result) mdInvariants(b *strings.Builder) {
 	for _, inv := range Invariants {
 		fmt.Fprintf(b, "| %s | %d | %d |\n", inv, r.Checked[inv], per[inv])
 	}
-	fmt.Fprintf(b, "\nFAILED 202s explained by a write-losing fault (contract 1.1): %d.\n", r.Checked[FailedExcused])
 	if len(r.Violations) > 0 {
 		b.WriteString("\n## Violations\n\nEach with the history around it (its token's or user's requests, and the faults near them).\n")
 		// Up to ten of each invariant, so every failure class shows.

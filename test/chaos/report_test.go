@@ -49,10 +49,10 @@ func TestHistoryRoundTripsThroughItsFile(t *testing.T) {
 func TestCountAndReport(t *testing.T) {
 	h, f := sound()
 	c := Count(h)
-	assert.Equal(t, 3, c.Accepted)
+	assert.Equal(t, 4, c.Accepted)
 	assert.Equal(t, 1, c.Paid)
 	assert.Equal(t, 1, c.Refunds)
-	assert.Equal(t, 1, c.Cancelled)
+	assert.Equal(t, 2, c.Cancelled)
 	assert.Equal(t, 1, c.Faults)
 	assert.Equal(t, 1, c.ByOp[OpReserve]["503 unavailable"])
 

@@ -33,6 +33,9 @@ type Reservation struct {
 	PaymentRef  string                   `json:"payment_ref,omitempty"`
 	PayBy       time.Time                `json:"pay_by,omitzero"`
 	CreatedAt   time.Time                `json:"created_at,omitzero"`
+	// UpdatedAt is the reservation's last change: its end, once ended.
+	UpdatedAt  time.Time `json:"updated_at,omitzero"`
+	FailReason string    `json:"fail_reason,omitempty"`
 }
 
 // HoldsUnit reports whether the reservation or its order holds a unit.
@@ -113,14 +116,15 @@ func Read(ctx context.Context, src Sources, saleID int64) (Sale, error) {
 // statuses.
 func (s *Sale) readReservations(ctx context.Context, db *sql.DB) error {
 	rows, err := db.QueryContext(ctx, `SELECT r.token, r.user_id, r.request_id, r.status, COALESCE(o.status, ''),
-		COALESCE(r.payment_ref, ''), r.pay_by, r.created_at FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, s.SaleID)
+		COALESCE(r.payment_ref, ''), r.pay_by, r.created_at, r.updated_at, COALESCE(r.fail_reason, '')
+		FROM reservations r LEFT JOIN orders o ON o.token = r.token WHERE r.sale_id = ?`, s.SaleID)
 	if err != nil {
 		return fmt.Errorf("reservations: %w", err)
 	}
 	for rows.Next() {
 		var r Reservation
 		var payBy sql.NullTime
-		if err := rows.Scan(&r.Token, &r.UserID, &r.RequestID, &r.Status, &r.OrderStatus, &r.PaymentRef, &payBy, &r.CreatedAt); err != nil {
+		if err := rows.Scan(&r.Token, &r.UserID, &r.RequestID, &r.Status, &r.OrderStatus, &r.PaymentRef, &payBy, &r.CreatedAt, &r.UpdatedAt, &r.FailReason); err != nil {
 			rows.Close()
 			return fmt.Errorf("scan reservation: %w", err)
 		}
