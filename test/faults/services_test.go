@@ -27,6 +27,7 @@ import (
 type server struct {
 	*testenv.Proc
 	ready func(ctx context.Context) error
+	dir   string // its data dir, where a test knows it
 }
 
 // startServer starts bin with args and waits until ready answers; the
