@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -159,4 +160,41 @@ func TestSentinelModeOptions(t *testing.T) {
 	want := x509.NewCertPool()
 	require.True(t, want.AppendCertsFromPEM(pem))
 	require.True(t, want.Equal(o.TLSConfig.RootCAs), fmt.Sprintf("roots from %s", caFile))
+}
+
+// REDIS_SENTINEL_TLS=true with REDIS_CA_FILE reaches a Sentinel group
+// whose sentinels and nodes serve TLS only (and replicate over it); a
+// server signed by another CA, or plain TCP, is refused.
+func TestSentinelModeOverTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	certPEM, keyPEM := ca.issue(t, x509.ExtKeyUsageServerAuth)
+	files := &redisnode.SentinelTLS{CertFile: writeFile(t, dir, "node.pem", certPEM),
+		KeyFile: writeFile(t, dir, "node.key", keyPEM), CAFile: writeFile(t, dir, "ca.pem", ca.pem)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g, err := redisnode.StartSentinelGroup(ctx, redisnode.SentinelOptions{Dir: filepath.Join(dir, "group"), Password: "data-pw", TLS: files})
+	require.NoError(t, err)
+	t.Cleanup(g.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(g.Logs())
+		}
+	})
+
+	t.Setenv("REDIS_SENTINEL_TLS", "true")
+	t.Setenv("REDIS_CA_FILE", files.CAFile)
+	cfg := sentinelConfig(t, g, "data-pw", "")
+	rdb, err := conn.Redis(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	require.NoError(t, rdb.Set(ctx, "over-tls", "1", 0).Err())
+	master, _ := g.Nodes()
+	require.Equal(t, master, servingAddr(ctx, t, rdb))
+
+	t.Setenv("REDIS_CA_FILE", writeFile(t, t.TempDir(), "other.pem", newTestCA(t).pem))
+	require.Error(t, pingRedis(t, sentinelConfig(t, g, "data-pw", "")), "a group signed by another CA")
+	t.Setenv("REDIS_CA_FILE", "")
+	t.Setenv("REDIS_SENTINEL_TLS", "false")
+	require.Error(t, pingRedis(t, sentinelConfig(t, g, "data-pw", "")), "plain TCP to TLS sentinels")
 }

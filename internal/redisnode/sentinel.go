@@ -2,6 +2,8 @@ package redisnode
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -54,6 +56,23 @@ type SentinelOptions struct {
 	// sentinels use it as auth-pass); SentinelPassword the sentinels'
 	// own. Empty: none.
 	Password, SentinelPassword string
+	// TLS, when set, makes every process serve TLS only, and replicate and
+	// talk to the others over TLS.
+	TLS *SentinelTLS
+}
+
+// SentinelTLS are the PEM files of a group serving TLS: one certificate
+// and key (for 127.0.0.1) that every process presents, and the CA that
+// signed it, which verifies them all. Clients need no certificate.
+type SentinelTLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// tlsArgs are the TLS settings of a process listening on port, as
+// name-value pairs.
+func (t *SentinelTLS) tlsArgs(port int) [][2]string {
+	return [][2]string{{"port", "0"}, {"tls-port", strconv.Itoa(port)}, {"tls-cert-file", t.CertFile},
+		{"tls-key-file", t.KeyFile}, {"tls-ca-cert-file", t.CAFile}, {"tls-auth-clients", "no"}, {"tls-replication", "yes"}}
 }
 
 // SentinelGroup is a master, one replica and three redis-sentinel
@@ -63,7 +82,8 @@ type SentinelOptions struct {
 // settings (Args).
 type SentinelGroup struct {
 	opts            SentinelOptions
-	master, replica string // the addresses the nodes were started at, as master and as its replica
+	tls             *tls.Config // the harness's own clients', with TLS
+	master, replica string      // the addresses the nodes were started at, as master and as its replica
 	nodes           map[string]*proc.Proc
 	sentinelAddrs   []string
 	sentinels       []*proc.Proc
@@ -83,6 +103,17 @@ func StartSentinelGroup(ctx context.Context, o SentinelOptions) (*SentinelGroup,
 		return nil, fmt.Errorf("sentinel group: %w (Debian's redis-server package provides it)", err)
 	}
 	g := &SentinelGroup{opts: o, nodes: map[string]*proc.Proc{}}
+	if o.TLS != nil {
+		pem, err := os.ReadFile(o.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("sentinel group: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("sentinel group: no PEM certificate in %s", o.TLS.CAFile)
+		}
+		g.tls = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 	if err := g.start(ctx, sentinelBin); err != nil {
 		g.Stop()
 		return nil, err
@@ -134,6 +165,11 @@ func (g *SentinelGroup) startNode(ctx context.Context, name, addr, replicaOf str
 	if g.opts.Password != "" {
 		args = append(args, "--requirepass", g.opts.Password)
 	}
+	if g.opts.TLS != nil {
+		for _, kv := range g.opts.TLS.tlsArgs(port) {
+			args = append(args, "--"+kv[0], kv[1])
+		}
+	}
 	if replicaOf != "" {
 		host, rport, _ := net.SplitHostPort(replicaOf)
 		args = append(args, "--replicaof", host, rport)
@@ -163,6 +199,11 @@ func (g *SentinelGroup) sentinelConf(port int, dir, masterAddr string) string {
 		// Sentinels also authenticate to each other with it.
 		fmt.Fprintf(&b, "requirepass %s\n", g.opts.SentinelPassword)
 	}
+	if g.opts.TLS != nil {
+		for _, kv := range g.opts.TLS.tlsArgs(port) {
+			fmt.Fprintf(&b, "%s %s\n", kv[0], kv[1])
+		}
+	}
 	return b.String()
 }
 
@@ -179,7 +220,7 @@ func (g *SentinelGroup) startSentinel(ctx context.Context, bin string, n int, ad
 	if err := os.WriteFile(conf, []byte(g.sentinelConf(port, dir, g.master)), 0o600); err != nil {
 		return fmt.Errorf("sentinel group: %w", err)
 	}
-	c := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: g.opts.SentinelPassword, DialTimeout: 2 * time.Second,
+	c := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: g.opts.SentinelPassword, TLSConfig: g.tls, DialTimeout: 2 * time.Second,
 		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 2})
 	g.clients = append(g.clients, c)
 	p := &proc.Proc{Name: fmt.Sprintf("sentinel-%d", n), Bin: bin, Args: []string{conf}, LogPath: filepath.Join(dir, "sentinel.log"),
@@ -222,10 +263,10 @@ func (g *SentinelGroup) Nodes() (master, replica string) { return g.master, g.re
 func (g *SentinelGroup) SentinelAddrs() []string { return append([]string(nil), g.sentinelAddrs...) }
 
 // FailoverOptions are a go-redis failover client's options for the group:
-// its master's name, its sentinels and their passwords.
+// its master's name, its sentinels, their passwords and TLS.
 func (g *SentinelGroup) FailoverOptions() *redis.FailoverOptions {
 	return &redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: g.SentinelAddrs(),
-		Password: g.opts.Password, SentinelPassword: g.opts.SentinelPassword}
+		Password: g.opts.Password, SentinelPassword: g.opts.SentinelPassword, TLSConfig: g.tls}
 }
 
 // Master is the master's address as a running sentinel names it
@@ -388,7 +429,7 @@ func (g *SentinelGroup) role(ctx context.Context, addr string) (string, error) {
 
 // withNode calls fn with a client of its own to the data node at addr.
 func (g *SentinelGroup) withNode(addr string, fn func(*redis.Client) error) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, Password: g.opts.Password, DialTimeout: 2 * time.Second,
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: g.opts.Password, TLSConfig: g.tls, DialTimeout: 2 * time.Second,
 		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, MaxRetries: -1, PoolSize: 1})
 	defer c.Close()
 	return fn(c)
