@@ -232,15 +232,15 @@ func ParseToken(token string) (saleID int64, ok bool) {
 // waiter whose join number is joined: one per join, so a hand-over retried
 // names the same reservation. The '~' keeps it apart from any request id a
 // client may send (ValidRequestID).
-func WaitlistRequestID(joined int64) string { return waitlistPrefix + strconv.FormatInt(joined, 10) }
+func WaitlistRequestID(joined int64) string { return WaitlistRequestPrefix + strconv.FormatInt(joined, 10) }
 
 // IsWaitlistRequestID reports whether a reservation was a waitlist's
 // hand-over (WaitlistRequestID).
-func IsWaitlistRequestID(requestID string) bool { return strings.HasPrefix(requestID, waitlistPrefix) }
+func IsWaitlistRequestID(requestID string) bool { return strings.HasPrefix(requestID, WaitlistRequestPrefix) }
 
 // WaitlistJoinNumber is the join number a hand-over's request id names.
 func WaitlistJoinNumber(requestID string) (int64, bool) {
-	rest, ok := strings.CutPrefix(requestID, waitlistPrefix)
+	rest, ok := strings.CutPrefix(requestID, WaitlistRequestPrefix)
 	if !ok {
 		return 0, false
 	}
@@ -248,7 +248,9 @@ func WaitlistJoinNumber(requestID string) (int64, bool) {
 	return n, err == nil
 }
 
-const waitlistPrefix = "~waitlist-"
+// WaitlistRequestPrefix begins every hand-over's request id
+// (WaitlistRequestID).
+const WaitlistRequestPrefix = "~waitlist-"
 
 // ValidRequestID reports whether s is 8..64 of A-Z a-z 0-9 _ -.
 func ValidRequestID(s string) bool { return validID(s, 8, 64) }

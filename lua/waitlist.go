@@ -15,6 +15,9 @@ var (
 	handOverSrc string
 	//go:embed waitlist_join.lua
 	waitlistJoinSrc string
+	//go:embed waitlist_restore.lua
+	waitlistRestoreSrc    string
+	waitlistRestoreScript = redis.NewScript(waitlistRestoreSrc)
 )
 
 // handOverSource is handover.lua with reserve.lua as its function
@@ -28,17 +31,26 @@ func handOverSource() string {
 var ErrHoldsUnit = errors.New("user holds a unit of the sale")
 
 // JoinWaitlist puts a user on a sale's waitlist (or keeps their place) and
-// returns their 1-based position.
-func (c *Client) JoinWaitlist(ctx context.Context, saleID, userID int64) (int64, error) {
+// returns their 1-based position and their join number.
+func (c *Client) JoinWaitlist(ctx context.Context, saleID, userID int64) (pos, joined int64, err error) {
 	k := SaleKeys(saleID)
-	pos, err := c.scripts.waitlistJoin.Run(ctx, c.rdb, []string{k.Waitlist, k.WaitSeq, k.Buyers}, strconv.FormatInt(userID, 10)).Int64()
+	v, err := c.scripts.waitlistJoin.Run(ctx, c.rdb, []string{k.Waitlist, k.WaitSeq, k.Buyers}, strconv.FormatInt(userID, 10)).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("join waitlist of sale %d: %w", saleID, err)
+		return 0, 0, fmt.Errorf("join waitlist of sale %d: %w", saleID, err)
 	}
+	if len(v) != 2 {
+		return 0, 0, fmt.Errorf("join waitlist of sale %d: unexpected reply %v", saleID, v)
+	}
+	pos, _ = v[0].(int64)
 	if pos < 0 {
-		return 0, ErrHoldsUnit
+		return 0, 0, ErrHoldsUnit
 	}
-	return pos, nil
+	s, _ := v[1].(string)
+	score, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("join waitlist of sale %d: join number %q: %w", saleID, s, err)
+	}
+	return pos, int64(score), nil
 }
 
 // WaitlistJoined returns a user's join number, 0 when not waiting.
@@ -71,6 +83,24 @@ func (c *Client) LeaveWaitlist(ctx context.Context, saleID, userID int64) error 
 		return fmt.Errorf("leave waitlist of sale %d: %w", saleID, err)
 	}
 	return nil
+}
+
+// RestoreWaitlist puts back joins the database kept that Redis forgot
+// (waitlist_restore.lua), at their places, and reports how many.
+func (c *Client) RestoreWaitlist(ctx context.Context, saleID int64, joins []Waiter) (int64, error) {
+	if len(joins) == 0 {
+		return 0, nil
+	}
+	k := SaleKeys(saleID)
+	argv := make([]any, 0, 2*len(joins))
+	for _, j := range joins {
+		argv = append(argv, strconv.FormatInt(j.UserID, 10), strconv.FormatInt(j.Joined, 10))
+	}
+	n, err := waitlistRestoreScript.Run(ctx, c.rdb, []string{k.Waitlist, k.WaitSeq, k.Buyers}, argv...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("restore the waitlist of sale %d: %w", saleID, err)
+	}
+	return n, nil
 }
 
 // Waiter is one user on a waitlist with their join number (Redis's clock

@@ -4,10 +4,10 @@
 -- A join number is Redis's clock in microseconds, kept strictly above the
 -- last one: it only grows, even after the sale's keys were lost, so it
 -- names one join for ever (the hand-over's request id, WaitlistRequestID).
--- Returns the 1-based position, or -1 when the user holds a live or paid
--- unit of the sale (a buyer mark).
+-- Returns {the 1-based position, the join number}, or {-1, 0} when the
+-- user holds a live or paid unit of the sale (a buyer mark).
 if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then
-  return -1
+  return {-1, 0}
 end
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   local t = redis.call('TIME')
@@ -20,4 +20,5 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   redis.call('SET', KEYS[2], joined)
   redis.call('ZADD', KEYS[1], joined, ARGV[1])
 end
-return redis.call('ZRANK', KEYS[1], ARGV[1]) + 1
+-- The number as a string: a Lua number past 2^53 would lose digits.
+return {redis.call('ZRANK', KEYS[1], ARGV[1]) + 1, redis.call('ZSCORE', KEYS[1], ARGV[1])}

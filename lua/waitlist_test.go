@@ -40,11 +40,11 @@ func TestWaitlistTakesReturnedUnitsFirstInFirstOut(t *testing.T) {
 	require.Equal(t, lua.OutcomeOK, a.Outcome)
 	require.Equal(t, lua.OutcomeOK, b.Outcome)
 	for i, user := range []int64{3, 4, 3} {
-		pos, err := c.JoinWaitlist(ctx(t), f.saleID, user)
+		pos, _, err := c.JoinWaitlist(ctx(t), f.saleID, user)
 		require.NoError(t, err)
 		require.Equal(t, []int64{1, 2, 1}[i], pos, "joining again keeps the place")
 	}
-	_, err := c.JoinWaitlist(ctx(t), f.saleID, 1)
+	_, _, err := c.JoinWaitlist(ctx(t), f.saleID, 1)
 	require.ErrorIs(t, err, lua.ErrHoldsUnit)
 
 	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
@@ -93,9 +93,9 @@ func TestWaitlistTakesReturnedUnitsFirstInFirstOut(t *testing.T) {
 func TestWaitlistWaitsForTheSaleToSellOut(t *testing.T) {
 	f := mustWarmSale(t, 2)
 	c := lua.NewClient(f.rdb)
-	_, err := c.JoinWaitlist(ctx(t), f.saleID, 3)
+	_, _, err := c.JoinWaitlist(ctx(t), f.saleID, 3)
 	require.NoError(t, err)
-	_, err = c.JoinWaitlist(ctx(t), f.saleID, 4)
+	_, _, err = c.JoinWaitlist(ctx(t), f.saleID, 4)
 	require.NoError(t, err)
 	handed, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
 	require.NoError(t, err)
@@ -110,4 +110,37 @@ func TestWaitlistWaitsForTheSaleToSellOut(t *testing.T) {
 	require.Len(t, handed, 1)
 	require.Equal(t, int64(4), handed[0].UserID, "the waiter who bought meanwhile is skipped")
 	require.Zero(t, f.position(t, c, 3))
+}
+
+// A join reports its number; joins a Redis forgot come back at their
+// places (a user who is there already, or who holds a unit, is left as
+// is), and a join after them comes after them.
+func TestForgottenJoinsComeBackAtTheirPlaces(t *testing.T) {
+	f := mustWarmSale(t, 1)
+	c := lua.NewClient(f.rdb)
+	require.Equal(t, lua.OutcomeOK, f.reserve(t, 1, "req-a").Outcome)
+	var kept []lua.Waiter
+	for _, user := range []int64{2, 3, 4} {
+		_, joined, err := c.JoinWaitlist(ctx(t), f.saleID, user)
+		require.NoError(t, err)
+		got, err := c.WaitlistJoined(ctx(t), f.saleID, user)
+		require.NoError(t, err)
+		require.Equal(t, got, joined, "the join reports its number")
+		kept = append(kept, lua.Waiter{UserID: user, Joined: joined})
+	}
+	// Redis forgets the waitlist (the last join number stays: the script
+	// raises it past the restored ones either way).
+	require.NoError(t, f.rdb.Del(ctx(t), lua.SaleKeys(f.saleID).Waitlist, lua.SaleKeys(f.saleID).WaitSeq).Err())
+	_, _, err := c.JoinWaitlist(ctx(t), f.saleID, 3) // user 3 joined again meanwhile
+	require.NoError(t, err)
+	n, err := c.RestoreWaitlist(ctx(t), f.saleID, append(kept, lua.Waiter{UserID: 1, Joined: 1}))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n, "users 2 and 4; 3 is there, 1 holds a unit")
+	for i, user := range []int64{2, 4, 3} {
+		require.EqualValues(t, i+1, f.position(t, c, user))
+	}
+	pos, joined, err := c.JoinWaitlist(ctx(t), f.saleID, 5)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, pos)
+	require.Greater(t, joined, kept[2].Joined)
 }

@@ -73,12 +73,17 @@ func (w *Waitlist) Join(ctx context.Context, e *salecache.Entry, user int64, now
 			return 0, domain.ErrAlreadyHolds
 		}
 	}
-	pos, err := w.d.Redis.JoinWaitlist(ctx, sale.ID, user)
+	pos, joined, err := w.d.Redis.JoinWaitlist(ctx, sale.ID, user)
 	if errors.Is(err, lua.ErrHoldsUnit) {
 		return 0, domain.ErrAlreadyHolds
 	}
 	if err != nil {
 		return 0, w.failed(ctx, "waitlist: join", err)
+	}
+	// The 200 keeps the place through a Redis that loses writes: the
+	// rebuild puts back every join the database kept.
+	if err := w.d.Store.RecordWaitlistJoin(ctx, sale.ID, store.WaitJoin{UserID: user, Joined: joined}); err != nil {
+		return 0, w.failed(ctx, "waitlist: record the join", err)
 	}
 	return pos, nil
 }
@@ -127,6 +132,9 @@ func (w *Waitlist) Leave(ctx context.Context, saleID, user int64) error {
 	defer cancel()
 	if err := w.d.Redis.LeaveWaitlist(ctx, saleID, user); err != nil {
 		return w.failed(ctx, "waitlist: leave", err)
+	}
+	if err := w.d.Store.ForgetWaitlistJoin(ctx, saleID, user, 0); err != nil {
+		return w.failed(ctx, "waitlist: forget the join", err)
 	}
 	return nil
 }
@@ -190,6 +198,9 @@ func (w *Waitlist) handOver(ctx context.Context, sale *domain.Sale) error {
 		w.d.Logger.InfoContext(ctx, "waitlist hand-over", "sale_id", sale.ID, "user_id", h.UserID, "token", h.Token)
 		if err := w.d.Holds.Record(ctx, in, sale.ModeEpoch); err != nil {
 			errs = append(errs, err) // the relay records it from the inbox
+		} else if joined, ok := domain.WaitlistJoinNumber(h.RequestID); ok {
+			// Served: the reservation names the join, which is done.
+			errs = append(errs, w.d.Store.ForgetWaitlistJoin(ctx, sale.ID, h.UserID, joined))
 		}
 		if w.d.Starter != nil {
 			w.d.Starter.Enqueue(ctx, in)

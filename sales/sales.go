@@ -219,9 +219,30 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		if err != nil {
 			return err
 		}
+		if err := restoreWaitlist(ctx, st, rdb, saleID); err != nil {
+			return err
+		}
 		if err := followControl(ctx, st, rdb, saleID, sale.Control); err != nil {
 			return err
 		}
 		return st.FinishResync(ctx, saleID, epoch)
 	}
+}
+
+// restoreWaitlist puts back the waitlist joins the database kept that
+// Redis forgot (it lost writes or the sale's keys), at their places: each
+// join answered 200 keeps its place through the rebuild.
+func restoreWaitlist(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) error {
+	joins, err := st.WaitingJoins(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	waiters := make([]lua.Waiter, len(joins))
+	for i, j := range joins {
+		waiters[i] = lua.Waiter{UserID: j.UserID, Joined: j.Joined}
+	}
+	if _, err := rdb.RestoreWaitlist(ctx, saleID, waiters); err != nil {
+		return err
+	}
+	return nil
 }

@@ -445,3 +445,40 @@ func TestRebuildWritesBackOnlyEndedTokensRedisStillNames(t *testing.T) {
 	require.Equal(t, lua.OutcomeOK, reserve(gone, "again-0001", true), "the retired user buys again")
 	require.EqualValues(t, 4, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)))
 }
+
+// Waitlist joins answered 200 survive a Redis that lost the sale's keys
+// (or went back in time): the rebuild puts every join the database kept
+// back at its place, but not a join a hand-over served, nor one of a user
+// who left or holds a unit now.
+func TestRebuildPutsBackTheWaitlist(t *testing.T) {
+	f := mustFixture(t, 1)
+	tc := testenv.MustTemporal(t)
+	holder := testenv.UniqueUser()
+	f.redisHold(holder, false)
+	base := testenv.UniqueUser() * 1000
+	joined := map[int64]int64{}
+	for i := range 4 {
+		user := base + int64(i)
+		_, n, err := f.client.JoinWaitlist(f.ctx, f.sale.ID, user)
+		require.NoError(t, err)
+		require.NoError(t, f.st.RecordWaitlistJoin(f.ctx, f.sale.ID, store.WaitJoin{UserID: user, Joined: n}))
+		joined[user] = n
+	}
+	// base+1 left; base+2 was served by a hand-over whose reservation the
+	// database has (it ended, so the user is free, and waits no more).
+	require.NoError(t, f.client.LeaveWaitlist(f.ctx, f.sale.ID, base+1))
+	require.NoError(t, f.st.ForgetWaitlistJoin(f.ctx, f.sale.ID, base+1, 0))
+	served := domain.RedisHoldInput(domain.DeriveToken(tokenKey, f.sale.ID, base+2, domain.WaitlistRequestID(joined[base+2])), f.sale.ID, base+2, domain.WaitlistRequestID(joined[base+2]))
+	testenv.MustLegacyHold(t, f.st, served)
+	_, err := f.st.EndQueued(f.ctx, served.Token, domain.StatusCancelled, "test")
+	require.NoError(t, err)
+
+	require.NoError(t, f.rdb.Del(f.ctx, f.keys.All()...).Err())
+	done, err := sales.RebuildLost(f.ctx, f.st, f.client, tc, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+
+	head, err := f.client.WaitlistHead(f.ctx, f.sale.ID, 10)
+	require.NoError(t, err)
+	require.Equal(t, []lua.Waiter{{UserID: base, Joined: joined[base]}, {UserID: base + 3, Joined: joined[base+3]}}, head)
+}
