@@ -59,7 +59,7 @@ func (v Violation) String() string {
 // Invariants, in the order the report lists them.
 const (
 	IOversold       = "no_unit_oversold"
-	IAcceptedEnded  = "every_202_ended" // PAID, CANCELLED, EXPIRED; never FAILED, whatever the fault
+	IAcceptedEnded  = "every_202_ended"           // PAID, CANCELLED, EXPIRED; never FAILED, whatever the fault
 	IOneHold        = "no_second_202_to_a_holder" // a user whose 202's reservation is live gets no 202 for another request
 	IPaymentSettled = "confirmed_payment_is_paid_or_refund"
 	IFreshStock     = "fresh_users_buy_exactly_what_is_free"
