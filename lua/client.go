@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -360,6 +362,68 @@ func (c *Client) TokenHold(ctx context.Context, saleID int64, token string) (sta
 		return "", 0, false, fmt.Errorf("read token state: bad value %q", v)
 	}
 	return state, userID, true, nil
+}
+
+// Identity names the lineage of what the Redis servers hold: each master's
+// run id (new at every restart) and replication id (new at every
+// promotion of a replica). It changes whenever a server may have come back
+// with less than it had acknowledged.
+func (c *Client) Identity(ctx context.Context) (string, error) {
+	read := func(ctx context.Context, rdb *redis.Client) (string, error) {
+		info, err := rdb.Info(ctx, "server", "replication").Result()
+		if err != nil {
+			return "", fmt.Errorf("redis identity: %w", err)
+		}
+		var id []string
+		for _, line := range strings.Split(info, "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "run_id:") || strings.HasPrefix(line, "master_replid:") {
+				id = append(id, line)
+			}
+		}
+		return strings.Join(id, ","), nil
+	}
+	switch rdb := c.rdb.(type) {
+	case *redis.Client:
+		return read(ctx, rdb)
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var ids []string
+		err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			id, err := read(ctx, m)
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+			return err
+		})
+		slices.Sort(ids)
+		return strings.Join(ids, ";"), err
+	}
+	return "", fmt.Errorf("redis identity: unsupported redis client %T", c.rdb)
+}
+
+// HoldCounters reads a sale's counter of holds (each hold's number, see
+// reserve.lua) and its last waitlist join number; 0 for a missing key.
+func (c *Client) HoldCounters(ctx context.Context, saleID int64) (holds, lastJoin int64, err error) {
+	k := SaleKeys(saleID)
+	for _, r := range []struct {
+		key string
+		to  *int64
+	}{{k.Reserved, &holds}, {k.WaitSeq, &lastJoin}} {
+		v, err := c.rdb.Get(ctx, r.key).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("hold counters of sale %d: %w", saleID, err)
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("hold counters of sale %d: %s %q: %w", saleID, r.key, v, err)
+		}
+		*r.to = int64(f)
+	}
+	return holds, lastJoin, nil
 }
 
 // SaleKeysLost reports whether Redis lacks a sale's metadata or stock, the

@@ -299,3 +299,16 @@ func maxRedisSeq(ctx context.Context, tx bun.Tx, saleID int64) (int64, error) {
 	}
 	return n.Int64, nil
 }
+
+// RedisCounters reads what a sale's Redis counters must have reached: the
+// highest hold number and the highest waitlist join number the database
+// recorded. A Redis whose counters are below them went back in time.
+func (s *Store) RedisCounters(ctx context.Context, saleID int64) (maxSeq, maxJoin int64, err error) {
+	var seq, join sql.NullInt64
+	err = s.DB.QueryRowContext(ctx, `SELECT (SELECT MAX(redis_seq) FROM reservations WHERE sale_id = ?),
+		(SELECT MAX(joined) FROM waitlist_joins WHERE sale_id = ?)`, saleID, saleID).Scan(&seq, &join)
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis counters of sale %d: %w", saleID, err)
+	}
+	return seq.Int64, join.Int64, nil
+}

@@ -40,6 +40,9 @@ type Resyncer struct {
 	Rebuilt func(wentBack bool, took time.Duration)
 
 	healthySince time.Time
+	// identity is Redis's lineage as last read (lua.Client.Identity); a
+	// change means a restart or a promotion, which may have lost writes.
+	identity string
 }
 
 // Run resyncs until ctx ends.
@@ -68,12 +71,16 @@ func (r *Resyncer) Once(ctx context.Context) {
 	case r.healthySince.IsZero():
 		r.healthySince = now
 	}
+	verify := pingErr == nil && r.identityChanged(ctx)
 	for _, s := range open {
 		switch s.Mode {
 		case domain.ModeRedis:
 			// Live sales only: an ended or stopped one is being torn down,
 			// which deletes its keys on purpose.
 			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
+				if verify {
+					r.verifyCounters(ctx, s)
+				}
 				r.rebuildIfLost(ctx, s)
 			}
 		case domain.ModeResync:
@@ -117,6 +124,53 @@ func (r *Resyncer) mayReturn(ctx context.Context, s *domain.Sale, now time.Time)
 		return false
 	}
 	return !v.RedisDown()
+}
+
+// identityChanged reports whether Redis restarted or a replica was
+// promoted since the last look (and at the first look, after this worker
+// started): then every live sale's counters are checked once.
+func (r *Resyncer) identityChanged(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	id, err := r.Redis.Identity(ictx)
+	cancel()
+	if err != nil || id == r.identity {
+		return false
+	}
+	if r.identity != "" {
+		r.Logger.Warn("resync: Redis restarted or failed over; checking every live sale for lost writes")
+	}
+	r.identity = id
+	return true
+}
+
+// verifyCounters marks a live sale whose Redis counters are behind the
+// database's (a hold number or a waitlist join the database recorded that
+// Redis never reached): Redis lost acknowledged writes, and the sale is
+// rebuilt like one a hold found behind (store.MarkRedisWentBack). It
+// finds what no later hold would: a sold-out sale's lost waitlist joins.
+func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	holds, lastJoin, err := r.Redis.HoldCounters(cctx, s.ID)
+	if err != nil {
+		r.Logger.Warn("resync: read a sale's Redis counters", "sale_id", s.ID, "err", err)
+		return
+	}
+	maxSeq, maxJoin, err := r.Store.RedisCounters(cctx, s.ID)
+	if err != nil {
+		r.Logger.Warn("resync: read a sale's recorded counters", "sale_id", s.ID, "err", err)
+		return
+	}
+	if holds >= maxSeq && lastJoin >= maxJoin {
+		return
+	}
+	r.Logger.Warn("resync: Redis is behind the database (lost acknowledged writes)", "sale_id", s.ID,
+		"holds", holds, "recorded_holds", maxSeq, "last_join", lastJoin, "recorded_join", maxJoin)
+	if err := r.Store.MarkRedisWentBack(cctx, s.ID); err != nil {
+		r.Logger.Warn("resync: mark a sale for a rebuild", "sale_id", s.ID, "err", err)
+		return
+	}
+	s.RedisWentBack = true
 }
 
 // rebuildIfLost rebuilds a live sale whose keys Redis lost (a key deleted,

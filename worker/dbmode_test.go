@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
@@ -146,4 +147,52 @@ func TestResyncerRebuildsALiveSaleWhoseKeysVanished(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeRedis, got.Mode)
 	require.EqualValues(t, sale.ModeEpoch+2, got.ModeEpoch, "through database mode and a resync")
+}
+
+// A Redis that came back with less than it acknowledged (here: a hold the
+// database recorded with number 5 that Redis's counter of holds never
+// reached, and a waitlist join it forgot) is found at the resyncer's first
+// look at a new Redis (a restart, a promotion) even with no hold to come,
+// and the sale is rebuilt from the database: the held unit and the join
+// are back, and the counter of holds is past the database's.
+func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	sale := testenv.MustSale(t, st, 5)
+	testenv.MustWarm(t, st, rdb, sale)
+	k := lua.SaleKeys(sale.ID)
+	user := testenv.UniqueUser()
+	in := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "lost-hold"), sale.ID, user, "lost-hold")
+	rec, err := st.RecordRedisHold(testCtx(t), in, sale.ModeEpoch, 5)
+	require.NoError(t, err)
+	require.True(t, rec.Promised())
+	waiter := testenv.UniqueUser()
+	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: waiter, Joined: time.Now().UnixMicro()}))
+
+	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r.Once(testCtx(t))
+	got, err := st.GetSale(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+	require.EqualValues(t, sale.ModeEpoch+2, got.ModeEpoch, "rebuilt: through database mode and a resync")
+	require.False(t, got.RedisWentBack, "the mark is taken")
+	require.EqualValues(t, 4, mustGetInt(t, rdb, k.Stock), "the held unit is out of Redis's stock")
+	require.GreaterOrEqual(t, mustGetInt(t, rdb, k.Reserved), int64(5))
+	require.Equal(t, fmt.Sprintf("held:%d", user), rdb.HGet(testCtx(t), k.Tokens, in.Token).Val())
+	pos, err := lua.NewClient(rdb).WaitlistPosition(testCtx(t), sale.ID, waiter)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pos, "the forgotten join is back")
+
+	// The same Redis at the next look: nothing is checked or rebuilt.
+	r.Once(testCtx(t))
+	again, err := st.GetSale(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, got.ModeEpoch, again.ModeEpoch)
+}
+
+func mustGetInt(t *testing.T, rdb redis.UniversalClient, key string) int64 {
+	t.Helper()
+	n, err := rdb.Get(testCtx(t), key).Int64()
+	require.NoError(t, err, key)
+	return n
 }
