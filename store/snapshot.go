@@ -86,28 +86,8 @@ func (s *Store) ReadSnapshot(ctx context.Context, saleID int64) (*Snapshot, erro
 			return err
 		}
 		snap.AddedRefs = refs
-		var rows []struct {
-			Token     string    `bun:"token"`
-			UserID    int64     `bun:"user_id"`
-			RequestID string    `bun:"request_id"`
-			Status    string    `bun:"status"`
-			Path      string    `bun:"path"`
-			UpdatedAt time.Time `bun:"updated_at"`
-			HasUnit   bool      `bun:"has_unit"`
-		}
-		if err := tx.NewRaw("SELECT token, user_id, request_id, status, path, updated_at, unit_bucket IS NOT NULL AS has_unit FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
-			return fmt.Errorf("reservations: %w", err)
-		}
-		for _, r := range rows {
-			st := domain.ReservationStatus(r.Status)
-			snap.Statuses[st]++
-			if st == domain.StatusQueued && r.HasUnit {
-				snap.HeldUnits++
-			}
-			if domain.IsWaitlistRequestID(r.RequestID) {
-				snap.WaitlistHandOvers++
-			}
-			snap.Reservations[r.Token] = SnapshotReservation{UserID: r.UserID, Status: st, Path: domain.ReservationPath(r.Path), UpdatedAt: r.UpdatedAt.UTC()}
+		if err := snap.readReservations(ctx, tx, saleID); err != nil {
+			return err
 		}
 		var live []struct {
 			UserID int64  `bun:"user_id"`
@@ -161,4 +141,34 @@ func (s *Store) LatestReport(ctx context.Context, saleID int64) ([]byte, error) 
 		return nil, fmt.Errorf("latest report of sale %d: %w", saleID, err)
 	}
 	return []byte(report), nil
+}
+
+// readReservations reads the sale's reservations into the snapshot: each
+// one, the counts by status, the waitlist's hand-overs and the units
+// queued holds took.
+func (snap *Snapshot) readReservations(ctx context.Context, tx bun.Tx, saleID int64) error {
+	var rows []struct {
+		Token     string    `bun:"token"`
+		UserID    int64     `bun:"user_id"`
+		RequestID string    `bun:"request_id"`
+		Status    string    `bun:"status"`
+		Path      string    `bun:"path"`
+		UpdatedAt time.Time `bun:"updated_at"`
+		HasUnit   bool      `bun:"has_unit"`
+	}
+	if err := tx.NewRaw("SELECT token, user_id, request_id, status, path, updated_at, unit_bucket IS NOT NULL AS has_unit FROM reservations WHERE sale_id = ?", saleID).Scan(ctx, &rows); err != nil {
+		return fmt.Errorf("reservations: %w", err)
+	}
+	for _, r := range rows {
+		st := domain.ReservationStatus(r.Status)
+		snap.Statuses[st]++
+		if st == domain.StatusQueued && r.HasUnit {
+			snap.HeldUnits++
+		}
+		if domain.IsWaitlistRequestID(r.RequestID) {
+			snap.WaitlistHandOvers++
+		}
+		snap.Reservations[r.Token] = SnapshotReservation{UserID: r.UserID, Status: st, Path: domain.ReservationPath(r.Path), UpdatedAt: r.UpdatedAt.UTC()}
+	}
+	return nil
 }
