@@ -225,7 +225,7 @@ func newServerState(d Deps) *server {
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
 		Script: d.Redis, HoldIndex: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store},
 		Syncer: reservation.SalesSyncer{Store: d.Store, Redis: d.Redis}, Starter: s.starter,
-		Fleet:  reservation.FleetFunc(func() bool { return s.fleet.RedisDown() }),
+		Fleet:  serverFleet{s},
 		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.Inc,
 	})
 	s.holds = s.res.Holds()
@@ -330,6 +330,13 @@ func (s *server) start(rdb *lua.Client) {
 		}
 	})
 }
+
+// serverFleet is the server's fleet observer as the reservation service
+// asks it; the observer is built after the service.
+type serverFleet struct{ s *server }
+
+func (f serverFleet) RedisDown() bool      { return f.s.fleet.RedisDown() }
+func (f serverFleet) HoldsTakeUnits() bool { return f.s.fleet.HoldsTakeUnits() }
 
 // goBackground runs fn as background work that shutdown waits for.
 func (s *server) goBackground(fn func()) {

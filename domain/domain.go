@@ -115,7 +115,19 @@ const (
 // lately by their own view of Redis.
 type RedisFleetView struct {
 	Up, Down int
+	// OldWorkers counts the workers seen whose release predates
+	// HoldRecordVersion: they cannot place the order of a hold that took
+	// its unit when it was recorded.
+	OldWorkers int
 }
+
+// HoldRecordVersion is the form of a Redis hold's record this release
+// writes and reads: 1, the hold takes its unit from a bucket when it is
+// recorded (store.RecordRedisHold), so its order takes none. Each process
+// publishes it with its view of Redis; an API records holds so only while
+// no worker of an older release runs (a rolling deploy), and records them
+// without their unit, as before, until then.
+const HoldRecordVersion = 1
 
 // RedisDown reports whether most of the fleet finds Redis down: the evidence a
 // sale needs to move to the database path. One process cut from a Redis

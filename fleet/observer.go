@@ -55,7 +55,16 @@ type Observer struct {
 
 	selfUp    atomic.Bool
 	fleetDown atomic.Bool
+	// unitsOK: at the last look no worker of an older release ran, so
+	// holds may take their unit when recorded (HoldsTakeUnits).
+	unitsOK atomic.Bool
 }
+
+// HoldsTakeUnits reports whether a Redis hold may take its unit when it is
+// recorded: every worker seen at the last look (each second) places such
+// holds' orders (domain.HoldRecordVersion). False before the first look
+// and while a worker of an older release runs, during a rolling deploy.
+func (o *Observer) HoldsTakeUnits() bool { return o.unitsOK.Load() }
 
 // NewObserver is an Observer whose views start healthy: a process does
 // not refuse or fail readiness before its first look.
@@ -77,7 +86,7 @@ func (o *Observer) CutOff() bool { return !o.selfUp.Load() && !o.fleetDown.Load(
 func (o *Observer) Run(stop <-chan struct{}) {
 	t := time.NewTicker(Check)
 	defer t.Stop()
-	var published time.Time
+	var published, looked time.Time
 	last := true
 	for n := 0; ; n++ {
 		up := o.Up()
@@ -87,8 +96,9 @@ func (o *Observer) Run(stop <-chan struct{}) {
 				published, last = time.Now(), up
 			}
 		}
-		if !up || o.fleetDown.Load() {
+		if !up || o.fleetDown.Load() || time.Since(looked) >= Publish {
 			o.look()
+			looked = time.Now()
 		}
 		if n%int(time.Minute/Check) == 0 {
 			o.sweep()
@@ -121,6 +131,9 @@ func (o *Observer) look() {
 	}
 	if down := v.RedisDown(); down != o.fleetDown.Swap(down) {
 		o.Logger.Warn("fleet: the fleet's view of redis changed", "redis_down", down, "up", v.Up, "down", v.Down)
+	}
+	if ok := v.OldWorkers == 0; ok != o.unitsOK.Swap(ok) {
+		o.Logger.Info("fleet: holds take their unit when recorded", "on", ok, "old_workers", v.OldWorkers)
 	}
 }
 

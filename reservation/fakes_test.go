@@ -70,7 +70,7 @@ type fakeLedger struct {
 	wentBack []int64
 }
 
-func (l *fakeLedger) RecordRedisHold(_ context.Context, in domain.OrderInput, _, seq int64) (store.HoldRecord, error) {
+func (l *fakeLedger) RecordRedisHold(_ context.Context, in domain.OrderInput, _, seq int64, _ bool) (store.HoldRecord, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holdErr != nil {

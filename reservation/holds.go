@@ -40,14 +40,17 @@ type Holds struct {
 	count func(outcome string)
 	// wentBack hears of a hold that found Redis behind the database.
 	wentBack func(ctx context.Context, saleID int64)
-	failing  atomic.Bool // the last insert failed
-	probing  atomic.Bool // one request is trying while failing
+	// takeUnits reports whether a hold takes its unit when it is recorded
+	// (Fleet.HoldsTakeUnits); nil: always.
+	takeUnits func() bool
+	failing   atomic.Bool // the last insert failed
+	probing   atomic.Bool // one request is trying while failing
 }
 
 // HoldLedger is where holds are recorded and decided: the database
 // (store.Store).
 type HoldLedger interface {
-	RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64) (store.HoldRecord, error)
+	RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64, unit bool) (store.HoldRecord, error)
 	Ping(ctx context.Context) error
 }
 
@@ -120,7 +123,7 @@ func (h *Holds) Record(ctx context.Context, in domain.OrderInput, epoch int64) e
 func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch, seq int64) (store.HoldRecord, error) {
 	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
 	defer cancel()
-	rec, err := h.st.RecordRedisHold(rctx, in, epoch, seq)
+	rec, err := h.st.RecordRedisHold(rctx, in, epoch, seq, h.takeUnits == nil || h.takeUnits())
 	if err != nil {
 		if !h.failing.Swap(true) {
 			h.logger.WarnContext(ctx, "recording a redis hold failed; holds answer 503 and hand-overs wait until an insert succeeds", "sale_id", in.SaleID, "err", err)

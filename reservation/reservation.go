@@ -66,16 +66,23 @@ type Starter interface {
 }
 
 // Fleet is the fleet's view of Redis (fleet.Observer): only Redis down
-// for most of the fleet moves a sale to the database path.
+// for most of the fleet moves a sale to the database path; and whether
+// every worker places the order of a hold that took its unit when it was
+// recorded (domain.HoldRecordVersion; not while an older release's worker
+// runs).
 type Fleet interface {
 	RedisDown() bool
+	HoldsTakeUnits() bool
 }
 
-// FleetFunc is a Fleet of a function.
+// FleetFunc is a Fleet of a function, in a fleet of this release only.
 type FleetFunc func() bool
 
 // RedisDown calls f.
 func (f FleetFunc) RedisDown() bool { return f() }
+
+// HoldsTakeUnits is true: every worker is of this release.
+func (f FleetFunc) HoldsTakeUnits() bool { return true }
 
 // Cached is this instance's picture of a sale (the API's sale cache),
 // which a reservation reads and corrects.
@@ -174,6 +181,7 @@ func New(set Settings, d Deps) *Service {
 		tokens:    domain.NewTokens(set.TokenKey),
 	}
 	s.holds.wentBack = s.redisWentBack
+	s.holds.takeUnits = d.Fleet.HoldsTakeUnits
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,7 +18,7 @@ import (
 func record(t *testing.T, st *store.Store, sale *domain.Sale, user int64, req string, seq int64) (domain.OrderInput, store.HoldRecord) {
 	t.Helper()
 	in := redisHold(sale, user, req)
-	rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, seq)
+	rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, seq, true)
 	require.NoError(t, err)
 	return in, rec
 }
@@ -62,10 +63,10 @@ func TestTheDatabaseDecidesEveryHold(t *testing.T) {
 	require.Equal(t, 3, ledgerCount(t, st, sale.ID, "deduct"), "a refused hold takes no unit")
 
 	// Replays answer what the first record decided.
-	rec, err := st.RecordRedisHold(ctx(t), a, sale.ModeEpoch, 0)
+	rec, err := st.RecordRedisHold(ctx(t), a, sale.ModeEpoch, 0, true)
 	require.NoError(t, err)
 	assert.True(t, rec.Promised(), "a promised hold's replay")
-	rec, err = st.RecordRedisHold(ctx(t), d, sale.ModeEpoch, 0)
+	rec, err = st.RecordRedisHold(ctx(t), d, sale.ModeEpoch, 0, true)
 	require.NoError(t, err)
 	assert.Equal(t, domain.ErrSoldOut, rec.Refused, "a refused hold's replay")
 
@@ -159,7 +160,7 @@ func TestTheDatabasePromisesExactlyTheUnitsUnderConcurrency(t *testing.T) {
 			user := base + int64(i%users)
 			in := redisHold(sale, user, fmt.Sprintf("crowd-%04d", i))
 			for {
-				rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, int64(i+1))
+				rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, int64(i+1), true)
 				if err != nil && store.IsRetryable(err) {
 					continue
 				}
@@ -186,4 +187,38 @@ func TestTheDatabasePromisesExactlyTheUnitsUnderConcurrency(t *testing.T) {
 	require.Equal(t, stock, total)
 	require.Zero(t, sumOf(bucketsOf(t, st, sale.ID)))
 	require.Equal(t, stock, ledgerCount(t, st, sale.ID, "deduct"))
+}
+
+// While a worker of a release that cannot place such holds' orders runs
+// (a rolling deploy), a hold is recorded without its unit, as that release
+// did: the user's rule holds all the same, and its order takes the unit.
+// The fleet's view counts such workers from the hold record each process
+// publishes.
+func TestAHoldRecordedForAnOlderWorkerTakesItsUnitAtItsOrder(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 3)
+	user := testenv.UniqueUser()
+	in := redisHold(sale, user, "old-worker-1")
+	rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, 0, false)
+	require.NoError(t, err)
+	require.True(t, rec.Promised())
+	require.EqualValues(t, 3, sumOf(bucketsOf(t, st, sale.ID)), "no unit taken yet")
+	rec, err = st.RecordRedisHold(ctx(t), redisHold(sale, user, "old-worker-2"), sale.ModeEpoch, 0, false)
+	require.NoError(t, err)
+	require.Equal(t, domain.ErrAlreadyHolds, rec.Refused, "one live hold per user, whatever the record's form")
+	_, err = st.PlaceOrder(ctx(t), in.Token)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, sumOf(bucketsOf(t, st, sale.ID)), "the order took it")
+
+	name := fmt.Sprintf("worker/old-release-%d", user)
+	_, err = st.DB.ExecContext(ctx(t), "INSERT INTO redis_observers (observer, role, redis_up, seen_at, hold_version) VALUES (?, 'worker', TRUE, NOW(3), 0)", name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = st.DB.ExecContext(ctx(t), "DELETE FROM redis_observers WHERE observer = ?", name) })
+	v, err := st.RedisFleetView(ctx(t), time.Minute)
+	require.NoError(t, err)
+	require.Positive(t, v.OldWorkers)
+	require.NoError(t, st.PublishRedisView(ctx(t), name, "worker", true))
+	v, err = st.RedisFleetView(ctx(t), time.Minute)
+	require.NoError(t, err)
+	require.Zero(t, v.OldWorkers, "the worker of this release publishes its hold record")
 }

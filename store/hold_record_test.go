@@ -18,7 +18,7 @@ import (
 // it may be answered 202.
 func recordHold(t *testing.T, st *store.Store, in domain.OrderInput, epoch int64) (bool, error) {
 	t.Helper()
-	rec, err := st.RecordRedisHold(ctx(t), in, epoch, 0)
+	rec, err := st.RecordRedisHold(ctx(t), in, epoch, 0, true)
 	return rec.Promised(), err
 }
 

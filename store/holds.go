@@ -65,16 +65,23 @@ var errHoldSlowPath = errors.New("the hold needs the statement-by-statement reco
 // meets the database path). A replay of a recorded hold answers what the
 // first record decided. Almost every hold is one round trip (a script);
 // a duplicate, a stale epoch or a bucket that ran out take a transaction.
-func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64) (HoldRecord, error) {
+//
+// Without unit (a worker of a release before domain.HoldRecordVersion
+// still runs, and could not place such a hold's order) the hold is
+// recorded without its unit, as that release did, and its order takes it:
+// the user's rule is the database's all the same.
+func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64, unit bool) (HoldRecord, error) {
 	guard := holdGuardArgs(in.SaleID, epoch)
-	err := recordHoldScript(ctx, s.DB, in, guard, seq)
-	if err == nil {
-		return HoldRecord{Counted: true}, nil
+	if unit {
+		err := recordHoldScript(ctx, s.DB, in, guard, seq)
+		if err == nil {
+			return HoldRecord{Counted: true}, nil
+		}
+		if !errors.Is(err, errHoldSlowPath) {
+			return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
+		}
 	}
-	if !errors.Is(err, errHoldSlowPath) {
-		return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
-	}
-	rec, err := s.recordHoldTx(ctx, in, guard, seq)
+	rec, err := s.recordHoldTx(ctx, in, guard, seq, unit)
 	if err != nil {
 		return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
 	}
@@ -119,16 +126,16 @@ func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, gua
 // a replay, a user who holds a unit, a number Redis handed out before, a
 // guard that fails, a sale whose buckets ran out. A lock wait or deadlock
 // victim is retried.
-func (s *Store) recordHoldTx(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (rec HoldRecord, err error) {
+func (s *Store) recordHoldTx(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit bool) (rec HoldRecord, err error) {
 	for attempt := 1; ; attempt++ {
-		rec, err = s.recordHoldOnce(ctx, in, guard, seq)
+		rec, err = s.recordHoldOnce(ctx, in, guard, seq, unit)
 		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
 			return rec, err
 		}
 	}
 }
 
-func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (HoldRecord, error) {
+func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit bool) (HoldRecord, error) {
 	var rec HoldRecord
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		rec = HoldRecord{}
@@ -148,6 +155,9 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 			return answerRecorded(ctx, tx, in.Token, guard, &rec)
 		}
 		rec.Counted = true
+		if !unit {
+			return nil
+		}
 		return takeHoldUnit(ctx, tx, in, &rec)
 	})
 	return rec, err

@@ -163,7 +163,7 @@ func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
 	k := lua.SaleKeys(sale.ID)
 	user := testenv.UniqueUser()
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "lost-hold"), sale.ID, user, "lost-hold")
-	rec, err := st.RecordRedisHold(testCtx(t), in, sale.ModeEpoch, 5)
+	rec, err := st.RecordRedisHold(testCtx(t), in, sale.ModeEpoch, 5, true)
 	require.NoError(t, err)
 	require.True(t, rec.Promised())
 	waiter := testenv.UniqueUser()

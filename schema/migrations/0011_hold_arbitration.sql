@@ -18,3 +18,8 @@ ALTER TABLE reservations
 -- Set when a hold found Redis behind the database (redis_seq seen before):
 -- the worker rebuilds the sale in Redis from the database and clears it.
 ALTER TABLE sales ADD COLUMN IF NOT EXISTS redis_went_back_at DATETIME(3) NULL;
+
+-- The hold record each process understands (domain.HoldRecordVersion): an
+-- API records holds with their unit only while every worker seen lately
+-- places such holds' orders; 0 is a release from before.
+ALTER TABLE redis_observers ADD COLUMN IF NOT EXISTS hold_version INT NOT NULL DEFAULT 0;
