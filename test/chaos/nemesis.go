@@ -178,6 +178,7 @@ func (n *Nemesis) lock(res string) *sync.Mutex {
 
 type aofSample struct {
 	at   time.Time
+	file string // the incr AOF (a rewrite starts another)
 	size int64
 }
 
@@ -414,7 +415,7 @@ func (n *Nemesis) aofLoss(ctx context.Context, pick int) (func(context.Context) 
 	n.mu.Lock()
 	cut := int64(-1)
 	for _, s := range n.aofSize[node.Dir] {
-		if time.Since(s.at) >= time.Second {
+		if s.file == incr && time.Since(s.at) >= time.Second {
 			cut = s.size
 		}
 	}
@@ -466,7 +467,7 @@ func (n *Nemesis) sampleAOF(ctx context.Context) {
 			if n.aofSize == nil {
 				n.aofSize = map[string][]aofSample{}
 			}
-			ss := append(n.aofSize[node.Dir], aofSample{at: time.Now(), size: fi.Size()})
+			ss := append(n.aofSize[node.Dir], aofSample{at: time.Now(), file: incr, size: fi.Size()})
 			for len(ss) > 0 && time.Since(ss[0].at) > 5*time.Second {
 				ss = ss[1:]
 			}
