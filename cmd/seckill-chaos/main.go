@@ -78,7 +78,7 @@ func run() int {
 		return summarize(res, *faults)
 	}
 	if *plan {
-		for _, p := range chaos.Schedule(*seed, *duration, classes) {
+		for _, p := range chaos.Schedule(*seed, *duration, chaos.FaultsFor(classes, *redisMode == chaos.RedisCluster)) {
 			fmt.Printf("#%-3d at %7.1fs for %6.1fs  %-20s pick %d\n", p.ID, p.At.Seconds(), p.Span.Seconds(), p.Class, p.Pick)
 		}
 		return 0

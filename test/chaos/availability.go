@@ -57,7 +57,7 @@ func apiOf(s FaultSpan) int {
 // (0: all).
 func redisForFleet(s FaultSpan) bool {
 	switch s.Class {
-	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted:
+	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted, FRedisFailover:
 		return true
 	case FLinkCut, FLinkSlow:
 		return strings.HasPrefix(s.Target, "all<->")

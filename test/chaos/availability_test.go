@@ -109,6 +109,18 @@ func TestSaleModeMovesOnlyForARedisOutageOfTheFleet(t *testing.T) {
 	c = &checker{h: h, spans: Spans(h), checked: map[string]int{}}
 	c.modeStable()
 	assert.Equal(t, []string{IModeStable}, invariantsOf(c.out))
+
+	// A failover takes Redis from the fleet (its master killed, then the
+	// promoted data served): a move during it is one.
+	h = []Event{
+		{Kind: KindFault, Op: FRedisFailover, T: base, FaultID: 4, Target: "redis -> redis-replica", WritesLost: true},
+		{Kind: KindHeal, Op: FRedisFailover, T: base.Add(6 * time.Second), FaultID: 4, Target: "redis -> redis-replica"},
+		modeNote(1, "redis", "database", 2),
+	}
+	h[2].T = base.Add(5 * time.Second)
+	c = &checker{h: h, spans: Spans(h), checked: map[string]int{}}
+	c.modeStable()
+	assert.Empty(t, c.out)
 }
 
 func TestRecoveredAfterIsTheLastAPIsFirstGoodAnswer(t *testing.T) {

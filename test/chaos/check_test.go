@@ -235,6 +235,7 @@ func TestFailedAfterWriteLossIsAViolation(t *testing.T) {
 	for _, fault := range []Event{
 		{Kind: KindFault, Op: FRedisAOFLoss, T: at(4), FaultID: 3, WritesLost: true},
 		{Kind: KindFault, Op: FRedisKeysDeleted, T: at(20), FaultID: 3, Sale: 1, WritesLost: true},
+		{Kind: KindFault, Op: FRedisFailover, T: at(4), FaultID: 3, WritesLost: true},
 	} {
 		h, f := sound()
 		f.Sales[0].Reservations[2].Status, f.Sales[0].Reservations[2].OrderStatus = domain.StatusFailed, domain.StatusFailed
@@ -284,7 +285,9 @@ func TestScheduleIsDeterministicPerSeed(t *testing.T) {
 	seen := map[string]bool{}
 	for _, p := range a {
 		seen[p.Class] = true
-		assert.Positive(t, p.Span)
+		if lo, _ := spanRange(p.Class, 10*time.Minute); lo > 0 {
+			assert.Positive(t, p.Span, "#%d %s", p.ID, p.Class) // an instant one (keys deleted, a terminate) may take 0
+		}
 	}
 	for _, cl := range classes {
 		assert.True(t, seen[cl], "a long run injects %s at least once", cl)

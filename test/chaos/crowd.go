@@ -31,7 +31,7 @@ func CrowdTimes(plan []Planned) []time.Duration {
 			break
 		}
 		switch p.Class {
-		case FRedisKill, FRedisFreeze, FRedisAOFLoss, FLinkCut, FLinkSlow, FAPIKill, FAPIFreeze:
+		case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisFailover, FLinkCut, FLinkSlow, FAPIKill, FAPIFreeze:
 			out = append(out, max(p.At-crowdLead, 0))
 		}
 	}

@@ -27,8 +27,9 @@ import (
 )
 
 // Deployment is the system under test: its own redis-server (AOF,
-// appendfsync everysec), mariadbd and Temporal dev server, two APIs and two
-// workers, each of whose links to a service goes through its own proxy.
+// appendfsync everysec) with a replica, mariadbd and Temporal dev server,
+// two APIs and two workers, each of whose links to a service goes through
+// its own proxy, as does the replica's link to the master.
 // With Cluster, Redis is a three-master Redis Cluster instead: each master
 // announces its own proxy, shared by every process (a cluster client
 // follows the addresses the nodes announce, so one process's link to a
@@ -44,6 +45,10 @@ type Deployment struct {
 	RedisDir               string
 	// Nodes are the Redis servers: the single one, or the cluster's masters.
 	Nodes []*RedisNode
+	// Replica replicates the single Redis through ReplLink (nil with
+	// Cluster); the processes never use it (failover.go).
+	Replica  *RedisNode
+	ReplLink *netproxy.Proxy
 
 	APIs    []*App
 	Workers []*App
@@ -71,14 +76,15 @@ type App struct {
 	MetricsURL string
 }
 
-// RedisNode is one redis-server: the single one, or a cluster master.
+// RedisNode is one redis-server: the single one, its replica, or a
+// cluster master.
 type RedisNode struct {
 	*Proc
 	Addr  string          // its own address
 	Dir   string          // its data dir (the AOF)
 	Proxy *netproxy.Proxy // with Cluster: the address it announces, for every process
 
-	direct *redis.Client // with Cluster: its readiness checks
+	direct *redis.Client // its readiness checks and the failover's commands
 }
 
 // Link names.
@@ -150,10 +156,13 @@ func (d *Deployment) startRedis(ctx context.Context) error {
 	}
 	d.RDB = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, DialTimeout: 2 * time.Second})
 	d.Redis = &Proc{Name: "redis", Bin: "redis-server", LogPath: logPath(d.Dir, "redis"),
-		Args:  redisnode.Args(redisnode.Options{Port: portNum(addr), Dir: d.RedisDir}),
+		Args:  append(redisnode.Args(redisnode.Options{Port: portNum(addr), Dir: d.RedisDir}), replSettings...),
 		Ready: func(ctx context.Context) error { return d.RDB.Ping(ctx).Err() }}
-	d.Nodes = []*RedisNode{{Proc: d.Redis, Addr: addr, Dir: d.RedisDir}}
-	return d.Redis.Start(ctx, 60*time.Second)
+	d.Nodes = []*RedisNode{{Proc: d.Redis, Addr: addr, Dir: d.RedisDir, direct: directClient(addr)}}
+	if err := d.Redis.Start(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	return d.startReplica(ctx)
 }
 
 func (d *Deployment) startMySQL(ctx context.Context) error {
@@ -342,14 +351,26 @@ func (d *Deployment) allProxies() []*netproxy.Proxy {
 			out = append(out, n.Proxy)
 		}
 	}
+	if d.ReplLink != nil {
+		out = append(out, d.ReplLink)
+	}
 	return out
 }
 
-// redisProcs lists the Redis servers' processes.
+// redisProcs lists the Redis servers' processes, the replica's last.
 func (d *Deployment) redisProcs() []*Proc {
 	var out []*Proc
-	for _, n := range d.Nodes {
+	for _, n := range d.redisNodes() {
 		out = append(out, n.Proc)
+	}
+	return out
+}
+
+// redisNodes lists Nodes and the replica.
+func (d *Deployment) redisNodes() []*RedisNode {
+	out := append([]*RedisNode(nil), d.Nodes...)
+	if d.Replica != nil {
+		out = append(out, d.Replica)
 	}
 	return out
 }
@@ -426,7 +447,7 @@ func (d *Deployment) Close() {
 	if d.RDB != nil {
 		_ = d.RDB.Close()
 	}
-	for _, n := range d.Nodes {
+	for _, n := range d.redisNodes() {
 		if n.direct != nil {
 			_ = n.direct.Close()
 		}

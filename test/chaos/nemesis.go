@@ -35,15 +35,27 @@ const (
 	FWorkflowTerminate = "workflow-terminate" // an order workflow terminated with the CLI
 	FAPIDeploy         = "api-deploy"         // SIGTERM, a graceful exit, the binary started again
 	FWorkerDeploy      = "worker-deploy"
+	FRedisFailover     = "redis-failover-lost-writes" // to a replica that missed the last writes (single Redis only)
 )
 
 // AllFaults lists every class; -faults all.
 var AllFaults = []string{FAPIKill, FAPIFreeze, FWorkerKill, FWorkerFreeze, FRedisKill, FRedisFreeze, FMySQLKill, FMySQLFreeze,
 	FMySQLDown, FTemporalKill, FTemporalFreeze, FLinkCut, FLinkSlow, FRedisAOFLoss, FRedisKeysDeleted, FWorkflowTerminate,
-	FAPIDeploy, FWorkerDeploy}
+	FAPIDeploy, FWorkerDeploy, FRedisFailover}
 
 // writesLost says which classes may lose acknowledged writes (contract 1.1).
-func writesLost(class string) bool { return class == FRedisAOFLoss || class == FRedisKeysDeleted }
+func writesLost(class string) bool {
+	return class == FRedisAOFLoss || class == FRedisKeysDeleted || class == FRedisFailover
+}
+
+// FaultsFor is the classes a configuration can inject: a Redis Cluster
+// has no replica to fail over to.
+func FaultsFor(classes []string, cluster bool) []string {
+	if !cluster {
+		return classes
+	}
+	return slices.DeleteFunc(slices.Clone(classes), func(c string) bool { return c == FRedisFailover })
+}
 
 // resource is what a class acts on; two faults on one resource never overlap.
 func resource(p Planned) string {
@@ -52,7 +64,7 @@ func resource(p Planned) string {
 		return fmt.Sprintf("api%d", p.Pick%2+1)
 	case FWorkerKill, FWorkerFreeze, FWorkerDeploy:
 		return fmt.Sprintf("worker%d", p.Pick%2+1)
-	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted:
+	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted, FRedisFailover:
 		return "redis"
 	case FMySQLKill, FMySQLFreeze, FMySQLDown:
 		return "mysql"
@@ -78,6 +90,8 @@ func spanRange(class string, run time.Duration) (time.Duration, time.Duration) {
 		return 0, 2 * time.Second
 	case FAPIDeploy, FWorkerDeploy:
 		return 500 * time.Millisecond, 5 * time.Second // between the old exit and the new start
+	case FRedisFailover:
+		return 2 * time.Second, 6 * time.Second // the writes the replica misses
 	}
 	return 2 * time.Second, 15 * time.Second
 }
@@ -243,6 +257,8 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		return n.injectLink(p)
 	case FRedisAOFLoss:
 		return n.aofLoss(ctx, p.Pick)
+	case FRedisFailover:
+		return n.failoverCut(ctx, p)
 	case FRedisKeysDeleted:
 		return n.deleteSaleKeys(ctx, p.Pick)
 	case FWorkflowTerminate:

@@ -173,7 +173,8 @@ func (r *Result) mdFaults(b *strings.Builder, cnt Counts) {
 		"| # | class | target | at s | lasted s | recovered s | note |\n|---|---|---|---|---|---|---|\n")
 	notes := map[int]string{}
 	for _, e := range r.History {
-		if (e.Kind == KindFault || e.Kind == KindHeal) && strings.Contains(e.Detail, "failed") {
+		failed := (e.Kind == KindFault || e.Kind == KindHeal) && strings.Contains(e.Detail, "failed")
+		if failed || (e.Kind == KindNote && e.FaultID != 0) {
 			notes[e.FaultID] += e.Detail + " "
 		}
 	}

@@ -109,8 +109,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return r, r.Write(o.OutDir)
 }
 
-// prepare fills the defaults and makes the work and output folders.
+// prepare fills the defaults, keeps the fault classes the configuration
+// can inject and makes the work and output folders.
 func (o *Options) prepare() error {
+	o.Faults = FaultsFor(o.Faults, o.Cluster())
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
