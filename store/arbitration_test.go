@@ -144,6 +144,39 @@ func TestARedisThatWentBackIsNoticedAtItsNextHold(t *testing.T) {
 	require.False(t, took, "taken once")
 }
 
+// A Redis back in time hands a number out again to whatever hold comes
+// first, and after a failover that is often a holder whose hold it lost,
+// asking again or re-sending the first request: the duplicate the
+// database names then is the holder's or the replay's, not the number's.
+// The database notices all the same, while it refuses the holder and
+// answers the replay, so Redis's counter cannot catch up unnoticed.
+func TestARedisThatWentBackIsNoticedAtARefusedHoldOrAReplay(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 5)
+	base := testenv.UniqueUser() * 1000
+	_, rec := record(t, st, sale, base, "first", 1)
+	require.True(t, rec.Promised())
+	second, rec := record(t, st, sale, base+1, "second", 2)
+	require.True(t, rec.Promised())
+
+	// Redis lost both holds and counts from 0 again.
+	_, rec = record(t, st, sale, base, "again", 1)
+	require.Equal(t, domain.ErrAlreadyHolds, rec.Refused, "the holder is refused")
+	require.True(t, rec.WentBack, "number 1 again, met by a refused holder")
+	replay, rec := record(t, st, sale, base+1, "second", 2)
+	require.Equal(t, second.Token, replay.Token)
+	require.True(t, rec.Promised(), "the replay is answered")
+	require.True(t, rec.WentBack, "number 2 again, met by a replay")
+
+	// A refused holder or a replay whose number is new is no sign of it.
+	_, rec = record(t, st, sale, base, "again-later", 3)
+	require.Equal(t, domain.ErrAlreadyHolds, rec.Refused)
+	require.False(t, rec.WentBack)
+	_, rec = record(t, st, sale, base+1, "second", 4)
+	require.True(t, rec.Promised())
+	require.False(t, rec.WentBack)
+}
+
 // However a Redis that lost its writes grants units (each user twice, five
 // times the stock), the database promises exactly the units, at most one
 // per user, and no bucket goes below zero.

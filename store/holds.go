@@ -140,9 +140,16 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		rec = HoldRecord{}
 		inserted, key, err := insertHold(ctx, tx, in, guard, seq, "")
-		if key == keyRedisSeq {
+		switch {
+		case key == keyRedisSeq:
 			rec.WentBack = true
 			inserted, key, err = insertHold(ctx, tx, in, guard, 0, "")
+		case key != "" && seq > 0:
+			// The duplicate names one key: a holder's or a replay's hides
+			// the number's, and a number the database has is Redis back in
+			// time all the same (a lost holder asking again after a
+			// failover is often the first to meet it).
+			rec.WentBack, err = seqRecorded(ctx, tx, in.SaleID, seq)
 		}
 		switch {
 		case err != nil:
@@ -308,6 +315,16 @@ func maxRedisSeq(ctx context.Context, tx bun.Tx, saleID int64) (int64, error) {
 		return 0, fmt.Errorf("highest redis hold number: %w", err)
 	}
 	return n.Int64, nil
+}
+
+// seqRecorded reports whether the database has the sale's hold numbered
+// seq by Redis.
+func seqRecorded(ctx context.Context, tx bun.Tx, saleID, seq int64) (bool, error) {
+	var found bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ? AND redis_seq = ?)", saleID, seq).Scan(&found); err != nil {
+		return false, fmt.Errorf("hold number %d: %w", seq, err)
+	}
+	return found, nil
 }
 
 // RedisCounters reads what a sale's Redis counters must have reached: the
