@@ -193,8 +193,9 @@ func (p *Pinger) Up() bool {
 
 // Gauges export the fleet's view of Redis as this instance last saw it:
 // seckill_redis_cut_off (1: Redis fails this instance alone; it refuses
-// reservations and fails /readyz) and seckill_redis_fleet_down (1: most of
-// the fleet finds Redis down; sales may move to the database path).
+// reservations and fails /readyz), seckill_redis_fleet_down (1: most of
+// the fleet finds Redis down; sales may move to the database path) and
+// seckill_holds_take_units (HoldsTakeUnits).
 func (o *Observer) Gauges() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_redis_cut_off",
@@ -203,5 +204,8 @@ func (o *Observer) Gauges() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_redis_fleet_down",
 			Help: "1 while most of the fleet finds Redis down: the evidence a sale needs to move to the database path."},
 			func() float64 { return promreg.Bool(o.RedisDown()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "seckill_holds_take_units",
+			Help: "1 while Redis holds take their unit when they are recorded; 0 while a worker of an older release runs (a rolling deploy), when holds are recorded without it."},
+			func() float64 { return promreg.Bool(o.HoldsTakeUnits()) }),
 	}
 }

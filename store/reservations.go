@@ -271,7 +271,7 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 		Buckets              int           `bun:"buckets"`
 		OpenBucket           sql.NullInt64 `bun:"open_bucket"`
 	}
-	err := s.DB.NewRaw("SELECT r.*, sales.price_cents, sales.payment_window_seconds, sales.buckets, "+openBucketColumn(false)+` AS open_bucket
+	err := s.DB.NewRaw("SELECT r.*, r.unit_bucket, sales.price_cents, sales.payment_window_seconds, sales.buckets, "+openBucketColumn(false)+` AS open_bucket
 		FROM reservations r JOIN sales ON sales.id = r.sale_id WHERE r.token = ?`, token).Scan(ctx, &read)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound

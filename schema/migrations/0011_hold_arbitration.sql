@@ -6,18 +6,21 @@
 -- hold counter at the hold; a Redis that went back in time (a failover to
 -- a lagging replica, an AOF missing its tail) hands a number out again and
 -- the unique key notices at once.
+-- The columns are INVISIBLE: a process of the release before reads
+-- reservations with SELECT r.* into a struct that has no field for them,
+-- which its driver refuses; it keeps working beside this release.
 -- A database holding two live reservations of one user for a sale fails
--- this migration: end one of them first (docs/runbook.md).
+-- this migration: end one of them first.
 ALTER TABLE reservations
-  ADD COLUMN IF NOT EXISTS unit_bucket INT NULL,
-  ADD COLUMN IF NOT EXISTS redis_seq BIGINT NULL,
-  ADD COLUMN IF NOT EXISTS live_user BIGINT AS (IF(status IN ('QUEUED', 'PENDING_PAYMENT', 'PAID'), user_id, NULL)) PERSISTENT,
+  ADD COLUMN IF NOT EXISTS unit_bucket INT NULL INVISIBLE,
+  ADD COLUMN IF NOT EXISTS redis_seq BIGINT NULL INVISIBLE,
+  ADD COLUMN IF NOT EXISTS live_user BIGINT AS (IF(status IN ('QUEUED', 'PENDING_PAYMENT', 'PAID'), user_id, NULL)) PERSISTENT INVISIBLE,
   ADD UNIQUE KEY IF NOT EXISTS reservations_live_user (sale_id, live_user),
   ADD UNIQUE KEY IF NOT EXISTS reservations_redis_seq (sale_id, redis_seq);
 
 -- Set when a hold found Redis behind the database (redis_seq seen before):
 -- the worker rebuilds the sale in Redis from the database and clears it.
-ALTER TABLE sales ADD COLUMN IF NOT EXISTS redis_went_back_at DATETIME(3) NULL;
+ALTER TABLE sales ADD COLUMN IF NOT EXISTS redis_went_back_at DATETIME(3) NULL INVISIBLE;
 
 -- The hold record each process understands (domain.HoldRecordVersion): an
 -- API records holds with their unit only while every worker seen lately

@@ -84,12 +84,7 @@ func MustStackOn(tb testing.TB, queue string, overrides map[string]string) *stac
 // MustLiveSale creates a live sale through the admin API and warms it.
 func (s *stack) MustLiveSale(tb testing.TB, stock int64, paymentWindow int, endsIn time.Duration) int64 {
 	tb.Helper()
-	return s.mustLiveSaleAs(tb, testenv.MustToken(tb, testenv.AdminUser), stock, paymentWindow, endsIn)
-}
-
-// mustLiveSaleAs is MustLiveSale with the given admin token.
-func (s *stack) mustLiveSaleAs(tb testing.TB, adminToken string, stock int64, paymentWindow int, endsIn time.Duration) int64 {
-	tb.Helper()
+	adminToken := testenv.MustToken(tb, testenv.AdminUser)
 	now := time.Now().UTC()
 	code, sale, err := testenv.DoWithToken("POST", s.api.URL+"/admin/v1/sales", adminToken, map[string]any{
 		"goods_id": 1, "title": tb.Name(), "price_cents": 500, "stock": stock, "buckets": 4,
@@ -294,4 +289,25 @@ func (rb *runbook) try(name string, vars map[string]string) (string, error) {
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// waitHoldsTakeUnits waits until the API's seckill_holds_take_units gauge
+// says want: whether it records holds with their unit (no worker of an
+// older release runs).
+func (s *stack) waitHoldsTakeUnits(tb testing.TB, want bool) {
+	tb.Helper()
+	line := "seckill_holds_take_units 0"
+	if want {
+		line = "seckill_holds_take_units 1"
+	}
+	require.EventuallyWithT(tb, func(c *assert.CollectT) {
+		resp, err := http.Get(s.api.URL + "/metrics")
+		if !assert.NoError(c, err) {
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		assert.NoError(c, err)
+		assert.Contains(c, string(b), line)
+	}, 30*time.Second, 100*time.Millisecond)
 }
