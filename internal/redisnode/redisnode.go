@@ -1,9 +1,11 @@
 // Package redisnode is how the test harnesses (test/chaos, test/cluster)
 // run redis-server: one set of arguments, the settings of scripts/redis.sh
 // (AOF, fsync every second, no RDB snapshots, no eviction), as a single
-// server or a cluster node, and the joining of nodes into a cluster; and a
+// server or a cluster node, the joining of nodes into a cluster, a replica
+// joined to a cluster master and its take-over of the master's slots; a
 // Sentinel group (SentinelGroup: a master, a replica, three sentinels)
-// whose master a test can kill and whose replication it can cut.
+// whose master a test can kill; and the cut of a master's replication
+// while every node keeps serving (CutReplicationAt).
 package redisnode
 
 import (

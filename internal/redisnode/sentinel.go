@@ -36,17 +36,6 @@ const (
 	SentinelFailoverTimeout = 5 * time.Second
 )
 
-// The ACL user the replicas authenticate as to their master. Turning it
-// off and dropping its connections (CutReplication) cuts replication
-// while master and replica keep serving: a replica that replicated
-// through a proxy would not do, since a sentinel re-points a replica
-// whose master address differs from the one it monitors
-// (+fix-slave-config) within a failover timeout.
-const (
-	replicationUser     = "replicator"
-	replicationPassword = "replicator-secret"
-)
-
 // SentinelOptions are a SentinelGroup's.
 type SentinelOptions struct {
 	// Dir holds a directory of each process (master, replica,
@@ -159,9 +148,7 @@ func (g *SentinelGroup) startNode(ctx context.Context, name, addr, replicaOf str
 	if err != nil {
 		return err
 	}
-	args := append(Args(Options{Port: port, Dir: dir}), "--repl-diskless-sync-delay", "0",
-		"--user", replicationUser, "on", ">"+replicationPassword, "+psync", "+sync", "+replconf", "+ping",
-		"--masteruser", replicationUser, "--masterauth", replicationPassword)
+	args := append(Args(Options{Port: port, Dir: dir}), ReplicationArgs()...)
 	if g.opts.Password != "" {
 		args = append(args, "--requirepass", g.opts.Password)
 	}
@@ -337,23 +324,17 @@ func (g *SentinelGroup) Restart(ctx context.Context, addr string) error {
 
 // CutReplication cuts every replica's link to its master while both keep
 // serving clients: the replication user is turned off and its connections
-// dropped on every running node, and it returns once each replica sees
-// its link down. Writes acknowledged from then on reach the master alone.
-// A replica whose link has been down for more than about ten
-// SentinelDownAfter periods when its master fails is not promoted.
+// dropped on every running node (CutReplicationAt), and it returns once
+// each replica sees its link down. Writes acknowledged from then on reach
+// the master alone. A replica whose link has been down for more than about
+// ten SentinelDownAfter periods when its master fails is not promoted.
 func (g *SentinelGroup) CutReplication(ctx context.Context) error {
 	for addr, p := range g.nodes {
 		if !p.Running() {
 			continue
 		}
-		err := g.withNode(addr, func(c *redis.Client) error {
-			if err := c.Do(ctx, "ACL", "SETUSER", replicationUser, "off").Err(); err != nil {
-				return err
-			}
-			return c.Do(ctx, "CLIENT", "KILL", "USER", replicationUser).Err()
-		})
-		if err != nil {
-			return fmt.Errorf("cut replication at %s: %w", addr, err)
+		if err := g.withNode(addr, func(c *redis.Client) error { return CutReplicationAt(ctx, c) }); err != nil {
+			return err
 		}
 	}
 	return g.waitReplicas(ctx, "down")
@@ -366,11 +347,8 @@ func (g *SentinelGroup) HealReplication(ctx context.Context) error {
 		if !p.Running() {
 			continue
 		}
-		err := g.withNode(addr, func(c *redis.Client) error {
-			return c.Do(ctx, "ACL", "SETUSER", replicationUser, "on").Err()
-		})
-		if err != nil {
-			return fmt.Errorf("heal replication at %s: %w", addr, err)
+		if err := g.withNode(addr, func(c *redis.Client) error { return HealReplicationAt(ctx, c) }); err != nil {
+			return err
 		}
 	}
 	return g.waitReplicas(ctx, "up")
