@@ -1,6 +1,8 @@
 // Package cluster runs seckill on a Redis Cluster in tests: it starts a
 // local three-master cluster (redis-server --cluster-enabled yes, one temp
-// dir each), and measures the reservation rate of API instances on it.
+// dir each), adds a replica to a master and fails the master over to it
+// for a test that asks, drives crowds of buyers, and measures the
+// reservation rate of API instances on it.
 package cluster
 
 import (
@@ -26,8 +28,14 @@ const Masters = 3
 
 // RedisCluster is a local Redis Cluster started by a test.
 type RedisCluster struct {
-	Addrs []string // client addresses of the masters
-	dirs  []string
+	Addrs []string // client addresses of the masters it was created with
+	nodes []*node  // every node started: the masters, then replicas
+}
+
+// node is one redis-server of the cluster.
+type node struct {
+	addr, dir string
+	p         *proc.Proc
 }
 
 // AddrList is the cluster's addresses as REDIS_ADDRS expects them.
@@ -50,13 +58,13 @@ func (c *RedisCluster) Client(tb testing.TB) *redis.ClusterClient {
 // Logs returns the tail of every node's log, for a failure message.
 func (c *RedisCluster) Logs() string {
 	var b strings.Builder
-	for i, d := range c.dirs {
-		raw, _ := os.ReadFile(filepath.Join(d, "redis.log"))
+	for i, n := range c.nodes {
+		raw, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
 		s := string(raw)
 		if len(s) > 2000 {
 			s = s[len(s)-2000:]
 		}
-		fmt.Fprintf(&b, "--- node %d (%s) ---\n%s\n", i, c.Addrs[i], s)
+		fmt.Fprintf(&b, "--- node %d (%s) ---\n%s\n", i, n.addr, s)
 	}
 	return b.String()
 }
@@ -75,14 +83,11 @@ func MustRedisCluster(tb testing.TB) *RedisCluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := range Masters {
-		dir := tb.TempDir()
-		c.dirs = append(c.dirs, dir)
-		c.Addrs = append(c.Addrs, "")
-		port, err := startOnFreePorts(ctx, tb, fmt.Sprintf("node%d", i), dir, true)
-		c.Addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		n, err := c.startNode(ctx, tb, fmt.Sprintf("node%d", i))
 		if err != nil {
 			tb.Fatalf("cluster: node %d: %v\n%s", i, err, c.Logs())
 		}
+		c.Addrs = append(c.Addrs, n.addr)
 	}
 	if err := redisnode.CreateCluster(ctx, c.Addrs); err != nil {
 		tb.Fatalf("cluster: %v\n%s", err, c.Logs())
@@ -98,6 +103,17 @@ func MustRedisCluster(tb testing.TB) *RedisCluster {
 	return c
 }
 
+// startNode starts a cluster node, ready to replicate and be replicated
+// from (redisnode.ReplicationArgs), on free ports.
+func (c *RedisCluster) startNode(ctx context.Context, tb testing.TB, name string) (*node, error) {
+	tb.Helper()
+	n := &node{dir: tb.TempDir()}
+	c.nodes = append(c.nodes, n)
+	port, p, err := startOnFreePorts(ctx, tb, name, n.dir, true)
+	n.addr, n.p = net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), p
+	return n, err
+}
+
 // MustRedisServer starts one standalone redis-server with the cluster
 // nodes' settings (for comparisons) and returns its address.
 func MustRedisServer(tb testing.TB) string {
@@ -108,7 +124,7 @@ func MustRedisServer(tb testing.TB) string {
 	dir := tb.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	port, err := startOnFreePorts(ctx, tb, "redis", dir, false)
+	port, _, err := startOnFreePorts(ctx, tb, "redis", dir, false)
 	if err != nil {
 		raw, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
 		tb.Fatalf("cluster: redis: %v\n%s", err, raw)
@@ -135,23 +151,25 @@ func freePort(tb testing.TB) int {
 	return n
 }
 
-// startOnFreePorts starts a node (a cluster node with a bus port when
-// cluster) on free ports and waits for its PONG. A free port is only free
-// when it was picked: another process on the machine may bind it before
-// redis-server does, which then exits at once; that is retried on new ports.
-func startOnFreePorts(ctx context.Context, tb testing.TB, name, dir string, cluster bool) (int, error) {
+// startOnFreePorts starts a node (a cluster node with a bus port, and
+// the replication user, when cluster) on free ports and waits for its
+// PONG. A free port is only free when it was picked: another process on
+// the machine may bind it before redis-server does, which then exits at
+// once; that is retried on new ports.
+func startOnFreePorts(ctx context.Context, tb testing.TB, name, dir string, cluster bool) (int, *proc.Proc, error) {
 	tb.Helper()
 	logPath := filepath.Join(dir, "redis.log")
 	for attempt := 1; ; attempt++ {
 		_ = os.Remove(logPath) // judge this attempt's log only
 		port, bus := freePort(tb), 0
+		var extra []string
 		if cluster {
-			bus = freePort(tb)
+			bus, extra = freePort(tb), redisnode.ReplicationArgs()
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
 		p := &proc.Proc{Name: name, Bin: "redis-server", LogPath: logPath,
-			Args:  redisnode.Args(redisnode.Options{Port: port, Bus: bus, Dir: dir}),
+			Args:  append(redisnode.Args(redisnode.Options{Port: port, Bus: bus, Dir: dir}), extra...),
 			Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
 		err := p.Start(ctx, 30*time.Second)
 		_ = rdb.Close()
@@ -162,11 +180,11 @@ func startOnFreePorts(ctx context.Context, tb testing.TB, name, dir string, clus
 			}
 		})
 		if err == nil {
-			return port, nil
+			return port, p, nil
 		}
 		raw, _ := os.ReadFile(logPath)
 		if attempt == 5 || ctx.Err() != nil || !strings.Contains(string(raw), "Address already in use") {
-			return port, fmt.Errorf("%s on port %d: %w", name, port, err)
+			return port, p, fmt.Errorf("%s on port %d: %w", name, port, err)
 		}
 		tb.Logf("cluster: %s: a port was taken meanwhile; retrying on new ones", name)
 	}

@@ -58,10 +58,17 @@ func mustClusterStack(tb testing.TB, overrides map[string]string) (a, b *testenv
 // overrides (ProcEnv's test Redis when there are none).
 func mustStack(tb testing.TB, overrides map[string]string) (a, b *testenv.API) {
 	tb.Helper()
+	apis, _ := mustFleet(tb, overrides)
+	return apis[0], apis[1]
+}
+
+// mustFleet is mustStack that also returns the workers.
+func mustFleet(tb testing.TB, overrides map[string]string) (apis [2]*testenv.API, workers [2]*testenv.Worker) {
+	tb.Helper()
 	env := testenv.ProcEnv(tb, fmt.Sprintf("cluster-%d", time.Now().UnixNano()), overrides)
-	a = testenv.MustAPI(tb, "api-a", env)
-	b = testenv.MustAPI(tb, "api-b", env)
-	testenv.MustWorker(tb, "worker-1", env)
-	testenv.MustWorker(tb, "worker-2", env)
-	return a, b
+	apis[0] = testenv.MustAPI(tb, "api-a", env)
+	apis[1] = testenv.MustAPI(tb, "api-b", env)
+	workers[0] = testenv.MustWorker(tb, "worker-1", env)
+	workers[1] = testenv.MustWorker(tb, "worker-2", env)
+	return apis, workers
 }

@@ -116,8 +116,8 @@ func (b Burst) Run(ctx context.Context) (BurstResult, error) {
 					return
 				}
 				url, sale := b.Target(i)
-				status, token, err := reserve(ctx, client, url, sale, auth[i], fmt.Sprintf("burst-%010d", i))
-				answers[i] = answer{status, token, err}
+				a, err := reserve(ctx, client, url, sale, auth[i], fmt.Sprintf("burst-%010d", i))
+				answers[i] = answer{a.Status, a.Token, err}
 			}
 		}()
 	}
@@ -142,35 +142,45 @@ func (b Burst) Run(ctx context.Context) (BurstResult, error) {
 	return res, nil
 }
 
-// reserve posts one reservation and returns the status and, on 202, the token.
-func reserve(ctx context.Context, c *http.Client, base string, saleID int64, auth, requestID string) (int, string, error) {
+// Answer is a reservation's answer: its status, and the token of a 202
+// or the error code of a refusal.
+type Answer struct {
+	Status int
+	Token  string
+	Code   string
+}
+
+// reserve posts one reservation and returns its answer.
+func reserve(ctx context.Context, c *http.Client, base string, saleID int64, auth, requestID string) (Answer, error) {
 	body, err := json.Marshal(map[string]any{"request_id": requestID})
 	if err != nil {
-		return 0, "", fmt.Errorf("reserve: %w", err)
+		return Answer{}, fmt.Errorf("reserve: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+client.ReservationsPath(saleID), bytes.NewReader(body))
 	if err != nil {
-		return 0, "", fmt.Errorf("reserve: %w", err)
+		return Answer{}, fmt.Errorf("reserve: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", auth)
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, "", fmt.Errorf("reserve: %w", err)
+		return Answer{}, fmt.Errorf("reserve: %w", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
+	a := Answer{Status: resp.StatusCode}
 	if err != nil {
-		return resp.StatusCode, "", fmt.Errorf("reserve: read body: %w", err)
-	}
-	if resp.StatusCode != http.StatusAccepted {
-		return resp.StatusCode, "", nil
+		return a, fmt.Errorf("reserve: read body: %w", err)
 	}
 	var out struct {
 		Token string `json:"token"`
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
 	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return resp.StatusCode, "", fmt.Errorf("reserve: body %q: %w", raw, err)
+	if err := json.Unmarshal(raw, &out); err != nil && resp.StatusCode == http.StatusAccepted {
+		return a, fmt.Errorf("reserve: body %q: %w", raw, err)
 	}
-	return resp.StatusCode, out.Token, nil
+	a.Token, a.Code = out.Token, out.Error.Code
+	return a, nil
 }
