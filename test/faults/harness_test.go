@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/redisnode"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
@@ -75,9 +76,12 @@ type stack struct {
 }
 
 // stackOpts chooses the services of a scenario; empty fields mean the shared
-// test services.
+// test services. sentinels, when set, is the Redis of the scenario instead
+// of redisAddr: the processes and the checker find its master through its
+// sentinels and follow a failover.
 type stackOpts struct {
 	redisAddr, mysqlDSN, temporalAddr string
+	sentinels                         *redisnode.SentinelGroup
 	apiEnv, workerEnv                 map[string]string
 }
 
@@ -89,6 +93,12 @@ func MustStack(t *testing.T, o stackOpts) *stack {
 	if o.redisAddr != "" {
 		over["REDIS_ADDR"] = o.redisAddr
 	}
+	if o.sentinels != nil {
+		// Sentinel mode is refused alongside an address: empty is unset.
+		over["REDIS_ADDR"] = ""
+		over["REDIS_SENTINELS"] = strings.Join(o.sentinels.SentinelAddrs(), ",")
+		over["REDIS_SENTINEL_MASTER"] = redisnode.SentinelMaster
+	}
 	if o.mysqlDSN == "" {
 		o.mysqlDSN = mustFaultsDB(t)
 	}
@@ -99,7 +109,11 @@ func MustStack(t *testing.T, o stackOpts) *stack {
 	env := testenv.ProcEnv(t, queue, over)
 	s := &stack{t: t, queue: queue, env: env}
 	s.st = mustStoreAt(t, env["MYSQL_DSN"])
-	s.rdb = mustRedisAt(t, env["REDIS_ADDR"])
+	if o.sentinels != nil {
+		s.rdb = mustFailoverRedis(t, o.sentinels)
+	} else {
+		s.rdb = mustRedisAt(t, env["REDIS_ADDR"])
+	}
 	s.tc = mustTemporalAt(t, env["TEMPORAL_ADDRESS"])
 	s.api = testenv.MustAPI(t, "api", merge(env, o.apiEnv))
 	s.worker = testenv.MustWorker(t, "worker", merge(env, o.workerEnv))
@@ -213,6 +227,20 @@ func mustRedisAt(tb testing.TB, addr string) redis.UniversalClient {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(tb, rdb.Ping(ctx).Err(), "redis at %s", addr)
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// mustFailoverRedis is a client of the group's master that follows its
+// failovers, as the processes' clients do.
+func mustFailoverRedis(tb testing.TB, g *redisnode.SentinelGroup) redis.UniversalClient {
+	tb.Helper()
+	o := g.FailoverOptions()
+	o.ReadTimeout, o.WriteTimeout = 3*time.Second, 3*time.Second
+	rdb := redis.NewFailoverClient(o)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(tb, rdb.Ping(ctx).Err(), "redis master %s through sentinels %v", o.MasterName, o.SentinelAddrs)
 	tb.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }
