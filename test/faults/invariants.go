@@ -234,12 +234,17 @@ func uniq(xs []string) map[string]bool {
 	return m
 }
 
-// Table renders rows as a fixed-width table.
+// Table renders rows as a fixed-width table, its first column as wide as
+// the longest scenario name (at least 34).
 func Table(rows []Row) string {
+	w := 34
+	for _, r := range rows {
+		w = max(w, len(r.Scenario))
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-34s %8s %8s %6s %8s %8s %5s %9s %8s %8s %8s  %s\n", "scenario", "requests", "reserved", "sold", "released", "oversold", "lost",
+	fmt.Fprintf(&b, "%-*s %8s %8s %6s %8s %8s %5s %9s %8s %8s %8s  %s\n", w, "scenario", "requests", "reserved", "sold", "released", "oversold", "lost",
 		"202 kept", "units", "users", "selling", "result")
-	fmt.Fprintf(&b, "%-34s %8s %8s %6s %8s %8s %5s %9s %8s %8s %8s\n", "", "", "", "", "", "", "", "", "stranded", "stranded", "again")
+	fmt.Fprintf(&b, "%-*s %8s %8s %6s %8s %8s %5s %9s %8s %8s %8s\n", w, "", "", "", "", "", "", "", "", "stranded", "stranded", "again")
 	for _, r := range rows {
 		kept, again := "-", "-"
 		if r.Kept202 >= 0 {
@@ -248,7 +253,7 @@ func Table(rows []Row) string {
 		if r.SellingAgain > 0 {
 			again = r.SellingAgain.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "%-34s %8d %8d %6d %8d %8d %5d %9s %8d %8d %8s  %s\n", r.Scenario, r.Requests, r.Reserved, r.Sold, r.Released, r.Oversold, r.Lost,
+		fmt.Fprintf(&b, "%-*s %8d %8d %6d %8d %8d %5d %9s %8d %8d %8s  %s\n", w, r.Scenario, r.Requests, r.Reserved, r.Sold, r.Released, r.Oversold, r.Lost,
 			kept, r.StrandedUnits, r.StrandedUsers, again, r.Result)
 	}
 	return b.String()
