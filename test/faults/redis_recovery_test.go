@@ -293,13 +293,14 @@ func cancelAndBuyAgain(t *testing.T, s *stack, tokens map[int64]string) int {
 }
 
 // freshBuyTheRest: fresh users buy exactly what is neither paid, pending
-// nor queued.
+// nor queued, and their reservations are placed.
 func freshBuyTheRest(t *testing.T, s *stack, stock int64) (fresh int, unsold int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	counts, err := s.st.CountReservations(ctx, s.saleID)
 	require.NoError(t, err)
 	unsold = stock - counts[domain.StatusPaid] - counts[domain.StatusPendingPayment] - counts[domain.StatusQueued]
+	bought := map[int64]string{}
 	for {
 		user := s.nextUser()
 		code, body, err := s.reserve(user, fmt.Sprintf("fresh-%d", user))
@@ -308,11 +309,12 @@ func freshBuyTheRest(t *testing.T, s *stack, stock int64) (fresh int, unsold int
 			break
 		}
 		require.Equal(t, http.StatusAccepted, code, "%v", body)
-		fresh++
-		require.LessOrEqual(t, int64(fresh), unsold, "more fresh sales than units left")
+		bought[user] = body["token"].(string)
+		require.LessOrEqual(t, int64(len(bought)), unsold, "more fresh sales than units left")
 	}
-	assert.EqualValues(t, unsold, fresh, "fresh users buy exactly stock_total - PAID - PENDING_PAYMENT")
-	return fresh, unsold
+	assert.EqualValues(t, unsold, len(bought), "fresh users buy exactly stock_total - PAID - PENDING_PAYMENT")
+	waitPlaced(t, s, bought)
+	return len(bought), unsold
 }
 
 // reconcileClean: reconciliation (repairing) is clean within three passes.
