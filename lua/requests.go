@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,6 +10,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+var (
+	//go:embed replay_restore.lua
+	replayRestoreSrc    string
+	replayRestoreScript = redis.NewScript(replayRestoreSrc)
+)
+
+// RestoreReplay puts back the replay key of a user's live reservation
+// that Redis forgot (replay_restore.lua): a repeat of its request then gets
+// its token. It reports whether a field was missing.
+func (c *Client) RestoreReplay(ctx context.Context, saleID, userID int64, requestID, token string) (bool, error) {
+	k := SaleKeys(saleID)
+	n, err := replayRestoreScript.Run(ctx, c.rdb, []string{k.Meta, k.Requests}, RequestField(userID, requestID), token, requestID).Int64()
+	if err != nil {
+		return false, fmt.Errorf("restore the replay key of %s: %w", token, err)
+	}
+	return n == 1, nil
+}
 
 // RequestField is the replay map's field of a user's request,
 // "user:request_id" (its value is the token reserved).

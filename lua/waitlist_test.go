@@ -144,3 +144,23 @@ func TestForgottenJoinsComeBackAtTheirPlaces(t *testing.T) {
 	require.EqualValues(t, 4, pos)
 	require.Greater(t, joined, kept[2].Joined)
 }
+
+// A live reservation's replay key that Redis forgot is put back: a repeat
+// of its request gets its token again; a field that is there is kept.
+func TestAForgottenReplayKeyComesBack(t *testing.T) {
+	f := mustWarmSale(t, 2)
+	c := lua.NewClient(f.rdb)
+	first := f.reserve(t, 1, "req-first")
+	require.Equal(t, lua.OutcomeOK, first.Outcome)
+	k := lua.SaleKeys(f.saleID)
+	require.NoError(t, f.rdb.HDel(ctx(t), k.Requests, lua.RequestField(1, "req-first"), "t:"+first.Token).Err())
+	restored, err := c.RestoreReplay(ctx(t), f.saleID, 1, "req-first", first.Token)
+	require.NoError(t, err)
+	require.True(t, restored)
+	again := f.reserve(t, 1, "req-first")
+	require.Equal(t, lua.OutcomeReplay, again.Outcome)
+	require.Equal(t, first.Token, again.Token)
+	restored, err = c.RestoreReplay(ctx(t), f.saleID, 1, "req-first", "another-token")
+	require.NoError(t, err)
+	require.False(t, restored, "a request names one token for ever")
+}

@@ -10,9 +10,11 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// HoldIndex finds a Redis hold's request id (lua.Client).
+// HoldIndex finds a Redis hold's request id, and puts back a live
+// reservation's replay key Redis forgot (lua.Client).
 type HoldIndex interface {
 	RequestID(ctx context.Context, saleID, userID int64, token string) (string, bool, error)
+	RestoreReplay(ctx context.Context, saleID, userID int64, requestID, token string) (bool, error)
 }
 
 // Syncer makes Redis follow a reservation's state in the database

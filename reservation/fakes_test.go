@@ -194,6 +194,14 @@ func (f *fakeHolds) RequestID(_ context.Context, _, _ int64, token string) (stri
 	return req, ok, f.err
 }
 
+func (f *fakeHolds) RestoreReplay(_ context.Context, _, _ int64, requestID, token string) (bool, error) {
+	if _, ok := f.requests[token]; ok {
+		return false, f.err
+	}
+	f.requests[token] = requestID
+	return true, f.err
+}
+
 // fakeSyncer records the tokens Redis was made to follow.
 type fakeSyncer struct {
 	synced []string

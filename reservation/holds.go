@@ -40,6 +40,8 @@ type Holds struct {
 	count func(outcome string)
 	// wentBack hears of a hold that found Redis behind the database.
 	wentBack func(ctx context.Context, saleID int64)
+	// refusedHolder hears of a holder the database refused a new hold.
+	refusedHolder func(ctx context.Context, in domain.OrderInput, holder *store.LiveHold)
 	// takeUnits reports whether a hold takes its unit when it is recorded
 	// (Fleet.HoldsTakeUnits); nil: always.
 	takeUnits func() bool
@@ -141,6 +143,9 @@ func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch, seq int
 	case rec.Refused != nil:
 		h.count("overruled")
 		h.logger.WarnContext(ctx, "the database overruled a redis hold", "sale_id", in.SaleID, "code", rec.Refused.Code)
+		if rec.Holder != nil && h.refusedHolder != nil {
+			h.refusedHolder(ctx, in, rec.Holder)
+		}
 	case rec.Counted:
 		h.count("recorded")
 	}

@@ -181,6 +181,7 @@ func New(set Settings, d Deps) *Service {
 		tokens:    domain.NewTokens(set.TokenKey),
 	}
 	s.holds.wentBack = s.redisWentBack
+	s.holds.refusedHolder = s.restoreHolderReplay
 	s.holds.takeUnits = d.Fleet.HoldsTakeUnits
 	return s
 }

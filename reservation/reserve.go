@@ -215,6 +215,23 @@ func (s *Service) AcceptHold(ctx context.Context, r Request, token string) (Answ
 	return s.promise(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, 0, Answer{})
 }
 
+// restoreHolderReplay puts back the replay key of the reservation a
+// refused holder holds: Redis granted the refused hold because it lost the
+// holder's writes, their replay key among them, so a repeat of the
+// holder's own request would be refused until the sale's rebuild. Best
+// effort: the rebuild writes it too.
+func (s *Service) restoreHolderReplay(ctx context.Context, in domain.OrderInput, holder *store.LiveHold) {
+	rctx, cancel := context.WithTimeout(ctx, s.set.RedisTimeout)
+	defer cancel()
+	restored, err := s.holdIndex.RestoreReplay(rctx, in.SaleID, in.UserID, holder.RequestID, holder.Token)
+	switch {
+	case err != nil:
+		s.log(ctx).WarnContext(ctx, "restore a refused holder's replay key", "sale_id", in.SaleID, "err", err)
+	case restored:
+		s.log(ctx).InfoContext(ctx, "restored a refused holder's replay key Redis had lost", "sale_id", in.SaleID, "token", holder.Token)
+	}
+}
+
 // wentBackEvery bounds how often an instance marks one sale whose Redis
 // went back in time: the holds that follow until the rebuild find it too.
 const wentBackEvery = time.Second

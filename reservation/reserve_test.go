@@ -55,8 +55,13 @@ func TestAHoldNotRecordedIsNotPromised(t *testing.T) {
 func TestTheDatabaseOverrulesAHoldRedisGranted(t *testing.T) {
 	for _, want := range []*domain.Error{domain.ErrAlreadyHolds, domain.ErrSoldOut} {
 		t.Run(want.Code, func(t *testing.T) {
+			holder := &store.LiveHold{Token: "42-held-before", RequestID: "first-request"}
 			ledger := &fakeLedger{decide: func(domain.OrderInput, int64) store.HoldRecord {
-				return store.HoldRecord{Counted: true, Refused: want}
+				rec := store.HoldRecord{Counted: true, Refused: want}
+				if want == domain.ErrAlreadyHolds {
+					rec.Holder = holder
+				}
+				return rec
 			}}
 			r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings)
 			ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
@@ -64,6 +69,10 @@ func TestTheDatabaseOverrulesAHoldRedisGranted(t *testing.T) {
 			require.Equal(t, Answer{Layer: LayerRedis, Reason: "overruled"}, ans)
 			require.Empty(t, r.ledger.holds, "nothing promised")
 			require.Len(t, r.starter.inputs(), 1, "its workflow releases the Redis hold")
+			if want == domain.ErrAlreadyHolds {
+				require.Equal(t, "first-request", r.holds.requests[holder.Token],
+					"the holder's replay key is put back: a repeat of their own request gets its token")
+			}
 		})
 	}
 }

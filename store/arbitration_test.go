@@ -54,6 +54,7 @@ func TestTheDatabaseDecidesEveryHold(t *testing.T) {
 	require.Equal(t, domain.ErrSoldOut, rec.Refused, "no unit left: 410")
 	again, rec := record(t, st, sale, base, "second-a", 5)
 	require.Equal(t, domain.ErrAlreadyHolds, rec.Refused, "a holder asks again: 409, not 410")
+	require.Equal(t, &store.LiveHold{Token: a.Token, RequestID: a.RequestID}, rec.Holder, "the reservation the holder holds")
 	for in, reason := range map[domain.OrderInput]string{d: domain.FailReasonRefusedSoldOut, again: domain.FailReasonRefusedHolder} {
 		r, err := st.GetReservation(ctx(t), in.Token)
 		require.NoError(t, err)

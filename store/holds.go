@@ -31,6 +31,15 @@ type HoldRecord struct {
 	// the database already had: Redis went back in time, and the sale must
 	// be rebuilt from the database (MarkRedisWentBack).
 	WentBack bool
+	// Holder is, when the user was refused for holding a unit, the live
+	// reservation they hold: Redis, which granted the hold, may have lost
+	// its replay key too.
+	Holder *LiveHold
+}
+
+// LiveHold names a user's live or paid reservation of a sale.
+type LiveHold struct {
+	Token, RequestID string
 }
 
 // Promised reports whether the hold may be answered 202.
@@ -156,6 +165,9 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 			return err
 		case key == keyLiveUser:
 			rec.Counted, rec.Refused = true, domain.ErrAlreadyHolds
+			if rec.Holder, err = liveHold(ctx, tx, in.SaleID, in.UserID); err != nil {
+				return err
+			}
 			_, _, err := insertHold(ctx, tx, in, nil, 0, domain.FailReasonRefusedHolder)
 			return err
 		case key != "" || !inserted:
@@ -168,6 +180,20 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 		return takeHoldUnit(ctx, tx, in, &rec)
 	})
 	return rec, err
+}
+
+// liveHold reads the user's live or paid reservation of the sale (the one
+// the live_user key names), nil when there is none by now.
+func liveHold(ctx context.Context, tx bun.Tx, saleID, userID int64) (*LiveHold, error) {
+	var h LiveHold
+	err := tx.QueryRowContext(ctx, "SELECT token, request_id FROM reservations WHERE sale_id = ? AND live_user = ?", saleID, userID).Scan(&h.Token, &h.RequestID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the holder's reservation: %w", err)
+	}
+	return &h, nil
 }
 
 // Unique keys of reservations a hold's insert can meet.
