@@ -1,0 +1,583 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/redisnode"
+	"github.com/seckill/seckill/lua"
+)
+
+// TestRedisSentinelFailoverWithLostWrites: every 202 survives a Redis
+// Sentinel failover that loses writes. 16 clients buy; the replica's link
+// is cut while they buy, so the holds of that while reach the master alone
+// (each 202 recorded in MySQL), and the master is killed: the sentinels
+// promote the replica, which never saw those holds. The users whose holds
+// Redis lost ask again with a new request_id and are refused (409
+// already_purchased, never a second 202); two in three re-send their first
+// request_id and get their token back. The old master rejoins as a
+// replica. Afterwards every 202 has reached PENDING_PAYMENT, no user holds
+// two units or got two tokens, nothing is oversold, the units sell
+// exactly, the sale is back on Redis and reconciliation is clean.
+//
+// Clients buying through the failover open the API's breaker: the sale
+// moves to the database path and comes back rebuilt from the database. A
+// failover that no call noticed, with the worker frozen, leaves the sale
+// on Redis, where the returning holders meet the promoted replica: the
+// database decides their holds, and the first hold numbered as one it
+// recorded marks the sale, which the worker rebuilds once it runs again.
+func TestRedisSentinelFailoverWithLostWrites(t *testing.T) {
+	t.Run("clients_through_failover", func(t *testing.T) {
+		sentinelFailover(t, "13e sentinel failover, replica lagged (writes lost)", false)
+	})
+	t.Run("failover_unnoticed", func(t *testing.T) {
+		sentinelFailover(t, "13f sentinel failover unnoticed by the API (writes lost)", true)
+	})
+}
+
+// sentinelFailover runs one failover; quiet: no request is in flight from
+// the master's kill until its replica's promotion, and the worker is
+// frozen until the returning holders have asked.
+func sentinelFailover(t *testing.T, scenario string, quiet bool) {
+	const stock = 200
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	g, err := redisnode.StartSentinelGroup(ctx, redisnode.SentinelOptions{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(g.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(g.Logs())
+		}
+	})
+	s := MustStack(t, stackOpts{sentinels: g, apiEnv: map[string]string{
+		"SECKILL_REDIS_TIMEOUT": "250ms", "SECKILL_FALLBACK_RPS": "200", "SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000",
+	}})
+	s.openWindows = true
+	s.MustSale(stock, 600)
+	waitStockSeen(t, s)
+
+	f := newFailover(t, s, g)
+	t.Cleanup(func() { f.stopCrowd() })
+	f.startCrowd()
+	f.failOver(ctx, quiet)
+	if quiet {
+		f.returnHolders(true)
+		s.worker.Thaw(t)
+		f.startCrowd()
+	} else {
+		f.returnHolders(false)
+	}
+	require.True(t, f.waitGiven(phasePromoted, 16, 60*time.Second), "the crowd buys again after the promotion")
+	if quiet {
+		f.waitWentBackRebuild()
+	}
+	f.stopCrowd()
+	f.rejoinOldMaster(ctx)
+	f.judge(scenario, stock)
+}
+
+// The phases of the failover, in order.
+const (
+	phaseReplicated = iota // the replica follows the master
+	phaseCut               // the replica's link is cut: holds reach the master alone
+	phaseKilled            // the master is killed, no replica promoted yet
+	phasePromoted          // the sentinels promoted the replica
+	phases
+)
+
+var phaseNames = [phases]string{"before the cut", "during the cut", "after the kill", "after the promotion"}
+
+// failover drives the fault and keeps what the clients were given.
+type failover struct {
+	t       *testing.T
+	s       *stack
+	g       *redisnode.SentinelGroup
+	master  string        // the node started as the master, killed
+	replica *redis.Client // the node started as the replica, promoted
+
+	mu         sync.Mutex
+	phase      int
+	given      [phases]int                     // the crowd's 202s in each phase
+	tokens     map[int64]map[string]bool       // every token each user got in a 202
+	first      map[int64]string                // the token of each user's first 202
+	cutUsers   []int64                         // users given a 202 during the cut or after the kill
+	promotedAt time.Time                       // when every sentinel named the promoted replica
+	firstAgain time.Duration                   // from the promotion to the crowd's first 202
+	lost       []int64                         // users whose holds the master had and the replica had not
+	returned   struct{ refused, replayed int } // answers to the returning holders
+	epoch      int64                           // the sale's mode epoch before the failover
+	// stopCrowd stops the running crowd and waits for its clients.
+	stopCrowd func()
+}
+
+// startCrowd starts 16 clients buying, each for fresh users, until
+// stopCrowd. They are paced, so that the stock outlasts the failover
+// whichever path sells.
+func (f *failover) startCrowd() {
+	crowd := &outageClients{s: f.s, tokens: map[int64]string{}, start: time.Now(), pause: 300 * time.Millisecond, on202: f.accepted}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		crowd.run(stop, math.MaxInt)
+	}()
+	f.stopCrowd = sync.OnceFunc(func() {
+		close(stop)
+		<-done
+	})
+}
+
+func newFailover(t *testing.T, s *stack, g *redisnode.SentinelGroup) *failover {
+	master, replica := g.Nodes()
+	rc := redis.NewClient(&redis.Options{Addr: replica, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = rc.Close() })
+	f := &failover{t: t, s: s, g: g, master: master, replica: rc, tokens: map[int64]map[string]bool{}, first: map[int64]string{},
+		stopCrowd: func() {}}
+	f.epoch = f.sale().ModeEpoch
+	return f
+}
+
+// accepted hears of each of the crowd's 202s.
+func (f *failover) accepted(user int64, token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noteLocked(user, token)
+	f.given[f.phase]++
+	switch f.phase {
+	case phaseCut, phaseKilled:
+		f.cutUsers = append(f.cutUsers, user)
+	case phasePromoted:
+		if f.firstAgain == 0 {
+			f.firstAgain = time.Since(f.promotedAt)
+		}
+	}
+}
+
+// note records a token a user got in a 202.
+func (f *failover) note(user int64, token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noteLocked(user, token)
+}
+
+func (f *failover) noteLocked(user int64, token string) {
+	if f.tokens[user] == nil {
+		f.tokens[user] = map[string]bool{}
+		f.first[user] = token
+	}
+	f.tokens[user][token] = true
+}
+
+func (f *failover) setPhase(p int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.phase = p
+	if p == phasePromoted {
+		f.promotedAt = time.Now()
+	}
+}
+
+// waitGiven waits until the crowd got n 202s in phase p; it reports
+// whether it did within.
+func (f *failover) waitGiven(p, n int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		f.mu.Lock()
+		got := f.given[p]
+		f.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		if time.Now().After(deadline) {
+			f.t.Logf("%d 202s %s within %s, not %d", got, phaseNames[p], within, n)
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// users are the users given a 202 so far.
+func (f *failover) users() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]int64, 0, len(f.tokens))
+	for u := range f.tokens {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// failOver: holds replicate, then the replica's link is cut while the
+// crowd buys, the master is killed and the sentinels promote the replica.
+// The holds the replica missed are lost.
+func (f *failover) failOver(ctx context.Context, quiet bool) {
+	t := f.t
+	require.True(t, f.waitGiven(phaseReplicated, 20, 90*time.Second), "202s before the cut")
+	f.waitReplicated(f.users())
+	require.NoError(t, f.g.CutReplication(ctx))
+	f.setPhase(phaseCut)
+	// Kept short: a replica whose link has been down for about ten
+	// down-after periods is not promoted.
+	f.waitGiven(phaseCut, 20, 5*time.Second)
+	if quiet {
+		// Nothing meets the promoted replica before the API does: no call
+		// is in flight to notice the failover, and the worker, which would
+		// find the replica behind at its next look, is frozen.
+		f.stopCrowd()
+		f.s.worker.Freeze(t)
+	}
+	k := lua.SaleKeys(f.s.saleID)
+	// The replica's copy has not moved since the cut; the master's holds
+	// that it lacks are lost with the master.
+	onReplica, err := f.replica.SMembersMap(ctx, k.Buyers).Result()
+	require.NoError(t, err)
+	replicaSeq, err := f.replica.Get(ctx, k.Reserved).Int64()
+	require.NoError(t, err)
+	onMaster, err := f.s.rdb.SMembers(ctx, k.Buyers).Result()
+	require.NoError(t, err)
+	masterSeq, err := f.s.rdb.Get(ctx, k.Reserved).Int64()
+	require.NoError(t, err)
+	require.NoError(t, f.g.Kill(f.master))
+	f.setPhase(phaseKilled)
+	killed := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	promoted, err := f.g.WaitForPromotion(pctx, f.master)
+	require.NoError(t, err)
+	f.setPhase(phasePromoted)
+	_, replicaAddr := f.g.Nodes()
+	require.Equal(t, replicaAddr, promoted, "the sentinels promote the replica")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range onMaster {
+		if _, kept := onReplica[m]; !kept {
+			u, err := strconv.ParseInt(m, 10, 64)
+			require.NoError(t, err)
+			f.lost = append(f.lost, u)
+		}
+	}
+	t.Logf("failover: %d 202s before the cut, %d during it, %d after the kill; promoted %s after the kill; "+
+		"the master had counted %d holds, the replica %d; %d users' holds lost (%d given a 202 during the cut or after the kill)",
+		f.given[phaseReplicated], f.given[phaseCut], f.given[phaseKilled], f.promotedAt.Sub(killed).Round(time.Millisecond),
+		masterSeq, replicaSeq, len(f.lost), len(f.cutUsers))
+	require.NotEmpty(t, f.lost, "the promoted replica lost holds that were answered 202")
+}
+
+// waitReplicated waits until the replica has the buyer mark of each user.
+func (f *failover) waitReplicated(users []int64) {
+	key := lua.SaleKeys(f.s.saleID).Buyers
+	members := make([]any, len(users))
+	for i, u := range users {
+		members[i] = u
+	}
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		in, err := f.replica.SMIsMember(ctx, key, members...).Result()
+		if assert.NoError(c, err) {
+			assert.NotContains(c, in, false, "the replica has every buyer mark")
+		}
+	}, 30*time.Second, 50*time.Millisecond)
+}
+
+// returningHolders are the users whose holds the promoted replica lost,
+// with those given a 202 while the link was cut.
+func (f *failover) returningHolders() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.returningHoldersLocked()
+}
+
+func (f *failover) returningHoldersLocked() []int64 {
+	out := append(slices.Clone(f.lost), f.cutUsers...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// returnHolders: right after the promotion, each returning holder asks
+// once more with a new request_id, which must be refused (409
+// already_purchased, never a second 202); two in three also re-send their
+// first request_id, after the new one or before it, which must answer 202
+// with their first token.
+//
+// quiet: no call noticed the failover, so the sale must still be on Redis
+// at its first epoch, and the holders meet the promoted replica. There the
+// first request_id is re-sent before the new one only: until the sale is
+// rebuilt, the buyer mark that a refused new request left in Redis answers
+// a re-sent first request 409 before the database is asked.
+func (f *failover) returnHolders(quiet bool) {
+	t := f.t
+	before := f.sale()
+	if quiet {
+		require.True(t, before.Mode == domain.ModeRedis && before.ModeEpoch == f.epoch,
+			"unnoticed, the failover leaves the sale on Redis at epoch %d: %s mode, epoch %d", f.epoch, before.Mode, before.ModeEpoch)
+	}
+	var users []int64
+	f.mu.Lock()
+	for _, u := range f.returningHoldersLocked() {
+		if f.first[u] != "" { // else its client is still retrying
+			users = append(users, u)
+		}
+	}
+	after := time.Since(f.promotedAt)
+	f.mu.Unlock()
+	stop := make(chan struct{})
+	timer := time.AfterFunc(90*time.Second, func() { close(stop) })
+	defer timer.Stop()
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, u := range users {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			switch {
+			case i%3 == 0 && !quiet:
+				f.askAgain(u, stop)
+				f.replayFirst(u, stop)
+			case i%3 != 2:
+				f.replayFirst(u, stop)
+				f.askAgain(u, stop)
+			default:
+				f.askAgain(u, stop)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d returning holders asked from %s after the promotion on (the sale in %s mode at epoch %d; after: %s): "+
+		"%d refused 409 already_purchased, %d first requests answered their token", len(users), after.Round(time.Millisecond),
+		before.Mode, before.ModeEpoch, describe(f.sale()), f.returned.refused, f.returned.replayed)
+	require.NotEmpty(t, users, "users whose holds Redis lost")
+	if quiet {
+		// The worker is frozen: only a hold's record can have found the
+		// promoted replica behind the database.
+		require.True(t, f.sale().RedisWentBack, "a returning holder's hold finds Redis behind the database")
+	}
+	assert.Equal(t, len(users), f.returned.refused, "every returning holder is refused")
+	assert.Equal(t, len(users)-len(users)/3, f.returned.replayed, "every first request re-sent answers its token")
+}
+
+// askAgain: a returning holder asks with a new request_id.
+func (f *failover) askAgain(user int64, stop <-chan struct{}) {
+	code, body, ok := f.s.reserveAnswered(user, fmt.Sprintf("return-%d", user), stop)
+	switch {
+	case !ok:
+		f.t.Errorf("user %d: a new request was not answered within 90 s", user)
+		return
+	case code == http.StatusAccepted:
+		tok, _ := body["token"].(string)
+		f.note(user, tok)
+		f.t.Errorf("user %d, whose hold %s Redis lost, got a second 202 with a new request_id: token %s", user, f.firstOf(user), tok)
+		return
+	}
+	if e, _ := body["error"].(map[string]any); code != http.StatusConflict || e["code"] != "already_purchased" {
+		f.t.Errorf("user %d: a new request answered %d %v, not 409 already_purchased", user, code, body)
+		return
+	}
+	f.mu.Lock()
+	f.returned.refused++
+	f.mu.Unlock()
+}
+
+// replayFirst: a returning holder re-sends its first request_id.
+func (f *failover) replayFirst(user int64, stop <-chan struct{}) {
+	code, body, ok := f.s.reserveAnswered(user, fmt.Sprintf("outage-%d", user), stop)
+	if !ok || code != http.StatusAccepted {
+		f.t.Errorf("user %d: its first request re-sent answered %d %v (answered: %v), not 202", user, code, body, ok)
+		return
+	}
+	tok, _ := body["token"].(string)
+	f.note(user, tok)
+	if first := f.firstOf(user); tok != first {
+		f.t.Errorf("user %d: its first request re-sent answered token %s, not %s", user, tok, first)
+		return
+	}
+	f.mu.Lock()
+	f.returned.replayed++
+	f.mu.Unlock()
+}
+
+func (f *failover) firstOf(user int64) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first[user]
+}
+
+// sale reads the sale's row.
+func (f *failover) sale() *domain.Sale {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sale, err := f.s.st.GetSale(ctx, f.s.saleID)
+	require.NoError(f.t, err)
+	return sale
+}
+
+// describe names a sale's mode, epoch and rebuild mark.
+func describe(sale *domain.Sale) string {
+	return fmt.Sprintf("%s mode at epoch %d, marked went back %v", sale.Mode, sale.ModeEpoch, sale.RedisWentBack)
+}
+
+// waitWentBackRebuild waits for the worker to have rebuilt the sale
+// because a hold found Redis behind the database.
+func (f *failover) waitWentBackRebuild() {
+	rebuilt := func() bool {
+		for _, line := range strings.Split(f.s.worker.Log(), "\n") {
+			if strings.Contains(line, "sale rebuilt and back on Redis") && strings.Contains(line, "Redis went back in time") {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(f.t, rebuilt, 60*time.Second, 100*time.Millisecond,
+		"the worker rebuilds the sale from the database because Redis went back in time; the sale: %s", describe(f.sale()))
+	f.t.Logf("the worker rebuilt the sale because Redis went back in time; the sale: %s", describe(f.sale()))
+}
+
+// rejoinOldMaster restarts the killed master: the sentinels turn it into
+// a replica of the promoted one, and it syncs from it.
+func (f *failover) rejoinOldMaster(ctx context.Context) {
+	t := f.t
+	require.NoError(t, f.g.HealReplication(ctx))
+	began := time.Now()
+	require.NoError(t, f.g.Restart(ctx, f.master))
+	old := redis.NewClient(&redis.Options{Addr: f.master, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, MaxRetries: -1})
+	defer old.Close()
+	_, promoted := f.g.Nodes()
+	_, port, _ := strings.Cut(promoted, ":")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ictx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		info, err := old.Info(ictx, "replication").Result()
+		if assert.NoError(c, err) {
+			assert.Contains(c, info, "role:slave\r\n")
+			assert.Contains(c, info, "master_port:"+port+"\r\n")
+			assert.Contains(c, info, "master_link_status:up\r\n")
+		}
+	}, 90*time.Second, 200*time.Millisecond, "the old master rejoins as a replica of the promoted one")
+	t.Logf("the old master rejoined as a replica of the promoted one %s after its restart", time.Since(began).Round(time.Millisecond))
+}
+
+// judge checks the final state: every 202 kept, one token per user, the
+// units sold exactly, reconciliation clean, the invariants.
+func (f *failover) judge(scenario string, stock int64) {
+	t, s := f.t, f.s
+	f.mu.Lock()
+	given := maps.Clone(f.first) // each user's 202 (a second one fails the test)
+	f.mu.Unlock()
+	waitBackOnRedis(t, s)
+	clean := f.waitClean()
+	placed, failed := waitPlacedOrFailed(t, s, given)
+	if failed > 0 {
+		f.explainFailed()
+	}
+	assert.Zero(t, failed, "every 202 reaches PENDING_PAYMENT")
+	f.oneTokenEach()
+	returning := map[int64]string{}
+	for _, u := range f.returningHolders() {
+		if tok, ok := given[u]; ok {
+			returning[u] = tok
+		}
+	}
+	refusals := f.refusals()
+	rebought := cancelAndBuyAgain(t, s, returning)
+	fresh, unsold := freshBuyTheRest(t, s, stock)
+	reconcileClean(t, s)
+	st := s.checkIdle(scenario, func(r *Row) {
+		r.Kept202, r.Given202, r.SellingAgain = placed, len(given), f.firstAgain
+	})
+	assert.Zero(t, st.StrandedUnits(), "units stranded")
+	assert.Empty(t, st.StrandedUsers(), "users stranded")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t.Logf("%s: 202s %d before the cut, %d during it, %d after the kill, %d after the promotion (first %s after it); "+
+		"%d/%d kept (%d FAILED); refusals recorded %v; reconciliation clean %s after the promotion; "+
+		"%d returning holders cancelled and bought again; %d fresh units sold of %d unsold",
+		scenario, f.given[phaseReplicated], f.given[phaseCut], f.given[phaseKilled], f.given[phasePromoted],
+		f.firstAgain.Round(time.Millisecond), placed, len(given), failed, refusals, clean.Round(time.Millisecond),
+		rebought, fresh, unsold)
+	assert.LessOrEqual(t, f.firstAgain, 30*time.Second, "the sale sells again within 30 s of the promotion")
+	assert.LessOrEqual(t, clean, 30*time.Second, "reconciliation is clean within 30 s of the promotion")
+}
+
+// waitClean waits until reconciliation, not repairing, finds the sale
+// clean; it returns the time from the promotion.
+func (f *failover) waitClean() time.Duration {
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rep, err := f.s.reconciler().Run(ctx, f.s.saleID, false)
+		if !assert.NoError(c, err) {
+			return
+		}
+		assert.True(c, rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0, "reconciliation clean: %+v", rep)
+	}, 120*time.Second, 200*time.Millisecond, "reconciliation clean")
+	return time.Since(f.promotedAt)
+}
+
+// oneTokenEach: no user got two different tokens in 202s.
+func (f *failover) oneTokenEach() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, u := range slices.Sorted(maps.Keys(f.tokens)) {
+		if toks := f.tokens[u]; len(toks) > 1 {
+			f.t.Errorf("user %d got %d tokens in 202s: %v", u, len(toks), slices.Sorted(maps.Keys(toks)))
+		}
+	}
+}
+
+// refusals counts the sale's holds the database refused, by reason.
+func (f *failover) refusals() map[string]int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := f.s.st.DB.QueryContext(ctx, "SELECT COALESCE(fail_reason, ''), COUNT(*) FROM reservations WHERE sale_id = ? AND status = 'FAILED' GROUP BY fail_reason", f.s.saleID)
+	require.NoError(f.t, err)
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var reason string
+		var n int
+		require.NoError(f.t, rows.Scan(&reason, &n))
+		out[reason] = n
+	}
+	require.NoError(f.t, rows.Err())
+	return out
+}
+
+// explainFailed logs every FAILED reservation of a token given in a 202,
+// as the database holds it.
+func (f *failover) explainFailed() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := f.s.st.DB.QueryContext(ctx, `SELECT token, user_id, request_id, path, COALESCE(fail_reason, ''), COALESCE(redis_seq, 0),
+		COALESCE(unit_bucket, -1), created_at, updated_at FROM reservations WHERE sale_id = ? AND status = 'FAILED'`, f.s.saleID)
+	require.NoError(f.t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var token, req, path, reason string
+		var user, seq, bucket int64
+		var created, updated time.Time
+		require.NoError(f.t, rows.Scan(&token, &user, &req, &path, &reason, &seq, &bucket, &created, &updated))
+		f.mu.Lock()
+		given := f.tokens[user][token]
+		f.mu.Unlock()
+		if given {
+			f.t.Errorf("202 token %s ended FAILED: user %d request %s path %s reason %q redis_seq %d bucket %d created %s updated %s",
+				token, user, req, path, reason, seq, bucket, created.Format(time.StampMilli), updated.Format(time.StampMilli))
+		}
+	}
+	require.NoError(f.t, rows.Err())
+}
