@@ -151,14 +151,18 @@ func (r *Resyncer) identityChanged(ctx context.Context) bool {
 func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	holds, lastJoin, err := r.Redis.HoldCounters(cctx, s.ID)
-	if err != nil {
-		r.Logger.Warn("resync: read a sale's Redis counters", "sale_id", s.ID, "err", err)
-		return
-	}
+	// The database first: every number it records Redis handed out
+	// before, so Redis read after it is at least as far unless it went
+	// back. Read the other way round, holds recorded between the two
+	// reads under load would pass for lost writes.
 	maxSeq, maxJoin, err := r.Store.RedisCounters(cctx, s.ID)
 	if err != nil {
 		r.Logger.Warn("resync: read a sale's recorded counters", "sale_id", s.ID, "err", err)
+		return
+	}
+	holds, lastJoin, err := r.Redis.HoldCounters(cctx, s.ID)
+	if err != nil {
+		r.Logger.Warn("resync: read a sale's Redis counters", "sale_id", s.ID, "err", err)
 		return
 	}
 	if holds >= maxSeq && lastJoin >= maxJoin {

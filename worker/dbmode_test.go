@@ -196,3 +196,56 @@ func mustGetInt(t *testing.T, rdb redis.UniversalClient, key string) int64 {
 	require.NoError(t, err, key)
 	return n
 }
+
+// A hold taken and recorded while the resyncer compares a sale's counters
+// (a crowd as a worker starts) is no lost write: the database is read
+// before Redis, whose counter is then at least every number it recorded.
+func TestResyncerTakesAHoldDuringItsCheckForNoLoss(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	sale := testenv.MustSale(t, st, 5)
+	testenv.MustWarm(t, st, rdb, sale)
+	k := lua.SaleKeys(sale.ID)
+	var once sync.Once
+	watched := testenv.MustRedis(t)
+	watched.AddHook(afterRead{key: k.Reserved, then: func() {
+		once.Do(func() {
+			seq, err := rdb.Incr(testCtx(t), k.Reserved).Result()
+			require.NoError(t, err)
+			user := testenv.UniqueUser()
+			in := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "crowd-hold"), sale.ID, user, "crowd-hold")
+			rec, err := st.RecordRedisHold(testCtx(t), in, sale.ModeEpoch, seq, true)
+			require.NoError(t, err)
+			require.True(t, rec.Promised())
+		})
+	}})
+
+	r := &Resyncer{Store: st, Redis: lua.NewClient(watched), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r.Once(testCtx(t)) // the first look: the counters are compared
+	got, err := st.GetSale(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, sale.ModeEpoch, got.ModeEpoch, "not rebuilt")
+	require.False(t, got.RedisWentBack)
+}
+
+// afterRead runs then after each GET of key has its answer.
+type afterRead struct {
+	key  string
+	then func()
+}
+
+func (h afterRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h afterRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if args := cmd.Args(); cmd.Name() == "get" && len(args) == 2 && args[1] == h.key {
+			h.then()
+		}
+		return err
+	}
+}
+
+func (h afterRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
