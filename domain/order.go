@@ -232,11 +232,15 @@ func ParseToken(token string) (saleID int64, ok bool) {
 // waiter whose join number is joined: one per join, so a hand-over retried
 // names the same reservation. The '~' keeps it apart from any request id a
 // client may send (ValidRequestID).
-func WaitlistRequestID(joined int64) string { return WaitlistRequestPrefix + strconv.FormatInt(joined, 10) }
+func WaitlistRequestID(joined int64) string {
+	return WaitlistRequestPrefix + strconv.FormatInt(joined, 10)
+}
 
 // IsWaitlistRequestID reports whether a reservation was a waitlist's
 // hand-over (WaitlistRequestID).
-func IsWaitlistRequestID(requestID string) bool { return strings.HasPrefix(requestID, WaitlistRequestPrefix) }
+func IsWaitlistRequestID(requestID string) bool {
+	return strings.HasPrefix(requestID, WaitlistRequestPrefix)
+}
 
 // WaitlistJoinNumber is the join number a hand-over's request id names.
 func WaitlistJoinNumber(requestID string) (int64, bool) {
