@@ -199,6 +199,8 @@ func (n *Nemesis) failOver(ctx context.Context, p Planned) error {
 		return err
 	}
 	if err := r.direct.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
+		// No failover: the master comes back with all it had.
+		d.ReplLink.SetCut(false)
 		return errors.Join(fmt.Errorf("promote %s: %w", r.Name, err), m.Start(ctx, 2*time.Minute))
 	}
 	promoted, err := replOffset(ctx, r.direct)
