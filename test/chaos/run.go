@@ -381,6 +381,7 @@ func Recheck(workDir string, faults []string) (*Result, error) {
 			r.QuietEnd = e.T
 		}
 	}
+	r.Opts.Faults = FaultsFor(faults, r.Opts.Cluster())
 	for i, s := range f.Sales {
 		spec := SaleSpec{ID: s.SaleID, WindowSeconds: s.WindowSeconds}
 		if i < len(DefaultSales) {
