@@ -68,7 +68,8 @@ func (w *Workload) Run(ctx context.Context) {
 	for i := range w.Clients {
 		wg.Go(func() { w.client(ctx, i) })
 	}
-	op := &operator{w: w, rng: rand.New(rand.NewPCG(uint64(w.Seed), 0x6f70)), blacklisted: map[int64]bool{}, paused: map[int64]bool{}}
+	op := &operator{w: w, rng: rand.New(rand.NewPCG(uint64(w.Seed), 0x6f70)), blacklisted: map[int64]bool{}, paused: map[int64]bool{},
+		mayPause: map[int64]bool{}, mayBlacklist: map[int64]bool{}}
 	wg.Go(func() { op.run(ctx) })
 	wg.Wait()
 	w.late.Wait()
@@ -324,6 +325,11 @@ type operator struct {
 	rng         *rand.Rand
 	blacklisted map[int64]bool
 	paused      map[int64]bool
+	// A pause or a blacklist entry left without an answer may still take
+	// effect when the instance holding it runs again (one a fault froze),
+	// after a later resume or removal went through another: undo lifts
+	// it all the same.
+	mayPause, mayBlacklist map[int64]bool
 }
 
 func (o *operator) run(ctx context.Context) {
@@ -363,6 +369,9 @@ func (o *operator) stock(ctx context.Context, api int, s SaleSpec, delta int64) 
 func (o *operator) control(ctx context.Context, api int, sale int64, op string) bool {
 	for attempt := 0; attempt < 5; attempt++ {
 		a, _ := o.w.C.do(ctx, api+attempt, http.MethodPost, fmt.Sprintf("/admin/v1/sales/%d/%s", sale, op), AdminUser, nil, Event{Op: op, Sale: sale})
+		if op == OpPause && unknown(a) {
+			o.mayPause[sale] = true
+		}
 		if a.HTTP == http.StatusOK {
 			o.paused[sale] = op == OpPause
 			return true
@@ -383,6 +392,9 @@ func (o *operator) blacklist(ctx context.Context, api int, u int64, on bool) boo
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		a, _ := o.w.C.do(ctx, api+attempt, method, fmt.Sprintf("/admin/v1/blacklist/%d", u), AdminUser, nil, Event{Op: op, User: u})
+		if on && unknown(a) {
+			o.mayBlacklist[u] = true
+		}
 		if a.HTTP == http.StatusNoContent {
 			o.blacklisted[u] = on
 			return true
@@ -398,7 +410,7 @@ func (o *operator) blacklist(ctx context.Context, api int, u int64, on bool) boo
 func (o *operator) undo(ctx context.Context) {
 	var users []int64
 	for u, on := range o.blacklisted {
-		if on {
+		if on || o.mayBlacklist[u] {
 			users = append(users, u)
 		}
 	}
@@ -411,7 +423,7 @@ func (o *operator) undo(ctx context.Context) {
 		}
 	}
 	for _, s := range o.w.Sales {
-		if o.paused[s.ID] {
+		if o.paused[s.ID] || o.mayPause[s.ID] {
 			for range 30 {
 				if o.control(ctx, 0, s.ID, OpResume) {
 					break
