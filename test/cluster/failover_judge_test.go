@@ -27,11 +27,11 @@ import (
 // units left sold exactly to fresh buyers.
 func (f *clusterFailover) judge(stock int64) {
 	t := f.t
-	stopped := f.sinceTakeOver()
+	stopped := f.grants.Since(phaseTakenOver)
 	f.waitBackOnRedis()
 	clean := f.waitClean()
 	placed, failed := f.waitPlaced()
-	f.oneTokenEach()
+	f.grants.OneTokenEach(t)
 	held := f.stateSound(stock)
 	fresh, unsold := f.freshBuyTheRest(stock)
 	final, err := f.readState()
@@ -39,6 +39,7 @@ func (f *clusterFailover) judge(stock int64) {
 	assert.Zero(t, final.BucketStock, "no unit left in the database's buckets")
 	assert.Zero(t, final.RedisStock, "no unit left in Redis")
 	assert.EqualValues(t, stock, holding(final), "every unit held or paid, none twice")
+	firstAgain := f.grants.FirstAfter(phaseTakenOver)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.returned
@@ -47,20 +48,13 @@ func (f *clusterFailover) judge(stock int64) {
 		"and re-sent once the sale was rebuilt (%s after the take-over) answered their token %d times; "+
 		"the crowd stopped %s after the take-over, reconciliation clean %s after it; %d/%d 202s placed (%d FAILED); "+
 		"%d units held before the fresh buyers, who bought %d of %d left; %s",
-		f.given[phaseReplicated], f.given[phaseCut], f.given[phaseTakenOver], f.firstAgain.Round(time.Millisecond),
+		f.grants.Given(phaseReplicated), f.grants.Given(phaseCut), f.grants.Given(phaseTakenOver), firstAgain.Round(time.Millisecond),
 		r.refused, r.replayedFirst+r.replayed, r.replayRefused, f.rebuiltIn.Round(time.Millisecond), r.replayedRebuilt,
 		stopped.Round(time.Millisecond), clean.Round(time.Millisecond), placed, placed+failed, failed,
 		held, fresh, unsold, f.howRebuilt())
 	assert.Zero(t, failed, "every 202 reaches PENDING_PAYMENT")
-	assert.LessOrEqual(t, f.firstAgain, 30*time.Second, "the sale sells again within 30 s of the take-over")
+	assert.LessOrEqual(t, firstAgain, 30*time.Second, "the sale sells again within 30 s of the take-over")
 	assert.LessOrEqual(t, clean, 60*time.Second, "reconciliation is clean within 60 s of the take-over")
-}
-
-// sinceTakeOver is the time since the take-over.
-func (f *clusterFailover) sinceTakeOver() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return time.Since(f.takenOverAt)
 }
 
 // waitBackOnRedis waits until the sale is on Redis and not marked for a
@@ -90,21 +84,14 @@ func (f *clusterFailover) waitClean() time.Duration {
 			assert.True(c, rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0, "reconciliation clean: %+v", rep)
 		}
 	}, 120*time.Second, 200*time.Millisecond, "reconciliation clean")
-	return f.sinceTakeOver()
+	return f.grants.Since(phaseTakenOver)
 }
 
 // waitPlaced waits until every token given in a 202 is PENDING_PAYMENT
 // (or PAID) or FAILED in the database, counts each and explains every
 // FAILED one.
 func (f *clusterFailover) waitPlaced() (placed, failed int) {
-	f.mu.Lock()
-	given := map[string]int64{}
-	for u, toks := range f.tokens {
-		for tok := range toks {
-			given[tok] = u
-		}
-	}
-	f.mu.Unlock()
+	given := f.grants.Tokens()
 	var rows map[string]finalstate.Reservation
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
 		rows = f.reservations(c)
@@ -148,17 +135,6 @@ func (f *clusterFailover) reservations(c *assert.CollectT) map[string]finalstate
 	}
 	assert.NoError(c, rows.Err())
 	return out
-}
-
-// oneTokenEach: no user got two different tokens in 202s.
-func (f *clusterFailover) oneTokenEach() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, u := range slices.Sorted(maps.Keys(f.tokens)) {
-		if toks := f.tokens[u]; len(toks) > 1 {
-			f.t.Errorf("user %d got %d tokens in 202s: %v", u, len(toks), slices.Sorted(maps.Keys(toks)))
-		}
-	}
 }
 
 // readState reads the sale's final state from MySQL, Redis and Temporal.

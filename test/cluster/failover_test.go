@@ -3,10 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/cluster"
+	"github.com/seckill/seckill/test/grants"
 )
 
 // TestClusterFailoverToALaggingReplicaKeepsEvery202: every 202 survives a
@@ -56,7 +54,7 @@ func TestClusterFailoverToALaggingReplicaKeepsEvery202(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	// Paced, so that the stock outlasts the failover.
 	crowd := cluster.Crowd{Buyer: f.buyer, Clients: 16, NextUser: testenv.UniqueUser, Pause: 500 * time.Millisecond,
-		RequestID: func(user int64) string { return fmt.Sprintf("crowd-%d", user) }, On202: f.accepted}
+		RequestID: func(user int64) string { return fmt.Sprintf("crowd-%d", user) }, On202: f.grants.Accepted}
 	var got cluster.CrowdResult
 	done := make(chan struct{})
 	go func() {
@@ -72,7 +70,7 @@ func TestClusterFailoverToALaggingReplicaKeepsEvery202(t *testing.T) {
 	f.cutAndTakeOver()
 	f.returnHolders()
 	f.oldMasterDemoted()
-	require.True(t, f.waitGiven(phaseTakenOver, 20, 60*time.Second), "the crowd buys after the take-over")
+	require.True(t, f.grants.WaitGiven(t, phaseTakenOver, 20, 60*time.Second), "the crowd buys after the take-over")
 	stopCrowd()
 	t.Logf("crowd: %d users answered 202, answers by status %v, %d requests sent again (503, 429, transport errors)",
 		len(got.Reserved), got.Status, got.Resent)
@@ -88,6 +86,9 @@ const (
 )
 
 var phaseNames = [phases]string{"before the cut", "during the cut", "after the take-over"}
+
+// cutPhases are the phases whose 202s' users return after the take-over.
+var cutPhases = []int{phaseCut}
 
 // clusterFailover drives the fault and keeps what the clients were given.
 type clusterFailover struct {
@@ -105,22 +106,16 @@ type clusterFailover struct {
 	masterC  *redis.Client // the master alone
 	replicaC *redis.Client // the replica alone (READONLY)
 
-	mu          sync.Mutex
-	phase       int
-	given       [phases]int               // the crowd's 202s in each phase
-	tokens      map[int64]map[string]bool // every token each user got in a 202
-	first       map[int64]firstHold       // each user's first 202
-	cutUsers    []int64                   // users given a 202 during the cut
-	takenOverAt time.Time                 // when the replica said it is a master
-	firstAgain  time.Duration             // from the take-over to the crowd's first 202
-	lost        []int64                   // users whose buyer marks the master had and the replica had not
-	epoch       int64                     // the sale's mode epoch at the take-over
-	rebuiltIn   time.Duration             // from the take-over to the sale rebuilt from the database
-	returned    returned
-}
+	// grants are the 202s the clients were given, by phase, and the users
+	// whose buyer marks the master had and the replica had not; the
+	// take-over's phase begins when the replica said it is a master.
+	grants *grants.Ledger
 
-// firstHold is a user's first 202: its request_id and token.
-type firstHold struct{ request, token string }
+	mu        sync.Mutex
+	epoch     int64         // the sale's mode epoch at the take-over
+	rebuiltIn time.Duration // from the take-over to the sale rebuilt from the database
+	returned  returned
+}
 
 // returned counts the answers to the returning holders: new requests
 // refused 409; first requests re-sent at once, before a new request or
@@ -138,73 +133,7 @@ func newClusterFailover(t *testing.T, rc *cluster.RedisCluster, saleID int64, ap
 		buyer: &cluster.Buyer{URLs: []string{apis[0].URL, apis[1].URL}, SaleID: saleID, JWTSecret: []byte(config.DevJWTSecret)},
 		st:    testenv.MustStore(t), tc: testenv.MustTemporal(t), rdb: rc.Client(t),
 		master: master, replica: replica, masterC: rc.NodeClient(t, master), replicaC: rc.NodeClient(t, replica),
-		tokens: map[int64]map[string]bool{}, first: map[int64]firstHold{}}
-}
-
-// accepted hears of each of the crowd's 202s.
-func (f *clusterFailover) accepted(user int64, request, token string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.noteLocked(user, request, token)
-	f.given[f.phase]++
-	switch f.phase {
-	case phaseCut:
-		f.cutUsers = append(f.cutUsers, user)
-	case phaseTakenOver:
-		if f.firstAgain == 0 {
-			f.firstAgain = time.Since(f.takenOverAt)
-		}
-	}
-}
-
-// note records a token a user got in a 202.
-func (f *clusterFailover) note(user int64, request, token string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.noteLocked(user, request, token)
-}
-
-func (f *clusterFailover) noteLocked(user int64, request, token string) {
-	if f.tokens[user] == nil {
-		f.tokens[user] = map[string]bool{}
-		f.first[user] = firstHold{request, token}
-	}
-	f.tokens[user][token] = true
-}
-
-func (f *clusterFailover) setPhase(p int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.phase = p
-	if p == phaseTakenOver {
-		f.takenOverAt = time.Now()
-	}
-}
-
-// waitGiven waits until the crowd got n 202s in phase p; it reports
-// whether it did within.
-func (f *clusterFailover) waitGiven(p, n int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for {
-		f.mu.Lock()
-		got := f.given[p]
-		f.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		if time.Now().After(deadline) {
-			f.t.Logf("%d 202s %s within %s, not %d", got, phaseNames[p], within, n)
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// users are the users given a 202 so far.
-func (f *clusterFailover) users() []int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.tokens))
+		grants: grants.New(phaseNames[:]...)}
 }
 
 // marker is a key in the sale's slot that only the old master gets: a
@@ -218,74 +147,32 @@ func (f *clusterFailover) marker() string {
 // slots over. The holds it missed are lost.
 func (f *clusterFailover) cutAndTakeOver() {
 	t := f.t
-	require.True(t, f.waitGiven(phaseReplicated, 30, 90*time.Second), "202s before the cut")
-	f.waitReplicated(f.users())
-	f.setPhase(phaseCut)
+	require.True(t, f.grants.WaitGiven(t, phaseReplicated, 30, 90*time.Second), "202s before the cut")
+	grants.WaitMarked(t, f.replicaC, f.saleID, f.grants.Users())
+	f.grants.SetPhase(phaseCut)
 	f.rc.CutReplication(t, f.master, f.replica)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, f.masterC.Set(ctx, f.marker(), "acknowledged by the old master alone", 0).Err())
-	require.True(t, f.waitGiven(phaseCut, 30, 60*time.Second), "202s during the cut")
-	k := lua.SaleKeys(f.saleID)
-	onReplica, err := f.replicaC.SMembersMap(ctx, k.Buyers).Result()
+	require.True(t, f.grants.WaitGiven(t, phaseCut, 30, 60*time.Second), "202s during the cut")
+	onReplica, err := grants.ReadMarks(ctx, f.replicaC, f.saleID)
 	require.NoError(t, err)
-	replicaSeq, err := f.replicaC.Get(ctx, k.Reserved).Int64()
-	require.NoError(t, err)
-	onMaster, err := f.masterC.SMembers(ctx, k.Buyers).Result()
-	require.NoError(t, err)
-	masterSeq, err := f.masterC.Get(ctx, k.Reserved).Int64()
+	onMaster, err := grants.ReadMarks(ctx, f.masterC, f.saleID)
 	require.NoError(t, err)
 	sale, err := f.st.GetSale(ctx, f.saleID)
 	require.NoError(t, err)
 	f.epoch = sale.ModeEpoch
 	f.rc.TakeOver(t, f.replica)
-	f.setPhase(phaseTakenOver)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, m := range onMaster {
-		if _, kept := onReplica[m]; !kept {
-			u, err := strconv.ParseInt(m, 10, 64)
-			require.NoError(t, err)
-			f.lost = append(f.lost, u)
-		}
-	}
+	f.grants.SetPhase(phaseTakenOver)
+	lost, err := onMaster.Lost(onReplica)
+	require.NoError(t, err)
+	f.grants.Lose(lost)
 	t.Logf("failover: %d 202s before the cut, %d during it; at the take-over the master had counted %d holds, the replica %d; "+
 		"%d users' buyer marks lost (%d users given a 202 during the cut)",
-		f.given[phaseReplicated], f.given[phaseCut], masterSeq, replicaSeq, len(f.lost), len(f.cutUsers))
-	require.NotEmpty(t, f.lost, "the replica that took over lacks holds that were answered 202")
-	require.Less(t, replicaSeq, masterSeq, "the replica's counter of holds is behind the master's")
-}
-
-// waitReplicated waits until the replica has the buyer mark of each user.
-func (f *clusterFailover) waitReplicated(users []int64) {
-	key := lua.SaleKeys(f.saleID).Buyers
-	members := make([]any, len(users))
-	for i, u := range users {
-		members[i] = u
-	}
-	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		in, err := f.replicaC.SMIsMember(ctx, key, members...).Result()
-		if assert.NoError(c, err) {
-			assert.NotContains(c, in, false, "the replica has every buyer mark")
-		}
-	}, 30*time.Second, 50*time.Millisecond)
-}
-
-// returningHolders are the users whose buyer marks the replica lacked, with
-// those given a 202 during the cut, whose first 202 is known.
-func (f *clusterFailover) returningHolders() []int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []int64
-	for _, u := range append(slices.Clone(f.lost), f.cutUsers...) {
-		if _, ok := f.first[u]; ok { // else its client is still asking
-			out = append(out, u)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+		f.grants.Given(phaseReplicated), f.grants.Given(phaseCut), onMaster.Reserved, onReplica.Reserved,
+		len(lost), len(f.grants.UsersIn(cutPhases...)))
+	require.NotEmpty(t, lost, "the replica that took over lacks holds that were answered 202")
+	require.Less(t, onReplica.Reserved, onMaster.Reserved, "the replica's counter of holds is behind the master's")
 }
 
 // returnHolders: right after the take-over, while the crowd buys, each
@@ -297,8 +184,10 @@ func (f *clusterFailover) returningHolders() []int64 {
 // database, each re-sends its first request_id again: 202 with its token.
 func (f *clusterFailover) returnHolders() {
 	t := f.t
-	users := f.returningHolders()
-	after := f.sinceTakeOver()
+	// The users whose buyer marks the replica lacked, with those given a
+	// 202 during the cut, whose first 202 is known.
+	users := f.grants.Returning(cutPhases...)
+	after := f.grants.Since(phaseTakenOver)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	each := func(do func(i int, user int64)) {
@@ -348,8 +237,8 @@ func (f *clusterFailover) askAgain(ctx context.Context, user int64) {
 		f.t.Errorf("user %d: a new request: %v", user, err)
 		return
 	case a.Status == http.StatusAccepted:
-		f.note(user, req, a.Token)
-		f.t.Errorf("user %d, whose hold %s Redis lost, got a second 202 with a new request_id: token %s", user, f.firstOf(user).token, a.Token)
+		f.grants.Note(user, req, a.Token)
+		f.t.Errorf("user %d, whose hold %s Redis lost, got a second 202 with a new request_id: token %s", user, f.firstOf(user).Token, a.Token)
 		return
 	case a.Status != http.StatusConflict || a.Code != "already_purchased":
 		f.t.Errorf("user %d: a new request answered %d %s, not 409 already_purchased", user, a.Status, a.Code)
@@ -371,15 +260,15 @@ const (
 // says when.
 func (f *clusterFailover) replayFirst(ctx context.Context, user int64, when int) {
 	first := f.firstOf(user)
-	a, _, err := f.buyer.Reserve(ctx, user, first.request)
+	a, _, err := f.buyer.Reserve(ctx, user, first.Request)
 	switch {
 	case err != nil:
 		f.t.Errorf("user %d: its first request re-sent: %v", user, err)
 		return
 	case a.Status == http.StatusAccepted:
-		f.note(user, first.request, a.Token)
-		if a.Token != first.token {
-			f.t.Errorf("user %d: its first request re-sent answered token %s, not %s", user, a.Token, first.token)
+		f.grants.Note(user, first.Request, a.Token)
+		if a.Token != first.Token {
+			f.t.Errorf("user %d: its first request re-sent answered token %s, not %s", user, a.Token, first.Token)
 			return
 		}
 	case when == replayAfterNew && a.Status == http.StatusConflict && a.Code == "already_purchased":
@@ -419,13 +308,13 @@ func (f *clusterFailover) waitRebuilt() {
 	}, 60*time.Second, 50*time.Millisecond, "the sale is rebuilt from the database after the take-over")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rebuiltIn = time.Since(f.takenOverAt)
+	f.rebuiltIn = f.grants.Since(phaseTakenOver)
 }
 
-func (f *clusterFailover) firstOf(user int64) firstHold {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.first[user]
+// firstOf is a user's first 202.
+func (f *clusterFailover) firstOf(user int64) grants.Hold {
+	h, _ := f.grants.First(user)
+	return h
 }
 
 // saleMode describes the sale's mode and whether it is marked for a
@@ -446,9 +335,7 @@ func (f *clusterFailover) saleMode() string {
 func (f *clusterFailover) oldMasterDemoted() {
 	t := f.t
 	f.rc.WaitReplicaOf(t, f.master, f.replica, 60*time.Second)
-	f.mu.Lock()
-	since := time.Since(f.takenOverAt)
-	f.mu.Unlock()
+	since := f.grants.Since(phaseTakenOver)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n, err := f.masterC.Exists(ctx, f.marker()).Result()

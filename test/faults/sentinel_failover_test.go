@@ -3,11 +3,8 @@ package faults
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +16,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/redisnode"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/test/grants"
 )
 
 // TestRedisSentinelFailoverWithLostWrites: every 202 survives a Redis
@@ -84,7 +81,7 @@ func sentinelFailover(t *testing.T, scenario string, quiet bool) {
 	} else {
 		f.returnHolders(false)
 	}
-	require.True(t, f.waitGiven(phasePromoted, 16, 60*time.Second), "the crowd buys again after the promotion")
+	require.True(t, f.grants.WaitGiven(t, phasePromoted, 16, 60*time.Second), "the crowd buys again after the promotion")
 	if quiet {
 		f.waitWentBackRebuild()
 	}
@@ -104,6 +101,10 @@ const (
 
 var phaseNames = [phases]string{"before the cut", "during the cut", "after the kill", "after the promotion"}
 
+// cutPhases are the phases whose 202s' users return after the promotion:
+// the cut's and the kill's.
+var cutPhases = []int{phaseCut, phaseKilled}
+
 // failover drives the fault and keeps what the clients were given.
 type failover struct {
 	t       *testing.T
@@ -112,17 +113,14 @@ type failover struct {
 	master  string        // the node started as the master, killed
 	replica *redis.Client // the node started as the replica, promoted
 
-	mu         sync.Mutex
-	phase      int
-	given      [phases]int                     // the crowd's 202s in each phase
-	tokens     map[int64]map[string]bool       // every token each user got in a 202
-	first      map[int64]string                // the token of each user's first 202
-	cutUsers   []int64                         // users given a 202 during the cut or after the kill
-	promotedAt time.Time                       // when every sentinel named the promoted replica
-	firstAgain time.Duration                   // from the promotion to the crowd's first 202
-	lost       []int64                         // users whose holds the master had and the replica had not
-	returned   struct{ refused, replayed int } // answers to the returning holders
-	epoch      int64                           // the sale's mode epoch before the failover
+	// grants are the 202s the clients were given, by phase, and the users
+	// whose holds the master had and the replica had not; the promotion's
+	// phase begins when every sentinel named the promoted replica.
+	grants *grants.Ledger
+
+	mu       sync.Mutex
+	returned struct{ refused, replayed int } // answers to the returning holders
+	epoch    int64                           // the sale's mode epoch before the failover
 	// stopCrowd stops the running crowd and waits for its clients.
 	stopCrowd func()
 }
@@ -147,81 +145,15 @@ func newFailover(t *testing.T, s *stack, g *redisnode.SentinelGroup) *failover {
 	master, replica := g.Nodes()
 	rc := redis.NewClient(&redis.Options{Addr: replica, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
-	f := &failover{t: t, s: s, g: g, master: master, replica: rc, tokens: map[int64]map[string]bool{}, first: map[int64]string{},
-		stopCrowd: func() {}}
+	f := &failover{t: t, s: s, g: g, master: master, replica: rc, grants: grants.New(phaseNames[:]...), stopCrowd: func() {}}
 	f.epoch = f.sale().ModeEpoch
 	return f
 }
 
-// accepted hears of each of the crowd's 202s.
+// accepted hears of each of the crowd's 202s, which answer the request
+// "outage-<user>".
 func (f *failover) accepted(user int64, token string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.noteLocked(user, token)
-	f.given[f.phase]++
-	switch f.phase {
-	case phaseCut, phaseKilled:
-		f.cutUsers = append(f.cutUsers, user)
-	case phasePromoted:
-		if f.firstAgain == 0 {
-			f.firstAgain = time.Since(f.promotedAt)
-		}
-	}
-}
-
-// note records a token a user got in a 202.
-func (f *failover) note(user int64, token string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.noteLocked(user, token)
-}
-
-func (f *failover) noteLocked(user int64, token string) {
-	if f.tokens[user] == nil {
-		f.tokens[user] = map[string]bool{}
-		f.first[user] = token
-	}
-	f.tokens[user][token] = true
-}
-
-func (f *failover) setPhase(p int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.phase = p
-	if p == phasePromoted {
-		f.promotedAt = time.Now()
-	}
-}
-
-// waitGiven waits until the crowd got n 202s in phase p; it reports
-// whether it did within.
-func (f *failover) waitGiven(p, n int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for {
-		f.mu.Lock()
-		got := f.given[p]
-		f.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		if time.Now().After(deadline) {
-			f.t.Logf("%d 202s %s within %s, not %d", got, phaseNames[p], within, n)
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// users are the users given a 202 so far.
-func (f *failover) users() []int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]int64, 0, len(f.tokens))
-	for u := range f.tokens {
-		out = append(out, u)
-	}
-	slices.Sort(out)
-	return out
+	f.grants.Accepted(user, fmt.Sprintf("outage-%d", user), token)
 }
 
 // failOver: holds replicate, then the replica's link is cut while the
@@ -229,13 +161,13 @@ func (f *failover) users() []int64 {
 // The holds the replica missed are lost.
 func (f *failover) failOver(ctx context.Context, quiet bool) {
 	t := f.t
-	require.True(t, f.waitGiven(phaseReplicated, 20, 90*time.Second), "202s before the cut")
-	f.waitReplicated(f.users())
+	require.True(t, f.grants.WaitGiven(t, phaseReplicated, 20, 90*time.Second), "202s before the cut")
+	grants.WaitMarked(t, f.replica, f.s.saleID, f.grants.Users())
 	require.NoError(t, f.g.CutReplication(ctx))
-	f.setPhase(phaseCut)
+	f.grants.SetPhase(phaseCut)
 	// Kept short: a replica whose link has been down for about ten
 	// down-after periods is not promoted.
-	f.waitGiven(phaseCut, 20, 5*time.Second)
+	f.grants.WaitGiven(t, phaseCut, 20, 5*time.Second)
 	if quiet {
 		// Nothing meets the promoted replica before the API does: no call
 		// is in flight to notice the failover, and the worker, which would
@@ -243,72 +175,31 @@ func (f *failover) failOver(ctx context.Context, quiet bool) {
 		f.stopCrowd()
 		f.s.worker.Freeze(t)
 	}
-	k := lua.SaleKeys(f.s.saleID)
 	// The replica's copy has not moved since the cut; the master's holds
 	// that it lacks are lost with the master.
-	onReplica, err := f.replica.SMembersMap(ctx, k.Buyers).Result()
+	onReplica, err := grants.ReadMarks(ctx, f.replica, f.s.saleID)
 	require.NoError(t, err)
-	replicaSeq, err := f.replica.Get(ctx, k.Reserved).Int64()
-	require.NoError(t, err)
-	onMaster, err := f.s.rdb.SMembers(ctx, k.Buyers).Result()
-	require.NoError(t, err)
-	masterSeq, err := f.s.rdb.Get(ctx, k.Reserved).Int64()
+	onMaster, err := grants.ReadMarks(ctx, f.s.rdb, f.s.saleID)
 	require.NoError(t, err)
 	require.NoError(t, f.g.Kill(f.master))
-	f.setPhase(phaseKilled)
+	f.grants.SetPhase(phaseKilled)
 	killed := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	promoted, err := f.g.WaitForPromotion(pctx, f.master)
 	require.NoError(t, err)
-	f.setPhase(phasePromoted)
+	f.grants.SetPhase(phasePromoted)
 	_, replicaAddr := f.g.Nodes()
 	require.Equal(t, replicaAddr, promoted, "the sentinels promote the replica")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, m := range onMaster {
-		if _, kept := onReplica[m]; !kept {
-			u, err := strconv.ParseInt(m, 10, 64)
-			require.NoError(t, err)
-			f.lost = append(f.lost, u)
-		}
-	}
+	lost, err := onMaster.Lost(onReplica)
+	require.NoError(t, err)
+	f.grants.Lose(lost)
 	t.Logf("failover: %d 202s before the cut, %d during it, %d after the kill; promoted %s after the kill; "+
 		"the master had counted %d holds, the replica %d; %d users' holds lost (%d given a 202 during the cut or after the kill)",
-		f.given[phaseReplicated], f.given[phaseCut], f.given[phaseKilled], f.promotedAt.Sub(killed).Round(time.Millisecond),
-		masterSeq, replicaSeq, len(f.lost), len(f.cutUsers))
-	require.NotEmpty(t, f.lost, "the promoted replica lost holds that were answered 202")
-}
-
-// waitReplicated waits until the replica has the buyer mark of each user.
-func (f *failover) waitReplicated(users []int64) {
-	key := lua.SaleKeys(f.s.saleID).Buyers
-	members := make([]any, len(users))
-	for i, u := range users {
-		members[i] = u
-	}
-	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		in, err := f.replica.SMIsMember(ctx, key, members...).Result()
-		if assert.NoError(c, err) {
-			assert.NotContains(c, in, false, "the replica has every buyer mark")
-		}
-	}, 30*time.Second, 50*time.Millisecond)
-}
-
-// returningHolders are the users whose holds the promoted replica lost,
-// with those given a 202 while the link was cut.
-func (f *failover) returningHolders() []int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.returningHoldersLocked()
-}
-
-func (f *failover) returningHoldersLocked() []int64 {
-	out := append(slices.Clone(f.lost), f.cutUsers...)
-	slices.Sort(out)
-	return slices.Compact(out)
+		f.grants.Given(phaseReplicated), f.grants.Given(phaseCut), f.grants.Given(phaseKilled),
+		f.grants.Began(phasePromoted).Sub(killed).Round(time.Millisecond), onMaster.Reserved, onReplica.Reserved,
+		len(lost), len(f.grants.UsersIn(cutPhases...)))
+	require.NotEmpty(t, lost, "the promoted replica lost holds that were answered 202")
 }
 
 // returnHolders: right after the promotion, each returning holder asks
@@ -326,15 +217,10 @@ func (f *failover) returnHolders(quiet bool) {
 		require.True(t, before.Mode == domain.ModeRedis && before.ModeEpoch == f.epoch,
 			"unnoticed, the failover leaves the sale on Redis at epoch %d: %s mode, epoch %d", f.epoch, before.Mode, before.ModeEpoch)
 	}
-	var users []int64
-	f.mu.Lock()
-	for _, u := range f.returningHoldersLocked() {
-		if f.first[u] != "" { // else its client is still retrying
-			users = append(users, u)
-		}
-	}
-	after := time.Since(f.promotedAt)
-	f.mu.Unlock()
+	// The users whose holds the promoted replica lost, with those given a
+	// 202 while the link was cut, whose first 202 is known.
+	users := f.grants.Returning(cutPhases...)
+	after := f.grants.Since(phasePromoted)
 	stop := make(chan struct{})
 	timer := time.AfterFunc(90*time.Second, func() { close(stop) })
 	defer timer.Stop()
@@ -379,7 +265,7 @@ func (f *failover) askAgain(user int64, stop <-chan struct{}) {
 		return
 	case code == http.StatusAccepted:
 		tok, _ := body["token"].(string)
-		f.note(user, tok)
+		f.grants.Note(user, fmt.Sprintf("return-%d", user), tok)
 		f.t.Errorf("user %d, whose hold %s Redis lost, got a second 202 with a new request_id: token %s", user, f.firstOf(user), tok)
 		return
 	}
@@ -400,7 +286,7 @@ func (f *failover) replayFirst(user int64, stop <-chan struct{}) {
 		return
 	}
 	tok, _ := body["token"].(string)
-	f.note(user, tok)
+	f.grants.Note(user, fmt.Sprintf("outage-%d", user), tok)
 	if first := f.firstOf(user); tok != first {
 		f.t.Errorf("user %d: its first request re-sent answered token %s, not %s", user, tok, first)
 		return
@@ -410,10 +296,10 @@ func (f *failover) replayFirst(user int64, stop <-chan struct{}) {
 	f.mu.Unlock()
 }
 
+// firstOf is the token of a user's first 202.
 func (f *failover) firstOf(user int64) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.first[user]
+	h, _ := f.grants.First(user)
+	return h.Token
 }
 
 // sale reads the sale's row.
@@ -474,9 +360,7 @@ func (f *failover) rejoinOldMaster(ctx context.Context) {
 // units sold exactly, reconciliation clean, the invariants.
 func (f *failover) judge(scenario string, stock int64) {
 	t, s := f.t, f.s
-	f.mu.Lock()
-	given := maps.Clone(f.first) // each user's 202 (a second one fails the test)
-	f.mu.Unlock()
+	given := f.grants.FirstTokens() // each user's 202 (a second one fails the test)
 	waitBackOnRedis(t, s)
 	clean := f.waitClean()
 	placed, failed := waitPlacedOrFailed(t, s, given)
@@ -484,9 +368,9 @@ func (f *failover) judge(scenario string, stock int64) {
 		f.explainFailed()
 	}
 	assert.Zero(t, failed, "every 202 reaches PENDING_PAYMENT")
-	f.oneTokenEach()
+	f.grants.OneTokenEach(t)
 	returning := map[int64]string{}
-	for _, u := range f.returningHolders() {
+	for _, u := range f.grants.Returning(cutPhases...) {
 		if tok, ok := given[u]; ok {
 			returning[u] = tok
 		}
@@ -495,20 +379,19 @@ func (f *failover) judge(scenario string, stock int64) {
 	rebought := cancelAndBuyAgain(t, s, returning)
 	fresh, unsold := freshBuyTheRest(t, s, stock)
 	reconcileClean(t, s)
+	firstAgain := f.grants.FirstAfter(phasePromoted)
 	st := s.checkIdle(scenario, func(r *Row) {
-		r.Kept202, r.Given202, r.SellingAgain = placed, len(given), f.firstAgain
+		r.Kept202, r.Given202, r.SellingAgain = placed, len(given), firstAgain
 	})
 	assert.Zero(t, st.StrandedUnits(), "units stranded")
 	assert.Empty(t, st.StrandedUsers(), "users stranded")
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	t.Logf("%s: 202s %d before the cut, %d during it, %d after the kill, %d after the promotion (first %s after it); "+
 		"%d/%d kept (%d FAILED); refusals recorded %v; reconciliation clean %s after the promotion; "+
 		"%d returning holders cancelled and bought again; %d fresh units sold of %d unsold",
-		scenario, f.given[phaseReplicated], f.given[phaseCut], f.given[phaseKilled], f.given[phasePromoted],
-		f.firstAgain.Round(time.Millisecond), placed, len(given), failed, refusals, clean.Round(time.Millisecond),
+		scenario, f.grants.Given(phaseReplicated), f.grants.Given(phaseCut), f.grants.Given(phaseKilled), f.grants.Given(phasePromoted),
+		firstAgain.Round(time.Millisecond), placed, len(given), failed, refusals, clean.Round(time.Millisecond),
 		rebought, fresh, unsold)
-	assert.LessOrEqual(t, f.firstAgain, 30*time.Second, "the sale sells again within 30 s of the promotion")
+	assert.LessOrEqual(t, firstAgain, 30*time.Second, "the sale sells again within 30 s of the promotion")
 	assert.LessOrEqual(t, clean, 30*time.Second, "reconciliation is clean within 30 s of the promotion")
 }
 
@@ -524,18 +407,7 @@ func (f *failover) waitClean() time.Duration {
 		}
 		assert.True(c, rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0, "reconciliation clean: %+v", rep)
 	}, 120*time.Second, 200*time.Millisecond, "reconciliation clean")
-	return time.Since(f.promotedAt)
-}
-
-// oneTokenEach: no user got two different tokens in 202s.
-func (f *failover) oneTokenEach() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, u := range slices.Sorted(maps.Keys(f.tokens)) {
-		if toks := f.tokens[u]; len(toks) > 1 {
-			f.t.Errorf("user %d got %d tokens in 202s: %v", u, len(toks), slices.Sorted(maps.Keys(toks)))
-		}
-	}
+	return f.grants.Since(phasePromoted)
 }
 
 // refusals counts the sale's holds the database refused, by reason.
@@ -570,10 +442,7 @@ func (f *failover) explainFailed() {
 		var user, seq, bucket int64
 		var created, updated time.Time
 		require.NoError(f.t, rows.Scan(&token, &user, &req, &path, &reason, &seq, &bucket, &created, &updated))
-		f.mu.Lock()
-		given := f.tokens[user][token]
-		f.mu.Unlock()
-		if given {
+		if f.grants.Gave(user, token) {
 			f.t.Errorf("202 token %s ended FAILED: user %d request %s path %s reason %q redis_seq %d bucket %d created %s updated %s",
 				token, user, req, path, reason, seq, bucket, created.Format(time.StampMilli), updated.Format(time.StampMilli))
 		}
