@@ -81,6 +81,18 @@ var errHoldSlowPath = errors.New("the hold needs the statement-by-statement reco
 // the user's rule is the database's all the same.
 func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64, unit bool) (HoldRecord, error) {
 	guard := holdGuardArgs(in.SaleID, epoch)
+	if seq == 0 {
+		// A replay (Redis numbers only new holds): its row is there most
+		// often, and one read answers it.
+		var rec HoldRecord
+		found, err := answerRecorded(ctx, s.DB, in.Token, guard, &rec)
+		if err != nil {
+			return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
+		}
+		if found {
+			return rec, nil
+		}
+	}
 	if unit {
 		err := recordHoldScript(ctx, s.DB, in, guard, seq)
 		if err == nil {
@@ -171,7 +183,8 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 			_, _, err := insertHold(ctx, tx, in, nil, 0, domain.FailReasonRefusedHolder)
 			return err
 		case key != "" || !inserted:
-			return answerRecorded(ctx, tx, in.Token, guard, &rec)
+			_, err := answerRecorded(ctx, tx, in.Token, guard, &rec)
+			return err
 		}
 		rec.Counted = true
 		if !unit {
@@ -248,23 +261,27 @@ func duplicateKey(err error) string {
 // the relay recorded it first) or that the guard kept out: the refusal
 // the row records, else counted when the row holds its unit or has moved
 // on, or, recorded without a unit, while the guard holds now.
-func answerRecorded(ctx context.Context, tx bun.Tx, token string, guard []any, rec *HoldRecord) error {
-	row, err := getReservation(ctx, tx, token, false)
+// It reports whether the row was there.
+func answerRecorded(ctx context.Context, q bun.IDB, token string, guard []any, rec *HoldRecord) (bool, error) {
+	row, err := getReservation(ctx, q, token, false)
 	if errors.Is(err, ErrNotFound) {
-		return nil // the guard failed: nothing recorded, not counted
+		return false, nil // the guard failed: nothing recorded, not counted
 	}
 	if err != nil {
-		return fmt.Errorf("read recorded hold: %w", err)
+		return false, fmt.Errorf("read recorded hold: %w", err)
 	}
 	if refused := domain.RefusalOf(domain.ReservationStatus(row.Status), derefString(row.FailReason)); refused != nil {
 		rec.Counted, rec.Refused = true, refused
-		return nil
+		return true, nil
 	}
 	if row.UnitBucket != nil || row.Status != string(domain.StatusQueued) || guard == nil {
 		rec.Counted = true
-		return nil
+		return true, nil
 	}
-	return tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM sales WHERE "+holdGuard+")", guard...).Scan(&rec.Counted)
+	if err := q.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM sales WHERE "+holdGuard+")", guard...).Scan(&rec.Counted); err != nil {
+		return true, fmt.Errorf("check the guard: %w", err)
+	}
+	return true, nil
 }
 
 // takeHoldUnit takes the hold's unit from any bucket with one (deductBucket)
