@@ -237,7 +237,7 @@ func newRig(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings) 
 	r := &rig{script: script, ledger: ledger, starter: &fakeStarter{}, holds: &fakeHolds{requests: map[string]string{}}, syncer: &fakeSyncer{}}
 	r.svc = New(set, Deps{
 		Script: script, HoldIndex: r.holds, Ledger: ledger, Syncer: r.syncer, Starter: r.starter,
-		Fleet:        FleetFunc(func() bool { return r.down }),
+		Fleet:        fleetFunc(func() bool { return r.down }),
 		Logger:       slog.New(slog.DiscardHandler),
 		BreakerState: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breaker_state"}),
 		HoldOutcome:  func(string) {},
@@ -262,3 +262,9 @@ func (r *rig) watch(t *testing.T) {
 	}()
 	t.Cleanup(func() { close(stop); <-done })
 }
+
+// fleetFunc is a Fleet of a function, in a fleet of this release only.
+type fleetFunc func() bool
+
+func (f fleetFunc) RedisDown() bool      { return f() }
+func (f fleetFunc) HoldsTakeUnits() bool { return true }

