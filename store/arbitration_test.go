@@ -256,3 +256,72 @@ func TestAHoldRecordedForAnOlderWorkerTakesItsUnitAtItsOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, v.OldWorkers, "the worker of this release publishes its hold record")
 }
+
+// New holds that arrive together are recorded in groups (one transaction
+// of one round trip for many), each decided as it would be alone: holders
+// asking twice are refused, a number Redis handed out before is Redis back
+// in time, holds past the units are refused, and exactly the units are
+// promised.
+func TestNewHoldsAreRecordedInGroupsEachDecidedOnItsOwn(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock, users = 40, 60
+	sale := testenv.MustSale(t, st, stock, func(s *domain.Sale) { s.Buckets = 4 })
+	base := testenv.UniqueUser() * 1000
+	groups0, grouped0 := st.HoldGroupsSent()
+	type result struct {
+		user int64
+		rec  store.HoldRecord
+	}
+	results := make(chan result, users+10)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	hold := func(user int64, req string, seq int64) {
+		wg.Go(func() {
+			<-start
+			in := redisHold(sale, user, req)
+			rec, err := st.RecordRedisHold(ctx(t), in, sale.ModeEpoch, seq, true)
+			if assert.NoError(t, err) {
+				results <- result{user, rec}
+			}
+		})
+	}
+	for i := range users {
+		hold(base+int64(i), fmt.Sprintf("new-%03d", i), int64(i+1))
+	}
+	for i := range 5 { // holders again, with a number Redis also handed out before
+		hold(base+int64(i), fmt.Sprintf("again-%03d", i), int64(i+1))
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+
+	promised := map[int64]int{}
+	var refusedHolder, refusedSoldOut, wentBack int
+	for r := range results {
+		switch {
+		case r.rec.Promised():
+			promised[r.user]++
+		case r.rec.Refused == domain.ErrAlreadyHolds:
+			refusedHolder++
+		case r.rec.Refused == domain.ErrSoldOut:
+			refusedSoldOut++
+		default:
+			t.Errorf("user %d: undecided %+v", r.user, r.rec)
+		}
+		if r.rec.WentBack {
+			wentBack++
+		}
+	}
+	require.Len(t, promised, stock, "exactly the units promised")
+	for user, n := range promised {
+		require.Equal(t, 1, n, "user %d promised twice", user)
+	}
+	require.Equal(t, users+5-stock, refusedHolder+refusedSoldOut)
+	require.GreaterOrEqual(t, wentBack, 1, "a number handed out twice is Redis back in time")
+	require.Zero(t, sumOf(bucketsOf(t, st, sale.ID)))
+	require.Equal(t, stock, ledgerCount(t, st, sale.ID, "deduct"))
+	groups, grouped := st.HoldGroupsSent()
+	groups, grouped = groups-groups0, grouped-grouped0
+	t.Logf("%d holds in %d groups", grouped, groups)
+	require.Less(t, groups, grouped/2, "holds arriving together went in groups")
+}

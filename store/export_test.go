@@ -36,3 +36,23 @@ func (s *Store) RunScript(ctx context.Context, steps ...ScriptStep) error {
 	}
 	return sc.run(ctx, s.DB)
 }
+
+// RunGroup runs parts, each made of steps, as one group, and reports which
+// committed.
+func (s *Store) RunGroup(ctx context.Context, parts ...[]ScriptStep) ([]bool, error) {
+	var g group
+	for _, part := range parts {
+		steps := make([]step, 0, len(part))
+		for _, st := range part {
+			steps = append(steps, step{stmt: stmt{st.Query, st.Args}, what: "test step", dup: st.Dup, none: st.None})
+		}
+		g.add(steps...)
+	}
+	return g.run(ctx, s.DB)
+}
+
+// HoldGroupsSent is the number of groups of new holds sent so far, and the
+// holds they carried.
+func (s *Store) HoldGroupsSent() (groups, holds int64) {
+	return s.holds.groups.Load(), s.holds.grouped.Load()
+}

@@ -94,12 +94,12 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 		}
 	}
 	if unit {
-		err := recordHoldScript(ctx, s.DB, in, guard, seq)
-		if err == nil {
-			return HoldRecord{Counted: true}, nil
-		}
-		if !errors.Is(err, errHoldSlowPath) {
+		recorded, err := s.recordHoldFast(ctx, in, guard, seq)
+		if err != nil {
 			return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
+		}
+		if recorded {
+			return HoldRecord{Counted: true}, nil
 		}
 	}
 	rec, err := s.recordHoldTx(ctx, in, guard, seq, unit)
@@ -107,6 +107,24 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 		return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
 	}
 	return rec, nil
+}
+
+// recordHoldFast records a hold in one round trip: a new hold (numbered
+// by Redis) in its shard's next group, anything else (a replay not found,
+// or a group whose outcome was lost, whose own record reads what it
+// decided) in a script of its own. Not recorded: the transaction decides.
+func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (bool, error) {
+	if seq > 0 {
+		committed, err := s.holds.record(ctx, s.DB, in, guard, seq)
+		if err == nil || ctx.Err() != nil {
+			return committed, err
+		}
+	}
+	err := recordHoldScript(ctx, s.DB, in, guard, seq)
+	if errors.Is(err, errHoldSlowPath) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // holdColumns are the columns a Redis hold's record writes.
@@ -126,21 +144,26 @@ func nullSeq(seq int64) any {
 // the ledger's deduct row; and last the unit from that bucket, by the
 // conditional update. Any surprise rolls it back whole: errHoldSlowPath.
 func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, guard []any, seq int64) error {
-	now := time.Now().UTC().Truncate(time.Millisecond)
 	var sc script
-	sc.add(
-		step{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)
+	sc.add(holdSteps(in, guard, seq, time.Now().UTC().Truncate(time.Millisecond))...)
+	return sc.run(ctx, db)
+}
+
+// holdSteps are the statements of a hold's one-round-trip record, for a
+// script of its own (recordHoldScript) or a part of a group (holdGroups).
+func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []step {
+	return []step{
+		{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)
 			SELECT ?, id, ?, ?, ?, ?, NULL, ` + openBucketColumn(false) + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
 			append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), nullSeq(seq), now, now}, guard...)},
 			what: "insert hold", dup: errHoldSlowPath, none: errHoldSlowPath},
-		step{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ?)", []any{in.Token}}, what: "read the picked bucket"},
-		step{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
+		{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ?)", []any{in.Token}}, what: "read the picked bucket"},
+		{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'deduct', ?, COALESCE(@seckill_hold_bucket, -1), -1, ?)`, []any{in.Token, in.SaleID, now}},
 			what: "ledger deduct", dup: errHoldSlowPath},
-		step{stmt: stmt{"SET STATEMENT innodb_lock_wait_timeout = 1 FOR UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = @seckill_hold_bucket AND stock >= 1",
+		{stmt: stmt{"SET STATEMENT innodb_lock_wait_timeout = 1 FOR UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = @seckill_hold_bucket AND stock >= 1",
 			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath},
-	)
-	return sc.run(ctx, db)
+	}
 }
 
 // recordHoldTx decides a hold statement by statement, in one transaction:

@@ -122,3 +122,64 @@ func (s *script) run(ctx context.Context, db bun.IDB) error {
 	}
 	return nil
 }
+
+// group is a transaction of independent parts sent to MariaDB whole, as
+// one compound statement: the group commit of several requests' writes in
+// one round trip and one commit. Each part runs under a savepoint; a part
+// whose step meets its dup or none, or waits on a lock past its statement's
+// bound, is rolled back alone to its savepoint, and the other parts commit.
+// run answers, part by part, whether it committed. Any other error rolls
+// the whole transaction back (a deadlock victim has lost its savepoints
+// too), and its outcome is unknown as a script's is when its answer is lost.
+type group struct {
+	body  strings.Builder
+	args  []any
+	parts int
+}
+
+// add appends a part made of steps.
+func (g *group) add(steps ...step) {
+	label := "seckill_part_" + strconv.Itoa(g.parts)
+	g.parts++
+	undo := "ROLLBACK TO SAVEPOINT seckill_part; SET parts = CONCAT(parts, '0');"
+	g.body.WriteString("SAVEPOINT seckill_part;\n" + label + ": BEGIN DECLARE EXIT HANDLER FOR " +
+		strconv.Itoa(errDupEntry) + ", " + strconv.Itoa(errLockWait) + " BEGIN " + undo + " END; ")
+	for _, st := range steps {
+		g.body.WriteString(st.query + "; ")
+		if st.none != nil {
+			g.body.WriteString("IF ROW_COUNT() <> 1 THEN " + undo + " LEAVE " + label + "; END IF; ")
+		}
+		g.args = append(g.args, st.args...)
+	}
+	g.body.WriteString("SET parts = CONCAT(parts, '1'); END;\n")
+}
+
+// run sends the group in one transaction of its own (db must not be in
+// one) and reports, for each part in the order added, whether it committed.
+func (g *group) run(ctx context.Context, db bun.IDB) ([]bool, error) {
+	q := "BEGIN NOT ATOMIC DECLARE parts TEXT DEFAULT ''; DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\nSTART TRANSACTION;\n" +
+		g.body.String() + "COMMIT;\nSELECT parts;\nEND"
+	rows, err := db.QueryContext(ctx, q, g.args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var parts string
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("group: no answer after its commit")
+	}
+	if err := rows.Scan(&parts); err != nil {
+		return nil, fmt.Errorf("group: read its answer: %w", err)
+	}
+	if len(parts) != g.parts {
+		return nil, fmt.Errorf("group: %d answers for %d parts", len(parts), g.parts)
+	}
+	committed := make([]bool, g.parts)
+	for i := range parts {
+		committed[i] = parts[i] == '1'
+	}
+	return committed, rows.Close()
+}

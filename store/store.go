@@ -26,6 +26,8 @@ import (
 // Store wraps the database.
 type Store struct {
 	DB *bun.DB
+	// holds group-commits new holds' records (RecordRedisHold).
+	holds holdGroups
 }
 
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
