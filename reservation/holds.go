@@ -22,7 +22,8 @@ const holdRecordTimeout = 500 * time.Millisecond
 // opens only after every instance has stopped sending reservations to
 // Redis, so a hold recorded here is never sold twice: a burst's 202s are
 // kept when Redis stalls right after it, however far the relay lags. The
-// cost is one round trip per 202, bounded by the stock.
+// cost is one round trip per group of 202s that arrive together (the
+// store group-commits new holds), bounded by the stock.
 //
 // A hold that is not recorded is not promised: it answers 503 (outcome
 // unknown) and the client's retry with the same request_id replays it.
