@@ -1,6 +1,5 @@
-// Package client is a typed Go client of seckill's REST API (contract
-// ../shared/api.md, api/openapi.yaml): the contract's paths built in one
-// place, and a Client whose methods answer the contract's bodies, or a
+// Package client is a typed Go client of seckill's REST API (the contract
+// is api/openapi.yaml): the contract's paths built in one place, and a Client whose methods answer the contract's bodies, or a
 // *domain.Error (code, message, Retry-After) for an error answer. Load
 // generators that speak fasthttp build their requests from the paths.
 package client

@@ -100,8 +100,9 @@ type Config struct {
 	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default on)
 	// makes the API start the order workflow of a Redis-path 202 at once,
 	// besides the worker's inbox relay. Off, the relay alone starts it:
-	// half the start calls, but until the relay has read the entry the
-	// 202's only record is Redis's AOF, whose last second a crash can lose.
+	// half the start calls, and the order starts only once the relay has
+	// read the inbox entry. Either way the hold is recorded in MySQL
+	// before its 202 is answered.
 	APIStartsRedisOrders bool
 
 	// FallbackInFlight bounds the database path's transactions in flight

@@ -14,10 +14,11 @@ import (
 )
 
 // Breaker settings. The per-call timeout (cfg.RedisTimeout, default 250 ms)
-// is what turns a slow Redis into failures: the reserve script's p99.9 on
-// this 2-core machine under a 256-connection burst stays in single-digit
-// milliseconds (bench scenario 3), so a quarter second is far above a busy
-// Redis and far below a client's patience.
+// is what turns a slow Redis into failures: the reserve script's p99.9
+// under a 256-connection burst stays in single-digit milliseconds even with
+// Redis, MariaDB, Temporal and the load generator sharing two cores (bench
+// scenario 3), so a quarter second is far above a busy Redis and far below
+// a client's patience.
 const (
 	BreakerTrip        = 5                      // consecutive failures that open it
 	breakerOpenFor     = time.Second            // open, then half-open to probe

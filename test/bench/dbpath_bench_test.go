@@ -19,7 +19,7 @@ import (
 // test services, at the API's default bound of 16 in flight on a sale of
 // 16 buckets whose quota never runs out (BENCH_IN_FLIGHT sets the bound):
 //
-//	go test -run '^$' -bench ReserveInDB ./bench/
+//	go test -run '^$' -bench ReserveInDB ./test/bench/
 //
 // It reports reservations/s and the p99 of one reservation; scenario 5
 // measures the same path through the API.

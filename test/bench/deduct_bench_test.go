@@ -12,7 +12,7 @@ import (
 
 // Scenario 4 as Go benchmarks, against the test services:
 //
-//	go test -run '^$' -bench Deduct ./bench/
+//	go test -run '^$' -bench Deduct ./test/bench/
 //
 // b.N orders are placed by 64 concurrent deducters (store.PlaceOrder);
 // their reservations are recorded before the timer starts. The stock is
