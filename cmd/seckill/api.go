@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
 )
@@ -37,6 +38,9 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 	rdb := lua.NewClient(redisClient)
 	defer func() { _ = rdb.Close() }()
 	reg := prometheus.NewRegistry()
+	if err := reg.Register(buildinfo.Collector()); err != nil {
+		return fmt.Errorf("api: build info metric: %w", err)
+	}
 	if err := rdb.InstrumentScripts(reg); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}

@@ -5,9 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +98,33 @@ func TestProductionRefusesOnlyPublishedValues(t *testing.T) {
 		require.Equal(t, 1, code, "seckill token with a published secret:\n%s", out)
 		require.Contains(t, out, "SECKILL_JWT_SECRET holds a published value")
 		require.NotContains(t, out, published)
+	}
+}
+
+// The real API and worker each export seckill_build_info = 1 on /metrics,
+// labelled with the version and commit `seckill version` prints.
+func TestBothProcessesExportTheirBuild(t *testing.T) {
+	code, out := runSeckill(t, nil, "version")
+	require.Equal(t, 0, code, out)
+	m := regexp.MustCompile(`^seckill (\S+) commit (\S+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, "version line %q", out)
+	want := regexp.MustCompile(`(?m)^seckill_build_info\{commit="` + regexp.QuoteMeta(m[2]) +
+		`",go_version="go[^"]+",version="` + regexp.QuoteMeta(m[1]) + `"\} 1$`)
+
+	env := testenv.ProcEnv(t, fmt.Sprintf("startup-build-%d", time.Now().UnixNano()), nil)
+	api := testenv.MustAPI(t, "api", env)
+	worker := testenv.MustWorker(t, "worker", env)
+	for name, url := range map[string]string{"api": api.URL + "/metrics", "worker": worker.MetricsURL} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err, "GET %s", url)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Regexp(t, want, string(body), "the %s's /metrics carries its build", name)
 	}
 }
