@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,22 @@ const (
 	DevPaymentSecret  = "seckill-dev-payment-secret"
 	DevTokenKey       = "seckill-dev-token-key"
 )
+
+// publishedValues are secrets anyone can read: the development defaults and
+// the values of deploy/k8s/base/secrets.env.example (a config test holds
+// this list to that file). Outside development mode they are refused, as is
+// any value holding the example's placeholder mark, placeholderMark.
+var publishedValues = []string{
+	DevJWTSecret, DevAdminJWTSecret, DevPaymentSecret, DevTokenKey,
+	"seckill:CHANGE-ME@tcp(mariadb:3306)/seckill",
+	"CHANGE-ME-user-token-secret-of-32-bytes-or-more",
+	"CHANGE-ME-admin-token-secret-of-32-bytes-or-more",
+	"CHANGE-ME-payment-webhook-secret-32-bytes-or-more",
+	"CHANGE-ME-reservation-token-key-of-32-bytes-or-more",
+}
+
+// placeholderMark marks a template's value (compared case-insensitively).
+const placeholderMark = "CHANGE-ME"
 
 // Config is the whole configuration of the API and the worker.
 type Config struct {
@@ -479,6 +496,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 		}
 	}
 	if !r.dev {
+		r.refusePublished(c)
 		for _, sec := range []struct {
 			name string
 			v    []byte
@@ -490,6 +508,40 @@ func (r *envReader) secrets(c *Config, need Need) {
 			}
 		}
 	}
+}
+
+// refusePublished refuses, outside development mode, a secret whose value
+// is published (publishedValues) or a placeholder: with it anyone who reads
+// the repository can mint admin tokens or sign payment webhooks. The error
+// names the variable, never the value.
+func (r *envReader) refusePublished(c *Config) {
+	for _, sec := range []struct {
+		name string
+		v    string
+	}{
+		{"MYSQL_DSN", c.MySQLDSN}, {"REDIS_PASSWORD", c.RedisPassword}, {"REDIS_URL", c.RedisURL},
+		{"REDIS_SENTINEL_PASSWORD", c.RedisSentinelPassword},
+		{"SECKILL_JWT_SECRET", string(c.JWTSecret)}, {"SECKILL_ADMIN_JWT_SECRET", string(c.AdminJWTSecret)},
+		{"SECKILL_PAYMENT_SECRET", string(c.PaymentSecret)}, {"SECKILL_TOKEN_KEY", string(c.TokenKey)},
+		{"SECKILL_JWT_SECRET_PREVIOUS", string(c.JWTSecretPrevious)},
+		{"SECKILL_PAYMENT_SECRET_PREVIOUS", string(c.PaymentSecretPrevious)},
+		{"SECKILL_TOKEN_KEY_PREVIOUS", string(c.TokenKeyPrevious)},
+	} {
+		if published(sec.v) {
+			r.fail(fmt.Errorf("%s holds a published value (a development default or a template's %s placeholder) "+
+				"outside development mode: set a secret of your own", sec.name, placeholderMark))
+		}
+	}
+}
+
+// published reports whether v is a value anyone can read in seckill's
+// sources: a development default, a value of the deployment's secrets
+// template, or anything holding its placeholder mark.
+func published(v string) bool {
+	if v == "" {
+		return false
+	}
+	return strings.Contains(strings.ToUpper(v), placeholderMark) || slices.Contains(publishedValues, v)
 }
 
 // limits: token buckets and the trusted addresses.

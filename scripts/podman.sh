@@ -33,7 +33,7 @@ build_seckill_image() {
 	local image="$1" ctx
 	ctx="$(mktemp -d)"
 	log "building the static binary (CGO_ENABLED=0) into $ctx"
-	CGO_ENABLED=0 go build -trimpath -tags timetzdata -ldflags '-s -w' -o "$ctx/seckill" ./cmd/seckill
+	CGO_ENABLED=0 go build -trimpath -tags timetzdata -ldflags "-s -w $("$ROOT/scripts/ldflags.sh")" -o "$ctx/seckill" ./cmd/seckill
 	# The CA roots for TLS (Temporal Cloud, a managed database).
 	[[ -f /etc/ssl/certs/ca-certificates.crt ]] || need_packages update-ca-certificates:ca-certificates
 	cp /etc/ssl/certs/ca-certificates.crt "$ctx/"

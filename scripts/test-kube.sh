@@ -19,6 +19,10 @@ command -v kubectl >/dev/null || die "kubectl (with kustomize) is needed"
 overlay="$ROOT/deploy/k8s/test"
 rendered="$(mktemp --suffix .yaml)"
 played=""
+# The base reads its git-ignored secrets.env even though the overlay drops
+# the Secret: a throwaway one is written when there is none, and removed.
+base_secrets="$ROOT/deploy/k8s/base/secrets.env"
+wrote_base_secrets=""
 
 cleanup() {
 	local rc=$?
@@ -33,6 +37,9 @@ cleanup() {
 		podman_lab kube down "$rendered" >/dev/null || rc=1
 	fi
 	rm -f "$rendered" "$overlay/test.env" "$overlay/secrets.env"
+	if [[ -n "$wrote_base_secrets" ]]; then
+		rm -f "$base_secrets"
+	fi
 	"$ROOT/scripts/services.sh" down test || rc=1
 	log "exit $rc"
 	exit "$rc"
@@ -47,6 +54,10 @@ build_seckill_image localhost/seckill:test
 for name in JWT ADMIN_JWT PAYMENT TOKEN_KEY; do
 	printf 'SECKILL_%s_SECRET=%s\n' "$name" "$(head -c 32 /dev/urandom | base64 | tr -d '\n')"
 done | sed 's/^SECKILL_TOKEN_KEY_SECRET=/SECKILL_TOKEN_KEY=/' >"$overlay/secrets.env"
+if [[ ! -e "$base_secrets" ]]; then
+	wrote_base_secrets=1
+	cp "$overlay/secrets.env" "$base_secrets"
+fi
 api_port="$(free_port)" metrics_port="$(free_port)"
 cat >"$overlay/test.env" <<ENV
 REDIS_ADDR=127.0.0.1:${SECKILL_TEST_REDIS_PORT:-16379}

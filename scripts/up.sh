@@ -27,7 +27,7 @@ need_packages "${redis_packages[@]}" mariadbd:mariadb-server mariadb:mariadb-cli
 # bin/seckill compiles while the services start: neither waits for the
 # other.
 log "building bin/seckill alongside the services"
-go build -buildvcs=auto -o bin/seckill ./cmd/seckill & # stamps the commit for `seckill version`
+go build -buildvcs=auto -ldflags "$("$ROOT/scripts/ldflags.sh")" -o bin/seckill ./cmd/seckill & # stamps the commit (scripts/ldflags.sh)
 build_pid=$!
 # A Temporal CLI not built yet is built after bin/seckill, in the
 # background: the API and worker start without Temporal (reservations are

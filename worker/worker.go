@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fleet"
+	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
@@ -98,7 +99,7 @@ type process struct {
 }
 
 func (p *process) registerMetrics() error {
-	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	var err error
 	if p.metrics, err = NewMetrics(p.reg); err != nil {
 		return err

@@ -14,9 +14,19 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
 )
+
+// newRegistry is the API's metrics registry, holding the build's
+// seckill_build_info from the start (a fresh registry has nothing it could
+// clash with).
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(buildinfo.Collector())
+	return reg
+}
 
 // runAPI serves the API on cfg.APIAddr until ctx is cancelled, then shuts down
 // gracefully: stop accepting, finish in-flight requests within
@@ -36,7 +46,7 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 	}
 	rdb := lua.NewClient(redisClient)
 	defer func() { _ = rdb.Close() }()
-	reg := prometheus.NewRegistry()
+	reg := newRegistry()
 	if err := rdb.InstrumentScripts(reg); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}

@@ -19,12 +19,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/cli"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/telemetry"
@@ -103,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "version", "--version":
-		fmt.Fprintln(stdout, versionLine())
+		fmt.Fprintln(stdout, buildinfo.Read())
 		return 0
 	}
 	cmd, ok := commands[name]
@@ -159,38 +159,6 @@ func hasFlags(fs *flag.FlagSet) bool {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	return n > 0
-}
-
-// commit is the build's commit when the toolchain embedded none (a build
-// with -buildvcs=false, as GOFLAGS may say, or in a git worktree, which the
-// toolchain does not detect): set it with -ldflags "-X main.commit=...".
-// The Taskfile and scripts/up.sh build with -buildvcs=auto.
-var commit = "unknown"
-
-// versionLine is the build's module version and VCS commit, from the build
-// information the Go toolchain embeds.
-func versionLine() string {
-	version, commit, modified, built := "(devel)", commit, "", ""
-	goVersion := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if v := bi.Main.Version; v != "" {
-			version = v
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					modified = " (modified)"
-				}
-			case "vcs.time":
-				built = " " + s.Value
-			}
-		}
-	}
-	return fmt.Sprintf("seckill %s commit %s%s%s %s", version, commit, modified, built, goVersion)
 }
 
 // serve runs a long-lived component until ctx is cancelled, then gives it

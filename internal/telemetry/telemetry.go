@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/buildinfo"
 )
 
 // Setup installs the global tracer provider (an OTLP exporter, batched)
@@ -40,13 +41,9 @@ func Setup(ctx context.Context, cfg *config.Config, service string) (shutdown fu
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: otlp exporter: %w", err)
 	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", service)),
-		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
-		resource.WithTelemetrySDK(),
-	)
+	res, err := Resource(ctx, service)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
+		return nil, err
 	}
 	// OTEL_TRACES_SAMPLER, when set, replaces this sampler (the SDK reads it
 	// after the options).
@@ -59,6 +56,23 @@ func Setup(ctx context.Context, cfg *config.Config, service string) (shutdown fu
 		}
 		return nil
 	}, nil
+}
+
+// Resource describes this process in every span: service.name (service,
+// unless OTEL_SERVICE_NAME says otherwise), service.version (the build's
+// version, or its commit when it has none: buildinfo), and what
+// OTEL_RESOURCE_ATTRIBUTES adds.
+func Resource(ctx context.Context, service string) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", service),
+			attribute.String("service.version", buildinfo.Read().ServiceVersion())),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	return res, nil
 }
 
 // Install makes tp the global tracer provider with the W3C trace-context

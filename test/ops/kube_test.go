@@ -3,13 +3,17 @@ package ops
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +42,10 @@ type kubeObject struct {
 		Ports    []struct {
 			TargetPort string `yaml:"targetPort"`
 		} `yaml:"ports"`
+		PodMetricsEndpoints []struct {
+			Port string `yaml:"port"`
+			Path string `yaml:"path"`
+		} `yaml:"podMetricsEndpoints"`
 	} `yaml:"spec"`
 }
 
@@ -119,7 +127,8 @@ func renderKube(t *testing.T, dir string) map[string]kubeObject {
 // container, the PDB and HPA on the API, Services that select pods,
 // configuration and secrets of documented variables.
 func TestKubernetesManifests(t *testing.T) {
-	objs := renderKube(t, filepath.Join(testenv.RepoRoot(), "deploy", "k8s", "base"))
+	tree, written := kubeTree(t, true)
+	objs := renderKube(t, filepath.Join(tree, "base"))
 	var config, secrets kubeObject
 	for _, o := range objs {
 		switch o.Kind {
@@ -137,6 +146,13 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	for name := range secrets.Data {
 		require.Contains(t, documented, name, "Secret key %s is not a documented variable", name)
+	}
+	// The Secret is secrets.env's, not the committed template's.
+	require.Len(t, secrets.Data, len(written))
+	for name, value := range written {
+		got, err := base64.StdEncoding.DecodeString(secrets.Data[name])
+		require.NoError(t, err)
+		require.Equal(t, value, string(got), "Secret key %s comes from secrets.env", name)
 	}
 
 	api := objs["Deployment/seckill-api"]
@@ -221,4 +237,78 @@ func documentedVariables(t *testing.T) []string {
 	}
 	require.Greater(t, len(names), 30)
 	return names
+}
+
+// kubeTree copies deploy/k8s to a temp dir, without the files a developer
+// or scripts/test-kube.sh may have written into it (they are git-ignored),
+// and with secrets, writes base/secrets.env: the template's variables with
+// random values, which it returns.
+func kubeTree(t *testing.T, withSecrets bool) (string, map[string]string) {
+	t.Helper()
+	src := filepath.Join(testenv.RepoRoot(), "deploy", "k8s")
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(dir, os.DirFS(src)))
+	for _, f := range []string{"base/secrets.env", "test/secrets.env", "test/test.env"} {
+		require.NoError(t, os.RemoveAll(filepath.Join(dir, f)))
+	}
+	if !withSecrets {
+		return dir, nil
+	}
+	raw, err := os.ReadFile(filepath.Join(src, "base", "secrets.env.example"))
+	require.NoError(t, err)
+	written := map[string]string{}
+	var env strings.Builder
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, _, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		written[name] = rand.Text()
+		fmt.Fprintf(&env, "%s=%s\n", name, written[name])
+	}
+	require.GreaterOrEqual(t, len(written), 5, "the template's variables")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "base", "secrets.env"), []byte(env.String()), 0o600))
+	return dir, written
+}
+
+// The base reads the git-ignored secrets.env, never the committed
+// template: without it kubectl kustomize fails, naming the file, and the
+// kustomization says how to write it.
+func TestKubernetesBaseNeedsSecretsEnv(t *testing.T) {
+	bin, err := exec.LookPath("kubectl")
+	require.NoError(t, err, "kubectl (with kustomize) is needed to render deploy/k8s")
+	tree, _ := kubeTree(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "kustomize", filepath.Join(tree, "base")).CombinedOutput()
+	require.Error(t, err, "the base rendered without secrets.env:\n%s", out)
+	require.Contains(t, string(out), "secrets.env: no such file or directory")
+	kust, err := os.ReadFile(filepath.Join(tree, "base", "kustomization.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, string(kust), "cp secrets.env.example secrets.env")
+	require.NotContains(t, string(kust), "envs: [secrets.env.example]")
+}
+
+// deploy/k8s/overlays/monitoring renders the base and a PodMonitor for each
+// of the API and the worker, selecting their pods on the ports their
+// containers serve /metrics on.
+func TestKubernetesMonitoringOverlay(t *testing.T) {
+	tree, _ := kubeTree(t, true)
+	objs := renderKube(t, filepath.Join(tree, "overlays", "monitoring"))
+	for _, name := range []string{"seckill-api", "seckill-worker"} {
+		deploy, ok := objs["Deployment/"+name]
+		require.True(t, ok, "the overlay renders the base's Deployment %s", name)
+		pm, ok := objs["PodMonitor/"+name]
+		require.True(t, ok, "PodMonitor %s", name)
+		require.Equal(t, deploy.Spec.Template.Metadata.Labels["app.kubernetes.io/name"], matchLabel(t, pm.Spec.Selector), "PodMonitor %s selects its pods", name)
+		require.Len(t, pm.Spec.PodMetricsEndpoints, 1)
+		ep := pm.Spec.PodMetricsEndpoints[0]
+		require.Equal(t, "/metrics", ep.Path)
+		require.True(t, slices.ContainsFunc(deploy.Spec.Template.Spec.Containers[0].Ports, func(cp struct {
+			Name string `yaml:"name"`
+		}) bool {
+			return cp.Name == ep.Port
+		}), "PodMonitor %s scrapes port %s of its pods", name, ep.Port)
+	}
+	require.Equal(t, "admin", objs["PodMonitor/seckill-api"].Spec.PodMetricsEndpoints[0].Port, "the API's metrics are on its admin listener")
 }
