@@ -47,17 +47,24 @@ func (s *stack) warmSale(t *testing.T, stock int64) *domain.Sale {
 // the 202's token; the test fails on another answer.
 func reserve(t *testing.T, apiURL string, saleID, user int64) string {
 	t.Helper()
+	tok, err := reserveAnswered(apiURL, saleID, user)
+	require.NoError(t, err)
+	return tok
+}
+
+// reserveAnswered is reserve returning the error, for goroutines.
+func reserveAnswered(apiURL string, saleID, user int64) (string, error) {
 	url := fmt.Sprintf("%s/api/v1/sales/%d/reservations", apiURL, saleID)
 	body := map[string]any{"request_id": fmt.Sprintf("rollout-%d", user)}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, out, err := testenv.Do(http.MethodPost, url, user, body)
 		if err == nil && code == http.StatusAccepted {
-			return out["token"].(string)
+			return out["token"].(string), nil
 		}
 		retry := err == nil && (code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests)
 		if !retry || time.Now().After(deadline) {
-			t.Fatalf("reserve for user %d: %d %v %v", user, code, out, err)
+			return "", fmt.Errorf("reserve for user %d: %d %v %v", user, code, out, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
