@@ -151,11 +151,7 @@ func (s *Server) Serve(ln net.Listener) error { return s.App.Listener(s.edge.Lis
 // answer carries Connection: close, so keep-alive clients reconnect to
 // another instance. App.ShutdownWithTimeout ends it once load balancers
 // had the time to notice.
-func (s *Server) Drain() {
-	if !s.s.draining.Swap(true) {
-		s.s.logger.Info("draining: not ready, closing connections after each answer")
-	}
-}
+func (s *Server) Drain() { s.s.draining.Store(true) }
 
 // Shutdown stops the API within ctx: the listeners close, the requests in
 // flight are answered (with Connection: close), the event streams are
