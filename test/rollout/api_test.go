@@ -218,3 +218,33 @@ func checkLoad(t *testing.T, answers []answer, signalled, notReady time.Time) {
 	t.Logf("%d requests in all, %d sent during the delay, %d of them after /readyz failed", len(answers), during, closed)
 	assert.Greater(t, during, 10*loaders, "the load kept going during the delay")
 }
+
+// A second SIGTERM cuts the shutdown delay short: the API stops at once
+// and still exits 0.
+func TestSecondSIGTERMCutsTheDelay(t *testing.T) {
+	const longDelay = 30 * time.Second
+	s := newStack(t, map[string]string{
+		"SECKILL_SHUTDOWN_DELAY":   longDelay.String(),
+		"SECKILL_SHUTDOWN_TIMEOUT": shutdownTimeout.String(),
+	})
+	api := testenv.MustAPI(t, "api", s.env)
+	api.WaitReady(t, 30*time.Second, proc.HTTPReady(api.URL+"/readyz"))
+	signalled := time.Now()
+	require.NoError(t, api.Signal(syscall.SIGTERM))
+	// Still serving, not ready, in the delay.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, _, err := testenv.Do(http.MethodGet, api.URL+"/readyz", 0, nil)
+		if assert.NoError(c, err) {
+			assert.Equal(c, http.StatusServiceUnavailable, code)
+		}
+	}, 5*time.Second, 50*time.Millisecond)
+	require.True(t, api.Running(), "the API serves its delay")
+	require.NoError(t, api.Signal(syscall.SIGTERM))
+	select {
+	case <-api.Done():
+	case <-time.After(shutdownTimeout + 3*time.Second):
+		t.Fatalf("the API still ran %s after a second SIGTERM", shutdownTimeout+3*time.Second)
+	}
+	assert.Equal(t, 0, api.ExitCode())
+	assert.Less(t, time.Since(signalled), longDelay/2, "the second signal ended the delay")
+}
