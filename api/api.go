@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/contrib/otelfiber/v2"
@@ -115,10 +116,14 @@ type server struct {
 	reads *status.Reader
 	hub   *status.Hub
 
+	// draining is set once the instance is told to stop (Server.Drain).
+	draining atomic.Bool
 	stop     chan struct{}
 	stopOnce sync.Once
 	drainCtx context.Context
-	bg       sync.WaitGroup
+	// shutdownCtx bounds the shutdown hook when Server.Shutdown runs it.
+	shutdownCtx context.Context
+	bg          sync.WaitGroup
 }
 
 // Server is the API: the Fiber app and the connection edge in front of it.
@@ -140,6 +145,33 @@ func (s *Server) ServeAdmin(ln net.Listener) error { return s.Admin.Listener(ln)
 // Serve serves the API on ln behind the edge (connection caps, accept
 // back-off, per-phase read timeouts) until the app shuts down.
 func (s *Server) Serve(ln net.Listener) error { return s.App.Listener(s.edge.Listener(ln)) }
+
+// Drain begins the instance's stop while it still serves: /readyz answers
+// 503 shutting_down, so load balancers take the instance out, and every
+// answer carries Connection: close, so keep-alive clients reconnect to
+// another instance. App.ShutdownWithTimeout ends it once load balancers
+// had the time to notice.
+func (s *Server) Drain() { s.s.draining.Store(true) }
+
+// Shutdown stops the API within ctx: the listeners close, the requests in
+// flight are answered (with Connection: close), the event streams are
+// told to reconnect and closed, and the background work and the workflow
+// starter's queue drain.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.s.shutdownCtx = ctx
+	var adminErr error
+	var wg sync.WaitGroup
+	if s.Admin != nil {
+		wg.Go(func() {
+			if err := s.Admin.ShutdownWithContext(ctx); err != nil {
+				adminErr = fmt.Errorf("admin listener: %w", err)
+			}
+		})
+	}
+	err := s.App.ShutdownWithContext(ctx)
+	wg.Wait()
+	return errors.Join(err, adminErr)
+}
 
 // New builds the app and starts its background work (the cache refresher,
 // the limiter sweeper and the workflow starter); app.Shutdown stops them.
@@ -172,6 +204,9 @@ func NewServer(d Deps) *Server {
 		s.stopOnce.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 			defer cancel()
+			if s.shutdownCtx != nil { // Server.Shutdown's deadline
+				ctx = s.shutdownCtx
+			}
 			s.drainCtx = ctx // published to the starter by closing stop
 			close(s.stop)
 			s.bg.Wait()
@@ -302,6 +337,8 @@ func (s *server) publicApp() *fiber.App {
 	// Event streams take their connections over (events.go) and close
 	// them themselves.
 	srv.KeepHijackedConns = true
+	// Answers given while the server shuts down say Connection: close.
+	srv.CloseOnShutdown = true
 	app.Use(requestID)
 	app.Use(s.observeRequests)
 	if len(s.cfg.CORSOrigins) > 0 {
@@ -538,6 +575,9 @@ func (s *server) background() {
 }
 
 func (s *server) readyz(c *fiber.Ctx) error {
+	if s.draining.Load() {
+		return sendError(c, domain.EShuttingDown, "the instance is shutting down")
+	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
 	defer cancel()
 	if err := s.st.Ping(ctx); err != nil {

@@ -35,7 +35,7 @@ func statusOf(code string) int {
 		return fiber.StatusConflict
 	case domain.ERateLimited:
 		return fiber.StatusTooManyRequests
-	case domain.EUnavailable:
+	case domain.EUnavailable, domain.EShuttingDown:
 		return fiber.StatusServiceUnavailable
 	case domain.EUnsupportedMediaType:
 		return fiber.StatusUnsupportedMediaType

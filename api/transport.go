@@ -40,6 +40,15 @@ func (s *server) wrapHandler(next fasthttp.RequestHandler) fasthttp.RequestHandl
 			return
 		}
 		next(ctx)
+		s.closeIfDraining(ctx)
+	}
+}
+
+// closeIfDraining ends the connection after this answer once the instance
+// drains (Server.Drain): its client's next request goes to another one.
+func (s *server) closeIfDraining(ctx *fasthttp.RequestCtx) {
+	if s.draining.Load() {
+		ctx.SetConnectionClose()
 	}
 }
 
@@ -133,6 +142,7 @@ func (s *server) transportAnswer(ctx *fasthttp.RequestCtx, code, message string)
 	ctx.SetContentType(mimeJSON)
 	ctx.SetBody(errorBytes(code, message))
 	s.m.request(routeTransport, status, -1)
+	s.closeIfDraining(ctx)
 }
 
 const mimeJSON = "application/json"

@@ -110,9 +110,15 @@ type Config struct {
 	// ClockSkew bounds how far the clocks of the API, worker, Redis and
 	// MySQL hosts may differ: reservation deadlines and the database
 	// path's hold-off after a switch allow for it.
-	ClockSkew       time.Duration
-	StarterQueue    int // bounded queue of workflow starts in the API
+	ClockSkew    time.Duration
+	StarterQueue int // bounded queue of workflow starts in the API
+	// ShutdownTimeout bounds a stop: the worker's whole drain, and the
+	// API's after its ShutdownDelay.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long an API told to stop keeps serving while
+	// failing /readyz, so load balancers take it out before its listener
+	// closes.
+	ShutdownDelay time.Duration
 
 	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default on)
 	// makes the API start the order workflow of a Redis-path 202 at once,
@@ -585,6 +591,12 @@ func (r *envReader) edge(c *Config) {
 	c.OpeningPool = r.optDur("SECKILL_OPENING_POOL", 2*time.Second)
 	c.OpeningGrace = r.dur("SECKILL_OPENING_GRACE", 5*time.Second)
 	c.ShutdownTimeout = r.dur("SECKILL_SHUTDOWN_TIMEOUT", 10*time.Second)
+	// No load balancer watches a development instance's /readyz.
+	delay := 5 * time.Second
+	if r.dev {
+		delay = 0
+	}
+	c.ShutdownDelay = r.optDur("SECKILL_SHUTDOWN_DELAY", delay)
 }
 
 // process: logging, instance names, the worker, tracing.

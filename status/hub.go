@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
@@ -266,7 +267,7 @@ func (h *Hub) closeAll() {
 	for _, e := range all {
 		e.mu.Lock()
 		if e.conn != nil {
-			e.end()
+			e.endReconnect()
 		}
 		e.mu.Unlock()
 		h.remove(e)
@@ -306,7 +307,7 @@ func (e *Stream) Start(conn net.Conn, head []byte, view domain.ReservationView, 
 	e.conn = conn
 	select {
 	case <-e.hub.stop: // shutting down: closeAll may have passed it
-		e.end()
+		e.endReconnect()
 		e.hub.remove(e)
 		return
 	default:
@@ -451,6 +452,25 @@ func (e *Stream) flush() error {
 	}
 	e.lastWrite.Store(time.Now().UnixNano())
 	return err
+}
+
+// endReconnect ends the stream of an instance that shuts down: an SSE
+// retry: field first tells the client to reconnect (to another instance,
+// with Last-Event-ID), after a delay spread over streamRetryMS so that an
+// instance's streams do not all come back at once. A write to a client
+// already gone fails, and the connection closes all the same.
+func (e *Stream) endReconnect() {
+	if e.conn == nil {
+		return
+	}
+	retry := streamRetryMS/2 + rand.IntN(streamRetryMS)
+	e.buf = e.buf[:0]
+	e.appendChunk([]byte("retry: " + strconv.Itoa(retry) + "\n\n"))
+	_ = e.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	if _, err := e.conn.Write(e.buf); err != nil {
+		e.hub.logger.Debug("event stream: reconnect hint not delivered", "err", err)
+	}
+	e.end()
 }
 
 // end finishes the body (the last chunk) and closes the connection.

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	_ "net/http/pprof" // served only on SECKILL_PPROF_ADDR in development mode
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,9 +32,8 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// runAPI serves the API on cfg.APIAddr until ctx is cancelled, then shuts down
-// gracefully: stop accepting, finish in-flight requests within
-// cfg.ShutdownTimeout, drain the workflow starter best-effort.
+// runAPI connects the API's clients and serves it until ctx is cancelled
+// (serveAPI), then closes them.
 func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	st, err := conn.StoreWhenReady(ctx, cfg, logger)
 	if err != nil {
@@ -66,7 +69,6 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 		}
 	}
 	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Temporal: tc, Registry: reg, IdentityProvider: idp})
-	app := srv.App
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}
@@ -76,6 +78,16 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 			}
 		}()
 	}
+	return serveAPI(ctx, cfg, srv, logger)
+}
+
+// serveAPI serves srv on cfg.APIAddr (and ADMIN_ADDR) until ctx is
+// cancelled, then stops it in two steps: for cfg.ShutdownDelay it keeps
+// serving while it fails /readyz and closes each connection after its
+// answer (api.Server.Drain), so load balancers and keep-alive clients
+// move to other instances before the listener closes; then it stops
+// accepting and finishes what is in flight within cfg.ShutdownTimeout.
+func serveAPI(ctx context.Context, cfg *config.Config, srv *api.Server, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", cfg.APIAddr, err)
@@ -86,8 +98,7 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 	if srv.Admin != nil {
 		aln, err := net.Listen("tcp", cfg.AdminAddr)
 		if err != nil {
-			_ = app.Shutdown()
-			return fmt.Errorf("api: listen on ADMIN_ADDR %s: %w", cfg.AdminAddr, err)
+			return errors.Join(fmt.Errorf("api: listen on ADMIN_ADDR %s: %w", cfg.AdminAddr, err), srv.Shutdown(context.Background()))
 		}
 		logger.Info("admin listening", "addr", aln.Addr().String())
 		go func() {
@@ -95,19 +106,41 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 				served <- fmt.Errorf("admin listener: %w", err)
 			}
 		}()
-		defer func() { _ = srv.Admin.ShutdownWithTimeout(cfg.ShutdownTimeout) }()
 	}
 	select {
 	case err := <-served:
-		return fmt.Errorf("api: serve: %w", err)
+		return errors.Join(fmt.Errorf("api: serve: %w", err), srv.Shutdown(context.Background()))
 	case <-ctx.Done():
 	}
-	logger.Info("api shutting down", "timeout", cfg.ShutdownTimeout)
-	if err := app.ShutdownWithTimeout(cfg.ShutdownTimeout); err != nil {
+	srv.Drain()
+	logger.Info("api draining", "delay", cfg.ShutdownDelay.String(), "timeout", cfg.ShutdownTimeout.String())
+	drainDelay(cfg.ShutdownDelay, logger)
+	logger.Info("api shutting down: no new connections", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("api: shutdown: %w", err)
 	}
 	if err := <-served; err != nil {
 		return fmt.Errorf("api: serve: %w", err)
 	}
 	return nil
+}
+
+// drainDelay waits out the shutdown delay; a second SIGINT or SIGTERM
+// ends it early (an operator who wants the instance gone now).
+func drainDelay(delay time.Duration, logger *slog.Logger) {
+	if delay <= 0 {
+		return
+	}
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case sig := <-again:
+		logger.Info("api: second signal, shutdown delay cut short", "signal", sig.String())
+	}
 }

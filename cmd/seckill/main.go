@@ -61,14 +61,15 @@ type command struct {
 var commands = map[string]command{
 	"api": {"serve the REST API until SIGINT/SIGTERM", func(*flag.FlagSet) action {
 		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
-			return serve(ctx, cfg.ShutdownTimeout, logger.With("component", "api"), func(ctx context.Context, l *slog.Logger) error {
+			stopWithin := cfg.ShutdownDelay + cfg.ShutdownTimeout + closeClients
+			return serve(ctx, stopWithin, logger.With("component", "api"), func(ctx context.Context, l *slog.Logger) error {
 				return runAPI(ctx, cfg, l)
 			})
 		}
 	}, config.NeedAll},
 	"worker": {"run the Temporal worker and the inbox relay until SIGINT/SIGTERM", func(*flag.FlagSet) action {
 		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
-			return serve(ctx, cfg.ShutdownTimeout, logger.With("component", "worker"), func(ctx context.Context, l *slog.Logger) error {
+			return serve(ctx, cfg.ShutdownTimeout+closeClients, logger.With("component", "worker"), func(ctx context.Context, l *slog.Logger) error {
 				return worker.Run(ctx, cfg, l)
 			})
 		}
@@ -160,6 +161,10 @@ func hasFlags(fs *flag.FlagSet) bool {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	return n > 0
 }
+
+// closeClients is what a stopping api or worker has, past its drain, to
+// close its clients (Redis, MySQL, Temporal) and its metrics listener.
+const closeClients = 3 * time.Second
 
 // serve runs a long-lived component until ctx is cancelled, then gives it
 // shutdownTimeout to return. A component that stops because it was asked to

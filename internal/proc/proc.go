@@ -119,6 +119,23 @@ func (p *Proc) Done() <-chan struct{} {
 	return p.done
 }
 
+// ExitCode is the current run's exit status once it has exited; -1 while
+// it runs, before the first start, or when a signal ended it.
+func (p *Proc) ExitCode() int {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || done == nil {
+		return -1
+	}
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	default:
+		return -1
+	}
+}
+
 // Running reports whether the current run is alive.
 func (p *Proc) Running() bool {
 	select {
