@@ -15,10 +15,6 @@ const MaxCacheAge = time.Minute
 
 const (
 	maxShards = 64
-	// evictSample is how many entries of a full shard are looked at to
-	// choose the one to evict: the expired ones go, else the one whose
-	// deadline comes first (the oldest, for tokens living past MaxCacheAge).
-	evictSample = 8
 	// hashBuf is the token length hashed without a heap allocation: the
 	// project's own tokens are about 150 bytes, an identity provider's
 	// RS256 tokens up to a kilobyte.
@@ -26,9 +22,10 @@ const (
 )
 
 // tokenKey is a salted SHA-256 of a token. The cache never holds the
-// token: a memory dump yields neither a token to replay nor, without the
-// salt, a way to test a guessed one; a 256-bit hash leaves no collision to
-// find for a forged token to hit a verified one's entry.
+// token: a memory dump yields no token to replay, and a 256-bit hash leaves
+// no collision to find for a forged token to hit a verified one's entry.
+// The salt, random per Verifier, keeps one process's keys meaningless to
+// another and spreads tokens over the shards unpredictably.
 type tokenKey [sha256.Size]byte
 
 type cachedToken struct {
@@ -45,11 +42,16 @@ type tokenCache struct {
 	shards []tokenShard
 }
 
+// tokenShard evicts first in, first out: order holds each key of entries
+// once, in a ring whose oldest is at next once it is full. The oldest
+// entry's MaxCacheAge ends first, and eviction takes no scan of the map.
 type tokenShard struct {
 	mu      sync.RWMutex
 	entries map[tokenKey]cachedToken
+	order   []tokenKey
+	next    int
 	max     int
-	_       [24]byte // pads the shard to 64 bytes: neighbouring shards' locks stay off one cache line
+	_       [56]byte // pads the shard to two cache lines: neighbouring shards' locks stay off one line
 }
 
 // newTokenCache remembers up to max tokens; max 0 gives nil, which
@@ -101,43 +103,22 @@ func (c *tokenCache) get(k *tokenKey, now time.Time) (Principal, bool) {
 }
 
 // put remembers that k verified as p, until p.Expires or MaxCacheAge from
-// now, whichever is first. A full shard first drops an entry.
+// now, whichever is first. A full shard drops the entry it took in first.
 func (c *tokenCache) put(k *tokenKey, p Principal, now time.Time) {
 	deadline := min(p.Expires.UnixNano(), now.Add(MaxCacheAge).UnixNano())
 	s := c.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.entries[*k]; !ok && len(s.entries) >= s.max {
-		s.evict(now.UnixNano())
+	if _, ok := s.entries[*k]; !ok {
+		if len(s.order) < s.max {
+			s.order = append(s.order, *k)
+		} else {
+			delete(s.entries, s.order[s.next])
+			s.order[s.next] = *k
+			s.next = (s.next + 1) % s.max
+		}
 	}
 	s.entries[*k] = cachedToken{p: p, deadline: deadline}
-}
-
-// evict drops the expired entries among a sample of the shard's (map
-// iteration starts at a random place), or else the sampled entry whose
-// deadline is first. The caller holds the lock.
-func (s *tokenShard) evict(now int64) {
-	var (
-		victim   tokenKey
-		earliest int64
-		found    bool
-		dropped  bool
-		seen     int
-	)
-	for k, e := range s.entries {
-		if e.deadline <= now {
-			delete(s.entries, k)
-			dropped = true
-		} else if !found || e.deadline < earliest {
-			victim, earliest, found = k, e.deadline, true
-		}
-		if seen++; seen == evictSample {
-			break
-		}
-	}
-	if !dropped && found {
-		delete(s.entries, victim)
-	}
 }
 
 // len counts the entries held, for tests.

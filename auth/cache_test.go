@@ -3,6 +3,7 @@ package auth
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,37 +180,40 @@ func TestVerifierWithoutCache(t *testing.T) {
 	require.ErrorIs(t, err, errBadToken)
 }
 
-// A full shard drops an expired entry first, else the one whose deadline
-// is first.
-func TestFullShardEvictsExpiredThenEarliest(t *testing.T) {
+// A full shard drops the entry it took in first; an entry verified again
+// keeps its place.
+func TestFullShardEvictsFirstIn(t *testing.T) {
 	c := &tokenCache{shards: []tokenShard{{entries: map[tokenKey]cachedToken{}, max: 3}}}
 	now := time.Now()
-	far := now.Add(time.Hour)
-	keys := make([]tokenKey, 5)
+	p := Principal{UserID: 1, Expires: now.Add(time.Hour)}
+	keys := make([]tokenKey, 6)
 	for i := range keys {
 		keys[i] = c.key(fmt.Sprint("token-", i))
 	}
-	c.put(&keys[0], Principal{UserID: 1, Expires: far}, now)
-	c.put(&keys[1], Principal{UserID: 2, Expires: now.Add(time.Second)}, now)
-	c.put(&keys[2], Principal{UserID: 3, Expires: far}, now.Add(time.Second))
-
-	later := now.Add(2 * time.Second)
-	c.put(&keys[3], Principal{UserID: 4, Expires: far}, later)
-	_, ok := c.get(&keys[1], now)
-	require.False(t, ok, "the expired entry made room")
-	for _, i := range []int{0, 2, 3} {
-		_, ok := c.get(&keys[i], later)
-		require.True(t, ok, "entry %d", i)
+	held := func(want ...int) {
+		t.Helper()
+		for i := range keys {
+			_, ok := c.get(&keys[i], now)
+			require.Equal(t, slices.Contains(want, i), ok, "entry %d", i)
+		}
+		require.Equal(t, len(want), c.len())
 	}
-
-	c.put(&keys[4], Principal{UserID: 5, Expires: far}, later)
-	_, ok = c.get(&keys[0], later)
-	require.False(t, ok, "the entry verified first made room")
-	require.Equal(t, 3, c.len())
+	for i := range 3 {
+		c.put(&keys[i], p, now)
+	}
+	c.put(&keys[0], p, now)
+	held(0, 1, 2)
+	c.put(&keys[3], p, now)
+	held(1, 2, 3)
+	c.put(&keys[4], p, now)
+	c.put(&keys[5], p, now)
+	held(3, 4, 5)
+	c.put(&keys[0], p, now)
+	held(0, 4, 5)
 }
 
-func TestTokenShardFillsACacheLine(t *testing.T) {
-	require.EqualValues(t, 64, unsafe.Sizeof(tokenShard{}))
+func TestTokenShardsKeepOffEachOthersCacheLines(t *testing.T) {
+	require.Zero(t, unsafe.Sizeof(tokenShard{})%64)
 }
 
 // Many goroutines verifying repeated and distinct tokens through a cache
