@@ -241,7 +241,9 @@ func newServerState(d Deps) *server {
 	if cfg.Tracing {
 		s.tracing = otelfiber.Middleware()
 	}
-	s.tokens = auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider}, 1<<17)
+	tokens, err := auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider}, cfg.TokenCacheSize)
+	must("token verifier", err)
+	s.tokens = tokens
 	s.readLimit = newRouteLimit(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, cfg.ReadRPS, cfg.ReadBurst)
 	s.writeLimit = newRouteLimit(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), cfg.PerAddrRPS, cfg.PerAddrBurst)
 	var queued func() float64

@@ -1,14 +1,12 @@
 // Package auth verifies the callers' bearer tokens: the project's own HS256
 // tokens (a user signer and an admin signer, each with a previous secret
 // during a rotation) and an identity provider's, by its JWKS. A verified
-// token is remembered until it expires.
+// token is remembered, by a salted hash, until it expires or for a minute.
 package auth
 
 import (
 	"errors"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"fmt"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -76,34 +74,25 @@ func parseToken(raw string, key jwt.Keyfunc, userClaim string, role func(jwt.Map
 	return p, exp.Time, nil
 }
 
-// Verifier verifies tokens and remembers those verified until they expire, so a
-// user retrying in a flash sale costs a map lookup instead of an HMAC and a
-// JSON parse. The key is the whole token, signature included: only the
-// exact bytes that verified before are trusted. The cache is bounded: when
-// full it starts over.
-//
-// A burst of distinct users misses on every request, so every request
-// writes. Behind one mutex those writes formed a convoy on a fresh API's
-// first burst (the lock starved, each unlock handed it to a waiter through
-// the scheduler): in the runtime's scheduling-latency profile 90% of the
-// request goroutines' delay was that unlock, and the reserve script calls
-// waiting behind it outlasted SECKILL_REDIS_TIMEOUT, opening the breaker.
-// sync.Map writes lock only their own part of its trie.
+// Verifier verifies tokens and remembers those verified, so a user
+// retrying in a flash sale costs a hash and a map lookup instead of an HMAC
+// (or an RSA or ECDSA check) and a JSON parse. Only verified tokens are
+// remembered, each until its exp or MaxCacheAge, whichever is first. Its
+// secrets never change: a rotation restarts the API with new ones, and
+// with them a new, empty cache.
 type Verifier struct {
-	secrets Secrets
-	entries sync.Map // token → verifiedToken
-	n       atomic.Int64
-	max     int64
+	check func(raw string) (Principal, time.Time, error)
+	cache *tokenCache // nil: every token is verified
 }
 
-type verifiedToken struct {
-	p   Principal
-	exp time.Time
-}
-
-// NewVerifier verifies tokens under secrets and remembers up to max of them.
-func NewVerifier(secrets Secrets, max int) *Verifier {
-	return &Verifier{secrets: secrets, max: int64(max)}
+// NewVerifier verifies tokens under secrets and remembers up to max of
+// them; max 0 remembers none.
+func NewVerifier(secrets Secrets, max int) (*Verifier, error) {
+	c, err := newTokenCache(max)
+	if err != nil {
+		return nil, fmt.Errorf("verifier: %w", err)
+	}
+	return &Verifier{check: secrets.check, cache: c}, nil
 }
 
 // Secrets are the HS256 secrets of the two signers, each current
@@ -140,26 +129,23 @@ func (k Secrets) check(raw string) (Principal, time.Time, error) {
 
 // Verify answers from the cache or verifies raw and remembers it.
 func (v *Verifier) Verify(raw string, now time.Time) (Principal, error) {
-	if e, ok := v.entries.Load(raw); ok {
-		if t := e.(verifiedToken); now.Before(t.exp) {
-			return t.p, nil
+	var k tokenKey
+	if v.cache != nil {
+		k = v.cache.key(raw)
+		if p, ok := v.cache.get(&k, now); ok {
+			return p, nil
 		}
 	}
-	p, exp, err := v.secrets.check(raw)
+	p, exp, err := v.check(raw)
 	if err != nil {
 		return Principal{}, err
 	}
 	if !now.Before(exp) {
 		return Principal{}, errBadToken
 	}
-	// The count is approximate under concurrent misses; it only bounds
-	// memory.
-	if v.n.Add(1) > v.max {
-		v.entries.Clear()
-		v.n.Store(1)
-	}
-	// The header's bytes belong to the request buffer: keep a copy.
 	p.Expires = exp
-	v.entries.Store(strings.Clone(raw), verifiedToken{p: p, exp: exp})
+	if v.cache != nil {
+		v.cache.put(&k, p, now)
+	}
 	return p, nil
 }

@@ -83,9 +83,13 @@ type Config struct {
 	// the user id.
 	JWKSURL, JWTIssuer, JWTAudience, JWTUserClaim string
 	// JWTRoleClaim names the role claim of identity-provider tokens.
-	JWTRoleClaim  string
-	PaymentSecret []byte
-	TokenKey      []byte // HMAC key deriving reservation tokens
+	JWTRoleClaim string
+	// TokenCacheSize bounds the verified bearer tokens an API instance
+	// remembers, so a caller repeating a token is not verified again on
+	// every request; 0 remembers none.
+	TokenCacheSize int
+	PaymentSecret  []byte
+	TokenKey       []byte // HMAC key deriving reservation tokens
 
 	// The previous secrets, accepted alongside the current ones while a
 	// rotation is under way (empty: none).
@@ -489,6 +493,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 	c.JWKSURL, c.JWTIssuer, c.JWTAudience = r.get("SECKILL_JWKS_URL"), r.get("SECKILL_JWT_ISSUER"), r.get("SECKILL_JWT_AUDIENCE")
 	c.JWTUserClaim = r.str("SECKILL_JWT_USER_CLAIM", "sub")
 	c.JWTRoleClaim = r.str("SECKILL_JWT_ROLE_CLAIM", "role")
+	c.TokenCacheSize = r.integer("SECKILL_TOKEN_CACHE_SIZE", 1<<17)
 	if c.JWKSURL != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
 		r.fail(errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
 	}
