@@ -25,10 +25,13 @@ func Running(ctx context.Context, tc client.Client, saleID int64) (map[string]bo
 	return list(ctx, tc, saleID, "ExecutionStatus = 'Running'")
 }
 
-// Queued lists the tokens of a sale's running order workflows that
-// have not placed their order (OrderStatus still QUEUED, set at start): a
-// workflow past placement has recorded its reservation, so a rebuild that
-// looks for unrecorded holds needs only these, not every live order's.
+// Queued lists the tokens of a sale's running order workflows whose
+// OrderStatus is still QUEUED, as the start set it: every workflow that may
+// not have recorded its reservation, for a rebuild that looks for
+// unrecorded holds. Workflows started before the order-steps-folded version
+// upserted their status on placement and drop out then; later ones keep
+// QUEUED, so the list holds every running one of theirs (a superset: the
+// caller skips what the database has).
 func Queued(ctx context.Context, tc client.Client, saleID int64) (map[string]bool, error) {
 	return list(ctx, tc, saleID, fmt.Sprintf("ExecutionStatus = 'Running' AND %s = '%s'", domain.SearchAttrOrderStatus, domain.StatusQueued))
 }

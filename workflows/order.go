@@ -107,9 +107,15 @@ func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderStat
 			Status: domain.StatusQueued,
 		},
 		upserted: domain.StatusQueued, // the start options set QUEUED
+		root:     ctx,
 	}
+	// First, so that the validators know the branch from the first update.
+	w.folded = workflow.GetVersion(ctx, stepsFoldedChange, workflow.DefaultVersion, 1) == 1
 	if err := w.setup(ctx); err != nil {
 		return w.st, err
+	}
+	if w.folded {
+		return w.runFolded(ctx)
 	}
 	return w.run(ctx)
 }
@@ -135,6 +141,10 @@ type orderWorkflow struct {
 	releaseReason string
 	// redisBusy is true while a Redis step runs.
 	redisBusy bool
+	// folded: the run takes stepsFoldedChange's branch.
+	folded bool
+	// root is the workflow's context, for the validators' clock.
+	root workflow.Context
 }
 
 func (w *orderWorkflow) setup(ctx workflow.Context) error {
@@ -411,7 +421,7 @@ func (w *orderWorkflow) awaitLatePayment(ctx workflow.Context) error {
 // receivedInWindow reports whether a payment the grace may take: received
 // by the API at or before pay_by.
 func (w *orderWorkflow) receivedInWindow(req domain.PayRequest) bool {
-	return w.inGrace && w.st.PayBy != nil && !req.ReceivedAt.IsZero() && !req.ReceivedAt.After(*w.st.PayBy)
+	return w.graceOpen() && w.st.PayBy != nil && !req.ReceivedAt.IsZero() && !req.ReceivedAt.After(*w.st.PayBy)
 }
 
 // release ends a pending order as EXPIRED or CANCELLED: the database
@@ -477,6 +487,9 @@ func (w *orderWorkflow) syncRedis(ctx workflow.Context) error {
 const redisStepYieldsChange = "redis-step-yields"
 
 func (w *orderWorkflow) redisStepYields(ctx workflow.Context) bool {
+	if w.folded {
+		return true // the folded branch runs the newest Redis step
+	}
 	return workflow.GetVersion(ctx, redisStepYieldsChange, workflow.DefaultVersion, 1) == 1
 }
 
@@ -522,6 +535,14 @@ func (w *orderWorkflow) redisStep(ctx workflow.Context, beside bool) error {
 		return fmt.Errorf("sync redis: %w", err)
 	}
 	workflow.GetLogger(ctx).Warn("redis step: quick try failed, retrying as an activity", "token", w.in.Token, "error", err)
+	return w.retryRedis(ctx, beside)
+}
+
+// retryRedis runs a Redis step, whose quick try failed, as a regular
+// activity retried every few seconds; the caller has set redisBusy, which
+// it clears when done. beside: as redisStep's.
+func (w *orderWorkflow) retryRedis(ctx workflow.Context, beside bool) error {
+	var changed bool
 	retry := func(ctx workflow.Context) error {
 		defer func() { w.redisBusy = false }()
 		if err := workflow.ExecuteActivity(withRetried(ctx), a.SyncRedis, w.in.Token).Get(ctx, &changed); err != nil {
@@ -600,7 +621,7 @@ func (w *orderWorkflow) validatePay(req domain.PayRequest) error {
 		return reject(domain.ENotPayable, "another payment is being recorded")
 	case w.st.Status != domain.StatusPendingPayment:
 		return reject(domain.ENotPayable, "reservation is %s", w.st.Status)
-	case w.timerFired && !w.receivedInWindow(req):
+	case w.windowClosed() && !w.receivedInWindow(req):
 		return reject(domain.ENotPayable, "payment window has closed")
 	case w.releaseTo != "":
 		return reject(domain.ENotPayable, "reservation is being released as %s", w.releaseTo)
@@ -626,13 +647,16 @@ func (w *orderWorkflow) pay(ctx workflow.Context, req domain.PayRequest) (domain
 		}
 		return w.st, reject(domain.ENotPayable, "reservation is %s", w.st.Status)
 	}
-	if w.st.Status != domain.StatusPendingPayment || (w.timerFired && !w.receivedInWindow(req)) || w.releaseTo != "" {
+	if w.st.Status != domain.StatusPendingPayment || (w.windowClosed() && !w.receivedInWindow(req)) || w.releaseTo != "" {
 		// Only reached on a history the validator never saw.
 		return w.st, reject(domain.ENotPayable, "reservation is %s", w.st.Status)
 	}
 	// Set before the first await: from here on the expiry waits for us.
 	w.paying, w.payingRef = true, req.PaymentRef
 	defer func() { w.paying = false }()
+	if w.folded {
+		return w.payFolded(ctx, req)
+	}
 
 	var got domain.OrderState
 	if err := workflow.ExecuteLocalActivity(withLocal(ctx), a.MarkPaid, w.in.Token, req.PaymentRef).Get(ctx, &got); err != nil {
@@ -660,7 +684,7 @@ func (w *orderWorkflow) validateCancel(to domain.ReservationStatus) error {
 		return reject(domain.ENotCancellable, "a payment is being recorded")
 	case w.releaseTo != "":
 		return reject(domain.ENotCancellable, "reservation is being released as %s", w.releaseTo)
-	case w.timerFired:
+	case w.windowClosed():
 		return reject(domain.ENotCancellable, "payment window has closed")
 	case w.st.Status == domain.StatusQueued, w.st.Status == domain.StatusPendingPayment:
 		return nil

@@ -56,19 +56,23 @@ type orderEnv struct {
 }
 
 // MustOrderEnv runs the workflow's DefaultVersion branches (the commands
-// of histories recorded before redisFromStateChange); MustOrderEnvV1 the
-// current ones.
+// of histories recorded before redisFromStateChange); MustOrderEnvV1 those
+// of histories recorded before stepsFoldedChange; MustOrderEnvFolded the
+// current ones (folded_test.go).
 func MustOrderEnv(tb testing.TB) *orderEnv {
 	tb.Helper()
-	env := newOrderEnv(tb)
+	env := MustOrderEnvV1(tb)
 	env.OnGetVersion(redisFromStateChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	return env
 }
 
-// MustOrderEnvV1 runs the workflow as new executions do.
+// MustOrderEnvV1 runs the workflow at redisFromStateChange, before
+// stepsFoldedChange.
 func MustOrderEnvV1(tb testing.TB) *orderEnv {
 	tb.Helper()
-	return newOrderEnv(tb)
+	env := newOrderEnv(tb)
+	env.OnGetVersion(stepsFoldedChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	return env
 }
 
 func newOrderEnv(tb testing.TB) *orderEnv {
@@ -88,7 +92,7 @@ func newOrderEnv(tb testing.TB) *orderEnv {
 		env.mu.Lock()
 		env.statuses = append(env.statuses, v)
 		env.mu.Unlock()
-	}).Return(nil)
+	}).Return(nil).Maybe()
 	return env
 }
 

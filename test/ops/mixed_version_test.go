@@ -336,9 +336,9 @@ type res struct {
 }
 
 // newVersionChanges are the workflow.GetVersion change ids the order
-// workflow records on every order since prevRelease: none (the old worker
-// runs new workflows).
-var newVersionChanges []string
+// workflow records on every order since prevRelease (an old worker cannot
+// run a workflow that recorded one).
+var newVersionChanges = []string{"order-steps-folded"}
 
 // oldWorkerBlocksOnNewMarkers: with a new worker up, sticky queues keep a
 // workflow on it. With none up (all new workers restarting), the old worker

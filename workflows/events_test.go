@@ -1,0 +1,97 @@
+package workflows
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// eventCount is what an order's history costs: its events, and those of
+// them that are billed actions or visibility writes.
+type eventCount struct {
+	Total, Markers, Upserts, TimersStarted, WorkflowTasks int
+}
+
+func countEvents(events []*historypb.HistoryEvent) eventCount {
+	var c eventCount
+	c.Total = len(events)
+	for _, ev := range events {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			c.Markers++
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			c.Upserts++
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			c.TimersStarted++
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			c.WorkflowTasks++
+		}
+	}
+	return c
+}
+
+// TestOrderEventsPerOrder counts the history of an order of each kind on
+// the real stack, exactly:
+//
+//	expired unpaid (14): started; workflow task (3); the stepsFoldedChange
+//	marker and the SDK's TemporalChangeVersion upsert with it; BeginOrder's
+//	marker; the timer to pay_by + grace, started and fired; workflow task
+//	(3); ReleaseAndSync's marker; completed.
+//	paid (15): started; workflow task (3); version marker and upsert;
+//	BeginOrder; the timer started (never cancelled); workflow task (3) with
+//	the update accepted, MarkPaidAndSync's marker, the update completed;
+//	completed.
+func TestOrderEventsPerOrder(t *testing.T) {
+	s := MustStack(t)
+	expiring := s.MustWarmSale(t, 1, time.Second, 1)
+	paying := s.MustWarmSale(t, 1, 10*time.Minute, 1)
+	expired := s.MustOrder(expiring, testenv.UniqueUser(), "req-events-expired")
+	paid := s.MustOrder(paying, testenv.UniqueUser(), "req-events-paid")
+
+	s.waitStatus(paid.Token, domain.StatusPendingPayment)
+	s.waitWorkflowStatus(paid.Token, domain.StatusPendingPayment)
+	s.mustUpdate(paid.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "events-pay"}, domain.StatusPaid)
+	require.Equal(t, domain.StatusPaid, s.result(paid.Token).Status)
+	require.Equal(t, domain.StatusExpired, s.result(expired.Token).Status)
+	s.waitStatus(expired.Token, domain.StatusExpired)
+	s.requireConsistent(expiring)
+	s.requireConsistent(paying)
+
+	for _, c := range []struct {
+		name  string
+		token string
+		want  eventCount
+	}{
+		{"expired", expired.Token, eventCount{Total: 14, Markers: 3, Upserts: 1, TimersStarted: 1, WorkflowTasks: 2}},
+		{"paid", paid.Token, eventCount{Total: 15, Markers: 3, Upserts: 1, TimersStarted: 1, WorkflowTasks: 2}},
+	} {
+		events := s.history(domain.OrderWorkflowID(c.token), "")
+		got := countEvents(events)
+		if got != c.want {
+			for _, ev := range events {
+				t.Log(c.name, ev.GetEventId(), ev.GetEventType())
+			}
+		}
+		require.Equal(t, c.want, got, "%s order's history", c.name)
+		for _, ev := range events {
+			if sa := ev.GetUpsertWorkflowSearchAttributesEventAttributes(); sa != nil {
+				require.Equal(t, []string{"TemporalChangeVersion"}, keys(sa.GetSearchAttributes().GetIndexedFields()),
+					"%s: the one upsert is the SDK's, with the version marker", c.name)
+			}
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
