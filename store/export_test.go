@@ -56,3 +56,14 @@ func (s *Store) RunGroup(ctx context.Context, parts ...[]ScriptStep) ([]bool, er
 func (s *Store) HoldGroupsSent() (groups, holds int64) {
 	return s.holds.groups.Load(), s.holds.grouped.Load()
 }
+
+// RecordRedisHoldAlone records a new hold as a lone record does (its own
+// one-round-trip script), not in a group: the baseline of the groups'
+// benchmark. It reports whether the script recorded it.
+func (s *Store) RecordRedisHoldAlone(ctx context.Context, in domain.OrderInput, epoch, seq int64) (bool, error) {
+	err := recordHoldScript(ctx, s.DB, in, holdGuardArgs(in.SaleID, epoch), seq)
+	if err == errHoldSlowPath {
+		return false, nil
+	}
+	return err == nil, err
+}
