@@ -147,7 +147,7 @@ func (s *Server) ServeAdmin(ln net.Listener) error { return s.Admin.Listener(ln)
 func (s *Server) Serve(ln net.Listener) error { return s.App.Listener(s.edge.Listener(ln)) }
 
 // Drain begins the instance's stop while it still serves: /readyz answers
-// 503 shutting_down, so load balancers take the instance out, and every
+// 503 naming shutdown, so load balancers take the instance out, and every
 // answer carries Connection: close, so keep-alive clients reconnect to
 // another instance. App.ShutdownWithTimeout ends it once load balancers
 // had the time to notice.
@@ -578,7 +578,7 @@ func (s *server) background() {
 
 func (s *server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
-		return sendError(c, domain.EShuttingDown, "the instance is shutting down")
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"shutdown"}})
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
 	defer cancel()

@@ -11,8 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// Once the instance drains, /readyz answers 503 shutting_down in the
-// error body, and every answer, the routes', the errors' and the
+// Once the instance drains, /readyz answers 503 naming shutdown, and every answer, the routes', the errors' and the
 // transport's, closes its connection while still being served.
 func TestDrainFailsReadinessAndClosesConnections(t *testing.T) {
 	h := MustHarness(t)
@@ -25,7 +24,7 @@ func TestDrainFailsReadinessAndClosesConnections(t *testing.T) {
 	h.server.Drain()
 	status, body, closed := h.doClose(t, "GET", "/readyz")
 	require.Equal(t, 503, status)
-	require.JSONEq(t, `{"error":{"code":"shutting_down","message":"the instance is shutting down"}}`, body)
+	require.JSONEq(t, `{"status":"unavailable","missing":["shutdown"]}`, body)
 	require.True(t, closed, "/readyz: Connection: close")
 	for _, c := range []struct {
 		method, path string

@@ -35,7 +35,7 @@ func statusOf(code string) int {
 		return fiber.StatusConflict
 	case domain.ERateLimited:
 		return fiber.StatusTooManyRequests
-	case domain.EUnavailable, domain.EShuttingDown:
+	case domain.EUnavailable:
 		return fiber.StatusServiceUnavailable
 	case domain.EUnsupportedMediaType:
 		return fiber.StatusUnsupportedMediaType

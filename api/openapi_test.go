@@ -30,7 +30,7 @@ func TestOpenAPIIsValid(t *testing.T) {
 		domain.ENotPayable, domain.ENotCancellable, domain.EAmountMismatch, domain.EAlreadyLive, domain.EInsufficient,
 		domain.EConflict, domain.EInternal, domain.EUnsupportedMediaType, domain.EHeadersTooLarge,
 		domain.ENotImplemented, domain.ERequestTimeout, domain.EChallengeRequired, domain.EChallengeFailed,
-		domain.ENotEligible, domain.EAppealExists, domain.EShuttingDown} {
+		domain.ENotEligible, domain.EAppealExists} {
 		require.True(t, slices.Contains(codes, any(c)), "error code %s missing from the Error schema", c)
 		if c != domain.EInternal {
 			require.NotEqual(t, 500, statusOf(c), "code %s has no status", c)

@@ -33,8 +33,6 @@ const (
 	ENotEligible       = "not_eligible"
 	EAppealExists      = "appeal_exists"
 	EInternal          = "internal"
-	// EShuttingDown is /readyz's answer once the instance is told to stop.
-	EShuttingDown = "shutting_down"
 
 	// Transport-level answers (contract 1.1).
 	EUnsupportedMediaType = "unsupported_media_type"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -99,11 +100,11 @@ func pollReadyz(url string) *readiness {
 			resp, err := client.Get(url + "/readyz")
 			if err == nil {
 				var v struct {
-					Error struct{ Code string } `json:"error"`
+					Missing []string `json:"missing"`
 				}
 				a.status = resp.StatusCode
 				err = json.NewDecoder(resp.Body).Decode(&v)
-				body = v.Error.Code
+				body = strings.Join(v.Missing, ",")
 				_ = drain(resp)
 			}
 			a.end, a.err = time.Now(), err
@@ -122,7 +123,7 @@ func (r *readiness) finish() ([]answer, []string) {
 }
 
 // An API told to stop while 16 keep-alive clients read from it fails
-// /readyz at once (503 shutting_down), answers every request of the
+// /readyz at once (503 naming shutdown), answers every request of the
 // delay, each with Connection: close, tells its event streams to
 // reconnect when it stops, and exits 0 within its grace.
 func TestAPIDrainsOnSIGTERM(t *testing.T) {
@@ -172,7 +173,7 @@ func TestAPIDrainsOnSIGTERM(t *testing.T) {
 }
 
 // checkReadiness asserts /readyz answered every probe, 200 before the
-// signal and 503 shutting_down from soon after it on; it returns when the
+// signal and 503 naming shutdown from soon after it on; it returns when the
 // first 503 came.
 func checkReadiness(t *testing.T, probes []answer, codes []string, signalled time.Time) time.Time {
 	t.Helper()
@@ -184,7 +185,7 @@ func checkReadiness(t *testing.T, probes []answer, codes []string, signalled tim
 			continue
 		}
 		if p.status == http.StatusServiceUnavailable {
-			assert.Equal(t, "shutting_down", codes[i], "/readyz names shutdown")
+			assert.Equal(t, "shutdown", codes[i], "/readyz names shutdown")
 			if notReady.IsZero() {
 				notReady = p.end
 			}
