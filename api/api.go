@@ -446,6 +446,10 @@ func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 		return s.traced(handlers...)
 	}
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	app.Get("/console", s.console)
+	app.Get("/console/:file", s.console)
+	app.Get("/admin/v1/sales", t(admin, s.listSales)...)
+	app.Get("/admin/v1/sales/:sale_id", t(admin, s.saleDetail(reg))...)
 	app.Post("/admin/v1/sales", t(admin, keyed(s.createSale))...)
 	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, s.warmup)...)
 	app.Post("/admin/v1/sales/:sale_id/pause", t(admin, s.control(domain.ControlPaused))...)
