@@ -86,6 +86,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	if sale, err = s.operator.Create(ctx, sale, idempotency.Ref(c)); err != nil {
 		return sendErr(c, err)
 	}
+	c.Locals(auditSaleKey{}, sale.ID)
 	return c.Status(fiber.StatusCreated).JSON(sale.View(time.Now(), sale.StockTotal, 0))
 }
 

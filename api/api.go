@@ -67,6 +67,8 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// IdentityProvider, when set, also verifies user tokens.
 	IdentityProvider *auth.IdentityProvider
+	// AdminIdentityProvider, when set, verifies operators' admin tokens.
+	AdminIdentityProvider *auth.AdminProvider
 }
 
 type server struct {
@@ -241,7 +243,8 @@ func newServerState(d Deps) *server {
 	if cfg.Tracing {
 		s.tracing = otelfiber.Middleware()
 	}
-	tokens, err := auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider}, cfg.TokenCacheSize)
+	tokens, err := auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider,
+		Operators: d.AdminIdentityProvider}, cfg.TokenCacheSize)
 	must("token verifier", err)
 	s.tokens = tokens
 	s.readLimit = newRouteLimit(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, cfg.ReadRPS, cfg.ReadBurst)
@@ -439,32 +442,34 @@ func (s *server) traced(handlers ...fiber.Handler) []fiber.Handler {
 // listener, or on ADMIN_ADDR's alone.
 func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	admin := s.authenticate(true)
-	keyed := idempotency.New(s.st, func(c *fiber.Ctx) int64 { return principal(c).UserID }, adminTimeout, s.logger).Wrap
+	keyed := idempotency.New(s.st, func(c *fiber.Ctx) int64 { return operatorScope(principal(c)) }, adminTimeout, s.logger).Wrap
 	t := func(handlers ...fiber.Handler) []fiber.Handler {
 		last := len(handlers) - 1
 		handlers[last] = s.operatorLogged(handlers[last])
 		return s.traced(handlers...)
 	}
+	a := s.audited
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	app.Get("/console", s.console)
 	app.Get("/console/:file", s.console)
 	app.Get("/admin/v1/sales", t(admin, s.listSales)...)
 	app.Get("/admin/v1/sales/:sale_id", t(admin, s.saleDetail(reg))...)
-	app.Post("/admin/v1/sales", t(admin, keyed(s.createSale))...)
-	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, s.warmup)...)
-	app.Post("/admin/v1/sales/:sale_id/pause", t(admin, s.control(domain.ControlPaused))...)
-	app.Post("/admin/v1/sales/:sale_id/resume", t(admin, s.control(domain.ControlActive))...)
-	app.Post("/admin/v1/sales/:sale_id/stop", t(admin, s.control(domain.ControlStopped))...)
-	app.Post("/admin/v1/sales/:sale_id/stock", t(admin, keyed(s.adjustStock))...)
+	app.Post("/admin/v1/sales", t(admin, keyed(a("create_sale", s.createSale)))...)
+	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, a("warmup", s.warmup))...)
+	app.Post("/admin/v1/sales/:sale_id/pause", t(admin, a("pause", s.control(domain.ControlPaused)))...)
+	app.Post("/admin/v1/sales/:sale_id/resume", t(admin, a("resume", s.control(domain.ControlActive)))...)
+	app.Post("/admin/v1/sales/:sale_id/stop", t(admin, a("stop", s.control(domain.ControlStopped)))...)
+	app.Post("/admin/v1/sales/:sale_id/stock", t(admin, keyed(a("adjust_stock", s.adjustStock)))...)
 	app.Get("/admin/v1/sales/:sale_id/reconciliation", t(admin, s.reconciliation)...)
-	app.Put("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(true))...)
-	app.Delete("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(false))...)
+	app.Put("/admin/v1/blacklist/:user_id", t(admin, a("blacklist", s.blacklist(true)))...)
+	app.Delete("/admin/v1/blacklist/:user_id", t(admin, a("unblacklist", s.blacklist(false)))...)
 	app.Get("/admin/v1/refunds", t(admin, s.listRefunds)...)
-	app.Post("/admin/v1/sales/:sale_id/allowlist", t(admin, s.updateAllowlist)...)
-	app.Put("/admin/v1/challenge-exemptions/:user_id", t(admin, s.exempt(true))...)
-	app.Delete("/admin/v1/challenge-exemptions/:user_id", t(admin, s.exempt(false))...)
+	app.Post("/admin/v1/sales/:sale_id/allowlist", t(admin, a("allowlist", s.updateAllowlist))...)
+	app.Put("/admin/v1/challenge-exemptions/:user_id", t(admin, a("exempt", s.exempt(true)))...)
+	app.Delete("/admin/v1/challenge-exemptions/:user_id", t(admin, a("unexempt", s.exempt(false)))...)
 	app.Get("/admin/v1/appeals", t(admin, s.listAppeals)...)
-	app.Post("/admin/v1/appeals/:appeal_id/resolve", t(admin, s.resolveAppeal)...)
+	app.Post("/admin/v1/appeals/:appeal_id/resolve", t(admin, a("resolve_appeal", s.resolveAppeal))...)
+	app.Get("/admin/v1/audit", t(admin, s.listAudit)...)
 }
 
 // operatorLogged gives an operator's request to the services with its

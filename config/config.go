@@ -84,6 +84,12 @@ type Config struct {
 	JWKSURL, JWTIssuer, JWTAudience, JWTUserClaim string
 	// JWTRoleClaim names the role claim of identity-provider tokens.
 	JWTRoleClaim string
+	// Operators' admin tokens from an identity provider: its JWKS URL
+	// (may equal JWKSURL), the iss and aud they must carry (their own, so
+	// a user token is never taken for one), and the claim and value that
+	// grant admin. The token's sub names the operator.
+	AdminJWKSURL, AdminJWTIssuer, AdminJWTAudience string
+	AdminJWTRoleClaim, AdminJWTRole                string
 	// TokenCacheSize bounds the verified bearer tokens an API instance
 	// remembers, so a caller repeating a token is not verified again on
 	// every request; 0 remembers none.
@@ -497,6 +503,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 	if c.JWKSURL != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
 		r.fail(errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
 	}
+	r.operators(c)
 	c.PaymentSecretPrevious = []byte(r.secret("SECKILL_PAYMENT_SECRET_PREVIOUS", ""))
 	if !r.dev {
 		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious,
@@ -518,6 +525,22 @@ func (r *envReader) secrets(c *Config, need Need) {
 				r.fail(fmt.Errorf("%s must be at least 32 bytes outside development mode", sec.name))
 			}
 		}
+	}
+}
+
+// operators reads the operators' identity provider. Its issuer and
+// audience are required in every mode: without them any token of the
+// provider carrying the role would administer.
+func (r *envReader) operators(c *Config) {
+	c.AdminJWKSURL = r.get("SECKILL_ADMIN_JWKS_URL")
+	c.AdminJWTIssuer, c.AdminJWTAudience = r.get("SECKILL_ADMIN_JWT_ISSUER"), r.get("SECKILL_ADMIN_JWT_AUDIENCE")
+	c.AdminJWTRoleClaim = r.str("SECKILL_ADMIN_JWT_ROLE_CLAIM", "roles")
+	c.AdminJWTRole = r.str("SECKILL_ADMIN_JWT_ROLE", "seckill-admin")
+	if c.AdminJWKSURL == "" {
+		return
+	}
+	if c.AdminJWTIssuer == "" || c.AdminJWTAudience == "" {
+		r.fail(errors.New("SECKILL_ADMIN_JWKS_URL needs SECKILL_ADMIN_JWT_ISSUER and SECKILL_ADMIN_JWT_AUDIENCE"))
 	}
 }
 
