@@ -260,6 +260,8 @@ func newServerState(d Deps) *server {
 	s.m = m
 	_, err = promreg.Register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
 	must("api metrics", err)
+	_, err = promreg.Register[prometheus.Collector](reg, newSaleStateCollector(s))
+	must("api metrics", err)
 	s.starter = reservation.NewStartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
 		Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.Inc})
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
@@ -546,7 +548,8 @@ func (s *server) observeRequests(c *fiber.Ctx) error {
 }
 
 // refresh re-reads the sale cache, then the gate's lists of its sales,
-// and hands returned units to waitlists.
+// drops what is kept of retired sales, and hands returned units to
+// waitlists.
 func (s *server) refresh(ctx context.Context) {
 	if err := s.cache.Refresh(ctx); err != nil && ctx.Err() == nil {
 		s.logger.Warn("sale cache refresh", "err", err)
@@ -558,6 +561,7 @@ func (s *server) refresh(ctx context.Context) {
 		s.logger.Warn("gate refresh", "err", err)
 	}
 	s.lottery.Sweep(open, time.Now())
+	s.forgetRetired(open)
 	s.waitlist.HandOverAll(ctx, time.Now())
 }
 

@@ -613,3 +613,11 @@ func (c *Cache) DatabaseModes() map[int64]bool {
 	}
 	return out
 }
+
+// Len is how many sales the cache holds: the open ones, and for a second
+// at most a retired one a request asked for.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
+}

@@ -298,7 +298,7 @@ func TestFinalReportAndTeardown(t *testing.T) {
 	queue := newQueue("final")
 	// Started before any sweeper with a short reconciliation period; the
 	// id is the sale's, so whoever starts first wins.
-	MustStartSale(t, tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Second})
+	MustStartSale(t, tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Second, RetireMargin: time.Second})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
