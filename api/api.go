@@ -41,6 +41,7 @@ import (
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/status"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/wire"
 )
 
 //go:embed openapi.yaml
@@ -591,18 +592,18 @@ func (s *server) background() {
 
 func (s *server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"shutdown"}})
+		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingDrained}})
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
 	defer cancel()
 	if err := s.st.Ping(ctx); err != nil {
 		s.log(c).Warn("readiness: mysql", "err", err)
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"mysql"}})
+		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingMySQL}})
 	}
 	if s.fleet.CutOff() {
 		// Redis answers the rest of the fleet but not this instance: a
 		// load balancer should send its clients elsewhere.
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"redis"}})
+		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingRedis}})
 	}
-	return c.JSON(fiber.Map{"status": "ok"})
+	return c.JSON(wire.Readiness{Status: wire.Ready})
 }

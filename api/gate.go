@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/wire"
 )
 
 // The gate's calls (contract 1.2): challenges and passes, appeals, and the
@@ -96,7 +97,7 @@ func (s *server) fileAppeal(c *fiber.Ctx) error {
 	if err := s.gate.FileAppeal(ctx, &a); err != nil {
 		return s.gateFailed(c, "appeal", err)
 	}
-	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"appeal_id": a.ID, "state": a.State})
+	return c.Status(fiber.StatusCreated).JSON(wire.AppealFiled{AppealID: a.ID, State: a.State})
 }
 
 type allowlistRequest struct {

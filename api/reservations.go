@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/wire"
 )
 
 const (
@@ -55,7 +56,7 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 	}
 	if saleID > 0 {
 		if views, ok := s.reads.List(c.UserContext(), p.UserID, saleID, listLimit); ok {
-			return c.JSON(fiber.Map{"reservations": views})
+			return c.JSON(wire.ReservationList{Reservations: views})
 		}
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
@@ -69,7 +70,7 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 	for i, r := range rs {
 		views[i] = r.View()
 	}
-	return c.JSON(fiber.Map{"reservations": views})
+	return c.JSON(wire.ReservationList{Reservations: views})
 }
 
 type payRequest struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/wire"
 )
 
 // web is the storefront: static HTML, CSS and plain JavaScript, no build step.
@@ -92,9 +93,5 @@ func (s *server) devLogin(c *fiber.Ctx) error {
 	if err != nil {
 		return fmt.Errorf("mint development token: %w", err)
 	}
-	return c.JSON(fiber.Map{
-		"token":      tok,
-		"user_id":    *req.UserID,
-		"expires_at": time.Now().Add(devTokenTTL).UTC().Truncate(time.Second),
-	})
+	return c.JSON(wire.DevLogin{Token: tok, UserID: *req.UserID, ExpiresAt: time.Now().Add(devTokenTTL).UTC().Truncate(time.Second)})
 }

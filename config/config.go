@@ -162,6 +162,10 @@ type Config struct {
 	// AdminAddr, when set, is the listener of /admin/* and /metrics alone
 	// (the API's listener then answers them 404).
 	AdminAddr string
+	// AdminURL and AdminToken are what `seckill admin` calls with: the
+	// admin API's base URL and an operator's JWT (both optional).
+	AdminURL   string
+	AdminToken string
 	// LogLevel is the least level logged (LOG_LEVEL: debug, info, warn,
 	// error).
 	LogLevel slog.Level
@@ -417,6 +421,7 @@ func (r *envReader) prefixes(name, def string) []netip.Prefix {
 func (r *envReader) backends(c *Config, need Need) {
 	c.APIAddr = r.str("API_ADDR", "127.0.0.1:8080")
 	c.AdminAddr = r.get("ADMIN_ADDR")
+	c.AdminURL = r.get("SECKILL_ADMIN_URL")
 	r.redis(c)
 	c.MySQLDSN = r.secret("MYSQL_DSN", r.devOr("root@tcp(127.0.0.1:3306)/seckill"))
 	c.MySQLCAFile = r.get("MYSQL_CA_FILE")
@@ -491,6 +496,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 	c.PaymentSecret = []byte(r.secret("SECKILL_PAYMENT_SECRET", r.devOr(DevPaymentSecret)))
 	c.TokenKey = []byte(r.secret("SECKILL_TOKEN_KEY", r.devOr(DevTokenKey)))
 	c.AdminJWTSecret = []byte(r.secret("SECKILL_ADMIN_JWT_SECRET", r.devOr(DevAdminJWTSecret)))
+	c.AdminToken = r.secret("SECKILL_ADMIN_TOKEN", "")
 	if bytes.Equal(c.AdminJWTSecret, c.JWTSecret) && len(c.JWTSecret) > 0 {
 		r.fail(errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
 	}

@@ -200,7 +200,8 @@ func (f *fakeAdminAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(http.StatusConflict, "already_live")
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"sale_id": parts[3], "redis_stock": 1000})
+		saleID, _ := strconv.ParseInt(parts[3], 10, 64)
+		_ = json.NewEncoder(w).Encode(map[string]any{"sale_id": saleID, "redis_stock": 1000})
 	default:
 		fail(http.StatusNotFound, "not_found")
 	}

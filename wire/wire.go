@@ -1,0 +1,69 @@
+// Package wire holds the JSON bodies of the REST contract that have no
+// domain type: the API writes them and the client reads them, so the two
+// cannot drift apart. Bodies that are a domain type's view (the sale view,
+// the reservation view, the reconciliation report) stay in domain.
+package wire
+
+import (
+	"time"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// ErrorBody is every error answer's body: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the error body's content: a contract code and a message
+// safe to show.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Readiness is GET /readyz's body: "ok", or "unavailable" naming what is
+// missing (mysql, redis or shutdown).
+type Readiness struct {
+	Status  string   `json:"status"`
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Readiness states and what a 503 names as missing.
+const (
+	Ready          = "ok"
+	NotReady       = "unavailable"
+	MissingMySQL   = "mysql"
+	MissingRedis   = "redis"
+	MissingDrained = "shutdown"
+)
+
+// ReservationList is GET /api/v1/me/reservations's body.
+type ReservationList struct {
+	Reservations []domain.ReservationView `json:"reservations"`
+}
+
+// WaitlistPosition is the waitlist's answer: 1 is the next unit returned.
+type WaitlistPosition struct {
+	SaleID   int64 `json:"sale_id"`
+	Position int64 `json:"position"`
+}
+
+// AppealFiled is POST /api/v1/appeals's 201 body.
+type AppealFiled struct {
+	AppealID int64  `json:"appeal_id"`
+	State    string `json:"state"`
+}
+
+// Warmed is POST /admin/v1/sales/{sale_id}/warmup's body.
+type Warmed struct {
+	SaleID     int64 `json:"sale_id"`
+	RedisStock int64 `json:"redis_stock"`
+}
+
+// DevLogin is POST /dev/login's body: a user token for trying the API.
+type DevLogin struct {
+	Token     string    `json:"token"`
+	UserID    int64     `json:"user_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
