@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/wire"
 )
 
 // consoleWeb is the operator console: static HTML, CSS and JavaScript
@@ -30,26 +31,6 @@ const consoleCSP = storefrontCSP
 
 // reportTimeout bounds the query of a sale workflow's last report.
 const reportTimeout = 3 * time.Second
-
-// operatorSale is a sale as an operator sees it: the public view plus
-// what the storefront does not show.
-type operatorSale struct {
-	domain.SaleView
-	Control domain.SaleControl `json:"control"`
-	Mode    domain.SaleMode    `json:"mode"`
-	Warmed  bool               `json:"warmed"`
-	Buckets int                `json:"buckets"`
-	Created time.Time          `json:"created_at"`
-	// WentBack: Redis was found behind the database; the worker rebuilds.
-	WentBack bool `json:"redis_went_back"`
-}
-
-// funnelCount is one filter layer's outcome on this instance.
-type funnelCount struct {
-	Layer   string  `json:"layer"`
-	Outcome string  `json:"outcome"`
-	Count   float64 `json:"count"`
-}
 
 // GET /console and /console/{file}: the operator console.
 func (s *server) console(c *fiber.Ctx) error {
@@ -97,7 +78,7 @@ func (s *server) listSales(c *fiber.Ctx) error {
 	slices.SortFunc(ids, func(a, b int64) int { return cmp.Compare(b, a) })
 	ids = ids[:min(len(ids), listLimit)]
 	now := time.Now()
-	out := make([]operatorSale, 0, len(ids))
+	out := make([]wire.OperatorSale, 0, len(ids))
 	for _, id := range ids {
 		e, err := s.cache.Get(ctx, id)
 		if domain.ErrorCode(err) == domain.ENotFound {
@@ -108,11 +89,11 @@ func (s *server) listSales(c *fiber.Ctx) error {
 		}
 		out = append(out, operatorView(e.Sale(), now, e.StockLeft(), e.Waiting()))
 	}
-	return c.JSON(fiber.Map{"sales": out})
+	return c.JSON(wire.OperatorSales{Sales: out})
 }
 
-func operatorView(sale *domain.Sale, now time.Time, stockLeft, waiting int64) operatorSale {
-	return operatorSale{
+func operatorView(sale *domain.Sale, now time.Time, stockLeft, waiting int64) wire.OperatorSale {
+	return wire.OperatorSale{
 		SaleView: sale.View(now, stockLeft, waiting),
 		Control:  sale.Control, Mode: sale.Mode, Warmed: sale.Warmed, Buckets: sale.Buckets,
 		Created: sale.CreatedAt, WentBack: sale.RedisWentBack,
@@ -156,13 +137,9 @@ func (s *server) saleDetail(reg *prometheus.Registry) fiber.Handler {
 		if err != nil {
 			return fmt.Errorf("read the filter counters: %w", err)
 		}
-		return c.JSON(fiber.Map{
-			"sale":         operatorView(sale, time.Now(), e.StockLeft(), e.Waiting()),
-			"orders":       orders,
-			"refunds":      refunds,
-			"report":       report,
-			"report_error": reportErr,
-			"funnel":       funnel,
+		return c.JSON(wire.OperatorSaleDetail{
+			Sale:   operatorView(sale, time.Now(), e.StockLeft(), e.Waiting()),
+			Orders: orders, Refunds: refunds, Report: report, ReportError: reportErr, Funnel: funnel,
 		})
 	}
 }
@@ -189,18 +166,18 @@ func (s *server) lastReport(ctx context.Context, saleID int64) (json.RawMessage,
 
 // filterCounts reads seckill_filter_total from reg: every layer's passes
 // and refusals on this instance since it started, across all sales.
-func filterCounts(reg *prometheus.Registry) ([]funnelCount, error) {
+func filterCounts(reg *prometheus.Registry) ([]wire.FunnelCount, error) {
 	families, err := reg.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather metrics: %w", err)
 	}
-	out := []funnelCount{}
+	out := []wire.FunnelCount{}
 	for _, f := range families {
 		if f.GetName() != "seckill_filter_total" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			fc := funnelCount{Count: m.GetCounter().GetValue()}
+			fc := wire.FunnelCount{Count: m.GetCounter().GetValue()}
 			for _, l := range m.GetLabel() {
 				switch l.GetName() {
 				case "layer":

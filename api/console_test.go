@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/wire"
 )
 
 // TestConsoleSaleReads: the admin list of sales and one sale's operator
@@ -51,12 +52,12 @@ func TestConsoleSaleReads(t *testing.T) {
 	r = h.do("GET", "/admin/v1/sales/"+sid, h.admin, "")
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	var detail struct {
-		Sale        map[string]any   `json:"sale"`
-		Orders      map[string]int64 `json:"orders"`
-		Refunds     int64            `json:"refunds"`
-		Report      json.RawMessage  `json:"report"`
-		ReportError string           `json:"report_error"`
-		Funnel      []funnelCount    `json:"funnel"`
+		Sale        map[string]any     `json:"sale"`
+		Orders      map[string]int64   `json:"orders"`
+		Refunds     int64              `json:"refunds"`
+		Report      json.RawMessage    `json:"report"`
+		ReportError string             `json:"report_error"`
+		Funnel      []wire.FunnelCount `json:"funnel"`
 	}
 	require.NoError(t, json.Unmarshal(r.Body, &detail))
 	require.Equal(t, "paused", detail.Sale["control"])

@@ -155,3 +155,50 @@ func (c *Client) Refunds(ctx context.Context, saleID int64) ([]store.Refund, err
 	var l refundList
 	return l.Refunds, c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &l)
 }
+
+// Sales lists the newest sales as operators see them.
+func (c *Client) Sales(ctx context.Context) ([]wire.OperatorSale, error) {
+	var l wire.OperatorSales
+	return l.Sales, c.do(ctx, call{method: http.MethodGet, path: AdminSalesPath, idempotent: true}, &l)
+}
+
+// OperatorSale is one sale's live view for operators: its orders by
+// status, refunds, last reconciliation report and the answering
+// instance's reservation funnel.
+func (c *Client) OperatorSale(ctx context.Context, saleID int64) (wire.OperatorSaleDetail, error) {
+	var d wire.OperatorSaleDetail
+	return d, c.do(ctx, call{method: http.MethodGet, path: OperatorSalePath(saleID), idempotent: true}, &d)
+}
+
+// auditList is GET /admin/v1/audit's body.
+type auditList struct {
+	Entries []store.AdminWrite `json:"entries"`
+}
+
+// Audit lists the admin writes that succeeded, newest first, of one sale
+// (saleID > 0) or all, at most limit (0: the API's default).
+func (c *Client) Audit(ctx context.Context, saleID int64, limit int) ([]store.AdminWrite, error) {
+	q := url.Values{}
+	if saleID > 0 {
+		q.Set("sale_id", strconv.FormatInt(saleID, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := AdminAuditPath
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var l auditList
+	return l.Entries, c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &l)
+}
+
+// Console fetches a file of the operator console ("" for its page).
+func (c *Client) Console(ctx context.Context, name string) ([]byte, error) {
+	path := "/console"
+	if name != "" {
+		path = ConsoleFilePath(name)
+	}
+	a, err := c.send(ctx, call{method: http.MethodGet, path: path, noAuth: true, idempotent: true})
+	return a.body, err
+}

@@ -50,6 +50,11 @@ var operations = map[string]any{
 	"listAppeals":             (*client.Client).Appeals,
 	"resolveAppeal":           (*client.Client).ResolveAppeal,
 	"listRefunds":             (*client.Client).Refunds,
+	"listSales":               (*client.Client).Sales,
+	"getOperatorSale":         (*client.Client).OperatorSale,
+	"listAdminAudit":          (*client.Client).Audit,
+	"getConsole":              (*client.Client).Console,
+	"getConsoleFile":          (*client.Client).Console,
 }
 
 // Every operation of api/openapi.yaml has a client method, and the table

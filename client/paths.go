@@ -82,3 +82,14 @@ func ResolveAppealPath(appealID int64) string {
 
 // WebFilePath is GET /web/{file}.
 func WebFilePath(name string) string { return "/web/" + url.PathEscape(name) }
+
+// OperatorSalePath is GET /admin/v1/sales/{sale_id}: one sale's operator view.
+func OperatorSalePath(saleID int64) string {
+	return AdminSalesPath + "/" + strconv.FormatInt(saleID, 10)
+}
+
+// AdminAuditPath is GET /admin/v1/audit.
+const AdminAuditPath = "/admin/v1/audit"
+
+// ConsoleFilePath is one file of the operator console, /console/{file}.
+func ConsoleFilePath(name string) string { return "/console/" + url.PathEscape(name) }

@@ -5,6 +5,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/seckill/seckill/domain"
@@ -66,4 +67,42 @@ type DevLogin struct {
 	Token     string    `json:"token"`
 	UserID    int64     `json:"user_id"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// OperatorSale is a sale as an operator sees it (GET /admin/v1/sales and
+// /admin/v1/sales/{sale_id}): the public view plus what the storefront
+// does not show.
+type OperatorSale struct {
+	domain.SaleView
+	Control domain.SaleControl `json:"control"`
+	Mode    domain.SaleMode    `json:"mode"`
+	Warmed  bool               `json:"warmed"`
+	Buckets int                `json:"buckets"`
+	Created time.Time          `json:"created_at"`
+	// WentBack: Redis was found behind the database; the worker rebuilds.
+	WentBack bool `json:"redis_went_back"`
+}
+
+// OperatorSales is GET /admin/v1/sales's body.
+type OperatorSales struct {
+	Sales []OperatorSale `json:"sales"`
+}
+
+// FunnelCount is one filter layer's outcome on the answering instance.
+type FunnelCount struct {
+	Layer   string  `json:"layer"`
+	Outcome string  `json:"outcome"`
+	Count   float64 `json:"count"`
+}
+
+// OperatorSaleDetail is GET /admin/v1/sales/{sale_id}'s body. Report is
+// the sale workflow's answer to its report query, nil with ReportError
+// saying why when it did not answer.
+type OperatorSaleDetail struct {
+	Sale        OperatorSale                       `json:"sale"`
+	Orders      map[domain.ReservationStatus]int64 `json:"orders"`
+	Refunds     int64                              `json:"refunds"`
+	Report      json.RawMessage                    `json:"report"`
+	ReportError string                             `json:"report_error"`
+	Funnel      []FunnelCount                      `json:"funnel"`
 }
