@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/strictjson"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestStrictBodies: keys match exactly and once, and only application/json

@@ -28,7 +28,7 @@ import (
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )

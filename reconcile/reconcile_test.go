@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/sales"

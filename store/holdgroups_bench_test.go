@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // The records of a crowd's new holds, lone (a script and a commit each, as

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/store"
 )
 

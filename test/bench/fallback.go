@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
 )
 
 // fallback: scenario 5, the database path through the API at its rate

@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"

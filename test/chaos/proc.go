@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
 // Proc is a process the run owns (internal/proc).

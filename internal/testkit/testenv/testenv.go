@@ -26,7 +26,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
