@@ -39,6 +39,7 @@ import (
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -89,7 +90,7 @@ func TestOneReservationOneTrace(t *testing.T) {
 	withStarter := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client, Temporal: tc}))
 	relayOnly := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client}))
 	sale := testenv.MustSale(t, st, 5)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer ccancel()
@@ -248,7 +249,7 @@ func TestFiltersRefuseWithoutSpans(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 
 	sale := testenv.MustSale(t, st, 1)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	reserveURL := fmt.Sprintf("%s/api/v1/sales/%d/reservations", base, sale.ID)
 	// send answers the request's status and whether it carried a span.
 	send := func(method, url, bearer, body string) (int, bool) {
