@@ -50,7 +50,8 @@ step "disk" disk_room
 step "start test services" "$ROOT/scripts/services.sh" up test
 # The storefront's browser test (e2e) drives Debian's Chromium headless.
 step "browser" need_packages chromium:chromium
-# internal/redisnode's Sentinel group (in its tests and internal/conn's)
+# internal/testkit/redisnode's Sentinel group (in its tests and
+# internal/conn's)
 # runs Debian's redis-sentinel, and fails without it.
 step "redis-sentinel" need_packages redis-sentinel:redis-sentinel
 # ops.TestPromtoolRules checks and unit-tests the alert rules with promtool.

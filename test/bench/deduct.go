@@ -80,7 +80,7 @@ func (r *runner) mysql(ctx context.Context) error {
 		Figure{Name: "16 buckets, 1 ms RTT / loopback", Value: ratio(rates["1 ms RTT, 16 buckets"], rates["loopback, 16 buckets"]), Unit: "×", Target: "≥ 0.9"},
 		Figure{Name: "16 buckets, 1 ms RTT / proxy at 0 ms", Value: ratio(rates["1 ms RTT, 16 buckets"], rates["proxy at 0 ms, 16 buckets"]), Unit: "×"},
 	)
-	sc.Notes = []string{"reservations are recorded (QUEUED) before the clock starts; each run places a fixed pool of orders or stops after twice the run length; the proxy delays each chunk by 0.5 ms in each direction (Go, in internal/netproxy); `proxy at 0 ms` runs through the same proxy without the delay, so 1 ms RTT against it shows the round trips' cost without the proxy's own CPU on the shared cores"}
+	sc.Notes = []string{"reservations are recorded (QUEUED) before the clock starts; each run places a fixed pool of orders or stops after twice the run length; the proxy delays each chunk by 0.5 ms in each direction (Go, in internal/testkit/netproxy); `proxy at 0 ms` runs through the same proxy without the delay, so 1 ms RTT against it shows the round trips' cost without the proxy's own CPU on the shared cores"}
 	r.add(sc)
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
-// Proc is a process the run owns (internal/proc).
+// Proc is a process the run owns (internal/testkit/proc).
 type Proc = proc.Proc
 
 func port(addr string) string {
