@@ -196,9 +196,10 @@ func (c *Client) request(ctx context.Context, r call, body []byte) (*http.Reques
 	return req, nil
 }
 
-// answerError is the *domain.Error of an error answer; a body that is not
-// the contract's keeps the status in the message.
-func answerError(resp *http.Response, raw []byte) *domain.Error {
+// answerError is an error answer: its *domain.Error (errors.As finds it)
+// with the answer's HTTP status (Status reads it); a body that is not the
+// contract's keeps the status in the message.
+func answerError(resp *http.Response, raw []byte) error {
 	e := &domain.Error{Code: domain.EInternal, Message: fmt.Sprintf("status %d", resp.StatusCode)}
 	var b wire.ErrorBody
 	if json.Unmarshal(raw, &b) == nil && b.Error.Code != "" {
@@ -207,7 +208,28 @@ func answerError(resp *http.Response, raw []byte) *domain.Error {
 	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
 		e.RetryAfter = n
 	}
-	return e
+	return &statusError{status: resp.StatusCode, err: e}
+}
+
+// statusError is an error answer as received.
+type statusError struct {
+	status int
+	err    *domain.Error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+
+func (e *statusError) Unwrap() error { return e.err }
+
+// Status is the HTTP status of the error answer a call's err carries; 0
+// when no answer came (a transport error, an ended context, a body that
+// could not be decoded) or err is nil.
+func Status(err error) int {
+	var e *statusError
+	if errors.As(err, &e) {
+		return e.status
+	}
+	return 0
 }
 
 // IdempotencyKeyHeader carries an admin write's key.

@@ -160,8 +160,8 @@ func TestTransportErrorsAreRetriedOnlyWhenIdempotent(t *testing.T) {
 	require.Equal(t, 3, s.attempts, "the appeal was sent once")
 }
 
-// An error answer is its *domain.Error with the Retry-After; a body that
-// is not the contract's keeps the status.
+// An error answer is its *domain.Error with the Retry-After, and its
+// status; a body that is not the contract's keeps the status.
 func TestErrorAnswers(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -180,7 +180,15 @@ func TestErrorAnswers(t *testing.T) {
 	var e *domain.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, domain.Error{Code: domain.EUnavailable, Message: "reservation outcome unknown, retry with the same request_id", RetryAfter: 3}, *e)
+	require.Equal(t, http.StatusServiceUnavailable, client.Status(err))
 	_, err = c.Sale(t.Context(), 1)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, domain.Error{Code: domain.EInternal, Message: "status 502"}, *e)
+	require.Equal(t, http.StatusBadGateway, client.Status(err))
+
+	srv.Close()
+	_, err = c.Sale(t.Context(), 1)
+	require.Error(t, err)
+	require.Zero(t, client.Status(err), "no answer, no status")
+	require.Zero(t, client.Status(nil))
 }

@@ -50,10 +50,11 @@ func (r *runner) mysql(ctx context.Context) error {
 		{"1 ms RTT, 16 buckets", via, oneWay, 16, 6000},
 	} {
 		proxy.SetDelay(c.delay)
-		s, err := r.sale(ctx, "deduct "+c.label, 1_000_000, c.buckets, false)
+		s, err := NewSale(ctx, r.st, "bench "+r.stamp+" deduct "+c.label, 1_000_000, c.buckets)
 		if err != nil {
 			return err
 		}
+		r.saleIDs = append(r.saleIDs, s.ID)
 		first := r.nextUser
 		r.nextUser += int64(c.orders)
 		r.o.Logger.Info("recording reservations for the deduction run", "run", c.label, "n", c.orders)
