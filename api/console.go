@@ -5,9 +5,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path"
 	"slices"
 	"time"
@@ -41,28 +39,7 @@ func (s *server) console(c *fiber.Ctx) error {
 	if path.Base(name) != name {
 		return sendError(c, domain.ENotFound, "no such resource")
 	}
-	b, err := consoleWeb.ReadFile("console/" + name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return sendError(c, domain.ENotFound, "no such resource")
-	}
-	if err != nil {
-		return fmt.Errorf("read embedded console/%s: %w", name, err)
-	}
-	switch path.Ext(name) {
-	case ".html":
-		c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
-		c.Set("Content-Security-Policy", consoleCSP)
-	case ".js":
-		c.Set(fiber.HeaderContentType, "text/javascript; charset=utf-8")
-	case ".css":
-		c.Set(fiber.HeaderContentType, "text/css; charset=utf-8")
-	default:
-		c.Set(fiber.HeaderContentType, fiber.MIMEOctetStream)
-	}
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	c.Set("Referrer-Policy", "no-referrer")
-	return c.Send(b)
+	return sendEmbedded(c, consoleWeb, "console/"+name, consoleCSP)
 }
 
 // GET /admin/v1/sales: the newest sales (at most listLimit), finished or
