@@ -14,7 +14,6 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/altcha"
 )
 
 // TestOpenAPIIsValid loads api/openapi.yaml with kin-openapi and validates
@@ -168,76 +167,4 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		require.True(t, routed[op], "%s is in api/openapi.yaml but not routed", op)
 	}
 	require.Len(t, routed, 41, "the contract's 36 operations and the operators' five beyond it: the sales list, one sale's view, the audit, the console's page and files")
-}
-
-// TestOpenAPISaleRulesAreTheDomains holds the defaults and bounds that
-// api/openapi.yaml documents for the create-sale and stock bodies to the
-// domain's constants, which the API enforces, so the two cannot drift.
-func TestOpenAPISaleRulesAreTheDomains(t *testing.T) {
-	doc, err := openapi3.NewLoader().LoadFromData(openAPI)
-	require.NoError(t, err)
-
-	create := bodyProperties(t, doc, "/admin/v1/sales")
-	for field, want := range map[string][3]any{ // minimum, maximum, default; nil: none documented
-		"goods_id":               {int64(1), nil, nil},
-		"price_cents":            {int64(0), nil, nil},
-		"stock":                  {int64(domain.MinStock), int64(domain.MaxStock), nil},
-		"buckets":                {int64(domain.MinBuckets), int64(domain.MaxBuckets), int64(domain.DefaultBuckets)},
-		"payment_window_seconds": {int64(domain.MinPaymentWindowSeconds), int64(domain.MaxPaymentWindowSeconds), int64(domain.DefaultPaymentWindowSeconds)},
-		"challenge_difficulty":   {int64(0), int64(domain.MaxChallengeDifficulty), int64(0)},
-	} {
-		s := create[field]
-		require.NotNil(t, s, "create-sale body has no %s", field)
-		got := [3]any{documented(s.Value.Min), documented(s.Value.Max), documentedDefault(t, s.Value.Default)}
-		require.Equal(t, want, got, "%s: minimum, maximum, default", field)
-	}
-	title := create["title"].Value
-	require.EqualValues(t, 1, title.MinLength)
-	require.NotNil(t, title.MaxLength)
-	require.EqualValues(t, domain.MaxTitleBytes, *title.MaxLength)
-	require.Equal(t, []any{float64(domain.PerUserLimit)}, create["per_user_limit"].Value.Enum)
-	// A difficulty the widget's solver refuses would make a sale unsolvable.
-	require.LessOrEqual(t, int64(domain.MaxChallengeDifficulty), int64(altcha.MaxNumber))
-
-	delta := bodyProperties(t, doc, "/admin/v1/sales/{sale_id}/stock")["delta"].Value
-	require.Equal(t, [2]any{int64(-domain.MaxStock), int64(domain.MaxStock)}, [2]any{documented(delta.Min), documented(delta.Max)})
-}
-
-// bodyProperties answers the properties of the JSON body that path's POST
-// takes.
-func bodyProperties(t *testing.T, doc *openapi3.T, path string) openapi3.Schemas {
-	t.Helper()
-	item := doc.Paths.Value(path)
-	require.NotNil(t, item, "no path %s", path)
-	require.NotNil(t, item.Post, "no POST %s", path)
-	require.NotNil(t, item.Post.RequestBody, "POST %s takes no body", path)
-	media := item.Post.RequestBody.Value.Content.Get("application/json")
-	require.NotNil(t, media, "POST %s takes no JSON body", path)
-	return media.Schema.Value.Properties
-}
-
-// documented is a documented bound as an integer, nil when there is none.
-func documented(bound *float64) any {
-	if bound == nil {
-		return nil
-	}
-	return int64(*bound)
-}
-
-// documentedDefault is a documented default as an integer, nil when there
-// is none.
-func documentedDefault(t *testing.T, v any) any {
-	t.Helper()
-	switch d := v.(type) {
-	case nil:
-		return nil
-	case float64:
-		return int64(d)
-	case int:
-		return int64(d)
-	case int64:
-		return d
-	}
-	require.Failf(t, "default is not a number", "%T %v", v, v)
-	return nil
 }
