@@ -61,30 +61,30 @@ func invalidField(field, rule string) *Error {
 
 // Validate checks every field against the contract's rules and answers an
 // invalid_request *Error naming the first bad field, or nil.
-func (r *SaleSpec) Validate() error {
+func (s *SaleSpec) Validate() error {
 	switch {
-	case r.GoodsID == nil || *r.GoodsID <= 0:
+	case s.GoodsID == nil || *s.GoodsID <= 0:
 		return invalidField("goods_id", "required, a positive integer")
-	case r.Title == nil || len(*r.Title) == 0 || len(*r.Title) > MaxTitleBytes:
+	case s.Title == nil || len(*s.Title) == 0 || len(*s.Title) > MaxTitleBytes:
 		return invalidField("title", fmt.Sprintf("required, 1..%d bytes", MaxTitleBytes))
-	case r.PriceCents == nil || *r.PriceCents < 0:
+	case s.PriceCents == nil || *s.PriceCents < 0:
 		return invalidField("price_cents", "required, a non-negative integer")
-	case r.Stock == nil || *r.Stock < MinStock || *r.Stock > MaxStock:
+	case s.Stock == nil || *s.Stock < MinStock || *s.Stock > MaxStock:
 		return invalidField("stock", fmt.Sprintf("required, %d..%d", MinStock, MaxStock))
-	case r.Buckets != nil && (*r.Buckets < MinBuckets || *r.Buckets > MaxBuckets):
+	case s.Buckets != nil && (*s.Buckets < MinBuckets || *s.Buckets > MaxBuckets):
 		return invalidField("buckets", fmt.Sprintf("%d..%d", MinBuckets, MaxBuckets))
-	case r.StartsAt == nil:
+	case s.StartsAt == nil:
 		return invalidField("starts_at", "required, RFC 3339")
-	case r.EndsAt == nil:
+	case s.EndsAt == nil:
 		return invalidField("ends_at", "required, RFC 3339")
-	case !r.EndsAt.After(*r.StartsAt):
+	case !s.EndsAt.After(*s.StartsAt):
 		return invalidField("ends_at", "must be after starts_at")
-	case r.PaymentWindowSeconds != nil &&
-		(*r.PaymentWindowSeconds < MinPaymentWindowSeconds || *r.PaymentWindowSeconds > MaxPaymentWindowSeconds):
+	case s.PaymentWindowSeconds != nil &&
+		(*s.PaymentWindowSeconds < MinPaymentWindowSeconds || *s.PaymentWindowSeconds > MaxPaymentWindowSeconds):
 		return invalidField("payment_window_seconds", fmt.Sprintf("%d..%d", MinPaymentWindowSeconds, MaxPaymentWindowSeconds))
-	case r.PerUserLimit != nil && *r.PerUserLimit != PerUserLimit:
+	case s.PerUserLimit != nil && *s.PerUserLimit != PerUserLimit:
 		return invalidField("per_user_limit", fmt.Sprintf("only %d is supported", PerUserLimit))
-	case r.ChallengeDifficulty != nil && (*r.ChallengeDifficulty < 0 || *r.ChallengeDifficulty > MaxChallengeDifficulty):
+	case s.ChallengeDifficulty != nil && (*s.ChallengeDifficulty < 0 || *s.ChallengeDifficulty > MaxChallengeDifficulty):
 		return invalidField("challenge_difficulty", fmt.Sprintf("0..%d", MaxChallengeDifficulty))
 	}
 	return nil
