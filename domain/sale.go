@@ -60,7 +60,3 @@ type NoReportYet struct {
 	Report *struct{} `json:"report"`
 	Note   string    `json:"note"`
 }
-
-// MaxStock is the largest stock of a sale, at creation and after any
-// adjustment (the contract's 1..10000000).
-const MaxStock = 10_000_000

@@ -101,8 +101,9 @@ func reusable(ctx context.Context, c *client.Client, idFile string) (int64, erro
 
 func create(ctx context.Context, c *client.Client, stock int64) (int64, error) {
 	now := time.Now().UTC().Truncate(time.Second)
-	v, err := c.CreateSale(ctx, client.NewSale{GoodsID: 1, Title: demoTitle, PriceCents: 999, Stock: stock, Buckets: 16,
-		StartsAt: now, EndsAt: now.Add(7 * 24 * time.Hour), PaymentWindowSeconds: 900}, "")
+	v, err := c.CreateSale(ctx, client.NewSale{GoodsID: 1, Title: demoTitle, PriceCents: 999, Stock: stock,
+		Buckets: domain.DefaultBuckets, StartsAt: now, EndsAt: now.Add(7 * 24 * time.Hour),
+		PaymentWindowSeconds: domain.DefaultPaymentWindowSeconds}, "")
 	if err != nil {
 		return 0, fmt.Errorf("create sale: %w", err)
 	}
