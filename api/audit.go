@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"strconv"
@@ -11,7 +10,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/wire"
 )
 
 // auditSummaryBody is how much of a request's body the audit keeps: enough
@@ -39,15 +38,13 @@ func (s *server) audited(action string, h fiber.Handler) fiber.Handler {
 			return nil
 		}
 		p := principal(c)
-		w := store.AdminWrite{Operator: p.Subject, Action: action, Summary: auditSummary(c), Status: status,
+		w := wire.AdminWrite{Operator: p.Subject, Action: action, Summary: auditSummary(c), Status: status,
 			RequestID: reqid.From(c.UserContext())}
 		if id, ok := auditSale(c); ok {
 			w.SaleID = &id
 		}
 		log := s.log(c)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), dbTimeout)
-		defer cancel()
-		if err := s.st.RecordAdminWrite(ctx, w); err != nil {
+		if err := s.records.Record(c.UserContext(), w); err != nil {
 			log.Error("admin audit: record", "action", action, "err", err)
 		}
 		attrs := []any{"action", action, "status", status}
@@ -109,12 +106,9 @@ func (s *server) listAudit(c *fiber.Ctx) error {
 		}
 		limit = n
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
-	defer cancel()
-	ws, err := s.st.AdminAudit(ctx, saleID, limit)
+	ws, err := s.records.Audit(c.UserContext(), saleID, limit)
 	if err != nil {
-		s.log(c).Warn("list admin audit", "err", err)
-		return unavailable(c, 1, "audit store unavailable")
+		return sendErr(c, err)
 	}
-	return c.JSON(fiber.Map{"entries": ws})
+	return c.JSON(wire.AuditList{Entries: ws})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
@@ -60,7 +61,7 @@ func mustHarnessDeps(tb testing.TB, rdb redis.UniversalClient, deps func(*Deps),
 	}
 	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := Deps{Config: cfg, Logger: logger, Store: h.st, Redis: lua.NewClient(h.rdb)}
+	d := Deps{Config: cfg, Logger: logger, Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb)}
 	if deps != nil {
 		deps(&d)
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"strings"
 	"time"
 
@@ -11,10 +10,8 @@ import (
 	"github.com/seckill/seckill/wire"
 )
 
-const (
-	dbTimeout = 5 * time.Second
-	listLimit = 100
-)
+// listLimit is the most a list answers.
+const listLimit = 100
 
 // tokenParam reads a well-formed reservation token from the path, else 404.
 func tokenParam(c *fiber.Ctx) (string, int64, error) {
@@ -59,16 +56,9 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 			return c.JSON(wire.ReservationList{Reservations: views})
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
-	defer cancel()
-	rs, err := s.st.ListReservations(ctx, p.UserID, saleID, listLimit)
+	views, err := s.orders.List(c.UserContext(), p.UserID, saleID, listLimit)
 	if err != nil {
-		s.log(c).Warn("list reservations", "err", err)
-		return unavailable(c, 1, "reservation store unavailable")
-	}
-	views := make([]domain.ReservationView, len(rs))
-	for i, r := range rs {
-		views[i] = r.View()
+		return sendErr(c, err)
 	}
 	return c.JSON(wire.ReservationList{Reservations: views})
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/gate"
-	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/wire"
 )
 
@@ -140,19 +139,14 @@ func (c *Client) ResolveAppeal(ctx context.Context, appealID int64, action strin
 		body: map[string]string{"action": action}}, &a)
 }
 
-// refundList is GET /admin/v1/refunds's body.
-type refundList struct {
-	Refunds []store.Refund `json:"refunds"`
-}
-
 // Refunds lists recorded refunds, newest first, of one sale (saleID 0: of
 // every sale).
-func (c *Client) Refunds(ctx context.Context, saleID int64) ([]store.Refund, error) {
+func (c *Client) Refunds(ctx context.Context, saleID int64) ([]wire.Refund, error) {
 	path := AdminRefundsPath
 	if saleID > 0 {
 		path += "?sale_id=" + strconv.FormatInt(saleID, 10)
 	}
-	var l refundList
+	var l wire.RefundList
 	return l.Refunds, c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &l)
 }
 
@@ -170,14 +164,9 @@ func (c *Client) OperatorSale(ctx context.Context, saleID int64) (wire.OperatorS
 	return d, c.do(ctx, call{method: http.MethodGet, path: OperatorSalePath(saleID), idempotent: true}, &d)
 }
 
-// auditList is GET /admin/v1/audit's body.
-type auditList struct {
-	Entries []store.AdminWrite `json:"entries"`
-}
-
 // Audit lists the admin writes that succeeded, newest first, of one sale
 // (saleID > 0) or all, at most limit (0: the API's default).
-func (c *Client) Audit(ctx context.Context, saleID int64, limit int) ([]store.AdminWrite, error) {
+func (c *Client) Audit(ctx context.Context, saleID int64, limit int) ([]wire.AdminWrite, error) {
 	q := url.Values{}
 	if saleID > 0 {
 		q.Set("sale_id", strconv.FormatInt(saleID, 10))
@@ -189,7 +178,7 @@ func (c *Client) Audit(ctx context.Context, saleID int64, limit int) ([]store.Ad
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var l auditList
+	var l wire.AuditList
 	return l.Entries, c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &l)
 }
 

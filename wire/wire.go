@@ -106,3 +106,40 @@ type OperatorSaleDetail struct {
 	ReportError string                             `json:"report_error"`
 	Funnel      []FunnelCount                      `json:"funnel"`
 }
+
+// Refund is a recorded refund as GET /admin/v1/refunds lists it.
+type Refund struct {
+	ID          int64     `json:"refund_id"`
+	Token       string    `json:"token"`
+	SaleID      int64     `json:"sale_id"`
+	UserID      int64     `json:"user_id"`
+	PaymentRef  string    `json:"payment_ref"`
+	AmountCents int64     `json:"amount_cents"`
+	Reason      string    `json:"reason"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// RefundList is GET /admin/v1/refunds's body.
+type RefundList struct {
+	Refunds []Refund `json:"refunds"`
+}
+
+// AdminWrite is an operator's write that succeeded, as the admin audit
+// (GET /admin/v1/audit) lists it. Operator is the token's subject: the
+// identity provider's sub, or secret:<user id> for the shared admin
+// secret; Summary is the request's method, path and start of its body.
+type AdminWrite struct {
+	ID        int64     `json:"audit_id"`
+	Operator  string    `json:"operator"`
+	Action    string    `json:"action"`
+	SaleID    *int64    `json:"sale_id"`
+	Summary   string    `json:"summary"`
+	Status    int       `json:"status"`
+	RequestID string    `json:"request_id"`
+	At        time.Time `json:"at"`
+}
+
+// AuditList is GET /admin/v1/audit's body.
+type AuditList struct {
+	Entries []AdminWrite `json:"entries"`
+}

@@ -24,8 +24,9 @@ const (
 // harness that imported one would test the product with itself, and a
 // change to a service would reach every test through the harness.
 var services = []string{
-	"activities", "api", "fleet", "gate", "orders", "reconcile",
-	"reservation", "salecache", "sales", "status", "worker", "workflows",
+	"activities", "api", "backend", "fleet", "gate", "operators", "orders",
+	"reconcile", "reservation", "salecache", "sales", "status", "worker",
+	"workflows",
 }
 
 // goListDeps maps each package the patterns match to its dependencies
