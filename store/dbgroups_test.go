@@ -96,7 +96,6 @@ func TestDatabasePathReservationsGoInGroupsEachDecidedOnItsOwn(t *testing.T) {
 	groups, grouped := st.DBGroupsSent()
 	groups, grouped = groups-groups0, grouped-grouped0
 	t.Logf("%d reservations in %d groups", grouped, groups)
-	require.GreaterOrEqual(t, grouped, int64(users+3), "every reservation was tried in a group")
 	require.Less(t, groups, grouped/2, "reservations arriving together went in groups")
 }
 

@@ -217,7 +217,13 @@ func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time
 			return res, false, err
 		}
 	}
-	return s.reserveInDBAlone(ctx, in, skew, wanted)
+	res, replay, err = s.reserveInDBAlone(ctx, in, skew, wanted)
+	if errors.Is(err, ErrQuotaExhausted) {
+		// Sold out: the sale's next reservations are refused by the read
+		// alone, not by a group part first.
+		s.dbTerms.Delete(in.SaleID)
+	}
+	return res, replay, err
 }
 
 // reserveInDBAlone is the per-reservation path: it decides every case.
