@@ -16,13 +16,14 @@ import (
 )
 
 // Database-path reservations that arrive together, once one of the sale
-// succeeded, go in groups, each decided on its own: the new ones take a
-// unit each until the quota runs out and are refused after, a replay gets
-// the first answer, a second request of a buyer and a user with a QUEUED
-// hold are refused as already purchased, and exactly the quota is sold.
+// succeeded, go in groups, each decided on its own: a crowd of new users
+// takes a unit each while a replay gets the first answer and a second
+// request of a buyer and a user with a QUEUED hold are refused as already
+// purchased; then a crowd larger than what is left takes exactly the rest
+// of the quota, and the others are refused.
 func TestDatabasePathReservationsGoInGroupsEachDecidedOnItsOwn(t *testing.T) {
 	st := testenv.MustStore(t)
-	const quota, users = 30, 45
+	const quota, crowd, last = 30, 24, 10
 	sale := testenv.MustSale(t, st, 100, func(s *domain.Sale) { s.Buckets = 4 })
 	base := testenv.UniqueUser() * 1000
 	queued := mustQueued(t, st, sale, base+999, "queued")
@@ -35,34 +36,11 @@ func TestDatabasePathReservationsGoInGroupsEachDecidedOnItsOwn(t *testing.T) {
 	require.NoError(t, err)
 	groups0, grouped0 := st.DBGroupsSent()
 
-	type answer struct {
-		in     domain.OrderInput
-		res    *domain.Reservation
-		replay bool
-		err    error
+	ins := []domain.OrderInput{first, dbInput(sale, base, "first-again"), dbInput(sale, queued.UserID, "queued-db-path")}
+	for i := 1; i <= crowd; i++ {
+		ins = append(ins, dbInput(sale, base+int64(i), fmt.Sprintf("new-%03d", i)))
 	}
-	answers := make(chan answer, users+3)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	reserve := func(in domain.OrderInput) {
-		wg.Go(func() {
-			<-start
-			res, replay, err := st.ReserveInDB(ctx(t), in)
-			answers <- answer{in, res, replay, err}
-		})
-	}
-	for i := 1; i <= users; i++ {
-		reserve(dbInput(sale, base+int64(i), fmt.Sprintf("new-%03d", i)))
-	}
-	reserve(first)                                          // a replay
-	reserve(dbInput(sale, base, "first-again"))             // the buyer again
-	reserve(dbInput(sale, queued.UserID, "queued-db-path")) // the QUEUED hold's user
-	close(start)
-	wg.Wait()
-	close(answers)
-
-	var sold, soldOut int
-	for a := range answers {
+	for _, a := range reserveTogether(t, st, ins) {
 		switch a.in.RequestID {
 		case "first":
 			require.NoError(t, a.err)
@@ -71,32 +49,68 @@ func TestDatabasePathReservationsGoInGroupsEachDecidedOnItsOwn(t *testing.T) {
 		case "first-again", "queued-db-path":
 			require.ErrorIs(t, a.err, store.ErrAlreadyPurchased, a.in.RequestID)
 		default:
-			switch {
-			case a.err == nil:
-				require.False(t, a.replay)
-				require.Equal(t, domain.StatusPendingPayment, a.res.Status)
-				require.Equal(t, sale.PriceCents, a.res.AmountCents)
-				got, err := st.GetReservation(ctx(t), a.in.Token)
-				require.NoError(t, err)
-				require.Equal(t, a.res.OrderNo, got.OrderNo, "the answer is the reservation recorded")
-				sold++
-			case errors.Is(a.err, store.ErrQuotaExhausted), errors.Is(a.err, store.ErrNoStock):
-				soldOut++
-			default:
-				t.Errorf("%s: %v", a.in.RequestID, a.err)
-			}
+			require.NoError(t, a.err, a.in.RequestID)
+			require.False(t, a.replay)
+			require.Equal(t, domain.StatusPendingPayment, a.res.Status)
+			require.Equal(t, sale.PriceCents, a.res.AmountCents)
+			got, err := st.GetReservation(ctx(t), a.in.Token)
+			require.NoError(t, err)
+			require.Equal(t, a.res.OrderNo, got.OrderNo, "the answer is the reservation recorded")
 		}
 	}
-	require.Equal(t, quota-1, sold, "the rest of the quota sells, no more")
-	require.Equal(t, users-(quota-1), soldOut)
+	groups, grouped := st.DBGroupsSent()
+	groups, grouped = groups-groups0, grouped-grouped0
+	t.Logf("%d reservations in %d groups", grouped, groups)
+	require.GreaterOrEqual(t, grouped, int64(len(ins)), "every reservation was tried in a group")
+	require.Less(t, groups, grouped/2, "reservations arriving together went in groups")
+
+	ins = ins[:0]
+	for i := 1; i <= last; i++ {
+		ins = append(ins, dbInput(sale, base+int64(crowd+i), fmt.Sprintf("last-%03d", i)))
+	}
+	var sold, soldOut int
+	for _, a := range reserveTogether(t, st, ins) {
+		switch {
+		case a.err == nil:
+			sold++
+		case errors.Is(a.err, store.ErrQuotaExhausted), errors.Is(a.err, store.ErrNoStock):
+			soldOut++
+		default:
+			t.Errorf("%s: %v", a.in.RequestID, a.err)
+		}
+	}
+	require.Equal(t, quota-1-crowd, sold, "the rest of the quota sells, no more")
+	require.Equal(t, last-sold, soldOut)
 	left, err := st.DBStock(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 100-1-quota, left, "the QUEUED hold's unit and the quota's")
 	require.Equal(t, 1+quota, ledgerCount(t, st, sale.ID, "deduct"))
-	groups, grouped := st.DBGroupsSent()
-	groups, grouped = groups-groups0, grouped-grouped0
-	t.Logf("%d reservations in %d groups", grouped, groups)
-	require.Less(t, groups, grouped/2, "reservations arriving together went in groups")
+}
+
+// dbAnswer is a database-path reservation's answer.
+type dbAnswer struct {
+	in     domain.OrderInput
+	res    *domain.Reservation
+	replay bool
+	err    error
+}
+
+// reserveTogether makes the reservations at once, each from a goroutine of
+// its own, and returns their answers.
+func reserveTogether(t *testing.T, st *store.Store, ins []domain.OrderInput) []dbAnswer {
+	answers := make([]dbAnswer, len(ins))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Go(func() {
+			<-start
+			res, replay, err := st.ReserveInDB(ctx(t), in)
+			answers[i] = dbAnswer{in, res, replay, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return answers
 }
 
 // A grouped reservation meets every check of the per-reservation path: the
