@@ -138,8 +138,9 @@ type Config struct {
 	// before its 202 is answered.
 	APIStartsRedisOrders bool
 
-	// FallbackInFlight bounds the database path's transactions in flight
-	// per instance; a reservation beyond it is refused at once (429).
+	// FallbackInFlight bounds the database path's reservations in flight
+	// per instance (the path raises it to what FallbackRPS keeps in flight
+	// at 50 ms each); a reservation beyond it is refused at once (429).
 	FallbackInFlight int
 
 	// Read routes (storefront, sale view, reservation reads): per address
