@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -139,8 +140,9 @@ type Config struct {
 	APIStartsRedisOrders bool
 
 	// FallbackInFlight bounds the database path's reservations in flight
-	// per instance (the path raises it to what FallbackRPS keeps in flight
-	// at 50 ms each); a reservation beyond it is refused at once (429).
+	// per instance; a reservation beyond it is refused at once (429). Its
+	// default is what FallbackRPS keeps in flight at 50 ms a reservation
+	// (at least 16): fewer slots would refuse what the rate allows.
 	FallbackInFlight int
 
 	// Read routes (storefront, sale view, reservation reads): per address
@@ -594,7 +596,7 @@ func (r *envReader) limits(c *Config) {
 	c.PerUserRPS = r.num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = r.integer("SECKILL_PER_USER_BURST", 10)
 	c.FallbackRPS = r.num("SECKILL_FALLBACK_RPS", 500)
-	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", 16), 1)
+	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", fallbackInFlightFor(c.FallbackRPS)), 1)
 	c.ReadRPS = r.num("SECKILL_READ_RPS", 50)
 	c.ReadBurst = r.integer("SECKILL_READ_BURST", 100)
 	c.ReadPerUserRPS = r.num("SECKILL_READ_PER_USER_RPS", 10)
@@ -682,4 +684,12 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// fallbackInFlightFor is SECKILL_FALLBACK_IN_FLIGHT's default: the
+// database path's reservations in flight at rps a second and 50 ms each,
+// at least 16. A request holds its slot for its whole reservation, so
+// fewer slots would refuse "saturated" while the rate still had tokens.
+func fallbackInFlightFor(rps float64) int {
+	return max(16, int(math.Ceil(rps*0.05)))
 }

@@ -1,7 +1,6 @@
 package reservation
 
 import (
-	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -10,9 +9,8 @@ import (
 )
 
 // admission admits the database path's transactions: at most
-// SECKILL_FALLBACK_IN_FLIGHT in flight (slots; at least what the rate
-// keeps in flight at admissionLatency) and at most SECKILL_FALLBACK_RPS
-// (rate). A request it refuses is refused at once. A
+// SECKILL_FALLBACK_IN_FLIGHT in flight (slots) and at most
+// SECKILL_FALLBACK_RPS (rate). A request it refuses is refused at once. A
 // slot is taken before the rate's token, so a request refused because
 // every slot is in flight spends none of the rate: the rate then admits
 // as many transactions as it allows, not fewer for each refusal the slots
@@ -22,19 +20,11 @@ type admission struct {
 	slots chan struct{}
 }
 
-// admissionLatency is the database path's latency the slots are sized
-// for: a request holds its slot for its whole reservation, so inFlight
-// slots admit at most inFlight/latency a second, and fewer than
-// rps*admissionLatency slots would refuse "saturated" while the rate has
-// tokens left, and the path would sell less than its rate.
-const admissionLatency = 50 * time.Millisecond
-
 // newAdmission is the admission of a path of rps transactions a second
-// (0: unlimited), inFlight at once and at least rps*admissionLatency. The
-// rate's burst, a tenth of a second's worth, is at most the slots: a burst
-// they would refuse is not admitted.
+// (0: unlimited), inFlight at once. The rate's burst, a tenth of a second's
+// worth, is at most the slots: a burst they would refuse is not admitted.
 func newAdmission(rps float64, inFlight int) *admission {
-	inFlight = max(inFlight, 1, int(math.Ceil(rps*float64(admissionLatency)/float64(time.Second))))
+	inFlight = max(inFlight, 1)
 	return &admission{
 		rate:  rate.NewLimiter(ratelimit.Limit(rps), min(max(int(rps/10), 1), inFlight)),
 		slots: make(chan struct{}, inFlight),
