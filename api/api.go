@@ -371,6 +371,7 @@ func (s *server) start(rdb *lua.Client) {
 	must("api", err) // a client type lua does not know
 	s.starter.Run(s.stop, func() context.Context { return s.drainCtx })
 	s.goBackground(s.background)
+	s.fleet.Look() // before the first hold: see HoldsTakeUnits
 	s.goBackground(func() { s.fleet.Run(s.stop) })
 	s.goBackground(func() {
 		s.res.Watch(s.stop, s.rdb.Ping, aside.PingAll)
