@@ -273,10 +273,7 @@ func newServerState(d Deps) *server {
 	must("api metrics", err)
 	s.starter = d.Backend.StartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
 		Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.Inc})
-	heartbeat := degraded.NewHeartbeat(cfg.RedisTimeout)
-	s.fleet = d.Backend.Observer(degraded.ObserverName("api", cfg.Instance), "api", heartbeat.Up, logger)
-	s.guard = d.Backend.Guard(cfg.Settings, degraded.GuardDeps{RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
-		Heartbeat: heartbeat, Fleet: s.fleet, BreakerState: m.breaker, Logger: logger})
+	s.fleet, s.guard = degradedMode(d, m.breaker)
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
 		Script: d.Redis, HoldIndex: d.Redis, Ledger: d.Backend.Ledger(),
 		Syncer: d.Backend.Syncer(d.Redis), Starter: s.starter, Fleet: s.fleet, Degraded: s.guard,
@@ -303,15 +300,27 @@ func newServerState(d Deps) *server {
 		Settle:   func(ctx context.Context, changed time.Time) { s.reads.Settle(ctx, changed) },
 		Returned: s.cache.DropMark, PriceOf: s.priceOf, Logger: logger,
 	})
-	for _, g := range s.fleet.Gauges() {
-		must("api metrics", reg.Register(g))
-	}
 	queued = func() float64 { return float64(s.starter.Len()) }
 	s.edge, err = edge.New(edge.Limits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
 		Exempt: append(append([]netip.Prefix{}, cfg.TrustedProxies...), cfg.TrustedAddrs...),
 		Idle:   cfg.IdleTimeout, Header: cfg.HeaderTimeout}, logger, reg)
 	must("api metrics", err)
 	return s
+}
+
+// degradedMode builds the instance's degraded mode: its heartbeat on
+// Redis, the fleet observer that publishes it (its gauges registered) and
+// the guard.
+func degradedMode(d Deps, breakerState prometheus.Gauge) (*degraded.Observer, *degraded.Guard) {
+	cfg := d.Config
+	heartbeat := degraded.NewHeartbeat(cfg.RedisTimeout)
+	fleet := d.Backend.Observer(degraded.ObserverName("api", cfg.Instance), "api", heartbeat.Up, d.Logger)
+	for _, g := range fleet.Gauges() {
+		must("api metrics", d.Registry.Register(g))
+	}
+	guard := d.Backend.Guard(cfg.Degraded, degraded.GuardDeps{RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
+		Heartbeat: heartbeat, Fleet: fleet, BreakerState: breakerState, Logger: d.Logger})
+	return fleet, guard
 }
 
 // reservationSettings are the reservation service's settings of cfg.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/idempotency"
@@ -98,7 +99,7 @@ func (b *Backend) Observer(name, role string, up func() bool, logger *slog.Logge
 
 // Guard is an API instance's degraded mode of set and d, switching sales
 // in the database (degraded.NewGuard).
-func (b *Backend) Guard(set degraded.Settings, d degraded.GuardDeps) *degraded.Guard {
+func (b *Backend) Guard(set config.Degraded, d degraded.GuardDeps) *degraded.Guard {
 	d.Store = b.st
 	return degraded.NewGuard(set, d)
 }

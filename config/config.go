@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -16,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 )
 
@@ -122,10 +122,8 @@ type Config struct {
 	// path's hold-off after a switch allow for it.
 	ClockSkew    time.Duration
 	StarterQueue int // bounded queue of workflow starts in the API
-	// The degraded mode's settings: the database path's rate and slots,
-	// the least dwell in a mode, how long Redis answers before a sale goes
-	// back (FallbackRPS, FallbackInFlight, ModeMinDwell, RedisHealthyFor).
-	degraded.Settings
+	// Degraded is the degraded mode's settings (package degraded).
+	Degraded
 	// ShutdownTimeout bounds a stop: the worker's whole drain, and the
 	// API's after its ShutdownDelay.
 	ShutdownTimeout time.Duration
@@ -606,10 +604,29 @@ func (r *envReader) limits(c *Config) {
 	c.CORSOrigins = splitList(r.str("SECKILL_CORS_ORIGINS", corsDefault))
 }
 
-// degraded: the degraded mode's settings (degraded.Settings).
+// Degraded are the degraded mode's settings, which package degraded is
+// configured with: when a sale leaves Redis for the database path, how
+// much that path takes, and when the sale comes back.
+type Degraded struct {
+	// FallbackRPS is the database path's rate per instance while a sale
+	// is in database mode (0: unlimited).
+	FallbackRPS float64
+	// FallbackInFlight bounds the database path's reservations in flight
+	// per instance; a reservation beyond it is refused at once (429). Its
+	// default is what FallbackRPS keeps in flight at 50 ms a reservation
+	// (at least 16): fewer slots would refuse what the rate allows.
+	FallbackInFlight int
+	// ModeMinDwell is the least time a sale stays in a mode (Redis or
+	// database) before it changes again; RedisHealthyFor is how long Redis
+	// must have answered before a sale goes back to it.
+	ModeMinDwell    time.Duration
+	RedisHealthyFor time.Duration
+}
+
+// degraded: the degraded mode's settings.
 func (r *envReader) degraded(c *Config) {
 	c.FallbackRPS = r.num("SECKILL_FALLBACK_RPS", 500)
-	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", degraded.DefaultInFlight(c.FallbackRPS)), 1)
+	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", fallbackInFlightFor(c.FallbackRPS)), 1)
 	c.ModeMinDwell = r.dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)
 	c.RedisHealthyFor = r.dur("SECKILL_REDIS_HEALTHY_FOR", 3*time.Second)
 }
@@ -681,4 +698,12 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// fallbackInFlightFor is SECKILL_FALLBACK_IN_FLIGHT's default: the
+// database path's reservations in flight at rps a second and 50 ms each,
+// at least 16. A request holds its slot for its whole reservation, so
+// fewer slots would refuse "saturated" while the rate still had tokens.
+func fallbackInFlightFor(rps float64) int {
+	return max(16, int(math.Ceil(rps*0.05)))
 }

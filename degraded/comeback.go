@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 )
 
@@ -29,7 +30,7 @@ type FleetView interface {
 // failure). A resync older than StaleAfter is rolled back. One worker
 // loop uses it: it is not safe for concurrent use.
 type Comeback struct {
-	Settings Settings
+	Settings config.Degraded
 	Store    ResyncStore
 	// Fleet, when set, is read before a sale goes back.
 	Fleet FleetView
@@ -42,7 +43,7 @@ type Comeback struct {
 }
 
 // NewComeback is the way back of set, on st, reading fleet.
-func NewComeback(set Settings, st ResyncStore, fleet FleetView, logger *slog.Logger) *Comeback {
+func NewComeback(set config.Degraded, st ResyncStore, fleet FleetView, logger *slog.Logger) *Comeback {
 	return &Comeback{Settings: set, Store: st, Fleet: fleet, StaleAfter: StaleResync, Logger: logger}
 }
 

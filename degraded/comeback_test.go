@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 )
 
@@ -35,7 +36,7 @@ func (f *fakeResyncStore) AbortResync(_ context.Context, _, epoch int64, staleAf
 // (nor fails to say).
 func TestASaleGoesBackAfterHealthDwellAndTheFleetsWord(t *testing.T) {
 	fleet := &fakeFleetView{view: domain.RedisFleetView{Up: 2}}
-	c := NewComeback(Settings{RedisHealthyFor: 3 * time.Second, ModeMinDwell: 5 * time.Second}, &fakeResyncStore{}, fleet, slog.New(slog.DiscardHandler))
+	c := NewComeback(config.Degraded{RedisHealthyFor: 3 * time.Second, ModeMinDwell: 5 * time.Second}, &fakeResyncStore{}, fleet, slog.New(slog.DiscardHandler))
 	t0 := time.Unix(1_000_000, 0)
 	sale := &domain.Sale{ID: 1, Mode: domain.ModeDatabase, ModeChangedAt: t0}
 	ctx := t.Context()
@@ -64,7 +65,7 @@ func TestASaleGoesBackAfterHealthDwellAndTheFleetsWord(t *testing.T) {
 // epoch.
 func TestAStalledResyncIsRolledBackAfterStaleResync(t *testing.T) {
 	st := &fakeResyncStore{}
-	c := NewComeback(Settings{}, st, nil, slog.New(slog.DiscardHandler))
+	c := NewComeback(config.Degraded{}, st, nil, slog.New(slog.DiscardHandler))
 	rolled, err := c.AbortStalled(t.Context(), 1)
 	require.NoError(t, err)
 	require.True(t, rolled)

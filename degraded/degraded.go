@@ -15,40 +15,13 @@
 //   - The way back: when a sale on the database path may return to Redis,
 //     and when a stalled resync is rolled back (comeback.go).
 //
-// The reservation service, the worker and the API call it; config fills
-// its Settings from the environment.
+// The reservation service, the worker and the API call it; it is
+// configured with config.Degraded, which config fills from the
+// environment (config imports no policy, so the test harness that loads
+// a configuration depends on none).
 package degraded
 
-import (
-	"math"
-	"time"
-)
-
-// Settings are the degraded mode's knobs (config fills them from
-// SECKILL_FALLBACK_RPS, SECKILL_FALLBACK_IN_FLIGHT, SECKILL_MODE_MIN_DWELL
-// and SECKILL_REDIS_HEALTHY_FOR).
-type Settings struct {
-	// FallbackRPS is the database path's rate per instance while a sale is
-	// in database mode (0: unlimited).
-	FallbackRPS float64
-	// FallbackInFlight bounds the database path's reservations in flight
-	// per instance; a reservation beyond it is refused at once (429). Its
-	// default is DefaultInFlight(FallbackRPS).
-	FallbackInFlight int
-	// ModeMinDwell is the least time a sale stays in a mode (Redis or
-	// database) before it changes again; RedisHealthyFor is how long Redis
-	// must have answered before a sale goes back to it.
-	ModeMinDwell    time.Duration
-	RedisHealthyFor time.Duration
-}
-
-// DefaultInFlight is SECKILL_FALLBACK_IN_FLIGHT's default: the database
-// path's reservations in flight at rps a second and 50 ms each, at least
-// 16. A request holds its slot for its whole reservation, so fewer slots
-// would refuse "saturated" while the rate still had tokens.
-func DefaultInFlight(rps float64) int {
-	return max(16, int(math.Ceil(rps*0.05)))
-}
+import "time"
 
 // ModeLag bounds how long an API instance takes to learn a sale's new mode
 // (a sale cache refresh every second, whose Redis read may wait a second

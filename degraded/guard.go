@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/lua"
@@ -47,7 +48,7 @@ type GuardDeps struct {
 // calls, the fleet's evidence, the switch of a sale to the database path
 // with its hold-off and dwell, and the database path's limiter.
 type Guard struct {
-	set                     Settings
+	set                     config.Degraded
 	redisTimeout, clockSkew time.Duration
 	breaker                 *breaker
 	fleet                   Fleet
@@ -58,7 +59,7 @@ type Guard struct {
 
 // NewGuard is the guard of set on d. Run its breaker's probe and
 // heartbeat with Watch.
-func NewGuard(set Settings, d GuardDeps) *Guard {
+func NewGuard(set config.Degraded, d GuardDeps) *Guard {
 	return &Guard{
 		set: set, redisTimeout: d.RedisTimeout, clockSkew: d.ClockSkew,
 		breaker: newBreaker(d.Logger, d.BreakerState, d.Heartbeat),

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 )
@@ -30,7 +31,7 @@ type fleetOf bool
 
 func (f fleetOf) RedisDown() bool { return bool(f) }
 
-func newTestGuard(set Settings, st ModeStore, down bool) *Guard {
+func newTestGuard(set config.Degraded, st ModeStore, down bool) *Guard {
 	return NewGuard(set, GuardDeps{
 		RedisTimeout: 250 * time.Millisecond, ClockSkew: 500 * time.Millisecond,
 		Heartbeat: NewHeartbeat(250 * time.Millisecond), Fleet: fleetOf(down), Store: st,
@@ -46,7 +47,7 @@ func newTestGuard(set Settings, st ModeStore, down bool) *Guard {
 // SECKILL_MODE_MIN_DWELL.
 func TestTheSwitchWaitsOutRedisCallsInFlightAndTheDwell(t *testing.T) {
 	st := &fakeModeStore{sale: &domain.Sale{ID: 7, Mode: domain.ModeDatabase}}
-	g := newTestGuard(Settings{ModeMinDwell: 5 * time.Second}, st, true)
+	g := newTestGuard(config.Degraded{ModeMinDwell: 5 * time.Second}, st, true)
 	require.Equal(t, 2500*time.Millisecond+250*time.Millisecond+2*500*time.Millisecond, g.HoldOff())
 	sale, err := g.SwitchToDatabase(t.Context(), 7)
 	require.NoError(t, err)
@@ -59,7 +60,7 @@ func TestTheSwitchWaitsOutRedisCallsInFlightAndTheDwell(t *testing.T) {
 // A database-path request beyond the slots is answered 429 with a
 // Retry-After of a token's refill at SECKILL_FALLBACK_RPS (at least 1 s).
 func TestTheDatabasePathsRefusalIsA429WithItsRetryAfter(t *testing.T) {
-	g := newTestGuard(Settings{FallbackRPS: 0.25, FallbackInFlight: 1}, &fakeModeStore{}, true)
+	g := newTestGuard(config.Degraded{FallbackRPS: 0.25, FallbackInFlight: 1}, &fakeModeStore{}, true)
 	release, refusal, refused := g.Admit(time.Now())
 	require.Nil(t, refusal)
 	require.Empty(t, refused)
@@ -77,7 +78,7 @@ func TestTheDatabasePathsRefusalIsA429WithItsRetryAfter(t *testing.T) {
 // The breaker opens after BreakerTrip failures in a row, after which no
 // call is made; a client's cancellation is not Redis's failure.
 func TestTheBreakerOpensOnRedisFailuresAlone(t *testing.T) {
-	g := newTestGuard(Settings{}, &fakeModeStore{}, false)
+	g := newTestGuard(config.Degraded{}, &fakeModeStore{}, false)
 	calls := 0
 	for range BreakerTrip - 1 {
 		_, err := g.Call(func() (res lua.ReserveResult, err error) { calls++; return res, context.Canceled })

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
@@ -232,7 +233,7 @@ var testSettings = Settings{
 	StartsRedisOrders: true,
 }
 
-var testDegraded = degraded.Settings{ModeMinDwell: time.Second, FallbackRPS: 1000, FallbackInFlight: 4}
+var testDegraded = config.Degraded{ModeMinDwell: time.Second, FallbackRPS: 1000, FallbackInFlight: 4}
 
 func newRig(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings) *rig {
 	t.Helper()
@@ -240,7 +241,7 @@ func newRig(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings) 
 }
 
 // newRigOf is a rig whose degraded mode has the settings dset.
-func newRigOf(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings, dset degraded.Settings) *rig {
+func newRigOf(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings, dset config.Degraded) *rig {
 	t.Helper()
 	if ledger == nil {
 		ledger = &fakeLedger{}

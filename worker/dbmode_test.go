@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
@@ -98,7 +99,7 @@ func TestOutboxRelayStartsACancelledRedisHoldAsOne(t *testing.T) {
 // comeback is the way back to Redis after Redis answered for healthy,
 // rolling back resyncs older than stale, the fleet not consulted.
 func comeback(st *store.Store, healthy, stale time.Duration) *degraded.Comeback {
-	c := degraded.NewComeback(degraded.Settings{RedisHealthyFor: healthy}, st, nil, slog.Default())
+	c := degraded.NewComeback(config.Degraded{RedisHealthyFor: healthy}, st, nil, slog.Default())
 	c.StaleAfter = stale
 	return c
 }

@@ -209,7 +209,7 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	outbox := &OutboxRelay{Store: st, Starter: p.startTimes.wrap("outbox_relay", p.start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
 	observer := runObserver(ctx, bg, cfg, st, rdb, logger)
-	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Comeback: degraded.NewComeback(cfg.Settings, st, observer, logger),
+	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Comeback: degraded.NewComeback(cfg.Degraded, st, observer, logger),
 		Logger: logger, Rebuilt: p.metrics.Rebuilt}
 	bg.Go(func() { resyncer.Run(ctx) })
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
