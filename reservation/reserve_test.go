@@ -259,7 +259,7 @@ func TestDatabasePathAnswers(t *testing.T) {
 	}
 }
 
-// The database path admits at most SECKILL_FALLBACK_IN_FLIGHT transactions at once
+// The database path admits at most FallbackInFlight transactions at once
 // (here above what its rate keeps in flight): the next is refused at once
 // with 429 and a Retry-After, and spends no transaction.
 func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
