@@ -29,8 +29,10 @@ const (
 	probeTimeout       = 500 * time.Millisecond // each probe's ping
 )
 
-// breaker guards the reservation path's Redis calls. When it opens,
-// reservations of Redis-mode sales move to the database path; a prober pings
+// breaker guards the reservation path's Redis calls. While it is open,
+// reservations of Redis-mode sales move to the database path if most of
+// the fleet finds Redis down too (FleetDown), and are refused otherwise
+// (this instance is cut off); a prober pings
 // Redis through it while it is not closed, so it closes soon after Redis
 // answers, without waiting for reservation traffic.
 //
