@@ -133,9 +133,8 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	return c.WaitSynced(ctx)
 }
 
-// Cut cuts node i's network while it keeps running, and returns once the
-// others formed a component without it and it knows itself outside the
-// primary component.
+// Cut cuts node i's network while it keeps running: from its return on,
+// nothing node i sends arrives. WaitCut waits for the cluster to see it.
 func (c *Cluster) Cut(ctx context.Context, i int) error {
 	if c.noCut != nil {
 		return fmt.Errorf("galera: no cut: %w", c.noCut)
@@ -147,6 +146,12 @@ func (c *Cluster) Cut(ctx context.Context, i int) error {
 	c.mu.Lock()
 	c.cut[i] = table
 	c.mu.Unlock()
+	return nil
+}
+
+// WaitCut returns once the others formed a component without the cut
+// node i and it knows itself outside the primary component.
+func (c *Cluster) WaitCut(ctx context.Context, i int) error {
 	if err := c.WaitSynced(ctx); err != nil {
 		return fmt.Errorf("galera: the others after %s's cut: %w", c.nodes[i].Name, err)
 	}
