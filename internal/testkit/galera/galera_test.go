@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // The cluster forms behind HAProxy; a row written through HAProxy (on
@@ -52,6 +56,7 @@ func TestClusterFailsOverAndRejoins(t *testing.T) {
 	must(t, c.WaitWriterIs(ctx, 0))
 	cutAt := time.Now()
 	must(t, c.Cut(ctx, 0))
+	must(t, c.WaitCut(ctx, 0))
 	w, err = c.WaitWriter(ctx, 0)
 	must(t, err)
 	must(t, c.Exec(ctx, "INSERT INTO h.t VALUES (3, 'after cut')"))
@@ -126,5 +131,21 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The development stack's cluster (scripts/galera.sh) runs with the
+// tests' provider options: the shell and Go spell them apart, and this
+// keeps them one.
+func TestTheScriptKeepsTheTuning(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "scripts", "galera.sh"))
+	must(t, err)
+	if want := `tuning="` + Tuning + `"`; !strings.Contains(string(src), want) {
+		t.Errorf("scripts/galera.sh does not set %s", want)
+	}
+	for _, want := range []string{"--wsrep-sst-method=rsync", "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2", "--wsrep-provider=" + Provider} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("scripts/galera.sh does not pass %s", want)
+		}
 	}
 }
