@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/galera"
 	"github.com/seckill/seckill/test/grants"
 )
@@ -44,12 +45,6 @@ func TestGaleraWriterFailover(t *testing.T) {
 	})
 }
 
-// The phases of a database failover.
-const (
-	phaseBeforeFault = iota
-	phaseAfterFault
-)
-
 // mustGalera starts a cluster for the test, with the suite's database on
 // it (its sale ids far from any other's), and returns it with the DSN of
 // that database through HAProxy.
@@ -77,7 +72,9 @@ type dbFailover struct {
 	s      *stack
 	c      *galera.Cluster
 	grants *grants.Ledger
-	writer int // the writer before the fault
+	// faultPhase is the grants' phase the fault begins, the last.
+	faultPhase int
+	writer     int // the writer before the fault
 	// stopCrowd stops the crowd and waits for its clients.
 	stopCrowd func()
 
@@ -87,24 +84,78 @@ type dbFailover struct {
 }
 
 func galeraFailover(t *testing.T, scenario string, fault func(*galera.Cluster, int) error) {
-	const stock, burst = 1000, 120
 	c, dsn := mustGalera(t)
 	s := MustStack(t, stackOpts{mysqlDSN: dsn, apiEnv: map[string]string{
 		"SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000",
 	}})
 	s.openWindows = true
-	s.MustSale(stock, 600)
+	s.MustSale(1000, 600)
 	waitStockSeen(t, s)
-	f := &dbFailover{t: t, s: s, c: c, grants: grants.New("before the fault", "after the fault"), stopCrowd: func() {}}
+	f := newDBFailover(t, s, c, "before the fault", "after the fault")
+	f.startCrowd()
+	require.True(t, f.grants.WaitGiven(t, 0, 20, 90*time.Second), "202s before the fault")
+	f.faultMidBurst(scenario, fault)
+	f.judge(scenario)
+}
+
+// TestGaleraWriterFailoverOnTheDatabasePath: the same SIGKILL of the
+// writer while the database path sells: Redis is frozen (SIGSTOP) under
+// the crowd, the fleet moves the sale to the database path, and there,
+// mid-burst, the writer dies. Every 202 is kept, nothing is doubled or
+// oversold, and once Redis is thawed the sale goes back to it and
+// reconciliation is clean.
+func TestGaleraWriterFailoverOnTheDatabasePath(t *testing.T) {
+	const scenario = "13i galera writer SIGKILL on the database path (redis SIGSTOP)"
+	c, dsn := mustGalera(t)
+	rsrv, raddr, _ := MustOwnRedis(t)
+	s := MustStack(t, stackOpts{redisAddr: raddr, mysqlDSN: dsn, apiEnv: map[string]string{
+		"SECKILL_REDIS_TIMEOUT": "250ms", "SECKILL_FALLBACK_RPS": "200", "SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000",
+	}})
+	s.openWindows = true
+	s.MustSale(1000, 600)
+	waitStockSeen(t, s)
+	f := newDBFailover(t, s, c, "on redis", "on the database path", "after the fault")
+	f.startCrowd()
+	require.True(t, f.grants.WaitGiven(t, 0, 20, 90*time.Second), "202s on Redis")
+	rsrv.Freeze(t)
+	thaw := sync.OnceFunc(func() { rsrv.Thaw(t) })
+	t.Cleanup(thaw)
+	require.Eventually(t, func() bool { return f.sale().Mode == domain.ModeDatabase }, 90*time.Second, 200*time.Millisecond,
+		"the sale moves to the database path while Redis is frozen")
+	f.grants.SetPhase(1)
+	require.True(t, f.grants.WaitGiven(t, 1, 20, 90*time.Second), "202s on the database path")
+	f.faultMidBurst(scenario, (*galera.Cluster).Kill)
+	require.Equal(t, domain.ModeDatabase, f.sale().Mode, "the database path sold through the failover")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var after int
+	require.NoError(t, s.st.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM reservations WHERE sale_id = ? AND path = ? AND created_at > ?",
+		s.saleID, string(domain.PathDatabase), f.faultAt.UTC()).Scan(&after))
+	assert.NotZero(t, after, "the database path recorded reservations after the fault")
+	t.Logf("the database path recorded %d reservations after the fault", after)
+	thaw()
+	waitBackOnRedis(t, s)
+	f.judge(scenario)
+}
+
+func newDBFailover(t *testing.T, s *stack, c *galera.Cluster, phases ...string) *dbFailover {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	writer, err := c.Writer(ctx)
+	require.NoError(t, err)
+	f := &dbFailover{t: t, s: s, c: c, grants: grants.New(phases...), faultPhase: len(phases) - 1, writer: writer, stopCrowd: func() {}}
+	t.Cleanup(func() { f.stopCrowd() })
+	return f
+}
+
+// faultMidBurst: ten of the first buyers pay and a burst of 120 fresh
+// users asks at once; 300 ms into it the writer fails (fault), and the
+// crowd goes on until 20 202s after the first one for a request sent
+// after the fault; then the crowd stops.
+func (f *dbFailover) faultMidBurst(scenario string, fault func(*galera.Cluster, int) error) {
+	t := f.t
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var err error
-	f.writer, err = c.Writer(ctx)
-	require.NoError(t, err)
-
-	f.startCrowd()
-	t.Cleanup(func() { f.stopCrowd() })
-	require.True(t, f.grants.WaitGiven(t, phaseBeforeFault, 20, 90*time.Second), "202s before the fault")
 	var wg sync.WaitGroup
 	var paid atomic.Int32
 	for user, tok := range firstN(f.grants, 10) {
@@ -114,25 +165,37 @@ func galeraFailover(t *testing.T, scenario string, fault func(*galera.Cluster, i
 			}
 		})
 	}
-	wg.Go(func() { f.burst(burst) })
-	time.Sleep(300 * time.Millisecond) // mid-burst
-	f.grants.SetPhase(phaseAfterFault)
-	require.NoError(t, fault(c, f.writer))
+	wg.Go(func() { f.burst(120) })
+	time.Sleep(300 * time.Millisecond)
+	f.grants.SetPhase(f.faultPhase)
+	require.NoError(t, fault(f.c, f.writer))
 	f.mu.Lock()
 	f.faultAt = time.Now()
 	f.mu.Unlock()
-	w, err := c.WaitWriter(ctx, f.writer)
+	w, err := f.c.WaitWriter(ctx, f.writer)
 	require.NoError(t, err)
 	toWriter := time.Since(f.faultAt)
 	wg.Wait()
 	require.Eventually(t, func() bool { return f.resumedAfter() > 0 }, 90*time.Second, 100*time.Millisecond, "a 202 for a request sent after the fault")
-	require.True(t, f.grants.WaitGiven(t, phaseAfterFault, f.grants.Given(phaseAfterFault)+20, 60*time.Second), "202s after the fault")
+	require.True(t, f.grants.WaitGiven(t, f.faultPhase, f.grants.Given(f.faultPhase)+20, 60*time.Second), "202s after the fault")
 	f.stopCrowd()
+	before := 0
+	for p := range f.faultPhase {
+		before += f.grants.Given(p)
+	}
 	t.Logf("%s: %s writes through HAProxy %s after the fault; 202s: %d before it, %d after it; the first 202 of a request sent after it came %s after it "+
 		"(the first 202 at all: %s, a request in flight); %d of 10 payments taken",
-		scenario, c.Nodes()[w].Name, toWriter.Round(time.Millisecond), f.grants.Given(phaseBeforeFault), f.grants.Given(phaseAfterFault),
-		f.resumedAfter().Round(time.Millisecond), f.grants.FirstAfter(phaseAfterFault).Round(time.Millisecond), paid.Load())
-	f.judge(scenario)
+		scenario, f.c.Nodes()[w].Name, toWriter.Round(time.Millisecond), before, f.grants.Given(f.faultPhase),
+		f.resumedAfter().Round(time.Millisecond), f.grants.FirstAfter(f.faultPhase).Round(time.Millisecond), paid.Load())
+}
+
+// sale reads the sale's row.
+func (f *dbFailover) sale() *domain.Sale {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sale, err := f.s.st.GetSale(ctx, f.s.saleID)
+	require.NoError(f.t, err)
+	return sale
 }
 
 // buy sends a user's request, re-sending it on a 503, a 429 or a
