@@ -28,20 +28,22 @@ import (
 // Afterwards every 202 is PENDING_PAYMENT or further, no user got two
 // tokens, no order, deduction or refund exists twice (no refund at all:
 // each buyer paid once), nothing is oversold or stranded and
-// reconciliation, against the new writer, is clean. The time from the
+// reconciliation, against the new writer, is clean. Then the old writer
+// rejoins while the crowd buys and HAProxy moves the writes back to it:
+// the same holds. The time from the
 // fault to the first 202 of a request sent after it is measured (the
 // goal: 10 s); a request in flight at the fault may be answered 202 at
 // once, its hold recorded before the writer died.
 func TestGaleraWriterFailover(t *testing.T) {
 	t.Run("writer_killed", func(t *testing.T) {
-		galeraFailover(t, "13g galera writer SIGKILL mid-burst", (*galera.Cluster).Kill)
+		galeraFailover(t, "13g galera writer SIGKILL mid-burst", (*galera.Cluster).Kill, (*galera.Cluster).Restart)
 	})
 	t.Run("writer_cut", func(t *testing.T) {
 		galeraFailover(t, "13h galera writer cut mid-burst", func(c *galera.Cluster, i int) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			return c.Cut(ctx, i)
-		})
+		}, (*galera.Cluster).Heal)
 	})
 }
 
@@ -83,7 +85,7 @@ type dbFailover struct {
 	resumed time.Duration // from faultAt to the first 202 of a request sent after it
 }
 
-func galeraFailover(t *testing.T, scenario string, fault func(*galera.Cluster, int) error) {
+func galeraFailover(t *testing.T, scenario string, fault func(*galera.Cluster, int) error, rejoin func(*galera.Cluster, context.Context, int) error) {
 	c, dsn := mustGalera(t)
 	s := MustStack(t, stackOpts{mysqlDSN: dsn, apiEnv: map[string]string{
 		"SECKILL_PER_ADDR_RPS": "100000", "SECKILL_PER_ADDR_BURST": "100000",
@@ -96,6 +98,7 @@ func galeraFailover(t *testing.T, scenario string, fault func(*galera.Cluster, i
 	require.True(t, f.grants.WaitGiven(t, 0, 20, 90*time.Second), "202s before the fault")
 	f.faultMidBurst(scenario, fault)
 	f.judge(scenario)
+	f.failBack(rejoin)
 }
 
 // TestGaleraWriterFailoverOnTheDatabasePath: the same SIGKILL of the
@@ -307,14 +310,7 @@ func (f *dbFailover) judge(scenario string) {
 	placed, failed := waitPlacedOrFailed(t, s, given)
 	assert.Zero(t, failed, "every 202 reaches PENDING_PAYMENT or further")
 	f.grants.OneTokenEach(t)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		rep, err := s.reconciler().Run(ctx, s.saleID, false)
-		if assert.NoError(c, err) {
-			assert.True(c, rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0, "reconciliation clean: %+v", rep)
-		}
-	}, 120*time.Second, 500*time.Millisecond, "reconciliation clean")
+	f.waitReconciled()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var refunds int
@@ -329,6 +325,43 @@ func (f *dbFailover) judge(scenario string) {
 	assert.Empty(t, st.StrandedUsers(), "users stranded")
 	assert.NotZero(t, first, "a 202 after the fault")
 	assert.LessOrEqual(t, first, 30*time.Second, "202s resume within 30 s of the fault (the goal is 10 s)")
+}
+
+// waitReconciled waits until reconciliation, not repairing, finds the
+// sale clean.
+func (f *dbFailover) waitReconciled() {
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rep, err := f.s.reconciler().Run(ctx, f.s.saleID, false)
+		if assert.NoError(c, err) {
+			assert.True(c, rep.Consistent && rep.InFlight == 0 && len(rep.Discrepancies) == 0, "reconciliation clean: %+v", rep)
+		}
+	}, 120*time.Second, 500*time.Millisecond, "reconciliation clean")
+}
+
+// failBack: the crowd buys again while the old writer rejoins (rejoin)
+// and HAProxy moves the writes back to it, closing the sessions on the
+// node that took over; once 20 more 202s came, every 202 is still placed
+// and reconciliation, now against the first node, is clean.
+func (f *dbFailover) failBack(rejoin func(*galera.Cluster, context.Context, int) error) {
+	t := f.t
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	before := f.grants.Given(f.faultPhase)
+	f.startCrowd()
+	began := time.Now()
+	require.NoError(t, rejoin(f.c, ctx, f.writer))
+	require.NoError(t, f.c.WaitWriterIs(ctx, f.writer))
+	back := time.Since(began)
+	require.True(t, f.grants.WaitGiven(t, f.faultPhase, f.grants.Given(f.faultPhase)+20, 60*time.Second), "202s after the fail-back")
+	f.stopCrowd()
+	placed, failed := waitPlacedOrFailed(t, f.s, f.grants.FirstTokens())
+	assert.Zero(t, failed, "every 202 reaches PENDING_PAYMENT or further")
+	f.grants.OneTokenEach(t)
+	f.waitReconciled()
+	t.Logf("fail-back: %s writes again %s after its rejoin began; %d 202s meanwhile, %d placed in all",
+		f.c.Nodes()[f.writer].Name, back.Round(time.Millisecond), f.grants.Given(f.faultPhase)-before, placed)
 }
 
 // firstN are the first n users given a 202, with their tokens.
