@@ -46,7 +46,9 @@ func ReadState(ctx context.Context, db *sql.DB) (State, error) {
 		case "wsrep_local_state_comment":
 			s.Local = value
 		case "wsrep_cluster_size":
-			s.ClusterSize, _ = strconv.Atoi(value)
+			if s.ClusterSize, err = strconv.Atoi(value); err != nil {
+				return State{}, fmt.Errorf("wsrep_cluster_size %q: %w", value, err)
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {

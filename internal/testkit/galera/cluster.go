@@ -3,7 +3,9 @@ package galera
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -136,9 +138,6 @@ func (c *Cluster) startNode(ctx context.Context, i int, peers []int) error {
 	return nil
 }
 
-// Options are mariadbnode's options of node n.
-func (n Node) Options() mariadbnode.Options { return n.options() }
-
 // writable answers nil when node i answers as Writable.
 func (c *Cluster) writable(ctx context.Context, i int) error {
 	s, err := ReadState(ctx, c.dbs[i])
@@ -160,7 +159,11 @@ func (c *Cluster) startAgent(i int, addr string) error {
 	srv := &http.Server{Handler: CheckHandler(c.dbs[i]), ReadHeaderTimeout: 2 * time.Second}
 	c.agents = append(c.agents, srv)
 	c.checks = append(c.checks, addr)
-	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			slog.Warn("galera: check agent stopped", "node", c.nodes[i].Name, "err", err)
+		}
+	}()
 	return nil
 }
 

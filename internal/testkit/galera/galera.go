@@ -7,8 +7,9 @@
 // Synced in the primary component, the others being backups, so every
 // write reaches one node. A test can SIGKILL a node (Kill), cut its
 // network while it keeps running (Cut, Heal) and start it again to rejoin
-// (Restart). scripts/mariadb.sh runs the development stack's cluster with
-// the same settings.
+// (Restart). A cut takes root: it moves the node into a cgroup and adds
+// nftables rules (cut.go). scripts/galera.sh runs the development stack's
+// cluster with the same settings.
 package galera
 
 import (
@@ -66,7 +67,8 @@ func (n Node) Addr() string { return "127.0.0.1:" + strconv.Itoa(n.Port) }
 // network is cut.
 func (n Node) Socket() string { return filepath.Join(n.Dir, "mysqld.sock") }
 
-func (n Node) options() mariadbnode.Options {
+// Options are mariadbnode's options of node n.
+func (n Node) Options() mariadbnode.Options {
 	// Not durable: a killed node's last second of commits lives on in the
 	// other nodes, and it rejoins by state transfer.
 	return mariadbnode.Options{Port: n.Port, Dir: n.Dir, MaxConns: 300, BufferPool: "64M", User: nodeUser()}
@@ -80,7 +82,7 @@ func Args(n Node, peers []int) []string {
 		addrs[i] = "127.0.0.1:" + strconv.Itoa(p)
 	}
 	provider := fmt.Sprintf("gmcast.listen_addr=tcp://127.0.0.1:%d;ist.recv_addr=127.0.0.1:%d;%s", n.Gcomm, n.IST, Tuning)
-	return append(mariadbnode.Args(n.options()),
+	return append(mariadbnode.Args(n.Options()),
 		"--wsrep-on=ON", "--wsrep-provider="+Provider, "--wsrep-cluster-name="+ClusterName,
 		"--wsrep-node-name="+n.Name, "--wsrep-cluster-address=gcomm://"+strings.Join(addrs, ","),
 		"--wsrep-node-address=127.0.0.1:"+strconv.Itoa(n.Gcomm), "--wsrep-provider-options="+provider,
@@ -115,8 +117,14 @@ func ownDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("galera: %w", err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return fmt.Errorf("galera: uid of %s: %w", u.Username, err)
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return fmt.Errorf("galera: gid of %s: %w", u.Username, err)
+	}
 	if err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {
 			return err
