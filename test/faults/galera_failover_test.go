@@ -43,7 +43,14 @@ func TestGaleraWriterFailover(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			return c.Cut(ctx, i)
-		}, (*galera.Cluster).Heal)
+		}, func(c *galera.Cluster, ctx context.Context, i int) error {
+			// The cut was real: the others went on without the node, and
+			// it knows itself outside the primary component.
+			if err := c.WaitCut(ctx, i); err != nil {
+				return err
+			}
+			return c.Heal(ctx, i)
+		})
 	})
 }
 
