@@ -81,14 +81,11 @@ func (s *Store) SwitchToDatabaseAfterDwell(ctx context.Context, saleID int64, ho
 // first and the buckets only when it opened the quota: the many callers
 // that find it open by then leave at once. Every path takes the sale row
 // before a bucket, so none holds a bucket while it waits for the sale row;
-// a deadlock victim is retried all the same.
-func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) (err error) {
-	for attempt := 1; ; attempt++ {
-		err = s.openQuotaTx(ctx, saleID, skew)
-		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
-			break
-		}
-	}
+// a deadlock victim is retried all the same, and so is an attempt whose
+// outcome is unknown: a quota it opened is open for the retry, which
+// leaves it as it is.
+func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) error {
+	err := againIdempotent(ctx, func(ctx context.Context) error { return s.openQuotaTx(ctx, saleID, skew) })
 	if err != nil {
 		return fmt.Errorf("open database path quota of sale %d: %w", saleID, err)
 	}
@@ -245,10 +242,14 @@ func (s *Store) reserveInDBAlone(ctx context.Context, in domain.OrderInput, skew
 	if wanted != nil {
 		want = *wanted
 	}
-	o, err := s.placeInDB(ctx, in, sale, want)
+	o, lost, err := s.placeInDB(ctx, in, sale, want)
 	switch {
 	case errors.Is(err, errReplayRace):
-		return s.replayInDB(ctx, in)
+		res, replay, err := s.replayInDB(ctx, in)
+		// After an attempt whose answer was lost, the row met is the one
+		// that attempt committed: this request's, whose workflow is still
+		// to start, not a replay.
+		return res, replay && !lost, err
 	case err != nil:
 		return nil, false, fmt.Errorf("reserve in db: %w", err)
 	}
@@ -342,10 +343,10 @@ func (s *Store) ensureQuota(ctx context.Context, saleID int64, skew time.Duratio
 // when buckets run empty, the waits on buckets one by one (deductBucket)
 // can deadlock with another's; and so is an attempt whose picked bucket
 // ran out meanwhile or a stalled transaction held too long. A retry is a
-// transaction that takes any bucket free (reserveInDBTx).
-func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale, want int) (newOrder, error) {
-	var o newOrder
-	var err error
+// transaction that takes any bucket free (reserveInDBTx). An attempt
+// whose outcome is unknown (lost) is retried too: the reservation's keys
+// make the retry meet the row it committed (errReplayRace).
+func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale, want int) (o newOrder, lost bool, err error) {
 	for attempt := 1; ; attempt++ {
 		o = orderFor(in.Token, in.SaleID, in.UserID, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
 		o.Quota = true
@@ -354,9 +355,10 @@ func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale
 		} else {
 			err = s.reserveInDBTx(ctx, in, o, sale.Epoch)
 		}
+		lost = lost || Classify(err) == FaultUnknown
 		retry := IsRetryable(err) || errors.Is(err, errStalePick)
 		if err == nil || !retry || attempt == reserveInDBAttempts || ctx.Err() != nil {
-			return o, err
+			return o, lost, err
 		}
 	}
 }
@@ -376,7 +378,7 @@ func (s *Store) replayInDB(ctx context.Context, in domain.OrderInput) (*domain.R
 	return prior, true, nil
 }
 
-// reserveInDBAttempts bounds ReserveInDB's retries of deadlock victims.
+// reserveInDBAttempts bounds ReserveInDB's attempts at its transaction.
 const reserveInDBAttempts = 4
 
 // errStalePick: the bucket ReserveInDB's read picked had no unit (or no

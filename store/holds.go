@@ -121,7 +121,10 @@ func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard 
 		}
 	}
 	err := recordHoldScript(ctx, s.DB, in, guard, seq)
-	if errors.Is(err, errHoldSlowPath) {
+	if errors.Is(err, errHoldSlowPath) || (Classify(err) != FaultNone && ctx.Err() == nil) {
+		// A script whose outcome is unknown, or that was refused, is
+		// decided by the transaction: it reads back a row the script did
+		// commit (the token's key) and writes it otherwise.
 		return false, nil
 	}
 	return err == nil, err
@@ -168,15 +171,15 @@ func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []st
 
 // recordHoldTx decides a hold statement by statement, in one transaction:
 // a replay, a user who holds a unit, a number Redis handed out before, a
-// guard that fails, a sale whose buckets ran out. A lock wait or deadlock
-// victim is retried.
+// guard that fails, a sale whose buckets ran out. A transaction refused,
+// or whose outcome is unknown, is run again: the token's key makes its
+// retry read back what an earlier attempt committed.
 func (s *Store) recordHoldTx(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit bool) (rec HoldRecord, err error) {
-	for attempt := 1; ; attempt++ {
+	err = againIdempotent(ctx, func(ctx context.Context) error {
 		rec, err = s.recordHoldOnce(ctx, in, guard, seq, unit)
-		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
-			return rec, err
-		}
-	}
+		return err
+	})
+	return rec, err
 }
 
 func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit bool) (HoldRecord, error) {
@@ -193,7 +196,7 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 			// the number's, and a number the database has is Redis back in
 			// time all the same (a lost holder asking again after a
 			// failover is often the first to meet it).
-			rec.WentBack, err = seqRecorded(ctx, tx, in.SaleID, seq)
+			rec.WentBack, err = seqRecorded(ctx, tx, in.SaleID, seq, in.Token)
 		}
 		switch {
 		case err != nil:
@@ -384,10 +387,12 @@ func maxRedisSeq(ctx context.Context, tx bun.Tx, saleID int64) (int64, error) {
 }
 
 // seqRecorded reports whether the database has the sale's hold numbered
-// seq by Redis.
-func seqRecorded(ctx context.Context, tx bun.Tx, saleID, seq int64) (bool, error) {
+// seq by Redis for another token than token: the token's own row, which
+// an earlier attempt whose answer was lost committed, is no sign of a
+// Redis back in time.
+func seqRecorded(ctx context.Context, tx bun.Tx, saleID, seq int64, token string) (bool, error) {
 	var found bool
-	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ? AND redis_seq = ?)", saleID, seq).Scan(&found); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ? AND redis_seq = ? AND token <> ?)", saleID, seq, token).Scan(&found); err != nil {
 		return false, fmt.Errorf("hold number %d: %w", seq, err)
 	}
 	return found, nil
