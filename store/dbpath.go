@@ -209,12 +209,19 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 // reserveInDB is ReserveInDBWithSkew; a test may name the bucket the
 // reservation wants (want) in place of the one the read picks.
 func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time.Duration, wanted *int) (res *domain.Reservation, replay bool, err error) {
+	lost := false
 	if wanted == nil {
-		if res, err := s.reserveInDBGroup(ctx, in); res != nil || err != nil {
+		var res *domain.Reservation
+		if res, lost, err = s.reserveInDBGroup(ctx, in); res != nil || err != nil {
 			return res, false, err
 		}
 	}
 	res, replay, err = s.reserveInDBAlone(ctx, in, skew, wanted)
+	if lost {
+		// A reservation the lost group committed is this request's, whose
+		// workflow is still to start, not a replay.
+		replay = false
+	}
 	if errors.Is(err, ErrQuotaExhausted) {
 		// Sold out: the sale's next reservations are refused by the read
 		// alone, not by a group part first.
