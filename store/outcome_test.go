@@ -312,3 +312,37 @@ func TestLostGroupAnswersUnderConcurrency(t *testing.T) {
 	require.Equal(t, holds, rowsOf(t, st, "stock_ledger", "sale_id = ? AND operation = 'deduct'", sale.ID))
 	require.EqualValues(t, stock-holds, stockOf(t, st, sale.ID))
 }
+
+// The gate's operator writes and a user's appeal, each answer lost after
+// the commit: the allowlist answers what it holds, the appeal is filed
+// once and resolved once, and each caller is told it succeeded.
+func TestLostAnswersOfGateWrites(t *testing.T) {
+	st, layer := faultStore(t)
+	sale := testenv.MustSale(t, st, 1)
+	user := testenv.UniqueUser()
+
+	layer.Lose(dbfault.Containing(dbfault.CommitQuery), dbfault.AfterApply, 1)
+	restricted, listed, err := st.UpdateAllowlist(ctx(t), sale.ID, store.AllowlistChange{Add: []int64{user, user + 1}})
+	require.NoError(t, err)
+	require.True(t, restricted)
+	require.EqualValues(t, 2, listed)
+	var version int64
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT allowlist_version FROM sales WHERE id = ?", sale.ID).Scan(&version))
+	require.EqualValues(t, 1, version, "applied once")
+
+	a := &domain.Appeal{UserID: user, SaleID: sale.ID, Reason: "challenge", Message: "let me in"}
+	layer.Lose(dbfault.Containing("INSERT INTO", "appeals"), dbfault.AfterApply, 1)
+	require.NoError(t, st.FileAppeal(ctx(t), a), "the appeal whose answer was lost is the user's own")
+	require.NotZero(t, a.ID)
+	require.Equal(t, 1, rowsOf(t, st, "appeals", "user_id = ? AND sale_id = ?", user, sale.ID))
+	again := &domain.Appeal{UserID: user, SaleID: sale.ID, Reason: "challenge", Message: "let me in"}
+	require.Equal(t, domain.EAppealExists, domain.ErrorCode(st.FileAppeal(ctx(t), again)), "a second one is refused")
+
+	layer.Lose(dbfault.Containing(dbfault.CommitQuery), dbfault.AfterApply, 1)
+	resolved, err := st.ResolveAppeal(ctx(t), a.ID, domain.ActionReject, 7)
+	require.NoError(t, err, "the resolution whose answer was lost is answered as done")
+	require.Equal(t, domain.AppealRejected, resolved.State)
+	_, err = st.ResolveAppeal(ctx(t), a.ID, domain.ActionReject, 7)
+	require.Equal(t, domain.EConflict, domain.ErrorCode(err), "a later resolution is refused")
+	require.Equal(t, 3, layer.Lost())
+}

@@ -207,15 +207,15 @@ func (s *Store) ListOpenSales(ctx context.Context) ([]*domain.Sale, error) {
 }
 
 // SetSaleControl records an operator's pause, resume or stop.
+// It is idempotent: sent again when refused or its answer was lost, and
+// the sale read back.
 func (s *Store) SetSaleControl(ctx context.Context, id int64, control domain.SaleControl) (*domain.Sale, error) {
-	res, err := s.DB.NewUpdate().Table("sales").Set("control = ?", string(control)).Where("id = ?", id).Exec(ctx)
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.NewUpdate().Table("sales").Set("control = ?", string(control)).Where("id = ?", id).Exec(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("set sale %d control: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		if _, err := s.GetSale(ctx, id); err != nil {
-			return nil, err
-		}
 	}
 	return s.GetSale(ctx, id)
 }
@@ -341,14 +341,18 @@ func (s *Store) adjustStockTx(ctx context.Context, saleID, delta int64, ref stri
 
 var errAlreadyApplied = errors.New("already applied")
 
-// SetBlacklisted adds or removes a user from the blacklist.
+// SetBlacklisted adds or removes a user from the blacklist; either is
+// idempotent, sent again when refused or its answer was lost.
 func (s *Store) SetBlacklisted(ctx context.Context, userID int64, on bool) error {
-	var err error
-	if on {
-		_, err = s.DB.ExecContext(ctx, "INSERT IGNORE INTO blacklist (user_id, created_at) VALUES (?, ?)", userID, time.Now().UTC())
-	} else {
-		_, err = s.DB.ExecContext(ctx, "DELETE FROM blacklist WHERE user_id = ?", userID)
-	}
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		var err error
+		if on {
+			_, err = s.DB.ExecContext(ctx, "INSERT IGNORE INTO blacklist (user_id, created_at) VALUES (?, ?)", userID, time.Now().UTC())
+		} else {
+			_, err = s.DB.ExecContext(ctx, "DELETE FROM blacklist WHERE user_id = ?", userID)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("blacklist user %d: %w", userID, err)
 	}
