@@ -346,3 +346,34 @@ func TestLostAnswersOfGateWrites(t *testing.T) {
 	require.Equal(t, domain.EConflict, domain.ErrorCode(err), "a later resolution is refused")
 	require.Equal(t, 3, layer.Lost())
 }
+
+// A node that takes no writes (a Galera node outside the primary
+// component answers 1047 on the same connection until it rejoins) costs
+// its connection: the pool drops it and the write's retry dials again. A
+// deadlock victim's connection is kept.
+func TestANodeTakingNoWritesIsDroppedFromThePool(t *testing.T) {
+	st, layer := faultStore(t)
+	sale := testenv.MustSale(t, st, 1)
+	st.DB.DB.SetMaxOpenConns(1) // one connection: the one the write met is the one asked
+	connection := func() int64 {
+		var id int64
+		require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT CONNECTION_ID()").Scan(&id))
+		return id
+	}
+	first := connection()
+
+	notReady := &mysql.MySQLError{Number: 1047, Message: "WSREP has not yet prepared node for application use"}
+	layer.Answer(dbfault.Containing("UPDATE", "sales", "control"), notReady, 1)
+	got, err := st.SetSaleControl(ctx(t), sale.ID, domain.ControlPaused)
+	require.NoError(t, err, "retried on a new connection")
+	require.Equal(t, domain.ControlPaused, got.Control)
+	second := connection()
+	require.NotEqual(t, first, second, "the connection that met the node was dropped")
+
+	layer.Answer(dbfault.Containing("UPDATE", "sales", "control"), &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}, 1)
+	got, err = st.SetSaleControl(ctx(t), sale.ID, domain.ControlActive)
+	require.NoError(t, err, "a refused write is retried")
+	require.Equal(t, domain.ControlActive, got.Control)
+	require.Equal(t, second, connection(), "a deadlock victim's connection is kept")
+	require.Equal(t, 2, layer.Lost())
+}

@@ -44,6 +44,9 @@ type rule struct {
 	match func(query string) bool
 	when  When
 	left  int
+	// answer, when set, is the server's answer in place of the statement's
+	// (Answer): the connection stays up.
+	answer error
 }
 
 // Lose loses the answers of the next n statements whose text match
@@ -55,7 +58,16 @@ func (l *Layer) Lose(match func(query string) bool, when When, n int) {
 	l.rules = append(l.rules, &rule{match: match, when: when, left: n})
 }
 
-// Lost is how many answers the layer lost so far.
+// Answer answers the next n statements whose text match accepts with err,
+// without sending them, as a server refusing them would (a Galera node
+// outside the primary component answers 1047); the connection stays up.
+func (l *Layer) Answer(match func(query string) bool, err error, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rules = append(l.rules, &rule{match: match, left: n, answer: err})
+}
+
+// Lost is how many answers the layer lost (or answered itself) so far.
 func (l *Layer) Lost() int { return int(l.lost.Load()) }
 
 // Armed is how many losses are still to come.
@@ -81,18 +93,19 @@ func Containing(parts ...string) func(string) bool {
 	}
 }
 
-// take reports whether query's answer is to be lost, and where.
-func (l *Layer) take(query string) (When, bool) {
+// take reports whether query's answer is to be lost, and where, or the
+// answer to give in its place.
+func (l *Layer) take(query string) (When, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range l.rules {
 		if r.left > 0 && r.match(query) {
 			r.left--
 			l.lost.Add(1)
-			return r.when, true
+			return r.when, true, r.answer
 		}
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // Wrap puts the layer in front of c (store.WithConnectorLayer).
@@ -131,7 +144,10 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if !ok {
 		return nil, driver.ErrSkip
 	}
-	when, lost := c.l.take(query)
+	when, lost, answer := c.l.take(query)
+	if answer != nil {
+		return nil, answer
+	}
 	if lost && when == BeforeSend {
 		return nil, c.lose()
 	}
@@ -147,7 +163,10 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if !ok {
 		return nil, driver.ErrSkip
 	}
-	when, lost := c.l.take(query)
+	when, lost, answer := c.l.take(query)
+	if answer != nil {
+		return nil, answer
+	}
 	if lost && when == BeforeSend {
 		return nil, c.lose()
 	}
@@ -223,7 +242,11 @@ type txn struct {
 }
 
 func (t *txn) Commit() error {
-	when, lost := t.c.l.take(CommitQuery)
+	when, lost, answer := t.c.l.take(CommitQuery)
+	if answer != nil {
+		// The server refused the COMMIT: the transaction is rolled back.
+		return errors.Join(answer, t.Tx.Rollback())
+	}
 	if !lost {
 		return t.Tx.Commit()
 	}
