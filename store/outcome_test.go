@@ -228,50 +228,56 @@ func TestLostAnswersOfAdminWrites(t *testing.T) {
 	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT sale_id FROM stock_ledger WHERE token = ? AND operation = 'create'", ref).Scan(&created))
 	require.Equal(t, created, sale.ID, "the answer names the sale created")
 
-	layer.Lose(dbfault.Containing(dbfault.CommitQuery), dbfault.AfterApply, 1)
-	require.NoError(t, st.AdjustStock(ctx(t), sale.ID, 4, ref+"-adjust"))
-	require.EqualValues(t, 14, stockOf(t, st, sale.ID), "adjusted once")
-	require.Equal(t, 1, rowsOf(t, st, "stock_redis_pending", "ref = ?", ref+"-adjust"))
+	for i, when := range []dbfault.When{dbfault.AfterApply, dbfault.BeforeSend} {
+		adjust := fmt.Sprintf("%s-adjust-%d", ref, i)
+		layer.Lose(dbfault.Containing(dbfault.CommitQuery), when, 1)
+		require.NoError(t, st.AdjustStock(ctx(t), sale.ID, 4, adjust))
+		require.EqualValues(t, 14+4*i, stockOf(t, st, sale.ID), "adjusted once")
+		require.Equal(t, 1, rowsOf(t, st, "stock_redis_pending", "ref = ?", adjust))
+	}
 
 	layer.Lose(dbfault.Containing("UPDATE idempotency_keys SET status"), dbfault.AfterApply, 1)
 	require.NoError(t, st.FinishKey(ctx(t), scope, 201, []byte(`{"id":1}`)))
 	c, err = st.ClaimKey(ctx(t), scope, body, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, 201, c.Status, "the answer was stored")
-	require.Equal(t, 4, layer.Lost())
+	require.Equal(t, 5, layer.Lost())
 }
 
-// The database path's reservation, its answer lost after the commit: as a
-// transaction (the sale's first, which opens the quota), a script (alone)
+// The database path's reservation, its answer lost after the commit or
+// before it was sent: as a transaction (the sale's first, which opens the quota), a script (alone)
 // and a group's part. One reservation, one order, one unit, and the caller
 // gets the reservation as its own (not a replay: its workflow is still to
 // start).
 func TestLostAnswersOfTheDatabasePath(t *testing.T) {
 	st, layer := faultStore(t)
-	sale := mustDatabaseSale(t, st, 10, 2)
 	base := testenv.UniqueUser() * 1000
-	for i, c := range []struct {
-		name    string
-		match   func(token string) func(string) bool
-		reserve func(context.Context, domain.OrderInput) (*domain.Reservation, bool, error)
-	}{
-		{"transaction", func(string) func(string) bool { return dbfault.Containing(dbfault.CommitQuery) }, st.ReserveInDB},
-		{"script", func(tok string) func(string) bool { return dbfault.Containing("START TRANSACTION", tok) }, st.ReserveInDBAlone},
-		{"group", func(tok string) func(string) bool { return dbfault.Containing("SAVEPOINT seckill_part", tok) }, st.ReserveInDB},
-	} {
-		in := dbInput(sale, base+int64(i), fmt.Sprintf("lost-db-%04d", i))
-		layer.Lose(c.match(in.Token), dbfault.AfterApply, 1)
-		res, replay, err := c.reserve(ctx(t), in)
-		require.NoError(t, err, c.name)
-		require.False(t, replay, c.name)
-		require.Equal(t, in.Token, res.Token)
-		require.Equal(t, domain.StatusPendingPayment, res.Status)
-		require.Equal(t, i+1, layer.Lost(), "%s: the answer was lost", c.name)
-		require.Equal(t, 1, rowsOf(t, st, "reservations", "token = ?", in.Token))
-		require.Equal(t, 1, rowsOf(t, st, "orders", "token = ?", in.Token))
-		require.Equal(t, 1, rowsOf(t, st, "stock_ledger", "token = ? AND operation = 'deduct'", in.Token))
-		require.Equal(t, 1, rowsOf(t, st, "outbox", "token = ?", in.Token))
-		require.EqualValues(t, 10-(i+1), stockOf(t, st, sale.ID))
+	for w, when := range []dbfault.When{dbfault.AfterApply, dbfault.BeforeSend} {
+		sale := mustDatabaseSale(t, st, 10, 2)
+		for i, c := range []struct {
+			name    string
+			match   func(token string) func(string) bool
+			reserve func(context.Context, domain.OrderInput) (*domain.Reservation, bool, error)
+		}{
+			{"transaction", func(string) func(string) bool { return dbfault.Containing(dbfault.CommitQuery) }, st.ReserveInDB},
+			{"script", func(tok string) func(string) bool { return dbfault.Containing("START TRANSACTION", tok) }, st.ReserveInDBAlone},
+			{"group", func(tok string) func(string) bool { return dbfault.Containing("SAVEPOINT seckill_part", tok) }, st.ReserveInDB},
+		} {
+			in := dbInput(sale, base+int64(10*w+i), fmt.Sprintf("lost-db-%04d", 10*w+i))
+			lost := layer.Lost()
+			layer.Lose(c.match(in.Token), when, 1)
+			res, replay, err := c.reserve(ctx(t), in)
+			require.NoError(t, err, c.name)
+			require.False(t, replay, c.name)
+			require.Equal(t, in.Token, res.Token)
+			require.Equal(t, domain.StatusPendingPayment, res.Status)
+			require.Equal(t, lost+1, layer.Lost(), "%s: the answer was lost", c.name)
+			require.Equal(t, 1, rowsOf(t, st, "reservations", "token = ?", in.Token))
+			require.Equal(t, 1, rowsOf(t, st, "orders", "token = ?", in.Token))
+			require.Equal(t, 1, rowsOf(t, st, "stock_ledger", "token = ? AND operation = 'deduct'", in.Token))
+			require.Equal(t, 1, rowsOf(t, st, "outbox", "token = ?", in.Token))
+			require.EqualValues(t, 10-(i+1), stockOf(t, st, sale.ID))
+		}
 	}
 }
 
