@@ -492,12 +492,17 @@ func (s *Store) PendingOutbox(ctx context.Context, minAge time.Duration, limit i
 }
 
 // EnqueueStart records that a reservation's workflow must be started, for
-// the outbox relay; a second call for the token changes nothing. Only for
+// the outbox relay; a second call for the token changes nothing, so it is
+// sent again when refused or its answer was lost. Only for
 // reservations that have ended (a relay of an older release starts every
 // entry as a database-path reservation, which a terminal one tolerates).
 func (s *Store) EnqueueStart(ctx context.Context, token string, saleID int64) error {
-	if _, err := s.DB.ExecContext(ctx, "INSERT IGNORE INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)",
-		token, saleID, time.Now().UTC().Truncate(time.Millisecond)); err != nil {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, "INSERT IGNORE INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", token, saleID, now)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("enqueue the start of %s: %w", token, err)
 	}
 	return nil

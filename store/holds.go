@@ -368,8 +368,13 @@ func derefString(p *string) string {
 // MarkRedisWentBack records that a hold found Redis behind the database
 // (HoldRecord.WentBack): the worker rebuilds the sale from the database
 // (TakeRedisWentBack). A second mark before the rebuild changes nothing.
+// It is idempotent: sent again when refused or its answer was lost.
 func (s *Store) MarkRedisWentBack(ctx context.Context, saleID int64) error {
-	if _, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NOW(3) WHERE id = ? AND redis_went_back_at IS NULL", saleID); err != nil {
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NOW(3) WHERE id = ? AND redis_went_back_at IS NULL", saleID)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("mark redis went back for sale %d: %w", saleID, err)
 	}
 	return nil
@@ -378,9 +383,22 @@ func (s *Store) MarkRedisWentBack(ctx context.Context, saleID int64) error {
 // TakeRedisWentBack clears the sale's mark, reporting whether it was set:
 // the caller that took it rebuilds the sale. A rebuild that fails leaves
 // the sale on the database path, which the resync brings back from the
-// database too.
+// database too. A take whose answer was lost may have cleared the mark,
+// and a read cannot tell by whom: it answers taken, since a rebuild the
+// sale did not need costs less than one it missed.
 func (s *Store) TakeRedisWentBack(ctx context.Context, saleID int64) (bool, error) {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NULL WHERE id = ? AND redis_went_back_at IS NOT NULL", saleID)
+	var res sql.Result
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NULL WHERE id = ? AND redis_went_back_at IS NOT NULL", saleID)
+		if Classify(err) == FaultUnknown {
+			return errTakenMaybe
+		}
+		return err
+	})
+	if errors.Is(err, errTakenMaybe) {
+		return true, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("take redis went back for sale %d: %w", saleID, err)
 	}
@@ -390,6 +408,9 @@ func (s *Store) TakeRedisWentBack(ctx context.Context, saleID int64) (bool, erro
 	}
 	return n == 1, nil
 }
+
+// errTakenMaybe: TakeRedisWentBack's update may have cleared the mark.
+var errTakenMaybe = errors.New("the mark may have been taken")
 
 // maxRedisSeq is the highest Redis hold number the database recorded for
 // the sale: a rebuilt Redis counts on from there, so its next hold's

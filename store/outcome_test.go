@@ -383,3 +383,30 @@ func TestANodeTakingNoWritesIsDroppedFromThePool(t *testing.T) {
 	require.Equal(t, second, connection(), "a deadlock victim's connection is kept")
 	require.Equal(t, 2, layer.Lost())
 }
+
+// The worker's marks: a take of "Redis went back" whose answer was lost is
+// answered taken (a rebuild too many, never one missed), a start enqueued
+// whose answer was lost is enqueued once.
+func TestLostAnswersOfTheWorkersMarks(t *testing.T) {
+	st, layer := faultStore(t)
+	sale := testenv.MustSale(t, st, 1)
+	layer.Lose(dbfault.Containing("redis_went_back_at = NOW(3)"), dbfault.AfterApply, 1)
+	require.NoError(t, st.MarkRedisWentBack(ctx(t), sale.ID))
+	layer.Lose(dbfault.Containing("redis_went_back_at = NULL"), dbfault.AfterApply, 1)
+	took, err := st.TakeRedisWentBack(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.True(t, took, "a take whose answer was lost rebuilds")
+	got, err := st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.False(t, got.RedisWentBack, "the mark is taken")
+	took, err = st.TakeRedisWentBack(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.False(t, took, "and taken once")
+
+	in := mustQueued(t, st, sale, testenv.UniqueUser(), "lost-outbox-1")
+	dispatchedAtEnd(t, st, sale.ID)
+	layer.Lose(dbfault.Containing("INSERT IGNORE INTO outbox", in.Token), dbfault.AfterApply, 1)
+	require.NoError(t, st.EnqueueStart(ctx(t), in.Token, sale.ID))
+	require.Equal(t, 1, rowsOf(t, st, "outbox", "token = ?", in.Token))
+	require.Equal(t, 3, layer.Lost())
+}
