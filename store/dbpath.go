@@ -367,6 +367,9 @@ func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale
 		if err == nil || !retry || attempt == reserveInDBAttempts || ctx.Err() != nil {
 			return o, lost, err
 		}
+		if IsRetryable(err) && !pauseAfter(ctx, attempt, err) {
+			return o, lost, err
+		}
 	}
 }
 

@@ -124,21 +124,29 @@ const retryPause = 50 * time.Millisecond
 // retry finds what an earlier attempt applied (a unique key, a guard on
 // the row's state), so an outcome unknown is retried like a refusal.
 func againIdempotent(ctx context.Context, write func(ctx context.Context) error) error {
-	pause := retryPause
 	for attempt := 1; ; attempt++ {
 		err := write(ctx)
-		if err == nil || !IsRetryable(err) || attempt == writeAttempts || ctx.Err() != nil {
+		if err == nil || !IsRetryable(err) || attempt == writeAttempts || !pauseAfter(ctx, attempt, err) {
 			return err
 		}
-		if Classify(err) == FaultRefused {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-		pause *= 2
+	}
+}
+
+// pauseAfter waits before the attempt after attempt, which failed with
+// err: not at all after a refusal (its rollback freed what it waited for
+// or lost to), retryPause doubling per attempt after the node or the link
+// failed. False when ctx ended first.
+func pauseAfter(ctx context.Context, attempt int, err error) bool {
+	if Classify(err) == FaultRefused {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(retryPause << (attempt - 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
