@@ -529,18 +529,35 @@ func (s *Store) MarkDispatched(ctx context.Context, tokens ...string) error {
 // database-path transaction still running finds the mode changed and rolls
 // back. It returns the new epoch, or ErrNotDatabaseMode when the sale is not
 // in database mode (another instance resynchronises it, or already did).
+//
+// A move whose answer was lost is sent again, and then the sale found in
+// resync mode is this move's when it carries its mark (mode_changed_at, to
+// the millisecond): the caller rebuilds it, rather than leave it unsold
+// until the stalled resync is rolled back.
 func (s *Store) BeginResync(ctx context.Context, saleID int64) (int64, error) {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ? WHERE id = ? AND mode = ?",
-		string(domain.ModeResync), nowMS(), saleID, string(domain.ModeDatabase))
+	mark := nowMS()
+	lost := false
+	var moved int64
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ? WHERE id = ? AND mode = ?",
+			string(domain.ModeResync), mark, saleID, string(domain.ModeDatabase))
+		if err != nil {
+			lost = lost || Classify(err) == FaultUnknown
+			return err
+		}
+		moved, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("begin resync of sale %d: %w", saleID, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return 0, ErrNotDatabaseMode
 	}
 	sale, err := s.GetSale(ctx, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("begin resync of sale %d: %w", saleID, err)
+	}
+	ours := lost && sale.Mode == domain.ModeResync && sale.ModeChangedAt.Equal(mark)
+	if moved != 1 && !ours {
+		return 0, ErrNotDatabaseMode
 	}
 	return sale.ModeEpoch, nil
 }

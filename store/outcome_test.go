@@ -410,3 +410,22 @@ func TestLostAnswersOfTheWorkersMarks(t *testing.T) {
 	require.Equal(t, 1, rowsOf(t, st, "outbox", "token = ?", in.Token))
 	require.Equal(t, 3, layer.Lost())
 }
+
+// A resync's start whose answer was lost is its caller's: it gets the new
+// epoch and rebuilds; a second start finds the sale moving already.
+func TestLostAnswerOfAResyncStart(t *testing.T) {
+	st, layer := faultStore(t)
+	sale := mustDatabaseSale(t, st, 2, 1)
+	layer.Lose(dbfault.Containing("UPDATE sales SET mode", "mode_epoch = mode_epoch + 1"), dbfault.AfterApply, 1)
+	epoch, err := st.BeginResync(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, layer.Lost())
+	got, err := st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeResync, got.Mode)
+	require.Equal(t, got.ModeEpoch, epoch)
+	require.EqualValues(t, 3, epoch, "moved once")
+	_, err = st.BeginResync(ctx(t), sale.ID)
+	require.ErrorIs(t, err, store.ErrNotDatabaseMode)
+	require.NoError(t, st.FinishResync(ctx(t), sale.ID, epoch))
+}
