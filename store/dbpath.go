@@ -563,17 +563,37 @@ func (s *Store) BeginResync(ctx context.Context, saleID int64) (int64, error) {
 }
 
 // FinishResync returns a resynchronised sale to Redis mode, if its epoch is
-// still the one the resync began with.
+// still the one the resync began with. A return whose answer was lost is
+// sent again, and a sale then found in Redis mode in that epoch is its.
 func (s *Store) FinishResync(ctx context.Context, saleID, epoch int64) error {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, db_quota = NULL, mode_changed_at = ? WHERE id = ? AND mode = ? AND mode_epoch = ?",
-		string(domain.ModeRedis), nowMS(), saleID, string(domain.ModeResync), epoch)
+	lost := false
+	var moved int64
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, db_quota = NULL, mode_changed_at = ? WHERE id = ? AND mode = ? AND mode_epoch = ?",
+			string(domain.ModeRedis), nowMS(), saleID, string(domain.ModeResync), epoch)
+		if err != nil {
+			lost = lost || Classify(err) == FaultUnknown
+			return err
+		}
+		moved, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("finish resync of sale %d: %w", saleID, err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("finish resync of sale %d: epoch %d is no longer current", saleID, epoch)
+	if moved == 1 {
+		return nil
 	}
-	return nil
+	if lost {
+		sale, err := s.GetSale(ctx, saleID)
+		if err != nil {
+			return fmt.Errorf("finish resync of sale %d: %w", saleID, err)
+		}
+		if sale.Mode == domain.ModeRedis && sale.ModeEpoch == epoch {
+			return nil
+		}
+	}
+	return fmt.Errorf("finish resync of sale %d: epoch %d is no longer current", saleID, epoch)
 }
 
 // RedisState is what Redis should hold of a sale, computed from the

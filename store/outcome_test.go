@@ -412,7 +412,8 @@ func TestLostAnswersOfTheWorkersMarks(t *testing.T) {
 }
 
 // A resync's start whose answer was lost is its caller's: it gets the new
-// epoch and rebuilds; a second start finds the sale moving already.
+// epoch and rebuilds; a second start finds the sale moving already. Its
+// return to Redis, its answer lost, is its caller's too.
 func TestLostAnswerOfAResyncStart(t *testing.T) {
 	st, layer := faultStore(t)
 	sale := mustDatabaseSale(t, st, 2, 1)
@@ -427,5 +428,12 @@ func TestLostAnswerOfAResyncStart(t *testing.T) {
 	require.EqualValues(t, 3, epoch, "moved once")
 	_, err = st.BeginResync(ctx(t), sale.ID)
 	require.ErrorIs(t, err, store.ErrNotDatabaseMode)
-	require.NoError(t, st.FinishResync(ctx(t), sale.ID, epoch))
+
+	layer.Lose(dbfault.Containing("UPDATE sales SET mode", "db_quota = NULL"), dbfault.AfterApply, 1)
+	require.NoError(t, st.FinishResync(ctx(t), sale.ID, epoch), "the return whose answer was lost is its caller's")
+	require.Equal(t, 2, layer.Lost())
+	got, err = st.GetSale(ctx(t), sale.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ModeRedis, got.Mode)
+	require.Error(t, st.FinishResync(ctx(t), sale.ID, epoch-1), "a stale epoch is refused")
 }
