@@ -48,12 +48,18 @@ func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64, holdOff time
 // in Redis mode for at least minDwell (or never changed mode): a sale just
 // back from the database path does not leave Redis again at once. The sale
 // returned is still in Redis mode when it has not dwelt long enough.
+//
+// The switch is guarded by the mode it leaves, so one whose answer was lost
+// is sent again (it then changes nothing) and the sale read back.
 func (s *Store) SwitchToDatabaseAfterDwell(ctx context.Context, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error) {
 	now := nowMS()
-	_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ?,
-		db_quota = NULL, db_sell_after = NOW(3) + INTERVAL ? MICROSECOND
-		WHERE id = ? AND mode = ? AND (mode_changed_at IS NULL OR mode_changed_at <= ?)`,
-		string(domain.ModeDatabase), now, holdOff.Microseconds(), saleID, string(domain.ModeRedis), now.Add(-minDwell))
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ?,
+			db_quota = NULL, db_sell_after = NOW(3) + INTERVAL ? MICROSECOND
+			WHERE id = ? AND mode = ? AND (mode_changed_at IS NULL OR mode_changed_at <= ?)`,
+			string(domain.ModeDatabase), now, holdOff.Microseconds(), saleID, string(domain.ModeRedis), now.Add(-minDwell))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("switch sale %d to database mode: %w", saleID, err)
 	}

@@ -411,16 +411,24 @@ func TestLostAnswersOfTheWorkersMarks(t *testing.T) {
 	require.Equal(t, 3, layer.Lost())
 }
 
-// A resync's start whose answer was lost is its caller's: it gets the new
-// epoch and rebuilds; a second start finds the sale moving already. Its
-// return to Redis, its answer lost, is its caller's too.
-func TestLostAnswerOfAResyncStart(t *testing.T) {
+// A sale's mode changes, each answer lost: the switch to the database
+// path is read back; a resync's start is its caller's (it gets the new
+// epoch and rebuilds; a second start finds the sale moving already), and
+// so is its return to Redis.
+func TestLostAnswersOfModeChanges(t *testing.T) {
 	st, layer := faultStore(t)
-	sale := mustDatabaseSale(t, st, 2, 1)
+	sale := testenv.MustSale(t, st, 2)
+	require.NoError(t, st.RecordRedisStock(ctx(t), sale.ID, 2, time.Now()))
+	layer.Lose(dbfault.Containing("UPDATE sales SET mode", "db_sell_after"), dbfault.AfterApply, 1)
+	switched, err := st.SwitchToDatabase(ctx(t), sale.ID, 0)
+	require.NoError(t, err, "the switch whose answer was lost is read back")
+	require.Equal(t, domain.ModeDatabase, switched.Mode)
+	require.EqualValues(t, 2, switched.ModeEpoch, "switched once")
+	dispatchedAtEnd(t, st, sale.ID)
 	layer.Lose(dbfault.Containing("UPDATE sales SET mode", "mode_epoch = mode_epoch + 1"), dbfault.AfterApply, 1)
 	epoch, err := st.BeginResync(ctx(t), sale.ID)
 	require.NoError(t, err)
-	require.Equal(t, 1, layer.Lost())
+	require.Equal(t, 2, layer.Lost())
 	got, err := st.GetSale(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeResync, got.Mode)
@@ -431,7 +439,7 @@ func TestLostAnswerOfAResyncStart(t *testing.T) {
 
 	layer.Lose(dbfault.Containing("UPDATE sales SET mode", "db_quota = NULL"), dbfault.AfterApply, 1)
 	require.NoError(t, st.FinishResync(ctx(t), sale.ID, epoch), "the return whose answer was lost is its caller's")
-	require.Equal(t, 2, layer.Lost())
+	require.Equal(t, 3, layer.Lost())
 	got, err = st.GetSale(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeRedis, got.Mode)
