@@ -145,7 +145,7 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	if cfg.MySQLCAFile != "" {
 		roots, err := caPool("MYSQL_CA_FILE", cfg.MySQLCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("open store: %w: %w", store.ErrInvalidDSN, err)
+			return nil, fmt.Errorf("open store: %w", err)
 		}
 		if err := mysql.RegisterTLSConfig(MySQLTLSName, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}); err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
@@ -164,6 +164,15 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	if cfg.Tracing {
 		st.DB = st.DB.WithQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("seckill"),
 			bunotel.WithTracerProvider(telemetry.ChildrenOnly())))
+	}
+	if cfg.MySQLReadDSN != "" {
+		// After the migrations: the heartbeat's table is one of them.
+		r, err := store.OpenReplica(cfg.MySQLReadDSN, cfg.MySQLReadMaxLag, slog.Default())
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		st.UseReplica(r)
 	}
 	return st, nil
 }
