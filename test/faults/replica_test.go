@@ -50,7 +50,7 @@ func TestReplicaLagNeverShowsNotFound(t *testing.T) {
 	waitStockSeen(t, s)
 	lagURL := s.api.URL + "/metrics"
 	require.Eventually(t, func() bool {
-		lag, ok := metricValue(lagURL, "seckill_mysql_replica_lag_seconds")
+		lag, ok := scrapeSeries(lagURL, "seckill_mysql_replica_lag_seconds")
 		return ok && lag >= 0 && lag < 2
 	}, 30*time.Second, 100*time.Millisecond, "the API finds the replica caught up")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -70,18 +70,18 @@ func TestReplicaLagNeverShowsNotFound(t *testing.T) {
 	require.Positive(t, dbPath, "the database path sold while Redis was frozen")
 	thawRedis()
 	waitBackOnRedis(t, s)
-	afterReplica, _ := metricValue(lagURL, `seckill_mysql_lagging_reads_total{from="primary_after_replica"}`)
+	afterReplica, _ := scrapeSeries(lagURL, `seckill_mysql_lagging_reads_total{from="primary_after_replica"}`)
 	assert.Positive(t, afterReplica, "the primary answered what the lagging replica lacked")
 
 	require.Eventually(t, func() bool {
-		lag, _ := metricValue(lagURL, "seckill_mysql_replica_lag_seconds")
+		lag, _ := scrapeSeries(lagURL, "seckill_mysql_replica_lag_seconds")
 		return lag > replicaMaxLag.Seconds()
 	}, 2*replicaMaxLag, 200*time.Millisecond, "the replica falls behind its bound")
-	before, _ := metricValue(lagURL, `seckill_mysql_lagging_reads_total{from="primary"}`)
+	before, _ := scrapeSeries(lagURL, `seckill_mysql_lagging_reads_total{from="primary"}`)
 	for user, tok := range b.got {
 		b.read(t, user, tok, "past the bound")
 	}
-	after, _ := metricValue(lagURL, `seckill_mysql_lagging_reads_total{from="primary"}`)
+	after, _ := scrapeSeries(lagURL, `seckill_mysql_lagging_reads_total{from="primary"}`)
 	assert.Greater(t, after, before, "past its bound the replica is not read")
 	assert.Empty(t, b.failures, "every read right after a 202 found the reservation")
 	require.GreaterOrEqual(t, len(b.got), 20, "most buyers got a 202")
@@ -152,13 +152,13 @@ func (b *replicaBuyers) read(t *testing.T, user int64, tok, phase string) {
 			fail("GET me/reservations%s of %d: %d %v %v", q, user, code, body, err)
 			continue
 		}
-		if !listed(body, tok) {
+		if !listsToken(body, tok) {
 			fail("GET me/reservations%s of %d lacks %s: %v", q, user, tok, body)
 		}
 	}
 }
 
-func listed(body map[string]any, tok string) bool {
+func listsToken(body map[string]any, tok string) bool {
 	list, _ := body["reservations"].([]any)
 	for _, r := range list {
 		if m, ok := r.(map[string]any); ok && m["token"] == tok {
@@ -168,9 +168,9 @@ func listed(body map[string]any, tok string) bool {
 	return false
 }
 
-// metricValue is the value of one series (its name and labels as
+// scrapeSeries is the value of one series (its name and labels as
 // exposed) at url; ok is false when it is not there.
-func metricValue(url, series string) (float64, bool) {
+func scrapeSeries(url, series string) (float64, bool) {
 	resp, err := httpClient.Get(url)
 	if err != nil {
 		return 0, false
