@@ -68,6 +68,15 @@ func TestReplicaReadsFallBackToThePrimaryForWhatTheReplicaLacks(t *testing.T) {
 	assert.Equal(t, old.Token, mine[1].Token)
 	assert.Equal(t, domain.StatusCancelled, mine[1].Status, "a recent row is the primary's")
 	assert.Equal(t, int64(2), st.Replica().Reads(store.FromPrimaryAfterReplica))
+
+	snap, from, err := st.ReadSnapshotMayLag(ctx(t), sale.ID)
+	require.NoError(t, err)
+	assert.Equal(t, store.FromReplica, from)
+	assert.NotContains(t, snap.Reservations, fresh.Token, "the scan lags: what it finds is read again from the primary")
+	replicaReads := st.Replica().Reads(store.FromReplica)
+	_, err = st.ListAppeals(ctx(t), domain.AppealOpen, 0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, replicaReads+1, st.Replica().Reads(store.FromReplica), "an admin list is read from the replica")
 }
 
 // A replica more than its bound behind answers nothing: the reads go to
