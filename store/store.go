@@ -92,7 +92,7 @@ func openPool(dsn string) (*sql.DB, error) {
 	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connector: %w", err)
 	}
 	sqldb := sql.OpenDB(connector)
 	sqldb.SetMaxOpenConns(64)

@@ -145,7 +145,7 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 	if cfg.MySQLCAFile != "" {
 		roots, err := caPool("MYSQL_CA_FILE", cfg.MySQLCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
+			return nil, fmt.Errorf("open store: %w: %w", store.ErrInvalidDSN, err)
 		}
 		if err := mysql.RegisterTLSConfig(MySQLTLSName, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}); err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
