@@ -36,11 +36,12 @@ type Replica struct {
 	// watermark is the newest of this process's stamps (unix ns) found on
 	// the replica; 0 until one is.
 	watermark atomic.Int64
-	// fresh remembers the last verdict, so only its changes are logged.
-	fresh atomic.Bool
-	reads [readSources]atomic.Int64
-	stop  context.CancelFunc
-	done  chan struct{}
+	// fresh and failing remember the last verdict and whether the replica
+	// answered the heartbeat's read, so only their changes are logged.
+	fresh, failing atomic.Bool
+	reads          [readSources]atomic.Int64
+	stop           context.CancelFunc
+	done           chan struct{}
 }
 
 // ReadSource names where a read was answered.
@@ -159,7 +160,9 @@ func (r *Replica) beat(ctx context.Context, primary *bun.DB) {
 		ON DUPLICATE KEY UPDATE beat_ns = VALUES(beat_ns)`, r.process, time.Now().UnixNano())
 	cancel()
 	if err != nil && ctx.Err() == nil {
-		r.logger.Warn("replica heartbeat: write on the primary", "err", err)
+		// The primary failing is reported by every other write; the
+		// replica's lag grows meanwhile, which sends reads to the primary.
+		r.logger.Debug("replica heartbeat: write on the primary", "err", err)
 	}
 	select {
 	case <-ctx.Done():
@@ -173,8 +176,11 @@ func (r *Replica) beat(ctx context.Context, primary *bun.DB) {
 	if err == nil && ns > r.watermark.Load() {
 		r.watermark.Store(ns)
 	}
-	fresh := r.Fresh()
-	if was := r.fresh.Swap(fresh); was != fresh || (err != nil && ctx.Err() == nil) {
+	if ctx.Err() != nil {
+		return
+	}
+	fresh, failing := r.Fresh(), err != nil
+	if r.fresh.Swap(fresh) != fresh || r.failing.Swap(failing) != failing {
 		r.logger.Info("replica", "fresh", fresh, "lag", r.Lag(), "max_lag", r.maxLag, "read_err", err)
 	}
 }
