@@ -215,10 +215,19 @@ func (s *Store) FindReservation(ctx context.Context, saleID, userID int64, reque
 // ListReservations lists a user's reservations, newest first, of one sale
 // when saleID > 0.
 func (s *Store) ListReservations(ctx context.Context, userID, saleID int64, limit int) ([]*domain.Reservation, error) {
+	return listReservations(ctx, s.DB, userID, saleID, limit, time.Time{})
+}
+
+// listReservations is ListReservations on db, of the rows created at or
+// after since (any, when since is zero).
+func listReservations(ctx context.Context, db querier, userID, saleID int64, limit int, since time.Time) ([]*domain.Reservation, error) {
 	var rows []reservationRow
-	q := s.DB.NewSelect().Model(&rows).Where("user_id = ?", userID)
+	q := db.NewSelect().Model(&rows).Where("user_id = ?", userID)
 	if saleID > 0 {
 		q = q.Where("sale_id = ?", saleID)
+	}
+	if !since.IsZero() {
+		q = q.Where("created_at >= ?", since.UTC())
 	}
 	if err := q.Order("created_at DESC", "token DESC").Limit(int64(limit)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list reservations of user %d: %w", userID, err)

@@ -36,6 +36,9 @@ type Store struct {
 	dbpath    commitGroups
 	dbTerms   sync.Map
 	keptTerms atomic.Int64
+	// replica answers the reads that may lag (UseReplica); nil: the
+	// primary answers them.
+	replica *Replica
 }
 
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
@@ -64,9 +67,33 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	sqldb, err := openPool(dsn, o)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sqldb.PingContext(pingCtx); err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("open store: ping: %w", err)
+	}
+	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
+	version, err := st.ServerVersion(ctx)
+	if err == nil {
+		err = CheckServerVersion(version)
+	}
+	if err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, nil
+}
+
+// openPool is the connection pool of dsn, connecting on first use.
+func openPool(dsn string, o openOptions) (*sql.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w: %v", ErrInvalidDSN, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidDSN, err)
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -87,7 +114,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	cfg.RejectReadOnly = true
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("connector: %w", err)
 	}
 	if o.layer != nil {
 		connector = o.layer(connector)
@@ -96,26 +123,17 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	sqldb.SetMaxOpenConns(64)
 	sqldb.SetMaxIdleConns(64)
 	sqldb.SetConnMaxLifetime(30 * time.Minute)
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := sqldb.PingContext(pingCtx); err != nil {
-		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: ping: %w", err)
-	}
-	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
-	version, err := st.ServerVersion(ctx)
-	if err == nil {
-		err = CheckServerVersion(version)
-	}
-	if err != nil {
-		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	return st, nil
+	return sqldb, nil
 }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.DB.Close() }
+// Close closes the pool, and the replica's.
+func (s *Store) Close() error {
+	var err error
+	if s.replica != nil {
+		err = s.replica.close(s.DB)
+	}
+	return errors.Join(err, s.DB.Close())
+}
 
 // Migrate applies the embedded schema migrations.
 func (s *Store) Migrate(ctx context.Context) error {
