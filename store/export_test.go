@@ -79,3 +79,16 @@ func (s *Store) ReserveInDBAlone(ctx context.Context, in domain.OrderInput) (*do
 func (s *Store) DBGroupsSent() (groups, reservations int64) {
 	return s.dbpath.groups.Load(), s.dbpath.grouped.Load()
 }
+
+// ListReservationsSQL is the statement ListReservations sends, its
+// arguments in place.
+func (s *Store) ListReservationsSQL(userID, saleID int64, limit int) string {
+	var rows []reservationRow
+	return s.listReservations(&rows, userID, saleID, limit).String()
+}
+
+// GetReservationSQL is the statement GetReservation sends, its argument in
+// place.
+func (s *Store) GetReservationSQL(token string) string {
+	return reservationByToken(s.DB, new(reservationRow), token).String()
+}

@@ -71,9 +71,19 @@ type querier interface {
 	NewSelect() *bun.SelectQuery
 }
 
+// tokenUser is the user (so the partition) of the reservation whose
+// token is the argument: reservations are partitioned by user_id, and a
+// token's row is found in its one partition by (token, user_id).
+const tokenUser = "(SELECT user_id FROM reservation_keys WHERE token = ?)"
+
+// reservationByToken selects the reservation of token into row.
+func reservationByToken(q querier, row *reservationRow, token string) *bun.SelectQuery {
+	return q.NewSelect().Model(row).Where("token = ? AND user_id = "+tokenUser, token, token)
+}
+
 func getReservation(ctx context.Context, q querier, token string, forUpdate bool) (*reservationRow, error) {
 	row := new(reservationRow)
-	sel := q.NewSelect().Model(row).Where("token = ?", token)
+	sel := reservationByToken(q, row, token)
 	if forUpdate {
 		sel = sel.For("UPDATE")
 	}
@@ -127,11 +137,13 @@ func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*d
 		return s.GetReservation(ctx, in.Token)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	_, err := s.DB.ExecContext(ctx, `INSERT IGNORE INTO reservations
+	// A duplicate leaves the row that is there (the key tables' triggers
+	// fail an INSERT IGNORE's duplicate instead of ignoring it).
+	_, err := s.DB.ExecContext(ctx, `INSERT INTO reservations
 		(token, sale_id, user_id, request_id, path, status, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.Token, in.SaleID, in.UserID, in.RequestID, string(in.Path), string(domain.StatusQueued), now, now)
-	if err != nil {
+	if err != nil && !IsDuplicate(err) {
 		return nil, fmt.Errorf("record reservation %s: %w", in.Token, err)
 	}
 	return s.GetReservation(ctx, in.Token)
@@ -167,7 +179,7 @@ func (s *Store) RecordedTokens(ctx context.Context, tokens []string) (map[string
 		return out, nil
 	}
 	var found []string
-	err := s.DB.NewSelect().Model((*reservationRow)(nil)).Column("token").Where("token IN (?)", bun.List(tokens)).Scan(ctx, &found)
+	err := s.DB.NewSelect().Table("reservation_keys").Column("token").Where("token IN (?)", bun.List(tokens)).Scan(ctx, &found)
 	if err != nil {
 		return nil, fmt.Errorf("recorded tokens (%d asked): %w", len(tokens), err)
 	}
@@ -186,10 +198,11 @@ func (s *Store) EndedReservations(ctx context.Context, tokens []string) (map[str
 		return out, nil
 	}
 	var rows []reservationRow
-	err := s.DB.NewSelect().Model(&rows).Column("token", "sale_id", "user_id", "request_id", "status").
-		Where("token IN (?)", bun.List(tokens)).
-		Where("status IN (?)", bun.List([]string{string(domain.StatusExpired), string(domain.StatusCancelled), string(domain.StatusFailed)})).
-		Scan(ctx)
+	err := s.DB.NewRaw(`SELECT r.token, r.sale_id, r.user_id, r.request_id, r.status
+		FROM reservation_keys k JOIN reservations r ON r.token = k.token AND r.user_id = k.user_id
+		WHERE k.token IN (?) AND r.status IN (?)`, bun.List(tokens),
+		bun.List([]string{string(domain.StatusExpired), string(domain.StatusCancelled), string(domain.StatusFailed)})).
+		Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("ended reservations (%d asked): %w", len(tokens), err)
 	}
@@ -213,14 +226,10 @@ func (s *Store) FindReservation(ctx context.Context, saleID, userID int64, reque
 }
 
 // ListReservations lists a user's reservations, newest first, of one sale
-// when saleID > 0.
+// when saleID > 0: from the user's one partition.
 func (s *Store) ListReservations(ctx context.Context, userID, saleID int64, limit int) ([]*domain.Reservation, error) {
 	var rows []reservationRow
-	q := s.DB.NewSelect().Model(&rows).Where("user_id = ?", userID)
-	if saleID > 0 {
-		q = q.Where("sale_id = ?", saleID)
-	}
-	if err := q.Order("created_at DESC", "token DESC").Limit(int64(limit)).Scan(ctx); err != nil {
+	if err := s.listReservations(&rows, userID, saleID, limit).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list reservations of user %d: %w", userID, err)
 	}
 	out := make([]*domain.Reservation, len(rows))
@@ -228,6 +237,14 @@ func (s *Store) ListReservations(ctx context.Context, userID, saleID int64, limi
 		out[i] = rows[i].domain()
 	}
 	return out, nil
+}
+
+func (s *Store) listReservations(rows *[]reservationRow, userID, saleID int64, limit int) *bun.SelectQuery {
+	q := s.DB.NewSelect().Model(rows).Where("user_id = ?", userID)
+	if saleID > 0 {
+		q = q.Where("sale_id = ?", saleID)
+	}
+	return q.Order("created_at DESC", "token DESC").Limit(int64(limit))
 }
 
 // CountReservations counts a sale's reservations by status.
@@ -272,7 +289,7 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 		OpenBucket           sql.NullInt64 `bun:"open_bucket"`
 	}
 	err := s.DB.NewRaw("SELECT r.*, r.unit_bucket, sales.price_cents, sales.payment_window_seconds, sales.buckets, "+openBucketColumn(false)+` AS open_bucket
-		FROM reservations r JOIN sales ON sales.id = r.sale_id WHERE r.token = ?`, token).Scan(ctx, &read)
+		FROM reservations r JOIN sales ON sales.id = r.sale_id WHERE r.token = ? AND r.user_id = `+tokenUser, token, token).Scan(ctx, &read)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -349,8 +366,8 @@ func placeOrderScript(ctx context.Context, db bun.IDB, o newOrder, bucket int) e
 // recorded writes the first two only.
 func placeOrderRows(o newOrder, bucket int) []step {
 	return []step{
-		{stmt: stmt{"UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ? AND status = ?", []any{
-			string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Token, string(domain.StatusQueued)}},
+		{stmt: stmt{"UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ? AND user_id = ? AND status = ?", []any{
+			string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Token, o.UserID, string(domain.StatusQueued)}},
 			what: "update reservation", none: errNotQueued},
 		insertOrder(o, bucket),
 		deductLedger(o, bucket),
@@ -489,7 +506,7 @@ func takeUnit(ctx context.Context, tx bun.Tx, o newOrder) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, o.OrderNo); err != nil {
+	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ? AND user_id = ?", bucket, o.OrderNo, o.UserID); err != nil {
 		return fmt.Errorf("record bucket: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE stock_ledger SET bucket_no = ? WHERE token = ? AND operation = 'deduct'", bucket, o.Token); err != nil {
@@ -629,16 +646,16 @@ func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain
 			return ErrNotPayable
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		r, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND status = ?",
-			string(domain.StatusPaid), paymentRef, now, token, string(domain.StatusPendingPayment))
+		r, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND user_id = ? AND status = ?",
+			string(domain.StatusPaid), paymentRef, now, token, res.UserID, string(domain.StatusPendingPayment))
 		if err != nil {
 			return fmt.Errorf("update order: %w", err)
 		}
 		if n, _ := r.RowsAffected(); n != 1 {
 			return fmt.Errorf("order of %s is not pending payment: %w", token, ErrNotPayable)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ?",
-			string(domain.StatusPaid), paymentRef, now, token); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND user_id = ?",
+			string(domain.StatusPaid), paymentRef, now, token, res.UserID); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		res.Status, res.PaymentRef, res.UpdatedAt = string(domain.StatusPaid), &paymentRef, now
@@ -662,14 +679,14 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		var bucket int
-		if err := tx.QueryRowContext(ctx, "SELECT bucket_no FROM orders WHERE token = ? FOR UPDATE", token).Scan(&bucket); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT bucket_no FROM orders WHERE token = ? AND user_id = ? FOR UPDATE", token, res.UserID).Scan(&bucket); err != nil {
 			return fmt.Errorf("lock order: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, updated_at = ? WHERE token = ? AND status = ?",
-			string(to), now, token, string(domain.StatusPendingPayment)); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, updated_at = ? WHERE token = ? AND user_id = ? AND status = ?",
+			string(to), now, token, res.UserID, string(domain.StatusPendingPayment)); err != nil {
 			return fmt.Errorf("update order: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ?", string(to), now, token); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ? AND user_id = ?", string(to), now, token, res.UserID); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		if err := restoreUnit(ctx, tx, res, bucket, now); err != nil {
@@ -720,8 +737,8 @@ func (s *Store) EndQueued(ctx context.Context, token string, to domain.Reservati
 			return nil
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ?",
-			string(to), reason, now, token); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ? AND user_id = ?",
+			string(to), reason, now, token, res.UserID); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		switch {
