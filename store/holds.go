@@ -161,8 +161,8 @@ func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []st
 		{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'deduct', ?, COALESCE(@seckill_hold_bucket, -1), -1, ?)`, []any{in.Token, in.SaleID, now}},
 			what: "ledger deduct", dup: errHoldSlowPath},
-		{stmt: stmt{"SET STATEMENT innodb_lock_wait_timeout = 1 FOR UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = @seckill_hold_bucket AND stock >= 1",
-			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath},
+		{stmt: stmt{"UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = @seckill_hold_bucket AND stock >= 1",
+			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath, lockWait: 1},
 	}
 }
 

@@ -462,7 +462,7 @@ func deductLedger(o newOrder, bucket int) step {
 // waiting for its row at most wantLockWait: a script's last step. No row
 // (the bucket ran out since the read): errStalePick.
 func (o newOrder) takePicked(bucket int) step {
-	return step{stmt: takeFromStmt(o.SaleID, bucket, o.Quota, o.wantLockWait()), what: "deduct bucket", none: errStalePick}
+	return step{stmt: takeFromStmt(o.SaleID, bucket, o.Quota), what: "deduct bucket", none: errStalePick, lockWait: o.wantLockWait()}
 }
 
 // orderColumns are the columns insertOrder and insertOrderIfDatabase write.
@@ -536,10 +536,9 @@ func (o newOrder) wantLockWait() int {
 // takeFrom takes one unit from bucket (with quota, one unit of its share of
 // the database path's quota too) by a conditional UPDATE checked by
 // affected rows: the defence that makes a unit impossible to take twice.
-// False when the bucket has none. lockWait > 0 bounds, in seconds, its wait
-// for the bucket's row lock (MariaDB's SET STATEMENT; error 1205 after it).
-func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bool, lockWait int) (bool, error) {
-	n, err := takeFromStmt(saleID, bucket, quota, lockWait).exec(ctx, tx)
+// False when the bucket has none.
+func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bool) (bool, error) {
+	n, err := takeFromStmt(saleID, bucket, quota).exec(ctx, tx)
 	if err != nil {
 		return false, fmt.Errorf("deduct bucket: %w", err)
 	}
@@ -547,22 +546,18 @@ func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bo
 }
 
 // takeFromStmt is takeFrom's statement.
-func takeFromStmt(saleID int64, bucket int, quota bool, lockWait int) stmt {
-	return stmt{takeFromQuery(quota, lockWait, "?"), []any{saleID, bucket}}
+func takeFromStmt(saleID int64, bucket int, quota bool) stmt {
+	return stmt{takeFromQuery(quota, "?"), []any{saleID, bucket}}
 }
 
 // takeFromQuery is takeFrom's statement with the bucket's number given by
 // bucket (an expression: "?" for an argument), after the sale's id.
-func takeFromQuery(quota bool, lockWait int, bucket string) string {
+func takeFromQuery(quota bool, bucket string) string {
 	has, set := "stock >= 1", "stock = stock - 1"
 	if quota {
 		has, set = "stock >= 1 AND db_quota >= 1", "stock = stock - 1, db_quota = db_quota - 1"
 	}
-	q := "UPDATE stock_buckets SET " + set + " WHERE sale_id = ? AND bucket_no = " + bucket + " AND " + has
-	if lockWait > 0 {
-		q = "SET STATEMENT innodb_lock_wait_timeout = " + strconv.Itoa(lockWait) + " FOR " + q
-	}
-	return q
+	return "UPDATE stock_buckets SET " + set + " WHERE sale_id = ? AND bucket_no = " + bucket + " AND " + has
 }
 
 // deductBucket takes one unit from a bucket of the sale, for takeUnit. It
@@ -585,7 +580,7 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int, quo
 	if quota {
 		has += " AND db_quota >= 1"
 	}
-	take := func(bucket int) (bool, error) { return takeFrom(ctx, tx, saleID, bucket, quota, 0) }
+	take := func(bucket int) (bool, error) { return takeFrom(ctx, tx, saleID, bucket, quota) }
 	for _, q := range []string{
 		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
 		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",

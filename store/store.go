@@ -11,8 +11,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +38,10 @@ type Store struct {
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
 var ErrInvalidDSN = errors.New("invalid MYSQL_DSN")
 
-// Open connects to MariaDB (MinServer or newer, anything else refused) with
-// times in UTC and every call bounded.
+// Open connects to MariaDB or MySQL 8 (MinServer or newer, anything else
+// refused) with times in UTC and every call bounded. One connection first
+// reads the server's version, which names the dialect (and so the session
+// variable of the isolation level every connection of the pool sets).
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -53,7 +53,6 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -63,9 +62,43 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	connector, err := mysql.NewConnector(cfg)
+	d, err := probeDialect(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
+	}
+	cfg.Params[d.isolationVar()] = "'READ-COMMITTED'"
+	sqldb, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
+	st.setDialect(d)
+	return st, nil
+}
+
+// probeDialect reads the server's version on a connection of its own
+// (without the pool's isolation variable, whose name depends on it) and
+// returns its dialect; a server not supported is refused.
+func probeDialect(ctx context.Context, cfg *mysql.Config) (Dialect, error) {
+	sqldb, err := openPool(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer sqldb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var version string
+	if err := sqldb.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return 0, fmt.Errorf("read server version: %w", err)
+	}
+	return ParseServerVersion(version)
+}
+
+// openPool opens a pool on cfg and pings it.
+func openPool(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
 	}
 	sqldb := sql.OpenDB(connector)
 	sqldb.SetMaxOpenConns(64)
@@ -75,26 +108,23 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	defer cancel()
 	if err := sqldb.PingContext(pingCtx); err != nil {
 		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: ping: %w", err)
+		return nil, fmt.Errorf("ping: %w", err)
 	}
-	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
-	version, err := st.ServerVersion(ctx)
-	if err == nil {
-		err = CheckServerVersion(version)
-	}
-	if err != nil {
-		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	return st, nil
+	return sqldb, nil
 }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.DB.Close() }
+// setDialect records the dialect of the store's pool.
+func (s *Store) setDialect(d Dialect) { dialects.Store(s.DB, d) }
 
-// Migrate applies the embedded schema migrations.
+// Close closes the pool.
+func (s *Store) Close() error {
+	dialects.Delete(s.DB)
+	return s.DB.Close()
+}
+
+// Migrate applies the embedded schema migrations of the server's flavor.
 func (s *Store) Migrate(ctx context.Context) error {
-	return schema.Migrate(ctx, s.DB.DB)
+	return schema.MigrateFlavor(ctx, s.DB.DB, s.Dialect().flavor())
 }
 
 // Ping checks the database answers, for readiness.
@@ -152,49 +182,6 @@ var ErrNotFound = errors.New("not found")
 // ErrInsufficient refuses a withdrawal of more units than are unsold: a
 // domain error, answered as it is (409 insufficient_stock).
 var ErrInsufficient = domain.Errorf(domain.EInsufficient, "cannot withdraw more than the unsold units")
-
-// The oldest supported server: the schema uses MariaDB-only statements
-// (BEGIN NOT ATOMIC, SET STATEMENT, PERSISTENT columns) and 10.6's
-// SKIP LOCKED and atomic DDL.
-const (
-	minMajor = 10
-	minMinor = 6
-	// MinServer names the oldest supported server in messages and docs.
-	MinServer = "MariaDB 10.6"
-)
-
-// ErrUnsupportedServer: the server is not MariaDB >= 10.6; retrying cannot help.
-var ErrUnsupportedServer = errors.New("unsupported database server")
-
-// CheckServerVersion refuses a server version string (SELECT VERSION())
-// that is not MariaDB at least MinServer, naming what it found.
-func CheckServerVersion(version string) error {
-	refuse := func() error {
-		return fmt.Errorf("%w: found %q, %s or newer is required", ErrUnsupportedServer, version, MinServer)
-	}
-	if !strings.Contains(strings.ToLower(version), "mariadb") {
-		return refuse()
-	}
-	// A replication-compatible prefix ("5.5.5-10.11.6-MariaDB") precedes
-	// the real version on some servers and proxies.
-	v := strings.TrimPrefix(version, "5.5.5-")
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return refuse()
-	}
-	major, err := strconv.Atoi(parts[0])
-	if err != nil {
-		return refuse()
-	}
-	minor, err := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	if err != nil {
-		return refuse()
-	}
-	if major < minMajor || (major == minMajor && minor < minMinor) {
-		return refuse()
-	}
-	return nil
-}
 
 // ServerVersion reads the server's version string.
 func (s *Store) ServerVersion(ctx context.Context) (string, error) {
