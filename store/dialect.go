@@ -119,15 +119,16 @@ func CheckServerVersion(version string) error {
 	return err
 }
 
-// dialects holds the dialect of each open store's pool, for the code that
-// is handed only the pool (script.run, group.run); a pool not in it is
-// MariaDB's.
+// dialects holds the dialect of each open store's connection pool (the
+// *sql.DB, which a bun.DB's clones share: a tracing hook clones it), for
+// the code that is handed only the bun.DB (script.run, group.run); a pool
+// not in it is MariaDB's.
 var dialects sync.Map
 
 // dialectOf is the dialect of db's server.
 func dialectOf(db bun.IDB) Dialect {
 	if d, ok := db.(*bun.DB); ok {
-		if v, ok := dialects.Load(d); ok {
+		if v, ok := dialects.Load(d.DB); ok {
 			return v.(Dialect)
 		}
 	}

@@ -114,11 +114,11 @@ func openPool(ctx context.Context, cfg *mysql.Config) (*sql.DB, error) {
 }
 
 // setDialect records the dialect of the store's pool.
-func (s *Store) setDialect(d Dialect) { dialects.Store(s.DB, d) }
+func (s *Store) setDialect(d Dialect) { dialects.Store(s.DB.DB, d) }
 
 // Close closes the pool.
 func (s *Store) Close() error {
-	dialects.Delete(s.DB)
+	dialects.Delete(s.DB.DB)
 	return s.DB.Close()
 }
 
