@@ -13,14 +13,14 @@ var mariaDBOnly = regexp.MustCompile(`(?i)\bPERSISTENT\b|\bSET\s+STATEMENT\b|\bN
 
 // Every statement of the MySQL 8 migrations parses as MySQL 8.0 (vitess's
 // parser of its grammar), but the triggers, which that parser does not
-// know: they are single INSERT statements, and the INSERT is parsed alone.
+// know: their SELECT and INSERT are parsed alone.
 // Every MySQL 8 form replaces a MariaDB file the parser refuses.
 func TestMySQL8MigrationsParse(t *testing.T) {
 	p, err := sqlparser.New(sqlparser.Options{MySQLServerVersion: "8.0.36"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	trigger := regexp.MustCompile(`(?is)^CREATE TRIGGER \w+ BEFORE INSERT ON \w+ FOR EACH ROW (INSERT INTO .*)$`)
+	trigger := regexp.MustCompile(`(?is)^CREATE TRIGGER \w+ BEFORE INSERT ON \w+ FOR EACH ROW (?:BEGIN IF NOT EXISTS \((SELECT .*?)\) THEN )?(INSERT INTO .*?\))(?:; END IF; END)?$`)
 	ms, err := MigrationsFor(FlavorMySQL8)
 	if err != nil {
 		t.Fatal(err)
@@ -34,11 +34,19 @@ func TestMySQL8MigrationsParse(t *testing.T) {
 			overridden++
 		}
 		for _, stmt := range splitStatements(m.SQL) {
+			parts := []string{stmt}
 			if sub := trigger.FindStringSubmatch(stmt); sub != nil {
-				stmt = strings.NewReplacer("NEW.", "").Replace(sub[1])
+				parts = nil
+				for _, s := range sub[1:] {
+					if s != "" {
+						parts = append(parts, strings.ReplaceAll(s, "NEW.", ""))
+					}
+				}
 			}
-			if _, err := p.ParseStrictDDL(stmt); err != nil {
-				t.Errorf("migration %s (MySQL 8): %v\n%s", m.Version, err, stmt)
+			for _, s := range parts {
+				if _, err := p.ParseStrictDDL(s); err != nil {
+					t.Errorf("migration %s (MySQL 8): %v\n%s", m.Version, err, s)
+				}
 			}
 		}
 	}

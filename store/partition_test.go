@@ -123,6 +123,21 @@ func TestUniqueRulesHoldAcrossPartitions(t *testing.T) {
 	require.Contains(t, err.Error(), "reservations_live_user")
 	// A refused insert leaves no key behind: the token goes in later.
 	require.NoError(t, insert(tok("b"), b, "r1", 2))
+	// An INSERT IGNORE of a row that is there (a replay) is ignored as
+	// before; of its token for another user it is refused all the same.
+	ignore := func(user int64) (int64, error) {
+		res, err := st.DB.ExecContext(ctx(t), `INSERT IGNORE INTO reservations (token, sale_id, user_id, request_id, path, status, created_at, updated_at)
+			VALUES (?, ?, ?, 'r9', ?, ?, NOW(3), NOW(3))`, tok("a"), sale.ID, user, string(domain.PathRedis), string(domain.StatusFailed))
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	n, err := ignore(a)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = ignore(b)
+	require.True(t, store.IsDuplicate(err), "token twice under INSERT IGNORE: %v", err)
 
 	order := func(orderNo, token string, user int64) error {
 		_, err := st.DB.ExecContext(ctx(t), `INSERT INTO orders (order_no, token, sale_id, user_id, amount_cents, status, bucket_no, pay_by)

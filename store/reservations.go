@@ -137,13 +137,11 @@ func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*d
 		return s.GetReservation(ctx, in.Token)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	// A duplicate leaves the row that is there (the key tables' triggers
-	// fail an INSERT IGNORE's duplicate instead of ignoring it).
-	_, err := s.DB.ExecContext(ctx, `INSERT INTO reservations
+	_, err := s.DB.ExecContext(ctx, `INSERT IGNORE INTO reservations
 		(token, sale_id, user_id, request_id, path, status, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.Token, in.SaleID, in.UserID, in.RequestID, string(in.Path), string(domain.StatusQueued), now, now)
-	if err != nil && !IsDuplicate(err) {
+	if err != nil {
 		return nil, fmt.Errorf("record reservation %s: %w", in.Token, err)
 	}
 	return s.GetReservation(ctx, in.Token)

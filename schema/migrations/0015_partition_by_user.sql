@@ -1,4 +1,4 @@
--- contract: the single-table unique keys of reservations and orders (token, order number, one live row per user and sale, Redis hold number), replaced by keys that hold across the partitions; the previous release must be stopped first (see docs/deploy.md "Partitioning")
+-- contract: the single-table unique keys of reservations and orders (token, order number, one live row per user and sale, Redis hold number), rebuilt to hold across the partitions; the previous release's statements meet the same rules under the same key names (see docs/deploy.md "Partitioning")
 -- Reservations and orders are partitioned by user_id (HASH: user_id MOD 16), so a
 -- user's reservations ("my reservations") are read from one partition.
 -- Every unique key of a partitioned table must contain user_id, so:
@@ -9,7 +9,9 @@
 --    fails whole): reservation_keys (a token once, and a Redis hold number
 --    once per sale; a token's user_id, so a read by token finds its
 --    partition in one primary-key lookup) and order_keys (an order number
---    once, a token's order once).
+--    once, a token's order once). A reservation whose key row is there
+--    already (same token and user) writes none: the row's own primary key
+--    refuses it as before, so an INSERT IGNORE of a replay is ignored.
 CREATE TABLE IF NOT EXISTS reservation_keys (
   token VARCHAR(64) NOT NULL PRIMARY KEY,
   sale_id BIGINT NOT NULL,
@@ -27,7 +29,7 @@ CREATE TABLE IF NOT EXISTS order_keys (
 
 -- The triggers first, then the rows already there: a row written between
 -- the two is in the key table once (the copy skips it).
-CREATE TRIGGER IF NOT EXISTS reservations_keys BEFORE INSERT ON reservations FOR EACH ROW INSERT INTO reservation_keys (token, sale_id, user_id, redis_seq) VALUES (NEW.token, NEW.sale_id, NEW.user_id, NEW.redis_seq);
+CREATE TRIGGER IF NOT EXISTS reservations_keys BEFORE INSERT ON reservations FOR EACH ROW BEGIN IF NOT EXISTS (SELECT 1 FROM reservation_keys WHERE token = NEW.token AND user_id = NEW.user_id) THEN INSERT INTO reservation_keys (token, sale_id, user_id, redis_seq) VALUES (NEW.token, NEW.sale_id, NEW.user_id, NEW.redis_seq); END IF; END;
 CREATE TRIGGER IF NOT EXISTS orders_keys BEFORE INSERT ON orders FOR EACH ROW INSERT INTO order_keys (order_no, token, user_id) VALUES (NEW.order_no, NEW.token, NEW.user_id);
 INSERT IGNORE INTO reservation_keys (token, sale_id, user_id, redis_seq) SELECT token, sale_id, user_id, redis_seq FROM reservations;
 INSERT IGNORE INTO order_keys (order_no, token, user_id) SELECT order_no, token, user_id FROM orders;
