@@ -35,6 +35,10 @@ type Migration struct {
 	SQL     string
 }
 
+// Statements are the migration's statements, in order, as Migrate sends
+// them.
+func (m Migration) Statements() []string { return splitStatements(m.SQL) }
+
 // Migrations returns the embedded MariaDB migrations in version order.
 func Migrations() ([]Migration, error) { return MigrationsFor(FlavorMariaDB) }
 
