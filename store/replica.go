@@ -92,7 +92,11 @@ const recentSlack = 35 * time.Second
 // from it until UseReplica has started its heartbeat and found it caught
 // up.
 func OpenReplica(dsn string, maxLag time.Duration, logger *slog.Logger) (*Replica, error) {
-	sqldb, err := openPool(dsn, openOptions{})
+	cfg, err := poolConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open replica (MYSQL_READ_DSN): %w", err)
+	}
+	sqldb, err := openPool(cfg, openOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("open replica (MYSQL_READ_DSN): %w", err)
 	}
