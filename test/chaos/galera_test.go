@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -79,4 +80,29 @@ func TestDatabaseFailoversNeverOverlap(t *testing.T) {
 func TestGaleraReportName(t *testing.T) {
 	assert.Equal(t, "galera-62", Options{Seed: 62, DB: DBGalera}.ReportName())
 	assert.Equal(t, "62", Options{Seed: 62, DB: DBSingle}.ReportName())
+}
+
+// A database failover on one mariadbd, or the single server's faults on
+// the cluster, are refused rather than acting on something else.
+func TestDatabaseFaultsNeedTheirDatabase(t *testing.T) {
+	n := &Nemesis{D: &Deployment{}}
+	for _, c := range galeraFaults {
+		heal, _, _, err := n.inject(context.Background(), Planned{Class: c})
+		assert.Nil(t, heal)
+		assert.ErrorContains(t, err, "-db galera", c)
+	}
+	for _, c := range singleDBFaults {
+		heal, _, _, err := n.inject(context.Background(), Planned{Class: c})
+		assert.Nil(t, heal)
+		assert.ErrorContains(t, err, "single mariadbd", c)
+	}
+}
+
+// The report says the database was the cluster and how to replay it.
+func TestGaleraReportHeader(t *testing.T) {
+	r := &Result{Opts: Options{Seed: 62, Duration: 5 * time.Minute, DB: DBGalera, Faults: []string{FDBFailoverKill}}}
+	md := r.Markdown()
+	assert.Contains(t, md, "# Chaos run, seed 62 (Galera)")
+	assert.Contains(t, md, "-duration 5m0s -db galera -faults db-failover-sigkill")
+	assert.Contains(t, md, "a three-node Galera cluster behind HAProxy")
 }
