@@ -3,7 +3,8 @@
 // nemesis for -duration, a quiet period, then the history checker. It
 // writes <out>/<seed>.md and <seed>.png and exits 1 when an invariant broke.
 // With -redis cluster, Redis is a three-master Redis Cluster and the report
-// is <out>/cluster-<seed>.md and .png.
+// is <out>/cluster-<seed>.md and .png; with -db galera, the database is a
+// three-node Galera cluster behind HAProxy, the report <out>/galera-<seed>.md.
 package main
 
 import (
@@ -38,6 +39,7 @@ func run() int {
 		work      = flag.String("work", "", "directory of the services' data, logs and the history, always kept (default: a new temp dir, removed after a run without violation)")
 		clients   = flag.Int("clients", 16, "concurrent clients")
 		redisMode = flag.String("redis", chaos.RedisSingle, "single: one redis-server; cluster: a three-master Redis Cluster (report cluster-<seed>.md)")
+		dbMode    = flag.String("db", chaos.DBSingle, "single: one mariadbd; galera: a three-node Galera cluster behind HAProxy, with the database failover faults (report galera-<seed>.md)")
 		quiet     = flag.Duration("quiet", 0, "wait after the faults healed (default: longest payment window + two reconciliation passes + 15s)")
 		seckill   = flag.String("seckill", "", "the seckill binary (default: go build ./cmd/seckill)")
 		temporal  = flag.String("temporal", "", "the Temporal CLI (default: $SECKILL_TEMPORAL_BIN or .data/bin/temporal)")
@@ -46,25 +48,19 @@ func run() int {
 		recheck   = flag.String("recheck", "", "run the checker again over the history and final state saved in this work dir, and exit")
 	)
 	flag.Parse()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	// The proxies warn at every refused dial while a fault holds a service
-	// down: thousands of lines that say what the history already records.
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	// Likewise the MySQL driver's notes on connections a fault broke.
-	if err := mysql.SetLogger(log.New(io.Discard, "", 0)); err != nil {
-		logger.Warn("silence the MySQL driver's log", "err", err)
-	}
-	logf := func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
+	logf := runLog()
 
 	classes, err := faultClasses(*faults)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
 		return 2
 	}
-	if *redisMode != chaos.RedisSingle && *redisMode != chaos.RedisCluster {
-		fmt.Fprintf(os.Stderr, "seckill-chaos: -redis %q: single or cluster\n", *redisMode)
+	if err := checkModes(*redisMode, *dbMode); err != nil {
+		fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
 		return 2
 	}
+	opts := chaos.Options{Seed: *seed, Duration: *duration, Faults: classes, Clients: *clients, Quiet: *quiet, Redis: *redisMode, DB: *dbMode,
+		TemporalServer: *server}
 	if *recheck != "" {
 		res, err := chaos.Recheck(*recheck, classes)
 		if err != nil {
@@ -78,7 +74,7 @@ func run() int {
 		return summarize(res, *faults)
 	}
 	if *plan {
-		for _, p := range chaos.Schedule(*seed, *duration, chaos.FaultsFor(classes, *redisMode == chaos.RedisCluster)) {
+		for _, p := range chaos.Schedule(*seed, *duration, opts.FaultsFor(classes)) {
 			fmt.Printf("#%-3d at %7.1fs for %6.1fs  %-20s pick %d\n", p.ID, p.At.Seconds(), p.Span.Seconds(), p.Class, p.Pick)
 		}
 		return 0
@@ -91,9 +87,9 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: %v\n", err)
 		return 1
 	}
-	logf("seed %d, %s, redis %s, work dir %s", *seed, *duration, *redisMode, *work)
-	res, err := chaos.Run(ctx, chaos.Options{Seed: *seed, Duration: *duration, Faults: classes, Clients: *clients, Quiet: *quiet, Redis: *redisMode,
-		WorkDir: *work, OutDir: *out, SeckillBin: *seckill, TemporalBin: *temporal, TemporalServer: *server, Logf: logf})
+	logf("seed %d, %s, redis %s, db %s, work dir %s", *seed, *duration, *redisMode, *dbMode, *work)
+	opts.WorkDir, opts.OutDir, opts.SeckillBin, opts.TemporalBin, opts.Logf = *work, *out, *seckill, *temporal, logf
+	res, err := chaos.Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "seckill-chaos: seed %d: %v (logs in %s)\n", *seed, err, *work)
 		return 1
@@ -108,6 +104,30 @@ func run() int {
 		}
 	}
 	return code
+}
+
+// runLog is the run's own log; the harness's libraries log errors only.
+func runLog() func(format string, args ...any) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// The proxies warn at every refused dial while a fault holds a service
+	// down: thousands of lines that say what the history already records.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	// Likewise the MySQL driver's notes on connections a fault broke.
+	if err := mysql.SetLogger(log.New(io.Discard, "", 0)); err != nil {
+		logger.Warn("silence the MySQL driver's log", "err", err)
+	}
+	return func(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
+}
+
+// checkModes refuses a -redis or -db the run does not know.
+func checkModes(redisMode, dbMode string) error {
+	if redisMode != chaos.RedisSingle && redisMode != chaos.RedisCluster {
+		return fmt.Errorf("-redis %q: single or cluster", redisMode)
+	}
+	if dbMode != chaos.DBSingle && dbMode != chaos.DBGalera {
+		return fmt.Errorf("-db %q: single or galera", dbMode)
+	}
+	return nil
 }
 
 // faultClasses parses -faults: all, or a comma-separated list of known
@@ -174,6 +194,9 @@ func summarize(res *chaos.Result, faults string) int {
 	redisFlag := ""
 	if res.Opts.Cluster() {
 		redisFlag = " -redis cluster"
+	}
+	if res.Opts.Galera() {
+		redisFlag += " -db galera"
 	}
 	fmt.Printf("%d VIOLATIONS (seed %d; replay: -seed %d -duration %s%s -faults %s)\n", len(res.Violations), seed, seed, duration, redisFlag, faults)
 	fmt.Println("fault schedule:")

@@ -108,7 +108,7 @@ func (c *checker) overlapsOther(i int, from, to time.Time) bool {
 // heals: fleetSettle for a fault of a service every instance shares.
 func settleAfter(s FaultSpan) time.Duration {
 	switch s.Class {
-	case FMySQLKill, FMySQLFreeze, FMySQLDown, FTemporalKill, FTemporalFreeze:
+	case FMySQLKill, FMySQLFreeze, FMySQLDown, FDBFailoverKill, FDBFailoverCut, FTemporalKill, FTemporalFreeze:
 		return fleetSettle
 	}
 	if redisForFleet(s) {

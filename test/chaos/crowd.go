@@ -12,8 +12,8 @@ import (
 )
 
 // A crowd is a flash sale's moment: many fresh users reserving at once, at
-// a sale's opening and in the second before a fault that hits Redis or one
-// API instance, so faults land in bursts (the steady clients alone send
+// a sale's opening and in the second before a fault that hits Redis, one
+// API instance or the database's writer, so faults land in bursts (the steady clients alone send
 // about 50 requests/s).
 const (
 	crowdUsers   = 1500 // users per crowd, one reservation each
@@ -23,7 +23,8 @@ const (
 )
 
 // CrowdTimes are the crowds of a plan, from the start of the workload: the
-// opening, and crowdLead before each fault on Redis or on one API.
+// opening, and crowdLead before each fault on Redis, on one API or on the
+// database's writer.
 func CrowdTimes(plan []Planned) []time.Duration {
 	out := []time.Duration{0}
 	for _, p := range plan {
@@ -31,7 +32,8 @@ func CrowdTimes(plan []Planned) []time.Duration {
 			break
 		}
 		switch p.Class {
-		case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisFailover, FLinkCut, FLinkSlow, FAPIKill, FAPIFreeze:
+		case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisFailover, FLinkCut, FLinkSlow, FAPIKill, FAPIFreeze,
+			FDBFailoverKill, FDBFailoverCut:
 			out = append(out, max(p.At-crowdLead, 0))
 		}
 	}

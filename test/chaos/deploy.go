@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/internal/testkit/devtemporal"
+	"github.com/seckill/seckill/internal/testkit/galera"
 	"github.com/seckill/seckill/internal/testkit/mariadbnode"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/proc"
@@ -27,7 +28,8 @@ import (
 )
 
 // Deployment is the system under test: its own redis-server (AOF,
-// appendfsync everysec) with a replica, mariadbd and Temporal dev server,
+// appendfsync everysec) with a replica, mariadbd (or a Galera cluster
+// behind HAProxy) and Temporal dev server,
 // two APIs and two workers, each of whose links to a service goes through
 // its own proxy, as does the replica's link to the master.
 // With Cluster, Redis is a three-master Redis Cluster instead: each master
@@ -39,10 +41,13 @@ type Deployment struct {
 	TaskQueue string
 	Cluster   bool
 
-	Redis, MySQL, Temporal *Proc // Redis: the single one (nil with Cluster)
-	RedisAddr, MySQLAddr   string
-	TemporalAddr           string
-	RedisDir               string
+	Redis, MySQL, Temporal *Proc // Redis: the single one (nil with Cluster); MySQL: nil with Galera
+	// Galera is the database with Options.Galera: three nodes behind
+	// HAProxy, whose address is MySQLAddr.
+	Galera               *galera.Cluster
+	RedisAddr, MySQLAddr string
+	TemporalAddr         string
+	RedisDir             string
 	// Nodes are the Redis servers: the single one, or the cluster's masters.
 	Nodes []*RedisNode
 	// Replica replicates the single Redis through ReplLink (nil with
@@ -96,13 +101,15 @@ const (
 
 const chaosDB = "seckill_chaos"
 
-// Deploy starts everything under dir. seckillBin is the built cmd/seckill;
-// temporalBin the Temporal CLI; serverScript, when set,
+// Deploy starts everything under o.WorkDir: o.SeckillBin is the built
+// cmd/seckill; o.TemporalBin the Temporal CLI; o.TemporalServer, when set,
 // scripts/temporal-server.sh (the production-shaped Temporal in place of
-// the dev server); cluster: a three-master Redis Cluster instead of one
-// redis-server.
-func Deploy(ctx context.Context, dir, seckillBin, temporalBin, serverScript string, cluster bool) (*Deployment, error) {
-	d := &Deployment{Dir: dir, TaskQueue: "chaos", Cluster: cluster, temporalBin: temporalBin, serverScript: serverScript}
+// the dev server); with o.Cluster() a three-master Redis Cluster instead
+// of one redis-server, with o.Galera() a Galera cluster behind HAProxy
+// instead of one mariadbd.
+func Deploy(ctx context.Context, o Options) (*Deployment, error) {
+	d := &Deployment{Dir: o.WorkDir, TaskQueue: "chaos", Cluster: o.Cluster(), temporalBin: o.TemporalBin, serverScript: o.TemporalServer}
+	seckillBin, serverScript := o.SeckillBin, o.TemporalServer
 	ok := false
 	defer func() {
 		if !ok {
@@ -110,13 +117,17 @@ func Deploy(ctx context.Context, dir, seckillBin, temporalBin, serverScript stri
 		}
 	}()
 	start := d.startRedis
-	if cluster {
+	if o.Cluster() {
 		start = d.startCluster
 	}
 	if err := start(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.startMySQL(ctx); err != nil {
+	startDB := d.startMySQL
+	if o.Galera() {
+		startDB = d.startGalera
+	}
+	if err := startDB(ctx); err != nil {
 		return nil, err
 	}
 	startTemporal := d.startTemporal
@@ -196,6 +207,11 @@ func (d *Deployment) startMySQL(ctx context.Context) error {
 	if err := d.MySQL.Start(ctx, 2*time.Minute); err != nil {
 		return err
 	}
+	return d.openDB(addr)
+}
+
+// openDB opens the checker's pool on the database at addr.
+func (d *Deployment) openDB(addr string) error {
 	db, err := sql.Open("mysql", d.dsn(addr)+"?parseTime=true&timeout=2s&readTimeout=20s&writeTimeout=20s")
 	if err != nil {
 		return fmt.Errorf("open %s: %w", chaosDB, err)
@@ -384,7 +400,12 @@ func (d *Deployment) HealAll(ctx context.Context) error {
 		p.SetDelay(0)
 	}
 	for _, p := range append(d.redisProcs(), d.MySQL, d.Temporal) {
-		errs = append(errs, ensureUp(ctx, p))
+		if p != nil {
+			errs = append(errs, ensureUp(ctx, p))
+		}
+	}
+	if d.Galera != nil {
+		errs = append(errs, d.healGalera(ctx))
 	}
 	for _, a := range d.Apps() {
 		errs = append(errs, ensureUp(ctx, a.Proc))
@@ -431,6 +452,9 @@ func (d *Deployment) Close() {
 		if p != nil {
 			p.Stop(20 * time.Second)
 		}
+	}
+	if d.Galera != nil {
+		d.Galera.Stop()
 	}
 	if d.stopPostgres != nil {
 		d.stopPostgres()

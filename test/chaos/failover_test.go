@@ -63,10 +63,9 @@ func TestFailoverLosesTheWritesOfTheSpan(t *testing.T) {
 
 // A cluster has no replica: its runs draw every class but the failover.
 func TestFaultsForACluster(t *testing.T) {
-	assert.Equal(t, AllFaults, FaultsFor(AllFaults, false))
-	c := FaultsFor(AllFaults, true)
+	c := Options{Redis: RedisCluster}.FaultsFor(AllFaults)
 	assert.NotContains(t, c, FRedisFailover)
-	assert.Len(t, c, len(AllFaults)-1)
+	assert.Equal(t, Options{}.FaultsFor(slices.DeleteFunc(slices.Clone(AllFaults), func(f string) bool { return f == FRedisFailover })), c)
 	assert.Contains(t, AllFaults, FRedisFailover, "AllFaults itself is left alone")
 	for _, p := range Schedule(3, 10*time.Minute, c) {
 		assert.NotEqual(t, FRedisFailover, p.Class)

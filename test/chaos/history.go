@@ -1,6 +1,6 @@
 // Package chaos is seckill's seeded chaos run: a client workload and a
 // nemesis (process kills and freezes, cut and slowed links, lost Redis
-// writes, terminated workflows) against two APIs and two workers on their
+// writes, terminated workflows, the database's writer failing over) against two APIs and two workers on their
 // own Redis, MariaDB and Temporal, a history of every request, answer and
 // fault as JSON lines, and a checker that judges the history and the final
 // state of MySQL, Redis and Temporal without trusting the project's own

@@ -36,25 +36,47 @@ const (
 	FAPIDeploy         = "api-deploy"         // SIGTERM, a graceful exit, the binary started again
 	FWorkerDeploy      = "worker-deploy"
 	FRedisFailover     = "redis-failover-lost-writes" // to a replica that missed the last writes (single Redis only)
+	// The database's writer fails over (Galera only): the writer node
+	// SIGKILLed, or its network cut while it runs; HAProxy moves every
+	// connection to the next node, and the old writer rejoins at the heal.
+	FDBFailoverKill = "db-failover-sigkill"
+	FDBFailoverCut  = "db-failover-cut"
 )
 
 // AllFaults lists every class; -faults all.
 var AllFaults = []string{FAPIKill, FAPIFreeze, FWorkerKill, FWorkerFreeze, FRedisKill, FRedisFreeze, FMySQLKill, FMySQLFreeze,
 	FMySQLDown, FTemporalKill, FTemporalFreeze, FLinkCut, FLinkSlow, FRedisAOFLoss, FRedisKeysDeleted, FWorkflowTerminate,
-	FAPIDeploy, FWorkerDeploy, FRedisFailover}
+	FAPIDeploy, FWorkerDeploy, FRedisFailover, FDBFailoverKill, FDBFailoverCut}
+
+// singleDBFaults act on the one mariadbd; Galera's nodes have the failover
+// classes instead (a whole-cluster outage is a bootstrap, not a fault).
+var singleDBFaults = []string{FMySQLKill, FMySQLFreeze, FMySQLDown}
+
+// galeraFaults need the Galera cluster.
+var galeraFaults = []string{FDBFailoverKill, FDBFailoverCut}
 
 // writesLost says which classes may lose acknowledged writes (contract 1.1).
 func writesLost(class string) bool {
 	return class == FRedisAOFLoss || class == FRedisKeysDeleted || class == FRedisFailover
 }
 
-// FaultsFor is the classes a configuration can inject: a Redis Cluster
-// has no replica to fail over to.
-func FaultsFor(classes []string, cluster bool) []string {
-	if !cluster {
-		return classes
-	}
-	return slices.DeleteFunc(slices.Clone(classes), func(c string) bool { return c == FRedisFailover })
+// FaultsFor is the classes o's configuration can inject, in their order
+// (so a configuration's schedule stays the one it drew before classes of
+// other configurations were added): a Redis Cluster has no replica to
+// fail over to; the database failover needs Galera, which has no single
+// mariadbd to kill, freeze or hold down.
+func (o Options) FaultsFor(classes []string) []string {
+	return slices.DeleteFunc(slices.Clone(classes), func(c string) bool {
+		switch {
+		case c == FRedisFailover:
+			return o.Cluster()
+		case slices.Contains(singleDBFaults, c):
+			return o.Galera()
+		case slices.Contains(galeraFaults, c):
+			return !o.Galera()
+		}
+		return false
+	})
 }
 
 // resource is what a class acts on; two faults on one resource never overlap.
@@ -66,7 +88,7 @@ func resource(p Planned) string {
 		return fmt.Sprintf("worker%d", p.Pick%2+1)
 	case FRedisKill, FRedisFreeze, FRedisAOFLoss, FRedisKeysDeleted, FRedisFailover:
 		return "redis"
-	case FMySQLKill, FMySQLFreeze, FMySQLDown:
+	case FMySQLKill, FMySQLFreeze, FMySQLDown, FDBFailoverKill, FDBFailoverCut:
 		return "mysql"
 	case FTemporalKill, FTemporalFreeze, FWorkflowTerminate:
 		// The CLI needs the server: a terminate never lands in an outage.
@@ -92,6 +114,10 @@ func spanRange(class string, run time.Duration) (time.Duration, time.Duration) {
 		return 500 * time.Millisecond, 5 * time.Second // between the old exit and the new start
 	case FRedisFailover:
 		return 2 * time.Second, 6 * time.Second // the writes the replica misses
+	case FDBFailoverKill, FDBFailoverCut:
+		// Past galera.Tuning's 6 s, after which the others go on without
+		// the node, so a cut is seen before it heals.
+		return 10 * time.Second, 40 * time.Second
 	}
 	return 2 * time.Second, 15 * time.Second
 }
@@ -259,6 +285,8 @@ func (n *Nemesis) inject(ctx context.Context, p Planned) (func(context.Context) 
 		return n.aofLoss(ctx, p.Pick)
 	case FRedisFailover:
 		return n.failoverCut(ctx, p)
+	case FDBFailoverKill, FDBFailoverCut:
+		return n.dbFailover(ctx, p)
 	case FRedisKeysDeleted:
 		return n.deleteSaleKeys(ctx, p.Pick)
 	case FWorkflowTerminate:
@@ -318,8 +346,14 @@ func (n *Nemesis) injectProcess(p Planned) (func(context.Context) error, string,
 		}
 		return heal, target + what, 0, err
 	case FMySQLKill, FMySQLDown:
+		if d.MySQL == nil {
+			return nil, "mariadb", 0, fmt.Errorf("%s needs the single mariadbd", p.Class)
+		}
 		return kill(d.MySQL)
 	case FMySQLFreeze:
+		if d.MySQL == nil {
+			return nil, "mariadb", 0, fmt.Errorf("%s needs the single mariadbd", p.Class)
+		}
 		return freeze(d.MySQL)
 	case FTemporalKill:
 		return kill(d.Temporal)

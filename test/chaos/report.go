@@ -111,6 +111,11 @@ func (r *Result) mdHeader(b *strings.Builder, cnt Counts) {
 		redisDesc = "a three-master Redis Cluster, MariaDB, Temporal dev server; each master behind one proxy shared by every process, every other link through a proxy of its own"
 		title = " (Redis Cluster)"
 	}
+	if o.Galera() {
+		redisFlag += " -db galera"
+		redisDesc = strings.Replace(redisDesc, "MariaDB", "a three-node Galera cluster behind HAProxy (one writer at a time)", 1)
+		title += " (Galera)"
+	}
 	if o.TemporalServer != "" {
 		redisFlag += " -temporal-server scripts/temporal-server.sh"
 		redisDesc = strings.Replace(redisDesc, "Temporal dev server", "the production-shaped Temporal server (PostgreSQL, SQL visibility, 8 history shards)", 1)
@@ -285,6 +290,9 @@ func (r *Result) DrawChart(path string) error {
 	p.Title.Text = fmt.Sprintf("Chaos run, seed %d: answers per second; faults shaded", r.Opts.Seed)
 	if r.Opts.Cluster() {
 		p.Title.Text = fmt.Sprintf("Chaos run, seed %d, Redis Cluster: answers per second; faults shaded", r.Opts.Seed)
+	}
+	if r.Opts.Galera() {
+		p.Title.Text = strings.Replace(p.Title.Text, ":", ", Galera:", 1)
 	}
 	p.X.Label.Text = "seconds since the workload started"
 	p.Y.Label.Text = "answers per second"

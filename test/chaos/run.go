@@ -21,6 +21,9 @@ type Options struct {
 	// Redis is RedisSingle (default) or RedisCluster: one redis-server,
 	// or a three-master Redis Cluster.
 	Redis string
+	// DB is DBSingle (default) or DBGalera: one mariadbd, or a three-node
+	// Galera cluster behind HAProxy (internal/testkit/galera).
+	DB string
 	// Quiet is the wait after every fault healed and the clients stopped;
 	// 0: the longest payment window plus two reconciliation passes and
 	// some slack.
@@ -42,8 +45,17 @@ const (
 	RedisCluster = "cluster"
 )
 
+// Database modes.
+const (
+	DBSingle = "single"
+	DBGalera = "galera"
+)
+
 // Cluster reports whether the run is the cluster variant.
 func (o Options) Cluster() bool { return o.Redis == RedisCluster }
+
+// Galera reports whether the run's database is the Galera cluster.
+func (o Options) Galera() bool { return o.DB == DBGalera }
 
 // Result is what a run found.
 type Result struct {
@@ -76,7 +88,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r := &Result{Opts: o, Plan: Schedule(o.Seed, o.Duration, o.Faults), HistoryPath: filepath.Join(o.WorkDir, "history.jsonl")}
 	o.Logf("seed %d: %d faults planned over %s", o.Seed, len(r.Plan), o.Duration)
-	d, err := Deploy(ctx, o.WorkDir, o.SeckillBin, o.TemporalBin, o.TemporalServer, o.Cluster())
+	d, err := Deploy(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("deploy: %w", err)
 	}
@@ -104,6 +116,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Cluster() {
 		h.Add(Event{Kind: KindNote, Op: "redis", Detail: RedisCluster})
 	}
+	if o.Galera() {
+		h.Add(Event{Kind: KindNote, Op: "db", Detail: DBGalera})
+	}
 	if err := r.underFaults(ctx, d, h, w, n); err != nil {
 		return nil, err
 	}
@@ -116,7 +131,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // prepare fills the defaults, keeps the fault classes the configuration
 // can inject and makes the work and output folders.
 func (o *Options) prepare() error {
-	o.Faults = FaultsFor(o.Faults, o.Cluster())
+	o.Faults = o.FaultsFor(o.Faults)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -376,13 +391,15 @@ func Recheck(workDir string, faults []string) (*Result, error) {
 			if e.Detail == RedisCluster {
 				r.Opts.Redis = RedisCluster
 			}
+		case "db":
+			r.Opts.DB = e.Detail
 		case "quiet":
 			r.WorkloadEnd = e.T
 		case "probe":
 			r.QuietEnd = e.T
 		}
 	}
-	r.Opts.Faults = FaultsFor(faults, r.Opts.Cluster())
+	r.Opts.Faults = r.Opts.FaultsFor(faults)
 	for i, s := range f.Sales {
 		spec := SaleSpec{ID: s.SaleID, WindowSeconds: s.WindowSeconds}
 		if i < len(DefaultSales) {
@@ -400,10 +417,13 @@ func Recheck(workDir string, faults []string) (*Result, error) {
 }
 
 // ReportName is the base name of the report and chart: the seed, prefixed
-// with "cluster-" for the cluster variant and "server-" on the
-// production-shaped Temporal.
+// with "cluster-" for the cluster variant, "galera-" on the Galera cluster
+// and "server-" on the production-shaped Temporal.
 func (o Options) ReportName() string {
 	name := fmt.Sprint(o.Seed)
+	if o.Galera() {
+		name = "galera-" + name
+	}
 	if o.Cluster() {
 		name = "cluster-" + name
 	}
