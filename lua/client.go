@@ -25,8 +25,10 @@ import (
 // encodings and the scripts live here only (arch_test.go checks it).
 // Test support may still reach Redis directly (Scripts, SaleKeys).
 type Client struct {
-	rdb     redis.UniversalClient
-	scripts *Scripts
+	rdb      redis.UniversalClient
+	scripts  *Scripts
+	notes    notes                         // the change feed's throttle (NoteChange)
+	noteErrs func(saleID int64, err error) // hears of failed notes; nil ignores them
 }
 
 // NewClient wraps a go-redis client (one server or a cluster).
@@ -121,11 +123,13 @@ func (c *Client) InstrumentScripts(reg prometheus.Registerer) error {
 
 // Reserve runs the reservation script (Scripts.Reserve).
 func (c *Client) Reserve(ctx context.Context, a ReserveArgs) (ReserveResult, error) {
+	defer c.NoteChange(a.SaleID)
 	return c.scripts.Reserve(ctx, c.rdb, a)
 }
 
 // Release releases a token's hold (Scripts.Release).
 func (c *Client) Release(ctx context.Context, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Release(ctx, c.rdb, saleID, userID, token, restore, keepBuyer)
 }
 
@@ -154,11 +158,13 @@ func (c *Client) ReadUsersReservations(ctx context.Context, saleID int64, userID
 
 // Warmup loads a sale into Redis (Scripts.Warmup).
 func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
+	defer c.NoteChange(a.SaleID)
 	return c.scripts.Warmup(ctx, c.rdb, a)
 }
 
 // Adjust changes a sale's Redis stock (Scripts.Adjust).
 func (c *Client) Adjust(ctx context.Context, saleID, delta int64, ref string) (outcome string, stock int64, err error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Adjust(ctx, c.rdb, saleID, delta, ref)
 }
 
@@ -169,6 +175,7 @@ func (c *Client) ReadSnapshot(ctx context.Context, saleID int64, staleAfter time
 
 // RepairStock repairs a sale's drifted Redis stock (Scripts.RepairStock).
 func (c *Client) RepairStock(ctx context.Context, saleID, stockTotal int64, addedRefs, liveTokens []string) (StockRepair, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.RepairStock(ctx, c.rdb, saleID, stockTotal, addedRefs, liveTokens)
 }
 
@@ -179,6 +186,7 @@ func (c *Client) ReadFence(ctx context.Context, saleID int64) (int64, error) {
 
 // Rebuild loads a sale into Redis from the database (Scripts.Rebuild).
 func (c *Client) Rebuild(ctx context.Context, saleID int64, d RebuildData) (int64, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Rebuild(ctx, c.rdb, saleID, d)
 }
 
@@ -212,6 +220,7 @@ var controlScript = redis.NewScript(controlSrc)
 // Redis metadata, only when the sale is warmed, so it never creates half a
 // sale; it reports whether the sale was there.
 func (c *Client) SetControl(ctx context.Context, saleID int64, control string) (bool, error) {
+	defer c.NoteChange(saleID)
 	n, err := controlScript.Run(ctx, c.rdb, []string{SaleKeys(saleID).Meta}, control).Int64()
 	if err != nil {
 		return false, fmt.Errorf("control script: %w", err)
@@ -447,6 +456,7 @@ func (c *Client) SaleKeysLost(ctx context.Context, saleID int64) (bool, error) {
 // DeleteSale removes every key and stream of a sale, and announces it
 // (SaleWide): views cached from its status records are void.
 func (c *Client) DeleteSale(ctx context.Context, saleID int64) error {
+	defer c.NoteChange(saleID)
 	// One key at a time: DEL of several keys is fine in one slot, but the
 	// per-key form also works across a cluster reshard.
 	for _, k := range SaleKeys(saleID).All() {
