@@ -439,18 +439,12 @@ func (c *Client) HoldCounters(ctx context.Context, saleID int64) (holds, lastJoi
 // two keys the reserve script needs.
 func (c *Client) SaleKeysLost(ctx context.Context, saleID int64) (bool, error) {
 	k := SaleKeys(saleID)
-	// One key per call: EXISTS of several keys is one slot here, but the
-	// per-key form also works across a cluster reshard.
-	for _, key := range []string{k.Meta, k.Stock} {
-		n, err := c.rdb.Exists(ctx, key).Result()
-		if err != nil {
-			return false, fmt.Errorf("check keys of sale %d: %w", saleID, err)
-		}
-		if n == 0 {
-			return true, nil
-		}
+	// One command: both keys share the sale's hash slot.
+	n, err := c.rdb.Exists(ctx, k.Meta, k.Stock).Result()
+	if err != nil {
+		return false, fmt.Errorf("check keys of sale %d: %w", saleID, err)
 	}
-	return false, nil
+	return n < 2, nil
 }
 
 // DeleteSale removes every key and stream of a sale, and announces it

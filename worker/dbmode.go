@@ -43,6 +43,10 @@ type Resyncer struct {
 	// identity is Redis's lineage as last read (lua.Client.Identity); a
 	// change means a restart or a promotion, which may have lost writes.
 	identity string
+	// watch names the sales whose keys to check on a tick: those the
+	// change feed names (a reserve that found the keys gone notes its
+	// sale), every live sale on a full pass.
+	watch changeWatch
 }
 
 // Run resyncs until ctx ends.
@@ -72,6 +76,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 		r.healthySince = now
 	}
 	verify := pingErr == nil && r.identityChanged(ctx)
+	changed, full := r.changed(ctx, now, pingErr == nil)
 	for _, s := range open {
 		switch s.Mode {
 		case domain.ModeRedis:
@@ -81,7 +86,9 @@ func (r *Resyncer) Once(ctx context.Context) {
 				if verify {
 					r.verifyCounters(ctx, s)
 				}
-				r.rebuildIfLost(ctx, s)
+				if full || verify || changed[s.ID] || s.RedisWentBack {
+					r.rebuildIfLost(ctx, s)
+				}
 			}
 		case domain.ModeResync:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -106,6 +113,21 @@ func (r *Resyncer) Once(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// changed answers the sales the change feed names since the last tick, or
+// full on a full pass; with Redis not answering it reads nothing.
+func (r *Resyncer) changed(ctx context.Context, now time.Time, redisUp bool) (map[int64]bool, bool) {
+	if !redisUp {
+		return nil, false
+	}
+	r.watch.Redis = r.Redis
+	changed, full, err := r.watch.due(ctx, now)
+	if err != nil && ctx.Err() == nil {
+		r.Logger.Warn("resync: change feed", "err", err)
+	}
+	r.watch.done(now, full, true)
+	return changed, full
 }
 
 // mayReturn reports whether a sale on the database path may go back to
