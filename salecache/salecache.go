@@ -2,7 +2,8 @@
 // sale, its stock as last seen, its waitlist's length, a sold-out sale's
 // mark (its buyers and replays, so a sold-out answer costs no Redis call),
 // and the blacklist, refreshed every second (Redis only for the sales the
-// fleet's change feed names, every sale on a full pass) and changed at
+// fleet's change feed names, and a share of the others each second, so
+// every sale at least once a minute) and changed at
 // once by this instance's own writes.
 package salecache
 
@@ -146,7 +147,7 @@ func (e *Entry) Check(userID int64, requestID string) (MarkAnswer, string) {
 
 // Cache holds sales, their stock and the blacklist, refreshed every second
 // (Refresh): the database's open sales each time, Redis only for the sales
-// the change feed names and on a full pass.
+// the change feed names and a share of the others.
 type Cache struct {
 	st      *store.Store
 	rdb     *lua.Client
@@ -175,10 +176,10 @@ type Cache struct {
 	blacklist atomic.Pointer[map[int64]struct{}]
 
 	// feedMu guards when the change feed was last read (lastFeed) and the
-	// last full pass ended (lastFull).
+	// refreshes that read Redis (ticks: which share of the full pass is due).
 	feedMu   sync.Mutex
 	lastFeed time.Time
-	lastFull time.Time
+	ticks    int64
 }
 
 // New is an empty cache; Refresh fills it.
@@ -425,10 +426,10 @@ func (c *Cache) MarkSoldOut(ctx context.Context, id int64, e *Entry) error {
 
 // Feed timing of the refresher.
 const (
-	// FullEvery is the period of the full pass, which reads every open
-	// sale's Redis state whatever the change feed said: the backstop for
-	// a change whose note was lost.
-	FullEvery = 60 * time.Second
+	// fullShares is how many refreshes (seconds) the full pass is spread
+	// over: each refresh reads one share of the open sales whatever the
+	// change feed said, the backstop for a change whose note was lost.
+	fullShares = 60
 	// feedMargin is how far before its last read the refresher looks back
 	// in the feed: clock skew between writers and a note's own delay.
 	feedMargin = 3 * time.Second
@@ -437,9 +438,10 @@ const (
 // Refresh re-reads the open sales and the blacklist from the database,
 // and the Redis stock, release counter and waitlist of the sales that
 // changed: those the change feed names since the last refresh, those new
-// to the cache, and those whose row moved (warmed, mode, epoch); every
-// open sale on a full pass (FullEvery, and whenever the feed cannot be
-// read). A moved release counter or stock above zero drops a sold-out
+// to the cache, and those whose row moved (warmed, mode, epoch), and a
+// share of the others, so each open sale is read at least once a minute;
+// every open sale on the first refresh and whenever the feed cannot be
+// read. A moved release counter or stock above zero drops a sold-out
 // mark, so released units sell again even if no one told us.
 func (c *Cache) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -461,7 +463,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	if err := c.loadKnown(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	due, full := c.dueSales(ctx, open, readAt)
+	due := c.dueSales(ctx, open, readAt)
 	stocks, counters, err := c.readRedis(ctx, due)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
@@ -479,9 +481,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	if redisOK {
 		c.feedMu.Lock()
 		c.lastFeed = readAt
-		if full {
-			c.lastFull = readAt
-		}
+		c.ticks++
 		c.feedMu.Unlock()
 	}
 	if err := c.showDBStock(ctx, needDB); err != nil {
@@ -491,22 +491,25 @@ func (c *Cache) Refresh(ctx context.Context) error {
 }
 
 // dueSales picks the open sales whose Redis state the refresh reads: all
-// of them on a full pass (full true), else those the feed names since the
-// last read, those new to the cache and those whose row moved.
-func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now time.Time) (map[int64]*domain.Sale, bool) {
+// of them on the first refresh and when the feed is unreadable, else those
+// the feed names since the last read, those new to the cache, those whose
+// row moved and this refresh's share of the full pass.
+func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now time.Time) map[int64]*domain.Sale {
 	c.feedMu.Lock()
-	since, lastFull := c.lastFeed, c.lastFull
+	since, ticks := c.lastFeed, c.ticks
 	c.feedMu.Unlock()
-	if lastFull.IsZero() || now.Sub(lastFull) >= FullEvery {
+	if since.IsZero() {
+		return open
+	}
+	if ticks%fullShares == 0 {
 		c.pruneFeed(ctx, now)
-		return open, true
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	changed, err := c.rdb.ChangedSince(rctx, since.Add(-feedMargin))
 	cancel()
 	if err != nil {
 		c.logger.Warn("sale cache: change feed unreadable; reading every sale", "err", err)
-		return open, true
+		return open
 	}
 	due := make(map[int64]*domain.Sale, len(changed))
 	for _, id := range changed {
@@ -514,9 +517,14 @@ func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now t
 			due[id] = s
 		}
 	}
+	share := ticks % fullShares
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for id, s := range open {
+		if (id%fullShares+fullShares)%fullShares == share {
+			due[id] = s // this tick's share of the full pass
+			continue
+		}
 		e := c.entries[id]
 		if e == nil {
 			due[id] = s
@@ -526,7 +534,7 @@ func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now t
 			due[id] = s
 		}
 	}
-	return due, false
+	return due
 }
 
 // pruneFeed keeps the change feed as long as its recent sales.

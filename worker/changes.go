@@ -11,7 +11,9 @@ import (
 // Change feed timing of the worker's loops.
 const (
 	// fullEvery is the period of a loop's full pass over every open sale,
-	// whatever the change feed said: the backstop for a lost note.
+	// whatever the change feed said: the backstop for a lost note. The
+	// pass is spread over the period's ticks (a share of the sales each
+	// tick), so its cost is steady.
 	fullEvery = 60 * time.Second
 	// feedMargin is how far before its last read a loop looks back in the
 	// feed: clock skew between writers and a note's own delay.
@@ -19,44 +21,61 @@ const (
 )
 
 // changeWatch tells a loop which sales to look at on a tick: those the
-// fleet's change feed named since its last successful tick, or every sale
-// on a full pass (every fullEvery, and whenever the feed is unreadable).
+// fleet's change feed named since its last successful tick, and this
+// tick's share of the full pass; every sale on the first tick and
+// whenever the feed is unreadable.
 type changeWatch struct {
 	Redis     *lua.Client
+	Every     time.Duration // the loop's tick
 	FullEvery time.Duration // fullEvery when zero
 
 	lastFeed time.Time
-	lastFull time.Time
+	ticks    int64 // successful ticks: which share of the full pass is due
 }
 
-// due answers the sales the feed names (nil and full true on a full pass).
-// The loop calls done after the tick, with whether it read them all.
-func (w *changeWatch) due(ctx context.Context, now time.Time) (changed map[int64]bool, full bool, err error) {
-	if w.lastFull.IsZero() || now.Sub(w.lastFull) >= orDefault(w.FullEvery, fullEvery) {
-		return nil, true, nil
+// dueSet is what a tick looks at.
+type dueSet struct {
+	all     bool
+	changed map[int64]bool
+	share   int64 // sales with id % shares == share are due
+	shares  int64
+}
+
+// has reports whether sale id is due.
+func (d dueSet) has(id int64) bool {
+	return d.all || d.changed[id] || ((id%d.shares)+d.shares)%d.shares == d.share
+}
+
+// named reports whether the feed named sale id.
+func (d dueSet) named(id int64) bool { return d.changed[id] }
+
+// due answers what the tick looks at; the loop calls done after it.
+func (w *changeWatch) due(ctx context.Context) (dueSet, error) {
+	shares := max(int64(orDefault(w.FullEvery, fullEvery)/max(w.Every, time.Second)), 1)
+	d := dueSet{share: w.ticks % shares, shares: shares}
+	if w.lastFeed.IsZero() {
+		d.all = true
+		return d, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	ids, err := w.Redis.ChangedSince(rctx, w.lastFeed.Add(-feedMargin))
 	if err != nil {
-		return nil, true, fmt.Errorf("read the change feed; passing over every sale: %w", err)
+		d.all = true
+		return d, fmt.Errorf("read the change feed; passing over every sale: %w", err)
 	}
-	changed = make(map[int64]bool, len(ids))
+	d.changed = make(map[int64]bool, len(ids))
 	for _, id := range ids {
-		changed[id] = true
+		d.changed[id] = true
 	}
-	return changed, false, nil
+	return d, nil
 }
 
-// done records a tick begun at now: what the feed said up to it is seen,
-// and a full pass is done; a tick that failed records nothing, so the
-// next one reads the same changes again.
-func (w *changeWatch) done(now time.Time, full, ok bool) {
-	if !ok {
-		return
-	}
+// done records a tick begun at now that looked at every sale due: what
+// the feed said up to it is seen, and its share of the full pass is done.
+// A tick that failed records nothing, so the next one reads the same
+// changes and share again.
+func (w *changeWatch) done(now time.Time) {
 	w.lastFeed = now
-	if full {
-		w.lastFull = now
-	}
+	w.ticks++
 }

@@ -45,7 +45,7 @@ type Resyncer struct {
 	identity string
 	// watch names the sales whose keys to check on a tick: those the
 	// change feed names (a reserve that found the keys gone notes its
-	// sale), every live sale on a full pass.
+	// sale) and the tick's share of a full pass.
 	watch changeWatch
 }
 
@@ -76,7 +76,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 		r.healthySince = now
 	}
 	verify := pingErr == nil && r.identityChanged(ctx)
-	changed, full := r.changed(ctx, now, pingErr == nil)
+	due := r.due(ctx, now, pingErr == nil)
 	for _, s := range open {
 		switch s.Mode {
 		case domain.ModeRedis:
@@ -86,7 +86,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 				if verify {
 					r.verifyCounters(ctx, s)
 				}
-				if full || verify || changed[s.ID] || s.RedisWentBack {
+				if verify || due.has(s.ID) || s.RedisWentBack {
 					r.rebuildIfLost(ctx, s)
 				}
 			}
@@ -115,19 +115,19 @@ func (r *Resyncer) Once(ctx context.Context) {
 	}
 }
 
-// changed answers the sales the change feed names since the last tick, or
-// full on a full pass; with Redis not answering it reads nothing.
-func (r *Resyncer) changed(ctx context.Context, now time.Time, redisUp bool) (map[int64]bool, bool) {
+// due answers the sales to check on this tick (changeWatch); with Redis
+// not answering it names none.
+func (r *Resyncer) due(ctx context.Context, now time.Time, redisUp bool) dueSet {
 	if !redisUp {
-		return nil, false
+		return dueSet{shares: 1, share: -1}
 	}
-	r.watch.Redis = r.Redis
-	changed, full, err := r.watch.due(ctx, now)
+	r.watch.Redis, r.watch.Every = r.Redis, r.Every
+	due, err := r.watch.due(ctx)
 	if err != nil && ctx.Err() == nil {
 		r.Logger.Warn("resync: change feed", "err", err)
 	}
-	r.watch.done(now, full, true)
-	return changed, full
+	r.watch.done(now)
+	return due
 }
 
 // mayReturn reports whether a sale on the database path may go back to

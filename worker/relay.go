@@ -77,7 +77,7 @@ type Relay struct {
 	// change feed or the full pass starts it again. RetireAfter + 30s when
 	// zero, so the records of its last releases retire first.
 	IdleAfter time.Duration
-	FullEvery time.Duration // the full pass over every open sale; a minute when zero
+	FullEvery time.Duration // the full pass over every open sale, spread over its ticks; a minute when zero
 
 	watch   changeWatch
 	touched sync.Map // sale id -> time.Time the feed last named it, for its running loop
@@ -99,8 +99,8 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 func (r *Relay) Run(stop, work context.Context) {
 	l := &saleLoops{r: r, stop: stop, work: work, running: map[int64]context.CancelFunc{}}
 	everyTick(stop, orDefault(r.RefreshEvery, defaultRefreshEvery), true, func() {
-		if began, full, ok := l.refresh(); ok {
-			r.watch.done(began, full, true)
+		if began, ok := l.refresh(); ok {
+			r.watch.done(began)
 		}
 	})
 	l.wg.Wait()
@@ -117,26 +117,26 @@ type saleLoops struct {
 
 // refresh ends the loops of sales no longer open and starts those of the
 // sales with work; ok says every sale due was looked at.
-func (l *saleLoops) refresh() (began time.Time, full, ok bool) {
+func (l *saleLoops) refresh() (began time.Time, ok bool) {
 	r := l.r
 	lctx, cancel := context.WithTimeout(l.work, 5*time.Second)
 	defer cancel()
 	sales, err := r.Store.ListOpenSales(lctx)
 	if err != nil {
 		r.Logger.Warn("relay: list open sales", "err", err)
-		return began, false, false
+		return began, false
 	}
 	open := make(map[int64]bool, len(sales))
 	for _, s := range sales {
 		open[s.ID] = true
 	}
 	began = time.Now()
-	r.watch.Redis, r.watch.FullEvery = r.Redis, r.FullEvery
-	changed, full, err := r.watch.due(lctx, began)
+	r.watch.Redis, r.watch.Every, r.watch.FullEvery = r.Redis, orDefault(r.RefreshEvery, defaultRefreshEvery), r.FullEvery
+	due, err := r.watch.due(lctx)
 	if err != nil {
 		r.Logger.Warn("relay: change feed", "err", err)
 	}
-	for id := range changed {
+	for id := range due.changed {
 		r.touched.Store(id, began) // a running loop stays while its sale changes
 	}
 	l.mu.Lock()
@@ -147,22 +147,22 @@ func (l *saleLoops) refresh() (began time.Time, full, ok bool) {
 	}
 	var candidates []int64
 	for id := range open {
-		if l.running[id] == nil && (full || changed[id]) {
+		if l.running[id] == nil && due.has(id) {
 			candidates = append(candidates, id)
 		}
 	}
 	l.mu.Unlock()
 	for _, id := range candidates {
-		busy, err := r.hasWork(lctx, id, full && !changed[id])
+		busy, err := r.hasWork(lctx, id, !due.named(id))
 		if err != nil {
 			r.Logger.Warn("relay: check inbox", "sale_id", id, "err", err)
-			return began, full, false // the next refresh looks again
+			return began, false // the next refresh looks again
 		}
 		if busy {
 			l.start(id)
 		}
 	}
-	return began, full, true
+	return began, true
 }
 
 // start runs a sale's loop until it ends, idle or stopped.

@@ -15,8 +15,8 @@ import (
 // StockRecorder copies open sales' Redis stock into the database: when
 // Redis goes away the database path caps its sales by the last stock Redis
 // was seen to hold, so the two paths together cannot oversell. Each tick
-// it samples the sales the change feed names (a sale selling), and every
-// sale on a full pass (FullEvery): a quiet sale's sample may be older than
+// it samples the sales the change feed names (a sale selling) and a share
+// of the others, each once per FullEvery: a quiet sale's sample may be older than
 // the database path accepts (store.MaxStockSampleAge), and a switch then
 // holds its units back until the resync.
 type StockRecorder struct {
@@ -74,19 +74,21 @@ func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
 	// path a write to its row each second would only hold up the path's
 	// transactions (they read the row under a shared lock).
 	began := time.Now()
-	s.watch.Redis, s.watch.FullEvery = s.Redis, s.FullEvery
-	changed, full, err := s.watch.due(ctx, began)
+	s.watch.Redis, s.watch.Every, s.watch.FullEvery = s.Redis, orDefault(s.Every, time.Second), s.FullEvery
+	due, err := s.watch.due(ctx)
 	if err != nil {
 		s.Logger.Warn("stock recorder: change feed", "err", err)
 	}
 	sales := open[:0]
 	for _, sale := range open {
-		if sale.Mode == domain.ModeRedis && (full || changed[sale.ID]) {
+		if sale.Mode == domain.ModeRedis && due.has(sale.ID) {
 			sales = append(sales, sale)
 		}
 	}
 	n, err := s.record(ctx, sales)
-	s.watch.done(began, full, err == nil)
+	if err == nil {
+		s.watch.done(began)
+	}
 	return n, err
 }
 
