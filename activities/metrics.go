@@ -79,8 +79,11 @@ func (m *Metrics) reconciled(rep *domain.ReconciliationReport) {
 	m.Discrepancies.WithLabelValues(sale).Set(float64(len(rep.Discrepancies)))
 }
 
-// forget drops a torn-down sale's series, so the label set stays bounded.
-func (m *Metrics) forget(saleID int64) {
+// Forget drops a retired sale's series, so the label set stays bounded.
+// Each worker that reconciled the sale holds them; the one that tore it
+// down drops them at once, the others when their retirer sees the sale
+// finished (worker.Retirer).
+func (m *Metrics) Forget(saleID int64) {
 	if m == nil {
 		return
 	}

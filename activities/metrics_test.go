@@ -70,7 +70,7 @@ func TestReconciliationGauges(t *testing.T) {
 	m.reconciled(&domain.ReconciliationReport{SaleID: 7, Consistent: true, Discrepancies: []domain.Discrepancy{}})
 	require.InDelta(t, 1, testutil.ToFloat64(m.Consistent.WithLabelValues("7")), 0)
 	require.InDelta(t, 0, testutil.ToFloat64(m.Discrepancies.WithLabelValues("7")), 0)
-	m.forget(7)
+	m.Forget(7)
 	require.Equal(t, 0, testutil.CollectAndCount(m.Consistent))
 	var none *Metrics
 	none.reconciled(&domain.ReconciliationReport{SaleID: 7}) // a nil *Metrics records nothing

@@ -11,8 +11,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 // The order activities against the real MariaDB and Redis: idempotent on
@@ -34,7 +35,7 @@ func mustHeldOrder(tb testing.TB, a *Activities, stock int64) domain.OrderInput 
 	tb.Helper()
 	ctx := testCtx(tb)
 	sale := testenv.MustSale(tb, a.Store, stock)
-	testenv.MustWarm(tb, a.Store, testenv.MustRedis(tb), sale)
+	testsale.MustWarm(tb, a.Store, testenv.MustRedis(tb), sale)
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{SaleID: sale.ID, UserID: user, RequestID: "req-activities", Path: domain.PathRedis}
 	in.Token = domain.DeriveToken([]byte("activities-test"), sale.ID, user, in.RequestID)

@@ -103,12 +103,14 @@ func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64
 	return n + snap.Pending + max(snap.Lag, 0), nil
 }
 
-// TeardownSale removes the sale's Redis keys and streams.
+// TeardownSale retires the settled sale (sales.Retire): its Redis keys and
+// streams go and it is recorded finished. A sale not settled yet is
+// refused, and the activity's retries try again.
 func (a *SaleActivities) TeardownSale(ctx context.Context, saleID int64) error {
-	if err := sales.Teardown(ctx, a.Store, a.Redis, saleID); err != nil {
+	if err := sales.Retire(ctx, a.Store, a.Redis, saleID, time.Now()); err != nil {
 		return fmt.Errorf("teardown sale %d: %w", saleID, err)
 	}
-	a.Metrics.forget(saleID)
+	a.Metrics.Forget(saleID)
 	return nil
 }
 

@@ -13,10 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -197,7 +198,7 @@ func TestPublicEndpoints(t *testing.T) {
 func TestReadyzWithoutMySQL(t *testing.T) {
 	h := MustHarness(t)
 	st := testenv.MustStore(t)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(h.rdb)})
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(st), Redis: lua.NewClient(h.rdb)})
 	t.Cleanup(func() { _ = app.Shutdown() })
 	require.NoError(t, st.Close())
 	req, err := newRequest("GET", "/readyz")
@@ -217,7 +218,7 @@ func TestReadyzWithoutMySQL(t *testing.T) {
 func TestReservationReadsAndClosedWorkflow(t *testing.T) {
 	h := MustHarness(t)
 	tc := testenv.MustTemporal(t)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: lua.NewClient(h.rdb), Temporal: tc})
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb), Temporal: tc})
 	t.Cleanup(func() { _ = app.Shutdown() })
 	h2 := *h
 	h2.app = app

@@ -26,21 +26,22 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/edge"
-	"github.com/seckill/seckill/internal/idempotency"
 	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/operators"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/status"
-	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/wire"
 )
 
 //go:embed openapi.yaml
@@ -55,11 +56,13 @@ const BodyLimit = 8 << 10
 const AdminBodyLimit = 4 << 20
 
 // Deps are what the API needs. Temporal may be a lazy client (or nil: then
-// workflow starts are left to the relay and payment answers 503).
+// workflow starts are left to the relay and payment answers 503). Backend
+// is the database, which the API reaches only through the services it
+// builds there.
 type Deps struct {
 	Config   *config.Config
 	Logger   *slog.Logger
-	Store    *store.Store
+	Backend  *backend.Backend
 	Redis    *lua.Client
 	Temporal client.Client
 	// Registry receives the API's metrics and serves /metrics; nil makes a
@@ -67,12 +70,14 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// IdentityProvider, when set, also verifies user tokens.
 	IdentityProvider *auth.IdentityProvider
+	// AdminIdentityProvider, when set, verifies operators' admin tokens.
+	AdminIdentityProvider *auth.AdminProvider
 }
 
 type server struct {
 	cfg      *config.Config
 	logger   *slog.Logger
-	st       *store.Store
+	backend  *backend.Backend
 	rdb      *lua.Client
 	temporal client.Client
 	m        *metrics
@@ -85,8 +90,10 @@ type server struct {
 	res    *reservation.Service
 	holds  *reservation.Holds
 	orders *reservation.Orders
-	// operator is the admin routes' use cases.
+	// operator is the admin routes' use cases on sales; records the
+	// admin audit and the refunds.
 	operator *sales.Operator
+	records  *operators.Service
 	// filters are the reservation's admission filters past the API's own.
 	filters *reservation.Filters
 	// waitlist is the sales' waitlists, handed units once a second.
@@ -226,22 +233,24 @@ func newServerState(d Deps) *server {
 	s := &server{
 		cfg:      cfg,
 		logger:   logger,
-		st:       d.Store,
+		backend:  d.Backend,
 		rdb:      d.Redis,
 		temporal: d.Temporal,
-		cache:    salecache.New(d.Store, d.Redis, cfg.RedisTimeout, logger),
+		cache:    d.Backend.SaleCache(d.Redis, cfg.RedisTimeout, logger),
 		global:   rate.NewLimiter(ratelimit.Limit(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
 		draw:     ratelimit.NewDraw(cfg.TokenKey, cfg.GlobalRPS),
 		perAddr:  ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
 		perUser:  ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser),
 		stop:     make(chan struct{}),
-		gate:     gate.New(d.Store, cfg.TokenKey, cfg.TokenKeyPrevious),
+		gate:     d.Backend.Gate(cfg.TokenKey, cfg.TokenKeyPrevious),
+		records:  d.Backend.Operators(logger),
 		lottery:  reservation.NewLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
 	}
 	if cfg.Tracing {
 		s.tracing = otelfiber.Middleware()
 	}
-	tokens, err := auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider}, cfg.TokenCacheSize)
+	tokens, err := auth.NewVerifier(auth.Secrets{User: cfg.JWTSecrets(), Admin: [][]byte{cfg.AdminJWTSecret}, IdP: d.IdentityProvider,
+		Operators: d.AdminIdentityProvider}, cfg.TokenCacheSize)
 	must("token verifier", err)
 	s.tokens = tokens
 	s.readLimit = newRouteLimit(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, cfg.ReadRPS, cfg.ReadBurst)
@@ -257,36 +266,37 @@ func newServerState(d Deps) *server {
 	s.m = m
 	_, err = promreg.Register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
 	must("api metrics", err)
-	s.starter = reservation.NewStartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
-		Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.Inc})
+	_, err = promreg.Register[prometheus.Collector](reg, newSaleStateCollector(s))
+	must("api metrics", err)
+	s.starter = d.Backend.StartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
+		Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.Inc})
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
-		Script: d.Redis, HoldIndex: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store},
-		Syncer: reservation.SalesSyncer{Store: d.Store, Redis: d.Redis}, Starter: s.starter,
-		Fleet:  serverFleet{s},
+		Script: d.Redis, HoldIndex: d.Redis, Ledger: d.Backend.Ledger(),
+		Syncer: d.Backend.Syncer(d.Redis), Starter: s.starter, Fleet: serverFleet{s},
 		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.Inc,
 	})
 	s.holds = s.res.Holds()
 	s.filters = reservation.NewFilters(reservation.FilterDeps{Cache: s.cache, Gate: s.gate, Lottery: s.lottery, PerUser: s.perUser,
 		PerUserRPS: cfg.PerUserRPS, RedisTimeout: cfg.RedisTimeout, Count: m.count, Logger: logger})
-	s.operator = sales.NewOperator(sales.OperatorDeps{Store: d.Store, Redis: d.Redis, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
+	s.operator = d.Backend.Operator(sales.OperatorDeps{Redis: d.Redis, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
 		Cache: s.cache, Logger: logger, Go: s.goBackground, Stop: s.stop})
 	var handOverStarts reservation.Starter
 	if cfg.APIStartsRedisOrders {
 		handOverStarts = s.starter
 	}
-	s.waitlist = reservation.NewWaitlist(reservation.WaitlistDeps{
-		Cache: s.cache, Gate: s.gate, Store: d.Store, Redis: d.Redis, Holds: s.holds, Starter: handOverStarts,
+	s.waitlist = d.Backend.Waitlist(reservation.WaitlistDeps{
+		Cache: s.cache, Gate: s.gate, Redis: d.Redis, Holds: s.holds, Starter: handOverStarts,
 		TokenKey: cfg.TokenKey, HandedOver: m.handOvers.Inc, Logger: logger,
 	})
-	s.orders = reservation.NewOrders(reservation.OrdersDeps{
-		Temporal: d.Temporal, Store: d.Store, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Reservations: s.res,
+	s.orders = d.Backend.Orders(reservation.OrdersDeps{
+		Temporal: d.Temporal, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Reservations: s.res,
 		Repair: func(ctx context.Context, token string) (bool, error) {
 			return s.reconciler(logger).RepairToken(ctx, token)
 		},
 		Settle:   func(ctx context.Context, changed time.Time) { s.reads.Settle(ctx, changed) },
 		Returned: s.cache.DropMark, PriceOf: s.priceOf, Logger: logger,
 	})
-	s.fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
+	s.fleet = d.Backend.Observer(fleet.Name("api", cfg.Instance), "api",
 		func() bool { return s.res.RedisAnswered(fleet.DownAfter) }, logger)
 	for _, g := range s.fleet.Gauges() {
 		must("api metrics", reg.Register(g))
@@ -361,6 +371,7 @@ func (s *server) start(rdb *lua.Client) {
 	must("api", err) // a client type lua does not know
 	s.starter.Run(s.stop, func() context.Context { return s.drainCtx })
 	s.goBackground(s.background)
+	s.fleet.Look() // before the first hold: see HoldsTakeUnits
 	s.goBackground(func() { s.fleet.Run(s.stop) })
 	s.goBackground(func() {
 		s.res.Watch(s.stop, s.rdb.Ping, aside.PingAll)
@@ -439,28 +450,34 @@ func (s *server) traced(handlers ...fiber.Handler) []fiber.Handler {
 // listener, or on ADMIN_ADDR's alone.
 func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	admin := s.authenticate(true)
-	keyed := idempotency.New(s.st, func(c *fiber.Ctx) int64 { return principal(c).UserID }, adminTimeout, s.logger).Wrap
+	keyed := s.backend.Idempotency(func(c *fiber.Ctx) int64 { return operatorScope(principal(c)) }, adminTimeout, s.logger).Wrap
 	t := func(handlers ...fiber.Handler) []fiber.Handler {
 		last := len(handlers) - 1
 		handlers[last] = s.operatorLogged(handlers[last])
 		return s.traced(handlers...)
 	}
+	a := s.audited
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	app.Post("/admin/v1/sales", t(admin, keyed(s.createSale))...)
-	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, s.warmup)...)
-	app.Post("/admin/v1/sales/:sale_id/pause", t(admin, s.control(domain.ControlPaused))...)
-	app.Post("/admin/v1/sales/:sale_id/resume", t(admin, s.control(domain.ControlActive))...)
-	app.Post("/admin/v1/sales/:sale_id/stop", t(admin, s.control(domain.ControlStopped))...)
-	app.Post("/admin/v1/sales/:sale_id/stock", t(admin, keyed(s.adjustStock))...)
+	app.Get("/console", s.console)
+	app.Get("/console/:file", s.console)
+	app.Get("/admin/v1/sales", t(admin, s.listSales)...)
+	app.Get("/admin/v1/sales/:sale_id", t(admin, s.saleDetail(reg))...)
+	app.Post("/admin/v1/sales", t(admin, keyed(a("create_sale", s.createSale)))...)
+	app.Post("/admin/v1/sales/:sale_id/warmup", t(admin, a("warmup", s.warmup))...)
+	app.Post("/admin/v1/sales/:sale_id/pause", t(admin, a("pause", s.control(domain.ControlPaused)))...)
+	app.Post("/admin/v1/sales/:sale_id/resume", t(admin, a("resume", s.control(domain.ControlActive)))...)
+	app.Post("/admin/v1/sales/:sale_id/stop", t(admin, a("stop", s.control(domain.ControlStopped)))...)
+	app.Post("/admin/v1/sales/:sale_id/stock", t(admin, keyed(a("adjust_stock", s.adjustStock)))...)
 	app.Get("/admin/v1/sales/:sale_id/reconciliation", t(admin, s.reconciliation)...)
-	app.Put("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(true))...)
-	app.Delete("/admin/v1/blacklist/:user_id", t(admin, s.blacklist(false))...)
+	app.Put("/admin/v1/blacklist/:user_id", t(admin, a("blacklist", s.blacklist(true)))...)
+	app.Delete("/admin/v1/blacklist/:user_id", t(admin, a("unblacklist", s.blacklist(false)))...)
 	app.Get("/admin/v1/refunds", t(admin, s.listRefunds)...)
-	app.Post("/admin/v1/sales/:sale_id/allowlist", t(admin, s.updateAllowlist)...)
-	app.Put("/admin/v1/challenge-exemptions/:user_id", t(admin, s.exempt(true))...)
-	app.Delete("/admin/v1/challenge-exemptions/:user_id", t(admin, s.exempt(false))...)
+	app.Post("/admin/v1/sales/:sale_id/allowlist", t(admin, a("allowlist", s.updateAllowlist))...)
+	app.Put("/admin/v1/challenge-exemptions/:user_id", t(admin, a("exempt", s.exempt(true)))...)
+	app.Delete("/admin/v1/challenge-exemptions/:user_id", t(admin, a("unexempt", s.exempt(false)))...)
 	app.Get("/admin/v1/appeals", t(admin, s.listAppeals)...)
-	app.Post("/admin/v1/appeals/:appeal_id/resolve", t(admin, s.resolveAppeal)...)
+	app.Post("/admin/v1/appeals/:appeal_id/resolve", t(admin, a("resolve_appeal", s.resolveAppeal))...)
+	app.Get("/admin/v1/audit", t(admin, s.listAudit)...)
 }
 
 // operatorLogged gives an operator's request to the services with its
@@ -537,7 +554,8 @@ func (s *server) observeRequests(c *fiber.Ctx) error {
 }
 
 // refresh re-reads the sale cache, then the gate's lists of its sales,
-// and hands returned units to waitlists.
+// drops what is kept of retired sales, and hands returned units to
+// waitlists.
 func (s *server) refresh(ctx context.Context) {
 	if err := s.cache.Refresh(ctx); err != nil && ctx.Err() == nil {
 		s.logger.Warn("sale cache refresh", "err", err)
@@ -549,6 +567,7 @@ func (s *server) refresh(ctx context.Context) {
 		s.logger.Warn("gate refresh", "err", err)
 	}
 	s.lottery.Sweep(open, time.Now())
+	s.forgetRetired(open)
 	s.waitlist.HandOverAll(ctx, time.Now())
 }
 
@@ -578,18 +597,16 @@ func (s *server) background() {
 
 func (s *server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"shutdown"}})
+		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingDrained}})
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
-	defer cancel()
-	if err := s.st.Ping(ctx); err != nil {
+	if err := s.backend.Ping(c.UserContext()); err != nil {
 		s.log(c).Warn("readiness: mysql", "err", err)
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"mysql"}})
+		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingMySQL}})
 	}
 	if s.fleet.CutOff() {
 		// Redis answers the rest of the fleet but not this instance: a
 		// load balancer should send its clients elsewhere.
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "missing": []string{"redis"}})
+		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingRedis}})
 	}
-	return c.JSON(fiber.Map{"status": "ok"})
+	return c.JSON(wire.Readiness{Status: wire.Ready})
 }

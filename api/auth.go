@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"time"
 
@@ -23,11 +24,16 @@ func (s *server) bearer(h string, admin bool) (auth.Principal, string, string) {
 		return auth.Principal{}, domain.EUnauthorized, "missing or malformed bearer token"
 	}
 	p, err := s.tokens.Verify(strings.TrimSpace(h[len(prefix):]), time.Now())
-	if err != nil {
-		return auth.Principal{}, domain.EUnauthorized, "invalid or expired token"
-	}
-	if admin && !p.Admin {
+	switch {
+	case admin && errors.Is(err, auth.ErrNotAdmin):
 		return auth.Principal{}, domain.EForbidden, "admin role required"
+	case err != nil:
+		return auth.Principal{}, domain.EUnauthorized, "invalid or expired token"
+	case admin && !p.Admin:
+		return auth.Principal{}, domain.EForbidden, "admin role required"
+	case !admin && p.UserID <= 0:
+		// An operator of the identity provider is no user.
+		return auth.Principal{}, domain.EUnauthorized, "not a user's token"
 	}
 	return p, "", ""
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/strictjson"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestStrictBodies: keys match exactly and once, and only application/json
@@ -139,11 +139,11 @@ func FuzzWebhookBody(f *testing.F) {
 }
 
 func FuzzCreateSaleBody(f *testing.F) {
-	fuzzStrict[createSaleRequest](f, `{"goods_id":1,"title":"t","price_cents":0,"stock":1,"starts_at":"2030-01-01T00:00:00Z","ends_at":"2030-01-02T00:00:00Z"}`, `{"Title":"x"}`, `{"stock":1,"stock":2}`)
+	fuzzStrict[domain.SaleSpec](f, `{"goods_id":1,"title":"t","price_cents":0,"stock":1,"starts_at":"2030-01-01T00:00:00Z","ends_at":"2030-01-02T00:00:00Z"}`, `{"Title":"x"}`, `{"stock":1,"stock":2}`)
 }
 
 func FuzzStockBody(f *testing.F) {
-	fuzzStrict[stockRequest](f, `{"delta":1}`, `{"delta":-1}`, `{"DELTA":1}`, `{"delta":1,"delta":2}`, `{"delta":2147483648}`)
+	fuzzStrict[domain.StockChange](f, `{"delta":1}`, `{"delta":-1}`, `{"DELTA":1}`, `{"delta":1,"delta":2}`, `{"delta":2147483648}`)
 }
 
 func FuzzCancelBody(f *testing.F) { fuzzStrict[struct{}](f, `{"x":1}`) }

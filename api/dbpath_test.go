@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // With SECKILL_FALLBACK_IN_FLIGHT transactions of the database path in

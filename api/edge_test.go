@@ -20,7 +20,8 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
+	"github.com/seckill/seckill/wire"
 )
 
 // rawAnswer is what came back on a raw connection: every byte until the
@@ -44,7 +45,7 @@ func (a rawAnswer) code(tb testing.TB) string {
 	tb.Helper()
 	_, body, ok := strings.Cut(a.raw, "\r\n\r\n")
 	require.True(tb, ok, "no body in %q", a.raw)
-	var e errorBody
+	var e wire.ErrorBody
 	require.NoError(tb, json.Unmarshal([]byte(body), &e), "body %q", body)
 	require.NotEmpty(tb, e.Error.Message)
 	return e.Error.Code

@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/wire"
 )
 
 // statusOf is the one mapping from the contract's error codes to HTTP statuses.
@@ -81,15 +82,6 @@ func codeOfStatus(status int) string {
 	return domain.EInternal
 }
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // sendError writes the contract's error body for code.
 func sendError(c *fiber.Ctx, code, message string) error {
 	c.Status(statusOf(code))
@@ -113,7 +105,7 @@ func errorBytes(code, message string) []byte {
 	if ok {
 		return b
 	}
-	b, err := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: message}})
+	b, err := json.Marshal(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: message}})
 	if err != nil { // strings always marshal; keep the contract's shape regardless
 		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}

@@ -74,7 +74,7 @@ func (s *server) reservationEvents(c *fiber.Ctx) error {
 
 // startEvents prepares the status reads and starts the event fan-in.
 func (s *server) startEvents() {
-	s.reads = status.NewReader(status.Deps{Cache: s.cache, Redis: s.rdb, Store: s.st, RedisTimeout: s.cfg.RedisTimeout,
+	s.reads = s.backend.Reader(status.Deps{Cache: s.cache, Redis: s.rdb, RedisTimeout: s.cfg.RedisTimeout,
 		Logger: s.logger, Count: s.m.statusReads.Inc})
 	s.hub = status.NewHub(s.reads, s.cache.Blacklisted, s.stop, s.logger)
 	s.goBackground(func() { s.hub.Run(s.rdb) })

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/conn"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // mustOwnRedis starts a redis-server of the test's own, so that freezing it

@@ -8,7 +8,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/gate"
+	"github.com/seckill/seckill/wire"
 )
 
 // The gate's calls (contract 1.2): challenges and passes, appeals, and the
@@ -96,7 +97,7 @@ func (s *server) fileAppeal(c *fiber.Ctx) error {
 	if err := s.gate.FileAppeal(ctx, &a); err != nil {
 		return s.gateFailed(c, "appeal", err)
 	}
-	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"appeal_id": a.ID, "state": a.State})
+	return c.Status(fiber.StatusCreated).JSON(wire.AppealFiled{AppealID: a.ID, State: a.State})
 }
 
 type allowlistRequest struct {
@@ -117,13 +118,11 @@ func (s *server) updateAllowlist(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), 4*adminTimeout)
 	defer cancel()
-	res, err := s.gate.UpdateAllowlist(ctx, id, store.AllowlistChange{Add: req.Add, Remove: req.Remove, Restricted: req.Restricted})
+	res, err := s.gate.UpdateAllowlist(ctx, id, gate.AllowlistChange{Add: req.Add, Remove: req.Remove, Restricted: req.Restricted})
 	if err != nil {
 		return s.gateFailed(c, "allowlist", err)
 	}
-	if sale, err := s.st.GetSale(ctx, id); err == nil {
-		s.cache.Put(sale) // at once here; other instances within a refresh
-	}
+	s.operator.Recache(ctx, id)
 	s.log(c).Info("allowlist changed", "sale_id", id, "added", len(req.Add), "removed", len(req.Remove),
 		"restricted", res.Restricted, "listed", res.Listed, "admin_id", principal(c).UserID)
 	return c.JSON(res)

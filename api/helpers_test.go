@@ -16,10 +16,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )
@@ -47,13 +48,24 @@ func MustHarness(tb testing.TB, mutate ...func(*config.Config)) *harness {
 // MustHarnessWithRedis starts the API on the given Redis client.
 func MustHarnessWithRedis(tb testing.TB, rdb redis.UniversalClient, mutate ...func(*config.Config)) *harness {
 	tb.Helper()
+	return mustHarnessDeps(tb, rdb, nil, mutate...)
+}
+
+// mustHarnessDeps starts the API with its Deps changed by deps (nil: as
+// they are): a logger to read, an identity provider.
+func mustHarnessDeps(tb testing.TB, rdb redis.UniversalClient, deps func(*Deps), mutate ...func(*config.Config)) *harness {
+	tb.Helper()
 	cfg := testenv.Config(tb)
 	for _, m := range mutate {
 		m(cfg)
 	}
 	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := NewServer(Deps{Config: cfg, Logger: logger, Store: h.st, Redis: lua.NewClient(h.rdb)})
+	d := Deps{Config: cfg, Logger: logger, Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb)}
+	if deps != nil {
+		deps(&d)
+	}
+	srv := NewServer(d)
 	h.app, h.server = srv.App, srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)

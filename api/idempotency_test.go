@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/idempotency"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 )
 

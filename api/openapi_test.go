@@ -3,13 +3,16 @@ package api
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 )
 
@@ -108,4 +111,60 @@ func lintIntegers(t *testing.T, at string, node any) {
 			lintIntegers(t, fmt.Sprintf("%s/%d", at, i), v)
 		}
 	}
+}
+
+// TestOpenAPITagsAndServers: every operation has one tag, declared in the
+// document's tag list, and the server's URL is a variable with a default.
+func TestOpenAPITagsAndServers(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(openAPI)
+	require.NoError(t, err)
+	declared := map[string]bool{}
+	for _, tag := range doc.Tags {
+		require.NotEmpty(t, tag.Description, "tag %s has no description", tag.Name)
+		declared[tag.Name] = true
+	}
+	used := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			require.Len(t, op.Tags, 1, "%s %s needs exactly one tag", method, path)
+			require.True(t, declared[op.Tags[0]], "%s %s: tag %s is not declared", method, path, op.Tags[0])
+			used[op.Tags[0]] = true
+		}
+	}
+	require.Equal(t, declared, used, "every declared tag is used")
+	require.Len(t, doc.Servers, 1)
+	base := doc.Servers[0].Variables["base"]
+	require.NotNil(t, base, "the server's URL is the variable base")
+	require.Equal(t, "{base}", doc.Servers[0].URL)
+	require.NotEmpty(t, base.Default)
+}
+
+// TestOpenAPIMatchesRoutes: every route the API registers (its public
+// routes, the operators' and the development login) is an operation of
+// api/openapi.yaml, and every operation there is routed.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	h := MustHarness(t, func(c *config.Config) { c.Env = "dev"; c.AdminAddr = "" })
+	doc, err := openapi3.NewLoader().LoadFromData(openAPI)
+	require.NoError(t, err)
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
+	}
+	param := regexp.MustCompile(`:([a-z_]+)`)
+	routed := map[string]bool{}
+	for _, r := range h.server.App.GetRoutes(true) {
+		if r.Method == fiber.MethodHead { // Fiber answers HEAD for every GET
+			continue
+		}
+		routed[r.Method+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
+	}
+	for route := range routed {
+		require.True(t, documented[route], "%s is routed but not in api/openapi.yaml", route)
+	}
+	for op := range documented {
+		require.True(t, routed[op], "%s is in api/openapi.yaml but not routed", op)
+	}
+	require.Len(t, routed, 41, "the contract's 36 operations and the operators' five beyond it: the sales list, one sale's view, the audit, the console's page and files")
 }

@@ -60,8 +60,8 @@ func (s *server) reconciliation(c *fiber.Ctx) error {
 // reconciler reconciles and repairs through this API's clients: a repair
 // starts or restarts the token's own workflow.
 func (s *server) reconciler(logger *slog.Logger) *reconcile.Reconciler {
-	return &reconcile.Reconciler{
-		Store: s.st, Redis: s.rdb, Temporal: s.temporal, Logger: logger,
+	return s.backend.Reconciler(&reconcile.Reconciler{
+		Redis: s.rdb, Temporal: s.temporal, Logger: logger,
 		Start: func(ctx context.Context, in domain.OrderInput) error {
 			return orders.Start(ctx, s.temporal, s.cfg.TaskQueue, in)
 		},
@@ -69,5 +69,5 @@ func (s *server) reconciler(logger *slog.Logger) *reconcile.Reconciler {
 			_, err := orders.Restart(ctx, s.temporal, s.cfg.TaskQueue, in)
 			return err
 		},
-	}
+	})
 }

@@ -12,9 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -23,7 +24,7 @@ import (
 func MustTemporalHarness(tb testing.TB) *harness {
 	tb.Helper()
 	h := MustHarness(tb)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: lua.NewClient(h.rdb),
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb),
 		Temporal: testenv.MustTemporal(tb)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)

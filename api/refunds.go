@@ -1,11 +1,9 @@
 package api
 
 import (
-	"context"
-
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/wire"
 )
 
 // GET /admin/v1/refunds?sale_id=: recorded refunds, newest first (of one
@@ -15,15 +13,9 @@ func (s *server) listRefunds(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
-	defer cancel()
-	rs, err := s.st.ListRefunds(ctx, saleID, listLimit)
+	rs, err := s.records.Refunds(c.UserContext(), saleID, listLimit)
 	if err != nil {
-		s.log(c).Warn("list refunds", "err", err)
-		return unavailable(c, 1, "refund store unavailable")
+		return sendErr(c, err)
 	}
-	if rs == nil {
-		rs = []store.Refund{}
-	}
-	return c.JSON(fiber.Map{"refunds": rs})
+	return c.JSON(wire.RefundList{Refunds: rs})
 }

@@ -32,7 +32,8 @@ func requestID(c *fiber.Ctx) error {
 }
 
 // log is the logger of one request: its id and, once authenticated, who
-// asks (user_id, or admin_user_id for an admin acting on something).
+// asks (user_id, or for an admin the operator's subject, operator, and
+// admin_user_id when the token names a user id).
 func (s *server) log(c *fiber.Ctx) *slog.Logger {
 	return requestLogger(s.logger, c)
 }
@@ -41,11 +42,14 @@ func (s *server) log(c *fiber.Ctx) *slog.Logger {
 func (s *server) ctxLog(ctx context.Context) *slog.Logger { return reqid.Logger(ctx, s.logger) }
 
 func requestLogger(logger *slog.Logger, c *fiber.Ctx) *slog.Logger {
-	attrs := make([]any, 0, 4)
+	attrs := make([]any, 0, 6)
 	attrs = append(attrs, reqid.LogKey, reqid.From(c.UserContext()))
 	if p, ok := c.Locals(principalKey).(auth.Principal); ok {
 		if p.Admin {
-			attrs = append(attrs, "admin_user_id", p.UserID)
+			if p.UserID > 0 {
+				attrs = append(attrs, "admin_user_id", p.UserID)
+			}
+			attrs = append(attrs, "operator", p.Subject)
 		} else {
 			attrs = append(attrs, "user_id", p.UserID)
 		}

@@ -1,19 +1,17 @@
 package api
 
 import (
-	"context"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/wire"
 )
 
-const (
-	dbTimeout = 5 * time.Second
-	listLimit = 100
-)
+// listLimit is the most a list answers.
+const listLimit = 100
 
 // tokenParam reads a well-formed reservation token from the path, else 404.
 func tokenParam(c *fiber.Ctx) (string, int64, error) {
@@ -55,21 +53,14 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 	}
 	if saleID > 0 {
 		if views, ok := s.reads.List(c.UserContext(), p.UserID, saleID, listLimit); ok {
-			return c.JSON(fiber.Map{"reservations": views})
+			return c.JSON(wire.ReservationList{Reservations: views})
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), dbTimeout)
-	defer cancel()
-	rs, err := s.st.ListReservations(ctx, p.UserID, saleID, listLimit)
+	views, err := s.orders.List(c.UserContext(), p.UserID, saleID, listLimit)
 	if err != nil {
-		s.log(c).Warn("list reservations", "err", err)
-		return unavailable(c, 1, "reservation store unavailable")
+		return sendErr(c, err)
 	}
-	views := make([]domain.ReservationView, len(rs))
-	for i, r := range rs {
-		views[i] = r.View()
-	}
-	return c.JSON(fiber.Map{"reservations": views})
+	return c.JSON(wire.ReservationList{Reservations: views})
 }
 
 type payRequest struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/paysig"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestSecretRotation: during a rotation the JWT and webhook verifiers accept

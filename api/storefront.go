@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
+	"github.com/seckill/seckill/wire"
 )
 
 // web is the storefront: static HTML, CSS and plain JavaScript, no build step.
@@ -50,7 +51,15 @@ func (s *server) webAsset(c *fiber.Ctx) error {
 }
 
 func (s *server) sendWeb(c *fiber.Ctx, name string) error {
-	b, err := web.ReadFile("web/" + name)
+	return sendEmbedded(c, web, "web/"+name, storefrontCSP)
+}
+
+// sendEmbedded answers with an embedded file of a page (the storefront's,
+// the console's): its type from its extension, csp on the page itself,
+// and headers that keep it from being sniffed, cached stale or leaking
+// its address; a file that is not there is 404 not_found.
+func sendEmbedded(c *fiber.Ctx, files embed.FS, name, csp string) error {
+	b, err := files.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return sendError(c, domain.ENotFound, "no such resource")
 	}
@@ -60,7 +69,7 @@ func (s *server) sendWeb(c *fiber.Ctx, name string) error {
 	switch path.Ext(name) {
 	case ".html":
 		c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
-		c.Set("Content-Security-Policy", storefrontCSP)
+		c.Set("Content-Security-Policy", csp)
 	case ".js":
 		c.Set(fiber.HeaderContentType, "text/javascript; charset=utf-8")
 	case ".css":
@@ -71,6 +80,7 @@ func (s *server) sendWeb(c *fiber.Ctx, name string) error {
 	// Small files: always revalidate so a new binary's page is seen at once.
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set("Referrer-Policy", "no-referrer")
 	return c.Send(b)
 }
 
@@ -92,9 +102,5 @@ func (s *server) devLogin(c *fiber.Ctx) error {
 	if err != nil {
 		return fmt.Errorf("mint development token: %w", err)
 	}
-	return c.JSON(fiber.Map{
-		"token":      tok,
-		"user_id":    *req.UserID,
-		"expires_at": time.Now().Add(devTokenTTL).UTC().Truncate(time.Second),
-	})
+	return c.JSON(wire.DevLogin{Token: tok, UserID: *req.UserID, ExpiresAt: time.Now().Add(devTokenTTL).UTC().Truncate(time.Second)})
 }

@@ -6,12 +6,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/seckill/seckill/salecache"
+	"github.com/seckill/seckill/wire"
 )
-
-type waitlistPosition struct {
-	SaleID   int64 `json:"sale_id"`
-	Position int64 `json:"position"`
-}
 
 // POST /api/v1/sales/{sale_id}/waitlist
 func (s *server) joinWaitlist(c *fiber.Ctx) error {
@@ -23,7 +19,7 @@ func (s *server) joinWaitlist(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	return c.JSON(waitlistPosition{SaleID: e.Sale().ID, Position: pos})
+	return c.JSON(wire.WaitlistPosition{SaleID: e.Sale().ID, Position: pos})
 }
 
 // GET /api/v1/sales/{sale_id}/waitlist
@@ -37,7 +33,7 @@ func (s *server) getWaitlistPosition(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	return c.JSON(waitlistPosition{SaleID: saleID, Position: pos})
+	return c.JSON(wire.WaitlistPosition{SaleID: saleID, Position: pos})
 }
 
 // DELETE /api/v1/sales/{sale_id}/waitlist

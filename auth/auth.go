@@ -1,12 +1,14 @@
 // Package auth verifies the callers' bearer tokens: the project's own HS256
 // tokens (a user signer and an admin signer, each with a previous secret
-// during a rotation) and an identity provider's, by its JWKS. A verified
+// during a rotation), an identity provider's user tokens, and operators'
+// admin tokens from an identity provider, each by its JWKS. A verified
 // token is remembered, by a salted hash, until it expires or for a minute.
 package auth
 
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -16,13 +18,27 @@ import (
 
 // Principal is the verified caller.
 type Principal struct {
+	// UserID is the user a token names; 0 for an operator signed in
+	// through the identity provider, who is no user.
 	UserID int64
 	Admin  bool
+	// Subject names an operator (admin principals only): the identity
+	// provider's sub, or "secret:<user id>" for a token of the shared
+	// admin secret, so the two are never mistaken for each other.
+	Subject string
 	// Expires is the token's exp: a long event stream ends then.
 	Expires time.Time
 }
 
 var errBadToken = errors.New("invalid token")
+
+// ErrNotAdmin is a token of the operators' identity provider that verified
+// but does not carry the admin role: on an admin route it is refused with
+// 403, elsewhere with 401 (it names no user).
+var ErrNotAdmin = errors.New("token lacks the admin role")
+
+// SecretSubject is the operator subject of a shared-secret admin token.
+func SecretSubject(userID int64) string { return "secret:" + strconv.FormatInt(userID, 10) }
 
 // VerifyToken checks a bearer JWT: HS256 only, exp required, sub a positive
 // decimal user id, role absent, "user" or "admin".
@@ -100,11 +116,15 @@ func NewVerifier(secrets Secrets, max int) (*Verifier, error) {
 type Secrets struct {
 	User, Admin [][]byte
 	IdP         *IdentityProvider // user tokens from an identity provider; nil: none
+	// Operators are admin tokens from an identity provider; nil: none.
+	Operators *AdminProvider
 }
 
 // check verifies raw by its signer: a user-signed token claiming role admin
 // is refused (401, not 403: its signer had no right to say it), and an
-// admin-signed token must claim role admin.
+// admin-signed token must claim role admin. A user token of the identity
+// provider that carries the operators' admin role is refused too: only the
+// operators' issuer and audience grant it.
 func (k Secrets) check(raw string) (Principal, time.Time, error) {
 	for _, secret := range k.User {
 		if p, exp, err := verifyToken(secret, raw); err == nil {
@@ -116,12 +136,19 @@ func (k Secrets) check(raw string) (Principal, time.Time, error) {
 	}
 	for _, secret := range k.Admin {
 		if p, exp, err := verifyToken(secret, raw); err == nil && p.Admin {
+			p.Subject = SecretSubject(p.UserID)
 			return p, exp, nil
 		}
 	}
 	if k.IdP != nil {
-		if p, exp, err := k.IdP.verify(raw); err == nil && !p.Admin {
+		if p, exp, err := k.IdP.verify(raw, k.Operators.roleGrant()); err == nil && !p.Admin {
 			return p, exp, nil
+		}
+	}
+	if k.Operators != nil {
+		p, exp, err := k.Operators.verify(raw)
+		if err == nil || errors.Is(err, ErrNotAdmin) {
+			return p, exp, err
 		}
 	}
 	return Principal{}, time.Time{}, errBadToken

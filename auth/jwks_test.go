@@ -157,7 +157,7 @@ func TestIdentityProviderPicksUpARotatedKey(t *testing.T) {
 	// The provider rotates to a key published after the API started: the
 	// unknown key id triggers a refresh.
 	srv.publish(t, keys[1:2])
-	p, _, err := idp.verify(keys[1].sign(t, claims))
+	p, _, err := idp.verify(keys[1].sign(t, claims), nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 7, p.UserID)
 }

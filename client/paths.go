@@ -1,10 +1,15 @@
 // Package client is a typed Go client of seckill's REST API (the contract
-// is api/openapi.yaml): the contract's paths built in one place, and a Client whose methods answer the contract's bodies, or a
-// *domain.Error (code, message, Retry-After) for an error answer. Load
-// generators that speak fasthttp build their requests from the paths.
+// is api/openapi.yaml): the contract's paths built in one place, and a
+// Client with a method for every operation of the contract, answering its
+// bodies, or a *domain.Error (code, message, Retry-After) for an error
+// answer. Load generators that speak fasthttp build their requests from
+// the paths.
 package client
 
-import "strconv"
+import (
+	"net/url"
+	"strconv"
+)
 
 // SalePath is GET /api/v1/sales/{sale_id}.
 func SalePath(saleID int64) string { return "/api/v1/sales/" + strconv.FormatInt(saleID, 10) }
@@ -39,3 +44,52 @@ const AdminSalesPath = "/admin/v1/sales"
 func AdminSalePath(saleID int64, action string) string {
 	return AdminSalesPath + "/" + strconv.FormatInt(saleID, 10) + "/" + action
 }
+
+// Paths of the probes, the document and the storefront.
+const (
+	HealthPath   = "/healthz"
+	ReadyPath    = "/readyz"
+	MetricsPath  = "/metrics"
+	OpenAPIPath  = "/openapi.yaml"
+	WebhookPath  = "/webhooks/payments"
+	DevLoginPath = "/dev/login"
+	AppealsPath  = "/api/v1/appeals"
+	// MyReservationsPath is GET /api/v1/me/reservations (every sale).
+	MyReservationsPath = "/api/v1/me/reservations"
+	// AdminAppealsPath is GET /admin/v1/appeals.
+	AdminAppealsPath = "/admin/v1/appeals"
+	// AdminRefundsPath is GET /admin/v1/refunds.
+	AdminRefundsPath = "/admin/v1/refunds"
+)
+
+// ChallengePath is GET and POST /api/v1/sales/{sale_id}/challenge.
+func ChallengePath(saleID int64) string { return SalePath(saleID) + "/challenge" }
+
+// BlacklistPath is PUT and DELETE /admin/v1/blacklist/{user_id}.
+func BlacklistPath(userID int64) string {
+	return "/admin/v1/blacklist/" + strconv.FormatInt(userID, 10)
+}
+
+// ExemptionPath is PUT and DELETE /admin/v1/challenge-exemptions/{user_id}.
+func ExemptionPath(userID int64) string {
+	return "/admin/v1/challenge-exemptions/" + strconv.FormatInt(userID, 10)
+}
+
+// ResolveAppealPath is POST /admin/v1/appeals/{appeal_id}/resolve.
+func ResolveAppealPath(appealID int64) string {
+	return AdminAppealsPath + "/" + strconv.FormatInt(appealID, 10) + "/resolve"
+}
+
+// WebFilePath is GET /web/{file}.
+func WebFilePath(name string) string { return "/web/" + url.PathEscape(name) }
+
+// OperatorSalePath is GET /admin/v1/sales/{sale_id}: one sale's operator view.
+func OperatorSalePath(saleID int64) string {
+	return AdminSalesPath + "/" + strconv.FormatInt(saleID, 10)
+}
+
+// AdminAuditPath is GET /admin/v1/audit.
+const AdminAuditPath = "/admin/v1/audit"
+
+// ConsoleFilePath is one file of the operator console, /console/{file}.
+func ConsoleFilePath(name string) string { return "/console/" + url.PathEscape(name) }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -84,6 +85,12 @@ type Config struct {
 	JWKSURL, JWTIssuer, JWTAudience, JWTUserClaim string
 	// JWTRoleClaim names the role claim of identity-provider tokens.
 	JWTRoleClaim string
+	// Operators' admin tokens from an identity provider: its JWKS URL
+	// (may equal JWKSURL), the iss and aud they must carry (their own, so
+	// a user token is never taken for one), and the claim and value that
+	// grant admin. The token's sub names the operator.
+	AdminJWKSURL, AdminJWTIssuer, AdminJWTAudience string
+	AdminJWTRoleClaim, AdminJWTRole                string
 	// TokenCacheSize bounds the verified bearer tokens an API instance
 	// remembers, so a caller repeating a token is not verified again on
 	// every request; 0 remembers none.
@@ -132,8 +139,10 @@ type Config struct {
 	// before its 202 is answered.
 	APIStartsRedisOrders bool
 
-	// FallbackInFlight bounds the database path's transactions in flight
-	// per instance; a reservation beyond it is refused at once (429).
+	// FallbackInFlight bounds the database path's reservations in flight
+	// per instance; a reservation beyond it is refused at once (429). Its
+	// default is what FallbackRPS keeps in flight at 50 ms a reservation
+	// (at least 16): fewer slots would refuse what the rate allows.
 	FallbackInFlight int
 
 	// Read routes (storefront, sale view, reservation reads): per address
@@ -156,6 +165,10 @@ type Config struct {
 	// AdminAddr, when set, is the listener of /admin/* and /metrics alone
 	// (the API's listener then answers them 404).
 	AdminAddr string
+	// AdminURL and AdminToken are what `seckill admin` calls with: the
+	// admin API's base URL and an operator's JWT (both optional).
+	AdminURL   string
+	AdminToken string
 	// LogLevel is the least level logged (LOG_LEVEL: debug, info, warn,
 	// error).
 	LogLevel slog.Level
@@ -411,6 +424,7 @@ func (r *envReader) prefixes(name, def string) []netip.Prefix {
 func (r *envReader) backends(c *Config, need Need) {
 	c.APIAddr = r.str("API_ADDR", "127.0.0.1:8080")
 	c.AdminAddr = r.get("ADMIN_ADDR")
+	c.AdminURL = r.get("SECKILL_ADMIN_URL")
 	r.redis(c)
 	c.MySQLDSN = r.secret("MYSQL_DSN", r.devOr("root@tcp(127.0.0.1:3306)/seckill"))
 	c.MySQLCAFile = r.get("MYSQL_CA_FILE")
@@ -485,6 +499,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 	c.PaymentSecret = []byte(r.secret("SECKILL_PAYMENT_SECRET", r.devOr(DevPaymentSecret)))
 	c.TokenKey = []byte(r.secret("SECKILL_TOKEN_KEY", r.devOr(DevTokenKey)))
 	c.AdminJWTSecret = []byte(r.secret("SECKILL_ADMIN_JWT_SECRET", r.devOr(DevAdminJWTSecret)))
+	c.AdminToken = r.secret("SECKILL_ADMIN_TOKEN", "")
 	if bytes.Equal(c.AdminJWTSecret, c.JWTSecret) && len(c.JWTSecret) > 0 {
 		r.fail(errors.New("SECKILL_ADMIN_JWT_SECRET must differ from SECKILL_JWT_SECRET"))
 	}
@@ -497,6 +512,7 @@ func (r *envReader) secrets(c *Config, need Need) {
 	if c.JWKSURL != "" && (c.JWTIssuer == "" || c.JWTAudience == "") {
 		r.fail(errors.New("SECKILL_JWKS_URL needs SECKILL_JWT_ISSUER and SECKILL_JWT_AUDIENCE"))
 	}
+	r.operators(c)
 	c.PaymentSecretPrevious = []byte(r.secret("SECKILL_PAYMENT_SECRET_PREVIOUS", ""))
 	if !r.dev {
 		for name, v := range map[string][]byte{"SECKILL_JWT_SECRET_PREVIOUS": c.JWTSecretPrevious, "SECKILL_PAYMENT_SECRET_PREVIOUS": c.PaymentSecretPrevious,
@@ -518,6 +534,22 @@ func (r *envReader) secrets(c *Config, need Need) {
 				r.fail(fmt.Errorf("%s must be at least 32 bytes outside development mode", sec.name))
 			}
 		}
+	}
+}
+
+// operators reads the operators' identity provider. Its issuer and
+// audience are required in every mode: without them any token of the
+// provider carrying the role would administer.
+func (r *envReader) operators(c *Config) {
+	c.AdminJWKSURL = r.get("SECKILL_ADMIN_JWKS_URL")
+	c.AdminJWTIssuer, c.AdminJWTAudience = r.get("SECKILL_ADMIN_JWT_ISSUER"), r.get("SECKILL_ADMIN_JWT_AUDIENCE")
+	c.AdminJWTRoleClaim = r.str("SECKILL_ADMIN_JWT_ROLE_CLAIM", "roles")
+	c.AdminJWTRole = r.str("SECKILL_ADMIN_JWT_ROLE", "seckill-admin")
+	if c.AdminJWKSURL == "" {
+		return
+	}
+	if c.AdminJWTIssuer == "" || c.AdminJWTAudience == "" {
+		r.fail(errors.New("SECKILL_ADMIN_JWKS_URL needs SECKILL_ADMIN_JWT_ISSUER and SECKILL_ADMIN_JWT_AUDIENCE"))
 	}
 }
 
@@ -564,7 +596,7 @@ func (r *envReader) limits(c *Config) {
 	c.PerUserRPS = r.num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = r.integer("SECKILL_PER_USER_BURST", 10)
 	c.FallbackRPS = r.num("SECKILL_FALLBACK_RPS", 500)
-	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", 16), 1)
+	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", fallbackInFlightFor(c.FallbackRPS)), 1)
 	c.ReadRPS = r.num("SECKILL_READ_RPS", 50)
 	c.ReadBurst = r.integer("SECKILL_READ_BURST", 100)
 	c.ReadPerUserRPS = r.num("SECKILL_READ_PER_USER_RPS", 10)
@@ -652,4 +684,12 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// fallbackInFlightFor is SECKILL_FALLBACK_IN_FLIGHT's default: the
+// database path's reservations in flight at rps a second and 50 ms each,
+// at least 16. A request holds its slot for its whole reservation, so
+// fewer slots would refuse "saturated" while the rate still had tokens.
+func fallbackInFlightFor(rps float64) int {
+	return max(16, int(math.Ceil(rps*0.05)))
 }

@@ -267,3 +267,28 @@ func TestSentinelConflictsNameTheirVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestAdminJWKSNeedsIssuerAndAudience(t *testing.T) {
+	for _, extra := range [][]string{
+		{"SECKILL_ADMIN_JWKS_URL", "https://idp.example/jwks.json"},
+		{"SECKILL_ADMIN_JWKS_URL", "https://idp.example/jwks.json", "SECKILL_ADMIN_JWT_ISSUER", "https://idp.example/ops"},
+		{"SECKILL_ADMIN_JWKS_URL", "https://idp.example/jwks.json", "SECKILL_ADMIN_JWT_AUDIENCE", "seckill-admin"},
+	} {
+		_, err := load(productionEnv(extra...))
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_ADMIN_JWT_ISSUER and SECKILL_ADMIN_JWT_AUDIENCE") {
+			t.Fatalf("%v: got %v, want a refusal of an admin JWKS without iss and aud", extra, err)
+		}
+	}
+	c := mustLoad(t, productionEnv("SECKILL_ADMIN_JWKS_URL", "https://idp.example/jwks.json",
+		"SECKILL_ADMIN_JWT_ISSUER", "https://idp.example/ops", "SECKILL_ADMIN_JWT_AUDIENCE", "seckill-admin"))
+	if c.AdminJWKSURL != "https://idp.example/jwks.json" || c.AdminJWTIssuer != "https://idp.example/ops" || c.AdminJWTAudience != "seckill-admin" {
+		t.Errorf("admin jwks config: %q %q %q", c.AdminJWKSURL, c.AdminJWTIssuer, c.AdminJWTAudience)
+	}
+	if c.AdminJWTRoleClaim != "roles" || c.AdminJWTRole != "seckill-admin" {
+		t.Errorf("admin role defaults: claim %q role %q", c.AdminJWTRoleClaim, c.AdminJWTRole)
+	}
+	c = mustLoad(t, productionEnv("SECKILL_ADMIN_JWT_ROLE_CLAIM", "groups", "SECKILL_ADMIN_JWT_ROLE", "ops"))
+	if c.AdminJWKSURL != "" || c.AdminJWTRoleClaim != "groups" || c.AdminJWTRole != "ops" {
+		t.Errorf("admin role settings: url %q claim %q role %q", c.AdminJWKSURL, c.AdminJWTRoleClaim, c.AdminJWTRole)
+	}
+}

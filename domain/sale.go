@@ -15,6 +15,11 @@ const (
 	DefaultWarmLead = 30 * time.Second
 	// DefaultReconcileEvery is the live reconciliation period.
 	DefaultReconcileEvery = time.Minute
+	// DefaultRetireMargin is how long a settled sale keeps its Redis keys
+	// before it retires: status reads and replays of its last reservations
+	// are answered from Redis that long (lua.RetireAfter), later ones by
+	// the database.
+	DefaultRetireMargin = time.Minute
 )
 
 // Sale workflow phases.
@@ -32,6 +37,7 @@ type SaleInput struct {
 	// Zero means the default; tests shorten them.
 	WarmLead       time.Duration `json:"warm_lead,omitempty"`
 	ReconcileEvery time.Duration `json:"reconcile_every,omitempty"`
+	RetireMargin   time.Duration `json:"retire_margin,omitempty"`
 	// HistoryLimit is the history length after which the workflow
 	// continues as new (zero: 2000).
 	HistoryLimit int `json:"history_limit,omitempty"`
@@ -54,7 +60,3 @@ type NoReportYet struct {
 	Report *struct{} `json:"report"`
 	Note   string    `json:"note"`
 }
-
-// MaxStock is the largest stock of a sale, at creation and after any
-// adjustment (the contract's 1..10000000).
-const MaxStock = 10_000_000

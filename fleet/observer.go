@@ -121,6 +121,12 @@ func (o *Observer) publish(up bool) bool {
 	return true
 }
 
+// Look reads the fleet's view once now (bounded by a MySQL call's limit),
+// as Run does every period. A process looks before it serves: until a
+// look says no worker of an older release runs, its holds are recorded
+// without their unit (HoldsTakeUnits), which their orders must then take.
+func (o *Observer) Look() { o.look() }
+
 // look reads the fleet's view; when MySQL does not answer the last view
 // stands (the database path needs MySQL anyway).
 func (o *Observer) look() {

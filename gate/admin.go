@@ -18,8 +18,16 @@ type AllowlistResult struct {
 	Listed     int64 `json:"listed"`
 }
 
+// AllowlistChange is an operator's change of a sale's allowlist: users
+// to add and to remove, and the restriction to set (nil leaves it, except
+// that a sale's first add restricts it).
+type AllowlistChange struct {
+	Add, Remove []int64
+	Restricted  *bool
+}
+
 // UpdateAllowlist checks and applies an operator's allowlist change.
-func (s *Service) UpdateAllowlist(ctx context.Context, saleID int64, change store.AllowlistChange) (AllowlistResult, error) {
+func (s *Service) UpdateAllowlist(ctx context.Context, saleID int64, change AllowlistChange) (AllowlistResult, error) {
 	if n := len(change.Add) + len(change.Remove); n > MaxAllowlistIDs {
 		return AllowlistResult{}, domain.Errorf(domain.EInvalid, "add and remove together hold %d ids; at most %d in one call", n, MaxAllowlistIDs)
 	}
@@ -30,7 +38,8 @@ func (s *Service) UpdateAllowlist(ctx context.Context, saleID int64, change stor
 			}
 		}
 	}
-	restricted, listed, err := s.store.UpdateAllowlist(ctx, saleID, change)
+	restricted, listed, err := s.store.UpdateAllowlist(ctx, saleID,
+		store.AllowlistChange{Add: change.Add, Remove: change.Remove, Restricted: change.Restricted})
 	if err != nil {
 		return AllowlistResult{}, notFound(err, "no such sale")
 	}

@@ -33,7 +33,6 @@ const (
 
 // Limits of the contract.
 const (
-	MaxDifficulty     = 10_000_000
 	MaxAppealRunes    = 500
 	MaxAllowlistIDs   = 100_000
 	AppealsPageSize   = 100

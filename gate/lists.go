@@ -143,3 +143,10 @@ func (s *Service) LoadAllowlist(ctx context.Context, sale *domain.Sale) error {
 	}
 	return nil
 }
+
+// Allowlists is how many sales' allowlists the instance holds.
+func (s *Service) Allowlists() int {
+	s.lists.mu.RLock()
+	defer s.lists.mu.RUnlock()
+	return len(s.lists.allowed)
+}

@@ -96,3 +96,26 @@ func (c *Client) PresentTokens(ctx context.Context, saleID int64) (map[string]bo
 		from = "(" + msgs[len(msgs)-1].ID
 	}
 }
+
+// SalesWithKeys answers which of the sales still have a key in Redis, in
+// one pipeline (one EXISTS of all of a sale's keys, which share a slot).
+func (c *Client) SalesWithKeys(ctx context.Context, saleIDs []int64) ([]int64, error) {
+	if len(saleIDs) == 0 {
+		return nil, nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(saleIDs))
+	for i, id := range saleIDs {
+		cmds[i] = pipe.Exists(ctx, SaleKeys(id).All()...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("sales with keys: %w", err)
+	}
+	var out []int64
+	for i, id := range saleIDs {
+		if cmds[i].Val() > 0 {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}

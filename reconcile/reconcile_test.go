@@ -12,11 +12,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 var tokenKey = []byte("reconcile-test-key")
@@ -59,7 +60,7 @@ func mustWarmSale(t *testing.T, stock int64) *fixture {
 			return nil
 		},
 	}
-	testenv.MustWarm(t, st, rdb, f.sale)
+	testsale.MustWarm(t, st, rdb, f.sale)
 	return f
 }
 

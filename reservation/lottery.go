@@ -155,3 +155,16 @@ func (l *Lottery) Sweep(open []*domain.Sale, now time.Time) {
 		}
 	}
 }
+
+// Sales is how many sales the lottery remembers entries or ranks of.
+func (l *Lottery) Sales() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.entered)
+	for id := range l.ranks {
+		if _, ok := l.entered[id]; !ok {
+			n++
+		}
+	}
+	return n
+}

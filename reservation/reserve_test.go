@@ -259,9 +259,9 @@ func TestDatabasePathAnswers(t *testing.T) {
 	}
 }
 
-// The database path admits at most FallbackInFlight transactions at once:
-// the next is refused at once with 429 and a Retry-After, and spends no
-// transaction.
+// The database path admits at most FallbackInFlight transactions at once
+// (here above what its rate keeps in flight): the next is refused at once
+// with 429 and a Retry-After, and spends no transaction.
 func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	ledger := &fakeLedger{reserve: func(in domain.OrderInput) (*domain.Reservation, bool, error) {
@@ -270,7 +270,7 @@ func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
 		return reservedInDB(in)
 	}}
 	set := testSettings
-	set.FallbackInFlight, set.FallbackRetryAfter = 1, 2
+	set.FallbackRPS, set.FallbackInFlight, set.FallbackRetryAfter = 20, 1, 2
 	r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, set)
 	sale := &domain.Sale{ID: 42, Mode: domain.ModeDatabase}
 	first := make(chan error, 1)

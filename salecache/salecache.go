@@ -174,12 +174,25 @@ type Cache struct {
 	refreshQueries atomic.Int64
 
 	blacklist atomic.Pointer[map[int64]struct{}]
+	// blacklistMu orders the blacklist's writers: an operator's change on
+	// this instance and the refresher's snapshot. local keeps each change
+	// until a read of the database that began after it, so a snapshot
+	// read before the change committed cannot undo it here.
+	blacklistMu sync.Mutex
+	local       map[int64]blacklistChange
 
 	// feedMu guards when the change feed was last read (lastFeed) and the
 	// refreshes that read Redis (ticks: which share of the full pass is due).
 	feedMu   sync.Mutex
 	lastFeed time.Time
 	ticks    int64
+}
+
+// blacklistChange is an operator's change of a user's blacklisting made on
+// this instance, and when.
+type blacklistChange struct {
+	on bool
+	at time.Time
 }
 
 // New is an empty cache; Refresh fills it.
@@ -373,22 +386,29 @@ func (c *Cache) Blacklisted(userID int64) bool {
 	return ok
 }
 
-// SetBlacklisted applies an operator's change on this instance at once.
+// SetBlacklisted applies an operator's change, committed in the database,
+// on this instance at once.
 func (c *Cache) SetBlacklisted(userID int64, on bool) {
-	for {
-		old := c.blacklist.Load()
-		next := make(map[int64]struct{}, len(*old)+1)
-		for k := range *old {
-			next[k] = struct{}{}
-		}
-		if on {
-			next[userID] = struct{}{}
-		} else {
-			delete(next, userID)
-		}
-		if c.blacklist.CompareAndSwap(old, &next) {
-			return
-		}
+	c.blacklistMu.Lock()
+	defer c.blacklistMu.Unlock()
+	if c.local == nil {
+		c.local = map[int64]blacklistChange{}
+	}
+	c.local[userID] = blacklistChange{on: on, at: time.Now()}
+	old := *c.blacklist.Load()
+	next := make(map[int64]struct{}, len(old)+1)
+	for k := range old {
+		next[k] = struct{}{}
+	}
+	setBlacklisted(next, userID, on)
+	c.blacklist.Store(&next)
+}
+
+func setBlacklisted(m map[int64]struct{}, userID int64, on bool) {
+	if on {
+		m[userID] = struct{}{}
+	} else {
+		delete(m, userID)
 	}
 }
 
@@ -547,16 +567,33 @@ func (c *Cache) pruneFeed(ctx context.Context, now time.Time) {
 }
 
 func (c *Cache) refreshBlacklist(ctx context.Context) error {
+	began := time.Now()
 	ids, err := c.st.Blacklist(ctx)
 	if err != nil {
 		return err
 	}
+	c.storeBlacklist(ids, began)
+	return nil
+}
+
+// storeBlacklist replaces the blacklist with ids, read from the database
+// by a read that began at began, keeping this instance's changes made
+// since (the read may not have seen them).
+func (c *Cache) storeBlacklist(ids []int64, began time.Time) {
 	m := make(map[int64]struct{}, len(ids))
 	for _, id := range ids {
 		m[id] = struct{}{}
 	}
+	c.blacklistMu.Lock()
+	defer c.blacklistMu.Unlock()
+	for uid, ch := range c.local {
+		if ch.at.Before(began) {
+			delete(c.local, uid) // the read began after it committed
+			continue
+		}
+		setBlacklisted(m, uid, ch.on)
+	}
 	c.blacklist.Store(&m)
-	return nil
 }
 
 // loadKnown reads every sale id once.
@@ -709,4 +746,12 @@ func (c *Cache) DatabaseModes() map[int64]bool {
 		out[id] = s != nil && s.Mode != domain.ModeRedis
 	}
 	return out
+}
+
+// Len is how many sales the cache holds: the open ones, and for a second
+// at most a retired one a request asked for.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
 }

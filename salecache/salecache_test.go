@@ -31,3 +31,24 @@ func TestARefreshOlderThanALocalWriteKeepsTheWrite(t *testing.T) {
 	c.apply(map[int64]*domain.Sale{7: paused}, time.Now(), nil, nil, false)
 	require.Equal(t, domain.ControlPaused, e.Sale().Control)
 }
+
+// A blacklist refresh whose read began before an operator's change on this
+// instance must not undo it: a user blacklisted (or let back) here is
+// answered so at once, not after the next refresh.
+func TestABlacklistReadOlderThanALocalChangeKeepsTheChange(t *testing.T) {
+	c := New(nil, nil, time.Second, slog.New(slog.DiscardHandler))
+	began := time.Now() // the refresher's read begins...
+	time.Sleep(time.Millisecond)
+	c.SetBlacklisted(7, true) // ...an operator blacklists 7, and lets 8 back...
+	c.SetBlacklisted(8, false)
+	c.storeBlacklist([]int64{8}, began) // ...the read returns what it saw before
+	require.True(t, c.Blacklisted(7), "the older read undid the blacklisting")
+	require.False(t, c.Blacklisted(8), "the older read undid the removal")
+
+	// A read that began after the changes is the database's word.
+	c.storeBlacklist([]int64{8, 9}, time.Now())
+	require.False(t, c.Blacklisted(7))
+	require.True(t, c.Blacklisted(8))
+	require.True(t, c.Blacklisted(9))
+	require.Empty(t, c.local, "changes a newer read saw are dropped")
+}

@@ -139,8 +139,8 @@ func (o *Operator) AdjustStock(ctx context.Context, id, delta int64, ref string)
 	if err != nil {
 		return domain.SaleView{}, err
 	}
-	if before.StockTotal+delta > domain.MaxStock {
-		return domain.SaleView{}, domain.Errorf(domain.EInvalid, "delta: the stock would exceed 10000000")
+	if err := domain.CheckStockTotal(before.StockTotal, delta); err != nil {
+		return domain.SaleView{}, err
 	}
 	if err := o.adjust(ctx, id, delta, ref); err != nil {
 		return domain.SaleView{}, err

@@ -10,11 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 var tokenKey = []byte("sales-test-token-key")
@@ -36,7 +37,7 @@ func mustFixture(t *testing.T, stock int64) *fixture {
 	f := &fixture{t: t, ctx: ctx, st: testenv.MustStore(t), rdb: testenv.MustRedis(t), scripts: lua.New()}
 	f.client = lua.NewClient(f.rdb)
 	f.sale = testenv.MustSale(t, f.st, stock)
-	testenv.MustWarm(t, f.st, f.rdb, f.sale)
+	testsale.MustWarm(t, f.st, f.rdb, f.sale)
 	f.keys = lua.SaleKeys(f.sale.ID)
 	return f
 }

@@ -47,7 +47,7 @@ start() {
 		return 0
 	fi
 	mkdir -p "$data/temporal" "$data/pids" "$data/logs"
-	# The same settings as internal/devtemporal (the chaos and fault tests'
+	# The same settings as internal/testkit/devtemporal (the chaos and fault tests'
 	# servers), which says why search attributes are read from the cache.
 	local args=(server start-dev --ip 127.0.0.1 --port "$port" --ui-port "$uiport"
 		--db-filename "$data/temporal/temporal.db"

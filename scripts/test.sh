@@ -50,7 +50,8 @@ step "disk" disk_room
 step "start test services" "$ROOT/scripts/services.sh" up test
 # The storefront's browser test (e2e) drives Debian's Chromium headless.
 step "browser" need_packages chromium:chromium
-# internal/redisnode's Sentinel group (in its tests and internal/conn's)
+# internal/testkit/redisnode's Sentinel group (in its tests and
+# internal/conn's)
 # runs Debian's redis-sentinel, and fails without it.
 step "redis-sentinel" need_packages redis-sentinel:redis-sentinel
 # ops.TestPromtoolRules checks and unit-tests the alert rules with promtool.
@@ -67,7 +68,9 @@ step "altcha-lib" altcha_lib
 export SECKILL_TEST_REDIS_ADDR="127.0.0.1:${SECKILL_TEST_REDIS_PORT:-16379}"
 export SECKILL_TEST_MYSQL_DSN="root@tcp(127.0.0.1:${SECKILL_TEST_MYSQL_PORT:-13306})/seckill_test"
 export SECKILL_TEST_TEMPORAL_ADDRESS="127.0.0.1:${SECKILL_TEST_TEMPORAL_PORT:-17233}"
-export SECKILL_TEMPORAL_BIN="$ROOT/.data/bin/temporal"
+# SECKILL_TEMPORAL_BIN: the CLI lib.sh named and the services started (the
+# caller's, else the repository's build), so the tests restart the same one.
+export SECKILL_TEMPORAL_BIN
 export SECKILL_FAULTS_SUMMARY="$ROOT/.data/test/faults-summary.txt"
 mkdir -p "$(dirname "$SECKILL_FAULTS_SUMMARY")"
 rm -f "$SECKILL_FAULTS_SUMMARY"

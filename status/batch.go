@@ -48,6 +48,13 @@ func newBatcher[K, V any](read func(ctx context.Context, saleID int64, keys []K)
 	return &batcher[K, V]{read: read, timeout: timeout, sales: make(map[int64]*saleReads[K, V])}
 }
 
+// size is how many sales have reads gathered or in flight.
+func (r *batcher[K, V]) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sales)
+}
+
 // get is key's answer, read in a call sent after get was called; ctx
 // bounds the wait.
 func (r *batcher[K, V]) get(ctx context.Context, saleID int64, key K) (V, error) {

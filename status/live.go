@@ -41,8 +41,11 @@ type liveViews struct {
 	seq   uint64           // announcements applied
 	floor uint64           // entries filled before this are void
 	sales map[int64]uint64 // per sale: entries filled before this are void
-	m     map[string]liveEntry
-	max   int
+	// pruned: fills begun before this are not kept (a retired sale's
+	// floor may have gone with it).
+	pruned uint64
+	m      map[string]liveEntry
+	max    int
 
 	fence   atomic.Int64 // since base: send time of the newest fence arrived
 	arrived atomic.Int64 // since base: when it arrived
@@ -114,7 +117,7 @@ func (l *liveViews) put(token string, saleID int64, v Owned, seq uint64) {
 	now := l.since(time.Now())
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if seq < l.floor || seq < l.sales[saleID] {
+	if seq < l.floor || seq < l.sales[saleID] || seq < l.pruned {
 		return
 	}
 	if e, ok := l.m[token]; ok && e.seq > seq {
@@ -146,6 +149,37 @@ func (l *liveViews) invalidateSale(saleID int64) {
 	l.seq++
 	l.sales[saleID] = l.seq
 	l.mu.Unlock()
+}
+
+// keepSales forgets the sales for which open is false (retired ones):
+// their floors and entries go, so a retired sale leaves nothing here.
+func (l *liveViews) keepSales(open func(int64) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gone := false
+	for id := range l.sales {
+		if !open(id) {
+			delete(l.sales, id)
+			gone = true
+		}
+	}
+	if !gone {
+		return
+	}
+	for token, e := range l.m {
+		if !open(e.sale) {
+			delete(l.m, token)
+		}
+	}
+	l.seq++
+	l.pruned = l.seq
+}
+
+// salesTracked is how many sales have a floor here.
+func (l *liveViews) salesTracked() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.sales)
 }
 
 // invalidateAll voids every entry: announcements may have been lost.

@@ -242,6 +242,16 @@ func NewReader(d Deps) *Reader {
 		reads: newBatcher(d.Redis.ReadStatuses, d.RedisTimeout), mine: newBatcher(d.Redis.ReadUsersReservations, d.RedisTimeout)}
 }
 
+// KeepSales forgets what the reader keeps of each sale for which open is
+// false (a retired sale: no reservation of it is live any more).
+func (r *Reader) KeepSales(open func(saleID int64) bool) { r.live.keepSales(open) }
+
+// SalesTracked is how many per-sale entries the reader holds: the floors
+// of its live views and the sales with reads in flight.
+func (r *Reader) SalesTracked() int {
+	return r.live.salesTracked() + r.reads.size() + r.mine.size()
+}
+
 // Events are the hooks of the sales' event subscription
 // (lua.ListenStatusEvents): each announcement voids cached views, then
 // wakes what follows the token (or every token, for a sale's new epoch or

@@ -192,10 +192,12 @@ func spreadQuota(quota int64, stocks []int64) []int64 {
 // order workflow starts afterwards, from the caller or from the outbox
 // relay.
 //
-// It is the path's whole cost in MySQL, so it makes two round trips: one
-// read of the sale (with the replay probe and the pick of a bucket), and
-// the transaction sent whole (reserveInDBScript). Only when the bucket
-// picked is no use does it retry statement by statement (reserveInDBTx).
+// It is the path's whole cost in MySQL. Once a reservation of the sale
+// succeeded, the next ones go in groups (reserveInDBGroup): a share of one
+// round trip each. Any other takes two: one read of the sale (with the
+// replay probe and the pick of a bucket), and the transaction sent whole
+// (reserveInDBScript). Only when the bucket picked is no use does it retry
+// statement by statement (reserveInDBTx).
 func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, replay bool, err error) {
 	return s.ReserveInDBWithSkew(ctx, in, 0)
 }
@@ -210,6 +212,22 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 // reserveInDB is ReserveInDBWithSkew; a test may name the bucket the
 // reservation wants (want) in place of the one the read picks.
 func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time.Duration, wanted *int) (res *domain.Reservation, replay bool, err error) {
+	if wanted == nil {
+		if res, err := s.reserveInDBGroup(ctx, in); res != nil || err != nil {
+			return res, false, err
+		}
+	}
+	res, replay, err = s.reserveInDBAlone(ctx, in, skew, wanted)
+	if errors.Is(err, ErrQuotaExhausted) {
+		// Sold out: the sale's next reservations are refused by the read
+		// alone, not by a group part first.
+		s.dbTerms.Delete(in.SaleID)
+	}
+	return res, replay, err
+}
+
+// reserveInDBAlone is the per-reservation path: it decides every case.
+func (s *Store) reserveInDBAlone(ctx context.Context, in domain.OrderInput, skew time.Duration, wanted *int) (res *domain.Reservation, replay bool, err error) {
 	sale, err := s.readDBSale(ctx, in)
 	if err != nil {
 		return nil, false, err
@@ -234,6 +252,7 @@ func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time
 	case err != nil:
 		return nil, false, fmt.Errorf("reserve in db: %w", err)
 	}
+	s.keepTerms(in.SaleID, sale.terms())
 	return domain.DatabasePathReservation(in, o.OrderNo, o.AmountCents, o.PayBy, o.Now), false, nil
 }
 

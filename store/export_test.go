@@ -67,3 +67,15 @@ func (s *Store) RecordRedisHoldAlone(ctx context.Context, in domain.OrderInput, 
 	}
 	return err == nil, err
 }
+
+// ReserveInDBAlone is ReserveInDB without groups: the per-reservation path
+// (a read and a script), the baseline of the groups' benchmark.
+func (s *Store) ReserveInDBAlone(ctx context.Context, in domain.OrderInput) (*domain.Reservation, bool, error) {
+	return s.reserveInDBAlone(ctx, in, 0, nil)
+}
+
+// DBGroupsSent is the number of groups of database-path reservations sent
+// so far, and the reservations they carried.
+func (s *Store) DBGroupsSent() (groups, reservations int64) {
+	return s.dbpath.groups.Load(), s.dbpath.grouped.Load()
+}

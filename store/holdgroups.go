@@ -9,70 +9,70 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
-
-	"github.com/seckill/seckill/domain"
 )
 
-// Group commit of new holds. Under a crowd every 202 waits for its hold's
-// record, and a record of its own per hold costs a round trip, a commit
-// and a parse of its script each: the database path's throughput, not
-// Redis's, set the rate of 202s. New holds that arrive while a record is
-// in flight wait for it and then go together, in one transaction of one
-// round trip (group), each still decided on its own: a hold the group
-// cannot decide (a duplicate key, the epoch guard, an empty bucket, a lock
-// held too long) is rolled back alone and decided by the statement-by-
-// statement record, as a lone hold's would be.
+// Group commit of new writes: Redis holds' records (RecordRedisHold) and
+// database-path reservations (ReserveInDB). Under a crowd every 202 waits
+// for its write, and a write of its own per request costs a round trip, a
+// commit and a parse of its script each: the database's throughput, not
+// Redis's, set the rate of 202s. Writes that arrive while another of their
+// shard is in flight wait for it and then go together, in one transaction
+// of one round trip (group), each still decided on its own: a part the
+// group cannot decide (a duplicate key, a guard on the sale row, an empty
+// bucket, a lock held too long) is rolled back alone and decided by its
+// caller's statement-by-statement path, as a lone request's would be.
 //
-// The holds of one sale always fall in the same shard, and a shard sends
-// one group at a time, so two groups never take a sale's bucket rows in
-// opposite orders (no deadlock between groups); the shards bound the
-// groups in flight, and with them the connections the records use. At low
-// load a hold goes alone at once: a group forms only while another waits.
+// The writes of one sale always fall in the same shard, and a shard sends
+// one group at a time, so two groups of one kind never take a sale's
+// bucket rows in opposite orders (no deadlock between them); the shards
+// bound the groups in flight, and with them the connections they use. At
+// low load a write goes alone at once: a group forms only while another
+// waits.
 const (
-	holdShards   = 8
-	holdGroupMax = 64
-	// holdGroupTimeout bounds a group whose members set no deadline.
-	holdGroupTimeout = 5 * time.Second
+	groupShards   = 8
+	groupMaxParts = 64
+	// groupTimeout bounds a group whose members set no deadline.
+	groupTimeout = 5 * time.Second
 )
 
-// holdGroups are the shards' queues; the zero value is ready.
-type holdGroups struct {
-	shards [holdShards]holdShard
-	// groups and grouped count the groups sent and the holds in them.
+// commitGroups are the shards' queues of one kind of write; the zero value
+// is ready.
+type commitGroups struct {
+	shards [groupShards]groupShard
+	// groups and grouped count the groups sent and the parts in them.
 	groups, grouped atomic.Int64
 }
 
-type holdShard struct {
+type groupShard struct {
 	mu      sync.Mutex
-	pending []*pendingHold
+	pending []*pendingPart
 	sending bool
 }
 
-// pendingHold is a new hold waiting for its group.
-type pendingHold struct {
+// pendingPart is a write waiting for its group: its steps, written at the
+// group's time.
+type pendingPart struct {
 	ctx   context.Context
-	in    domain.OrderInput
-	guard []any
-	seq   int64
+	steps func(now time.Time) []step
 	done  chan groupAnswer
 }
 
-// groupAnswer is a hold's part of its group's outcome.
+// groupAnswer is a part's share of its group's outcome.
 type groupAnswer struct {
 	committed bool
 	err       error
 }
 
-// errGroupLeft: the hold's caller stopped waiting before its group went.
-var errGroupLeft = errors.New("the hold's caller left before its group was sent")
+// errGroupLeft: the part's caller stopped waiting before its group went.
+var errGroupLeft = errors.New("the caller left before its group was sent")
 
-// record queues a new hold for its shard's next group and waits for the
-// group: committed when the hold is recorded with its unit; not committed
-// when the statement-by-statement record must decide it; an error when the
+// record queues a write of saleID for its shard's next group and waits for
+// the group: committed when the part committed; not committed when the
+// caller's statement-by-statement path must decide it; an error when the
 // group's outcome is unknown or the caller's context ended.
-func (g *holdGroups) record(ctx context.Context, db bun.IDB, in domain.OrderInput, guard []any, seq int64) (bool, error) {
-	p := &pendingHold{ctx: ctx, in: in, guard: guard, seq: seq, done: make(chan groupAnswer, 1)}
-	sh := &g.shards[uint64(in.SaleID)%holdShards]
+func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, steps func(now time.Time) []step) (bool, error) {
+	p := &pendingPart{ctx: ctx, steps: steps, done: make(chan groupAnswer, 1)}
+	sh := &g.shards[uint64(saleID)%groupShards]
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, p)
 	start := !sh.sending
@@ -85,15 +85,15 @@ func (g *holdGroups) record(ctx context.Context, db bun.IDB, in domain.OrderInpu
 	case a := <-p.done:
 		return a.committed, a.err
 	case <-ctx.Done():
-		return false, fmt.Errorf("wait for the hold's group: %w", ctx.Err())
+		return false, fmt.Errorf("wait for the group: %w", ctx.Err())
 	}
 }
 
 // send sends the shard's groups, one at a time, until none waits.
-func (sh *holdShard) send(db bun.IDB, g *holdGroups) {
+func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 	for {
 		sh.mu.Lock()
-		n := min(len(sh.pending), holdGroupMax)
+		n := min(len(sh.pending), groupMaxParts)
 		if n == 0 {
 			sh.sending = false
 			sh.mu.Unlock()
@@ -105,20 +105,20 @@ func (sh *holdShard) send(db bun.IDB, g *holdGroups) {
 			sh.pending = nil
 		}
 		sh.mu.Unlock()
-		if n := sendHoldGroup(db, batch); n > 0 {
+		if n := sendGroup(db, batch); n > 0 {
 			g.groups.Add(1)
 			g.grouped.Add(int64(n))
 		}
 	}
 }
 
-// sendHoldGroup records the holds whose callers still wait, as one group,
-// under the latest of their deadlines, and answers each. It returns how
-// many holds the group carried.
-func sendHoldGroup(db bun.IDB, batch []*pendingHold) int {
+// sendGroup sends the parts whose callers still wait, as one group, under
+// the latest of their deadlines, and answers each. It returns how many
+// parts the group carried.
+func sendGroup(db bun.IDB, batch []*pendingPart) int {
 	var (
 		g        group
-		members  []*pendingHold
+		members  []*pendingPart
 		deadline time.Time
 	)
 	now := time.Now().UTC().Truncate(time.Millisecond)
@@ -129,12 +129,12 @@ func sendHoldGroup(db bun.IDB, batch []*pendingHold) int {
 		}
 		d, ok := p.ctx.Deadline()
 		if !ok {
-			d = time.Now().Add(holdGroupTimeout)
+			d = time.Now().Add(groupTimeout)
 		}
 		if d.After(deadline) {
 			deadline = d
 		}
-		g.add(holdSteps(p.in, p.guard, p.seq, now)...)
+		g.add(p.steps(now)...)
 		members = append(members, p)
 	}
 	if len(members) == 0 {
@@ -145,7 +145,7 @@ func sendHoldGroup(db bun.IDB, batch []*pendingHold) int {
 	committed, err := g.run(ctx, db)
 	for i, p := range members {
 		if err != nil {
-			p.done <- groupAnswer{err: fmt.Errorf("record a group of %d holds: %w", len(members), err)}
+			p.done <- groupAnswer{err: fmt.Errorf("send a group of %d parts: %w", len(members), err)}
 			continue
 		}
 		p.done <- groupAnswer{committed: committed[i]}

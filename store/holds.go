@@ -115,7 +115,7 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 // decided) in a script of its own. Not recorded: the transaction decides.
 func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (bool, error) {
 	if seq > 0 {
-		committed, err := s.holds.record(ctx, s.DB, in, guard, seq)
+		committed, err := s.holds.record(ctx, s.DB, in.SaleID, func(now time.Time) []step { return holdSteps(in, guard, seq, now) })
 		if err == nil || ctx.Err() != nil {
 			return committed, err
 		}
@@ -150,7 +150,7 @@ func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, gua
 }
 
 // holdSteps are the statements of a hold's one-round-trip record, for a
-// script of its own (recordHoldScript) or a part of a group (holdGroups).
+// script of its own (recordHoldScript) or a part of a group (commitGroups).
 func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []step {
 	return []step{
 		{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)

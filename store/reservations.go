@@ -531,15 +531,21 @@ func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bo
 
 // takeFromStmt is takeFrom's statement.
 func takeFromStmt(saleID int64, bucket int, quota bool, lockWait int) stmt {
+	return stmt{takeFromQuery(quota, lockWait, "?"), []any{saleID, bucket}}
+}
+
+// takeFromQuery is takeFrom's statement with the bucket's number given by
+// bucket (an expression: "?" for an argument), after the sale's id.
+func takeFromQuery(quota bool, lockWait int, bucket string) string {
 	has, set := "stock >= 1", "stock = stock - 1"
 	if quota {
 		has, set = "stock >= 1 AND db_quota >= 1", "stock = stock - 1, db_quota = db_quota - 1"
 	}
-	q := "UPDATE stock_buckets SET " + set + " WHERE sale_id = ? AND bucket_no = ? AND " + has
+	q := "UPDATE stock_buckets SET " + set + " WHERE sale_id = ? AND bucket_no = " + bucket + " AND " + has
 	if lockWait > 0 {
 		q = "SET STATEMENT innodb_lock_wait_timeout = " + strconv.Itoa(lockWait) + " FOR " + q
 	}
-	return stmt{q, []any{saleID, bucket}}
+	return q
 }
 
 // deductBucket takes one unit from a bucket of the sale, for takeUnit. It

@@ -89,7 +89,7 @@ func (s *Store) CreateSaleOnce(ctx context.Context, sale *domain.Sale, ref strin
 		StartsAt:             sale.StartsAt.UTC(),
 		EndsAt:               sale.EndsAt.UTC(),
 		PaymentWindowSeconds: sale.PaymentWindowSeconds,
-		PerUserLimit:         1,
+		PerUserLimit:         domain.PerUserLimit,
 		Control:              string(domain.ControlActive),
 		Mode:                 string(domain.ModeRedis),
 		ModeEpoch:            1,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/store"
 )
 
@@ -19,15 +19,7 @@ import (
 func TestScriptIsOneTransaction(t *testing.T) {
 	st := testenv.MustStore(t)
 	st.DB.SetMaxOpenConns(1) // every script and check on one connection
-	table := fmt.Sprintf("script_probe_%d", testenv.UniqueUser())
-	_, err := st.DB.ExecContext(ctx(t), "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := st.DB.ExecContext(c, "DROP TABLE "+table)
-		require.NoError(t, err)
-	})
+	table := probeTable(t, st, "script_probe")
 	insert := func(id int) store.ScriptStep {
 		return store.ScriptStep{Query: "INSERT INTO " + table + " (id, v) VALUES (?, 0)", Args: []any{id}}
 	}
@@ -59,7 +51,7 @@ func TestScriptIsOneTransaction(t *testing.T) {
 	require.Equal(t, []int{1}, rows(), "the step before rolled back")
 	notInTx()
 
-	err = st.RunScript(ctx(t), insert(4), insert(1))
+	err := st.RunScript(ctx(t), insert(4), insert(1))
 	require.True(t, store.IsDuplicate(err), "MariaDB's own error comes back as it raised it: %v", err)
 	require.Equal(t, []int{1}, rows(), "the step before rolled back")
 	notInTx()
@@ -75,15 +67,7 @@ func TestScriptIsOneTransaction(t *testing.T) {
 func TestGroupCommitsEachPartOnItsOwn(t *testing.T) {
 	st := testenv.MustStore(t)
 	st.DB.SetMaxOpenConns(1) // every group and check on one connection
-	table := fmt.Sprintf("group_probe_%d", testenv.UniqueUser())
-	_, err := st.DB.ExecContext(ctx(t), "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := st.DB.ExecContext(c, "DROP TABLE "+table)
-		require.NoError(t, err)
-	})
+	table := probeTable(t, st, "group_probe")
 	errDup, errNone := errors.New("duplicate"), errors.New("no row")
 	insert := func(id int) store.ScriptStep {
 		return store.ScriptStep{Query: "INSERT INTO " + table + " (id, v) VALUES (?, 0)", Args: []any{id}, Dup: errDup}
@@ -120,4 +104,20 @@ func TestGroupCommitsEachPartOnItsOwn(t *testing.T) {
 	var inTx int
 	require.NoError(t, st.DB.QueryRowContext(ctx(t), "SELECT @@in_transaction").Scan(&inTx))
 	require.Zero(t, inTx)
+}
+
+// probeTable creates a table of its own for a test (id, v), dropped at
+// its end.
+func probeTable(t *testing.T, st *store.Store, prefix string) string {
+	t.Helper()
+	table := fmt.Sprintf("%s_%d", prefix, testenv.UniqueUser())
+	_, err := st.DB.ExecContext(ctx(t), "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT NOT NULL)")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := st.DB.ExecContext(c, "DROP TABLE "+table)
+		require.NoError(t, err)
+	})
+	return table
 }

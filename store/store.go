@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -27,7 +29,12 @@ import (
 type Store struct {
 	DB *bun.DB
 	// holds group-commits new holds' records (RecordRedisHold).
-	holds holdGroups
+	holds commitGroups
+	// dbpath group-commits database-path reservations (ReserveInDB), and
+	// dbTerms holds what they need of each sale (dbSaleTerms).
+	dbpath    commitGroups
+	dbTerms   sync.Map
+	keptTerms atomic.Int64
 }
 
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.

@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 // mustDatabaseModeSale creates a sale in the worker's own database, warms
@@ -23,7 +24,7 @@ func mustDatabaseModeSale(t *testing.T, st *store.Store) (*domain.Sale, domain.O
 	t.Helper()
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	require.NoError(t, st.RecordRedisStock(testCtx(t), sale.ID, 5, time.Now()))
 	_, err := st.SwitchToDatabase(testCtx(t), sale.ID, 0)
 	require.NoError(t, err)
@@ -134,7 +135,7 @@ func TestResyncerRebuildsALiveSaleWhoseKeysVanished(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	k := lua.SaleKeys(sale.ID)
 	require.NoError(t, rdb.Del(testCtx(t), k.All()...).Err())
 
@@ -159,7 +160,7 @@ func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	k := lua.SaleKeys(sale.ID)
 	user := testenv.UniqueUser()
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "lost-hold"), sale.ID, user, "lost-hold")
@@ -204,7 +205,7 @@ func TestResyncerTakesAHoldDuringItsCheckForNoLoss(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	k := lua.SaleKeys(sale.ID)
 	var once sync.Once
 	watched := testenv.MustRedis(t)

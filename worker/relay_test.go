@@ -23,10 +23,11 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 var testKey = []byte("worker-test-token-key")
@@ -58,7 +59,7 @@ func MustWarmSale(tb testing.TB, stock int64) *warmSale {
 	rdb := testenv.MustRedis(tb)
 	st := testenv.MustStore(tb)
 	sale := testenv.MustSale(tb, st, stock)
-	testenv.MustWarm(tb, st, rdb, sale)
+	testsale.MustWarm(tb, st, rdb, sale)
 	return &warmSale{Sale: sale, rdb: rdb, st: st, scripts: lua.New(), keys: lua.SaleKeys(sale.ID)}
 }
 

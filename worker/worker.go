@@ -190,7 +190,8 @@ func (p *process) startTemporalWorker() (tworker.Worker, error) {
 }
 
 // startLoops starts the relay, the stock recorder and follower, the
-// outbox relay, the fleet observer, the resyncer and the sale sweep; the
+// outbox relay, the fleet observer, the resyncer, the retirer and the sale
+// sweep; the
 // channel closes when the relay has finished.
 func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-chan struct{} {
 	st, rdb, logger, cfg := p.st, p.rdb, p.logger, p.cfg
@@ -211,6 +212,8 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Healthy: cfg.RedisHealthyFor, MinDwell: cfg.ModeMinDwell, Fleet: observer,
 		StaleResync: 30 * time.Second, Every: time.Second, Logger: logger, Rebuilt: p.metrics.Rebuilt}
 	bg.Go(func() { resyncer.Run(ctx) })
+	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
+	bg.Go(func() { retirer.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {

@@ -9,7 +9,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // eventCount is what an order's history costs: its events, and those of

@@ -19,7 +19,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
@@ -388,7 +388,7 @@ func recordSaleLife(s *stack) (string, string) {
 	// An order workflow of the sale that nobody runs: the sale waits for it.
 	orphan := domain.OrderInput{Token: fmt.Sprintf("rec-orphan-%d", sale.ID), SaleID: sale.ID, UserID: testenv.UniqueUser(), RequestID: "req-rec-orphan", Path: domain.PathRedis}
 	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, queue+"-nobody", orphan))
-	in := domain.SaleInput{SaleID: sale.ID, WarmLead: 2 * time.Second, ReconcileEvery: time.Second}
+	in := domain.SaleInput{SaleID: sale.ID, WarmLead: 2 * time.Second, ReconcileEvery: time.Second, RetireMargin: time.Second}
 	run, err := s.c.ExecuteWorkflow(ctxT(s.t, 10*time.Second), client.StartWorkflowOptions{
 		ID: domain.SaleWorkflowID(sale.ID), TaskQueue: queue,
 	}, domain.SaleWorkflowName, in)

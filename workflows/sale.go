@@ -23,8 +23,8 @@ const continueAsNewAfter = 2000
 // SaleWorkflow owns one sale's life: it warms Redis up ahead of starts_at,
 // reconciles every minute while the sale is live, waits once ends_at plus
 // the payment window has passed until no order workflow of the sale is
-// running, stores a final reconciliation report, and removes the sale's
-// Redis keys and streams.
+// running, waits the retire margin, stores a final reconciliation report,
+// and retires the sale (its Redis keys and streams go; sales.Retire).
 //
 // Command-sequence changes follow OrderWorkflow's rule (GetVersion, the
 // retirement rule written there); a sale's workflow lives as long as the
@@ -82,6 +82,9 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 		return result, err
 	}
 	if err := w.drain(ctx); err != nil {
+		return result, err
+	}
+	if err := w.margin(ctx); err != nil {
 		return result, err
 	}
 	if err := w.finish(ctx); err != nil {
@@ -195,8 +198,28 @@ func (w *saleWorkflow) drain(ctx workflow.Context) error {
 	}
 }
 
-// finish reconciles one last time and removes the sale's Redis keys and
-// streams.
+// retireMarginChange adds the wait between a settled sale and its
+// retirement (OrderWorkflow's rule on command-sequence changes).
+const retireMarginChange = "retire-margin"
+
+// margin waits the input's RetireMargin (DefaultRetireMargin when zero)
+// once the sale has settled, so its last reservations' reads and replays
+// are still answered from Redis for a while.
+func (w *saleWorkflow) margin(ctx workflow.Context) error {
+	if workflow.GetVersion(ctx, retireMarginChange, workflow.DefaultVersion, 1) != 1 {
+		return nil
+	}
+	wait := w.in.RetireMargin
+	if wait <= 0 {
+		wait = domain.DefaultRetireMargin
+	}
+	if err := workflow.Sleep(ctx, wait); err != nil {
+		return fmt.Errorf("wait the retire margin: %w", err)
+	}
+	return nil
+}
+
+// finish reconciles one last time and retires the sale.
 func (w *saleWorkflow) finish(ctx workflow.Context) error {
 	if err := w.reconcile(ctx, true); err != nil {
 		return err

@@ -155,3 +155,29 @@ func TestSaleWorkflowReportQueryBeforeTheFirstReport(t *testing.T) {
 	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 11})
 	require.NoError(t, env.GetWorkflowError())
 }
+
+// TestSaleWorkflowRetiresAfterTheMargin: once no order of the sale runs,
+// the sale keeps its keys for the retire margin, then reconciles one last
+// time and retires.
+func TestSaleWorkflowRetiresAfterTheMargin(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := activities.SaleTimes{
+		StartsAt:      start.Add(-10 * time.Minute),
+		EndsAt:        start.Add(-5 * time.Minute),
+		PaymentWindow: time.Minute,
+	}
+	env, calls := newSaleEnv(t, times, 1)
+	env.SetStartTime(start)
+	const margin = 7 * time.Minute
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 12, RetireMargin: margin})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, 2, calls.running, "drained: one check found orders, the next none")
+	require.Equal(t, 1, calls.finals)
+	// The second check runs 10 s after the first; the retirement a margin
+	// after it, not before.
+	settled := start.Add(10 * time.Second)
+	require.False(t, calls.teardownAt.Before(settled.Add(margin)), "retired at %s, settled at %s", calls.teardownAt, settled)
+	require.True(t, calls.teardownAt.Before(settled.Add(margin+time.Minute)), "retired at %s", calls.teardownAt)
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/conn"
@@ -68,7 +69,15 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 			return fmt.Errorf("api: %w", err)
 		}
 	}
-	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Temporal: tc, Registry: reg, IdentityProvider: idp})
+	var operators *auth.AdminProvider
+	if cfg.AdminJWKSURL != "" {
+		if operators, err = auth.NewAdminProvider(ctx, cfg.AdminJWKSURL, cfg.AdminJWTIssuer, cfg.AdminJWTAudience,
+			auth.RoleGrant{Claim: cfg.AdminJWTRoleClaim, Value: cfg.AdminJWTRole}, 10*time.Second); err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+	}
+	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Backend: backend.New(st), Redis: rdb, Temporal: tc, Registry: reg,
+		IdentityProvider: idp, AdminIdentityProvider: operators})
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}

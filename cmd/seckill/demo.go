@@ -101,8 +101,9 @@ func reusable(ctx context.Context, c *client.Client, idFile string) (int64, erro
 
 func create(ctx context.Context, c *client.Client, stock int64) (int64, error) {
 	now := time.Now().UTC().Truncate(time.Second)
-	v, err := c.CreateSale(ctx, client.NewSale{GoodsID: 1, Title: demoTitle, PriceCents: 999, Stock: stock, Buckets: 16,
-		StartsAt: now, EndsAt: now.Add(7 * 24 * time.Hour), PaymentWindowSeconds: 900})
+	v, err := c.CreateSale(ctx, client.NewSale{GoodsID: 1, Title: demoTitle, PriceCents: 999, Stock: stock,
+		Buckets: domain.DefaultBuckets, StartsAt: now, EndsAt: now.Add(7 * 24 * time.Hour),
+		PaymentWindowSeconds: domain.DefaultPaymentWindowSeconds}, "")
 	if err != nil {
 		return 0, fmt.Errorf("create sale: %w", err)
 	}
@@ -115,7 +116,7 @@ func create(ctx context.Context, c *client.Client, stock int64) (int64, error) {
 // warmup loads the sale into Redis; a sale already taking reservations
 // (409 already_live) is warm.
 func warmup(ctx context.Context, c *client.Client, id int64) error {
-	if err := c.Warmup(ctx, id); err != nil && domain.ErrorCode(err) != domain.EAlreadyLive {
+	if _, err := c.Warmup(ctx, id); err != nil && domain.ErrorCode(err) != domain.EAlreadyLive {
 		return fmt.Errorf("warm up sale %d: %w", id, err)
 	}
 	return nil

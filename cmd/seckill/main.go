@@ -5,6 +5,7 @@
 //	seckill migrate    apply the database migrations
 //	seckill token      mint a JWT for a user (or an admin) to try the API
 //	seckill demo       create and warm up a demo sale through the API
+//	seckill admin      call the admin API as an operator
 //	seckill version    print the build's version and commit
 //
 // Configuration comes from the environment (see config and docs/configuration.md).
@@ -40,6 +41,8 @@ commands:
   token --user N [--admin] [--ttl 24h]  print a JWT for user N
   demo [--api URL] [--id-file PATH]     create and warm up a demo sale, print its id
   healthcheck [--url URL]               exit 0 when the API's /readyz answers 200
+  admin [--api URL] [--token JWT] SUB   call the admin API (list, create, warmup, pause,
+                                        resume, stop, stock, reconcile, appeals)
   version                               print the build's version and commit
 
 "seckill <command> --help" describes a command. Configuration comes from
@@ -56,6 +59,8 @@ type command struct {
 	flags    func(fs *flag.FlagSet) action
 	// needs is the configuration it requires (config.LoadFor).
 	needs config.Need
+	// args: the command takes arguments after its flags.
+	args bool
 }
 
 var commands = map[string]command{
@@ -66,22 +71,23 @@ var commands = map[string]command{
 				return runAPI(ctx, cfg, l)
 			})
 		}
-	}, config.NeedAll},
+	}, config.NeedAll, false},
 	"worker": {"run the Temporal worker and the inbox relay until SIGINT/SIGTERM", func(*flag.FlagSet) action {
 		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
 			return serve(ctx, cfg.ShutdownTimeout+closeClients, logger.With("component", "worker"), func(ctx context.Context, l *slog.Logger) error {
 				return worker.Run(ctx, cfg, l)
 			})
 		}
-	}, config.NeedAll},
+	}, config.NeedAll, false},
 	"migrate": {"apply the database migrations to MYSQL_DSN", func(*flag.FlagSet) action {
 		return func(ctx context.Context, cfg *config.Config, _ io.Writer, logger *slog.Logger) error {
 			return migrate(ctx, cfg, logger)
 		}
-	}, config.NeedDatabase},
-	"token":       {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET (SECKILL_ADMIN_JWT_SECRET for --admin)", tokenFlags, 0},
-	"demo":        {"create and warm up a demo sale through the API, print its id", demoFlags, config.NeedAdminSigner},
-	"healthcheck": {"exit 0 when the API's /readyz answers 200 (an image's health check)", healthcheckFlags, 0},
+	}, config.NeedDatabase, false},
+	"token":       {"print a JWT for a user (or an admin), signed with SECKILL_JWT_SECRET (SECKILL_ADMIN_JWT_SECRET for --admin)", tokenFlags, 0, false},
+	"demo":        {"create and warm up a demo sale through the API, print its id", demoFlags, config.NeedAdminSigner, false},
+	"healthcheck": {"exit 0 when the API's /readyz answers 200 (an image's health check)", healthcheckFlags, 0, false},
+	"admin":       {"call the admin API as an operator: list, create, warmup, pause, resume, stop, stock, reconcile, appeals", adminFlags, 0, true},
 }
 
 func main() {
@@ -122,7 +128,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(fs.Output(), "\nConfiguration comes from environment variables (see docs/configuration.md).")
 	}
-	if code, done := cli.Parse(fs, rest, stdout, stderr); done {
+	parse := cli.Parse
+	if cmd.args {
+		parse = cli.ParseArgs
+	}
+	if code, done := parse(fs, rest, stdout, stderr); done {
 		return code
 	}
 

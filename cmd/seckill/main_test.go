@@ -24,7 +24,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/buildinfo"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/schema"
 	"github.com/seckill/seckill/store"
 )
@@ -200,7 +200,8 @@ func (f *fakeAdminAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(http.StatusConflict, "already_live")
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"sale_id": parts[3], "redis_stock": 1000})
+		saleID, _ := strconv.ParseInt(parts[3], 10, 64)
+		_ = json.NewEncoder(w).Encode(map[string]any{"sale_id": saleID, "redis_stock": 1000})
 	default:
 		fail(http.StatusNotFound, "not_found")
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/conn"
-	"github.com/seckill/seckill/internal/netproxy"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/store"
 )
 

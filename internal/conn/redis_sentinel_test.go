@@ -19,7 +19,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/conn"
-	"github.com/seckill/seckill/internal/redisnode"
+	"github.com/seckill/seckill/internal/testkit/redisnode"
 	"github.com/seckill/seckill/lua"
 )
 

@@ -30,15 +30,17 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -86,10 +88,10 @@ func TestOneReservationOneTrace(t *testing.T) {
 	client := lua.NewClient(rdb)
 
 	startWorkerAndRelay(t, tc, cfg.TaskQueue, st, client, logger)
-	withStarter := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client, Temporal: tc}))
-	relayOnly := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Store: st, Redis: client}))
+	withStarter := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Backend: backend.New(st), Redis: client, Temporal: tc}))
+	relayOnly := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Backend: backend.New(st), Redis: client}))
 	sale := testenv.MustSale(t, st, 5)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer ccancel()
@@ -240,7 +242,7 @@ func TestFiltersRefuseWithoutSpans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	exp, cfg, st, rdb := traced(t, ctx)
-	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(rdb)})
+	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(st), Redis: lua.NewClient(rdb)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = app.Listener(ln) }()
@@ -248,7 +250,7 @@ func TestFiltersRefuseWithoutSpans(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 
 	sale := testenv.MustSale(t, st, 1)
-	testenv.MustWarm(t, st, rdb, sale)
+	testsale.MustWarm(t, st, rdb, sale)
 	reserveURL := fmt.Sprintf("%s/api/v1/sales/%d/reservations", base, sale.ID)
 	// send answers the request's status and whether it carried a span.
 	send := func(method, url, bearer, body string) (int, bool) {

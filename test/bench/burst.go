@@ -9,8 +9,6 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/reconcile"
 )
 
 // burstProfileSeconds is the length of scenario 3's CPU profiles: the
@@ -56,7 +54,7 @@ func (m *burstMeters) read(c cpuMeter) float64 {
 // workflows on the same Temporal server.
 func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	const conns = 256
-	s, err := r.sale(ctx, "burst", r.o.BurstStock, 16, true)
+	s, err := r.sale(ctx, api, "burst", r.o.BurstStock, 16, true)
 	if err != nil {
 		return err
 	}
@@ -95,7 +93,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	if n := settled.Final[http.StatusServiceUnavailable]; n > 0 {
 		r.violation("scenario 3: %d requests still 503 after %d retries", n, settleRounds)
 	}
-	if err := r.checkBurst(ctx, s.ID, ok); err != nil {
+	if err := r.checkBurst(ctx, api, s.ID, ok); err != nil {
 		return err
 	}
 	br := burstRuns{stock: r.o.BurstStock, users: len(toks), conns: conns, res: res, settled: settled, reserved: reserved, drain: drain, m: m}
@@ -213,8 +211,8 @@ func drainTarget(stock int64) string {
 }
 
 // checkBurst checks the burst sale in MySQL (no oversell, no user twice)
-// and, once drained, with the reconciler.
-func (r *runner) checkBurst(ctx context.Context, saleID int64, drained bool) error {
+// and, once drained, with the API's reconciliation.
+func (r *runner) checkBurst(ctx context.Context, api *Proc, saleID int64, drained bool) error {
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var total, users, orders int64
@@ -234,10 +232,13 @@ func (r *runner) checkBurst(ctx context.Context, saleID int64, drained bool) err
 		r.o.Logger.Warn("burst sale not drained: not reconciled", "sale_id", saleID)
 		return nil
 	}
-	rec := &reconcile.Reconciler{Store: r.st, Redis: lua.NewClient(r.rdb), Temporal: r.tc, Logger: r.o.Logger}
+	c, err := r.admin(api)
+	if err != nil {
+		return err
+	}
 	rctx, cancel2 := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel2()
-	rep, err := rec.Run(rctx, saleID, false)
+	rep, err := c.Reconcile(rctx, saleID, false)
 	if err != nil {
 		return fmt.Errorf("reconcile burst sale: %w", err)
 	}

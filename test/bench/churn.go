@@ -159,7 +159,7 @@ func (r *runner) churn(ctx context.Context) error {
 	}
 	defer worker.Stop()
 	defer api.Stop()
-	sale, err := r.saleWindow(ctx, "churn", churnStock, 4, true, churnWindow)
+	sale, err := r.saleWindow(ctx, api, "churn", churnStock, 4, true, churnWindow)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // The database path's transaction alone (store.ReserveInDB), against the

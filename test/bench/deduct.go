@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/store"
 )
 
@@ -50,10 +50,11 @@ func (r *runner) mysql(ctx context.Context) error {
 		{"1 ms RTT, 16 buckets", via, oneWay, 16, 6000},
 	} {
 		proxy.SetDelay(c.delay)
-		s, err := r.sale(ctx, "deduct "+c.label, 1_000_000, c.buckets, false)
+		s, err := NewSale(ctx, r.st, "bench "+r.stamp+" deduct "+c.label, 1_000_000, c.buckets)
 		if err != nil {
 			return err
 		}
+		r.saleIDs = append(r.saleIDs, s.ID)
 		first := r.nextUser
 		r.nextUser += int64(c.orders)
 		r.o.Logger.Info("recording reservations for the deduction run", "run", c.label, "n", c.orders)
@@ -80,7 +81,7 @@ func (r *runner) mysql(ctx context.Context) error {
 		Figure{Name: "16 buckets, 1 ms RTT / loopback", Value: ratio(rates["1 ms RTT, 16 buckets"], rates["loopback, 16 buckets"]), Unit: "×", Target: "≥ 0.9"},
 		Figure{Name: "16 buckets, 1 ms RTT / proxy at 0 ms", Value: ratio(rates["1 ms RTT, 16 buckets"], rates["proxy at 0 ms, 16 buckets"]), Unit: "×"},
 	)
-	sc.Notes = []string{"reservations are recorded (QUEUED) before the clock starts; each run places a fixed pool of orders or stops after twice the run length; the proxy delays each chunk by 0.5 ms in each direction (Go, in internal/netproxy); `proxy at 0 ms` runs through the same proxy without the delay, so 1 ms RTT against it shows the round trips' cost without the proxy's own CPU on the shared cores"}
+	sc.Notes = []string{"reservations are recorded (QUEUED) before the clock starts; each run places a fixed pool of orders or stops after twice the run length; the proxy delays each chunk by 0.5 ms in each direction (Go, in internal/testkit/netproxy); `proxy at 0 ms` runs through the same proxy without the delay, so 1 ms RTT against it shows the round trips' cost without the proxy's own CPU on the shared cores"}
 	r.add(sc)
 	return nil
 }

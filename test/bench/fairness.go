@@ -14,7 +14,6 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/sales"
 )
 
 // Scenario 10, fairness: two groups of buyers through a sale's opening,
@@ -103,7 +102,7 @@ func (r *runner) fairness(ctx context.Context) error {
 
 // fairRun runs one opening on a fresh sale and counts each group's 202s.
 func (r *runner) fairRun(ctx context.Context, api *Proc, lottery bool) (fairRun, error) {
-	s, err := r.saleOpening(ctx, "fairness", fairBuyers/10, time.Now().Add(fairOpensIn))
+	s, err := r.saleOpening(ctx, api, "fairness", fairBuyers/10, time.Now().Add(fairOpensIn))
 	if err != nil {
 		return fairRun{}, err
 	}
@@ -163,20 +162,8 @@ func (r *runner) fairRun(ctx context.Context, api *Proc, lottery bool) (fairRun,
 	return res, nil
 }
 
-// saleOpening creates and warms a sale that opens at opens.
-func (r *runner) saleOpening(ctx context.Context, title string, stock int64, opens time.Time) (*domain.Sale, error) {
-	s := &domain.Sale{
-		GoodsID: 1, Title: "bench " + r.stamp + " " + title, PriceCents: 999, StockTotal: stock, Buckets: 4,
-		StartsAt: opens.UTC(), EndsAt: opens.Add(time.Hour).UTC(), PaymentWindowSeconds: 900, PerUserLimit: 1,
-	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := r.st.CreateSale(cctx, s); err != nil {
-		return nil, fmt.Errorf("create sale %q: %w", title, err)
-	}
-	r.saleIDs = append(r.saleIDs, s.ID)
-	if _, _, err := sales.Warmup(cctx, r.st, lua.NewClient(r.rdb), nil, s.ID); err != nil {
-		return nil, fmt.Errorf("warm up sale %d: %w", s.ID, err)
-	}
-	return s, nil
+// saleOpening creates and warms a sale that opens at opens through api.
+func (r *runner) saleOpening(ctx context.Context, api *Proc, title string, stock int64, opens time.Time) (*domain.Sale, error) {
+	return r.createSale(ctx, api, client.NewSale{GoodsID: 1, Title: "bench " + r.stamp + " " + title, PriceCents: 999, Stock: stock,
+		Buckets: 4, StartsAt: opens.UTC(), EndsAt: opens.Add(time.Hour).UTC(), PaymentWindowSeconds: 900}, true)
 }

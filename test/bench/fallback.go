@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/netproxy"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
 )
 
 // fallback: scenario 5, the database path through the API at its rate
@@ -37,7 +37,7 @@ func (r *runner) fallback(ctx context.Context) error {
 	defer api.Stop()
 	defer worker.Stop()
 
-	s, err := r.sale(ctx, "fallback", stock, 16, true)
+	s, err := r.sale(ctx, api, "fallback", stock, 16, true)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (r *runner) fallback(ctx context.Context) error {
 	}
 	accepted := res.Count(http.StatusAccepted)
 	acceptedRate := float64(accepted) / res.Seconds
-	outcomes, err := databaseOutcomes(ctx, api.URL)
+	outcomes, err := r.databaseOutcomes(ctx, api)
 	if err != nil {
 		return err
 	}
@@ -227,31 +227,24 @@ func (r *runner) checkFallback(ctx context.Context, saleID, quota, accepted int6
 
 // databaseOutcomes reads the API's count of database-path answers by
 // outcome (ok, rate_limited, saturated, ...) from its /metrics.
-func databaseOutcomes(ctx context.Context, apiURL string) (map[string]float64, error) {
-	return apiCounters(ctx, apiURL, `seckill_filter_total{layer="database",outcome="`)
+func (r *runner) databaseOutcomes(ctx context.Context, api *Proc) (map[string]float64, error) {
+	return r.apiCounters(ctx, api, `seckill_filter_total{layer="database",outcome="`)
 }
 
 // apiCounters reads the API's /metrics series that start with prefix (a
 // metric and its labels up to the last label's opening quote), by that
 // label's value.
-func apiCounters(ctx context.Context, apiURL, prefix string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiURL+"/metrics", nil)
+func (r *runner) apiCounters(ctx context.Context, api *Proc, prefix string) (map[string]float64, error) {
+	c, err := r.admin(api)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := c.Metrics(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(body) {
 		rest, ok := strings.CutPrefix(line, prefix)
 		if !ok {
 			continue

@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 	"github.com/seckill/seckill/lua"
 )
 
@@ -27,7 +27,7 @@ func (r *runner) inStock(ctx context.Context) error {
 		return err
 	}
 	defer api.Stop()
-	s, err := r.sale(ctx, "in-stock", 1_000_000, 16, true)
+	s, err := r.sale(ctx, api, "in-stock", 1_000_000, 16, true)
 	if err != nil {
 		return err
 	}

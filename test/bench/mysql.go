@@ -26,18 +26,15 @@ func DSNVia(dsn, addr string) (string, error) {
 	return c.FormatDSN(), nil
 }
 
-// NewSale creates a live sale for the bench with the given stock and buckets.
+// NewSale creates a live sale for the bench with the given stock and
+// buckets in the store, not warmed up: the deduction benchmark's, which
+// runs without an API.
 func NewSale(ctx context.Context, st *store.Store, title string, stock int64, buckets int) (*domain.Sale, error) {
-	return newSaleWindow(ctx, st, title, stock, buckets, 900)
-}
-
-// newSaleWindow is NewSale with a payment window of window seconds.
-func newSaleWindow(ctx context.Context, st *store.Store, title string, stock int64, buckets, window int) (*domain.Sale, error) {
 	now := time.Now().UTC()
 	s := &domain.Sale{
 		GoodsID: 1, Title: title, PriceCents: 999, StockTotal: stock, Buckets: buckets,
 		StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour),
-		PaymentWindowSeconds: window, PerUserLimit: 1,
+		PaymentWindowSeconds: 900, PerUserLimit: 1,
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -22,7 +22,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 )
@@ -48,7 +48,7 @@ func (r *runner) notify(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pr, err := r.pendingReservations(ctx, pollUsers)
+		pr, err := r.pendingReservations(ctx, api, pollUsers)
 		if err != nil {
 			return err
 		}
@@ -62,10 +62,10 @@ func (r *runner) notify(ctx context.Context) error {
 				return err
 			}
 		}
-		api.Stop()
 		// Their sales end now, so scenario 7's worker does not spend
 		// itself on them (their rows have no orders behind them).
-		r.finishSales(ctx)
+		r.finishSales(ctx, api)
+		api.Stop()
 	}
 	if r.o.want("7") {
 		api, worker, err := r.startStackEnv(ctx, "api-push", "worker-push", r.env("bench-push-"+r.stamp))
@@ -81,14 +81,13 @@ func (r *runner) notify(ctx context.Context) error {
 	return nil
 }
 
-// finishSales stops and tears down the sales made so far, as close does.
-func (r *runner) finishSales(ctx context.Context) {
+// finishSales stops the sales made so far through api and tears them down
+// (their Redis keys deleted, which no API operation does), as close does.
+func (r *runner) finishSales(ctx context.Context, api *Proc) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	r.stopSales(ctx, api)
 	for _, id := range r.saleIDs {
-		if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
-			r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
-		}
 		if err := sales.Teardown(ctx, r.st, lua.NewClient(r.rdb), id); err != nil {
 			r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 		}
@@ -127,8 +126,8 @@ type pollSet struct {
 // (token ordered, status record PENDING_PAYMENT with order number, amount
 // and pay-by), and their reservation rows in MySQL (no orders or stock
 // movements: a status read asks MySQL only when Redis does not answer).
-func (r *runner) pendingReservations(ctx context.Context, n int) (*pollSet, error) {
-	s, err := r.sale(ctx, "status polling", int64(n), 16, true)
+func (r *runner) pendingReservations(ctx context.Context, api *Proc, n int) (*pollSet, error) {
+	s, err := r.sale(ctx, api, "status polling", int64(n), 16, true)
 	if err != nil {
 		return nil, err
 	}
@@ -244,14 +243,14 @@ func (r *runner) statusPolling(ctx context.Context, api *Proc, ps *pollSet) erro
 	// 5-second run measures the polls that follow, not 20,000 first ones.
 	pr.warm = ClosedLoop(ctx, "warm-up: one poll per reservation", conns, 10*r.o.Dur, n, poll)
 	const statusReads = `seckill_status_reads_total{source="`
-	from0, err := apiCounters(ctx, api.URL, statusReads)
+	from0, err := r.apiCounters(ctx, api, statusReads)
 	if err != nil {
 		return err
 	}
 	if pr.polls, pr.pollSelects, err = sel.run(ctx, "GET reservations/{token}", conns, poll); err != nil {
 		return err
 	}
-	from1, err := apiCounters(ctx, api.URL, statusReads)
+	from1, err := r.apiCounters(ctx, api, statusReads)
 	if err != nil {
 		return err
 	}
@@ -622,7 +621,7 @@ func (ir idleRuns) scenario() Scenario {
 func (r *runner) pushLatency(ctx context.Context, api *Proc) error {
 	const conns = 256
 	stock := r.o.BurstStock
-	s, err := r.sale(ctx, "push latency", stock, 16, true)
+	s, err := r.sale(ctx, api, "push latency", stock, 16, true)
 	if err != nil {
 		return err
 	}

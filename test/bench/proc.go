@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
 // Proc is a process the bench started (an API, a worker, the baseline).

@@ -18,10 +18,11 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	seckill "github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -78,6 +79,8 @@ type runner struct {
 	stamp    string
 	saleIDs  []int64 // every sale this run created, torn down at the end
 	procs    []*Proc
+	adminMu  sync.Mutex
+	admins   map[string]*seckill.Client // admin, by API base URL
 }
 
 // Run runs every scenario and returns the report. A correctness violation
@@ -363,28 +366,6 @@ func (r *runner) users(n int) ([]string, int64, error) {
 		return nil, 0, fmt.Errorf("mint tokens: %w", err)
 	}
 	return toks, first, nil
-}
-
-// sale creates and warms a sale for a scenario.
-func (r *runner) sale(ctx context.Context, title string, stock int64, buckets int, warm bool) (*domain.Sale, error) {
-	return r.saleWindow(ctx, title, stock, buckets, warm, 900)
-}
-
-// saleWindow is sale with a payment window of window seconds.
-func (r *runner) saleWindow(ctx context.Context, title string, stock int64, buckets int, warm bool, window int) (*domain.Sale, error) {
-	s, err := newSaleWindow(ctx, r.st, "bench "+r.stamp+" "+title, stock, buckets, window)
-	if err != nil {
-		return nil, err
-	}
-	r.saleIDs = append(r.saleIDs, s.ID)
-	if warm {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if _, _, err := sales.Warmup(wctx, r.st, lua.NewClient(r.rdb), nil, s.ID); err != nil {
-			return nil, fmt.Errorf("warm up sale %d: %w", s.ID, err)
-		}
-	}
-	return s, nil
 }
 
 // reserveOp posts a reservation for user i of toks.

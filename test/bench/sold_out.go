@@ -91,7 +91,7 @@ func medianRound(rounds []abRound) abRound {
 // client of conns connections, the sale's reservation URL and the users'
 // tokens left for the measured loop (the two setup users taken out).
 func (r *runner) soldOutSale(ctx context.Context, api *Proc, label string, conns int) (httpDoer, string, []string, error) {
-	s, err := r.sale(ctx, label, 1, 1, true)
+	s, err := r.sale(ctx, api, label, 1, 1, true)
 	if err != nil {
 		return httpDoer{}, "", nil, err
 	}

@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/paysig"
 )
@@ -38,19 +40,58 @@ func (a answer) code() string {
 
 func (a answer) str(k string) string { s, _ := a.Body[k].(string); return s }
 
-// caller sends the run's requests and records each with its answer.
+// callTimeout bounds every request: a frozen API or Redis turns into a
+// timeout, which the workload treats like a 503 (outcome unknown, replay).
+const callTimeout = 3 * time.Second
+
+// caller sends the run's requests and records each with its answer. The
+// users' calls and the provider's webhooks go out raw, so the history
+// holds each answer's status and body as they came; the operator's go
+// through the Go client, one per API.
 type caller struct {
 	d      *Deployment
 	h      *Recorder
 	client *http.Client
 	tokens sync.Map // user -> bearer token
+	// admins are the Go clients of the APIs (by index), with an operator's
+	// token and no retries: the operator replays an unknown outcome itself,
+	// each attempt its own event.
+	admins []*client.Client
 }
 
-func newCaller(d *Deployment, h *Recorder) *caller {
+func newCaller(d *Deployment, h *Recorder) (*caller, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
-	// Three seconds: a frozen API or Redis turns into a timeout, which the
-	// client treats like a 503 (outcome unknown, replay).
-	return &caller{d: d, h: h, client: &http.Client{Timeout: 3 * time.Second, Transport: tr}}
+	c := &caller{d: d, h: h, client: &http.Client{Timeout: callTimeout, Transport: tr}}
+	tok, err := c.bearer(AdminUser)
+	if err != nil {
+		return nil, err
+	}
+	for _, api := range d.APIs {
+		c.admins = append(c.admins, client.New(api.URL, tok, callTimeout, client.WithRetries(1, 0)))
+	}
+	return c, nil
+}
+
+// admin sends an operator's call to API apiIdx (0-based) through its Go
+// client, once, and records it as ev (its op and ids filled by the
+// caller): want, the contract's success status, or the error answer's
+// status and code, or the transport error. It answers the recorded event.
+func (c *caller) admin(ctx context.Context, apiIdx, want int, ev Event, call func(context.Context, *client.Client) error) Event {
+	apiIdx %= len(c.admins)
+	ev.T = time.Now()
+	err := call(ctx, c.admins[apiIdx])
+	ev.End, ev.API, ev.HTTP = time.Now(), apiIdx+1, want
+	if err != nil {
+		if ev.HTTP = client.Status(err); ev.HTTP != 0 {
+			ev.Code = domain.ErrorCode(err)
+		} else {
+			ev.Err = err.Error()
+		}
+	}
+	if ev.Kind == "" {
+		ev.Kind = KindRequest
+	}
+	return c.h.Add(ev)
 }
 
 func (c *caller) bearer(user int64) (string, error) {

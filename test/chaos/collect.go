@@ -27,27 +27,31 @@ func collect(ctx context.Context, d *Deployment, c *caller, sales []SaleSpec) (F
 			return f, fmt.Errorf("sale %d: %w", sp.ID, err)
 		}
 		s := SaleState{Sale: sale}
-		a := c.send(ctx, 0, http.MethodGet, fmt.Sprintf("/admin/v1/sales/%d/reconciliation", sp.ID), AdminUser, nil, nil)
-		if a.Err != nil || a.HTTP != http.StatusOK {
-			a = c.send(ctx, 1, http.MethodGet, fmt.Sprintf("/admin/v1/sales/%d/reconciliation", sp.ID), AdminUser, nil, nil)
-		}
-		switch {
-		case a.Err != nil:
-			s.ReconErr = a.Err.Error()
-		case a.HTTP != http.StatusOK:
-			s.ReconErr = fmt.Sprintf("%d %s", a.HTTP, a.code())
-		default:
-			s.ReconConsistent, _ = a.Body["consistent"].(bool)
-			ds, _ := a.Body["discrepancies"].([]any)
-			for _, x := range ds {
-				m, _ := x.(map[string]any)
-				user, _ := m["user_id"].(float64)
-				s.ReconDiscrepancies = append(s.ReconDiscrepancies, fmt.Sprintf("%v user %d token %v: %v", m["kind"], int64(user), m["token"], m["detail"]))
-			}
-		}
+		s.ReconConsistent, s.ReconDiscrepancies, s.ReconErr = reconciliation(ctx, c, sp.ID)
 		f.Sales = append(f.Sales, s)
 	}
 	return f, nil
+}
+
+// reconciliation is the API's reconciliation report of a sale (the first
+// API's, the second's when the first does not answer 200): whether it is
+// consistent and its discrepancies, or why there is none.
+func reconciliation(ctx context.Context, c *caller, saleID int64) (bool, []string, string) {
+	rep, err := c.admins[0].Reconcile(ctx, saleID, false)
+	if err != nil {
+		rep, err = c.admins[1%len(c.admins)].Reconcile(ctx, saleID, false)
+	}
+	if err != nil {
+		if st := client.Status(err); st != 0 {
+			return false, nil, fmt.Sprintf("%d %s", st, domain.ErrorCode(err))
+		}
+		return false, nil, err.Error()
+	}
+	var ds []string
+	for _, d := range rep.Discrepancies {
+		ds = append(ds, fmt.Sprintf("%v user %d token %v: %v", d.Kind, d.UserID, d.Token, d.Detail))
+	}
+	return rep.Consistent, ds, ""
 }
 
 // probe runs the final probes: fresh users reserve each sale until it is

@@ -18,11 +18,11 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/internal/devtemporal"
-	"github.com/seckill/seckill/internal/mariadbnode"
-	"github.com/seckill/seckill/internal/netproxy"
-	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/redisnode"
+	"github.com/seckill/seckill/internal/testkit/devtemporal"
+	"github.com/seckill/seckill/internal/testkit/mariadbnode"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
+	"github.com/seckill/seckill/internal/testkit/proc"
+	"github.com/seckill/seckill/internal/testkit/redisnode"
 	"github.com/seckill/seckill/lua"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/netproxy"
-	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/redisnode"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
+	"github.com/seckill/seckill/internal/testkit/proc"
+	"github.com/seckill/seckill/internal/testkit/redisnode"
 )
 
 // The single-Redis deployment runs a replica of its redis-server, which

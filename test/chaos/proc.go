@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
-// Proc is a process the run owns (internal/proc).
+// Proc is a process the run owns (internal/testkit/proc).
 type Proc = proc.Proc
 
 func port(addr string) string {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/client"
 )
 
 // Options of a run.
@@ -85,7 +86,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer h.Close()
-	c := newCaller(d, h)
+	c, err := newCaller(d, h)
+	if err != nil {
+		return nil, err
+	}
 	if r.Sales, err = createSales(ctx, c, DefaultSales); err != nil {
 		return nil, err
 	}
@@ -264,19 +268,16 @@ func createSales(ctx context.Context, c *caller, specs []SaleSpec) ([]SaleSpec, 
 	now := time.Now().UTC()
 	var out []SaleSpec
 	for i, s := range specs {
-		a := c.send(ctx, 0, http.MethodPost, "/admin/v1/sales", AdminUser, map[string]any{
-			"goods_id": 100 + i, "title": fmt.Sprintf("chaos sale %d", i+1), "price_cents": s.PriceCents, "stock": s.Stock, "buckets": 4,
-			"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(6 * time.Hour).Format(time.RFC3339),
-			"payment_window_seconds": s.WindowSeconds,
-		}, nil)
-		if a.Err != nil || a.HTTP != http.StatusCreated {
-			return nil, fmt.Errorf("create sale: %d %v %v", a.HTTP, a.Body, a.Err)
+		v, err := c.admins[0].CreateSale(ctx, client.NewSale{
+			GoodsID: int64(100 + i), Title: fmt.Sprintf("chaos sale %d", i+1), PriceCents: s.PriceCents, Stock: s.Stock, Buckets: 4,
+			StartsAt: now.Add(-time.Minute), EndsAt: now.Add(6 * time.Hour), PaymentWindowSeconds: s.WindowSeconds,
+		}, "")
+		if err != nil {
+			return nil, fmt.Errorf("create sale: %w", err)
 		}
-		id, _ := a.Body["sale_id"].(float64)
-		s.ID = int64(id)
-		a = c.send(ctx, 0, http.MethodPost, fmt.Sprintf("/admin/v1/sales/%d/warmup", s.ID), AdminUser, nil, nil)
-		if a.Err != nil || a.HTTP != http.StatusOK {
-			return nil, fmt.Errorf("warm up sale %d: %d %v %v", s.ID, a.HTTP, a.Body, a.Err)
+		s.ID = v.SaleID
+		if _, err := c.admins[0].Warmup(ctx, s.ID); err != nil {
+			return nil, fmt.Errorf("warm up sale %d: %w", s.ID, err)
 		}
 		out = append(out, s)
 	}

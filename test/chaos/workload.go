@@ -360,23 +360,33 @@ func (o *operator) run(ctx context.Context) {
 }
 
 func (o *operator) stock(ctx context.Context, api int, s SaleSpec, delta int64) {
-	o.w.C.do(ctx, api, http.MethodPost, fmt.Sprintf("/admin/v1/sales/%d/stock", s.ID), AdminUser, map[string]any{"delta": delta},
-		Event{Op: OpStock, Sale: s.ID, Detail: fmt.Sprintf("delta %+d", delta)})
+	o.w.C.admin(ctx, api, http.StatusOK, Event{Op: OpStock, Sale: s.ID, Detail: fmt.Sprintf("delta %+d", delta)},
+		func(ctx context.Context, c *client.Client) error {
+			_, err := c.AddStock(ctx, s.ID, delta, "")
+			return err
+		})
 }
 
 // control pauses or resumes, retrying while the answer is unknown; a
 // resume not yet confirmed is retried by undo.
 func (o *operator) control(ctx context.Context, api int, sale int64, op string) bool {
+	send := (*client.Client).Resume
+	if op == OpPause {
+		send = (*client.Client).Pause
+	}
 	for attempt := 0; attempt < 5; attempt++ {
-		a, _ := o.w.C.do(ctx, api+attempt, http.MethodPost, fmt.Sprintf("/admin/v1/sales/%d/%s", sale, op), AdminUser, nil, Event{Op: op, Sale: sale})
-		if op == OpPause && unknown(a) {
+		e := o.w.C.admin(ctx, api+attempt, http.StatusOK, Event{Op: op, Sale: sale}, func(ctx context.Context, c *client.Client) error {
+			_, err := send(c, ctx, sale)
+			return err
+		})
+		if op == OpPause && unknownAnswer(e) {
 			o.mayPause[sale] = true
 		}
-		if a.HTTP == http.StatusOK {
+		if e.HTTP == http.StatusOK {
 			o.paused[sale] = op == OpPause
 			return true
 		}
-		if op == OpPause && !unknown(a) {
+		if op == OpPause && !unknownAnswer(e) {
 			return false
 		}
 		o.paused[sale] = true // a resume not confirmed: undo retries it
@@ -386,16 +396,18 @@ func (o *operator) control(ctx context.Context, api int, sale int64, op string) 
 }
 
 func (o *operator) blacklist(ctx context.Context, api int, u int64, on bool) bool {
-	method, op := http.MethodPut, OpBlacklist
+	send, op := (*client.Client).Blacklist, OpBlacklist
 	if !on {
-		method, op = http.MethodDelete, OpUnblacklist
+		send, op = (*client.Client).Unblacklist, OpUnblacklist
 	}
 	for attempt := 0; attempt < 5; attempt++ {
-		a, _ := o.w.C.do(ctx, api+attempt, method, fmt.Sprintf("/admin/v1/blacklist/%d", u), AdminUser, nil, Event{Op: op, User: u})
-		if on && unknown(a) {
+		e := o.w.C.admin(ctx, api+attempt, http.StatusNoContent, Event{Op: op, User: u}, func(ctx context.Context, c *client.Client) error {
+			return send(c, ctx, u)
+		})
+		if on && unknownAnswer(e) {
 			o.mayBlacklist[u] = true
 		}
-		if a.HTTP == http.StatusNoContent {
+		if e.HTTP == http.StatusNoContent {
 			o.blacklisted[u] = on
 			return true
 		}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/redisnode"
+	"github.com/seckill/seckill/internal/testkit/proc"
+	"github.com/seckill/seckill/internal/testkit/redisnode"
 )
 
 // Masters is the number of master nodes MustRedisCluster starts.

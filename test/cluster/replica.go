@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/redisnode"
+	"github.com/seckill/seckill/internal/testkit/redisnode"
 )
 
 // NodeClient is a client of the node at addr alone, closed at the end of

@@ -5,101 +5,23 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/chrome"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
-
-// MustBrowser starts a headless Chromium (Debian's package, which the test
-// scripts install) with a fresh profile; it is stopped at the end of the
-// test. SECKILL_CHROMIUM names another binary.
-func MustBrowser(tb testing.TB) context.Context {
-	tb.Helper()
-	bin := os.Getenv("SECKILL_CHROMIUM")
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if bin != "" {
-			break
-		}
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-		}
-	}
-	if bin == "" {
-		tb.Fatal("no Chromium found: run the tests with `go tool task test`, which installs it (apt-get install chromium)")
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(tb.TempDir()),
-		chromedp.WindowSize(960, 900),
-	)
-	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(tb.Logf))
-	tb.Cleanup(func() { cancel(); cancelAlloc() })
-	// The first run starts the browser; it must not carry a timeout.
-	if err := chromedp.Do(ctx); err != nil {
-		tb.Fatalf("start Chromium %s: %v", bin, err)
-	}
-	return ctx
-}
-
-// do runs browser actions with a bound.
-func do(t *testing.T, browser context.Context, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(browser, 30*time.Second)
-	defer cancel()
-	require.NoError(t, chromedp.Do(ctx, steps...))
-}
-
-// eval evaluates a JavaScript expression in the page.
-func eval[T any](browser context.Context, expr string) (T, error) {
-	ctx, cancel := context.WithTimeout(browser, 10*time.Second)
-	defer cancel()
-	return chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-}
-
-// waitPage polls a JavaScript condition until it is true.
-func waitPage(t *testing.T, browser context.Context, what, cond string, timeout time.Duration) {
-	t.Helper()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ok, err := eval[bool](browser, cond)
-		assert.NoError(c, err)
-		assert.True(c, ok, "%s: %s", what, cond)
-	}, timeout, 200*time.Millisecond, "page never showed: %s", what)
-}
 
 func text(t *testing.T, browser context.Context, id string) string {
 	t.Helper()
-	s, err := eval[string](browser, fmt.Sprintf("document.getElementById(%q).textContent", id))
+	s, err := chrome.Eval[string](browser, fmt.Sprintf("document.getElementById(%q).textContent", id))
 	require.NoError(t, err)
 	return s
-}
-
-// screenshot saves a PNG of the whole page to each path.
-func screenshot(t *testing.T, browser context.Context, paths ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(browser, 30*time.Second)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
-	for _, p := range paths {
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, png, 0o644))
-		t.Logf("screenshot: %s", p)
-	}
 }
 
 // mustLiveSale creates and warms a sale through the admin API; extra
@@ -128,12 +50,12 @@ func mustLiveSale(t *testing.T, base, title string, price, stock, window int, ex
 // login signs in through the page's development login.
 func login(t *testing.T, browser context.Context, user int64) {
 	t.Helper()
-	do(t, browser,
+	chrome.Do(t, browser,
 		chromedp.WaitVisible(chromedp.ID("user-id")),
 		chromedp.SetValue(chromedp.ID("user-id"), strconv.FormatInt(user, 10)),
 		chromedp.Click(chromedp.ID("login")),
 	)
-	waitPage(t, browser, "logged in", fmt.Sprintf("document.getElementById('who').textContent.includes('user %d')", user), 20*time.Second)
+	chrome.WaitPage(t, browser, "logged in", fmt.Sprintf("document.getElementById('who').textContent.includes('user %d')", user), 20*time.Second)
 }
 
 // TestStorefrontInABrowser drives the storefront in headless Chromium against
@@ -143,7 +65,7 @@ func TestStorefrontInABrowser(t *testing.T) {
 	env := testenv.ProcEnv(t, "browser-"+strconv.FormatInt(time.Now().UnixNano(), 10), nil)
 	api := testenv.MustAPI(t, "api", env)
 	testenv.MustWorker(t, "worker", env)
-	browser := MustBrowser(t)
+	browser := chrome.MustBrowser(t, 960, 900)
 	out := t.ArtifactDir()
 	buyAndPayInTheBrowser(t, browser, api.URL, out)
 	soldOutThenWaitlist(t, browser, api.URL, out)
@@ -158,39 +80,39 @@ func buyAndPayInTheBrowser(t *testing.T, browser context.Context, apiURL, out st
 	saleID := mustLiveSale(t, apiURL, title, 19900, 3, 900)
 	user := testenv.UniqueUser()
 
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, saleID)))
-	waitPage(t, browser, "the sale", fmt.Sprintf("document.getElementById('title').textContent === %q", title), 20*time.Second)
+	chrome.Do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, saleID)))
+	chrome.WaitPage(t, browser, "the sale", fmt.Sprintf("document.getElementById('title').textContent === %q", title), 20*time.Second)
 	require.Equal(t, "¥199.00", text(t, browser, "price"))
 	require.Equal(t, "3", text(t, browser, "stock-total"))
 	login(t, browser, user)
-	waitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
+	chrome.WaitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
 
 	// Two real clicks in a row: the first disables the button, so the
 	// second reaches a disabled button and sends nothing.
-	do(t, browser, chromedp.Click(chromedp.ID("buy")), chromedp.Click(chromedp.ID("buy")))
-	waitPage(t, browser, "PENDING_PAYMENT", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT'", 3*time.Minute)
-	transport, err := eval[string](browser, "window.seckillTransport")
+	chrome.Do(t, browser, chromedp.Click(chromedp.ID("buy")), chromedp.Click(chromedp.ID("buy")))
+	chrome.WaitPage(t, browser, "PENDING_PAYMENT", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT'", 3*time.Minute)
+	transport, err := chrome.Eval[string](browser, "window.seckillTransport")
 	require.NoError(t, err)
 	require.Equal(t, "stream", transport, "the page follows the reservation's event stream")
-	waitPage(t, browser, "the payment countdown", "!document.getElementById('pay-by-row').hidden && /\\d\\d:\\d\\d/.test(document.getElementById('pay-by').textContent)", 10*time.Second)
+	chrome.WaitPage(t, browser, "the payment countdown", "!document.getElementById('pay-by-row').hidden && /\\d\\d:\\d\\d/.test(document.getElementById('pay-by').textContent)", 10*time.Second)
 
 	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", apiURL, saleID), user, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Len(t, mine["reservations"], 1, "two quick clicks make exactly one reservation: %v", mine)
 
-	waitPage(t, browser, "stock left updated", "document.getElementById('stock').textContent === '2'", 20*time.Second)
+	chrome.WaitPage(t, browser, "stock left updated", "document.getElementById('stock').textContent === '2'", 20*time.Second)
 	shots := []string{filepath.Join(out, "pending-payment.png")}
 	// docs/storefront.png (shown by the README) is written when missing or
 	// when SECKILL_UPDATE_DOCS=1, so a test run leaves the tree clean.
-	if doc := filepath.Join(testenv.RepoRoot(), "docs", "storefront.png"); os.Getenv("SECKILL_UPDATE_DOCS") == "1" || !exists(doc) {
+	if doc := filepath.Join(testenv.RepoRoot(), "docs", "storefront.png"); os.Getenv("SECKILL_UPDATE_DOCS") == "1" || !chrome.Exists(doc) {
 		shots = append(shots, doc)
 	}
-	screenshot(t, browser, shots...)
+	chrome.Screenshot(t, browser, shots...)
 
-	do(t, browser, chromedp.Click(chromedp.ID("pay")))
-	waitPage(t, browser, "PAID", "document.getElementById('res-status').textContent === 'PAID'", 2*time.Minute)
-	waitPage(t, browser, "paid message", "document.getElementById('message').dataset.code === 'paid'", 10*time.Second)
-	screenshot(t, browser, filepath.Join(out, "paid.png"))
+	chrome.Do(t, browser, chromedp.Click(chromedp.ID("pay")))
+	chrome.WaitPage(t, browser, "PAID", "document.getElementById('res-status').textContent === 'PAID'", 2*time.Minute)
+	chrome.WaitPage(t, browser, "paid message", "document.getElementById('message').dataset.code === 'paid'", 10*time.Second)
+	chrome.Screenshot(t, browser, filepath.Join(out, "paid.png"))
 	code, res := call(t, "GET", apiURL+"/api/v1/reservations/"+mine["reservations"].([]any)[0].(map[string]any)["token"].(string), user, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "PAID", res["status"])
@@ -206,29 +128,29 @@ func soldOutThenWaitlist(t *testing.T, browser context.Context, apiURL, out stri
 	require.Equal(t, http.StatusAccepted, code, "%v", body)
 	firstToken := body["token"].(string)
 	late := testenv.UniqueUser()
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, soldOut)))
-	waitPage(t, browser, "the sold-out sale", "document.getElementById('title').textContent === 'Sold-out sneakers'", 20*time.Second)
+	chrome.Do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, soldOut)))
+	chrome.WaitPage(t, browser, "the sold-out sale", "document.getElementById('title').textContent === 'Sold-out sneakers'", 20*time.Second)
 	login(t, browser, late)
 	// The sale view may still show the unit (stock_left lags by a second):
 	// then the click gets the contract's 410 sold_out. Either way the page
 	// must say sold out.
-	_, err := eval[bool](browser, "(() => { const b = document.getElementById('buy'); if (!b.disabled) b.click(); return true; })()")
+	_, err := chrome.Eval[bool](browser, "(() => { const b = document.getElementById('buy'); if (!b.disabled) b.click(); return true; })()")
 	require.NoError(t, err)
-	waitPage(t, browser, "sold-out message", "document.getElementById('message').dataset.code === 'sold_out' && document.getElementById('message').textContent.startsWith('Sold out')", 20*time.Second)
-	screenshot(t, browser, filepath.Join(out, "sold-out.png"))
+	chrome.WaitPage(t, browser, "sold-out message", "document.getElementById('message').dataset.code === 'sold_out' && document.getElementById('message').textContent.startsWith('Sold out')", 20*time.Second)
+	chrome.Screenshot(t, browser, filepath.Join(out, "sold-out.png"))
 	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", apiURL, soldOut), late, nil)
 	require.Equal(t, http.StatusOK, code)
 	require.Empty(t, mine["reservations"])
 
 	// The late user joins the waitlist; the first buyer cancels; the
 	// returned unit becomes the late user's reservation on the page.
-	waitPage(t, browser, "the waitlist offered", "!document.getElementById('waitlist').hidden && !document.getElementById('wait').hidden", 10*time.Second)
-	do(t, browser, chromedp.Click(chromedp.ID("wait")))
-	waitPage(t, browser, "the waitlist position", "document.getElementById('wait-position').textContent.startsWith('You are number 1 ')", 10*time.Second)
-	screenshot(t, browser, filepath.Join(out, "waitlist.png"))
+	chrome.WaitPage(t, browser, "the waitlist offered", "!document.getElementById('waitlist').hidden && !document.getElementById('wait').hidden", 10*time.Second)
+	chrome.Do(t, browser, chromedp.Click(chromedp.ID("wait")))
+	chrome.WaitPage(t, browser, "the waitlist position", "document.getElementById('wait-position').textContent.startsWith('You are number 1 ')", 10*time.Second)
+	chrome.Screenshot(t, browser, filepath.Join(out, "waitlist.png"))
 	code, body = call(t, "POST", apiURL+"/api/v1/reservations/"+firstToken+"/cancel", firstBuyer, nil)
 	require.Equal(t, http.StatusOK, code, "%v", body)
-	waitPage(t, browser, "the handed-over unit", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && document.getElementById('waitlist').hidden", 2*time.Minute)
+	chrome.WaitPage(t, browser, "the handed-over unit", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && document.getElementById('waitlist').hidden", 2*time.Minute)
 }
 
 // solveTheChallenge: on a sale with a challenge the page solves it
@@ -236,14 +158,14 @@ func soldOutThenWaitlist(t *testing.T, browser context.Context, apiURL, out stri
 // and reserves with it.
 func solveTheChallenge(t *testing.T, browser context.Context, apiURL string) {
 	guarded := mustLiveSale(t, apiURL, "Guarded console", 49900, 2, 900, map[string]any{"challenge_difficulty": 20000})
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, guarded)))
-	waitPage(t, browser, "the guarded sale", "document.getElementById('title').textContent === 'Guarded console'", 20*time.Second)
+	chrome.Do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d", apiURL, guarded)))
+	chrome.WaitPage(t, browser, "the guarded sale", "document.getElementById('title').textContent === 'Guarded console'", 20*time.Second)
 	guardedBuyer := testenv.UniqueUser()
 	login(t, browser, guardedBuyer)
-	waitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
-	do(t, browser, chromedp.Click(chromedp.ID("buy")))
-	waitPage(t, browser, "PENDING_PAYMENT after the challenge", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT'", 3*time.Minute)
-	solved, err := eval[int](browser, "window.seckillChallengesSolved || 0")
+	chrome.WaitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
+	chrome.Do(t, browser, chromedp.Click(chromedp.ID("buy")))
+	chrome.WaitPage(t, browser, "PENDING_PAYMENT after the challenge", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT'", 3*time.Minute)
+	solved, err := chrome.Eval[int](browser, "window.seckillChallengesSolved || 0")
 	require.NoError(t, err)
 	require.Equal(t, 1, solved, "one challenge solved for one reservation")
 	code, mine := call(t, "GET", fmt.Sprintf("%s/api/v1/me/reservations?sale_id=%d", apiURL, guarded), guardedBuyer, nil)
@@ -257,15 +179,10 @@ func solveTheChallenge(t *testing.T, browser context.Context, apiURL string) {
 // back the same way) the page polls and still sees the order settle.
 func followByPolling(t *testing.T, browser context.Context, apiURL string) {
 	polled := mustLiveSale(t, apiURL, "Polled lamp", 9900, 1, 900)
-	do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d&transport=poll", apiURL, polled)))
-	waitPage(t, browser, "the polled sale", "document.getElementById('title').textContent === 'Polled lamp'", 20*time.Second)
+	chrome.Do(t, browser, chromedp.Navigate(fmt.Sprintf("%s/?sale=%d&transport=poll", apiURL, polled)))
+	chrome.WaitPage(t, browser, "the polled sale", "document.getElementById('title').textContent === 'Polled lamp'", 20*time.Second)
 	login(t, browser, testenv.UniqueUser())
-	waitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
-	do(t, browser, chromedp.Click(chromedp.ID("buy")))
-	waitPage(t, browser, "PENDING_PAYMENT by polling", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && window.seckillTransport === 'poll'", 3*time.Minute)
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	chrome.WaitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
+	chrome.Do(t, browser, chromedp.Click(chromedp.ID("buy")))
+	chrome.WaitPage(t, browser, "PENDING_PAYMENT by polling", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && window.seckillTransport === 'poll'", 3*time.Minute)
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 // sseEvent is one event of a reservation's event stream.
@@ -168,7 +169,7 @@ func startEventsFixture(t *testing.T) *eventsFixture {
 	// A sale made and warmed directly, without its SaleWorkflow, whose
 	// minute reconciliation would add a burst of SELECTs to the count.
 	sale := testenv.MustSale(t, testenv.MustStore(t), 8)
-	testenv.MustWarm(t, testenv.MustStore(t), testenv.MustRedis(t), sale)
+	testsale.MustWarm(t, testenv.MustStore(t), testenv.MustRedis(t), sale)
 	saleID := sale.ID
 
 	const n = 6

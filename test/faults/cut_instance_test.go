@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/internal/netproxy"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestOneAPICutFromRedis: a second API instance reaches Redis through a

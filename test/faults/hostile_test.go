@@ -17,7 +17,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 func sign(tb testing.TB, method jwt.SigningMethod, key []byte, claims jwt.MapClaims) string {

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/redisnode"
+	"github.com/seckill/seckill/internal/testkit/redisnode"
 	"github.com/seckill/seckill/test/grants"
 )
 

@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/internal/devtemporal"
-	"github.com/seckill/seckill/internal/mariadbnode"
-	"github.com/seckill/seckill/internal/redisnode"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/devtemporal"
+	"github.com/seckill/seckill/internal/testkit/mariadbnode"
+	"github.com/seckill/seckill/internal/testkit/redisnode"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // server is a service process a scenario owns (its own Redis, MariaDB or

@@ -23,8 +23,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/netproxy"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/netproxy"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
 )

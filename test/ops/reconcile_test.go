@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
@@ -298,7 +298,7 @@ func TestFinalReportAndTeardown(t *testing.T) {
 	queue := newQueue("final")
 	// Started before any sweeper with a short reconciliation period; the
 	// id is the sale's, so whoever starts first wins.
-	MustStartSale(t, tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Second})
+	MustStartSale(t, tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Second, RetireMargin: time.Second})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

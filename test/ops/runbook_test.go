@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // The runbook's commands, run as written against the real API, worker and
@@ -111,7 +111,8 @@ func (r *runbookRun) inspect(t1, t2, t3 string) {
 	require.NotContains(r.t, out, "order:"+t2)
 	out = r.rb.run("describe", r.v1)
 	require.Contains(r.t, out, "order:"+t1)
-	require.Contains(r.t, out, "PENDING_PAYMENT") // the OrderStatus search attribute
+	require.Contains(r.t, out, "OrderWorkflow")
+	require.Contains(r.t, out, "SaleId") // the search attributes the start set
 	out = r.rb.run("show", r.v1)
 	require.Contains(r.t, out, "WorkflowExecutionStarted")
 }

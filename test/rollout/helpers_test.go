@@ -17,8 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 // stack is a test's services and the environment of its processes, on a
@@ -38,7 +39,7 @@ func newStack(t *testing.T, over map[string]string) *stack {
 func (s *stack) warmSale(t *testing.T, stock int64) *domain.Sale {
 	t.Helper()
 	sale := testenv.MustSale(t, s.st, stock)
-	testenv.MustWarm(t, s.st, testenv.MustRedis(t), sale)
+	testsale.MustWarm(t, s.st, testenv.MustRedis(t), sale)
 	return sale
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/proc"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // balancer sends each request to an API whose /readyz answered 200 at its

@@ -35,7 +35,7 @@ func MustBinary(tb testing.TB) string {
 // RepoRoot is the repository's root directory.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // BinDir is where test binaries go: the repository's .data/test/bin, one

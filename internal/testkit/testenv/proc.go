@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
 // FreeAddr returns a free 127.0.0.1 address.

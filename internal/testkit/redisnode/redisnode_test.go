@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // A single server has no cluster arguments; a cluster node has its bus and
