@@ -218,14 +218,19 @@ var controlScript = redis.NewScript(controlSrc)
 
 // SetControl writes a sale's control (active, paused, stopped) into its
 // Redis metadata, only when the sale is warmed, so it never creates half a
-// sale; it reports whether the sale was there.
+// sale; it reports whether the sale was there. Only a control it changed
+// is noted in the change feed: repeating the database's control costs the
+// fleet nothing.
 func (c *Client) SetControl(ctx context.Context, saleID int64, control string) (bool, error) {
-	defer c.NoteChange(saleID)
 	n, err := controlScript.Run(ctx, c.rdb, []string{SaleKeys(saleID).Meta}, control).Int64()
 	if err != nil {
+		c.NoteChange(saleID) // it may have been written
 		return false, fmt.Errorf("control script: %w", err)
 	}
-	return n == 1, nil
+	if n == 2 {
+		c.NoteChange(saleID)
+	}
+	return n >= 1, nil
 }
 
 // Stock reads a sale's Redis stock; ok is false when the sale is not in
