@@ -111,3 +111,26 @@ func (c *Client) PruneChanges(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
+
+// LastChange is when the sale's last change was noted; ok is false when
+// the feed has no note of it within ChangesKeep.
+func (c *Client) LastChange(ctx context.Context, saleID int64) (at time.Time, ok bool, err error) {
+	score, err := c.rdb.ZScore(ctx, ChangesKey, strconv.FormatInt(saleID, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read change feed of sale %d: %w", saleID, err)
+	}
+	return time.UnixMilli(int64(score)), true, nil
+}
+
+// PassShare is which of shares ticks of a reader's full pass reads the
+// sale: a hash of its id, so any run of ids (consecutive, or spaced by an
+// auto-increment step) spreads evenly over the pass.
+func PassShare(saleID, shares int64) int64 {
+	if shares <= 1 {
+		return 0
+	}
+	return int64((uint64(saleID) * 0x9E3779B97F4A7C15 >> 32) % uint64(shares))
+}

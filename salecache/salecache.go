@@ -541,7 +541,7 @@ func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now t
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for id, s := range open {
-		if (id%fullShares+fullShares)%fullShares == share {
+		if lua.PassShare(id, fullShares) == share {
 			due[id] = s // this tick's share of the full pass
 			continue
 		}

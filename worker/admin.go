@@ -30,7 +30,7 @@ type Follower struct {
 	Logger    *slog.Logger
 	Every     time.Duration // 1s when zero
 	KeyKeep   time.Duration // store.KeyKeep when zero
-	FullEvery time.Duration // a minute when zero
+	FullEvery time.Duration // controlFullEvery when zero
 
 	watch changeWatch
 	// followed is each open sale's control as last written or found in
@@ -87,7 +87,7 @@ func (f *Follower) followControl(ctx context.Context) error {
 		return fmt.Errorf("follow control: %w", err)
 	}
 	began := time.Now()
-	f.watch.Redis, f.watch.Every, f.watch.FullEvery = f.Redis, orDefault(f.Every, time.Second), f.FullEvery
+	f.watch.Redis, f.watch.Every, f.watch.FullEvery = f.Redis, orDefault(f.Every, time.Second), orDefault(f.FullEvery, controlFullEvery)
 	due, err := f.watch.due(ctx)
 	if err != nil && ctx.Err() == nil {
 		f.Logger.Warn("control follower: change feed", "err", err)

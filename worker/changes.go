@@ -8,13 +8,28 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
-// Change feed timing of the worker's loops.
+// Change feed timing of the worker's loops. A loop's full pass over every
+// open sale, whatever the change feed said, is the backstop for a lost
+// note; it is spread over the period's ticks (a share of the sales each
+// tick), so its cost is steady, and its period is what an idle sale costs
+// the loop: one read a period. Together the worker's passes cost an idle
+// sale about 0.02 Redis commands a second (docs/architecture.md).
 const (
-	// fullEvery is the period of a loop's full pass over every open sale,
-	// whatever the change feed said: the backstop for a lost note. The
-	// pass is spread over the period's ticks (a share of the sales each
-	// tick), so its cost is steady.
-	fullEvery = 60 * time.Second
+	// fullEvery is the resyncer's key check: a sale whose keys were lost
+	// while nobody buys is rebuilt within it (a reserve that finds the
+	// keys gone notes its sale, so a sale people buy is rebuilt at once).
+	fullEvery = 2 * time.Minute
+	// relayFullEvery is the relay's inbox check: an entry whose note was
+	// lost (its writer died within a note's delay) waits up to this long.
+	relayFullEvery = 5 * time.Minute
+	// stockFullEvery is the stock recorder's: a quiet sale's sample is
+	// older than the database path accepts within seconds anyway
+	// (store.MaxStockSampleAge), so the pass only catches a lost note.
+	stockFullEvery = 5 * time.Minute
+	// controlFullEvery is the control follower's: it writes a control the
+	// database moved at once, so the pass only repairs a Redis that lost
+	// a control write without losing the sale (a rebuild writes it too).
+	controlFullEvery = 10 * time.Minute
 	// feedMargin is how far before its last read a loop looks back in the
 	// feed: clock skew between writers and a note's own delay.
 	feedMargin = 3 * time.Second
@@ -37,13 +52,13 @@ type changeWatch struct {
 type dueSet struct {
 	all     bool
 	changed map[int64]bool
-	share   int64 // sales with id % shares == share are due
+	share   int64 // sales with lua.PassShare(id, shares) == share are due
 	shares  int64
 }
 
 // has reports whether sale id is due.
 func (d dueSet) has(id int64) bool {
-	return d.all || d.changed[id] || ((id%d.shares)+d.shares)%d.shares == d.share
+	return d.all || d.changed[id] || lua.PassShare(id, d.shares) == d.share
 }
 
 // named reports whether the feed named sale id.

@@ -77,7 +77,7 @@ type Relay struct {
 	// change feed or the full pass starts it again. RetireAfter + 30s when
 	// zero, so the records of its last releases retire first.
 	IdleAfter time.Duration
-	FullEvery time.Duration // the full pass over every open sale, spread over its ticks; a minute when zero
+	FullEvery time.Duration // the full pass over every open sale, spread over its ticks; relayFullEvery when zero
 
 	watch   changeWatch
 	touched sync.Map // sale id -> time.Time the feed last named it, for its running loop
@@ -131,7 +131,7 @@ func (l *saleLoops) refresh() (began time.Time, ok bool) {
 		open[s.ID] = true
 	}
 	began = time.Now()
-	r.watch.Redis, r.watch.Every, r.watch.FullEvery = r.Redis, orDefault(r.RefreshEvery, defaultRefreshEvery), r.FullEvery
+	r.watch.Redis, r.watch.Every, r.watch.FullEvery = r.Redis, orDefault(r.RefreshEvery, defaultRefreshEvery), orDefault(r.FullEvery, relayFullEvery)
 	due, err := r.watch.due(lctx)
 	if err != nil {
 		r.Logger.Warn("relay: change feed", "err", err)
@@ -153,7 +153,7 @@ func (l *saleLoops) refresh() (began time.Time, ok bool) {
 	}
 	l.mu.Unlock()
 	for _, id := range candidates {
-		busy, err := r.hasWork(lctx, id, !due.named(id))
+		busy, err := r.hasWork(lctx, id, due.named(id))
 		if err != nil {
 			r.Logger.Warn("relay: check inbox", "sale_id", id, "err", err)
 			return began, false // the next refresh looks again
@@ -185,13 +185,11 @@ func (l *saleLoops) start(id int64) {
 	})
 }
 
-// hasWork reports whether a sale's loop should run: its inbox exists and,
-// when quiet (the full pass over a sale the feed did not name), holds an
-// entry not yet delivered or not yet acknowledged.
-func (r *Relay) hasWork(ctx context.Context, saleID int64, quiet bool) (bool, error) {
-	if !quiet {
-		return r.Redis.InboxExists(ctx, saleID)
-	}
+// hasWork reports whether a sale's loop should run: its inbox holds an
+// entry not yet delivered or not yet acknowledged, or (a sale the feed
+// named: a release) records of released reservations wait to retire. A
+// note that brought neither (a warm-up, a control write) starts no loop.
+func (r *Relay) hasWork(ctx context.Context, saleID int64, named bool) (bool, error) {
 	g, err := r.Redis.InboxGroupState(ctx, saleID)
 	if errors.Is(err, errNoInbox) {
 		return false, nil
@@ -199,7 +197,14 @@ func (r *Relay) hasWork(ctx context.Context, saleID int64, quiet bool) (bool, er
 	if err != nil {
 		return false, err
 	}
-	return g.Pending > 0 || g.Lag != 0, nil
+	if g.Pending > 0 || g.Lag != 0 || !named {
+		return g.Pending > 0 || g.Lag != 0, nil
+	}
+	ended, err := r.Redis.EndedTokens(ctx, saleID, time.Now().Add(time.Hour), 1)
+	if err != nil {
+		return false, fmt.Errorf("ended reservations of sale %d: %w", saleID, err)
+	}
+	return len(ended) > 0, nil
 }
 
 // runSale reads one sale's inbox until stop is cancelled or the inbox goes.

@@ -24,7 +24,7 @@ type StockRecorder struct {
 	Store     *store.Store
 	Logger    *slog.Logger
 	Every     time.Duration // 1s when zero
-	FullEvery time.Duration // a minute when zero
+	FullEvery time.Duration // stockFullEvery when zero
 
 	watch changeWatch
 }
@@ -74,7 +74,7 @@ func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
 	// path a write to its row each second would only hold up the path's
 	// transactions (they read the row under a shared lock).
 	began := time.Now()
-	s.watch.Redis, s.watch.Every, s.watch.FullEvery = s.Redis, orDefault(s.Every, time.Second), s.FullEvery
+	s.watch.Redis, s.watch.Every, s.watch.FullEvery = s.Redis, orDefault(s.Every, time.Second), orDefault(s.FullEvery, stockFullEvery)
 	due, err := s.watch.due(ctx)
 	if err != nil {
 		s.Logger.Warn("stock recorder: change feed", "err", err)
