@@ -135,6 +135,7 @@ func (c *Client) Release(ctx context.Context, saleID, userID int64, token string
 
 // Advance moves a token's state (Scripts.Advance).
 func (c *Client) Advance(ctx context.Context, saleID int64, token, to string, from ...string) (bool, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Advance(ctx, c.rdb, saleID, token, to, from...)
 }
 
