@@ -26,7 +26,8 @@ const (
 	// per reservation. A change inside the window is noted at its end.
 	NoteEvery = 250 * time.Millisecond
 	// ChangesKeep is how long a sale stays in the feed after its last
-	// note; readers look back far less.
+	// note: the loops look back seconds, a quiet sale's SaleWorkflow up to
+	// half of it (LastChange).
 	ChangesKeep = 10 * time.Minute
 	noteTimeout = time.Second
 )
