@@ -10,7 +10,6 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
 )
 
 // saleActs names the sale activities for ExecuteActivity; the methods are
@@ -22,11 +21,11 @@ var saleActs *activities.SaleActivities
 const continueAsNewAfter = 2000
 
 // SaleWorkflow owns one sale's life: it warms Redis up ahead of starts_at,
-// reconciles while the sale is live when something changed (quietWatch),
-// waits once ends_at plus
-// the payment window has passed until no order workflow of the sale is
-// running, waits the retire margin, stores a final reconciliation report,
-// and retires the sale (its Redis keys and streams go; sales.Retire).
+// reconciles while the sale is live whenever it changed (quietWatch),
+// waits once ends_at plus the payment window has passed until no order
+// workflow of the sale is running, waits the retire margin, stores a final
+// reconciliation report, and retires the sale (its Redis keys and streams
+// go; sales.Retire).
 //
 // Command-sequence changes follow OrderWorkflow's rule (GetVersion, the
 // retirement rule written there); a sale's workflow lives as long as the
@@ -197,10 +196,15 @@ const (
 	// changeSkew allows for the clocks of the feed's writers and the
 	// workflow's, and a note's own delay.
 	changeSkew = 5 * time.Second
+	// feedKeep is how long the feed keeps a note (lua.ChangesKeep). The
+	// workflow's decisions depend on it, so it is a constant of its own,
+	// held equal to the feed's by a test, not read from lua: a change
+	// must be versioned like any other.
+	feedKeep = 10 * time.Minute
 	// quietMaxWait is the longest wait between two looks at a quiet sale:
-	// the feed keeps a note for lua.ChangesKeep, so a look within half of
-	// it sees every change since the look before.
-	quietMaxWait = lua.ChangesKeep / 2
+	// a look within half of feedKeep sees every change since the look
+	// before.
+	quietMaxWait = feedKeep / 2
 )
 
 // quietWatch decides from the change feed (activities.ChangeMark) whether
@@ -222,7 +226,7 @@ type quietWatch struct {
 // unchanged reports whether the sale has nothing new since its last
 // reconciliation in this run.
 func (q *quietWatch) unchanged(m activities.ChangeMark, now time.Time) bool {
-	if q.reconciledAt.IsZero() || !m.Known || now.Sub(q.lookedAt) >= lua.ChangesKeep-changeSkew {
+	if q.reconciledAt.IsZero() || !m.Known || now.Sub(q.lookedAt) >= feedKeep-changeSkew {
 		return false
 	}
 	return m.At.IsZero() || m.At.Before(q.reconciledAt.Add(-changeSkew))

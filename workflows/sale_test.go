@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
 )
 
 type saleCalls struct {
@@ -232,6 +233,12 @@ func TestSaleWorkflowReconcilesOnlyWhatChanged(t *testing.T) {
 		require.LessOrEqual(t, at.Sub(calls.loadedAt[i-1]), quietMaxWait+time.Second, "looks at %s and %s", calls.loadedAt[i-1], at)
 	}
 	require.Less(t, looks, 40, "a quiet sale is looked at less than once a minute")
+}
+
+// The sale workflow's idea of how long the feed keeps a note is the
+// feed's: a longer one would skip changes pruned unseen.
+func TestSaleWorkflowFeedKeepIsTheFeeds(t *testing.T) {
+	require.Equal(t, lua.ChangesKeep, feedKeep)
 }
 
 // A mark the feed cannot give (unreadable, the database path, an activity
