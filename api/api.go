@@ -28,8 +28,8 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/edge"
 	"github.com/seckill/seckill/internal/promreg"
@@ -100,7 +100,10 @@ type server struct {
 	waitlist *reservation.Waitlist
 	// fleet is the fleet's view of Redis: only Redis down for most of
 	// the fleet moves a sale to the database path.
-	fleet *fleet.Observer
+	fleet *degraded.Observer
+	// guard is the degraded mode's breaker, switch and database-path
+	// limiter on this instance.
+	guard *degraded.Guard
 
 	global  *rate.Limiter
 	draw    *ratelimit.Draw
@@ -270,10 +273,11 @@ func newServerState(d Deps) *server {
 	must("api metrics", err)
 	s.starter = d.Backend.StartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
 		Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.Inc})
+	s.fleet, s.guard = degradedMode(d, m.breaker)
 	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
 		Script: d.Redis, HoldIndex: d.Redis, Ledger: d.Backend.Ledger(),
-		Syncer: d.Backend.Syncer(d.Redis), Starter: s.starter, Fleet: serverFleet{s},
-		Logger: logger, BreakerState: m.breaker, HoldOutcome: m.holdRecords.Inc,
+		Syncer: d.Backend.Syncer(d.Redis), Starter: s.starter, Fleet: s.fleet, Degraded: s.guard,
+		Logger: logger, HoldOutcome: m.holdRecords.Inc,
 	})
 	s.holds = s.res.Holds()
 	s.filters = reservation.NewFilters(reservation.FilterDeps{Cache: s.cache, Gate: s.gate, Lottery: s.lottery, PerUser: s.perUser,
@@ -296,11 +300,6 @@ func newServerState(d Deps) *server {
 		Settle:   func(ctx context.Context, changed time.Time) { s.reads.Settle(ctx, changed) },
 		Returned: s.cache.DropMark, PriceOf: s.priceOf, Logger: logger,
 	})
-	s.fleet = d.Backend.Observer(fleet.Name("api", cfg.Instance), "api",
-		func() bool { return s.res.RedisAnswered(fleet.DownAfter) }, logger)
-	for _, g := range s.fleet.Gauges() {
-		must("api metrics", reg.Register(g))
-	}
 	queued = func() float64 { return float64(s.starter.Len()) }
 	s.edge, err = edge.New(edge.Limits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
 		Exempt: append(append([]netip.Prefix{}, cfg.TrustedProxies...), cfg.TrustedAddrs...),
@@ -309,11 +308,25 @@ func newServerState(d Deps) *server {
 	return s
 }
 
+// degradedMode builds the instance's degraded mode: its heartbeat on
+// Redis, the fleet observer that publishes it (its gauges registered) and
+// the guard.
+func degradedMode(d Deps, breakerState prometheus.Gauge) (*degraded.Observer, *degraded.Guard) {
+	cfg := d.Config
+	heartbeat := degraded.NewHeartbeat(cfg.RedisTimeout)
+	fleet := d.Backend.Observer(degraded.ObserverName("api", cfg.Instance), "api", heartbeat.Up, d.Logger)
+	for _, g := range fleet.Gauges() {
+		must("api metrics", d.Registry.Register(g))
+	}
+	guard := d.Backend.Guard(cfg.Degraded, degraded.GuardDeps{RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
+		Heartbeat: heartbeat, Fleet: fleet, BreakerState: breakerState, Logger: d.Logger})
+	return fleet, guard
+}
+
 // reservationSettings are the reservation service's settings of cfg.
 func reservationSettings(cfg *config.Config) reservation.Settings {
 	return reservation.Settings{
-		TokenKey: cfg.TokenKey, RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew, ModeMinDwell: cfg.ModeMinDwell,
-		FallbackRPS: cfg.FallbackRPS, FallbackInFlight: cfg.FallbackInFlight, FallbackRetryAfter: ratelimit.RetryAfter(cfg.FallbackRPS),
+		TokenKey: cfg.TokenKey, RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
 		StartsRedisOrders: cfg.APIStartsRedisOrders, FaultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
 	}
 }
@@ -374,19 +387,12 @@ func (s *server) start(rdb *lua.Client) {
 	s.fleet.Look() // before the first hold: see HoldsTakeUnits
 	s.goBackground(func() { s.fleet.Run(s.stop) })
 	s.goBackground(func() {
-		s.res.Watch(s.stop, s.rdb.Ping, aside.PingAll)
+		s.guard.Watch(s.stop, s.rdb.Ping, aside.PingAll)
 		if err := aside.Close(); err != nil {
 			s.logger.Warn("close the heartbeat's redis client", "err", err)
 		}
 	})
 }
-
-// serverFleet is the server's fleet observer as the reservation service
-// asks it; the observer is built after the service.
-type serverFleet struct{ s *server }
-
-func (f serverFleet) RedisDown() bool      { return f.s.fleet.RedisDown() }
-func (f serverFleet) HoldsTakeUnits() bool { return f.s.fleet.HoldsTakeUnits() }
 
 // goBackground runs fn as background work that shutdown waits for.
 func (s *server) goBackground(fn func()) {

@@ -12,7 +12,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/seckill/seckill/fleet"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/idempotency"
 	"github.com/seckill/seckill/lua"
@@ -91,9 +92,16 @@ func (b *Backend) Orders(d reservation.OrdersDeps) *reservation.Orders {
 	return reservation.NewOrders(d)
 }
 
-// Observer is the fleet observer of a process (fleet.NewObserver).
-func (b *Backend) Observer(name, role string, up func() bool, logger *slog.Logger) *fleet.Observer {
-	return fleet.NewObserver(b.st, name, role, up, logger)
+// Observer is the fleet observer of a process (degraded.NewObserver).
+func (b *Backend) Observer(name, role string, up func() bool, logger *slog.Logger) *degraded.Observer {
+	return degraded.NewObserver(b.st, name, role, up, logger)
+}
+
+// Guard is an API instance's degraded mode of set and d, switching sales
+// in the database (degraded.NewGuard).
+func (b *Backend) Guard(set config.Degraded, d degraded.GuardDeps) *degraded.Guard {
+	d.Store = b.st
+	return degraded.NewGuard(set, d)
 }
 
 // Reader is the status reads of d, on the database.

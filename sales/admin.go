@@ -134,6 +134,9 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		return store.ErrInsufficient
 	}
 	if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
+		if withdrawnAfterAll(ctx, st, ref, err) {
+			return nil
+		}
 		var gerr error
 		if outcome == lua.AdjustOK {
 			// Give the units back to Redis: the database refused them.
@@ -150,6 +153,23 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		return err
 	}
 	return nil
+}
+
+// withdrawnAfterAll reads back a withdrawal whose database write failed
+// with a fault of the link or the node (an attempt's answer lost, its
+// retries failing after it):
+// if it committed, Redis keeps the units it took, or Redis would hold
+// units the database no longer has. A read that fails too leaves the
+// withdrawal undone, as a refusal would: the database decides every hold,
+// so units Redis holds beyond the buckets are refused, never sold.
+func withdrawnAfterAll(ctx context.Context, st *store.Store, ref string, err error) bool {
+	if errors.Is(err, store.ErrInsufficient) || store.Classify(err) == store.FaultNone {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	done, rerr := st.Adjusted(rctx, ref)
+	return rerr == nil && done
 }
 
 // notReadyGrace is how long a pending addition to a sale that Redis does
@@ -182,22 +202,4 @@ func FollowStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID i
 		n++
 	}
 	return n, nil
-}
-
-// SwitchToDatabase moves a sale from Redis mode to database mode for the
-// database path (store.SwitchToDatabase): the new epoch makes Redis's copy
-// stale, so no instance reserves on it once it has learnt of the switch,
-// and the database path sells only after holdOff. A sale that came back
-// to Redis less than minDwell ago stays there (the sale returned is then
-// still in Redis mode). Resync and RebuildLost take the sale back.
-func SwitchToDatabase(ctx context.Context, st *store.Store, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error) {
-	return st.SwitchToDatabaseAfterDwell(ctx, saleID, holdOff, minDwell)
-}
-
-// AbortStalledResync rolls a resync older than staleAfter (its instance
-// died between BeginResync and FinishResync) back to database mode with a
-// new epoch, so the database path sells again and a later resync starts
-// over. It reports whether it rolled one back.
-func AbortStalledResync(ctx context.Context, st *store.Store, saleID int64, staleAfter time.Duration) (bool, error) {
-	return st.AbortResync(ctx, saleID, 0, staleAfter)
 }

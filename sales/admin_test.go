@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/dbfault"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
@@ -103,6 +104,22 @@ func TestAdjustStockRollsBackRedisWhenTheDatabaseRefuses(t *testing.T) {
 	require.EqualValues(t, [2]int64{10, 4}, [2]int64{r, d}, "Redis's units back, the buckets untouched")
 }
 
+// A withdrawal whose database write committed but whose answer was lost,
+// every retry failing after it, is read back: Redis keeps the units it
+// took, as the buckets do, and the caller is answered done.
+func TestAdjustStockReadsBackAWithdrawalWhoseAnswerWasLost(t *testing.T) {
+	f := mustFixture(t, 8)
+	layer := &dbfault.Layer{}
+	f.st = testenv.MustStore(t, store.WithConnectorLayer(layer.Wrap))
+	layer.Lose(dbfault.Containing(dbfault.CommitQuery), dbfault.AfterApply, 1)
+	retry := dbfault.Containing("UPDATE sales SET stock_total")
+	layer.Lose(func(q string) bool { return layer.Lost() > 0 && retry(q) }, dbfault.BeforeSend, 10)
+	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -3, fmt.Sprintf("withdraw-lost-%d", f.sale.ID)))
+	require.GreaterOrEqual(t, layer.Lost(), 2, "the commit's answer lost and a retry broken")
+	r, d := f.stocks()
+	require.EqualValues(t, [2]int64{5, 5}, [2]int64{r, d}, "withdrawn once from both stores")
+}
+
 // With Redis down, a withdrawal changes nothing (ErrRedis) and an
 // addition lands in the database only (ErrRedisBehind: the ref lets a
 // retry or the reconciliation apply it to Redis once).
@@ -130,27 +147,29 @@ func TestAdjustStockWithRedisDown(t *testing.T) {
 	}
 }
 
-// The Redis → database switch bumps the epoch once (a second switch is a
-// no-op); a resync whose instance died is rolled back to database mode
-// with a new epoch once it is older than staleAfter, not before.
+// The Redis → database switch the degraded mode makes
+// (store.SwitchToDatabaseAfterDwell) bumps the epoch once (a second switch
+// is a no-op); a resync whose instance died is rolled back to database
+// mode with a new epoch (store.AbortResync, at any epoch) once it is older
+// than staleAfter, not before.
 func TestSwitchToDatabaseAndAbortStalledResync(t *testing.T) {
 	f := mustFixture(t, 5)
 	before := f.epoch()
-	sale, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour, 0)
+	sale, err := f.st.SwitchToDatabaseAfterDwell(f.ctx, f.sale.ID, time.Hour, 0)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeDatabase, sale.Mode)
 	require.Equal(t, before+1, sale.ModeEpoch)
-	again, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour, 0)
+	again, err := f.st.SwitchToDatabaseAfterDwell(f.ctx, f.sale.ID, time.Hour, 0)
 	require.NoError(t, err)
 	require.Equal(t, sale.ModeEpoch, again.ModeEpoch, "one switch")
 
 	epoch, err := f.st.BeginResync(f.ctx, f.sale.ID) // its instance "dies" here
 	require.NoError(t, err)
-	rolled, err := sales.AbortStalledResync(f.ctx, f.st, f.sale.ID, time.Hour)
+	rolled, err := f.st.AbortResync(f.ctx, f.sale.ID, 0, time.Hour)
 	require.NoError(t, err)
 	require.False(t, rolled, "a fresh resync is left alone")
 	time.Sleep(5 * time.Millisecond)
-	rolled, err = sales.AbortStalledResync(f.ctx, f.st, f.sale.ID, time.Millisecond)
+	rolled, err = f.st.AbortResync(f.ctx, f.sale.ID, 0, time.Millisecond)
 	require.NoError(t, err)
 	require.True(t, rolled)
 	got, err := f.st.GetSale(f.ctx, f.sale.ID)

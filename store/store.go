@@ -9,10 +9,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,17 +34,68 @@ type Store struct {
 	dbpath    commitGroups
 	dbTerms   sync.Map
 	keptTerms atomic.Int64
+	// replica answers the reads that may lag (UseReplica); nil: the
+	// primary answers them.
+	replica *Replica
 }
 
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
 var ErrInvalidDSN = errors.New("invalid MYSQL_DSN")
 
-// Open connects to MariaDB (MinServer or newer, anything else refused) with
-// times in UTC and every call bounded.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+// Option changes how Open connects.
+type Option func(*openOptions)
+
+type openOptions struct {
+	layer func(driver.Connector) driver.Connector
+}
+
+// WithConnectorLayer puts layer between the store and the driver, under
+// the store's own guard: the fault tests' lost answers
+// (internal/testkit/dbfault).
+func WithConnectorLayer(layer func(driver.Connector) driver.Connector) Option {
+	return func(o *openOptions) { o.layer = layer }
+}
+
+// Open connects to MariaDB or MySQL 8 (MinServer or newer, anything else
+// refused) with times in UTC and every call bounded. One connection first
+// reads the server's version, which names the dialect (and so the session
+// variable of the isolation level every connection of the pool sets). A
+// connection that meets a node taking no writes is dropped
+// (rejectReadOnly, guardedConnector), so the next attempt dials the
+// writer again.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg, err := poolConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	d, err := probeDialect(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	cfg.Params[d.isolationVar()] = "'READ-COMMITTED'"
+	sqldb, err := openPool(cfg, o)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := pingPool(ctx, sqldb); err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
+	st.setDialect(d)
+	return st, nil
+}
+
+// poolConfig is dsn's driver configuration with the store's settings: UTC,
+// bounded calls, read-only servers refused.
+func poolConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w: %v", ErrInvalidDSN, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidDSN, err)
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -53,7 +103,6 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -63,38 +112,70 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	cfg.RejectReadOnly = true
+	return cfg, nil
+}
+
+// probeDialect reads the server's version on a connection of its own
+// (without the pool's isolation variable, whose name depends on it) and
+// returns its dialect; a server not supported is refused.
+func probeDialect(ctx context.Context, cfg *mysql.Config) (Dialect, error) {
+	sqldb, err := openPool(cfg, openOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer sqldb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var version string
+	if err := sqldb.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return 0, fmt.Errorf("read server version: %w", err)
+	}
+	return ParseServerVersion(version)
+}
+
+// openPool is the connection pool of cfg, connecting on first use.
+func openPool(cfg *mysql.Config, o openOptions) (*sql.DB, error) {
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("connector: %w", err)
 	}
-	sqldb := sql.OpenDB(connector)
+	if o.layer != nil {
+		connector = o.layer(connector)
+	}
+	sqldb := sql.OpenDB(guardedConnector{connector})
 	sqldb.SetMaxOpenConns(64)
 	sqldb.SetMaxIdleConns(64)
 	sqldb.SetConnMaxLifetime(30 * time.Minute)
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := sqldb.PingContext(pingCtx); err != nil {
-		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: ping: %w", err)
-	}
-	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
-	version, err := st.ServerVersion(ctx)
-	if err == nil {
-		err = CheckServerVersion(version)
-	}
-	if err != nil {
-		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	return st, nil
+	return sqldb, nil
 }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.DB.Close() }
+// pingPool checks a pool reaches its server.
+func pingPool(ctx context.Context, sqldb *sql.DB) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sqldb.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
 
-// Migrate applies the embedded schema migrations.
+// setDialect records the dialect of the store's pool.
+func (s *Store) setDialect(d Dialect) { dialects.Store(s.DB.DB, d) }
+
+// Close closes the pool, and the replica's.
+func (s *Store) Close() error {
+	var err error
+	if s.replica != nil {
+		err = s.replica.close(s.DB)
+	}
+	dialects.Delete(s.DB.DB)
+	return errors.Join(err, s.DB.Close())
+}
+
+// Migrate applies the embedded schema migrations of the server's flavor.
 func (s *Store) Migrate(ctx context.Context) error {
-	return schema.Migrate(ctx, s.DB.DB)
+	return schema.MigrateFlavor(ctx, s.DB.DB, s.Dialect().flavor())
 }
 
 // Ping checks the database answers, for readiness.
@@ -102,16 +183,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.DB.PingContext(ctx)
 }
 
-// MySQL error numbers this package reacts to.
+// MySQL error numbers this package reacts to besides the faults
+// (outcome.go).
 const (
-	errDupEntry     = 1062
-	errLockWait     = 1205
-	errDeadlock     = 1213
-	errCheckFailed  = 4025
-	errReadOnly     = 1290
-	errServerGone   = 2006
-	errLostDuring   = 2013
-	errQueryAborted = 1317
+	errDupEntry    = 1062
+	errCheckFailed = 4025
 )
 
 func mysqlErrNo(err error) uint16 {
@@ -124,16 +200,6 @@ func mysqlErrNo(err error) uint16 {
 
 // IsDuplicate reports a unique-key violation.
 func IsDuplicate(err error) bool { return mysqlErrNo(err) == errDupEntry }
-
-// IsRetryable reports errors a retry can cure: deadlocks, lock waits and a
-// lost connection. Activities let Temporal retry these.
-func IsRetryable(err error) bool {
-	switch mysqlErrNo(err) {
-	case errDeadlock, errLockWait, errServerGone, errLostDuring, errQueryAborted:
-		return true
-	}
-	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
-}
 
 // Business outcomes of the order transactions: the domain's refusals,
 // answered as they are. They are final: a retry cannot change them.
@@ -152,49 +218,6 @@ var ErrNotFound = errors.New("not found")
 // ErrInsufficient refuses a withdrawal of more units than are unsold: a
 // domain error, answered as it is (409 insufficient_stock).
 var ErrInsufficient = domain.Errorf(domain.EInsufficient, "cannot withdraw more than the unsold units")
-
-// The oldest supported server: the schema uses MariaDB-only statements
-// (BEGIN NOT ATOMIC, SET STATEMENT, PERSISTENT columns) and 10.6's
-// SKIP LOCKED and atomic DDL.
-const (
-	minMajor = 10
-	minMinor = 6
-	// MinServer names the oldest supported server in messages and docs.
-	MinServer = "MariaDB 10.6"
-)
-
-// ErrUnsupportedServer: the server is not MariaDB >= 10.6; retrying cannot help.
-var ErrUnsupportedServer = errors.New("unsupported database server")
-
-// CheckServerVersion refuses a server version string (SELECT VERSION())
-// that is not MariaDB at least MinServer, naming what it found.
-func CheckServerVersion(version string) error {
-	refuse := func() error {
-		return fmt.Errorf("%w: found %q, %s or newer is required", ErrUnsupportedServer, version, MinServer)
-	}
-	if !strings.Contains(strings.ToLower(version), "mariadb") {
-		return refuse()
-	}
-	// A replication-compatible prefix ("5.5.5-10.11.6-MariaDB") precedes
-	// the real version on some servers and proxies.
-	v := strings.TrimPrefix(version, "5.5.5-")
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return refuse()
-	}
-	major, err := strconv.Atoi(parts[0])
-	if err != nil {
-		return refuse()
-	}
-	minor, err := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	if err != nil {
-		return refuse()
-	}
-	if major < minMajor || (major == minMajor && minor < minMinor) {
-		return refuse()
-	}
-	return nil
-}
 
 // ServerVersion reads the server's version string.
 func (s *Store) ServerVersion(ctx context.Context) (string, error) {
