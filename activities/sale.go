@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -25,6 +26,7 @@ type SaleActivities struct {
 	Reconciler *reconcile.Reconciler
 	// Metrics, when set, export each sale's latest reconciliation.
 	Metrics *Metrics
+	Logger  *slog.Logger // slog.Default() when nil
 }
 
 // SaleTimes is what the sale workflow needs of its sale.
@@ -33,10 +35,22 @@ type SaleTimes struct {
 	EndsAt        time.Time `json:"ends_at"`
 	PaymentWindow time.Duration
 	Stopped       bool `json:"stopped"`
+	// Changes is what the change feed said of the sale at the load.
+	Changes ChangeMark `json:"changes"`
 }
 
-// LoadSale reads the sale's times; a sale row that does not exist is
-// refused as domain.ENotFound.
+// ChangeMark is the change feed's word on a sale (lua.Client.LastChange):
+// Known false when it cannot speak for the sale (the feed unreadable, the
+// sale not on Redis, whose database path notes nothing, or an activity
+// from before the feed), else At, its last noted change, zero when none
+// within lua.ChangesKeep.
+type ChangeMark struct {
+	Known bool      `json:"known"`
+	At    time.Time `json:"at"`
+}
+
+// LoadSale reads the sale's times and its last noted change; a sale row
+// that does not exist is refused as domain.ENotFound.
 func (a *SaleActivities) LoadSale(ctx context.Context, saleID int64) (SaleTimes, error) {
 	s, err := a.Store.GetSale(ctx, saleID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -45,7 +59,29 @@ func (a *SaleActivities) LoadSale(ctx context.Context, saleID int64) (SaleTimes,
 	if err != nil {
 		return SaleTimes{}, fmt.Errorf("load sale: %w", err)
 	}
-	return SaleTimes{StartsAt: s.StartsAt, EndsAt: s.EndsAt, PaymentWindow: s.PaymentWindow(), Stopped: s.Control == domain.ControlStopped}, nil
+	return SaleTimes{StartsAt: s.StartsAt, EndsAt: s.EndsAt, PaymentWindow: s.PaymentWindow(), Stopped: s.Control == domain.ControlStopped,
+		Changes: a.changeMark(ctx, s)}, nil
+}
+
+// changeMark reads the sale's last noted change; an unreadable feed only
+// costs a reconciliation, so it is logged, not failed.
+func (a *SaleActivities) changeMark(ctx context.Context, s *domain.Sale) ChangeMark {
+	if a.Redis == nil || s.Mode != domain.ModeRedis {
+		return ChangeMark{}
+	}
+	at, noted, err := a.Redis.LastChange(ctx, s.ID)
+	if err != nil {
+		logger := a.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.Warn("load sale: change feed unreadable; the sale reconciles", "sale_id", s.ID, "err", err)
+		return ChangeMark{}
+	}
+	if !noted {
+		at = time.Time{}
+	}
+	return ChangeMark{Known: true, At: at}
 }
 
 // WarmupSale loads the sale into Redis; a sale that already took a

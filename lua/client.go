@@ -25,8 +25,10 @@ import (
 // encodings and the scripts live here only (arch_test.go checks it).
 // Test support may still reach Redis directly (Scripts, SaleKeys).
 type Client struct {
-	rdb     redis.UniversalClient
-	scripts *Scripts
+	rdb      redis.UniversalClient
+	scripts  *Scripts
+	notes    notes                         // the change feed's throttle (NoteChange)
+	noteErrs func(saleID int64, err error) // hears of failed notes; nil ignores them
 }
 
 // NewClient wraps a go-redis client (one server or a cluster).
@@ -121,16 +123,19 @@ func (c *Client) InstrumentScripts(reg prometheus.Registerer) error {
 
 // Reserve runs the reservation script (Scripts.Reserve).
 func (c *Client) Reserve(ctx context.Context, a ReserveArgs) (ReserveResult, error) {
+	defer c.NoteChange(a.SaleID)
 	return c.scripts.Reserve(ctx, c.rdb, a)
 }
 
 // Release releases a token's hold (Scripts.Release).
 func (c *Client) Release(ctx context.Context, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Release(ctx, c.rdb, saleID, userID, token, restore, keepBuyer)
 }
 
 // Advance moves a token's state (Scripts.Advance).
 func (c *Client) Advance(ctx context.Context, saleID int64, token, to string, from ...string) (bool, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Advance(ctx, c.rdb, saleID, token, to, from...)
 }
 
@@ -154,11 +159,13 @@ func (c *Client) ReadUsersReservations(ctx context.Context, saleID int64, userID
 
 // Warmup loads a sale into Redis (Scripts.Warmup).
 func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
+	defer c.NoteChange(a.SaleID)
 	return c.scripts.Warmup(ctx, c.rdb, a)
 }
 
 // Adjust changes a sale's Redis stock (Scripts.Adjust).
 func (c *Client) Adjust(ctx context.Context, saleID, delta int64, ref string) (outcome string, stock int64, err error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Adjust(ctx, c.rdb, saleID, delta, ref)
 }
 
@@ -169,6 +176,7 @@ func (c *Client) ReadSnapshot(ctx context.Context, saleID int64, staleAfter time
 
 // RepairStock repairs a sale's drifted Redis stock (Scripts.RepairStock).
 func (c *Client) RepairStock(ctx context.Context, saleID, stockTotal int64, addedRefs, liveTokens []string) (StockRepair, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.RepairStock(ctx, c.rdb, saleID, stockTotal, addedRefs, liveTokens)
 }
 
@@ -179,6 +187,7 @@ func (c *Client) ReadFence(ctx context.Context, saleID int64) (int64, error) {
 
 // Rebuild loads a sale into Redis from the database (Scripts.Rebuild).
 func (c *Client) Rebuild(ctx context.Context, saleID int64, d RebuildData) (int64, error) {
+	defer c.NoteChange(saleID)
 	return c.scripts.Rebuild(ctx, c.rdb, saleID, d)
 }
 
@@ -210,13 +219,19 @@ var controlScript = redis.NewScript(controlSrc)
 
 // SetControl writes a sale's control (active, paused, stopped) into its
 // Redis metadata, only when the sale is warmed, so it never creates half a
-// sale; it reports whether the sale was there.
+// sale; it reports whether the sale was there. Only a control it changed
+// is noted in the change feed: repeating the database's control costs the
+// fleet nothing.
 func (c *Client) SetControl(ctx context.Context, saleID int64, control string) (bool, error) {
 	n, err := controlScript.Run(ctx, c.rdb, []string{SaleKeys(saleID).Meta}, control).Int64()
 	if err != nil {
+		c.NoteChange(saleID) // it may have been written
 		return false, fmt.Errorf("control script: %w", err)
 	}
-	return n == 1, nil
+	if n == 2 {
+		c.NoteChange(saleID)
+	}
+	return n >= 1, nil
 }
 
 // Stock reads a sale's Redis stock; ok is false when the sale is not in
@@ -430,23 +445,18 @@ func (c *Client) HoldCounters(ctx context.Context, saleID int64) (holds, lastJoi
 // two keys the reserve script needs.
 func (c *Client) SaleKeysLost(ctx context.Context, saleID int64) (bool, error) {
 	k := SaleKeys(saleID)
-	// One key per call: EXISTS of several keys is one slot here, but the
-	// per-key form also works across a cluster reshard.
-	for _, key := range []string{k.Meta, k.Stock} {
-		n, err := c.rdb.Exists(ctx, key).Result()
-		if err != nil {
-			return false, fmt.Errorf("check keys of sale %d: %w", saleID, err)
-		}
-		if n == 0 {
-			return true, nil
-		}
+	// One command: both keys share the sale's hash slot.
+	n, err := c.rdb.Exists(ctx, k.Meta, k.Stock).Result()
+	if err != nil {
+		return false, fmt.Errorf("check keys of sale %d: %w", saleID, err)
 	}
-	return false, nil
+	return n < 2, nil
 }
 
 // DeleteSale removes every key and stream of a sale, and announces it
 // (SaleWide): views cached from its status records are void.
 func (c *Client) DeleteSale(ctx context.Context, saleID int64) error {
+	defer c.NoteChange(saleID)
 	// One key at a time: DEL of several keys is fine in one slot, but the
 	// per-key form also works across a cluster reshard.
 	for _, k := range SaleKeys(saleID).All() {

@@ -33,6 +33,7 @@ var ErrHoldsUnit = errors.New("user holds a unit of the sale")
 // JoinWaitlist puts a user on a sale's waitlist (or keeps their place) and
 // returns their 1-based position and their join number.
 func (c *Client) JoinWaitlist(ctx context.Context, saleID, userID int64) (pos, joined int64, err error) {
+	defer c.NoteChange(saleID)
 	k := SaleKeys(saleID)
 	v, err := c.scripts.waitlistJoin.Run(ctx, c.rdb, []string{k.Waitlist, k.WaitSeq, k.Buyers}, strconv.FormatInt(userID, 10)).Slice()
 	if err != nil {
@@ -79,6 +80,7 @@ func (c *Client) WaitlistPosition(ctx context.Context, saleID, userID int64) (in
 
 // LeaveWaitlist takes a user off a sale's waitlist (nothing when absent).
 func (c *Client) LeaveWaitlist(ctx context.Context, saleID, userID int64) error {
+	defer c.NoteChange(saleID)
 	if err := c.rdb.ZRem(ctx, SaleKeys(saleID).Waitlist, strconv.FormatInt(userID, 10)).Err(); err != nil {
 		return fmt.Errorf("leave waitlist of sale %d: %w", saleID, err)
 	}
@@ -88,6 +90,7 @@ func (c *Client) LeaveWaitlist(ctx context.Context, saleID, userID int64) error 
 // RestoreWaitlist puts back joins the database kept that Redis forgot
 // (waitlist_restore.lua), at their places, and reports how many.
 func (c *Client) RestoreWaitlist(ctx context.Context, saleID int64, joins []Waiter) (int64, error) {
+	defer c.NoteChange(saleID)
 	if len(joins) == 0 {
 		return 0, nil
 	}
@@ -140,6 +143,7 @@ type HandOverCandidate struct {
 // HandOver gives units in stock to the waitlist's head (handover.lua) and
 // returns the reservations it made, each a Redis hold like a 202's.
 func (c *Client) HandOver(ctx context.Context, saleID, epoch int64, cands []HandOverCandidate) ([]HandOverCandidate, error) {
+	defer c.NoteChange(saleID)
 	if len(cands) == 0 {
 		return nil, nil
 	}

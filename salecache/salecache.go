@@ -1,8 +1,10 @@
 // Package salecache is the API's in-process picture of the sales: each open
 // sale, its stock as last seen, its waitlist's length, a sold-out sale's
 // mark (its buyers and replays, so a sold-out answer costs no Redis call),
-// and the blacklist, refreshed every second and changed at once by this
-// instance's own writes.
+// and the blacklist, refreshed every second (Redis only for the sales the
+// fleet's change feed names, and a share of the others each second, so
+// every sale at least once a minute) and changed at
+// once by this instance's own writes.
 package salecache
 
 import (
@@ -143,7 +145,9 @@ func (e *Entry) Check(userID int64, requestID string) (MarkAnswer, string) {
 	return MarkSoldOut, ""
 }
 
-// Cache holds sales, their stock and the blacklist, refreshed every second.
+// Cache holds sales, their stock and the blacklist, refreshed every second
+// (Refresh): the database's open sales each time, Redis only for the sales
+// the change feed names and a share of the others.
 type Cache struct {
 	st      *store.Store
 	rdb     *lua.Client
@@ -176,6 +180,12 @@ type Cache struct {
 	// read before the change committed cannot undo it here.
 	blacklistMu sync.Mutex
 	local       map[int64]blacklistChange
+
+	// feedMu guards when the change feed was last read (lastFeed) and the
+	// refreshes that read Redis (ticks: which share of the full pass is due).
+	feedMu   sync.Mutex
+	lastFeed time.Time
+	ticks    int64
 }
 
 // blacklistChange is an operator's change of a user's blacklisting made on
@@ -434,9 +444,25 @@ func (c *Cache) MarkSoldOut(ctx context.Context, id int64, e *Entry) error {
 	return nil
 }
 
-// Refresh re-reads the open sales, their Redis stock and release counters,
-// and the blacklist. A moved release counter or stock above zero drops a
-// sold-out mark, so released units sell again even if no one told us.
+// Feed timing of the refresher.
+const (
+	// fullShares is how many refreshes (seconds) the full pass is spread
+	// over: each refresh reads one share of the open sales whatever the
+	// change feed said, the backstop for a change whose note was lost.
+	fullShares = 60
+	// feedMargin is how far before its last read the refresher looks back
+	// in the feed: clock skew between writers and a note's own delay.
+	feedMargin = 3 * time.Second
+)
+
+// Refresh re-reads the open sales and the blacklist from the database,
+// and the Redis stock, release counter and waitlist of the sales that
+// changed: those the change feed names since the last refresh, those new
+// to the cache, and those whose row moved (warmed, mode, epoch), and a
+// share of the others, so each open sale is read at least once a minute;
+// every open sale on the first refresh and whenever the feed cannot be
+// read. A moved release counter or stock above zero drops a sold-out
+// mark, so released units sell again even if no one told us.
 func (c *Cache) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -457,20 +483,87 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	if err := c.loadKnown(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	stocks, counters, err := c.readRedis(ctx, open)
+	due := c.dueSales(ctx, open, readAt)
+	stocks, counters, err := c.readRedis(ctx, due)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
 	}
 	needDB := c.apply(open, readAt, stocks, counters, err == nil)
-	if err == nil {
-		if err := c.readWaitlists(ctx, open); err != nil {
+	redisOK := err == nil
+	if redisOK {
+		if err := c.readWaitlists(ctx, due); err != nil {
 			errs = append(errs, err)
+			redisOK = false
 		}
+	}
+	// A pass that could not read Redis leaves its marks where they were,
+	// so the next refresh reads the same changes (or every sale) again.
+	if redisOK {
+		c.feedMu.Lock()
+		c.lastFeed = readAt
+		c.ticks++
+		c.feedMu.Unlock()
 	}
 	if err := c.showDBStock(ctx, needDB); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// dueSales picks the open sales whose Redis state the refresh reads: all
+// of them on the first refresh and when the feed is unreadable, else those
+// the feed names since the last read, those new to the cache, those whose
+// row moved and this refresh's share of the full pass.
+func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now time.Time) map[int64]*domain.Sale {
+	c.feedMu.Lock()
+	since, ticks := c.lastFeed, c.ticks
+	c.feedMu.Unlock()
+	if since.IsZero() {
+		return open
+	}
+	if ticks%fullShares == 0 {
+		c.pruneFeed(ctx, now)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	changed, err := c.rdb.ChangedSince(rctx, since.Add(-feedMargin))
+	cancel()
+	if err != nil {
+		c.logger.Warn("sale cache: change feed unreadable; reading every sale", "err", err)
+		return open
+	}
+	due := make(map[int64]*domain.Sale, len(changed))
+	for _, id := range changed {
+		if s, ok := open[id]; ok {
+			due[id] = s
+		}
+	}
+	share := ticks % fullShares
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for id, s := range open {
+		if lua.PassShare(id, fullShares) == share {
+			due[id] = s // this tick's share of the full pass
+			continue
+		}
+		e := c.entries[id]
+		if e == nil {
+			due[id] = s
+			continue
+		}
+		if old := e.sale.Load(); old == nil || old.Warmed != s.Warmed || old.Mode != s.Mode || old.ModeEpoch != s.ModeEpoch {
+			due[id] = s
+		}
+	}
+	return due
+}
+
+// pruneFeed keeps the change feed as long as its recent sales.
+func (c *Cache) pruneFeed(ctx context.Context, now time.Time) {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := c.rdb.PruneChanges(pctx, now); err != nil {
+		c.logger.Warn("sale cache: prune the change feed", "err", err)
+	}
 }
 
 func (c *Cache) refreshBlacklist(ctx context.Context) error {
@@ -589,7 +682,11 @@ func (c *Cache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, cou
 		if !redisOK {
 			continue
 		}
-		n, err := stocks[id].N, stocks[id].Err
+		cnt, read := stocks[id]
+		if !read {
+			continue // unchanged since the last read: the feed named it not
+		}
+		n, err := cnt.N, cnt.Err
 		if err != nil {
 			if errors.Is(err, lua.ErrMissing) {
 				needDB = append(needDB, id)

@@ -45,24 +45,20 @@ func Retire(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64,
 	return nil
 }
 
-// SweepRetired removes the Redis keys that a late writer put back after its
-// sale was torn down (a repeated release, a waitlist join racing the
-// end), for the sales finished at or after since, and answers those ids
-// (all of them, swept or not) and how many it swept.
-func SweepRetired(ctx context.Context, st *store.Store, rdb *lua.Client, since time.Time) (retired []int64, swept int, err error) {
-	ids, err := st.FinishedSince(ctx, since)
-	if err != nil {
-		return nil, 0, fmt.Errorf("sweep retired sales: %w", err)
-	}
+// SweepRetired removes the Redis keys that a late writer put back after
+// their sale was torn down (a repeated release, a waitlist join racing the
+// end), of the retired sales ids (store.FinishedSince), and answers how
+// many it swept.
+func SweepRetired(ctx context.Context, rdb *lua.Client, ids []int64) (swept int, err error) {
 	left, err := rdb.SalesWithKeys(ctx, ids)
 	if err != nil {
-		return ids, 0, fmt.Errorf("sweep retired sales: %w", err)
+		return 0, fmt.Errorf("sweep retired sales: %w", err)
 	}
 	for _, id := range left {
 		if err := rdb.DeleteSale(ctx, id); err != nil {
-			return ids, swept, fmt.Errorf("sweep retired sales: %w", err)
+			return swept, fmt.Errorf("sweep retired sales: %w", err)
 		}
 		swept++
 	}
-	return ids, swept, nil
+	return swept, nil
 }

@@ -15,15 +15,27 @@ import (
 // Follower applies stock additions the database committed and Redis
 // has not taken (a Redis pause during the admin write, or an API instance
 // gone before its own retries), and writes each open sale's control
-// (pause, resume, stop) into Redis, each tick, so Redis follows committed
-// admin writes without an operator; and sweeps admin Idempotency-Keys
-// older than KeyKeep.
+// (pause, resume, stop) into Redis, so Redis follows committed admin
+// writes without an operator; and sweeps admin Idempotency-Keys older
+// than KeyKeep.
+//
+// A tick writes the control of the sales whose control in the database is
+// not the one this follower last found in Redis, of those the change feed
+// names (a warm-up or rebuild writes the control it read) and of its share
+// of the full pass (FullEvery): an idle sale costs Redis one script a
+// full pass, not one a tick.
 type Follower struct {
-	Redis   *lua.Client
-	Store   *store.Store
-	Logger  *slog.Logger
-	Every   time.Duration // 1s when zero
-	KeyKeep time.Duration // store.KeyKeep when zero
+	Redis     *lua.Client
+	Store     *store.Store
+	Logger    *slog.Logger
+	Every     time.Duration // 1s when zero
+	KeyKeep   time.Duration // store.KeyKeep when zero
+	FullEvery time.Duration // controlFullEvery when zero
+
+	watch changeWatch
+	// followed is each open sale's control as last written or found in
+	// Redis.
+	followed map[int64]domain.SaleControl
 }
 
 // sweepEvery: expired keys are few; one bounded delete a minute keeps up.
@@ -63,23 +75,39 @@ func (f *Follower) Once(ctx context.Context) error {
 	return f.followControl(ctx)
 }
 
-// followControl writes the database's control of every open sale on Redis
-// into Redis; control.lua writes nothing when Redis has it already. A
-// control committed after the list was read may be overwritten for one
-// tick (the API instances enforce it from their caches meanwhile); the
-// next tick writes it.
+// followControl writes the database's control of the open sales due
+// (see Follower) into Redis; control.lua writes nothing when Redis has it
+// already. A control committed after the list was read may be
+// overwritten for one tick (the API instances enforce it from their
+// caches meanwhile); the next tick writes it, as it differs from the one
+// followed.
 func (f *Follower) followControl(ctx context.Context) error {
 	open, err := f.Store.ListOpenSales(ctx)
 	if err != nil {
 		return fmt.Errorf("follow control: %w", err)
 	}
+	began := time.Now()
+	f.watch.Redis, f.watch.Every, f.watch.FullEvery = f.Redis, orDefault(f.Every, time.Second), orDefault(f.FullEvery, controlFullEvery)
+	due, err := f.watch.due(ctx)
+	if err != nil && ctx.Err() == nil {
+		f.Logger.Warn("control follower: change feed", "err", err)
+	}
+	followed := make(map[int64]domain.SaleControl, len(open))
 	for _, sale := range open {
 		if sale.Mode != domain.ModeRedis {
 			continue // a resync writes Redis whole when it takes the sale back
 		}
+		if c, ok := f.followed[sale.ID]; ok && c == sale.Control && !due.has(sale.ID) {
+			followed[sale.ID] = c
+			continue
+		}
 		if _, err := f.Redis.SetControl(ctx, sale.ID, string(sale.Control)); err != nil {
+			f.followed = followed // the rest are due again next tick
 			return fmt.Errorf("follow control of sale %d: %w", sale.ID, err)
 		}
+		followed[sale.ID] = sale.Control
 	}
+	f.followed = followed
+	f.watch.done(began)
 	return nil
 }

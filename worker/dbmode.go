@@ -43,6 +43,10 @@ type Resyncer struct {
 	// identity is Redis's lineage as last read (lua.Client.Identity); a
 	// change means a restart or a promotion, which may have lost writes.
 	identity string
+	// watch names the sales whose keys to check on a tick: those the
+	// change feed names (a reserve that found the keys gone notes its
+	// sale) and the tick's share of a full pass.
+	watch changeWatch
 }
 
 // Run resyncs every degraded.ResyncEvery until ctx ends.
@@ -67,6 +71,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 	now := time.Now()
 	r.Comeback.Pinged(pingErr == nil, now)
 	verify := pingErr == nil && r.identityChanged(ctx)
+	due := r.due(ctx, now, pingErr == nil)
 	for _, s := range open {
 		switch s.Mode {
 		case domain.ModeRedis:
@@ -76,7 +81,9 @@ func (r *Resyncer) Once(ctx context.Context) {
 				if verify {
 					r.verifyCounters(ctx, s)
 				}
-				r.rebuildIfLost(ctx, s)
+				if verify || due.has(s.ID) || s.RedisWentBack {
+					r.rebuildIfLost(ctx, s)
+				}
 			}
 		case domain.ModeResync:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -101,6 +108,21 @@ func (r *Resyncer) Once(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// due answers the sales to check on this tick (changeWatch); with Redis
+// not answering it names none.
+func (r *Resyncer) due(ctx context.Context, now time.Time, redisUp bool) dueSet {
+	if !redisUp {
+		return dueSet{shares: 1, share: -1}
+	}
+	r.watch.Redis, r.watch.Every = r.Redis, degraded.ResyncEvery
+	due, err := r.watch.due(ctx)
+	if err != nil && ctx.Err() == nil {
+		r.Logger.Warn("resync: change feed", "err", err)
+	}
+	r.watch.done(now)
+	return due
 }
 
 // identityChanged reports whether Redis restarted or a replica was

@@ -72,6 +72,15 @@ type Relay struct {
 	ReclaimEvery time.Duration // 5s when zero
 	RetireAfter  time.Duration // lua.RetireAfter when zero
 	RefreshEvery time.Duration // open-sales refresh; 3s when zero
+	// IdleAfter is how long a sale's loop runs without reading an entry,
+	// retiring a record or holding a pending entry before it ends; the
+	// change feed or the full pass starts it again. RetireAfter + 30s when
+	// zero, so the records of its last releases retire first.
+	IdleAfter time.Duration
+	FullEvery time.Duration // the full pass over every open sale, spread over its ticks; relayFullEvery when zero
+
+	watch   changeWatch
+	touched sync.Map // sale id -> time.Time the feed last named it, for its running loop
 }
 
 func orDefault[T int | int64 | time.Duration](v, def T) T {
@@ -81,79 +90,121 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 	return def
 }
 
-// Run relays every open sale's inbox until stop is cancelled. Reads stop at
-// once then; the batch in flight finishes under work, which bounds the calls
+// Run relays the inboxes of the open sales with work until stop is
+// cancelled: a sale's loop starts when the change feed names the sale (a
+// hold, a release, a hand-over noted it) or a full pass finds entries
+// waiting in its inbox, and ends once idle (IdleAfter). Reads stop at once
+// on stop; the batch in flight finishes under work, which bounds the calls
 // that hand entries over (cancel it when the shutdown deadline passes).
 func (r *Relay) Run(stop, work context.Context) {
-	type loop struct{ cancel context.CancelFunc }
-	var (
-		mu      sync.Mutex
-		running = map[int64]*loop{}
-		wg      sync.WaitGroup
-	)
-	refresh := func() {
-		lctx, cancel := context.WithTimeout(work, 5*time.Second)
-		defer cancel()
-		sales, err := r.Store.ListOpenSales(lctx)
-		if err != nil {
-			r.Logger.Warn("relay: list open sales", "err", err)
-			return
+	l := &saleLoops{r: r, stop: stop, work: work, running: map[int64]context.CancelFunc{}}
+	everyTick(stop, orDefault(r.RefreshEvery, defaultRefreshEvery), true, func() {
+		if began, ok := l.refresh(); ok {
+			r.watch.done(began)
 		}
-		open := make(map[int64]bool, len(sales))
-		for _, s := range sales {
-			open[s.ID] = true
-		}
-		mu.Lock()
-		for id, l := range running {
-			if !open[id] {
-				l.cancel()
-			}
-		}
-		var candidates []int64
-		for id := range open {
-			if running[id] == nil {
-				candidates = append(candidates, id)
-			}
-		}
-		mu.Unlock()
-		for _, id := range candidates {
-			exists, err := r.inboxExists(lctx, id)
-			if err != nil {
-				r.Logger.Warn("relay: check inbox", "sale_id", id, "err", err)
-				return
-			}
-			if !exists {
-				continue // not warmed yet: skipped quietly
-			}
-			sctx, cancel := context.WithCancel(stop)
-			l := &loop{cancel: cancel}
-			mu.Lock()
-			running[id] = l
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer cancel()
-				r.runSale(sctx, work, id)
-				mu.Lock()
-				if running[id] == l {
-					delete(running, id)
-				}
-				mu.Unlock()
-				label := strconv.FormatInt(id, 10)
-				r.Metrics.Lag.DeleteLabelValues(label)
-				r.Metrics.Pending.DeleteLabelValues(label)
-				r.Metrics.OldestAge.DeleteLabelValues(label)
-			}()
-		}
-	}
-
-	everyTick(stop, orDefault(r.RefreshEvery, defaultRefreshEvery), true, refresh)
-	wg.Wait()
+	})
+	l.wg.Wait()
 }
 
-func (r *Relay) inboxExists(ctx context.Context, saleID int64) (bool, error) {
-	return r.Redis.InboxExists(ctx, saleID)
+// saleLoops are the relay's running sale loops.
+type saleLoops struct {
+	r          *Relay
+	stop, work context.Context
+	mu         sync.Mutex
+	running    map[int64]context.CancelFunc
+	wg         sync.WaitGroup
+}
+
+// refresh ends the loops of sales no longer open and starts those of the
+// sales with work; ok says every sale due was looked at.
+func (l *saleLoops) refresh() (began time.Time, ok bool) {
+	r := l.r
+	lctx, cancel := context.WithTimeout(l.work, 5*time.Second)
+	defer cancel()
+	sales, err := r.Store.ListOpenSales(lctx)
+	if err != nil {
+		r.Logger.Warn("relay: list open sales", "err", err)
+		return began, false
+	}
+	open := make(map[int64]bool, len(sales))
+	for _, s := range sales {
+		open[s.ID] = true
+	}
+	began = time.Now()
+	r.watch.Redis, r.watch.Every, r.watch.FullEvery = r.Redis, orDefault(r.RefreshEvery, defaultRefreshEvery), orDefault(r.FullEvery, relayFullEvery)
+	due, err := r.watch.due(lctx)
+	if err != nil {
+		r.Logger.Warn("relay: change feed", "err", err)
+	}
+	for id := range due.changed {
+		r.touched.Store(id, began) // a running loop stays while its sale changes
+	}
+	l.mu.Lock()
+	for id, cancel := range l.running {
+		if !open[id] {
+			cancel()
+		}
+	}
+	var candidates []int64
+	for id := range open {
+		if l.running[id] == nil && due.has(id) {
+			candidates = append(candidates, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range candidates {
+		busy, err := r.hasWork(lctx, id, due.named(id))
+		if err != nil {
+			r.Logger.Warn("relay: check inbox", "sale_id", id, "err", err)
+			return began, false // the next refresh looks again
+		}
+		if busy {
+			l.start(id)
+		}
+	}
+	return began, true
+}
+
+// start runs a sale's loop until it ends, idle or stopped.
+func (l *saleLoops) start(id int64) {
+	sctx, cancel := context.WithCancel(l.stop)
+	l.mu.Lock()
+	l.running[id] = cancel
+	l.mu.Unlock()
+	l.wg.Go(func() {
+		defer cancel()
+		l.r.runSale(sctx, l.work, id)
+		l.mu.Lock()
+		delete(l.running, id) // only this loop's: no other starts while it is listed
+		l.mu.Unlock()
+		l.r.touched.Delete(id)
+		label := strconv.FormatInt(id, 10)
+		l.r.Metrics.Lag.DeleteLabelValues(label)
+		l.r.Metrics.Pending.DeleteLabelValues(label)
+		l.r.Metrics.OldestAge.DeleteLabelValues(label)
+	})
+}
+
+// hasWork reports whether a sale's loop should run: its inbox holds an
+// entry not yet delivered or not yet acknowledged, or (a sale the feed
+// named: a release) records of released reservations wait to retire. A
+// note that brought neither (a warm-up, a control write) starts no loop.
+func (r *Relay) hasWork(ctx context.Context, saleID int64, named bool) (bool, error) {
+	g, err := r.Redis.InboxGroupState(ctx, saleID)
+	if errors.Is(err, errNoInbox) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if g.Pending > 0 || g.Lag != 0 || !named {
+		return g.Pending > 0 || g.Lag != 0, nil
+	}
+	ended, err := r.Redis.EndedTokens(ctx, saleID, time.Now().Add(time.Hour), 1)
+	if err != nil {
+		return false, fmt.Errorf("ended reservations of sale %d: %w", saleID, err)
+	}
+	return len(ended) > 0, nil
 }
 
 // runSale reads one sale's inbox until stop is cancelled or the inbox goes.
@@ -168,31 +219,16 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	r.Metrics.seeSale(saleID)
 	defer log.Info("relay: sale stopped")
 	reclaimEvery := orDefault(r.ReclaimEvery, defaultReclaimEvery)
+	idleAfter := orDefault(r.IdleAfter, orDefault(r.RetireAfter, lua.RetireAfter)+30*time.Second)
 	var lastReclaim time.Time
+	lastBusy := time.Now()
 	backoff := time.Duration(0)
 	retryOwn := false
 	for stop.Err() == nil {
 		if time.Since(lastReclaim) >= reclaimEvery {
 			lastReclaim = time.Now()
-			n, failed, err := r.reclaim(work, saleID)
-			if err != nil && !errors.Is(err, errNoInbox) {
-				log.Warn("relay: reclaim", "err", err)
-			}
-			if n > 0 {
-				// Operators (and the chaos run) see a takeover happen.
-				log.Info("relay: reclaimed pending inbox entries", "entries", n)
-			}
-			if failed > 0 {
+			if r.maintain(work, log, saleID) {
 				retryOwn = true
-			}
-			if err := r.ObserveLag(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
-				log.Warn("relay: observe lag", "err", err)
-			}
-			if _, err := r.Trim(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
-				log.Warn("relay: trim inbox", "err", err)
-			}
-			if _, err := r.Retire(work, saleID); err != nil {
-				log.Warn("relay: retire ended reservations' records", "err", err)
 			}
 		}
 		// The read is bounded but not cancelled by stop: entries Redis hands
@@ -202,6 +238,9 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 		if errors.Is(err, errNoInbox) {
 			log.Debug("relay: inbox gone")
 			return
+		}
+		if read > 0 || retryOwn {
+			lastBusy = time.Now()
 		}
 		if retryOwn && read == 0 && err == nil {
 			retryOwn = false
@@ -223,7 +262,41 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 			continue
 		}
 		backoff = 0
+		if t, ok := r.touched.Load(saleID); ok && t.(time.Time).After(lastBusy) {
+			lastBusy = t.(time.Time)
+		}
+		if time.Since(lastBusy) >= idleAfter && time.Since(lastReclaim) < reclaimEvery/2 {
+			// Idle since well before the last maintenance, which left
+			// nothing to retry: the change feed or the full pass starts
+			// the loop again.
+			log.Debug("relay: sale idle")
+			return
+		}
 	}
+}
+
+// maintain reclaims entries pending too long, observes the inbox's lag and
+// trims and retires what it may; it answers whether this consumer has
+// entries to retry.
+func (r *Relay) maintain(work context.Context, log *slog.Logger, saleID int64) (retry bool) {
+	n, failed, err := r.reclaim(work, saleID)
+	if err != nil && !errors.Is(err, errNoInbox) {
+		log.Warn("relay: reclaim", "err", err)
+	}
+	if n > 0 {
+		// Operators (and the chaos run) see a takeover happen.
+		log.Info("relay: reclaimed pending inbox entries", "entries", n)
+	}
+	if err := r.ObserveLag(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
+		log.Warn("relay: observe lag", "err", err)
+	}
+	if _, err := r.Trim(work, saleID); err != nil && !errors.Is(err, errNoInbox) {
+		log.Warn("relay: trim inbox", "err", err)
+	}
+	if _, err := r.Retire(work, saleID); err != nil {
+		log.Warn("relay: retire ended reservations' records", "err", err)
+	}
+	return failed > 0
 }
 
 // trimPages bounds the pages of one trim pass.

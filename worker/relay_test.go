@@ -589,3 +589,41 @@ func TestRelayRetiresEndedReservationsRecords(t *testing.T) {
 	require.ElementsMatch(t, []string{strconv.FormatInt(users[tokens[0]], 10), strconv.FormatInt(users[tokens[1]], 10)},
 		w.rdb.SMembers(ctx, w.keys.Retired).Val())
 }
+
+// A warmed sale with nothing in its inbox starts no loop; a hold starts
+// one, which relays it, ends once idle and drops the sale's inbox series,
+// so an idle sale keeps neither a loop nor a series on the worker.
+func TestRelayLoopEndsIdleAndDropsItsSeries(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	rec := newRecorder(nil)
+	r := MustRelay(t, w, rec.start)
+	// A loop ends only soon after a maintenance pass, which a read
+	// (Block) must leave time for.
+	r.IdleAfter, r.ReclaimEvery = 500*time.Millisecond, time.Second
+	busy, err := r.hasWork(testCtx(t), w.ID, true)
+	require.NoError(t, err)
+	require.False(t, busy, "a warm-up alone is no work")
+
+	tok, _ := w.MustReserve(t)
+	busy, err = r.hasWork(testCtx(t), w.ID, true)
+	require.NoError(t, err)
+	require.True(t, busy, "a hold is")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := &saleLoops{r: r, stop: ctx, work: ctx, running: map[int64]context.CancelFunc{}}
+	l.start(w.ID)
+	require.Eventually(t, func() bool { return rec.count(tok) == 1 }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.running) == 0
+	}, 20*time.Second, 50*time.Millisecond, "the loop ends once idle")
+	l.wg.Wait()
+	for _, c := range []prometheus.Collector{r.Metrics.Lag, r.Metrics.Pending, r.Metrics.OldestAge} {
+		require.Zero(t, testutil.CollectAndCount(c), "an idle sale's inbox series are gone")
+	}
+	busy, err = r.hasWork(testCtx(t), w.ID, false)
+	require.NoError(t, err)
+	require.False(t, busy, "relayed: no work left")
+}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -26,7 +27,10 @@ const (
 // series of the relay and of the activities (the worker that retired a
 // sale dropped its own at once; every other worker that relayed or
 // reconciled it drops them here), and any of their Redis keys a late
-// writer put back (sales.SweepRetired).
+// writer put back (sales.SweepRetired). Redis is asked about a retired
+// sale the first time this retirer sees it and then only when the change
+// feed names it (a late writer's write notes its sale), so the day's
+// retired sales cost Redis nothing while nobody writes to them.
 type Retirer struct {
 	Store      *store.Store
 	Redis      *lua.Client
@@ -35,6 +39,9 @@ type Retirer struct {
 	Every      time.Duration // defaultRetireEvery when zero
 	Watch      time.Duration // defaultRetireWatch when zero
 	Logger     *slog.Logger
+
+	watch changeWatch
+	seen  map[int64]bool // retired sales swept once
 }
 
 // Run retires until ctx ends.
@@ -46,19 +53,41 @@ func (r *Retirer) Run(ctx context.Context) {
 	})
 }
 
-// Once sweeps the sales retired since now minus the watch.
+// Once sweeps the sales retired since now minus the watch: their series,
+// and the keys of those new to it or named by the change feed.
 func (r *Retirer) Once(ctx context.Context, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ids, swept, err := sales.SweepRetired(ctx, r.Store, r.Redis, now.Add(-orDefault(r.Watch, defaultRetireWatch)))
+	ids, err := r.Store.FinishedSince(ctx, now.Add(-orDefault(r.Watch, defaultRetireWatch)))
+	if err != nil {
+		return fmt.Errorf("retirer: retired sales: %w", err)
+	}
+	// The feed is read only to narrow the sweep: unreadable, every sale
+	// is swept.
+	r.watch.Redis, r.watch.Every, r.watch.FullEvery = r.Redis, orDefault(r.Every, defaultRetireEvery), defaultRetireWatch
+	due, ferr := r.watch.due(ctx)
+	seen := make(map[int64]bool, len(ids))
+	var sweep []int64
 	for _, id := range ids {
 		r.Metrics.forgetSale(id)
 		r.ActMetrics.Forget(id)
+		seen[id] = true
+		if !r.seen[id] || due.all || due.named(id) {
+			sweep = append(sweep, id)
+		}
 	}
+	swept, err := sales.SweepRetired(ctx, r.Redis, sweep)
 	if swept > 0 {
 		r.Logger.Info("retirer: removed keys put back after retirement", "sales", swept)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	r.seen = seen
+	if ferr == nil {
+		r.watch.done(now)
+	}
+	return ferr
 }
 
 // forgetSale drops a retired sale's relay series.

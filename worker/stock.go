@@ -12,14 +12,21 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// StockRecorder copies every open sale's Redis stock into the database each
-// tick: when Redis goes away the database path caps its sales by the last
-// stock Redis was seen to hold, so the two paths together cannot oversell.
+// StockRecorder copies open sales' Redis stock into the database: when
+// Redis goes away the database path caps its sales by the last stock Redis
+// was seen to hold, so the two paths together cannot oversell. Each tick
+// it samples the sales the change feed names (a sale selling) and a share
+// of the others, each once per FullEvery: a quiet sale's sample may be older than
+// the database path accepts (store.MaxStockSampleAge), and a switch then
+// holds its units back until the resync.
 type StockRecorder struct {
-	Redis  *lua.Client
-	Store  *store.Store
-	Logger *slog.Logger
-	Every  time.Duration // 1s when zero
+	Redis     *lua.Client
+	Store     *store.Store
+	Logger    *slog.Logger
+	Every     time.Duration // 1s when zero
+	FullEvery time.Duration // stockFullEvery when zero
+
+	watch changeWatch
 }
 
 // Run records until ctx is cancelled.
@@ -54,8 +61,9 @@ func (o *outageLog) note(ctx context.Context, err error) {
 	}
 }
 
-// RecordOnce records the stock of every open sale whose Redis stock key
-// exists, and answers how many sales it recorded.
+// RecordOnce records the stock of the open sales due (the feed's, or all
+// on a full pass) whose Redis stock key exists, and answers how many sales
+// it recorded.
 func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
 	open, err := s.Store.ListOpenSales(ctx)
 	if err != nil {
@@ -65,12 +73,27 @@ func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
 	// switch to the database path (the quota), and once a sale is on that
 	// path a write to its row each second would only hold up the path's
 	// transactions (they read the row under a shared lock).
+	began := time.Now()
+	s.watch.Redis, s.watch.Every, s.watch.FullEvery = s.Redis, orDefault(s.Every, time.Second), orDefault(s.FullEvery, stockFullEvery)
+	due, err := s.watch.due(ctx)
+	if err != nil {
+		s.Logger.Warn("stock recorder: change feed", "err", err)
+	}
 	sales := open[:0]
 	for _, sale := range open {
-		if sale.Mode == domain.ModeRedis {
+		if sale.Mode == domain.ModeRedis && due.has(sale.ID) {
 			sales = append(sales, sale)
 		}
 	}
+	n, err := s.record(ctx, sales)
+	if err == nil {
+		s.watch.done(began)
+	}
+	return n, err
+}
+
+// record samples the stock of sales.
+func (s *StockRecorder) record(ctx context.Context, sales []*domain.Sale) (int, error) {
 	if len(sales) == 0 {
 		return 0, nil
 	}

@@ -185,6 +185,7 @@ func (p *process) startTemporalWorker() (tworker.Worker, error) {
 		Redis:    p.rdb,
 		Temporal: p.tc,
 		Metrics:  p.actMetrics,
+		Logger:   p.logger,
 		Reconciler: &reconcile.Reconciler{
 			Store: p.st, Redis: p.rdb, Temporal: p.tc, Start: p.startTimes.wrap("reconcile", p.start), Restart: restart, Logger: p.logger,
 		},

@@ -86,6 +86,7 @@ func recordings() []recording {
 		{orderHistoryPrefix + "rerun_ended", recordRerunEnded},
 		{saleHistoryPrefix + "life", recordSaleLife},
 		{saleHistoryPrefix + "continue_as_new", recordSaleContinueAsNew},
+		{saleHistoryPrefix + "quiet", recordSaleQuiet},
 	}
 }
 
@@ -410,6 +411,41 @@ func recordSaleLife(s *stack) (string, string) {
 	var result domain.SaleResult
 	require.NoError(s.t, run.Get(ctxT(s.t, 60*time.Second), &result))
 	require.NotNil(s.t, result.FinalReport)
+	return run.GetID(), run.GetRunID()
+}
+
+// recordSaleQuiet: a live sale nobody buys is reconciled while its warm-up
+// is fresh in the change feed, then only looked at, less and less often,
+// until it ends; the end gets its final reconciliation.
+func recordSaleQuiet(s *stack) (string, string) {
+	queue := s.queue + "-quiet"
+	s.saleWorker(queue)
+	now := time.Now().UTC()
+	sale := testenv.MustSale(s.t, s.st, 2, func(x *domain.Sale) {
+		x.StartsAt = now.Add(-time.Second)
+		x.EndsAt = now.Add(20 * time.Second)
+		x.PaymentWindowSeconds = 1
+	})
+	in := domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Second, RetireMargin: time.Second}
+	run, err := s.c.ExecuteWorkflow(ctxT(s.t, 10*time.Second), client.StartWorkflowOptions{
+		ID: domain.SaleWorkflowID(sale.ID), TaskQueue: queue,
+	}, domain.SaleWorkflowName, in)
+	require.NoError(s.t, err)
+	var result domain.SaleResult
+	require.NoError(s.t, run.Get(ctxT(s.t, 90*time.Second), &result))
+	require.NotNil(s.t, result.FinalReport)
+	var loads, reconciles int
+	for _, ev := range s.history(run.GetID(), run.GetRunID()) {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			switch a.GetActivityType().GetName() {
+			case "LoadSale":
+				loads++
+			case "ReconcileSale":
+				reconciles++
+			}
+		}
+	}
+	require.Less(s.t, reconciles, loads-1, "some looks found nothing new: %d loads, %d reconciliations", loads, reconciles)
 	return run.GetID(), run.GetRunID()
 }
 

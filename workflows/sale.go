@@ -21,10 +21,11 @@ var saleActs *activities.SaleActivities
 const continueAsNewAfter = 2000
 
 // SaleWorkflow owns one sale's life: it warms Redis up ahead of starts_at,
-// reconciles every minute while the sale is live, waits once ends_at plus
-// the payment window has passed until no order workflow of the sale is
-// running, waits the retire margin, stores a final reconciliation report,
-// and retires the sale (its Redis keys and streams go; sales.Retire).
+// reconciles while the sale is live whenever it changed (quietWatch),
+// waits once ends_at plus the payment window has passed until no order
+// workflow of the sale is running, waits the retire margin, stores a final
+// reconciliation report, and retires the sale (its Redis keys and streams
+// go; sales.Retire).
 //
 // Command-sequence changes follow OrderWorkflow's rule (GetVersion, the
 // retirement rule written there); a sale's workflow lives as long as the
@@ -41,6 +42,7 @@ type saleWorkflow struct {
 	in    domain.SaleInput
 	phase string
 	last  *domain.ReconciliationReport
+	quiet quietWatch
 }
 
 func (w *saleWorkflow) setup(ctx workflow.Context) error {
@@ -132,15 +134,16 @@ func (w *saleWorkflow) warmUp(ctx workflow.Context, sale *activities.SaleTimes) 
 	return nil
 }
 
-// live reconciles every period while the sale is open, and waits once it
-// has ended until its payment window has closed too; ended is true then.
-// It returns ended false and no error when the sale row has gone, and
-// the continue-as-new error when the history has grown long.
+// live reconciles while the sale is open, and waits once it has ended
+// until its payment window has closed too; ended is true then. It returns
+// ended false and no error when the sale row has gone, and the
+// continue-as-new error when the history has grown long.
 func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 	every := w.in.ReconcileEvery
 	if every <= 0 {
 		every = domain.DefaultReconcileEvery
 	}
+	onChange := workflow.GetVersion(ctx, reconcileOnChange, workflow.DefaultVersion, 1) == 1
 	for {
 		sale, err := w.loadSale(ctx)
 		if err != nil {
@@ -163,18 +166,92 @@ func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 			}
 			continue
 		}
+		wait := every
 		if now.After(sale.StartsAt) {
-			if err := w.reconcile(ctx, false); err != nil {
-				return false, err
+			if onChange && w.last != nil && w.last.Consistent && w.quiet.unchanged(sale.Changes, now) {
+				wait = w.quiet.skipped(now, every, sale.EndsAt)
+			} else {
+				if err := w.reconcile(ctx, false); err != nil {
+					return false, err
+				}
+				w.quiet.reconciled(now)
 			}
 		}
 		if err := w.continueAsNewIfLong(ctx); err != nil {
 			return false, err
 		}
-		if err := workflow.Sleep(ctx, every); err != nil {
+		if err := workflow.Sleep(ctx, wait); err != nil {
 			return false, fmt.Errorf("wait to reconcile: %w", err)
 		}
 	}
+}
+
+// reconcileOnChange skips a live sale's reconciliation when nothing changed
+// since the last one and looks less often while it stays so
+// (OrderWorkflow's rule on command-sequence changes).
+const reconcileOnChange = "reconcile-on-change"
+
+// Bounds of quietWatch.
+const (
+	// changeSkew allows for the clocks of the feed's writers and the
+	// workflow's, and a note's own delay.
+	changeSkew = 5 * time.Second
+	// feedKeep is how long the feed keeps a note (lua.ChangesKeep). The
+	// workflow's decisions depend on it, so it is a constant of its own,
+	// held equal to the feed's by a test, not read from lua: a change
+	// must be versioned like any other.
+	feedKeep = 10 * time.Minute
+	// quietMaxWait is the longest wait between two looks at a quiet sale:
+	// a look within half of feedKeep sees every change since the look
+	// before.
+	quietMaxWait = feedKeep / 2
+)
+
+// quietWatch decides from the change feed (activities.ChangeMark) whether
+// a live sale changed since its last reconciliation (a report that found
+// discrepancies is always followed by another). Every change of a
+// sale's Redis state is noted in the feed, and every change the database
+// takes on the Redis path writes Redis too (a hold, a payment, a release,
+// an adjustment, a control), so a sale whose last note is older than its
+// last reconciliation, looked at often enough that no note was pruned
+// unseen, has nothing new to reconcile. A lost note delays the
+// reconciliation to the sale's next change or its final one; the sale's
+// keys are checked by the worker's resyncer meanwhile.
+type quietWatch struct {
+	reconciledAt time.Time // when the last reconciliation began
+	lookedAt     time.Time // when the feed was last looked at
+	streak       int       // looks in a row that found nothing new
+}
+
+// unchanged reports whether the sale has nothing new since its last
+// reconciliation in this run.
+func (q *quietWatch) unchanged(m activities.ChangeMark, now time.Time) bool {
+	if q.reconciledAt.IsZero() || !m.Known || now.Sub(q.lookedAt) >= feedKeep-changeSkew {
+		return false
+	}
+	return m.At.IsZero() || m.At.Before(q.reconciledAt.Add(-changeSkew))
+}
+
+// reconciled records a reconciliation begun at now.
+func (q *quietWatch) reconciled(now time.Time) {
+	q.reconciledAt, q.lookedAt, q.streak = now, now, 0
+}
+
+// skipped records a look at now that found nothing new and answers the
+// wait to the next look: twice the last, from every up to quietMaxWait,
+// and never past the sale's end.
+func (q *quietWatch) skipped(now time.Time, every time.Duration, endsAt time.Time) time.Duration {
+	q.lookedAt = now
+	q.streak++
+	wait := every
+	for i := 0; i < q.streak && wait < quietMaxWait; i++ {
+		wait *= 2
+	}
+	wait = min(wait, max(quietMaxWait, every))
+	if left := endsAt.Sub(now); left > 0 && left < wait {
+		wait = left
+	}
+	return wait
 }
 
 // drain waits until every order workflow of the sale has finished and the

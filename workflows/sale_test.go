@@ -11,9 +11,11 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/lua"
 )
 
 type saleCalls struct {
+	loadedAt     []time.Time
 	warmedAt     []time.Time
 	reconciledAt []time.Time
 	finals       int
@@ -24,11 +26,22 @@ type saleCalls struct {
 // newSaleEnv runs SaleWorkflow with its activities replaced by recorders.
 func newSaleEnv(t *testing.T, times activities.SaleTimes, runningChecks int) (*testsuite.TestWorkflowEnvironment, *saleCalls) {
 	t.Helper()
+	return newSaleEnvLoading(t, func(time.Time) activities.SaleTimes { return times }, runningChecks)
+}
+
+// newSaleEnvLoading is newSaleEnv with the sale as load answers at each
+// load's time.
+func newSaleEnvLoading(t *testing.T, load func(now time.Time) activities.SaleTimes, runningChecks int) (*testsuite.TestWorkflowEnvironment, *saleCalls) {
+	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.SaleActivities{})
 	calls := &saleCalls{}
-	env.OnActivity(saleActs.LoadSale, mock.Anything, mock.Anything).Return(times, nil)
+	env.OnActivity(saleActs.LoadSale, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, _ int64) (activities.SaleTimes, error) {
+			calls.loadedAt = append(calls.loadedAt, env.Now())
+			return load(env.Now()), nil
+		})
 	env.OnActivity(saleActs.WarmupSale, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, _ int64) (int64, error) {
 			calls.warmedAt = append(calls.warmedAt, env.Now())
@@ -180,4 +193,63 @@ func TestSaleWorkflowRetiresAfterTheMargin(t *testing.T) {
 	settled := start.Add(10 * time.Second)
 	require.False(t, calls.teardownAt.Before(settled.Add(margin)), "retired at %s, settled at %s", calls.teardownAt, settled)
 	require.True(t, calls.teardownAt.Before(settled.Add(margin+time.Minute)), "retired at %s", calls.teardownAt)
+}
+
+// TestSaleWorkflowReconcilesOnlyWhatChanged: a live sale the change feed
+// finds quiet is reconciled once, then looked at less and less often
+// (never more than quietMaxWait apart) without a reconciliation; a change
+// is reconciled at the next look; the end still gets its final one.
+func TestSaleWorkflowReconcilesOnlyWhatChanged(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	changed := start.Add(40 * time.Minute)
+	times := activities.SaleTimes{StartsAt: start.Add(-time.Minute), EndsAt: start.Add(90 * time.Minute), PaymentWindow: time.Minute}
+	env, calls := newSaleEnvLoading(t, func(now time.Time) activities.SaleTimes {
+		at := times
+		at.Changes = activities.ChangeMark{Known: true}
+		if !now.Before(changed) {
+			at.Changes.At = changed
+		}
+		return at
+	}, 0)
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 13})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	require.Equal(t, 1, calls.finals)
+	live := calls.reconciledAt[:len(calls.reconciledAt)-1]
+	require.Len(t, live, 2, "the first look and the change: %v", live)
+	require.Equal(t, start, live[0])
+	require.False(t, live[1].Before(changed), "reconciled the change at %s", live[1])
+	require.True(t, live[1].Before(changed.Add(quietMaxWait+time.Minute)), "reconciled the change at %s", live[1])
+	var looks int
+	for i := 1; i < len(calls.loadedAt); i++ {
+		at := calls.loadedAt[i]
+		if at.After(times.EndsAt) {
+			break
+		}
+		looks++
+		require.LessOrEqual(t, at.Sub(calls.loadedAt[i-1]), quietMaxWait+time.Second, "looks at %s and %s", calls.loadedAt[i-1], at)
+	}
+	require.Less(t, looks, 40, "a quiet sale is looked at less than once a minute")
+}
+
+// The sale workflow's idea of how long the feed keeps a note is the
+// feed's: a longer one would skip changes pruned unseen.
+func TestSaleWorkflowFeedKeepIsTheFeeds(t *testing.T) {
+	require.Equal(t, lua.ChangesKeep, feedKeep)
+}
+
+// A mark the feed cannot give (unreadable, the database path, an activity
+// from before the feed) reconciles every period, as before.
+func TestSaleWorkflowReconcilesEveryPeriodWithoutTheFeed(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := activities.SaleTimes{StartsAt: start.Add(-time.Minute), EndsAt: start.Add(10 * time.Minute), PaymentWindow: time.Minute}
+	env, calls := newSaleEnv(t, times, 0)
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 14})
+	require.NoError(t, env.GetWorkflowError())
+	require.GreaterOrEqual(t, len(calls.reconciledAt), 10)
 }
