@@ -61,7 +61,7 @@ func mustHarnessDeps(tb testing.TB, rdb redis.UniversalClient, deps func(*Deps),
 	}
 	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := Deps{Config: cfg, Logger: logger, Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb)}
+	d := Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: h.st, Redis: lua.NewClient(h.rdb)})}
 	if deps != nil {
 		deps(&d)
 	}
