@@ -68,6 +68,9 @@ var (
 	ErrNotPayable     = &Error{Code: ENotPayable, Message: "the reservation is not awaiting payment"}
 	ErrNotCancellable = &Error{Code: ENotCancellable, Message: "the reservation can no longer be cancelled"}
 	ErrNoReservation  = &Error{Code: ENotFound, Message: "no such reservation"}
+	// ErrSaleNotReady: Redis does not hold the sale yet (or holds it at
+	// another epoch); the retry with the same request_id is answered.
+	ErrSaleNotReady = Unavailable("the sale is not ready yet, retry with the same request_id")
 	// ErrOutcomeUnknown: the reservation may or may not have been taken;
 	// the retry with the same request_id finds out.
 	ErrOutcomeUnknown = Unavailable("reservation outcome unknown, retry with the same request_id")

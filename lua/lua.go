@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
 )
 
 var (
@@ -158,6 +160,24 @@ const (
 	// runs the script again with ReserveArgs.NotInDatabase when it did not.
 	OutcomeAsk = "ask"
 )
+
+// reserveRefusals are the reserve script's refusals as the domain names
+// them.
+var reserveRefusals = map[string]error{
+	OutcomeAlready:    domain.ErrAlreadyHolds,
+	OutcomeSoldOut:    domain.ErrSoldOut,
+	OutcomeNotStarted: domain.ErrSaleNotStarted,
+	OutcomeEnded:      domain.ErrSaleEnded,
+	OutcomePaused:     domain.ErrSalePaused,
+	OutcomeNotReady:   domain.ErrSaleNotReady,
+	// The script ran past the caller's deadline and took nothing, but the
+	// caller gave up before it could know: the retry finds out.
+	OutcomeLate: domain.ErrOutcomeUnknown,
+}
+
+// Refusal is the domain's refusal the script's outcome means; nil for a
+// hold, a replay, an ask, and an outcome this build does not know.
+func (r ReserveResult) Refusal() error { return reserveRefusals[r.Outcome] }
 
 // ReserveResult is what the reserve script decided.
 type ReserveResult struct {

@@ -135,17 +135,6 @@ func IsRetryable(err error) bool {
 	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
 
-// Business outcomes of the order transactions: the domain's refusals,
-// answered as they are. They are final: a retry cannot change them.
-var (
-	// ErrNoStock: no bucket has a unit left.
-	ErrNoStock = domain.ErrSoldOut
-	// ErrAlreadyPurchased: the user holds a live or paid order of the sale.
-	ErrAlreadyPurchased = domain.ErrAlreadyHolds
-	ErrNotPayable       = domain.ErrNotPayable
-	ErrNotCancellable   = domain.ErrNotCancellable
-)
-
 // ErrNotFound: no such row.
 var ErrNotFound = errors.New("not found")
 
