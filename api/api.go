@@ -63,7 +63,7 @@ type Deps struct {
 type server struct {
 	cfg    *config.Config
 	logger *slog.Logger
-	svc    *backend.Services
+	svc    services
 	m      *metrics
 
 	global  *rate.Limiter
@@ -188,7 +188,7 @@ func newServerState(d Deps) *server {
 	s := &server{
 		cfg:     cfg,
 		logger:  logger,
-		svc:     d.Services,
+		svc:     servicesOf(d.Services),
 		global:  rate.NewLimiter(ratelimit.Limit(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
 		draw:    ratelimit.NewDraw(cfg.TokenKey, cfg.GlobalRPS),
 		perAddr: ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
@@ -203,7 +203,7 @@ func newServerState(d Deps) *server {
 	s.tokens = tokens
 	s.readLimit = newRouteLimit(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, cfg.ReadRPS, cfg.ReadBurst)
 	s.writeLimit = newRouteLimit(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), cfg.PerAddrRPS, cfg.PerAddrBurst)
-	s.m, err = newMetrics(reg, d.Services.Metrics)
+	s.m, err = newMetrics(reg, s.svc.countFilter)
 	must("api metrics", err)
 	_, err = promreg.Register[prometheus.Collector](reg, newSaleModeCollector(s.svc.Cache))
 	must("api metrics", err)

@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/lua"
 )
@@ -25,15 +24,15 @@ type metrics struct {
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	// filters counts the reservation's filter layers, the API's among
+	// filter counts the reservation's filter layers, the API's among
 	// them, in the services' series.
-	filters *backend.Metrics
+	filter func(layer, outcome string)
 }
 
-func newMetrics(reg prometheus.Registerer, filters *backend.Metrics) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, filter func(layer, outcome string)) (*metrics, error) {
 	r := &promreg.Registrar{Reg: reg}
 	m := &metrics{
-		filters: filters,
+		filter: filter,
 		requests: promreg.Reuse(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_http_requests_total",
 			Help: "HTTP requests by route and status.",
@@ -55,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, filters *backend.Metrics) (*metrics, 
 func (m *metrics) pass(layer string) { m.count(layer, "pass") }
 
 // count counts a filter layer's outcome: "pass", or why it refused.
-func (m *metrics) count(layer, outcome string) { m.filters.Filter(layer, outcome) }
+func (m *metrics) count(layer, outcome string) { m.filter(layer, outcome) }
 
 // request counts an answer by route template (never the raw path: it holds
 // tokens) and status; took >= 0 also observes its latency (answers given

@@ -2,8 +2,6 @@ package api
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seckill/seckill/backend"
 )
 
 // saleStateCollector exports how many per-sale entries the instance holds,
@@ -11,11 +9,11 @@ import (
 // its opening is long past), so with thousands of sales a day these stay
 // at the open sales'.
 type saleStateCollector struct {
-	svc  *backend.Services
+	svc  services
 	desc *prometheus.Desc
 }
 
-func newSaleStateCollector(svc *backend.Services) *saleStateCollector {
+func newSaleStateCollector(svc services) *saleStateCollector {
 	return &saleStateCollector{svc: svc, desc: prometheus.NewDesc("seckill_sale_state_entries",
 		"Per-sale entries this instance holds in memory, by kind (sale_cache, status, allowlists, lottery).", []string{"kind"}, nil)}
 }
