@@ -68,6 +68,8 @@ var (
 	ErrNotPayable     = &Error{Code: ENotPayable, Message: "the reservation is not awaiting payment"}
 	ErrNotCancellable = &Error{Code: ENotCancellable, Message: "the reservation can no longer be cancelled"}
 	ErrNoReservation  = &Error{Code: ENotFound, Message: "no such reservation"}
+	// ErrInsufficient refuses a withdrawal of more units than are unsold.
+	ErrInsufficient = &Error{Code: EInsufficient, Message: "cannot withdraw more than the unsold units"}
 	// ErrSaleNotReady: Redis does not hold the sale yet (or holds it at
 	// another epoch); the retry with the same request_id is answered.
 	ErrSaleNotReady = Unavailable("the sale is not ready yet, retry with the same request_id")

@@ -290,7 +290,7 @@ func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string
 			remaining -= change
 		}
 		if remaining != 0 {
-			return ErrInsufficient
+			return domain.ErrInsufficient
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at) VALUES (?, 'adjust', ?, -1, ?, ?)",
 			ref, saleID, delta, time.Now().UTC()); err != nil {

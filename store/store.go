@@ -21,7 +21,6 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/mysqldialect"
 
-	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/schema"
 )
 
@@ -137,10 +136,6 @@ func IsRetryable(err error) bool {
 
 // ErrNotFound: no such row.
 var ErrNotFound = errors.New("not found")
-
-// ErrInsufficient refuses a withdrawal of more units than are unsold: a
-// domain error, answered as it is (409 insufficient_stock).
-var ErrInsufficient = domain.Errorf(domain.EInsufficient, "cannot withdraw more than the unsold units")
 
 // The oldest supported server: the schema uses MariaDB-only statements
 // (BEGIN NOT ATOMIC, SET STATEMENT, PERSISTENT columns) and 10.6's

@@ -437,7 +437,7 @@ func TestAdjustStock(t *testing.T) {
 	left, err = st.DBStock(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, left)
-	require.ErrorIs(t, st.AdjustStock(ctx(t), sale.ID, -3, ref+"3"), store.ErrInsufficient)
+	require.ErrorIs(t, st.AdjustStock(ctx(t), sale.ID, -3, ref+"3"), domain.ErrInsufficient)
 	got, err := st.GetSale(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, got.StockTotal)
