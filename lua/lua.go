@@ -310,6 +310,15 @@ const (
 	WarmupAlreadyLive = "already_live"
 )
 
+// WarmupRefusal is the domain's refusal a warm-up's outcome means; nil
+// when the sale was loaded.
+func WarmupRefusal(outcome string) error {
+	if outcome == WarmupAlreadyLive {
+		return domain.ErrAlreadyLive
+	}
+	return nil
+}
+
 // Warmup loads a sale into Redis; it answers WarmupAlreadyLive and changes
 // nothing once the sale has taken a reservation.
 func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) (outcome string, stock int64, err error) {

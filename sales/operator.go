@@ -104,8 +104,8 @@ func (o *Operator) Warmup(ctx context.Context, id int64) (int64, error) {
 		reqid.Logger(ctx, o.d.Logger).Error("warmup", "sale_id", sale.ID, "err", err)
 		return 0, domain.Unavailable("warm-up failed; retry")
 	}
-	if outcome == lua.WarmupAlreadyLive {
-		return 0, domain.Errorf(domain.EAlreadyLive, "the sale has taken reservations; warm-up would reset it")
+	if err := lua.WarmupRefusal(outcome); err != nil {
+		return 0, err
 	}
 	o.d.Cache.Put(sale).Warmed(redisStock)
 	reqid.Logger(ctx, o.d.Logger).Info("sale warmed", "sale_id", sale.ID, "redis_stock", redisStock)
