@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
@@ -111,7 +112,7 @@ func (o *outageBuyers) fallBack(t *testing.T, proxy *netproxy.Proxy) {
 		}
 	}
 	require.Equal(t, 3, accepted, "the database path sells while Redis is down")
-	require.GreaterOrEqual(t, unavailable, reservation.BreakerTrip)
+	require.GreaterOrEqual(t, unavailable, degraded.BreakerTrip)
 }
 
 // replayAndRateLimit: on the database path a replay gets its token, a
@@ -197,7 +198,7 @@ func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	base := testenv.UniqueUser() * 1000
 
 	held := holdTheConnection(t, rdb, 3*time.Second)
-	const calls = 3 * reservation.BreakerTrip
+	const calls = 3 * degraded.BreakerTrip
 	var wg sync.WaitGroup
 	answers := make([]response, calls)
 	for i := range calls {
@@ -211,7 +212,7 @@ func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	}
 	require.NoError(t, <-held, "the BLPOP held the connection to its end")
 
-	require.Equal(t, gobreaker.StateClosed, h.services.Reserve.BreakerState())
+	require.Equal(t, gobreaker.StateClosed, h.services.Guard.BreakerState())
 	stalls := testutil.ToFloat64(h.services.Metrics.Filtered(reservation.LayerRedis, "client_stall"))
 	require.EqualValues(t, calls, stalls, "every timeout is the client's")
 	got, err := h.st.GetSale(context.Background(), sale.ID)
@@ -242,7 +243,7 @@ func TestClientStallIsAskedAgainInTheRequest(t *testing.T) {
 	require.Greater(t, time.Since(began), timeout, "the first call timed out")
 	require.NoError(t, <-held)
 	require.Zero(t, testutil.ToFloat64(h.services.Metrics.Filtered(reservation.LayerRedis, "client_stall")))
-	require.Equal(t, gobreaker.StateClosed, h.services.Reserve.BreakerState())
+	require.Equal(t, gobreaker.StateClosed, h.services.Guard.BreakerState())
 	// The replay answers the same token: one reservation.
 	again := h.reserve(sale.ID, h.MustToken(user, authtoken.RoleUser), "stalled-req-1")
 	require.Equal(t, 202, again.Status, string(again.Body))

@@ -50,7 +50,7 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 	require.NoError(t, err)
 	first := make(chan response, 1)
 	go func() { first <- reserveAs(base + 1) }()
-	require.Eventually(t, func() bool { return h.services.Reserve.InFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.services.Guard.InFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
 
 	r := reserveAs(base + 2)
 	require.Equal(t, 429, r.Status, string(r.Body))
@@ -63,7 +63,7 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 
 	require.NoError(t, tx.Rollback())
 	require.Equal(t, 202, (<-first).Status)
-	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Zero(c, h.services.Reserve.InFlight()) }, 5*time.Second, 5*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Zero(c, h.services.Guard.InFlight()) }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, 202, reserveAs(base+2).Status, "with a slot free the refused buyer buys")
 }
 

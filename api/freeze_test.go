@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testkit/testenv"
@@ -91,10 +91,10 @@ func TestFrozenRedisIsBoundedByTheHotPathTimeout(t *testing.T) {
 	require.NotZero(t, switched, "the sale never moved to the database path")
 	// The breaker opens within a few hundred ms; the sale moves once the
 	// fleet (here this one instance) has found Redis down for
-	// fleet.DownAfter and looked again (fleet.Check): about 1.2 s on an
+	// degraded.DownAfter and looked again (degraded.FleetCheck): about 1.2 s on an
 	// idle machine. The bound leaves room for a loaded one; it catches a
 	// sale that never moves or waits on something unbounded.
-	require.LessOrEqual(t, switched, fleet.DownAfter+4*time.Second, "the sale moves within fleet.DownAfter + 4 s of the freeze")
+	require.LessOrEqual(t, switched, degraded.DownAfter+4*time.Second, "the sale moves within degraded.DownAfter + 4 s of the freeze")
 	// The target is p99 <= timeout + 100 ms (measured: ~250 ms
 	// alone); asserted with room for a loaded CI machine, still far below
 	// the 2 s ReadTimeout every frozen call waited for before.

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/idempotency"
 	"github.com/seckill/seckill/internal/ratelimit"
@@ -56,8 +56,10 @@ type Services struct {
 	Operator *sales.Operator
 	Records  *operators.Service
 	// Fleet is the fleet's view of Redis: only Redis down for most of the
-	// fleet moves a sale to the database path.
-	Fleet   *fleet.Observer
+	// fleet moves a sale to the database path. Guard is the degraded
+	// mode's breaker, switch and database-path limiter on this instance.
+	Fleet   *degraded.Observer
+	Guard   *degraded.Guard
 	Reads   *status.Reader
 	Hub     *status.Hub
 	Metrics *Metrics
@@ -107,18 +109,11 @@ func Build(d Deps) *Services {
 	sv.Starter = reservation.NewStartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal,
 		TaskQueue: cfg.TaskQueue, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.Starter.Inc, Store: d.Store})
 	must("service metrics", registerQueue(d.Registry, func() float64 { return float64(sv.Starter.Len()) }))
-	// The observer asks the reservation service whether Redis answered it
-	// lately, and the service asks the observer for the fleet's view: the
-	// observer is built first and reads the service only once running.
-	sv.Fleet = fleet.NewObserver(d.Store, fleet.Name("api", cfg.Instance), "api",
-		func() bool { return sv.Reserve.RedisAnswered(fleet.DownAfter) }, logger)
-	for _, g := range sv.Fleet.Gauges() {
-		must("service metrics", d.Registry.Register(g))
-	}
+	sv.degradedMode(d)
 	sv.Reserve = reservation.New(reservationSettings(cfg), reservation.Deps{
 		Script: d.Redis, HoldIndex: d.Redis, Ledger: reservation.StoreLedger{Store: d.Store},
-		Syncer: reservation.SalesSyncer{Store: d.Store, Redis: d.Redis}, Starter: sv.Starter, Fleet: sv.Fleet,
-		Logger: logger, BreakerState: m.Breaker, HoldOutcome: m.HoldRecords.Inc,
+		Syncer: reservation.SalesSyncer{Store: d.Store, Redis: d.Redis}, Starter: sv.Starter, Fleet: sv.Fleet, Degraded: sv.Guard,
+		Logger: logger, HoldOutcome: m.HoldRecords.Inc,
 	})
 	sv.Filters = reservation.NewFilters(reservation.FilterDeps{Cache: sv.Cache, Gate: sv.Gate, Lottery: sv.Lottery, PerUser: sv.perUser,
 		PerUserRPS: cfg.PerUserRPS, RedisTimeout: cfg.RedisTimeout, Count: m.Filter, Logger: logger})
@@ -126,6 +121,20 @@ func Build(d Deps) *Services {
 		Cache: sv.Cache, Logger: logger, Go: sv.goBackground, Stop: sv.stop, Store: d.Store})
 	sv.buildReads(d)
 	return sv
+}
+
+// degradedMode builds the instance's degraded mode: its heartbeat on
+// Redis, the fleet observer that publishes it (its gauges registered) and
+// the guard.
+func (sv *Services) degradedMode(d Deps) {
+	cfg := d.Config
+	heartbeat := degraded.NewHeartbeat(cfg.RedisTimeout)
+	sv.Fleet = degraded.NewObserver(d.Store, degraded.ObserverName("api", cfg.Instance), "api", heartbeat.Up, sv.logger)
+	for _, g := range sv.Fleet.Gauges() {
+		must("service metrics", d.Registry.Register(g))
+	}
+	sv.Guard = degraded.NewGuard(cfg.Degraded, degraded.GuardDeps{RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
+		Heartbeat: heartbeat, Fleet: sv.Fleet, BreakerState: sv.Metrics.Breaker, Logger: sv.logger, Store: d.Store})
 }
 
 // buildReads builds the waitlist, the status reads and the order use
@@ -155,8 +164,7 @@ func (sv *Services) buildReads(d Deps) {
 // reservationSettings are the reservation service's settings of cfg.
 func reservationSettings(cfg *config.Config) reservation.Settings {
 	return reservation.Settings{
-		TokenKey: cfg.TokenKey, RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew, ModeMinDwell: cfg.ModeMinDwell,
-		FallbackRPS: cfg.FallbackRPS, FallbackInFlight: cfg.FallbackInFlight, FallbackRetryAfter: ratelimit.RetryAfter(cfg.FallbackRPS),
+		TokenKey: cfg.TokenKey, RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
 		StartsRedisOrders: cfg.APIStartsRedisOrders, FaultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
 	}
 }
@@ -180,7 +188,7 @@ func (sv *Services) Start() {
 		sv.Fleet.Look() // before the first hold: see HoldsTakeUnits
 		sv.goBackground(func() { sv.Fleet.Run(sv.stop) })
 		sv.goBackground(func() {
-			sv.Reserve.Watch(sv.stop, sv.rdb.Ping, aside.PingAll)
+			sv.Guard.Watch(sv.stop, sv.rdb.Ping, aside.PingAll)
 			if err := aside.Close(); err != nil {
 				sv.logger.Warn("close the heartbeat's redis client", "err", err)
 			}

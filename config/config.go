@@ -112,7 +112,6 @@ type Config struct {
 	PerAddrBurst   int
 	PerUserRPS     float64
 	PerUserBurst   int
-	FallbackRPS    float64 // global rate while a sale is in database mode
 	TrustedAddrs   []netip.Prefix
 	TrustedProxies []netip.Prefix
 	ProxyHeader    string
@@ -123,6 +122,8 @@ type Config struct {
 	// path's hold-off after a switch allow for it.
 	ClockSkew    time.Duration
 	StarterQueue int // bounded queue of workflow starts in the API
+	// Degraded is the degraded mode's settings (package degraded).
+	Degraded
 	// ShutdownTimeout bounds a stop: the worker's whole drain, and the
 	// API's after its ShutdownDelay.
 	ShutdownTimeout time.Duration
@@ -138,12 +139,6 @@ type Config struct {
 	// read the inbox entry. Either way the hold is recorded in MySQL
 	// before its 202 is answered.
 	APIStartsRedisOrders bool
-
-	// FallbackInFlight bounds the database path's reservations in flight
-	// per instance; a reservation beyond it is refused at once (429). Its
-	// default is what FallbackRPS keeps in flight at 50 ms a reservation
-	// (at least 16): fewer slots would refuse what the rate allows.
-	FallbackInFlight int
 
 	// Read routes (storefront, sale view, reservation reads): per address
 	// and per user; health probes and /metrics are exempt.
@@ -174,11 +169,6 @@ type Config struct {
 	LogLevel slog.Level
 	// Instance names this process in the fleet's view of Redis.
 	Instance string
-	// ModeMinDwell is the least time a sale stays in a mode (Redis or
-	// database) before it changes again; RedisHealthyFor is how long Redis
-	// must have answered before a sale goes back to it.
-	ModeMinDwell    time.Duration
-	RedisHealthyFor time.Duration
 	// OpeningPool is how long after a sale opens reservations only enter
 	// its lottery (0: no lottery); OpeningGrace is the time between the
 	// draw's bands of stock_total users each.
@@ -269,6 +259,7 @@ func loadFor(get func(string) string, need Need) (*Config, error) {
 	r.limits(c)
 	r.edge(c)
 	r.process(c)
+	r.degraded(c)
 	if len(r.errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
@@ -595,8 +586,6 @@ func (r *envReader) limits(c *Config) {
 	c.PerAddrBurst = r.integer("SECKILL_PER_ADDR_BURST", 100)
 	c.PerUserRPS = r.num("SECKILL_PER_USER_RPS", 5)
 	c.PerUserBurst = r.integer("SECKILL_PER_USER_BURST", 10)
-	c.FallbackRPS = r.num("SECKILL_FALLBACK_RPS", 500)
-	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", fallbackInFlightFor(c.FallbackRPS)), 1)
 	c.ReadRPS = r.num("SECKILL_READ_RPS", 50)
 	c.ReadBurst = r.integer("SECKILL_READ_BURST", 100)
 	c.ReadPerUserRPS = r.num("SECKILL_READ_PER_USER_RPS", 10)
@@ -613,6 +602,33 @@ func (r *envReader) limits(c *Config) {
 		corsDefault = "*"
 	}
 	c.CORSOrigins = splitList(r.str("SECKILL_CORS_ORIGINS", corsDefault))
+}
+
+// Degraded are the degraded mode's settings, which package degraded is
+// configured with: when a sale leaves Redis for the database path, how
+// much that path takes, and when the sale comes back.
+type Degraded struct {
+	// FallbackRPS is the database path's rate per instance while a sale
+	// is in database mode (0: unlimited).
+	FallbackRPS float64
+	// FallbackInFlight bounds the database path's reservations in flight
+	// per instance; a reservation beyond it is refused at once (429). Its
+	// default is what FallbackRPS keeps in flight at 50 ms a reservation
+	// (at least 16): fewer slots would refuse what the rate allows.
+	FallbackInFlight int
+	// ModeMinDwell is the least time a sale stays in a mode (Redis or
+	// database) before it changes again; RedisHealthyFor is how long Redis
+	// must have answered before a sale goes back to it.
+	ModeMinDwell    time.Duration
+	RedisHealthyFor time.Duration
+}
+
+// degraded: the degraded mode's settings.
+func (r *envReader) degraded(c *Config) {
+	c.FallbackRPS = r.num("SECKILL_FALLBACK_RPS", 500)
+	c.FallbackInFlight = max(r.integer("SECKILL_FALLBACK_IN_FLIGHT", fallbackInFlightFor(c.FallbackRPS)), 1)
+	c.ModeMinDwell = r.dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)
+	c.RedisHealthyFor = r.dur("SECKILL_REDIS_HEALTHY_FOR", 3*time.Second)
 }
 
 // edge: timeouts, connection caps, queues.
@@ -644,8 +660,6 @@ func (r *envReader) process(c *Config) {
 	}
 	c.Instance = r.str("SECKILL_INSTANCE", fmt.Sprintf("%s-%d", host, os.Getpid()))
 	c.RelayConsumer = r.str("SECKILL_RELAY_CONSUMER", c.Instance)
-	c.ModeMinDwell = r.dur("SECKILL_MODE_MIN_DWELL", 5*time.Second)
-	c.RedisHealthyFor = r.dur("SECKILL_REDIS_HEALTHY_FOR", 3*time.Second)
 	c.RelayMaxDelivery = int64(r.integer("SECKILL_RELAY_MAX_DELIVERY", 10))
 	c.RelayMinIdle = r.dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.RelayDeadAfter = r.dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)

@@ -112,7 +112,8 @@ const (
 )
 
 // RedisFleetView counts the processes (API instances and workers) seen
-// lately by their own view of Redis.
+// lately by their own view of Redis; degraded.FleetDown is its majority
+// rule.
 type RedisFleetView struct {
 	Up, Down int
 	// OldWorkers counts the workers seen whose release predates
@@ -128,11 +129,6 @@ type RedisFleetView struct {
 // no worker of an older release runs (a rolling deploy), and records them
 // without their unit, as before, until then.
 const HoldRecordVersion = 1
-
-// RedisDown reports whether most of the fleet finds Redis down: the evidence a
-// sale needs to move to the database path. One process cut from a Redis
-// the rest reach is not enough.
-func (v RedisFleetView) RedisDown() bool { return v.Down > 0 && 2*v.Down > v.Up+v.Down }
 
 // SaleState is the public state of a sale in the sale view.
 type SaleState string

@@ -7,7 +7,6 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -20,28 +19,18 @@ var (
 	errMoving = domain.Unavailable("the sale is moving to the database path; retry with the same request_id")
 )
 
-// holdOff is how long after a switch the database path waits before it
-// sells: the last Redis reservation any instance sends before it learns of
-// the switch (within sales.ModeLag) carries a deadline at most
-// RedisTimeout + ClockSkew after it was sent, and Redis's clock may lag by
-// ClockSkew more.
-func (s *Service) holdOff() time.Duration {
-	return sales.ModeLag + s.set.RedisTimeout + 2*s.set.ClockSkew
-}
-
 // reserveInDatabase is the reservation path while Redis is out: one
-// transaction in MySQL (store.ReserveInDB), behind the lowered fallback
-// rate and a bound on the transactions in flight, so the database is not
-// flooded: beyond SECKILL_FALLBACK_RPS, or with SECKILL_FALLBACK_IN_FLIGHT
-// transactions already running, clients get 429 at once (nothing was
-// tried, so a retry may use a new request_id or the same), not a queue in
-// front of a slow database. The first database-path reservation of a sale
-// switches the sale's mode in MySQL with a new epoch; every instance
-// learns it within a second and stops using Redis for that sale.
+// transaction in MySQL (store.ReserveInDB), behind the degraded mode's
+// limiter, so the database is not flooded: a request it refuses gets 429
+// at once (nothing was tried, so a retry may use a new request_id or the
+// same), not a queue in front of a slow database. The first database-path
+// reservation of a sale switches the sale's mode in MySQL with a new
+// epoch; every instance learns it within a second and stops using Redis
+// for that sale.
 func (s *Service) reserveInDatabase(ctx context.Context, r Request, token string) (Answer, error) {
-	release, refused := s.admission.admit(time.Now())
-	if refused != "" {
-		return Answer{Layer: LayerDatabase, Reason: refused}, s.errRate
+	release, refusal, refused := s.degraded.Admit(time.Now())
+	if refusal != nil {
+		return Answer{Layer: LayerDatabase, Reason: refused}, refusal
 	}
 	defer release()
 	dbCtx, cancel := context.WithTimeout(ctx, dbPathTimeout)
@@ -67,13 +56,13 @@ func (s *Service) reserveInDatabase(ctx context.Context, r Request, token string
 // switchToDatabase moves a sale this instance still sees on Redis to the
 // database path, unless it came back to Redis too recently.
 func (s *Service) switchToDatabase(ctx context.Context, r Request) (reason string, err error) {
-	switched, err := s.ledger.SwitchToDatabase(ctx, r.SaleID, s.holdOff(), s.set.ModeMinDwell)
+	switched, err := s.degraded.SwitchToDatabase(ctx, r.SaleID)
 	if err != nil {
 		s.log(ctx).ErrorContext(ctx, "switch sale to database mode", "sale_id", r.SaleID, "err", err)
 		return "error", errNoPath
 	}
 	if switched.Mode == domain.ModeRedis {
-		// Back on Redis less than SECKILL_MODE_MIN_DWELL ago.
+		// Back on Redis too recently (the least dwell in a mode).
 		return "dwell", errDwell
 	}
 	s.log(ctx).WarnContext(ctx, "sale moved to the database path", "sale_id", r.SaleID, "epoch", switched.ModeEpoch)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
@@ -103,7 +105,8 @@ func (l *fakeLedger) ReserveInDBWithSkew(_ context.Context, in domain.OrderInput
 	return l.reserve(in)
 }
 
-func (l *fakeLedger) SwitchToDatabase(_ context.Context, saleID int64, holdOff, _ time.Duration) (*domain.Sale, error) {
+// SwitchToDatabaseAfterDwell is the degraded mode's ModeStore.
+func (l *fakeLedger) SwitchToDatabaseAfterDwell(_ context.Context, saleID int64, holdOff, _ time.Duration) (*domain.Sale, error) {
 	l.mu.Lock()
 	l.holdOffs = append(l.holdOffs, holdOff)
 	l.mu.Unlock()
@@ -213,9 +216,10 @@ func (f *fakeSyncer) SyncToken(_ context.Context, token string) (bool, error) {
 	return f.err == nil, f.err
 }
 
-// rig is a service on fakes.
+// rig is a service on fakes, with the degraded mode's guard on them.
 type rig struct {
 	svc     *Service
+	guard   *degraded.Guard
 	script  *fakeScript
 	ledger  *fakeLedger
 	starter *fakeStarter
@@ -226,21 +230,33 @@ type rig struct {
 
 var testSettings = Settings{
 	TokenKey: []byte("reservation-test"), RedisTimeout: 50 * time.Millisecond, ClockSkew: 10 * time.Millisecond,
-	ModeMinDwell: time.Second, FallbackRPS: 1000, FallbackInFlight: 4, FallbackRetryAfter: 1, StartsRedisOrders: true,
+	StartsRedisOrders: true,
 }
 
+var testDegraded = config.Degraded{ModeMinDwell: time.Second, FallbackRPS: 1000, FallbackInFlight: 4}
+
 func newRig(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings) *rig {
+	t.Helper()
+	return newRigOf(t, script, ledger, set, testDegraded)
+}
+
+// newRigOf is a rig whose degraded mode has the settings dset.
+func newRigOf(t *testing.T, script *fakeScript, ledger *fakeLedger, set Settings, dset config.Degraded) *rig {
 	t.Helper()
 	if ledger == nil {
 		ledger = &fakeLedger{}
 	}
 	r := &rig{script: script, ledger: ledger, starter: &fakeStarter{}, holds: &fakeHolds{requests: map[string]string{}}, syncer: &fakeSyncer{}}
+	logger := slog.New(slog.DiscardHandler)
+	r.guard = degraded.NewGuard(dset, degraded.GuardDeps{
+		RedisTimeout: set.RedisTimeout, ClockSkew: set.ClockSkew, Heartbeat: degraded.NewHeartbeat(set.RedisTimeout),
+		Fleet: fleetFunc(func() bool { return r.down }), Store: ledger,
+		BreakerState: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breaker_state"}), Logger: logger,
+	})
 	r.svc = New(set, Deps{
 		Script: script, HoldIndex: r.holds, Ledger: ledger, Syncer: r.syncer, Starter: r.starter,
-		Fleet:        fleetFunc(func() bool { return r.down }),
-		Logger:       slog.New(slog.DiscardHandler),
-		BreakerState: prometheus.NewGauge(prometheus.GaugeOpts{Name: "breaker_state"}),
-		HoldOutcome:  func(string) {},
+		Fleet: fleetFunc(func() bool { return r.down }), Degraded: r.guard,
+		Logger: logger, HoldOutcome: func(string) {},
 	})
 	return r
 }
@@ -250,7 +266,7 @@ func (r *rig) token(req Request) string {
 	return domain.DeriveToken(testSettings.TokenKey, req.SaleID, req.UserID, req.RequestID)
 }
 
-// watch runs the service's heartbeat and probe on a Redis that answers
+// watch runs the guard's heartbeat and probe on a Redis that answers
 // every ping, until the test ends.
 func (r *rig) watch(t *testing.T) {
 	t.Helper()
@@ -258,7 +274,7 @@ func (r *rig) watch(t *testing.T) {
 	answer := func(context.Context) error { return nil }
 	go func() {
 		defer close(done)
-		r.svc.Watch(stop, answer, answer)
+		r.guard.Watch(stop, answer, answer)
 	}()
 	t.Cleanup(func() { close(stop); <-done })
 }

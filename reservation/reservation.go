@@ -1,10 +1,11 @@
 // Package reservation is the reservation's use cases behind the API's
-// admission filters: the atomic Redis script behind a circuit breaker, the
-// retry of a call this process stalled, the database path when the fleet
-// loses Redis, the record of each Redis hold before its 202, and the
-// cancel of a reservation that has no order yet. It speaks to its gateways
-// through small interfaces (Script, HoldIndex, Ledger, Syncer, Starter,
-// Fleet), so its decisions are tested without services; the HTTP layer
+// admission filters: the atomic Redis script behind the degraded mode's
+// circuit breaker, the retry of a call this process stalled, the database
+// path when the fleet loses Redis, the record of each Redis hold before
+// its 202, and the cancel of a reservation that has no order yet. It
+// speaks to its gateways and to the degraded mode's policy through small
+// interfaces (Script, HoldIndex, Ledger, Syncer, Starter, Fleet,
+// Degraded), so its decisions are tested without services; the HTTP layer
 // only decodes, calls the service and encodes the answer.
 package reservation
 
@@ -14,12 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -36,12 +33,11 @@ type Script interface {
 	Reserve(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error)
 }
 
-// Ledger is the database: the database path's transaction, the mode
-// switch, a reservation's row and the record of Redis holds (StoreLedger).
+// Ledger is the database: the database path's transaction, a
+// reservation's row and the record of Redis holds (StoreLedger).
 type Ledger interface {
 	HoldLedger
 	ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, skew time.Duration) (*domain.Reservation, bool, error)
-	SwitchToDatabase(ctx context.Context, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error)
 	// GetReservation answers store.ErrNotFound for no row.
 	GetReservation(ctx context.Context, token string) (*domain.Reservation, error)
 	RecordReservation(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error)
@@ -55,24 +51,34 @@ type Ledger interface {
 // StoreLedger is the Ledger of a store.
 type StoreLedger struct{ *store.Store }
 
-// SwitchToDatabase moves the sale to the database path (sales.SwitchToDatabase).
-func (l StoreLedger) SwitchToDatabase(ctx context.Context, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error) {
-	return sales.SwitchToDatabase(ctx, l.Store, saleID, holdOff, minDwell)
-}
-
 // Starter starts a reservation's order workflow soon, without waiting.
 type Starter interface {
 	Enqueue(ctx context.Context, in domain.OrderInput)
 }
 
-// Fleet is the fleet's view of Redis (fleet.Observer): only Redis down
-// for most of the fleet moves a sale to the database path; and whether
-// every worker places the order of a hold that took its unit when it was
-// recorded (domain.HoldRecordVersion; not while an older release's worker
-// runs).
+// Fleet is what the fleet's view tells of the workers (degraded.Observer):
+// whether every worker places the order of a hold that took its unit when
+// it was recorded (domain.HoldRecordVersion; not while an older release's
+// worker runs).
 type Fleet interface {
-	RedisDown() bool
 	HoldsTakeUnits() bool
+}
+
+// Degraded is the degraded mode's policy on this instance (degraded.Guard):
+// the breaker every Redis reservation call goes through, the fleet's
+// evidence that Redis is down, the switch of a sale to the database path
+// (its hold-off and dwell) and the database path's limiter.
+type Degraded interface {
+	// Call runs a Redis call through the breaker
+	// (degraded.IsBreakerRefusal, degraded.IsClientStall).
+	Call(fn func() (lua.ReserveResult, error)) (lua.ReserveResult, error)
+	// RedisDown reports whether most of the fleet finds Redis down.
+	RedisDown() bool
+	// SwitchToDatabase moves the sale to the database path; the sale
+	// returned is still on Redis when it came back too recently.
+	SwitchToDatabase(ctx context.Context, saleID int64) (*domain.Sale, error)
+	// Admit admits a database-path transaction, or answers its 429.
+	Admit(now time.Time) (release func(), refusal *domain.Error, refused string)
 }
 
 // Cached is this instance's picture of a sale (the API's sale cache),
@@ -110,12 +116,6 @@ type Settings struct {
 	TokenKey     []byte
 	RedisTimeout time.Duration
 	ClockSkew    time.Duration
-	ModeMinDwell time.Duration
-	// FallbackRPS and FallbackInFlight bound the database path;
-	// FallbackRetryAfter is its 429's Retry-After in seconds.
-	FallbackRPS        float64
-	FallbackInFlight   int
-	FallbackRetryAfter int
 	// StartsRedisOrders: a new Redis hold also starts its workflow from
 	// here (the inbox relay starts it anyway).
 	StartsRedisOrders bool
@@ -132,11 +132,10 @@ type Deps struct {
 	Syncer    Syncer
 	Starter   Starter
 	Fleet     Fleet
+	Degraded  Degraded
 	Logger    *slog.Logger
-	// BreakerState receives the breaker's state (0 closed, 1 half-open,
-	// 2 open); HoldOutcome counts each hold record's outcome.
-	BreakerState prometheus.Gauge
-	HoldOutcome  func(outcome string)
+	// HoldOutcome counts each hold record's outcome.
+	HoldOutcome func(outcome string)
 }
 
 // Service reserves units for admitted requests.
@@ -147,29 +146,22 @@ type Service struct {
 	ledger    Ledger
 	syncer    Syncer
 	starter   Starter
-	fleet     Fleet
+	degraded  Degraded
 	logger    *slog.Logger
-	breaker   *breaker
 	holds     *Holds
-	admission *admission
-	errRate   *domain.Error
 	tokens    *domain.Tokens
 	// wentBack is when this instance last marked each sale whose Redis
 	// went back in time (int64 -> time.Time): a mark a second is enough.
 	wentBack sync.Map
 }
 
-// New builds the service. Run its breaker's probe and heartbeat with
-// Watch.
+// New builds the service.
 func New(set Settings, d Deps) *Service {
 	s := &Service{
 		set: set, script: d.Script, holdIndex: d.HoldIndex, ledger: d.Ledger, syncer: d.Syncer,
-		starter: d.Starter, fleet: d.Fleet, logger: d.Logger,
-		breaker:   newBreaker(d.Logger, d.BreakerState, newHeartbeat(set.RedisTimeout)),
-		holds:     newHolds(d.Ledger, d.Logger, d.HoldOutcome, nil),
-		admission: newAdmission(set.FallbackRPS, set.FallbackInFlight),
-		errRate:   &domain.Error{Code: domain.ERateLimited, Message: "too many requests", RetryAfter: max(set.FallbackRetryAfter, 1)},
-		tokens:    domain.NewTokens(set.TokenKey),
+		starter: d.Starter, degraded: d.Degraded, logger: d.Logger,
+		holds:  newHolds(d.Ledger, d.Logger, d.HoldOutcome, nil),
+		tokens: domain.NewTokens(set.TokenKey),
 	}
 	s.holds.wentBack = s.redisWentBack
 	s.holds.refusedHolder = s.restoreHolderReplay
@@ -180,26 +172,3 @@ func New(set Settings, d Deps) *Service {
 // Holds is the service's hold recorder (the waitlist's hand-overs record
 // through it too).
 func (s *Service) Holds() *Holds { return s.holds }
-
-// Watch pings Redis until stop: the heartbeat on aside connections
-// (pingAll, every server) that tells a stalled process from a silent
-// Redis, and the breaker's probe (ping) while it is not closed.
-func (s *Service) Watch(stop <-chan struct{}, ping, pingAll func(context.Context) error) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.breaker.probe(stop, ping)
-	}()
-	s.breaker.heartbeat.run(stop, pingAll)
-	<-done
-}
-
-// RedisAnswered reports whether Redis answered this instance's heartbeat
-// within d (the fleet observer's view of this instance).
-func (s *Service) RedisAnswered(d time.Duration) bool { return s.breaker.heartbeat.upWithin(d) }
-
-// BreakerState is the breaker's state now.
-func (s *Service) BreakerState() gobreaker.State { return s.breaker.cb.State() }
-
-// InFlight is how many database-path transactions are running.
-func (s *Service) InFlight() int { return len(s.admission.slots) }

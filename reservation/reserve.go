@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
@@ -38,8 +39,8 @@ func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
 		return s.reserveInDatabase(ctx, r, token)
 	}
 	res, err := s.callScript(ctx, r, token)
-	if isBreakerRefusal(err) {
-		if !s.fleet.RedisDown() {
+	if degraded.IsBreakerRefusal(err) {
+		if !s.degraded.RedisDown() {
 			// Redis fails this instance alone (or the fleet has not
 			// agreed yet): one instance never moves a sale.
 			return Answer{Layer: LayerRedis, Reason: "cut_off"}, errCutOff
@@ -51,7 +52,7 @@ func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
 		// The script may or may not have run: never retried on the other
 		// path; the client retries with the same request_id.
 		reason := "error"
-		if isClientStall(err) {
+		if degraded.IsClientStall(err) {
 			reason = "client_stall"
 		}
 		s.log(ctx).WarnContext(ctx, "reserve: redis", "sale_id", r.SaleID, "err", err)
@@ -73,10 +74,10 @@ func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
 // database path after a call that may have run.
 func (s *Service) callScript(ctx context.Context, r Request, token string) (lua.ReserveResult, error) {
 	call := func() (lua.ReserveResult, error) { return s.reserveViaRedis(ctx, reserveArgs(r, token)) }
-	res, err := s.breaker.execute(call)
-	if isClientStall(err) && r.Cached.OnRedis(r.Sale.ModeEpoch) {
+	res, err := s.degraded.Call(call)
+	if degraded.IsClientStall(err) && r.Cached.OnRedis(r.Sale.ModeEpoch) {
 		s.log(ctx).InfoContext(ctx, "reserve: asking Redis again after a client-side stall", "sale_id", r.SaleID, "err", err)
-		if again, againErr := s.breaker.execute(call); !isBreakerRefusal(againErr) {
+		if again, againErr := s.degraded.Call(call); !degraded.IsBreakerRefusal(againErr) {
 			res, err = again, againErr
 		}
 	}
@@ -116,7 +117,7 @@ func (s *Service) replayFromDatabase(ctx context.Context, r Request, token strin
 	if found {
 		return Answer{Token: token, Layer: LayerRedis, Reason: lua.OutcomeReplay}, nil
 	}
-	res, err := s.breaker.execute(func() (lua.ReserveResult, error) {
+	res, err := s.degraded.Call(func() (lua.ReserveResult, error) {
 		args := reserveArgs(r, token)
 		args.NotInDatabase = true
 		return s.reserveViaRedis(ctx, args)

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
@@ -143,12 +143,12 @@ func TestAReplayAnswersTheFirstToken(t *testing.T) {
 // 503 (outcome unknown) on the Redis layer.
 func (r *rig) trip(t *testing.T, cached Cached) {
 	t.Helper()
-	for i := range BreakerTrip {
+	for i := range degraded.BreakerTrip {
 		ans, err := r.svc.Reserve(t.Context(), newRequest(redisSale(), cached, fmt.Sprintf("trip-%08d", i)))
 		require.ErrorIs(t, err, domain.ErrOutcomeUnknown)
 		require.Equal(t, "error", ans.Reason)
 	}
-	require.Equal(t, gobreaker.StateOpen, r.svc.BreakerState())
+	require.Equal(t, gobreaker.StateOpen, r.guard.BreakerState())
 }
 
 // With the breaker open and the fleet still reaching Redis, this instance
@@ -184,7 +184,7 @@ func TestAnOpenBreakerWithTheFleetDownTakesTheDatabasePath(t *testing.T) {
 	ans, err := r.svc.Reserve(t.Context(), req)
 	require.NoError(t, err)
 	require.Equal(t, Answer{Token: r.token(req), Layer: LayerDatabase, Reason: "ok"}, ans)
-	require.Equal(t, []time.Duration{sales.ModeLag + testSettings.RedisTimeout + 2*testSettings.ClockSkew}, ledger.holdOffs)
+	require.Equal(t, []time.Duration{degraded.ModeLag + testSettings.RedisTimeout + 2*testSettings.ClockSkew}, ledger.holdOffs)
 	require.Same(t, moved, cached.moved, "the cache learns the move at once")
 	in := domain.DatabasePathInput(ans.Token, req.SaleID, req.UserID, req.RequestID)
 	require.Equal(t, []domain.OrderInput{in}, ledger.reserved)
@@ -269,9 +269,9 @@ func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
 		<-release
 		return reservedInDB(in)
 	}}
-	set := testSettings
-	set.FallbackRPS, set.FallbackInFlight, set.FallbackRetryAfter = 20, 1, 2
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, set)
+	dset := testDegraded
+	dset.FallbackRPS, dset.FallbackInFlight = 0.5, 1 // a Retry-After of 2 s
+	r := newRigOf(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings, dset)
 	sale := &domain.Sale{ID: 42, Mode: domain.ModeDatabase}
 	first := make(chan error, 1)
 	go func() {
@@ -279,7 +279,7 @@ func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
 		first <- err
 	}()
 	<-entered
-	require.Equal(t, 1, r.svc.InFlight())
+	require.Equal(t, 1, r.guard.InFlight())
 
 	ans, err := r.svc.Reserve(t.Context(), newRequest(sale, &fakeCached{}, "second-001"))
 	var e *domain.Error
@@ -290,7 +290,7 @@ func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
 	close(release)
 	require.NoError(t, <-first)
 	require.Len(t, ledger.reserved, 1, "the refused request ran no transaction")
-	require.Zero(t, r.svc.InFlight())
+	require.Zero(t, r.guard.InFlight())
 }
 
 // A call that timed out while Redis kept answering the heartbeat was this
@@ -307,7 +307,7 @@ func TestAClientStallIsAskedAgain(t *testing.T) {
 	calls := r.script.called()
 	require.Len(t, calls, 2)
 	require.Equal(t, calls[0].Token, calls[1].Token, "the same request: the replay key answers the first call")
-	require.Equal(t, gobreaker.StateClosed, r.svc.BreakerState())
+	require.Equal(t, gobreaker.StateClosed, r.guard.BreakerState())
 }
 
 // After a stall, a sale this instance no longer sees on Redis at the same
@@ -317,13 +317,13 @@ func TestAStallOnAMovedSaleIsNotAskedAgain(t *testing.T) {
 	stall := scriptAnswer{err: fmt.Errorf("reserve: %w", context.DeadlineExceeded)}
 	r := newRig(t, answers(stall), nil, testSettings)
 	r.watch(t)
-	for range 2 * BreakerTrip {
+	for range 2 * degraded.BreakerTrip {
 		ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: false}))
 		require.ErrorIs(t, err, domain.ErrOutcomeUnknown)
 		require.Equal(t, "client_stall", ans.Reason)
 	}
-	require.Len(t, r.script.called(), 2*BreakerTrip, "one call each")
-	require.Equal(t, gobreaker.StateClosed, r.svc.BreakerState(), "a process's own stalls never open the breaker")
+	require.Len(t, r.script.called(), 2*degraded.BreakerTrip, "one call each")
+	require.Equal(t, gobreaker.StateClosed, r.guard.BreakerState(), "a process's own stalls never open the breaker")
 }
 
 // A user with retired records (lua.OutcomeAsk): a row in the database is

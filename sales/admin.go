@@ -183,21 +183,3 @@ func FollowStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID i
 	}
 	return n, nil
 }
-
-// SwitchToDatabase moves a sale from Redis mode to database mode for the
-// database path (store.SwitchToDatabase): the new epoch makes Redis's copy
-// stale, so no instance reserves on it once it has learnt of the switch,
-// and the database path sells only after holdOff. A sale that came back
-// to Redis less than minDwell ago stays there (the sale returned is then
-// still in Redis mode). Resync and RebuildLost take the sale back.
-func SwitchToDatabase(ctx context.Context, st *store.Store, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error) {
-	return st.SwitchToDatabaseAfterDwell(ctx, saleID, holdOff, minDwell)
-}
-
-// AbortStalledResync rolls a resync older than staleAfter (its instance
-// died between BeginResync and FinishResync) back to database mode with a
-// new epoch, so the database path sells again and a later resync starts
-// over. It reports whether it rolled one back.
-func AbortStalledResync(ctx context.Context, st *store.Store, saleID int64, staleAfter time.Duration) (bool, error) {
-	return st.AbortResync(ctx, saleID, 0, staleAfter)
-}

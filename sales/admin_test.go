@@ -130,27 +130,29 @@ func TestAdjustStockWithRedisDown(t *testing.T) {
 	}
 }
 
-// The Redis → database switch bumps the epoch once (a second switch is a
-// no-op); a resync whose instance died is rolled back to database mode
-// with a new epoch once it is older than staleAfter, not before.
+// The Redis → database switch the degraded mode makes
+// (store.SwitchToDatabaseAfterDwell) bumps the epoch once (a second switch
+// is a no-op); a resync whose instance died is rolled back to database
+// mode with a new epoch (store.AbortResync, at any epoch) once it is older
+// than staleAfter, not before.
 func TestSwitchToDatabaseAndAbortStalledResync(t *testing.T) {
 	f := mustFixture(t, 5)
 	before := f.epoch()
-	sale, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour, 0)
+	sale, err := f.st.SwitchToDatabaseAfterDwell(f.ctx, f.sale.ID, time.Hour, 0)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeDatabase, sale.Mode)
 	require.Equal(t, before+1, sale.ModeEpoch)
-	again, err := sales.SwitchToDatabase(f.ctx, f.st, f.sale.ID, time.Hour, 0)
+	again, err := f.st.SwitchToDatabaseAfterDwell(f.ctx, f.sale.ID, time.Hour, 0)
 	require.NoError(t, err)
 	require.Equal(t, sale.ModeEpoch, again.ModeEpoch, "one switch")
 
 	epoch, err := f.st.BeginResync(f.ctx, f.sale.ID) // its instance "dies" here
 	require.NoError(t, err)
-	rolled, err := sales.AbortStalledResync(f.ctx, f.st, f.sale.ID, time.Hour)
+	rolled, err := f.st.AbortResync(f.ctx, f.sale.ID, 0, time.Hour)
 	require.NoError(t, err)
 	require.False(t, rolled, "a fresh resync is left alone")
 	time.Sleep(5 * time.Millisecond)
-	rolled, err = sales.AbortStalledResync(f.ctx, f.st, f.sale.ID, time.Millisecond)
+	rolled, err = f.st.AbortResync(f.ctx, f.sale.ID, 0, time.Millisecond)
 	require.NoError(t, err)
 	require.True(t, rolled)
 	got, err := f.st.GetSale(f.ctx, f.sale.ID)

@@ -94,7 +94,7 @@ func RebuildLost(ctx context.Context, st *store.Store, rdb *lua.Client, tc clien
 	// No hold-off: with its keys gone the reserve script takes nothing for
 	// this sale, and the resync begins at once, so the database path never
 	// sells in between.
-	if _, err := SwitchToDatabase(ctx, st, saleID, 0, 0); err != nil {
+	if _, err := st.SwitchToDatabase(ctx, saleID, 0); err != nil {
 		return false, fmt.Errorf("rebuild lost sale %d: %w", saleID, err)
 	}
 	done, err := Resync(ctx, st, rdb, tc, saleID)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
@@ -385,9 +386,9 @@ func TestSyncTokenKeepsTheBuyerMarkOfAUserWhoHoldsAnotherUnit(t *testing.T) {
 
 // In database mode a change whose status record Redis does not let go of
 // (Redis unreachable) is acknowledged only once every API instance reads
-// the sale's statuses from the database (sales.ModeLag after the switch):
-// before, an instance whose sale cache still said Redis served the old
-// record after the 200.
+// the sale's statuses from the database (degraded.ModeLag after the
+// switch): else an instance whose sale cache still said Redis would serve
+// the old record after the 200.
 func TestSyncTokenInDatabaseModeWaitsOutTheModeLagWhenRedisKeepsTheRecord(t *testing.T) {
 	f := mustFixture(t, 4)
 	tok := f.redisHold(testenv.UniqueUser(), false)
@@ -400,7 +401,7 @@ func TestSyncTokenInDatabaseModeWaitsOutTheModeLagWhenRedisKeepsTheRecord(t *tes
 
 	_, err = sales.SyncToken(f.ctx, f.st, lua.NewClient(dead), tok)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, time.Since(switched.ModeChangedAt), sales.ModeLag,
+	require.GreaterOrEqual(t, time.Since(switched.ModeChangedAt), degraded.ModeLag,
 		"acknowledged before every instance could have learnt of the database mode")
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/store"
@@ -15,16 +16,6 @@ import (
 // forgetTimeout bounds the removal of a status record while the database
 // path owns the sale.
 const forgetTimeout = 100 * time.Millisecond
-
-// ModeLag bounds how long an API instance takes to learn a sale's new mode
-// (a sale cache refresh every second, whose Redis read may wait a second
-// before the sales are stored). Until then an instance may still read a
-// sale's status records in Redis.
-const ModeLag = 2500 * time.Millisecond
-
-// modeLagSkew allows for the clocks of the instance that changed the mode
-// and of the one waiting it out.
-const modeLagSkew = time.Second
 
 // SyncToken brings Redis's copy of a reservation to the state the database
 // holds now, whatever path took the unit and whatever Redis holds of it:
@@ -89,7 +80,7 @@ func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token stri
 // change is acknowledged. Bounded tightly (Redis is often what failed, and
 // the database path must not wait for it); when it fails, the caller's
 // acknowledgement waits until every instance has learnt of the switch
-// (ModeLag after it), after which none reads the record; the next
+// (degraded.EveryInstanceLearnt), after which none reads the record; the next
 // rebuild's epoch voids it anyway.
 func forgetInDatabaseMode(ctx context.Context, rdb *lua.Client, sale *domain.Sale, token string) error {
 	fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
@@ -98,7 +89,7 @@ func forgetInDatabaseMode(ctx context.Context, rdb *lua.Client, sale *domain.Sal
 	if err == nil {
 		return nil
 	}
-	wait := time.Until(sale.ModeChangedAt.Add(ModeLag + modeLagSkew))
+	wait := time.Until(degraded.EveryInstanceLearnt(sale.ModeChangedAt))
 	slog.Warn("sync token: forget status record; waiting until every instance reads the database", "token", token, "wait", wait, "err", err)
 	if wait <= 0 {
 		return nil

@@ -133,11 +133,17 @@ stop_pid() {
 }
 
 # need_packages BIN:PACKAGE...: installs the Debian packages of missing
-# binaries (no systemd here: we run the servers ourselves).
+# binaries (no systemd here: we run the servers ourselves). A BIN that is
+# an absolute path names a file (a library) the package provides.
 need_packages() {
-	local pkgs=() spec
+	local pkgs=() spec need
 	for spec in "$@"; do
-		command -v "${spec%%:*}" >/dev/null 2>&1 || pkgs+=("${spec#*:}")
+		need="${spec%%:*}"
+		if [[ "$need" == /* ]]; then
+			[[ -e "$need" ]] || pkgs+=("${spec#*:}")
+		else
+			command -v "$need" >/dev/null 2>&1 || pkgs+=("${spec#*:}")
+		fi
 	done
 	((${#pkgs[@]} > 0)) || return 0
 	# Deduplicate (several binaries come from one package).

@@ -6,6 +6,9 @@
 # point at servers of your own; we then start none of that kind.
 # SECKILL_REDIS=sentinel runs a Sentinel group for dev instead of one Redis
 # (scripts/redis.sh: master 6379, replica 6380, sentinels 26379-26381);
+# SECKILL_DB=galera runs a three-node Galera cluster behind HAProxy for dev
+# instead of one MariaDB (scripts/galera.sh: HAProxy on 3306, nodes
+# 3307-3309);
 # SECKILL_TEMPORAL=server runs the production-shaped Temporal
 # (scripts/temporal-server.sh: PostgreSQL, SQL visibility, 8 history
 # shards) on the same port instead of the dev server.
@@ -47,6 +50,9 @@ up() {
 	fi
 	if [[ "$profile" == dev && -n "${MYSQL_DSN:-}" ]]; then
 		log "MYSQL_DSN is set: using it, not starting MariaDB"
+	elif [[ "$profile" == dev && "${SECKILL_DB:-single}" == galera ]]; then
+		"$here/galera.sh" start "$data" "$mysql_port" "$db" &
+		names+=(mariadb) pids+=($!)
 	else
 		"$here/mariadb.sh" start "$data" "$mysql_port" "$db" &
 		names+=(mariadb) pids+=($!)
@@ -84,6 +90,7 @@ down() {
 	"$here/temporal-ui.sh" stop "$data" "$temporal_port" "$ui_port"
 	"$here/temporal-server.sh" stop "$data" "$temporal_port"
 	"$here/mariadb.sh" stop "$data" "$mysql_port"
+	"$here/galera.sh" stop "$data" "$mysql_port"
 	"$here/redis.sh" stop "$data" "$redis_port"
 }
 

@@ -54,6 +54,11 @@ step "browser" need_packages chromium:chromium
 # internal/conn's)
 # runs Debian's redis-sentinel, and fails without it.
 step "redis-sentinel" need_packages redis-sentinel:redis-sentinel
+# internal/testkit/galera's cluster (its tests and test/faults'
+# failovers): Galera, the rsync of a joining node's state transfer (whose
+# script finds its port with ss), HAProxy in front, and nft to cut a
+# node's network.
+step "galera" need_packages /usr/lib/galera/libgalera_smm.so:galera-4 rsync:rsync ss:iproute2 haproxy:haproxy nft:nftables
 # ops.TestPromtoolRules checks and unit-tests the alert rules with promtool.
 step "promtool" need_packages promtool:prometheus
 # internal/altcha is checked against altcha-lib, the ALTCHA reference

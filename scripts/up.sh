@@ -23,6 +23,15 @@ sentinel)
 *) die "SECKILL_REDIS: single or sentinel, not $SECKILL_REDIS" ;;
 esac
 export SECKILL_REDIS
+# SECKILL_DB=galera: a three-node Galera cluster behind HAProxy
+# (scripts/galera.sh) instead of one MariaDB, reached at HAProxy's one
+# address like a managed service's endpoint.
+case "${SECKILL_DB:=single}" in
+single) ;;
+galera) [[ -z "${MYSQL_DSN:-}" ]] || die "SECKILL_DB=galera runs a cluster of its own: unset MYSQL_DSN" ;;
+*) die "SECKILL_DB: single or galera, not $SECKILL_DB" ;;
+esac
+export SECKILL_DB
 need_packages "${redis_packages[@]}" mariadbd:mariadb-server mariadb:mariadb-client curl:curl
 # bin/seckill compiles while the services start: neither waits for the
 # other.
@@ -72,6 +81,8 @@ fi
 if [[ "${SECKILL_TEMPORAL:-dev}" == server ]]; then
 	ui_line="http://127.0.0.1:8233   (the production-shaped server: PostgreSQL, ${SECKILL_TEMPORAL_SHARDS:-8} shards; log .data/logs/temporal-server.log)"
 fi
+db_note=""
+[[ "$SECKILL_DB" != galera ]] || db_note="   (HAProxy in front of a Galera cluster: nodes 127.0.0.1:3307-3309, logs .data/logs/galera-*.log)"
 api_addr="${API_ADDR:-127.0.0.1:8080}"
 sale_id="$(bin/seckill demo --api "http://$api_addr" --id-file "$ROOT/.data/demo-sale-id")"
 
@@ -84,7 +95,7 @@ seckill is running (development mode; \`go tool task down\` stops it).
   Jaeger       $jaeger_line
   Prometheus   http://$prom_addr   (alert rules loaded: http://$prom_addr/alerts)
   $redis_line
-  MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
+  MariaDB ${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/seckill}$db_note, Temporal ${TEMPORAL_ADDRESS:-127.0.0.1:7233}
   demo sale    $sale_id
 
 Try it:

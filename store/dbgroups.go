@@ -56,12 +56,12 @@ func (s *Store) keepTerms(saleID int64, t dbSaleTerms) {
 // reserveInDBGroup tries the reservation as a part of its shard's next
 // group. It reports the reservation when the part committed; nil with no
 // error when the per-reservation path must decide it (no terms kept, or
-// the part rolled back, or the group's outcome was lost: that path's
-// replay probe finds a reservation the group did commit).
-func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (*domain.Reservation, error) {
+// the part rolled back, or the group's outcome was lost, then with lost:
+// that path's replay probe finds a reservation the group did commit).
+func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (res *domain.Reservation, lost bool, err error) {
 	kept, ok := s.dbTerms.Load(in.SaleID)
 	if !ok {
-		return nil, nil
+		return nil, false, nil
 	}
 	t := kept.(dbSaleTerms)
 	o := orderFor(in.Token, in.SaleID, in.UserID, t.PriceCents, t.PaymentWindowSeconds, t.Buckets)
@@ -69,11 +69,11 @@ func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (*do
 	committed, err := s.dbpath.record(ctx, s.DB, in.SaleID, func(time.Time) []step { return dbGroupPart(in, o, t) })
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("reserve in db: %w", err)
+		return nil, true, fmt.Errorf("reserve in db: %w", err)
 	case err != nil || !committed:
-		return nil, nil
+		return nil, err != nil, nil
 	}
-	return domain.DatabasePathReservation(in, o.OrderNo, o.AmountCents, o.PayBy, o.Now), nil
+	return domain.DatabasePathReservation(in, o.OrderNo, o.AmountCents, o.PayBy, o.Now), false, nil
 }
 
 // dbGroupPart is a reservation's part of a group: the pick of a bucket

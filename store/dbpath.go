@@ -48,12 +48,18 @@ func (s *Store) SwitchToDatabase(ctx context.Context, saleID int64, holdOff time
 // in Redis mode for at least minDwell (or never changed mode): a sale just
 // back from the database path does not leave Redis again at once. The sale
 // returned is still in Redis mode when it has not dwelt long enough.
+//
+// The switch is guarded by the mode it leaves, so one whose answer was lost
+// is sent again (it then changes nothing) and the sale read back.
 func (s *Store) SwitchToDatabaseAfterDwell(ctx context.Context, saleID int64, holdOff, minDwell time.Duration) (*domain.Sale, error) {
 	now := nowMS()
-	_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ?,
-		db_quota = NULL, db_sell_after = NOW(3) + INTERVAL ? MICROSECOND
-		WHERE id = ? AND mode = ? AND (mode_changed_at IS NULL OR mode_changed_at <= ?)`,
-		string(domain.ModeDatabase), now, holdOff.Microseconds(), saleID, string(domain.ModeRedis), now.Add(-minDwell))
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, `UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ?,
+			db_quota = NULL, db_sell_after = NOW(3) + INTERVAL ? MICROSECOND
+			WHERE id = ? AND mode = ? AND (mode_changed_at IS NULL OR mode_changed_at <= ?)`,
+			string(domain.ModeDatabase), now, holdOff.Microseconds(), saleID, string(domain.ModeRedis), now.Add(-minDwell))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("switch sale %d to database mode: %w", saleID, err)
 	}
@@ -81,14 +87,11 @@ func (s *Store) SwitchToDatabaseAfterDwell(ctx context.Context, saleID int64, ho
 // first and the buckets only when it opened the quota: the many callers
 // that find it open by then leave at once. Every path takes the sale row
 // before a bucket, so none holds a bucket while it waits for the sale row;
-// a deadlock victim is retried all the same.
-func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) (err error) {
-	for attempt := 1; ; attempt++ {
-		err = s.openQuotaTx(ctx, saleID, skew)
-		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
-			break
-		}
-	}
+// a deadlock victim is retried all the same, and so is an attempt whose
+// outcome is unknown: a quota it opened is open for the retry, which
+// leaves it as it is.
+func (s *Store) openQuota(ctx context.Context, saleID int64, skew time.Duration) error {
+	err := againIdempotent(ctx, func(ctx context.Context) error { return s.openQuotaTx(ctx, saleID, skew) })
 	if err != nil {
 		return fmt.Errorf("open database path quota of sale %d: %w", saleID, err)
 	}
@@ -212,12 +215,19 @@ func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, s
 // reserveInDB is ReserveInDBWithSkew; a test may name the bucket the
 // reservation wants (want) in place of the one the read picks.
 func (s *Store) reserveInDB(ctx context.Context, in domain.OrderInput, skew time.Duration, wanted *int) (res *domain.Reservation, replay bool, err error) {
+	lost := false
 	if wanted == nil {
-		if res, err := s.reserveInDBGroup(ctx, in); res != nil || err != nil {
+		var res *domain.Reservation
+		if res, lost, err = s.reserveInDBGroup(ctx, in); res != nil || err != nil {
 			return res, false, err
 		}
 	}
 	res, replay, err = s.reserveInDBAlone(ctx, in, skew, wanted)
+	if lost {
+		// A reservation the lost group committed is this request's, whose
+		// workflow is still to start, not a replay.
+		replay = false
+	}
 	if errors.Is(err, ErrQuotaExhausted) {
 		// Sold out: the sale's next reservations are refused by the read
 		// alone, not by a group part first.
@@ -245,10 +255,14 @@ func (s *Store) reserveInDBAlone(ctx context.Context, in domain.OrderInput, skew
 	if wanted != nil {
 		want = *wanted
 	}
-	o, err := s.placeInDB(ctx, in, sale, want)
+	o, lost, err := s.placeInDB(ctx, in, sale, want)
 	switch {
 	case errors.Is(err, errReplayRace):
-		return s.replayInDB(ctx, in)
+		res, replay, err := s.replayInDB(ctx, in)
+		// After an attempt whose answer was lost, the row met is the one
+		// that attempt committed: this request's, whose workflow is still
+		// to start, not a replay.
+		return res, replay && !lost, err
 	case err != nil:
 		return nil, false, fmt.Errorf("reserve in db: %w", err)
 	}
@@ -342,10 +356,10 @@ func (s *Store) ensureQuota(ctx context.Context, saleID int64, skew time.Duratio
 // when buckets run empty, the waits on buckets one by one (deductBucket)
 // can deadlock with another's; and so is an attempt whose picked bucket
 // ran out meanwhile or a stalled transaction held too long. A retry is a
-// transaction that takes any bucket free (reserveInDBTx).
-func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale, want int) (newOrder, error) {
-	var o newOrder
-	var err error
+// transaction that takes any bucket free (reserveInDBTx). An attempt
+// whose outcome is unknown (lost) is retried too: the reservation's keys
+// make the retry meet the row it committed (errReplayRace).
+func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale, want int) (o newOrder, lost bool, err error) {
 	for attempt := 1; ; attempt++ {
 		o = orderFor(in.Token, in.SaleID, in.UserID, sale.PriceCents, sale.PaymentWindowSeconds, sale.Buckets)
 		o.Quota = true
@@ -354,9 +368,13 @@ func (s *Store) placeInDB(ctx context.Context, in domain.OrderInput, sale dbSale
 		} else {
 			err = s.reserveInDBTx(ctx, in, o, sale.Epoch)
 		}
+		lost = lost || Classify(err) == FaultUnknown
 		retry := IsRetryable(err) || errors.Is(err, errStalePick)
 		if err == nil || !retry || attempt == reserveInDBAttempts || ctx.Err() != nil {
-			return o, err
+			return o, lost, err
+		}
+		if IsRetryable(err) && !pauseAfter(ctx, attempt, err) {
+			return o, lost, err
 		}
 	}
 }
@@ -376,7 +394,7 @@ func (s *Store) replayInDB(ctx context.Context, in domain.OrderInput) (*domain.R
 	return prior, true, nil
 }
 
-// reserveInDBAttempts bounds ReserveInDB's retries of deadlock victims.
+// reserveInDBAttempts bounds ReserveInDB's attempts at its transaction.
 const reserveInDBAttempts = 4
 
 // errStalePick: the bucket ReserveInDB's read picked had no unit (or no
@@ -483,12 +501,17 @@ func (s *Store) PendingOutbox(ctx context.Context, minAge time.Duration, limit i
 }
 
 // EnqueueStart records that a reservation's workflow must be started, for
-// the outbox relay; a second call for the token changes nothing. Only for
+// the outbox relay; a second call for the token changes nothing, so it is
+// sent again when refused or its answer was lost. Only for
 // reservations that have ended (a relay of an older release starts every
 // entry as a database-path reservation, which a terminal one tolerates).
 func (s *Store) EnqueueStart(ctx context.Context, token string, saleID int64) error {
-	if _, err := s.DB.ExecContext(ctx, "INSERT IGNORE INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)",
-		token, saleID, time.Now().UTC().Truncate(time.Millisecond)); err != nil {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, "INSERT IGNORE INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", token, saleID, now)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("enqueue the start of %s: %w", token, err)
 	}
 	return nil
@@ -512,34 +535,71 @@ func (s *Store) MarkDispatched(ctx context.Context, tokens ...string) error {
 // database-path transaction still running finds the mode changed and rolls
 // back. It returns the new epoch, or ErrNotDatabaseMode when the sale is not
 // in database mode (another instance resynchronises it, or already did).
+//
+// A move whose answer was lost is sent again, and then the sale found in
+// resync mode is this move's when it carries its mark (mode_changed_at, to
+// the millisecond): the caller rebuilds it, rather than leave it unsold
+// until the stalled resync is rolled back.
 func (s *Store) BeginResync(ctx context.Context, saleID int64) (int64, error) {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ? WHERE id = ? AND mode = ?",
-		string(domain.ModeResync), nowMS(), saleID, string(domain.ModeDatabase))
+	mark := nowMS()
+	lost := false
+	var moved int64
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, mode_epoch = mode_epoch + 1, mode_changed_at = ? WHERE id = ? AND mode = ?",
+			string(domain.ModeResync), mark, saleID, string(domain.ModeDatabase))
+		if err != nil {
+			lost = lost || Classify(err) == FaultUnknown
+			return err
+		}
+		moved, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("begin resync of sale %d: %w", saleID, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return 0, ErrNotDatabaseMode
 	}
 	sale, err := s.GetSale(ctx, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("begin resync of sale %d: %w", saleID, err)
 	}
+	ours := lost && sale.Mode == domain.ModeResync && sale.ModeChangedAt.Equal(mark)
+	if moved != 1 && !ours {
+		return 0, ErrNotDatabaseMode
+	}
 	return sale.ModeEpoch, nil
 }
 
 // FinishResync returns a resynchronised sale to Redis mode, if its epoch is
-// still the one the resync began with.
+// still the one the resync began with. A return whose answer was lost is
+// sent again, and a sale then found in Redis mode in that epoch is its.
 func (s *Store) FinishResync(ctx context.Context, saleID, epoch int64) error {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, db_quota = NULL, mode_changed_at = ? WHERE id = ? AND mode = ? AND mode_epoch = ?",
-		string(domain.ModeRedis), nowMS(), saleID, string(domain.ModeResync), epoch)
+	lost := false
+	var moved int64
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		res, err := s.DB.ExecContext(ctx, "UPDATE sales SET mode = ?, db_quota = NULL, mode_changed_at = ? WHERE id = ? AND mode = ? AND mode_epoch = ?",
+			string(domain.ModeRedis), nowMS(), saleID, string(domain.ModeResync), epoch)
+		if err != nil {
+			lost = lost || Classify(err) == FaultUnknown
+			return err
+		}
+		moved, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("finish resync of sale %d: %w", saleID, err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("finish resync of sale %d: epoch %d is no longer current", saleID, epoch)
+	if moved == 1 {
+		return nil
 	}
-	return nil
+	if lost {
+		sale, err := s.GetSale(ctx, saleID)
+		if err != nil {
+			return fmt.Errorf("finish resync of sale %d: %w", saleID, err)
+		}
+		if sale.Mode == domain.ModeRedis && sale.ModeEpoch == epoch {
+			return nil
+		}
+	}
+	return fmt.Errorf("finish resync of sale %d: epoch %d is no longer current", saleID, epoch)
 }
 
 // RedisState is what Redis should hold of a sale, computed from the

@@ -29,8 +29,21 @@ type AllowlistChange struct {
 
 // UpdateAllowlist applies change in one transaction and answers the
 // sale's restriction and how many users are listed. A repeat changes
-// nothing (the version moves only when something did).
+// nothing (the version moves only when something did), so a transaction
+// refused or whose answer was lost is run again, and answers the same.
 func (s *Store) UpdateAllowlist(ctx context.Context, saleID int64, change AllowlistChange) (restricted bool, listed int64, err error) {
+	err = againIdempotent(ctx, func(ctx context.Context) error {
+		restricted, listed, err = s.updateAllowlistTx(ctx, saleID, change)
+		return err
+	})
+	if err != nil {
+		return false, 0, fmt.Errorf("update allowlist of sale %d: %w", saleID, err)
+	}
+	return restricted, listed, nil
+}
+
+// updateAllowlistTx is UpdateAllowlist's transaction.
+func (s *Store) updateAllowlistTx(ctx context.Context, saleID int64, change AllowlistChange) (restricted bool, listed int64, err error) {
 	err = s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var version int64
 		if err := tx.QueryRowContext(ctx, "SELECT restricted, allowlist_version FROM sales WHERE id = ? FOR UPDATE", saleID).
@@ -66,10 +79,7 @@ func (s *Store) UpdateAllowlist(ctx context.Context, saleID int64, change Allowl
 		}
 		return nil
 	})
-	if err != nil {
-		return false, 0, fmt.Errorf("update allowlist of sale %d: %w", saleID, err)
-	}
-	return restricted, listed, nil
+	return restricted, listed, err
 }
 
 // chunked runs one statement per allowlistChunk ids, built by build
@@ -129,8 +139,9 @@ func (s *Store) Allowlist(ctx context.Context, saleID int64) (ids []int64, versi
 }
 
 // SetExempt exempts a user from challenges, or ends the exemption.
+// Either is idempotent: sent again when refused or its answer was lost.
 func (s *Store) SetExempt(ctx context.Context, userID int64, on bool) error {
-	if err := setExempt(ctx, s.DB, userID, on); err != nil {
+	if err := againIdempotent(ctx, func(ctx context.Context) error { return setExempt(ctx, s.DB, userID, on) }); err != nil {
 		return fmt.Errorf("challenge exemption of user %d: %w", userID, err)
 	}
 	return nil
@@ -201,14 +212,34 @@ func (r *appealRow) domain() domain.Appeal {
 }
 
 // FileAppeal records an open appeal and sets its id and time; a user with
-// an open appeal for the sale gets domain.EAppealExists.
+// an open appeal for the sale gets domain.EAppealExists. An insert whose
+// answer was lost is sent again; the open appeal it then meets is its own
+// when it carries this one's reason, message and time.
 func (s *Store) FileAppeal(ctx context.Context, a *domain.Appeal) error {
 	row := &appealRow{UserID: a.UserID, SaleID: a.SaleID, Reason: a.Reason, Message: a.Message,
 		State: domain.AppealOpen, OpenUser: &a.UserID, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
-	if _, err := s.DB.NewInsert().Model(row).Exec(ctx); err != nil {
-		if IsDuplicate(err) {
-			return domain.Errorf(domain.EAppealExists, "an appeal of this user for this sale is open")
+	lost := false
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		row.ID = 0
+		_, err := s.DB.NewInsert().Model(row).Exec(ctx)
+		lost = lost || Classify(err) == FaultUnknown
+		return err
+	})
+	if IsDuplicate(err) && lost {
+		var open appealRow
+		rerr := s.DB.NewSelect().Model(&open).Where("sale_id = ? AND open_user = ?", a.SaleID, a.UserID).Scan(ctx)
+		if rerr != nil && !errors.Is(rerr, sql.ErrNoRows) {
+			return fmt.Errorf("file appeal: read back: %w", rerr)
 		}
+		if rerr == nil && open.Reason == row.Reason && open.Message == row.Message && open.CreatedAt.Equal(row.CreatedAt) {
+			*a = open.domain()
+			return nil
+		}
+	}
+	if IsDuplicate(err) {
+		return domain.Errorf(domain.EAppealExists, "an appeal of this user for this sale is open")
+	}
+	if err != nil {
 		return fmt.Errorf("file appeal: %w", err)
 	}
 	*a = row.domain()
@@ -233,16 +264,44 @@ func (s *Store) ListAppeals(ctx context.Context, state string, after int64, limi
 // ResolveAppeal closes an open appeal with action in one transaction with
 // the action's effect (the blacklist entry gone, or the user exempted), by
 // admin. A closed appeal gets domain.EConflict; an unknown one ErrNotFound.
+// A transaction refused or whose answer was lost is run again; after a
+// lost answer, an appeal found closed by this admin with this action is
+// the one it closed, answered as resolved now.
 func (s *Store) ResolveAppeal(ctx context.Context, id int64, action string, admin int64) (domain.Appeal, error) {
 	var row appealRow
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if err := tx.NewSelect().Model(&row).Where("id = ?", id).For("UPDATE").Scan(ctx); err != nil {
+	lost := false
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		err := s.resolveAppealTx(ctx, id, action, admin, lost, &row)
+		lost = lost || Classify(err) == FaultUnknown
+		return err
+	})
+	if err != nil {
+		return domain.Appeal{}, fmt.Errorf("resolve appeal %d: %w", id, err)
+	}
+	return row.domain(), nil
+}
+
+// resolveAppealTx is ResolveAppeal's transaction; lost: an earlier attempt's
+// outcome is unknown.
+func (s *Store) resolveAppealTx(ctx context.Context, id int64, action string, admin int64, lost bool, row *appealRow) error {
+	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := tx.NewSelect().Model(row).Where("id = ?", id).For("UPDATE").Scan(ctx); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("appeal %d: %w", id, ErrNotFound)
 			}
 			return fmt.Errorf("lock appeal: %w", err)
 		}
 		if row.State != domain.AppealOpen {
+			if lost {
+				var by sql.NullInt64
+				var did sql.NullString
+				if err := tx.QueryRowContext(ctx, "SELECT action, resolved_by FROM appeals WHERE id = ?", id).Scan(&did, &by); err != nil {
+					return fmt.Errorf("read back appeal: %w", err)
+				}
+				if did.String == action && by.Int64 == admin {
+					return nil
+				}
+			}
 			return domain.Errorf(domain.EConflict, "the appeal is %s already", row.State)
 		}
 		var err error
@@ -263,8 +322,4 @@ func (s *Store) ResolveAppeal(ctx context.Context, id int64, action string, admi
 			row.State, action, admin, time.Now().UTC(), id)
 		return err
 	})
-	if err != nil {
-		return domain.Appeal{}, fmt.Errorf("resolve appeal %d: %w", id, err)
-	}
-	return row.domain(), nil
 }

@@ -93,8 +93,11 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 			return rec, nil
 		}
 	}
+	lost := false
 	if unit {
-		recorded, err := s.recordHoldFast(ctx, in, guard, seq)
+		var recorded bool
+		var err error
+		recorded, lost, err = s.recordHoldFast(ctx, in, guard, seq)
 		if err != nil {
 			return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
 		}
@@ -102,7 +105,7 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 			return HoldRecord{Counted: true}, nil
 		}
 	}
-	rec, err := s.recordHoldTx(ctx, in, guard, seq, unit)
+	rec, err := s.recordHoldTx(ctx, in, guard, seq, unit, lost)
 	if err != nil {
 		return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
 	}
@@ -113,18 +116,25 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 // by Redis) in its shard's next group, anything else (a replay not found,
 // or a group whose outcome was lost, whose own record reads what it
 // decided) in a script of its own. Not recorded: the transaction decides.
-func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (bool, error) {
+// lost: a group or script's outcome was unknown, so the row the
+// transaction may meet is this hold's own.
+func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (recorded, lost bool, err error) {
 	if seq > 0 {
 		committed, err := s.holds.record(ctx, s.DB, in.SaleID, func(now time.Time) []step { return holdSteps(in, guard, seq, now) })
 		if err == nil || ctx.Err() != nil {
-			return committed, err
+			return committed, false, err
 		}
+		lost = Classify(err) == FaultUnknown
 	}
-	err := recordHoldScript(ctx, s.DB, in, guard, seq)
-	if errors.Is(err, errHoldSlowPath) {
-		return false, nil
+	err = recordHoldScript(ctx, s.DB, in, guard, seq)
+	lost = lost || Classify(err) == FaultUnknown
+	if errors.Is(err, errHoldSlowPath) || (Classify(err) != FaultNone && ctx.Err() == nil) {
+		// A script whose outcome is unknown, or that was refused, is
+		// decided by the transaction: it reads back a row the script did
+		// commit (the token's key) and writes it otherwise.
+		return false, lost, nil
 	}
-	return err == nil, err
+	return err == nil, lost, err
 }
 
 // holdColumns are the columns a Redis hold's record writes.
@@ -168,18 +178,27 @@ func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []st
 
 // recordHoldTx decides a hold statement by statement, in one transaction:
 // a replay, a user who holds a unit, a number Redis handed out before, a
-// guard that fails, a sale whose buckets ran out. A lock wait or deadlock
-// victim is retried.
-func (s *Store) recordHoldTx(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit bool) (rec HoldRecord, err error) {
-	for attempt := 1; ; attempt++ {
-		rec, err = s.recordHoldOnce(ctx, in, guard, seq, unit)
-		if err == nil || !IsRetryable(err) || attempt == reserveInDBAttempts || ctx.Err() != nil {
-			return rec, err
+// guard that fails, a sale whose buckets ran out. A transaction refused,
+// or whose outcome is unknown, is run again: the token's key makes its
+// retry read back what an earlier attempt committed. lost: an earlier
+// write of this hold's outcome is unknown already.
+func (s *Store) recordHoldTx(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit, lost bool) (rec HoldRecord, err error) {
+	err = againIdempotent(ctx, func(ctx context.Context) error {
+		own := ""
+		if lost {
+			own = in.Token
 		}
-	}
+		rec, err = s.recordHoldOnce(ctx, in, guard, seq, unit, own)
+		lost = lost || Classify(err) == FaultUnknown
+		return err
+	})
+	return rec, err
 }
 
-func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit bool) (HoldRecord, error) {
+// recordHoldOnce is recordHoldTx's transaction. own names a token whose row
+// numbered seq is no sign of a Redis back in time: the hold's own, when an
+// earlier attempt of this record whose answer was lost may have written it.
+func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard []any, seq int64, unit bool, own string) (HoldRecord, error) {
 	var rec HoldRecord
 	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		rec = HoldRecord{}
@@ -193,7 +212,7 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 			// the number's, and a number the database has is Redis back in
 			// time all the same (a lost holder asking again after a
 			// failover is often the first to meet it).
-			rec.WentBack, err = seqRecorded(ctx, tx, in.SaleID, seq)
+			rec.WentBack, err = seqRecorded(ctx, tx, in.SaleID, seq, own)
 		}
 		switch {
 		case err != nil:
@@ -349,8 +368,13 @@ func derefString(p *string) string {
 // MarkRedisWentBack records that a hold found Redis behind the database
 // (HoldRecord.WentBack): the worker rebuilds the sale from the database
 // (TakeRedisWentBack). A second mark before the rebuild changes nothing.
+// It is idempotent: sent again when refused or its answer was lost.
 func (s *Store) MarkRedisWentBack(ctx context.Context, saleID int64) error {
-	if _, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NOW(3) WHERE id = ? AND redis_went_back_at IS NULL", saleID); err != nil {
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NOW(3) WHERE id = ? AND redis_went_back_at IS NULL", saleID)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("mark redis went back for sale %d: %w", saleID, err)
 	}
 	return nil
@@ -359,9 +383,22 @@ func (s *Store) MarkRedisWentBack(ctx context.Context, saleID int64) error {
 // TakeRedisWentBack clears the sale's mark, reporting whether it was set:
 // the caller that took it rebuilds the sale. A rebuild that fails leaves
 // the sale on the database path, which the resync brings back from the
-// database too.
+// database too. A take whose answer was lost may have cleared the mark,
+// and a read cannot tell by whom: it answers taken, since a rebuild the
+// sale did not need costs less than one it missed.
 func (s *Store) TakeRedisWentBack(ctx context.Context, saleID int64) (bool, error) {
-	res, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NULL WHERE id = ? AND redis_went_back_at IS NOT NULL", saleID)
+	var res sql.Result
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = s.DB.ExecContext(ctx, "UPDATE sales SET redis_went_back_at = NULL WHERE id = ? AND redis_went_back_at IS NOT NULL", saleID)
+		if Classify(err) == FaultUnknown {
+			return errTakenMaybe
+		}
+		return err
+	})
+	if errors.Is(err, errTakenMaybe) {
+		return true, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("take redis went back for sale %d: %w", saleID, err)
 	}
@@ -371,6 +408,9 @@ func (s *Store) TakeRedisWentBack(ctx context.Context, saleID int64) (bool, erro
 	}
 	return n == 1, nil
 }
+
+// errTakenMaybe: TakeRedisWentBack's update may have cleared the mark.
+var errTakenMaybe = errors.New("the mark may have been taken")
 
 // maxRedisSeq is the highest Redis hold number the database recorded for
 // the sale: a rebuilt Redis counts on from there, so its next hold's
@@ -384,10 +424,10 @@ func maxRedisSeq(ctx context.Context, tx bun.Tx, saleID int64) (int64, error) {
 }
 
 // seqRecorded reports whether the database has the sale's hold numbered
-// seq by Redis.
-func seqRecorded(ctx context.Context, tx bun.Tx, saleID, seq int64) (bool, error) {
+// seq by Redis, on another token than own ("": any).
+func seqRecorded(ctx context.Context, tx bun.Tx, saleID, seq int64, own string) (bool, error) {
 	var found bool
-	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ? AND redis_seq = ?)", saleID, seq).Scan(&found); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ? AND redis_seq = ? AND token <> ?)", saleID, seq, own).Scan(&found); err != nil {
 		return false, fmt.Errorf("hold number %d: %w", seq, err)
 	}
 	return found, nil

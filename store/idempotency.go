@@ -30,9 +30,19 @@ type KeyClaim struct {
 // a request whose body hashes to bodyHash. A claim still in flight after
 // staleAfter (its instance died) may be taken over: the writes behind keys
 // are themselves safe to repeat under the key's ref.
+//
+// A claim whose answer was lost is sent again; the duplicate it then meets
+// is its own when the row carries this claim's body and mark (its
+// created_at, to the millisecond) and no answer: the claim is owned.
 func (s *Store) ClaimKey(ctx context.Context, scope, bodyHash []byte, staleAfter time.Duration) (KeyClaim, error) {
 	now := time.Now().UTC()
-	_, err := s.DB.ExecContext(ctx, "INSERT INTO idempotency_keys (scope, body_hash, created_at) VALUES (?, ?, ?)", scope, bodyHash, now)
+	mark := now.Truncate(time.Millisecond)
+	lost := false
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, "INSERT INTO idempotency_keys (scope, body_hash, created_at) VALUES (?, ?, ?)", scope, bodyHash, mark)
+		lost = lost || Classify(err) == FaultUnknown
+		return err
+	})
 	if err == nil {
 		return KeyClaim{Owned: true}, nil
 	}
@@ -56,6 +66,8 @@ func (s *Store) ClaimKey(ctx context.Context, scope, bodyHash []byte, staleAfter
 	switch {
 	case !bytes.Equal(hash, bodyHash):
 		return KeyClaim{Reused: true}, nil
+	case lost && !status.Valid && created.Equal(mark):
+		return KeyClaim{Owned: true}, nil
 	case status.Valid:
 		return KeyClaim{Status: int(status.Int64), Response: response}, nil
 	case created.Before(now.Add(-staleAfter)):
@@ -79,18 +91,27 @@ func (s *Store) ClaimKey(ctx context.Context, scope, bodyHash []byte, staleAfter
 	return KeyClaim{}, nil
 }
 
-// FinishKey stores the answer of a claimed key.
+// FinishKey stores the answer of a claimed key; sent again when refused or
+// its answer was lost (it writes the same answer).
 func (s *Store) FinishKey(ctx context.Context, scope []byte, status int, response []byte) error {
-	if _, err := s.DB.ExecContext(ctx, "UPDATE idempotency_keys SET status = ?, response = ? WHERE scope = ?", status, response, scope); err != nil {
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, "UPDATE idempotency_keys SET status = ?, response = ? WHERE scope = ?", status, response, scope)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("finish idempotency key: %w", err)
 	}
 	return nil
 }
 
 // ReleaseKey drops a claimed key whose write did not happen, so a retry
-// runs it again.
+// runs it again; sent again when refused or its answer was lost.
 func (s *Store) ReleaseKey(ctx context.Context, scope []byte) error {
-	if _, err := s.DB.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE scope = ? AND status IS NULL", scope); err != nil {
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE scope = ? AND status IS NULL", scope)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("release idempotency key: %w", err)
 	}
 	return nil

@@ -26,17 +26,25 @@ type Refund struct {
 }
 
 // RecordRefund records r once per (token, payment_ref) and returns the row
-// as stored: a provider's retry gets the first record back, unchanged.
+// as stored: a provider's retry gets the first record back, unchanged. An
+// insert refused or whose answer was lost is sent again (the key makes it
+// once) and the row read back, so the answer names the one refund stored.
 func (s *Store) RecordRefund(ctx context.Context, r Refund) (*Refund, error) {
 	r.ID = 0
 	r.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
-	if _, err := s.DB.NewInsert().Model(&r).Ignore().Exec(ctx); err != nil {
-		return nil, fmt.Errorf("record refund of %s/%s: %w", r.Token, r.PaymentRef, err)
-	}
 	out := new(Refund)
-	err := s.DB.NewSelect().Model(out).Where("token = ? AND payment_ref = ?", r.Token, r.PaymentRef).Scan(ctx)
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		row := r
+		if _, err := s.DB.NewInsert().Model(&row).Ignore().Exec(ctx); err != nil {
+			return fmt.Errorf("record refund of %s/%s: %w", r.Token, r.PaymentRef, err)
+		}
+		if err := s.DB.NewSelect().Model(out).Where("token = ? AND payment_ref = ?", r.Token, r.PaymentRef).Scan(ctx); err != nil {
+			return fmt.Errorf("read refund of %s/%s: %w", r.Token, r.PaymentRef, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read refund of %s/%s: %w", r.Token, r.PaymentRef, err)
+		return nil, err
 	}
 	out.CreatedAt = out.CreatedAt.UTC()
 	return out, nil

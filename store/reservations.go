@@ -121,7 +121,7 @@ func (s *Store) RecordReservation(ctx context.Context, in domain.OrderInput) (*d
 		if !errors.Is(err, ErrNotFound) {
 			return res, err
 		}
-		if _, err := s.recordHoldTx(ctx, in, nil, 0, true); err != nil {
+		if _, err := s.recordHoldTx(ctx, in, nil, 0, true, false); err != nil {
 			return nil, fmt.Errorf("record reservation %s: %w", in.Token, err)
 		}
 		return s.GetReservation(ctx, in.Token)

@@ -96,50 +96,19 @@ func (s *Store) CreateSaleOnce(ctx context.Context, sale *domain.Sale, ref strin
 		CreatedAt:            now,
 		ChallengeDifficulty:  sale.ChallengeDifficulty,
 	}
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := tx.NewInsert().Model(row).
-			ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "mode_changed_at", "warmed_at", "finished_at", "restricted", "allowlist_version", "redis_went_back_at").
-			Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("insert sale: %w", err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return fmt.Errorf("sale id: %w", err)
-		}
-		row.ID = id
-		per, extra := sale.StockTotal/int64(sale.Buckets), sale.StockTotal%int64(sale.Buckets)
-		const chunk = 256
-		for start := 0; start < sale.Buckets; start += chunk {
-			q := "INSERT INTO stock_buckets (sale_id, bucket_no, stock) VALUES "
-			var args []any
-			for b := start; b < sale.Buckets && b < start+chunk; b++ {
-				if b > start {
-					q += ","
-				}
-				q += "(?, ?, ?)"
-				n := per
-				if int64(b) < extra {
-					n++
-				}
-				args = append(args, id, b, n)
-			}
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-				return fmt.Errorf("insert buckets: %w", err)
-			}
-		}
-		if ref == "" {
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at) VALUES (?, 'create', ?, -1, 0, ?)",
-			ref, id, now); err != nil {
-			if IsDuplicate(err) {
-				return errAlreadyApplied
-			}
-			return fmt.Errorf("ledger: %w", err)
-		}
-		return nil
-	})
+	write := func(ctx context.Context) error {
+		return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return insertSale(ctx, tx, row, sale, ref, now) })
+	}
+	var err error
+	if ref == "" {
+		// Without a ref a retry could create a second sale: a lost answer
+		// is the caller's to report (outcome unknown).
+		err = write(ctx)
+	} else {
+		// Under a ref a retry after a lost answer meets the ledger row the
+		// first attempt committed (errAlreadyApplied).
+		err = againIdempotent(ctx, write)
+	}
 	if errors.Is(err, errAlreadyApplied) {
 		return s.createdUnder(ctx, sale, ref)
 	}
@@ -147,6 +116,53 @@ func (s *Store) CreateSaleOnce(ctx context.Context, sale *domain.Sale, ref strin
 		return fmt.Errorf("create sale: %w", err)
 	}
 	*sale = *row.domain()
+	return nil
+}
+
+// insertSale is CreateSaleOnce's transaction: the sale, its buckets and,
+// under ref, its ledger row (errAlreadyApplied when ref has one).
+func insertSale(ctx context.Context, tx bun.Tx, row *saleRow, sale *domain.Sale, ref string, now time.Time) error {
+	res, err := tx.NewInsert().Model(row).
+		ExcludeColumn("id", "redis_stock_seen", "redis_stock_seen_at", "mode_changed_at", "warmed_at", "finished_at", "restricted", "allowlist_version", "redis_went_back_at").
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("insert sale: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("sale id: %w", err)
+	}
+	row.ID = id
+	per, extra := sale.StockTotal/int64(sale.Buckets), sale.StockTotal%int64(sale.Buckets)
+	const chunk = 256
+	for start := 0; start < sale.Buckets; start += chunk {
+		q := "INSERT INTO stock_buckets (sale_id, bucket_no, stock) VALUES "
+		var args []any
+		for b := start; b < sale.Buckets && b < start+chunk; b++ {
+			if b > start {
+				q += ","
+			}
+			q += "(?, ?, ?)"
+			n := per
+			if int64(b) < extra {
+				n++
+			}
+			args = append(args, id, b, n)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("insert buckets: %w", err)
+		}
+	}
+	if ref == "" {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at) VALUES (?, 'create', ?, -1, 0, ?)",
+		ref, id, now); err != nil {
+		if IsDuplicate(err) {
+			return errAlreadyApplied
+		}
+		return fmt.Errorf("ledger: %w", err)
+	}
 	return nil
 }
 
@@ -191,15 +207,15 @@ func (s *Store) ListOpenSales(ctx context.Context) ([]*domain.Sale, error) {
 }
 
 // SetSaleControl records an operator's pause, resume or stop.
+// It is idempotent: sent again when refused or its answer was lost, and
+// the sale read back.
 func (s *Store) SetSaleControl(ctx context.Context, id int64, control domain.SaleControl) (*domain.Sale, error) {
-	res, err := s.DB.NewUpdate().Table("sales").Set("control = ?", string(control)).Where("id = ?", id).Exec(ctx)
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.NewUpdate().Table("sales").Set("control = ?", string(control)).Where("id = ?", id).Exec(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("set sale %d control: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		if _, err := s.GetSale(ctx, id); err != nil {
-			return nil, err
-		}
 	}
 	return s.GetSale(ctx, id)
 }
@@ -251,9 +267,22 @@ func (s *Store) LiveBuyers(ctx context.Context, saleID int64) ([]int64, error) {
 // AdjustStock adds delta units to the sale's buckets (spread over them) or
 // withdraws -delta unsold units, never taking a bucket below zero, and moves
 // stock_total with it, in one transaction with a ledger row under ref. A
-// retry with the same ref finds its ledger row and changes nothing.
+// retry with the same ref finds its ledger row and changes nothing, so a
+// transaction refused or whose answer was lost is run again here.
 func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string) error {
-	err := s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := againIdempotent(ctx, func(ctx context.Context) error { return s.adjustStockTx(ctx, saleID, delta, ref) })
+	if errors.Is(err, errAlreadyApplied) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("adjust stock of sale %d by %d: %w", saleID, delta, err)
+	}
+	return nil
+}
+
+// adjustStockTx is AdjustStock's transaction.
+func (s *Store) adjustStockTx(ctx context.Context, saleID, delta int64, ref string) error {
+	return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var buckets []struct {
 			BucketNo int   `bun:"bucket_no"`
 			Stock    int64 `bun:"stock"`
@@ -308,25 +337,22 @@ func (s *Store) AdjustStock(ctx context.Context, saleID, delta int64, ref string
 		}
 		return nil
 	})
-	if errors.Is(err, errAlreadyApplied) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("adjust stock of sale %d by %d: %w", saleID, delta, err)
-	}
-	return nil
 }
 
 var errAlreadyApplied = errors.New("already applied")
 
-// SetBlacklisted adds or removes a user from the blacklist.
+// SetBlacklisted adds or removes a user from the blacklist; either is
+// idempotent, sent again when refused or its answer was lost.
 func (s *Store) SetBlacklisted(ctx context.Context, userID int64, on bool) error {
-	var err error
-	if on {
-		_, err = s.DB.ExecContext(ctx, "INSERT IGNORE INTO blacklist (user_id, created_at) VALUES (?, ?)", userID, time.Now().UTC())
-	} else {
-		_, err = s.DB.ExecContext(ctx, "DELETE FROM blacklist WHERE user_id = ?", userID)
-	}
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		var err error
+		if on {
+			_, err = s.DB.ExecContext(ctx, "INSERT IGNORE INTO blacklist (user_id, created_at) VALUES (?, ?)", userID, time.Now().UTC())
+		} else {
+			_, err = s.DB.ExecContext(ctx, "DELETE FROM blacklist WHERE user_id = ?", userID)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("blacklist user %d: %w", userID, err)
 	}

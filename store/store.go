@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
@@ -39,9 +40,29 @@ type Store struct {
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
 var ErrInvalidDSN = errors.New("invalid MYSQL_DSN")
 
+// Option changes how Open connects.
+type Option func(*openOptions)
+
+type openOptions struct {
+	layer func(driver.Connector) driver.Connector
+}
+
+// WithConnectorLayer puts layer between the store and the driver, under
+// the store's own guard: the fault tests' lost answers
+// (internal/testkit/dbfault).
+func WithConnectorLayer(layer func(driver.Connector) driver.Connector) Option {
+	return func(o *openOptions) { o.layer = layer }
+}
+
 // Open connects to MariaDB (MinServer or newer, anything else refused) with
-// times in UTC and every call bounded.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+// times in UTC and every call bounded. A connection that meets a node
+// taking no writes is dropped (rejectReadOnly, guardedConnector), so the
+// next attempt dials the writer again.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w: %v", ErrInvalidDSN, err)
@@ -62,11 +83,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	cfg.RejectReadOnly = true
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	sqldb := sql.OpenDB(connector)
+	if o.layer != nil {
+		connector = o.layer(connector)
+	}
+	sqldb := sql.OpenDB(guardedConnector{connector})
 	sqldb.SetMaxOpenConns(64)
 	sqldb.SetMaxIdleConns(64)
 	sqldb.SetConnMaxLifetime(30 * time.Minute)
@@ -101,16 +126,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.DB.PingContext(ctx)
 }
 
-// MySQL error numbers this package reacts to.
+// MySQL error numbers this package reacts to besides the faults
+// (outcome.go).
 const (
-	errDupEntry     = 1062
-	errLockWait     = 1205
-	errDeadlock     = 1213
-	errCheckFailed  = 4025
-	errReadOnly     = 1290
-	errServerGone   = 2006
-	errLostDuring   = 2013
-	errQueryAborted = 1317
+	errDupEntry    = 1062
+	errCheckFailed = 4025
 )
 
 func mysqlErrNo(err error) uint16 {
@@ -123,16 +143,6 @@ func mysqlErrNo(err error) uint16 {
 
 // IsDuplicate reports a unique-key violation.
 func IsDuplicate(err error) bool { return mysqlErrNo(err) == errDupEntry }
-
-// IsRetryable reports errors a retry can cure: deadlocks, lock waits and a
-// lost connection. Activities let Temporal retry these.
-func IsRetryable(err error) bool {
-	switch mysqlErrNo(err) {
-	case errDeadlock, errLockWait, errServerGone, errLostDuring, errQueryAborted:
-		return true
-	}
-	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
-}
 
 // ErrNotFound: no such row.
 var ErrNotFound = errors.New("not found")

@@ -18,9 +18,16 @@ type WaitJoin struct {
 // RecordWaitlistJoin keeps a join before its 200 is answered, so a Redis
 // that loses it gets it back at the rebuild (WaitingJoins). A join recorded
 // again keeps the number Redis holds now.
+//
+// The upsert is idempotent: sent again when refused or its answer was lost.
 func (s *Store) RecordWaitlistJoin(ctx context.Context, saleID int64, j WaitJoin) error {
-	if _, err := s.DB.ExecContext(ctx, `INSERT INTO waitlist_joins (sale_id, user_id, joined, created_at) VALUES (?, ?, ?, ?)
-		ON DUPLICATE KEY UPDATE joined = VALUES(joined)`, saleID, j.UserID, j.Joined, time.Now().UTC().Truncate(time.Millisecond)); err != nil {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	err := againIdempotent(ctx, func(ctx context.Context) error {
+		_, err := s.DB.ExecContext(ctx, `INSERT INTO waitlist_joins (sale_id, user_id, joined, created_at) VALUES (?, ?, ?, ?)
+			ON DUPLICATE KEY UPDATE joined = VALUES(joined)`, saleID, j.UserID, j.Joined, now)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("record waitlist join of user %d in sale %d: %w", j.UserID, saleID, err)
 	}
 	return nil

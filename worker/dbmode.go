@@ -7,47 +7,47 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
-// Resyncer returns sales from database mode to Redis once Redis has
-// answered for a while, and rolls back resyncs that stalled.
+// Comeback is the degraded mode's way back to Redis (degraded.Comeback):
+// when a sale on the database path may return, and the roll-back of a
+// resync that stalled.
+type Comeback interface {
+	// Pinged records whether Redis answered this worker's ping at now.
+	Pinged(answered bool, now time.Time)
+	MayReturn(ctx context.Context, s *domain.Sale, now time.Time) bool
+	AbortStalled(ctx context.Context, saleID int64) (bool, error)
+}
+
+// Resyncer returns sales from database mode to Redis when the degraded
+// mode's way back allows it, rolls back resyncs that stalled, and rebuilds
+// live sales whose Redis lost writes.
 type Resyncer struct {
 	Store *store.Store
 	Redis *lua.Client
 	// Temporal lists the holds whose workflows run unrecorded, which a
 	// rebuild must count (sales.RebuildLost); nil counts none.
 	Temporal client.Client
-	// Healthy is how long Redis must answer before a sale goes back.
-	Healthy time.Duration
-	// MinDwell is the least time a sale stays on the database path.
-	MinDwell time.Duration
-	// Fleet, when set, must not find Redis down for most of the fleet
-	// before a sale goes back (a worker whose own link works while the
-	// API instances' do not would otherwise take it back into failure).
-	Fleet *fleet.Observer
-	// StaleResync is how long a resync may take before it is rolled back.
-	StaleResync time.Duration
-	Every       time.Duration
-	Logger      *slog.Logger
+	Comeback Comeback
+	Logger   *slog.Logger
 	// Rebuilt, when set, hears of each rebuild of a sale whose keys Redis
 	// lost (wentBack false) or whose Redis went back in time, and how long
 	// it took.
 	Rebuilt func(wentBack bool, took time.Duration)
 
-	healthySince time.Time
 	// identity is Redis's lineage as last read (lua.Client.Identity); a
 	// change means a restart or a promotion, which may have lost writes.
 	identity string
 }
 
-// Run resyncs until ctx ends.
+// Run resyncs every degraded.ResyncEvery until ctx ends.
 func (r *Resyncer) Run(ctx context.Context) {
-	everyTick(ctx, r.Every, true, func() { r.Once(ctx) })
+	everyTick(ctx, degraded.ResyncEvery, true, func() { r.Once(ctx) })
 }
 
 // Once checks every open sale once.
@@ -65,12 +65,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 	pingErr := r.Redis.Ping(pctx)
 	cancel()
 	now := time.Now()
-	switch {
-	case pingErr != nil:
-		r.healthySince = time.Time{}
-	case r.healthySince.IsZero():
-		r.healthySince = now
-	}
+	r.Comeback.Pinged(pingErr == nil, now)
 	verify := pingErr == nil && r.identityChanged(ctx)
 	for _, s := range open {
 		switch s.Mode {
@@ -85,7 +80,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 			}
 		case domain.ModeResync:
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			rolled, err := sales.AbortStalledResync(actx, r.Store, s.ID, r.StaleResync)
+			rolled, err := r.Comeback.AbortStalled(actx, s.ID)
 			cancel()
 			if err != nil {
 				r.Logger.Warn("resync: roll back a stalled resync", "sale_id", s.ID, "err", err)
@@ -93,7 +88,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 				r.Logger.Warn("resync: rolled back a stalled resync to database mode", "sale_id", s.ID)
 			}
 		case domain.ModeDatabase:
-			if !r.mayReturn(ctx, s, now) {
+			if !r.Comeback.MayReturn(ctx, s, now) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -106,24 +101,6 @@ func (r *Resyncer) Once(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// mayReturn reports whether a sale on the database path may go back to
-// Redis: Redis answered this worker for Healthy, the sale has dwelt
-// MinDwell on the database path, and the fleet does not find Redis down.
-func (r *Resyncer) mayReturn(ctx context.Context, s *domain.Sale, now time.Time) bool {
-	if r.healthySince.IsZero() || now.Sub(r.healthySince) < r.Healthy || now.Sub(s.ModeChangedAt) < r.MinDwell {
-		return false
-	}
-	if r.Fleet == nil {
-		return true
-	}
-	v, err := r.Fleet.View(ctx)
-	if err != nil {
-		r.Logger.Warn("resync: read the fleet's view of redis", "sale_id", s.ID, "err", err)
-		return false
-	}
-	return !v.RedisDown()
 }
 
 // identityChanged reports whether Redis restarted or a replica was

@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
@@ -94,11 +96,19 @@ func TestOutboxRelayStartsACancelledRedisHoldAsOne(t *testing.T) {
 	require.Contains(t, started, in, "started with a Redis hold's input")
 }
 
+// comeback is the way back to Redis after Redis answered for healthy,
+// rolling back resyncs older than stale, the fleet not consulted.
+func comeback(st *store.Store, healthy, stale time.Duration) *degraded.Comeback {
+	c := degraded.NewComeback(config.Degraded{RedisHealthyFor: healthy}, st, nil, slog.Default())
+	c.StaleAfter = stale
+	return c
+}
+
 func TestResyncerReturnsASaleToRedis(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	sale, in := mustDatabaseModeSale(t, st)
 	rdb := testenv.MustRedis(t)
-	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Healthy: 0, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Comeback: comeback(st, 0, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t)) // first sight of a healthy Redis
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
@@ -120,7 +130,7 @@ func TestResyncerRollsBackAStalledResync(t *testing.T) {
 	sale, _ := mustDatabaseModeSale(t, st)
 	_, err := st.BeginResync(testCtx(t), sale.ID) // its instance "dies" here
 	require.NoError(t, err)
-	r := &Resyncer{Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), Healthy: time.Hour, StaleResync: time.Millisecond, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), Comeback: comeback(st, time.Hour, time.Millisecond), Logger: slog.Default()}
 	time.Sleep(5 * time.Millisecond)
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
@@ -139,7 +149,7 @@ func TestResyncerRebuildsALiveSaleWhoseKeysVanished(t *testing.T) {
 	k := lua.SaleKeys(sale.ID)
 	require.NoError(t, rdb.Del(testCtx(t), k.All()...).Err())
 
-	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t))
 	stock, err := rdb.Get(testCtx(t), k.Stock).Int64()
 	require.NoError(t, err, "the stock key is back")
@@ -170,7 +180,7 @@ func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
 	waiter := testenv.UniqueUser()
 	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: waiter, Joined: time.Now().UnixMicro()}))
 
-	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
 	require.NoError(t, err)
@@ -221,7 +231,7 @@ func TestResyncerTakesAHoldDuringItsCheckForNoLoss(t *testing.T) {
 		})
 	}})
 
-	r := &Resyncer{Store: st, Redis: lua.NewClient(watched), Healthy: time.Hour, StaleResync: time.Minute, Every: time.Second, Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: lua.NewClient(watched), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t)) // the first look: the counters are compared
 	got, err := st.GetSale(testCtx(t), sale.ID)
 	require.NoError(t, err)

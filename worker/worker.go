@@ -22,8 +22,8 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/fleet"
 	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/lua"
@@ -209,8 +209,8 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	outbox := &OutboxRelay{Store: st, Starter: p.startTimes.wrap("outbox_relay", p.start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
 	observer := runObserver(ctx, bg, cfg, st, rdb, logger)
-	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Healthy: cfg.RedisHealthyFor, MinDwell: cfg.ModeMinDwell, Fleet: observer,
-		StaleResync: 30 * time.Second, Every: time.Second, Logger: logger, Rebuilt: p.metrics.Rebuilt}
+	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Comeback: degraded.NewComeback(cfg.Degraded, st, observer, logger),
+		Logger: logger, Rebuilt: p.metrics.Rebuilt}
 	bg.Go(func() { resyncer.Run(ctx) })
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
 	bg.Go(func() { retirer.Run(ctx) })
@@ -249,10 +249,10 @@ func (p *process) shutdown(ctx context.Context, w tworker.Worker, relayDone <-ch
 }
 
 // runObserver publishes the worker's own view of Redis (a ping every
-// fleet.Check) in the fleet's, until ctx ends.
-func runObserver(ctx context.Context, bg *sync.WaitGroup, cfg *config.Config, st *store.Store, rdb *lua.Client, logger *slog.Logger) *fleet.Observer {
-	pinger := fleet.NewPinger(rdb.Ping)
-	observer := fleet.NewObserver(st, fleet.Name("worker", cfg.Instance), "worker", pinger.Up, logger)
+// degraded.FleetCheck) in the fleet's, until ctx ends.
+func runObserver(ctx context.Context, bg *sync.WaitGroup, cfg *config.Config, st *store.Store, rdb *lua.Client, logger *slog.Logger) *degraded.Observer {
+	pinger := degraded.NewPinger(rdb.Ping)
+	observer := degraded.NewObserver(st, degraded.ObserverName("worker", cfg.Instance), "worker", pinger.Up, logger)
 	bg.Go(func() { pinger.Run(ctx.Done()) })
 	bg.Go(func() { observer.Run(ctx.Done()) })
 	return observer

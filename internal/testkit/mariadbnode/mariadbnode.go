@@ -27,6 +27,16 @@ type Options struct {
 	Durable  bool
 	// BufferPool is InnoDB's buffer pool ("64M"; "": the server's default).
 	BufferPool string
+	// User runs the server ("": User()).
+	User string
+}
+
+// user is the account o's server runs as.
+func (o Options) user() string {
+	if o.User != "" {
+		return o.User
+	}
+	return User()
 }
 
 // DataDir is where o's data lives.
@@ -44,7 +54,7 @@ func User() string {
 // authenticated without a password.
 func Install(ctx context.Context, o Options) error {
 	out, err := exec.CommandContext(ctx, "mariadb-install-db", "--datadir="+o.DataDir(), "--auth-root-authentication-method=normal",
-		"--user="+User(), "--skip-test-db").CombinedOutput()
+		"--user="+o.user(), "--skip-test-db").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
 	}
@@ -59,7 +69,7 @@ func Args(o Options) []string {
 	}
 	args := []string{"--no-defaults", "--datadir=" + o.DataDir(), "--port=" + strconv.Itoa(o.Port), "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(o.Dir, "mysqld.sock"), "--pid-file=" + filepath.Join(o.Dir, "mariadbd.pid"),
-		"--user=" + User(), "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=" + flush,
+		"--user=" + o.user(), "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=" + flush,
 		"--max-connections=" + strconv.Itoa(o.MaxConns), "--skip-log-bin"}
 	if o.BufferPool != "" {
 		args = append(args, "--innodb-buffer-pool-size="+o.BufferPool)

@@ -165,15 +165,16 @@ func MustRedis(tb testing.TB) redis.UniversalClient {
 	return rdb
 }
 
-// MustStore returns the migrated test database, closed at the end of the test.
-func MustStore(tb testing.TB) *store.Store {
+// MustStore returns the migrated test database, opened with opts, closed
+// at the end of the test.
+func MustStore(tb testing.TB, opts ...store.Option) *store.Store {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := ensureDatabase(ctx); err != nil {
 		tb.Fatalf("testenv: MariaDB at %s is not reachable (run the tests with `go tool task test`): %v", MySQLDSN(), err)
 	}
-	st, err := store.Open(ctx, MySQLDSN())
+	st, err := store.Open(ctx, MySQLDSN(), opts...)
 	if err != nil {
 		tb.Fatalf("testenv: MariaDB at %s is not reachable (run the tests with `go tool task test`): %v", MySQLDSN(), err)
 	}

@@ -1,10 +1,4 @@
-// Package fleet decides from the whole fleet's evidence whether Redis is
-// down: each API instance and worker publishes its own view of Redis in
-// MySQL, and a sale moves to the database path only when most of the
-// processes seen lately find Redis down. A process cut from a Redis the
-// others reach is "cut off": it refuses reservations (outcome unknown) and
-// fails readiness so a load balancer takes it out, and never moves a sale.
-package fleet
+package degraded
 
 import (
 	"context"
@@ -17,27 +11,41 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/promreg"
-	"github.com/seckill/seckill/store"
 )
 
+// FleetStore is where the processes publish their views of Redis and read
+// the fleet's (store.Store).
+type FleetStore interface {
+	PublishRedisView(ctx context.Context, name, role string, up bool) error
+	RedisFleetView(ctx context.Context, fresh time.Duration) (domain.RedisFleetView, error)
+	SweepRedisObservers(ctx context.Context, olderThan time.Duration) error
+}
+
+// FleetDown is the majority rule: most of the processes seen lately find
+// Redis down. It is the evidence a sale needs to move to the database
+// path, and its absence what a sale needs to come back; one process cut
+// from a Redis the rest reach is not enough.
+func FleetDown(v domain.RedisFleetView) bool { return v.Down > 0 && 2*v.Down > v.Up+v.Down }
+
 // Timing of the views. A process's row counts while it was refreshed
-// within Fresh, so a frozen or dead process drops out of the vote; a
-// process that finds Redis down re-reads the fleet's view every Check, so
-// a cut instance fails readiness within DownAfter + Check + a query.
+// within FleetFresh, so a frozen or dead process drops out of the vote; a
+// process that finds Redis down re-reads the fleet's view every
+// FleetCheck, so a cut instance fails readiness within DownAfter +
+// FleetCheck + a query.
 const (
-	Publish   = time.Second
-	Check     = 250 * time.Millisecond
-	Fresh     = 3 * time.Second
-	DownAfter = time.Second // no answer from Redis for this long: down
-	sweepAge  = time.Hour
-	callLimit = time.Second // each MySQL call
+	FleetPublish = time.Second
+	FleetCheck   = 250 * time.Millisecond
+	FleetFresh   = 3 * time.Second
+	DownAfter    = time.Second // no answer from Redis for this long: down
+	sweepAge     = time.Hour
+	callLimit    = time.Second // each MySQL call
 )
 
 var named atomic.Int64
 
-// Name is an observer's row name: the role and the instance, numbered
+// ObserverName is an observer's row name: the role and the instance, numbered
 // after the first in one process (tests run several servers in one).
-func Name(role, instance string) string {
+func ObserverName(role, instance string) string {
 	if n := named.Add(1); n > 1 {
 		return fmt.Sprintf("%s/%s#%d", role, instance, n)
 	}
@@ -45,8 +53,11 @@ func Name(role, instance string) string {
 }
 
 // Observer publishes this process's view of Redis and keeps the fleet's.
+// A process cut from a Redis the others reach is "cut off": it refuses
+// reservations (outcome unknown) and fails readiness so a load balancer
+// takes it out, and never moves a sale.
 type Observer struct {
-	Store *store.Store
+	Store FleetStore
 	// Name is unique per process (host and pid); Role is "api" or "worker".
 	Name, Role string
 	// Up reports this process's own view: Redis answered within DownAfter.
@@ -68,14 +79,14 @@ func (o *Observer) HoldsTakeUnits() bool { return o.unitsOK.Load() }
 
 // NewObserver is an Observer whose views start healthy: a process does
 // not refuse or fail readiness before its first look.
-func NewObserver(st *store.Store, name, role string, up func() bool, logger *slog.Logger) *Observer {
+func NewObserver(st FleetStore, name, role string, up func() bool, logger *slog.Logger) *Observer {
 	o := &Observer{Store: st, Name: name, Role: role, Up: up, Logger: logger}
 	o.selfUp.Store(true)
 	return o
 }
 
 // RedisDown reports whether most of the fleet found Redis down at the last
-// look (a look happens every Check while this process finds it down too).
+// look (a look happens every FleetCheck while this process finds it down too).
 func (o *Observer) RedisDown() bool { return o.fleetDown.Load() }
 
 // CutOff reports whether this process finds Redis down while the fleet
@@ -84,23 +95,23 @@ func (o *Observer) CutOff() bool { return !o.selfUp.Load() && !o.fleetDown.Load(
 
 // Run publishes and reads until stop.
 func (o *Observer) Run(stop <-chan struct{}) {
-	t := time.NewTicker(Check)
+	t := time.NewTicker(FleetCheck)
 	defer t.Stop()
 	var published, looked time.Time
 	last := true
 	for n := 0; ; n++ {
 		up := o.Up()
 		o.selfUp.Store(up)
-		if up != last || time.Since(published) >= Publish {
+		if up != last || time.Since(published) >= FleetPublish {
 			if o.publish(up) {
 				published, last = time.Now(), up
 			}
 		}
-		if !up || o.fleetDown.Load() || time.Since(looked) >= Publish {
+		if !up || o.fleetDown.Load() || time.Since(looked) >= FleetPublish {
 			o.look()
 			looked = time.Now()
 		}
-		if n%int(time.Minute/Check) == 0 {
+		if n%int(time.Minute/FleetCheck) == 0 {
 			o.sweep()
 		}
 		select {
@@ -135,7 +146,7 @@ func (o *Observer) look() {
 		o.Logger.Warn("fleet: read the fleet's view of redis", "err", err)
 		return
 	}
-	if down := v.RedisDown(); down != o.fleetDown.Swap(down) {
+	if down := FleetDown(v); down != o.fleetDown.Swap(down) {
 		o.Logger.Warn("fleet: the fleet's view of redis changed", "redis_down", down, "up", v.Up, "down", v.Down)
 	}
 	if ok := v.OldWorkers == 0; ok != o.unitsOK.Swap(ok) {
@@ -147,7 +158,7 @@ func (o *Observer) look() {
 func (o *Observer) View(ctx context.Context) (domain.RedisFleetView, error) {
 	ctx, cancel := context.WithTimeout(ctx, callLimit)
 	defer cancel()
-	return o.Store.RedisFleetView(ctx, Fresh)
+	return o.Store.RedisFleetView(ctx, FleetFresh)
 }
 
 func (o *Observer) sweep() {
@@ -159,7 +170,7 @@ func (o *Observer) sweep() {
 }
 
 // Pinger is a process's own view of Redis when it has no heartbeat of its
-// own (the worker): a ping every Check.
+// own (the worker): a ping every FleetCheck.
 type Pinger struct {
 	Ping     func(context.Context) error
 	answered atomic.Int64 // unix ns of the last answer
@@ -175,7 +186,7 @@ func NewPinger(ping func(context.Context) error) *Pinger {
 
 // Run pings until stop.
 func (p *Pinger) Run(stop <-chan struct{}) {
-	t := time.NewTicker(Check)
+	t := time.NewTicker(FleetCheck)
 	defer t.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), DownAfter/2)

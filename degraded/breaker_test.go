@@ -1,4 +1,4 @@
-package reservation
+package degraded
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestHeartbeatTellsAnsweringFromSilentRedis(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	var silent atomic.Bool
-	hb := newHeartbeat(timeout)
+	hb := NewHeartbeat(timeout)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {

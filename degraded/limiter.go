@@ -1,4 +1,4 @@
-package reservation
+package degraded
 
 import (
 	"time"
@@ -8,41 +8,44 @@ import (
 	"github.com/seckill/seckill/internal/ratelimit"
 )
 
-// admission admits the database path's transactions: at most
+// Limiter admits the database path's transactions: at most
 // SECKILL_FALLBACK_IN_FLIGHT in flight (slots) and at most
 // SECKILL_FALLBACK_RPS (rate). A request it refuses is refused at once. A
 // slot is taken before the rate's token, so a request refused because
 // every slot is in flight spends none of the rate: the rate then admits
 // as many transactions as it allows, not fewer for each refusal the slots
 // made.
-type admission struct {
+type Limiter struct {
 	rate  *rate.Limiter
 	slots chan struct{}
 }
 
-// newAdmission is the admission of a path of rps transactions a second
+// NewLimiter is the limiter of a path of rps transactions a second
 // (0: unlimited), inFlight at once. The rate's burst, a tenth of a second's
 // worth, is at most the slots: a burst they would refuse is not admitted.
-func newAdmission(rps float64, inFlight int) *admission {
+func NewLimiter(rps float64, inFlight int) *Limiter {
 	inFlight = max(inFlight, 1)
-	return &admission{
+	return &Limiter{
 		rate:  rate.NewLimiter(ratelimit.Limit(rps), min(max(int(rps/10), 1), inFlight)),
 		slots: make(chan struct{}, inFlight),
 	}
 }
 
-// admit takes a slot and a token of the rate at now, and returns the
+// Admit takes a slot and a token of the rate at now, and returns the
 // slot's release, or why it refused: "saturated" (no slot free) or
 // "rate_limited" (the rate is spent).
-func (a *admission) admit(now time.Time) (release func(), refused string) {
+func (l *Limiter) Admit(now time.Time) (release func(), refused string) {
 	select {
-	case a.slots <- struct{}{}:
+	case l.slots <- struct{}{}:
 	default:
 		return nil, "saturated"
 	}
-	if !a.rate.AllowN(now, 1) {
-		<-a.slots
+	if !l.rate.AllowN(now, 1) {
+		<-l.slots
 		return nil, "rate_limited"
 	}
-	return func() { <-a.slots }, ""
+	return func() { <-l.slots }, ""
 }
+
+// InFlight is how many admitted transactions are running.
+func (l *Limiter) InFlight() int { return len(l.slots) }

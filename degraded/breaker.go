@@ -1,4 +1,4 @@
-package reservation
+package degraded
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"github.com/seckill/seckill/lua"
 )
 
-// Breaker settings. The per-call timeout (cfg.RedisTimeout, default 250 ms)
-// is what turns a slow Redis into failures: the reserve script's p99.9
-// under a 256-connection burst stays in single-digit milliseconds even with
-// Redis, MariaDB, Temporal and the load generator sharing two cores (bench
-// scenario 3), so a quarter second is far above a busy Redis and far below
-// a client's patience.
+// Breaker settings. The per-call timeout (SECKILL_REDIS_TIMEOUT, default
+// 250 ms) is what turns a slow Redis into failures: the reserve script's
+// p99.9 under a 256-connection burst stays in single-digit milliseconds
+// even with Redis, MariaDB, Temporal and the load generator sharing two
+// cores (bench scenario 3), so a quarter second is far above a busy Redis
+// and far below a client's patience.
 const (
 	BreakerTrip        = 5                      // consecutive failures that open it
 	breakerOpenFor     = time.Second            // open, then half-open to probe
@@ -26,10 +26,13 @@ const (
 	breakerProbeEvery  = 250 * time.Millisecond // health pings while not closed
 	breakerCountWindow = 10 * time.Second       // closed-state counts reset
 	heartbeatEvery     = 50 * time.Millisecond  // pings on the aside connections
+	probeTimeout       = 500 * time.Millisecond // each probe's ping
 )
 
-// breaker guards the reservation path's Redis calls. When it opens,
-// reservations of Redis-mode sales move to the database path; a prober pings
+// breaker guards the reservation path's Redis calls. While it is open,
+// reservations of Redis-mode sales move to the database path if most of
+// the fleet finds Redis down too (FleetDown), and are refused otherwise
+// (this instance is cut off); a prober pings
 // Redis through it while it is not closed, so it closes soon after Redis
 // answers, without waiting for reservation traffic.
 //
@@ -40,7 +43,7 @@ const (
 // path. The call still answers 503 (outcome unknown) either way.
 type breaker struct {
 	cb        *gobreaker.CircuitBreaker[lua.ReserveResult]
-	heartbeat *heartbeat
+	heartbeat *Heartbeat
 	state     prometheus.Gauge
 	logger    *slog.Logger
 }
@@ -52,11 +55,12 @@ type errClientStall struct{ err error }
 func (e errClientStall) Error() string { return "client-side stall: " + e.err.Error() }
 func (e errClientStall) Unwrap() error { return e.err }
 
-// isClientStall reports an errClientStall; nil, the hot path's answer,
+// IsClientStall reports a call that timed out while Redis answered the
+// heartbeat: the wait was this process's. nil, the hot path's answer,
 // costs no allocation.
-func isClientStall(err error) bool { return err != nil && errors.As(err, new(errClientStall)) }
+func IsClientStall(err error) bool { return err != nil && errors.As(err, new(errClientStall)) }
 
-func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat) *breaker {
+func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *Heartbeat) *breaker {
 	b := &breaker{state: state, logger: logger, heartbeat: hb}
 	b.cb = gobreaker.NewCircuitBreaker[lua.ReserveResult](gobreaker.Settings{
 		Name:        "redis",
@@ -66,7 +70,7 @@ func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat) *bre
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= BreakerTrip },
 		// A request cancelled by its client, or timed out while Redis
 		// answered, says nothing about Redis.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || isClientStall(err) },
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || IsClientStall(err) },
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			state.Set(float64(to))
 			logger.Warn("circuit breaker state change", "breaker", name, "from", from.String(), "to", to.String())
@@ -76,9 +80,9 @@ func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *heartbeat) *bre
 	return b
 }
 
-// isBreakerRefusal reports a call the breaker refused (open, or half-open
+// IsBreakerRefusal reports a call the breaker refused (open, or half-open
 // with its probes taken): no call was made.
-func isBreakerRefusal(err error) bool {
+func IsBreakerRefusal(err error) bool {
 	return errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests)
 }
 
@@ -95,11 +99,12 @@ func (b *breaker) execute(fn func() (lua.ReserveResult, error)) (lua.ReserveResu
 	})
 }
 
-// heartbeat pings every Redis server every heartbeatEvery on aside
+// Heartbeat pings every Redis server every heartbeatEvery on aside
 // connections (lua.Client.Aside), without waiting for earlier pings, and
 // keeps when an answer last arrived and when the latest unanswered ping
-// was sent.
-type heartbeat struct {
+// was sent. It is this instance's own view of Redis in the fleet's (Up)
+// and the breaker's witness of a stalled process.
+type Heartbeat struct {
 	timeout time.Duration
 	mu      sync.Mutex
 	// answered is when the latest answer arrived; lost is when the
@@ -109,21 +114,27 @@ type heartbeat struct {
 	started        time.Time
 }
 
-func newHeartbeat(timeout time.Duration) *heartbeat {
-	return &heartbeat{timeout: timeout, changed: make(chan struct{}), started: time.Now()}
+// NewHeartbeat is a heartbeat whose pings wait at most timeout (the hot
+// path's Redis timeout). The Guard runs it (Watch).
+func NewHeartbeat(timeout time.Duration) *Heartbeat {
+	return &Heartbeat{timeout: timeout, changed: make(chan struct{}), started: time.Now()}
 }
+
+// Up reports this instance's own view of Redis in the fleet's: Redis
+// answered a ping within DownAfter.
+func (h *Heartbeat) Up() bool { return h.upWithin(DownAfter) }
 
 // upWithin reports whether Redis answered a ping within d, counting the
 // heartbeat's start as an answer: a fresh instance is not "down" before
 // its first ping had time to come back.
-func (h *heartbeat) upWithin(d time.Duration) bool {
+func (h *Heartbeat) upWithin(d time.Duration) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return time.Since(h.answered) < d || time.Since(h.started) < d
 }
 
 // run pings until stop. Each ping has the hot path's timeout.
-func (h *heartbeat) run(stop <-chan struct{}, ping func(context.Context) error) {
+func (h *Heartbeat) run(stop <-chan struct{}, ping func(context.Context) error) {
 	var pings sync.WaitGroup
 	defer pings.Wait()
 	t := time.NewTicker(heartbeatEvery)
@@ -144,7 +155,7 @@ func (h *heartbeat) run(stop <-chan struct{}, ping func(context.Context) error) 
 	}
 }
 
-func (h *heartbeat) record(sent time.Time, answered bool) {
+func (h *Heartbeat) record(sent time.Time, answered bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if answered {
@@ -159,7 +170,7 @@ func (h *heartbeat) record(sent time.Time, answered bool) {
 // answeredSince reports whether Redis answered a ping after began. It
 // waits, at most a ping's timeout and interval, until an answer arrives
 // after began or a ping sent after began goes unanswered.
-func (h *heartbeat) answeredSince(began time.Time) bool {
+func (h *Heartbeat) answeredSince(began time.Time) bool {
 	deadline := time.NewTimer(h.timeout + heartbeatEvery)
 	defer deadline.Stop()
 	for {
@@ -194,11 +205,11 @@ func (b *breaker) probe(stop <-chan struct{}, ping func(context.Context) error) 
 			continue
 		}
 		_, err := b.cb.Execute(func() (lua.ReserveResult, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 			defer cancel()
 			return lua.ReserveResult{}, ping(ctx)
 		})
-		if err != nil && !isBreakerRefusal(err) {
+		if err != nil && !IsBreakerRefusal(err) {
 			b.logger.Debug("redis probe failed", "err", err)
 		}
 	}
