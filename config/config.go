@@ -75,6 +75,13 @@ type Config struct {
 	RedisSentinelPassword string // REDIS_SENTINEL_PASSWORD: the sentinels' own password (their requirepass)
 	RedisSentinelTLS      bool   // REDIS_SENTINEL_TLS=true: TLS to the sentinels and the data nodes
 
+	// MySQLReadDSN (MYSQL_READ_DSN), when set, is an asynchronous replica
+	// of MySQLDSN: the reads that may lag go to it while it is at most
+	// MySQLReadMaxLag (MYSQL_READ_MAX_LAG) behind (store.Replica); empty:
+	// every read on the primary.
+	MySQLReadDSN    string
+	MySQLReadMaxLag time.Duration
+
 	JWTSecret []byte
 	// AdminJWTSecret alone signs tokens with role admin: a token signed by
 	// JWTSecret that claims role admin is refused.
@@ -422,6 +429,8 @@ func (r *envReader) backends(c *Config, need Need) {
 	if c.MySQLDSN == "" && need&NeedDatabase != 0 {
 		r.fail(errors.New("MYSQL_DSN is required outside development mode"))
 	}
+	c.MySQLReadDSN = r.secret("MYSQL_READ_DSN", "")
+	c.MySQLReadMaxLag = r.dur("MYSQL_READ_MAX_LAG", 2*time.Second)
 	c.TemporalAddress = r.str("TEMPORAL_ADDRESS", "127.0.0.1:7233")
 	c.TemporalNamespace = r.str("TEMPORAL_NAMESPACE", "default")
 	c.TaskQueue = r.str("SECKILL_TASK_QUEUE", domain.TaskQueue)
@@ -553,7 +562,7 @@ func (r *envReader) refusePublished(c *Config) {
 		name string
 		v    string
 	}{
-		{"MYSQL_DSN", c.MySQLDSN}, {"REDIS_PASSWORD", c.RedisPassword}, {"REDIS_URL", c.RedisURL},
+		{"MYSQL_DSN", c.MySQLDSN}, {"MYSQL_READ_DSN", c.MySQLReadDSN}, {"REDIS_PASSWORD", c.RedisPassword}, {"REDIS_URL", c.RedisURL},
 		{"REDIS_SENTINEL_PASSWORD", c.RedisSentinelPassword},
 		{"SECKILL_JWT_SECRET", string(c.JWTSecret)}, {"SECKILL_ADMIN_JWT_SECRET", string(c.AdminJWTSecret)},
 		{"SECKILL_PAYMENT_SECRET", string(c.PaymentSecret)}, {"SECKILL_TOKEN_KEY", string(c.TokenKey)},

@@ -292,3 +292,23 @@ func TestAdminJWKSNeedsIssuerAndAudience(t *testing.T) {
 		t.Errorf("admin role settings: url %q claim %q role %q", c.AdminJWKSURL, c.AdminJWTRoleClaim, c.AdminJWTRole)
 	}
 }
+
+// The replica is off unless named; its bound defaults to 2 s; a bad bound
+// names its variable, and a published DSN is refused like the primary's.
+func TestReadReplicaSettings(t *testing.T) {
+	c := mustLoad(t, productionEnv())
+	if c.MySQLReadDSN != "" || c.MySQLReadMaxLag != 2*time.Second {
+		t.Fatalf("unset: DSN %q, max lag %s; want none and 2s", c.MySQLReadDSN, c.MySQLReadMaxLag)
+	}
+	c = mustLoad(t, productionEnv("MYSQL_READ_DSN", "app@tcp(replica:3306)/seckill", "MYSQL_READ_MAX_LAG", "500ms"))
+	if c.MySQLReadDSN != "app@tcp(replica:3306)/seckill" || c.MySQLReadMaxLag != 500*time.Millisecond {
+		t.Fatalf("set: DSN %q, max lag %s", c.MySQLReadDSN, c.MySQLReadMaxLag)
+	}
+	for _, bad := range [][]string{{"MYSQL_READ_MAX_LAG", "soon"}, {"MYSQL_READ_MAX_LAG", "-1s"},
+		{"MYSQL_READ_DSN", "seckill:CHANGE-ME@tcp(mariadb:3306)/seckill"}} {
+		_, err := load(productionEnv(bad...))
+		if err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%s=%s: error %v, want one naming %s", bad[0], bad[1], err, bad[0])
+		}
+	}
+}

@@ -71,4 +71,17 @@ type ReconciliationReport struct {
 	WaitlistHandOvers int64     `json:"waitlist_handovers"`
 	RedisLoaded       bool      `json:"redis_loaded"`
 	CheckedAt         time.Time `json:"checked_at"`
+	// ReadFrom says which database served each of the report's reads
+	// (ReadsSnapshots, ReadsRereads): "primary" or "replica".
+	ReadFrom map[string]string `json:"read_from,omitempty"`
 }
+
+// The reads of a reconciliation report's ReadFrom.
+const (
+	// ReadsSnapshots: the two passes' database snapshots, compared with
+	// Redis's read at the same moment.
+	ReadsSnapshots = "snapshots"
+	// ReadsRereads: each suspect reservation, read again before it is
+	// reported or repaired.
+	ReadsRereads = "rereads"
+)

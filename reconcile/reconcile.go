@@ -46,6 +46,9 @@ type Reconciler struct {
 	Logger     *slog.Logger
 }
 
+// primary names the primary in a report's ReadFrom.
+var primary = store.FromPrimary.String()
+
 // observation is one pass.
 type observation struct {
 	report  domain.ReconciliationReport
@@ -112,6 +115,9 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 		rep.Discrepancies = []domain.Discrepancy{}
 	}
 	rep.Consistent = len(seen) == 0 && identitiesHold(&rep)
+	// The snapshots are compared with Redis as it is now, and a suspect
+	// is judged as it is now: a replica's lag would show Redis ahead.
+	rep.ReadFrom = map[string]string{domain.ReadsSnapshots: primary, domain.ReadsRereads: primary}
 	return &rep, nil
 }
 
@@ -493,11 +499,18 @@ func liveInBoth(first, second *store.Snapshot) map[string]store.SnapshotReservat
 // database snapshot) for a closed workflow and repairs what it finds; it
 // answers the findings. The sale workflow calls it while it waits to tear
 // down, when no regular reconciliation runs any more.
+//
+// Its scan may come from the replica (store.ReadSnapshotMayLag): every
+// suspect is read again from the primary before it is repaired, and a
+// reservation younger than the replica's lag, missed now, is found by the
+// next call (the caller counts the live reservations on the primary, so
+// the sale waits for it).
 func (r *Reconciler) RepairClosedWorkflows(ctx context.Context, saleID int64) ([]domain.Discrepancy, error) {
-	ds, err := r.Store.ReadSnapshot(ctx, saleID)
+	ds, from, err := r.Store.ReadSnapshotMayLag(ctx, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("repair closed workflows of sale %d: %w", saleID, err)
 	}
+	r.log().Debug("reconcile: closed workflows scan", "sale_id", saleID, "scan_from", from.String(), "rereads_from", primary)
 	return r.closedWorkflows(ctx, saleID, liveInBoth(ds, ds), true, true)
 }
 

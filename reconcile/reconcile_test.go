@@ -130,6 +130,8 @@ func TestConsistentAfterOrdersPaymentsAndReleases(t *testing.T) {
 	require.EqualValues(t, 6, rep.RedisStock)
 	require.EqualValues(t, 6, rep.DBStock)
 	require.Zero(t, rep.InFlight)
+	require.Equal(t, map[string]string{domain.ReadsSnapshots: "primary", domain.ReadsRereads: "primary"}, rep.ReadFrom,
+		"the report says where its reads came from")
 }
 
 func TestHoldsInFlightAreNotDiscrepancies(t *testing.T) {

@@ -134,6 +134,9 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		return domain.ErrInsufficient
 	}
 	if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
+		if withdrawnAfterAll(ctx, st, ref, err) {
+			return nil
+		}
 		var gerr error
 		if outcome == lua.AdjustOK {
 			// Give the units back to Redis: the database refused them.
@@ -150,6 +153,23 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		return err
 	}
 	return nil
+}
+
+// withdrawnAfterAll reads back a withdrawal whose database write failed
+// with a fault of the link or the node (an attempt's answer lost, its
+// retries failing after it):
+// if it committed, Redis keeps the units it took, or Redis would hold
+// units the database no longer has. A read that fails too leaves the
+// withdrawal undone, as a refusal would: the database decides every hold,
+// so units Redis holds beyond the buckets are refused, never sold.
+func withdrawnAfterAll(ctx context.Context, st *store.Store, ref string, err error) bool {
+	if errors.Is(err, domain.ErrInsufficient) || store.Classify(err) == store.FaultNone {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	done, rerr := st.Adjusted(rctx, ref)
+	return rerr == nil && done
 }
 
 // notReadyGrace is how long a pending addition to a sale that Redis does

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/dbfault"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/sales"
@@ -101,6 +102,22 @@ func TestAdjustStockRollsBackRedisWhenTheDatabaseRefuses(t *testing.T) {
 	require.Equal(t, domain.ErrInsufficient, err, "a refusal, with the units given back")
 	r, d := f.stocks()
 	require.EqualValues(t, [2]int64{10, 4}, [2]int64{r, d}, "Redis's units back, the buckets untouched")
+}
+
+// A withdrawal whose database write committed but whose answer was lost,
+// every retry failing after it, is read back: Redis keeps the units it
+// took, as the buckets do, and the caller is answered done.
+func TestAdjustStockReadsBackAWithdrawalWhoseAnswerWasLost(t *testing.T) {
+	f := mustFixture(t, 8)
+	layer := &dbfault.Layer{}
+	f.st = testenv.MustStore(t, store.WithConnectorLayer(layer.Wrap))
+	layer.Lose(dbfault.Containing(dbfault.CommitQuery), dbfault.AfterApply, 1)
+	retry := dbfault.Containing("UPDATE sales SET stock_total")
+	layer.Lose(func(q string) bool { return layer.Lost() > 0 && retry(q) }, dbfault.BeforeSend, 10)
+	require.NoError(t, sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -3, fmt.Sprintf("withdraw-lost-%d", f.sale.ID)))
+	require.GreaterOrEqual(t, layer.Lost(), 2, "the commit's answer lost and a retry broken")
+	r, d := f.stocks()
+	require.EqualValues(t, [2]int64{5, 5}, [2]int64{r, d}, "withdrawn once from both stores")
 }
 
 // With Redis down, a withdrawal changes nothing (ErrRedis) and an

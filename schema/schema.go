@@ -1,5 +1,6 @@
-// Package schema holds the MySQL (MariaDB) DDL as versioned migrations,
-// embedded in the binary and recorded in the schema_migrations table.
+// Package schema holds the MariaDB and MySQL 8 DDL as versioned
+// migrations, embedded in the binary and recorded in the schema_migrations
+// table.
 package schema
 
 import (
@@ -13,8 +14,20 @@ import (
 	"time"
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations/mysql8/*.sql
 var migrations embed.FS
+
+// Flavor names the server family a set of migrations is written for.
+type Flavor string
+
+const (
+	// FlavorMariaDB: the files of migrations/.
+	FlavorMariaDB Flavor = "mariadb"
+	// FlavorMySQL8: the files of migrations/, each replaced by its
+	// namesake in migrations/mysql8/ where MariaDB's DDL is not MySQL's
+	// (PERSISTENT columns, ADD COLUMN IF NOT EXISTS, SET STATEMENT, ...).
+	FlavorMySQL8 Flavor = "mysql8"
+)
 
 // Migration is one versioned DDL file.
 type Migration struct {
@@ -22,17 +35,34 @@ type Migration struct {
 	SQL     string
 }
 
-// Migrations returns the embedded migrations in version order.
-func Migrations() ([]Migration, error) {
+// Statements are the migration's statements, in order, as Migrate sends
+// them.
+func (m Migration) Statements() []string { return splitStatements(m.SQL) }
+
+// Migrations returns the embedded MariaDB migrations in version order.
+func Migrations() ([]Migration, error) { return MigrationsFor(FlavorMariaDB) }
+
+// MigrationsFor returns the embedded migrations of the flavor in version
+// order.
+func MigrationsFor(f Flavor) ([]Migration, error) {
 	entries, err := fs.ReadDir(migrations, "migrations")
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
 	var out []Migration
 	for _, e := range entries {
-		b, err := migrations.ReadFile("migrations/" + e.Name())
+		if e.IsDir() {
+			continue
+		}
+		path := "migrations/" + e.Name()
+		if f == FlavorMySQL8 {
+			if _, err := fs.Stat(migrations, "migrations/mysql8/"+e.Name()); err == nil {
+				path = "migrations/mysql8/" + e.Name()
+			}
+		}
+		b, err := migrations.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+			return nil, fmt.Errorf("read migration %s: %w", path, err)
 		}
 		out = append(out, Migration{Version: strings.TrimSuffix(e.Name(), ".sql"), SQL: string(b)})
 	}
@@ -40,11 +70,15 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate applies the migrations not yet recorded, one at a time, under a
-// named lock so that several processes starting together apply each once.
-// MariaDB commits DDL implicitly, so each statement must be safe to find
-// half-applied only if the process dies mid-file; the record is written last.
-func Migrate(ctx context.Context, db *sql.DB) error {
+// Migrate applies the MariaDB migrations (MigrateFlavor).
+func Migrate(ctx context.Context, db *sql.DB) error { return MigrateFlavor(ctx, db, FlavorMariaDB) }
+
+// MigrateFlavor applies the flavor's migrations not yet recorded, one at a
+// time, under a named lock so that several processes starting together
+// apply each once. The servers commit DDL implicitly, so each statement
+// must be safe to find half-applied only if the process dies mid-file; the
+// record is written last.
+func MigrateFlavor(ctx context.Context, db *sql.DB, f Flavor) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: connect: %w", err)
@@ -68,7 +102,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		applied_at DATETIME(3) NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
-	all, err := Migrations()
+	all, err := MigrationsFor(f)
 	if err != nil {
 		return err
 	}

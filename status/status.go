@@ -164,7 +164,7 @@ func (r *Reader) readView(ctx context.Context, userID int64, token string, saleI
 	// database path owns the sale: the row decides, and a hold the
 	// workflow has not recorded yet is QUEUED.
 	r.count(SourceDatabase)
-	res, err := Stored(ctx, r.st, token)
+	res, err := storedMayLag(ctx, r.st, token)
 	if err != nil {
 		r.logger.Warn("status read: database", "token", token, "err", err)
 		return Owned{}, domain.Unavailable("reservation store unavailable")
@@ -288,6 +288,23 @@ func Stored(ctx context.Context, st *store.Store, token string) (*domain.Reserva
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	res, err := st.GetReservation(ctx, token)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read reservation %s: %w", token, err)
+	}
+	return res, nil
+}
+
+// storedMayLag is Stored for a status read: from the replica while it is
+// fresh, from the primary when the replica does not have the row yet
+// (store.ReadReservation), so a reservation just made is never "not
+// found".
+func storedMayLag(ctx context.Context, st *store.Store, token string) (*domain.Reservation, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	res, _, err := st.ReadReservation(ctx, token)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}

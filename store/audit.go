@@ -52,11 +52,15 @@ func (s *Store) RecordAdminWrite(ctx context.Context, w AdminWrite) error {
 // when saleID > 0.
 func (s *Store) AdminAudit(ctx context.Context, saleID int64, limit int) ([]AdminWrite, error) {
 	out := []AdminWrite{}
-	q := s.DB.NewSelect().Model(&out).Order("id DESC").Limit(int64(limit))
-	if saleID > 0 {
-		q = q.Where("sale_id = ?", saleID)
-	}
-	if err := q.Scan(ctx); err != nil {
+	err := s.listMayLag(ctx, "admin audit", func(db querier) error {
+		out = out[:0]
+		q := db.NewSelect().Model(&out).Order("id DESC").Limit(int64(limit))
+		if saleID > 0 {
+			q = q.Where("sale_id = ?", saleID)
+		}
+		return q.Scan(ctx)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list admin audit of sale %d: %w", saleID, err)
 	}
 	for i := range out {

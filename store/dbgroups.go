@@ -105,6 +105,6 @@ func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms) []step {
 			what: "insert order", dup: domain.ErrAlreadyHolds},
 		{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'deduct', ?, @seckill_db_bucket, -1, ?)`, []any{o.Token, o.SaleID, o.Now}}, what: "ledger deduct"},
-		{stmt: stmt{takeFromQuery(true, o.wantLockWait(), "@seckill_db_bucket"), []any{o.SaleID}}, what: "deduct bucket", none: errStalePick},
+		{stmt: stmt{takeFromQuery(true, "@seckill_db_bucket"), []any{o.SaleID}}, what: "deduct bucket", none: errStalePick, lockWait: o.wantLockWait()},
 	}
 }

@@ -487,7 +487,7 @@ func (s *Store) PendingOutbox(ctx context.Context, minAge time.Duration, limit i
 		Path      string `bun:"path"`
 	}
 	err := s.DB.NewRaw(`SELECT o.id, o.token, o.sale_id, r.user_id, r.request_id, r.path FROM outbox o
-		JOIN reservations r ON r.token = o.token
+		JOIN reservation_keys k ON k.token = o.token JOIN reservations r ON r.token = k.token AND r.user_id = k.user_id
 		WHERE o.dispatched_at IS NULL AND o.created_at <= ? ORDER BY o.id LIMIT ?`,
 		time.Now().UTC().Add(-minAge), limit).Scan(ctx, &rows)
 	if err != nil {

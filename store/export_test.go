@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/seckill/seckill/domain"
 )
@@ -79,3 +80,20 @@ func (s *Store) ReserveInDBAlone(ctx context.Context, in domain.OrderInput) (*do
 func (s *Store) DBGroupsSent() (groups, reservations int64) {
 	return s.dbpath.groups.Load(), s.dbpath.grouped.Load()
 }
+
+// ListReservationsSQL is the statement ListReservations sends, its
+// arguments in place.
+func (s *Store) ListReservationsSQL(userID, saleID int64, limit int) string {
+	var rows []reservationRow
+	return listQuery(s.DB, &rows, userID, saleID, limit, time.Time{}).String()
+}
+
+// GetReservationSQL is the statement GetReservation sends, its argument in
+// place.
+func (s *Store) GetReservationSQL(token string) string {
+	return reservationByToken(s.DB, new(reservationRow), token).String()
+}
+
+// SpeakMySQL8 makes the store send MySQL 8's forms, whatever its server:
+// MariaDB runs them too, so the tests run them there.
+func (s *Store) SpeakMySQL8() { s.setDialect(MySQL8) }

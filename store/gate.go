@@ -250,7 +250,10 @@ func (s *Store) FileAppeal(ctx context.Context, a *domain.Appeal) error {
 // oldest first.
 func (s *Store) ListAppeals(ctx context.Context, state string, after int64, limit int) ([]domain.Appeal, error) {
 	var rows []appealRow
-	err := s.DB.NewSelect().Model(&rows).Where("state = ? AND id > ?", state, after).Order("id").Limit(int64(limit)).Scan(ctx)
+	err := s.listMayLag(ctx, "appeals", func(db querier) error {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("state = ? AND id > ?", state, after).Order("id").Limit(int64(limit)).Scan(ctx)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list appeals: %w", err)
 	}

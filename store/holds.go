@@ -167,12 +167,12 @@ func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []st
 			SELECT ?, id, ?, ?, ?, ?, NULL, ` + openBucketColumn(false) + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
 			append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), nullSeq(seq), now, now}, guard...)},
 			what: "insert hold", dup: errHoldSlowPath, none: errHoldSlowPath},
-		{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ?)", []any{in.Token}}, what: "read the picked bucket"},
+		{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?)", []any{in.Token, in.UserID}}, what: "read the picked bucket"},
 		{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'deduct', ?, COALESCE(@seckill_hold_bucket, -1), -1, ?)`, []any{in.Token, in.SaleID, now}},
 			what: "ledger deduct", dup: errHoldSlowPath},
-		{stmt: stmt{"SET STATEMENT innodb_lock_wait_timeout = 1 FOR UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = @seckill_hold_bucket AND stock >= 1",
-			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath},
+		{stmt: stmt{"UPDATE stock_buckets SET stock = stock - 1 WHERE sale_id = ? AND bucket_no = @seckill_hold_bucket AND stock >= 1",
+			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath, lockWait: 1},
 	}
 }
 
@@ -241,7 +241,7 @@ func (s *Store) recordHoldOnce(ctx context.Context, in domain.OrderInput, guard 
 // the live_user key names), nil when there is none by now.
 func liveHold(ctx context.Context, tx bun.Tx, saleID, userID int64) (*LiveHold, error) {
 	var h LiveHold
-	err := tx.QueryRowContext(ctx, "SELECT token, request_id FROM reservations WHERE sale_id = ? AND live_user = ?", saleID, userID).Scan(&h.Token, &h.RequestID)
+	err := tx.QueryRowContext(ctx, "SELECT token, request_id FROM reservations WHERE sale_id = ? AND live_user = ? AND user_id = ?", saleID, userID, userID).Scan(&h.Token, &h.RequestID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -338,8 +338,8 @@ func takeHoldUnit(ctx context.Context, tx bun.Tx, in domain.OrderInput, rec *Hol
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	if errors.Is(err, domain.ErrSoldOut) {
 		rec.Refused = domain.ErrSoldOut
-		_, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ?",
-			string(domain.StatusFailed), domain.FailReasonRefusedSoldOut, now, in.Token)
+		_, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ? AND user_id = ?",
+			string(domain.StatusFailed), domain.FailReasonRefusedSoldOut, now, in.Token, in.UserID)
 		if err != nil {
 			return fmt.Errorf("refuse hold: %w", err)
 		}
@@ -352,7 +352,7 @@ func takeHoldUnit(ctx context.Context, tx bun.Tx, in domain.OrderInput, rec *Hol
 		VALUES (?, 'deduct', ?, ?, -1, ?)`, in.Token, in.SaleID, bucket, now); err != nil {
 		return fmt.Errorf("ledger deduct: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE reservations SET unit_bucket = ? WHERE token = ?", bucket, in.Token); err != nil {
+	if _, err := tx.ExecContext(ctx, "UPDATE reservations SET unit_bucket = ? WHERE token = ? AND user_id = ?", bucket, in.Token, in.UserID); err != nil {
 		return fmt.Errorf("record the hold's bucket: %w", err)
 	}
 	return nil
@@ -417,7 +417,7 @@ var errTakenMaybe = errors.New("the mark may have been taken")
 // number is new.
 func maxRedisSeq(ctx context.Context, tx bun.Tx, saleID int64) (int64, error) {
 	var n sql.NullInt64
-	if err := tx.QueryRowContext(ctx, "SELECT MAX(redis_seq) FROM reservations WHERE sale_id = ?", saleID).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT MAX(redis_seq) FROM reservation_keys WHERE sale_id = ?", saleID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("highest redis hold number: %w", err)
 	}
 	return n.Int64, nil
@@ -427,7 +427,7 @@ func maxRedisSeq(ctx context.Context, tx bun.Tx, saleID int64) (int64, error) {
 // seq by Redis, on another token than own ("": any).
 func seqRecorded(ctx context.Context, tx bun.Tx, saleID, seq int64, own string) (bool, error) {
 	var found bool
-	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM reservations WHERE sale_id = ? AND redis_seq = ? AND token <> ?)", saleID, seq, own).Scan(&found); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM reservation_keys WHERE sale_id = ? AND redis_seq = ? AND token <> ?)", saleID, seq, own).Scan(&found); err != nil {
 		return false, fmt.Errorf("hold number %d: %w", seq, err)
 	}
 	return found, nil
@@ -438,7 +438,7 @@ func seqRecorded(ctx context.Context, tx bun.Tx, saleID, seq int64, own string) 
 // recorded. A Redis whose counters are below them went back in time.
 func (s *Store) RedisCounters(ctx context.Context, saleID int64) (maxSeq, maxJoin int64, err error) {
 	var seq, join sql.NullInt64
-	err = s.DB.QueryRowContext(ctx, `SELECT (SELECT MAX(redis_seq) FROM reservations WHERE sale_id = ?),
+	err = s.DB.QueryRowContext(ctx, `SELECT (SELECT MAX(redis_seq) FROM reservation_keys WHERE sale_id = ?),
 		(SELECT MAX(joined) FROM waitlist_joins WHERE sale_id = ?)`, saleID, saleID).Scan(&seq, &join)
 	if err != nil {
 		return 0, 0, fmt.Errorf("redis counters of sale %d: %w", saleID, err)

@@ -54,11 +54,18 @@ func (s *Store) RecordRefund(ctx context.Context, r Refund) (*Refund, error) {
 // all sales when saleID is 0).
 func (s *Store) ListRefunds(ctx context.Context, saleID int64, limit int) ([]Refund, error) {
 	var out []Refund
-	q := s.DB.NewSelect().Model(&out).Order("id DESC").Limit(int64(limit))
-	if saleID != 0 {
-		q = q.Where("sale_id = ?", saleID)
-	}
-	if err := q.Scan(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	err := s.listMayLag(ctx, "refunds", func(db querier) error {
+		out = nil
+		q := db.NewSelect().Model(&out).Order("id DESC").Limit(int64(limit))
+		if saleID != 0 {
+			q = q.Where("sale_id = ?", saleID)
+		}
+		if err := q.Scan(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list refunds of sale %d: %w", saleID, err)
 	}
 	for i := range out {

@@ -71,9 +71,19 @@ type querier interface {
 	NewSelect() *bun.SelectQuery
 }
 
+// tokenUser is the user (so the partition) of the reservation whose
+// token is the argument: reservations are partitioned by user_id, and a
+// token's row is found in its one partition by (token, user_id).
+const tokenUser = "(SELECT user_id FROM reservation_keys WHERE token = ?)"
+
+// reservationByToken selects the reservation of token into row.
+func reservationByToken(q querier, row *reservationRow, token string) *bun.SelectQuery {
+	return q.NewSelect().Model(row).Where("token = ? AND user_id = "+tokenUser, token, token)
+}
+
 func getReservation(ctx context.Context, q querier, token string, forUpdate bool) (*reservationRow, error) {
 	row := new(reservationRow)
-	sel := q.NewSelect().Model(row).Where("token = ?", token)
+	sel := reservationByToken(q, row, token)
 	if forUpdate {
 		sel = sel.For("UPDATE")
 	}
@@ -167,7 +177,7 @@ func (s *Store) RecordedTokens(ctx context.Context, tokens []string) (map[string
 		return out, nil
 	}
 	var found []string
-	err := s.DB.NewSelect().Model((*reservationRow)(nil)).Column("token").Where("token IN (?)", bun.List(tokens)).Scan(ctx, &found)
+	err := s.DB.NewSelect().Table("reservation_keys").Column("token").Where("token IN (?)", bun.List(tokens)).Scan(ctx, &found)
 	if err != nil {
 		return nil, fmt.Errorf("recorded tokens (%d asked): %w", len(tokens), err)
 	}
@@ -186,10 +196,11 @@ func (s *Store) EndedReservations(ctx context.Context, tokens []string) (map[str
 		return out, nil
 	}
 	var rows []reservationRow
-	err := s.DB.NewSelect().Model(&rows).Column("token", "sale_id", "user_id", "request_id", "status").
-		Where("token IN (?)", bun.List(tokens)).
-		Where("status IN (?)", bun.List([]string{string(domain.StatusExpired), string(domain.StatusCancelled), string(domain.StatusFailed)})).
-		Scan(ctx)
+	err := s.DB.NewRaw(`SELECT r.token, r.sale_id, r.user_id, r.request_id, r.status
+		FROM reservation_keys k JOIN reservations r ON r.token = k.token AND r.user_id = k.user_id
+		WHERE k.token IN (?) AND r.status IN (?)`, bun.List(tokens),
+		bun.List([]string{string(domain.StatusExpired), string(domain.StatusCancelled), string(domain.StatusFailed)})).
+		Scan(ctx, &rows)
 	if err != nil {
 		return nil, fmt.Errorf("ended reservations (%d asked): %w", len(tokens), err)
 	}
@@ -213,14 +224,16 @@ func (s *Store) FindReservation(ctx context.Context, saleID, userID int64, reque
 }
 
 // ListReservations lists a user's reservations, newest first, of one sale
-// when saleID > 0.
+// when saleID > 0: from the user's one partition.
 func (s *Store) ListReservations(ctx context.Context, userID, saleID int64, limit int) ([]*domain.Reservation, error) {
+	return listReservations(ctx, s.DB, userID, saleID, limit, time.Time{})
+}
+
+// listReservations is ListReservations on db, of the rows created at or
+// after since (any, when since is zero).
+func listReservations(ctx context.Context, db querier, userID, saleID int64, limit int, since time.Time) ([]*domain.Reservation, error) {
 	var rows []reservationRow
-	q := s.DB.NewSelect().Model(&rows).Where("user_id = ?", userID)
-	if saleID > 0 {
-		q = q.Where("sale_id = ?", saleID)
-	}
-	if err := q.Order("created_at DESC", "token DESC").Limit(int64(limit)).Scan(ctx); err != nil {
+	if err := listQuery(db, &rows, userID, saleID, limit, since).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("list reservations of user %d: %w", userID, err)
 	}
 	out := make([]*domain.Reservation, len(rows))
@@ -228,6 +241,20 @@ func (s *Store) ListReservations(ctx context.Context, userID, saleID int64, limi
 		out[i] = rows[i].domain()
 	}
 	return out, nil
+}
+
+// listQuery selects a user's reservations from the user's one partition,
+// newest first, of one sale when saleID > 0, created at or after since
+// (any, when since is zero).
+func listQuery(db querier, rows *[]reservationRow, userID, saleID int64, limit int, since time.Time) *bun.SelectQuery {
+	q := db.NewSelect().Model(rows).Where("user_id = ?", userID)
+	if saleID > 0 {
+		q = q.Where("sale_id = ?", saleID)
+	}
+	if !since.IsZero() {
+		q = q.Where("created_at >= ?", since.UTC())
+	}
+	return q.Order("created_at DESC", "token DESC").Limit(int64(limit))
 }
 
 // CountReservations counts a sale's reservations by status.
@@ -272,7 +299,7 @@ func (s *Store) placeOrder(ctx context.Context, token string, want *int) (*domai
 		OpenBucket           sql.NullInt64 `bun:"open_bucket"`
 	}
 	err := s.DB.NewRaw("SELECT r.*, r.unit_bucket, sales.price_cents, sales.payment_window_seconds, sales.buckets, "+openBucketColumn(false)+` AS open_bucket
-		FROM reservations r JOIN sales ON sales.id = r.sale_id WHERE r.token = ?`, token).Scan(ctx, &read)
+		FROM reservations r JOIN sales ON sales.id = r.sale_id WHERE r.token = ? AND r.user_id = `+tokenUser, token, token).Scan(ctx, &read)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -349,8 +376,8 @@ func placeOrderScript(ctx context.Context, db bun.IDB, o newOrder, bucket int) e
 // recorded writes the first two only.
 func placeOrderRows(o newOrder, bucket int) []step {
 	return []step{
-		{stmt: stmt{"UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ? AND status = ?", []any{
-			string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Token, string(domain.StatusQueued)}},
+		{stmt: stmt{"UPDATE reservations SET status = ?, order_no = ?, amount_cents = ?, pay_by = ?, updated_at = ? WHERE token = ? AND user_id = ? AND status = ?", []any{
+			string(domain.StatusPendingPayment), o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Token, o.UserID, string(domain.StatusQueued)}},
 			what: "update reservation", none: errNotQueued},
 		insertOrder(o, bucket),
 		deductLedger(o, bucket),
@@ -445,7 +472,7 @@ func deductLedger(o newOrder, bucket int) step {
 // waiting for its row at most wantLockWait: a script's last step. No row
 // (the bucket ran out since the read): errStalePick.
 func (o newOrder) takePicked(bucket int) step {
-	return step{stmt: takeFromStmt(o.SaleID, bucket, o.Quota, o.wantLockWait()), what: "deduct bucket", none: errStalePick}
+	return step{stmt: takeFromStmt(o.SaleID, bucket, o.Quota), what: "deduct bucket", none: errStalePick, lockWait: o.wantLockWait()}
 }
 
 // orderColumns are the columns insertOrder and insertOrderIfDatabase write.
@@ -489,7 +516,7 @@ func takeUnit(ctx context.Context, tx bun.Tx, o newOrder) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ?", bucket, o.OrderNo); err != nil {
+	if _, err := tx.ExecContext(ctx, "UPDATE orders SET bucket_no = ? WHERE order_no = ? AND user_id = ?", bucket, o.OrderNo, o.UserID); err != nil {
 		return fmt.Errorf("record bucket: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE stock_ledger SET bucket_no = ? WHERE token = ? AND operation = 'deduct'", bucket, o.Token); err != nil {
@@ -519,10 +546,9 @@ func (o newOrder) wantLockWait() int {
 // takeFrom takes one unit from bucket (with quota, one unit of its share of
 // the database path's quota too) by a conditional UPDATE checked by
 // affected rows: the defence that makes a unit impossible to take twice.
-// False when the bucket has none. lockWait > 0 bounds, in seconds, its wait
-// for the bucket's row lock (MariaDB's SET STATEMENT; error 1205 after it).
-func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bool, lockWait int) (bool, error) {
-	n, err := takeFromStmt(saleID, bucket, quota, lockWait).exec(ctx, tx)
+// False when the bucket has none.
+func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bool) (bool, error) {
+	n, err := takeFromStmt(saleID, bucket, quota).exec(ctx, tx)
 	if err != nil {
 		return false, fmt.Errorf("deduct bucket: %w", err)
 	}
@@ -530,22 +556,18 @@ func takeFrom(ctx context.Context, tx bun.Tx, saleID int64, bucket int, quota bo
 }
 
 // takeFromStmt is takeFrom's statement.
-func takeFromStmt(saleID int64, bucket int, quota bool, lockWait int) stmt {
-	return stmt{takeFromQuery(quota, lockWait, "?"), []any{saleID, bucket}}
+func takeFromStmt(saleID int64, bucket int, quota bool) stmt {
+	return stmt{takeFromQuery(quota, "?"), []any{saleID, bucket}}
 }
 
 // takeFromQuery is takeFrom's statement with the bucket's number given by
 // bucket (an expression: "?" for an argument), after the sale's id.
-func takeFromQuery(quota bool, lockWait int, bucket string) string {
+func takeFromQuery(quota bool, bucket string) string {
 	has, set := "stock >= 1", "stock = stock - 1"
 	if quota {
 		has, set = "stock >= 1 AND db_quota >= 1", "stock = stock - 1, db_quota = db_quota - 1"
 	}
-	q := "UPDATE stock_buckets SET " + set + " WHERE sale_id = ? AND bucket_no = " + bucket + " AND " + has
-	if lockWait > 0 {
-		q = "SET STATEMENT innodb_lock_wait_timeout = " + strconv.Itoa(lockWait) + " FOR " + q
-	}
-	return q
+	return "UPDATE stock_buckets SET " + set + " WHERE sale_id = ? AND bucket_no = " + bucket + " AND " + has
 }
 
 // deductBucket takes one unit from a bucket of the sale, for takeUnit. It
@@ -568,7 +590,7 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int, quo
 	if quota {
 		has += " AND db_quota >= 1"
 	}
-	take := func(bucket int) (bool, error) { return takeFrom(ctx, tx, saleID, bucket, quota, 0) }
+	take := func(bucket int) (bool, error) { return takeFrom(ctx, tx, saleID, bucket, quota) }
 	for _, q := range []string{
 		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no >= ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
 		"SELECT bucket_no FROM stock_buckets WHERE sale_id = ? AND bucket_no < ? AND " + has + " ORDER BY bucket_no LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -629,16 +651,16 @@ func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain
 			return domain.ErrNotPayable
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		r, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND status = ?",
-			string(domain.StatusPaid), paymentRef, now, token, string(domain.StatusPendingPayment))
+		r, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND user_id = ? AND status = ?",
+			string(domain.StatusPaid), paymentRef, now, token, res.UserID, string(domain.StatusPendingPayment))
 		if err != nil {
 			return fmt.Errorf("update order: %w", err)
 		}
 		if n, _ := r.RowsAffected(); n != 1 {
 			return fmt.Errorf("order of %s is not pending payment: %w", token, domain.ErrNotPayable)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ?",
-			string(domain.StatusPaid), paymentRef, now, token); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND user_id = ?",
+			string(domain.StatusPaid), paymentRef, now, token, res.UserID); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		res.Status, res.PaymentRef, res.UpdatedAt = string(domain.StatusPaid), &paymentRef, now
@@ -662,14 +684,14 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		var bucket int
-		if err := tx.QueryRowContext(ctx, "SELECT bucket_no FROM orders WHERE token = ? FOR UPDATE", token).Scan(&bucket); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT bucket_no FROM orders WHERE token = ? AND user_id = ? FOR UPDATE", token, res.UserID).Scan(&bucket); err != nil {
 			return fmt.Errorf("lock order: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, updated_at = ? WHERE token = ? AND status = ?",
-			string(to), now, token, string(domain.StatusPendingPayment)); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, updated_at = ? WHERE token = ? AND user_id = ? AND status = ?",
+			string(to), now, token, res.UserID, string(domain.StatusPendingPayment)); err != nil {
 			return fmt.Errorf("update order: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ?", string(to), now, token); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, updated_at = ? WHERE token = ? AND user_id = ?", string(to), now, token, res.UserID); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		if err := restoreUnit(ctx, tx, res, bucket, now); err != nil {
@@ -720,8 +742,8 @@ func (s *Store) EndQueued(ctx context.Context, token string, to domain.Reservati
 			return nil
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ?",
-			string(to), reason, now, token); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ? AND user_id = ?",
+			string(to), reason, now, token, res.UserID); err != nil {
 			return fmt.Errorf("update reservation: %w", err)
 		}
 		switch {

@@ -26,15 +26,43 @@ func (st stmt) exec(ctx context.Context, tx bun.Tx) (int64, error) {
 	return r.RowsAffected()
 }
 
+// exec runs the step's statement in tx. A lock wait bound is the
+// session's for the statement (MySQL has no SET STATEMENT): set before it
+// and put back after it, whatever it did.
+func (st step) exec(ctx context.Context, tx bun.Tx) (n int64, err error) {
+	if st.lockWait > 0 {
+		if _, err := tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = "+strconv.Itoa(st.lockWait)); err != nil {
+			return 0, fmt.Errorf("bound the lock wait: %w", err)
+		}
+		defer func() {
+			if _, rerr := tx.ExecContext(context.WithoutCancel(ctx), "SET SESSION innodb_lock_wait_timeout = DEFAULT"); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("unbound the lock wait: %w", rerr))
+			}
+		}()
+	}
+	return st.stmt.exec(ctx, tx)
+}
+
+// inline is the step's statement as one statement of a MariaDB compound
+// statement: its lock wait bound by SET STATEMENT.
+func (st step) inline() string {
+	if st.lockWait > 0 {
+		return "SET STATEMENT innodb_lock_wait_timeout = " + strconv.Itoa(st.lockWait) + " FOR " + st.query
+	}
+	return st.query
+}
+
 // step is a statement of an order's transaction with what its failure
 // means, built once for both a transaction that runs it on its own (run)
 // and a script that sends it with others (script.add): with dup, a
 // duplicate key in it is dup; with none, a count of affected rows other
-// than one is none; what names it in any other error.
+// than one is none; what names it in any other error. lockWait > 0 bounds,
+// in seconds, its wait for a row lock (error 1205 after it).
 type step struct {
 	stmt
 	what      string
 	dup, none error
+	lockWait  int
 }
 
 // run runs the step in tx, one round trip.
@@ -66,8 +94,9 @@ func runSteps(ctx context.Context, tx bun.Tx, steps []step) error {
 // a row lock it takes is held for no round trip of the client's. A step's
 // duplicate key or count of rows fails the script with the step's error (a
 // signal MariaDB raises with the step's number), as run would; any other
-// error rolls the transaction back and comes back as MariaDB raised it. MariaDB-only, as
-// SET STATEMENT and the orders' PERSISTENT column already are.
+// error rolls the transaction back and comes back as MariaDB raised it.
+// MySQL 8 has no compound statement outside a stored program: there the
+// steps run one by one in a transaction (runSteps), to the same outcome.
 //
 // The script commits on the server, so a client that gave up waiting (a
 // timeout, a killed process) may not know it committed: its outcome is
@@ -76,6 +105,7 @@ type script struct {
 	body  strings.Builder
 	args  []any
 	fails []error
+	steps []step
 }
 
 // scriptFailure prefixes the message of a step's signal, before its number.
@@ -83,12 +113,13 @@ const scriptFailure = "seckill script step "
 
 // add appends steps.
 func (s *script) add(steps ...step) {
+	s.steps = append(s.steps, steps...)
 	for _, st := range steps {
 		s.body.WriteString("BEGIN ")
 		if st.dup != nil {
 			s.body.WriteString("DECLARE EXIT HANDLER FOR 1062 " + s.fail(st.dup) + " ")
 		}
-		s.body.WriteString(st.query + "; ")
+		s.body.WriteString(st.inline() + "; ")
 		if st.none != nil {
 			s.body.WriteString("IF ROW_COUNT() <> 1 THEN " + s.fail(st.none) + " END IF; ")
 		}
@@ -107,6 +138,9 @@ func (s *script) fail(err error) string {
 // run sends the script in one transaction of its own; db must not be in
 // one.
 func (s *script) run(ctx context.Context, db bun.IDB) error {
+	if dialectOf(db) == MySQL8 {
+		return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return runSteps(ctx, tx, s.steps) })
+	}
 	q := "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\nSTART TRANSACTION;\n" +
 		s.body.String() + "COMMIT;\nEND"
 	if _, err := db.ExecContext(ctx, q, s.args...); err != nil {
@@ -131,21 +165,25 @@ func (s *script) run(ctx context.Context, db bun.IDB) error {
 // run answers, part by part, whether it committed. Any other error rolls
 // the whole transaction back (a deadlock victim has lost its savepoints
 // too), and its outcome is unknown as a script's is when its answer is lost.
+// On MySQL 8 the parts run statement by statement in one transaction, each
+// under its savepoint, to the same outcome (runParts).
 type group struct {
 	body  strings.Builder
 	args  []any
 	parts int
+	steps [][]step
 }
 
 // add appends a part made of steps.
 func (g *group) add(steps ...step) {
 	label := "seckill_part_" + strconv.Itoa(g.parts)
 	g.parts++
+	g.steps = append(g.steps, steps)
 	undo := "ROLLBACK TO SAVEPOINT seckill_part; SET parts = CONCAT(parts, '0');"
 	g.body.WriteString("SAVEPOINT seckill_part;\n" + label + ": BEGIN DECLARE EXIT HANDLER FOR " +
 		strconv.Itoa(errDupEntry) + ", " + strconv.Itoa(errLockWait) + " BEGIN " + undo + " END; ")
 	for _, st := range steps {
-		g.body.WriteString(st.query + "; ")
+		g.body.WriteString(st.inline() + "; ")
 		if st.none != nil {
 			g.body.WriteString("IF ROW_COUNT() <> 1 THEN " + undo + " LEAVE " + label + "; END IF; ")
 		}
@@ -157,6 +195,9 @@ func (g *group) add(steps ...step) {
 // run sends the group in one transaction of its own (db must not be in
 // one) and reports, for each part in the order added, whether it committed.
 func (g *group) run(ctx context.Context, db bun.IDB) ([]bool, error) {
+	if dialectOf(db) == MySQL8 {
+		return g.runParts(ctx, db)
+	}
 	q := "BEGIN NOT ATOMIC DECLARE parts TEXT DEFAULT ''; DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\nSTART TRANSACTION;\n" +
 		g.body.String() + "COMMIT;\nSELECT parts;\nEND"
 	rows, err := db.QueryContext(ctx, q, g.args...)
@@ -182,4 +223,50 @@ func (g *group) run(ctx context.Context, db bun.IDB) ([]bool, error) {
 		committed[i] = parts[i] == '1'
 	}
 	return committed, rows.Close()
+}
+
+// runParts is run statement by statement: each part under a savepoint,
+// rolled back to it alone on a duplicate key, a lock wait past its bound
+// or a step's count of rows other than one.
+func (g *group) runParts(ctx context.Context, db bun.IDB) ([]bool, error) {
+	committed := make([]bool, len(g.steps))
+	err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		for i, part := range g.steps {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT seckill_part"); err != nil {
+				return fmt.Errorf("group: savepoint: %w", err)
+			}
+			ok, err := runPart(ctx, tx, part)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT seckill_part"); err != nil {
+					return fmt.Errorf("group: roll a part back: %w", err)
+				}
+			}
+			committed[i] = ok
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return committed, nil
+}
+
+// runPart runs a group's part, reporting false where the group rolls the
+// part back alone.
+func runPart(ctx context.Context, tx bun.Tx, part []step) (bool, error) {
+	for _, st := range part {
+		n, err := st.exec(ctx, tx)
+		switch no := mysqlErrNo(err); {
+		case no == errDupEntry || no == errLockWait:
+			return false, nil
+		case err != nil:
+			return false, err
+		case st.none != nil && n != 1:
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -46,12 +46,16 @@ type SnapshotReservation struct {
 // ReadSnapshot reads the sale's database state in one REPEATABLE READ,
 // read-only transaction: every query sees the same instant.
 func (s *Store) ReadSnapshot(ctx context.Context, saleID int64) (*Snapshot, error) {
+	return readSnapshot(ctx, s.DB, saleID)
+}
+
+func readSnapshot(ctx context.Context, db bun.IDB, saleID int64) (*Snapshot, error) {
 	snap := &Snapshot{
 		Statuses:     map[domain.ReservationStatus]int64{},
 		Reservations: map[string]SnapshotReservation{},
 		LiveUsers:    map[int64]string{},
 	}
-	err := s.DB.RunInTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(ctx context.Context, tx bun.Tx) error {
+	err := db.RunInTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(ctx context.Context, tx bun.Tx) error {
 		if err := tx.QueryRowContext(ctx, "SELECT stock_total FROM sales WHERE id = ?", saleID).Scan(&snap.StockTotal); err != nil {
 			if err == sql.ErrNoRows {
 				return ErrNotFound

@@ -12,8 +12,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +33,9 @@ type Store struct {
 	dbpath    commitGroups
 	dbTerms   sync.Map
 	keptTerms atomic.Int64
+	// replica answers the reads that may lag (UseReplica); nil: the
+	// primary answers them.
+	replica *Replica
 }
 
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
@@ -54,18 +55,46 @@ func WithConnectorLayer(layer func(driver.Connector) driver.Connector) Option {
 	return func(o *openOptions) { o.layer = layer }
 }
 
-// Open connects to MariaDB (MinServer or newer, anything else refused) with
-// times in UTC and every call bounded. A connection that meets a node
-// taking no writes is dropped (rejectReadOnly, guardedConnector), so the
-// next attempt dials the writer again.
+// Open connects to MariaDB or MySQL 8 (MinServer or newer, anything else
+// refused) with times in UTC and every call bounded. One connection first
+// reads the server's version, which names the dialect (and so the session
+// variable of the isolation level every connection of the pool sets). A
+// connection that meets a node taking no writes is dropped
+// (rejectReadOnly, guardedConnector), so the next attempt dials the
+// writer again.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	var o openOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	cfg, err := poolConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	d, err := probeDialect(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	cfg.Params[d.isolationVar()] = "'READ-COMMITTED'"
+	sqldb, err := openPool(cfg, o)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := pingPool(ctx, sqldb); err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
+	st.setDialect(d)
+	return st, nil
+}
+
+// poolConfig is dsn's driver configuration with the store's settings: UTC,
+// bounded calls, read-only servers refused.
+func poolConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w: %v", ErrInvalidDSN, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidDSN, err)
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -73,7 +102,6 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -84,9 +112,32 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		cfg.WriteTimeout = 30 * time.Second
 	}
 	cfg.RejectReadOnly = true
+	return cfg, nil
+}
+
+// probeDialect reads the server's version on a connection of its own
+// (without the pool's isolation variable, whose name depends on it) and
+// returns its dialect; a server not supported is refused.
+func probeDialect(ctx context.Context, cfg *mysql.Config) (Dialect, error) {
+	sqldb, err := openPool(cfg, openOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer sqldb.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var version string
+	if err := sqldb.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return 0, fmt.Errorf("read server version: %w", err)
+	}
+	return ParseServerVersion(version)
+}
+
+// openPool is the connection pool of cfg, connecting on first use.
+func openPool(cfg *mysql.Config, o openOptions) (*sql.DB, error) {
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("connector: %w", err)
 	}
 	if o.layer != nil {
 		connector = o.layer(connector)
@@ -95,30 +146,35 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	sqldb.SetMaxOpenConns(64)
 	sqldb.SetMaxIdleConns(64)
 	sqldb.SetConnMaxLifetime(30 * time.Minute)
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := sqldb.PingContext(pingCtx); err != nil {
-		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: ping: %w", err)
-	}
-	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
-	version, err := st.ServerVersion(ctx)
-	if err == nil {
-		err = CheckServerVersion(version)
-	}
-	if err != nil {
-		_ = sqldb.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	return st, nil
+	return sqldb, nil
 }
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.DB.Close() }
+// pingPool checks a pool reaches its server.
+func pingPool(ctx context.Context, sqldb *sql.DB) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sqldb.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
 
-// Migrate applies the embedded schema migrations.
+// setDialect records the dialect of the store's pool.
+func (s *Store) setDialect(d Dialect) { dialects.Store(s.DB.DB, d) }
+
+// Close closes the pool, and the replica's.
+func (s *Store) Close() error {
+	var err error
+	if s.replica != nil {
+		err = s.replica.close(s.DB)
+	}
+	dialects.Delete(s.DB.DB)
+	return errors.Join(err, s.DB.Close())
+}
+
+// Migrate applies the embedded schema migrations of the server's flavor.
 func (s *Store) Migrate(ctx context.Context) error {
-	return schema.Migrate(ctx, s.DB.DB)
+	return schema.MigrateFlavor(ctx, s.DB.DB, s.Dialect().flavor())
 }
 
 // Ping checks the database answers, for readiness.
@@ -146,49 +202,6 @@ func IsDuplicate(err error) bool { return mysqlErrNo(err) == errDupEntry }
 
 // ErrNotFound: no such row.
 var ErrNotFound = errors.New("not found")
-
-// The oldest supported server: the schema uses MariaDB-only statements
-// (BEGIN NOT ATOMIC, SET STATEMENT, PERSISTENT columns) and 10.6's
-// SKIP LOCKED and atomic DDL.
-const (
-	minMajor = 10
-	minMinor = 6
-	// MinServer names the oldest supported server in messages and docs.
-	MinServer = "MariaDB 10.6"
-)
-
-// ErrUnsupportedServer: the server is not MariaDB >= 10.6; retrying cannot help.
-var ErrUnsupportedServer = errors.New("unsupported database server")
-
-// CheckServerVersion refuses a server version string (SELECT VERSION())
-// that is not MariaDB at least MinServer, naming what it found.
-func CheckServerVersion(version string) error {
-	refuse := func() error {
-		return fmt.Errorf("%w: found %q, %s or newer is required", ErrUnsupportedServer, version, MinServer)
-	}
-	if !strings.Contains(strings.ToLower(version), "mariadb") {
-		return refuse()
-	}
-	// A replication-compatible prefix ("5.5.5-10.11.6-MariaDB") precedes
-	// the real version on some servers and proxies.
-	v := strings.TrimPrefix(version, "5.5.5-")
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return refuse()
-	}
-	major, err := strconv.Atoi(parts[0])
-	if err != nil {
-		return refuse()
-	}
-	minor, err := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	if err != nil {
-		return refuse()
-	}
-	if major < minMajor || (major == minMajor && minor < minMinor) {
-		return refuse()
-	}
-	return nil
-}
 
 // ServerVersion reads the server's version string.
 func (s *Store) ServerVersion(ctx context.Context) (string, error) {

@@ -313,7 +313,7 @@ func TestPlaceOrderOfAReservationCancelledMeanwhile(t *testing.T) {
 		done <- placed{r, err}
 	}()
 	// Waiting: its read saw QUEUED, its transaction waits for the row.
-	waitForStatement(t, st, fmt.Sprintf("%%WHERE token = '%s' AND status = %%", in.Token), "the placement waits for the reservation's row")
+	waitForStatement(t, st, fmt.Sprintf("%%WHERE token = '%s' AND user_id = %%", in.Token), "the placement waits for the reservation's row")
 	require.NoError(t, tx.Commit())
 
 	got := <-done

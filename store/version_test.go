@@ -11,13 +11,19 @@ import (
 )
 
 func TestCheckServerVersion(t *testing.T) {
-	for _, v := range []string{"10.6.0-MariaDB", "10.11.6-MariaDB-0+deb12u1", "11.4.2-MariaDB-log", "5.5.5-10.6.16-MariaDB", "10.6.5-MariaDB-1:10.6.5+maria~focal"} {
-		assert.NoError(t, store.CheckServerVersion(v), v)
+	for v, d := range map[string]store.Dialect{
+		"10.6.0-MariaDB": store.MariaDB, "10.11.6-MariaDB-0+deb12u1": store.MariaDB, "11.4.2-MariaDB-log": store.MariaDB,
+		"5.5.5-10.6.16-MariaDB": store.MariaDB, "10.6.5-MariaDB-1:10.6.5+maria~focal": store.MariaDB,
+		"8.0.23": store.MySQL8, "8.0.36-log": store.MySQL8, "8.0.35-27": store.MySQL8, "8.4.0-commercial": store.MySQL8,
+	} {
+		got, err := store.ParseServerVersion(v)
+		require.NoError(t, err, v)
+		assert.Equal(t, d, got, v)
 	}
-	for _, v := range []string{"8.0.35", "8.4.0-commercial", "10.5.23-MariaDB", "10.4.1-MariaDB-log", "5.7.44-log", "", "MariaDB", "x.y-MariaDB"} {
+	for _, v := range []string{"8.0.22", "9.1.0", "10.5.23-MariaDB", "10.4.1-MariaDB-log", "5.7.44-log", "", "MariaDB", "x.y-MariaDB", "8.0"} {
 		err := store.CheckServerVersion(v)
 		require.ErrorIs(t, err, store.ErrUnsupportedServer, v)
-		assert.Contains(t, err.Error(), "MariaDB 10.6", v)
+		assert.Contains(t, err.Error(), store.MinServer, v)
 		assert.Contains(t, err.Error(), `"`+v+`"`, v)
 	}
 }
@@ -28,5 +34,7 @@ func TestServerVersionReadAndAccepted(t *testing.T) {
 	st := testenv.MustStore(t)
 	v, err := st.ServerVersion(ctx(t))
 	require.NoError(t, err)
-	require.NoError(t, store.CheckServerVersion(v))
+	d, err := store.ParseServerVersion(v)
+	require.NoError(t, err)
+	require.Equal(t, d, st.Dialect(), "the store's dialect is its server's")
 }

@@ -154,6 +154,9 @@ func (p *process) open(ctx context.Context, temporalOpts ...conn.TemporalOption)
 		return closeAll, err
 	}
 	closers = append(closers, func() { closeLogged(p.logger, "store", p.st.Close) })
+	if err := conn.InstrumentReplica(p.reg, p.st); err != nil {
+		return closeAll, err
+	}
 	if p.tc, err = dialTemporal(ctx, p.cfg, p.logger, temporalOpts...); err != nil {
 		return closeAll, err
 	}

@@ -54,6 +54,9 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 	if err := rdb.InstrumentScripts(reg); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
+	if err := conn.InstrumentReplica(reg, st); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
 	temporalMetrics, closeMetrics := conn.TemporalMetrics(reg, logger)
 	defer func() { _ = closeMetrics.Close() }()
 	tc, err := conn.LazyTemporal(cfg, logger, conn.WithMetrics(temporalMetrics))

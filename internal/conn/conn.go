@@ -165,6 +165,15 @@ func Store(ctx context.Context, cfg *config.Config) (*store.Store, error) {
 		st.DB = st.DB.WithQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("seckill"),
 			bunotel.WithTracerProvider(telemetry.ChildrenOnly())))
 	}
+	if cfg.MySQLReadDSN != "" {
+		// After the migrations: the heartbeat's table is one of them.
+		r, err := store.OpenReplica(cfg.MySQLReadDSN, cfg.MySQLReadMaxLag, slog.Default())
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		st.UseReplica(r)
+	}
 	return st, nil
 }
 

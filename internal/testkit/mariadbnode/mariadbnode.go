@@ -1,7 +1,9 @@
 // Package mariadbnode is how the test harnesses (test/chaos, test/faults)
 // run their own mariadbd: one set of arguments (no option files read, its
-// own pid file and socket, no name resolution, no binary log, root without
-// a password on 127.0.0.1) and a data directory initialised by Install.
+// own pid file and socket, no name resolution, no binary log unless it
+// replicates, root without a password on 127.0.0.1) and a data directory
+// initialised by Install; and a primary with one asynchronous replica
+// (ReplicaPair).
 // scripts/mariadb.sh runs the development and test services' server with
 // the same settings but Debian's option files.
 package mariadbnode
@@ -29,6 +31,10 @@ type Options struct {
 	BufferPool string
 	// User runs the server ("": User()).
 	User string
+	// ServerID, when above 0, turns the binary log on (row format, in
+	// Dir) under this server id, for a replication primary or replica
+	// (ReplicaPair); 0: no binary log.
+	ServerID int
 }
 
 // user is the account o's server runs as.
@@ -70,7 +76,13 @@ func Args(o Options) []string {
 	args := []string{"--no-defaults", "--datadir=" + o.DataDir(), "--port=" + strconv.Itoa(o.Port), "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(o.Dir, "mysqld.sock"), "--pid-file=" + filepath.Join(o.Dir, "mariadbd.pid"),
 		"--user=" + o.user(), "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=" + flush,
-		"--max-connections=" + strconv.Itoa(o.MaxConns), "--skip-log-bin"}
+		"--max-connections=" + strconv.Itoa(o.MaxConns)}
+	if o.ServerID > 0 {
+		args = append(args, "--server-id="+strconv.Itoa(o.ServerID), "--log-bin="+filepath.Join(o.Dir, "binlog"),
+			"--binlog-format=ROW", "--log-slave-updates", "--gtid-strict-mode=1")
+	} else {
+		args = append(args, "--skip-log-bin")
+	}
 	if o.BufferPool != "" {
 		args = append(args, "--innodb-buffer-pool-size="+o.BufferPool)
 	}
