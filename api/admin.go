@@ -24,7 +24,7 @@ func (s *server) createSale(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	if sale, err = s.operator.Create(ctx, sale, idempotency.Ref(c)); err != nil {
+	if sale, err = s.svc.Operator.Create(ctx, sale, idempotency.Ref(c)); err != nil {
 		return sendErr(c, err)
 	}
 	c.Locals(auditSaleKey{}, sale.ID)
@@ -39,7 +39,7 @@ func (s *server) warmup(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	redisStock, err := s.operator.Warmup(ctx, id)
+	redisStock, err := s.svc.Operator.Warmup(ctx, id)
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -55,7 +55,7 @@ func (s *server) control(to domain.SaleControl) fiber.Handler {
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
-		v, err := s.operator.SetControl(ctx, id, to)
+		v, err := s.svc.Operator.SetControl(ctx, id, to)
 		if err != nil {
 			return sendErr(c, err)
 		}
@@ -78,7 +78,7 @@ func (s *server) adjustStock(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	v, err := s.operator.AdjustStock(ctx, id, *req.Delta, idempotency.Ref(c))
+	v, err := s.svc.Operator.AdjustStock(ctx, id, *req.Delta, idempotency.Ref(c))
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -94,7 +94,7 @@ func (s *server) blacklist(on bool) fiber.Handler {
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
-		if err := s.operator.Blacklist(ctx, uid, on); err != nil {
+		if err := s.svc.Operator.Blacklist(ctx, uid, on); err != nil {
 			return sendErr(c, err)
 		}
 		return c.SendStatus(fiber.StatusNoContent)

@@ -198,7 +198,7 @@ func TestPublicEndpoints(t *testing.T) {
 func TestReadyzWithoutMySQL(t *testing.T) {
 	h := MustHarness(t)
 	st := testenv.MustStore(t)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(st), Redis: lua.NewClient(h.rdb)})
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(h.rdb)})})
 	t.Cleanup(func() { _ = app.Shutdown() })
 	require.NoError(t, st.Close())
 	req, err := newRequest("GET", "/readyz")
@@ -218,7 +218,7 @@ func TestReadyzWithoutMySQL(t *testing.T) {
 func TestReservationReadsAndClosedWorkflow(t *testing.T) {
 	h := MustHarness(t)
 	tc := testenv.MustTemporal(t)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb), Temporal: tc})
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: lua.NewClient(h.rdb), Temporal: tc})})
 	t.Cleanup(func() { _ = app.Shutdown() })
 	h2 := *h
 	h2.app = app

@@ -22,25 +22,16 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.temporal.io/sdk/client"
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/edge"
 	"github.com/seckill/seckill/internal/promreg"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/operators"
-	"github.com/seckill/seckill/reservation"
-	"github.com/seckill/seckill/salecache"
-	"github.com/seckill/seckill/sales"
-	"github.com/seckill/seckill/status"
 	"github.com/seckill/seckill/wire"
 )
 
@@ -55,61 +46,30 @@ const BodyLimit = 8 << 10
 // BodyLimit.
 const AdminBodyLimit = 4 << 20
 
-// Deps are what the API needs. Temporal may be a lazy client (or nil: then
-// workflow starts are left to the relay and payment answers 503). Backend
-// is the database, which the API reaches only through the services it
-// builds there.
+// Deps are what the API needs: its services built (backend.Build), whose
+// registry also receives the API's metrics and is served on /metrics.
 type Deps struct {
 	Config   *config.Config
 	Logger   *slog.Logger
-	Backend  *backend.Backend
-	Redis    *lua.Client
-	Temporal client.Client
-	// Registry receives the API's metrics and serves /metrics; nil makes a
-	// fresh one.
-	Registry *prometheus.Registry
+	Services *backend.Services
 	// IdentityProvider, when set, also verifies user tokens.
 	IdentityProvider *auth.IdentityProvider
 	// AdminIdentityProvider, when set, verifies operators' admin tokens.
 	AdminIdentityProvider *auth.AdminProvider
 }
 
+// server is the HTTP room: the services it was handed, and what only
+// HTTP needs (limiters, tokens, the edge, metrics of the answers).
 type server struct {
-	cfg      *config.Config
-	logger   *slog.Logger
-	backend  *backend.Backend
-	rdb      *lua.Client
-	temporal client.Client
-	m        *metrics
-	cache    *salecache.Cache
-	gate     *gate.Service
-	lottery  *reservation.Lottery
-	starter  *reservation.StartQueue
-	// res is the reservation use case past the filters; holds is its
-	// hold recorder, which the waitlist's hand-overs use too.
-	res    *reservation.Service
-	holds  *reservation.Holds
-	orders *reservation.Orders
-	// operator is the admin routes' use cases on sales; records the
-	// admin audit and the refunds.
-	operator *sales.Operator
-	records  *operators.Service
-	// filters are the reservation's admission filters past the API's own.
-	filters *reservation.Filters
-	// waitlist is the sales' waitlists, handed units once a second.
-	waitlist *reservation.Waitlist
-	// fleet is the fleet's view of Redis: only Redis down for most of
-	// the fleet moves a sale to the database path.
-	fleet *degraded.Observer
-	// guard is the degraded mode's breaker, switch and database-path
-	// limiter on this instance.
-	guard *degraded.Guard
+	cfg    *config.Config
+	logger *slog.Logger
+	svc    services
+	m      *metrics
 
 	global  *rate.Limiter
 	draw    *ratelimit.Draw
 	tokens  *auth.Verifier
 	perAddr *ratelimit.Keyed[netip.Addr]
-	perUser *ratelimit.Keyed[int64]
 	// tracing is the server span's middleware (traced places it); nil
 	// with tracing off.
 	tracing fiber.Handler
@@ -122,15 +82,11 @@ type server struct {
 	// Payments and cancels: buckets of the reservation path's sizes, their
 	// own, so paying spends nothing of a user's reservation budget.
 	writeLimit routeLimit
-	// status reads, and the event streams that follow them (events.go)
-	reads *status.Reader
-	hub   *status.Hub
 
 	// draining is set once the instance is told to stop (Server.Drain).
 	draining atomic.Bool
 	stop     chan struct{}
 	stopOnce sync.Once
-	drainCtx context.Context
 	// shutdownCtx bounds the shutdown hook when Server.Shutdown runs it.
 	shutdownCtx context.Context
 	bg          sync.WaitGroup
@@ -183,8 +139,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(err, adminErr)
 }
 
-// New builds the app and starts its background work (the cache refresher,
-// the limiter sweeper and the workflow starter); app.Shutdown stops them.
+// New builds the app and starts its own background work (the limiter
+// sweeper) and its services' (Services.Start); app.Shutdown stops both.
 // Serve it with NewServer(d).Serve to have the edge in front of it.
 func New(d Deps) *fiber.App { return NewServer(d).App }
 
@@ -193,23 +149,21 @@ func NewServer(d Deps) *Server {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	if d.Registry == nil {
-		d.Registry = prometheus.NewRegistry()
-	}
+	reg := d.Services.Registry
 	s := newServerState(d)
 	app := s.publicApp()
-	s.startEvents()
 	s.routes(app)
 	var adminApp *fiber.App
 	if s.cfg.AdminAddr == "" {
-		s.adminRoutes(app, d.Registry)
+		s.adminRoutes(app, reg)
 	} else {
 		adminApp = fiber.New(fiber.Config{AppName: "seckill-admin", BodyLimit: AdminBodyLimit, ErrorHandler: errorHandler(s.logger),
 			DisableStartupMessage: true, ReadTimeout: s.cfg.BodyTimeout, WriteTimeout: 20 * time.Second, IdleTimeout: s.cfg.IdleTimeout})
 		adminApp.Use(requestID, s.observeRequests)
-		s.adminRoutes(adminApp, d.Registry)
+		s.adminRoutes(adminApp, reg)
 	}
-	s.start(d.Redis)
+	s.svc.Start()
+	s.goBackground(s.sweep)
 	app.Hooks().OnShutdown(func() error {
 		s.stopOnce.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
@@ -217,37 +171,28 @@ func NewServer(d Deps) *Server {
 			if s.shutdownCtx != nil { // Server.Shutdown's deadline
 				ctx = s.shutdownCtx
 			}
-			s.drainCtx = ctx // published to the starter by closing stop
 			close(s.stop)
 			s.bg.Wait()
-			s.starter.Wait()
+			s.svc.Stop(ctx)
 		})
 		return nil
 	})
 	return &Server{App: app, Admin: adminApp, edge: s.edge, s: s}
 }
 
-// newServerState builds the server's parts: caches, limiters, metrics,
-// the breaker, the fleet observer, the starter and the edge. A failure
-// here is a programming error (a clashing metric, a client type lua does
-// not know), so it panics.
+// newServerState builds the HTTP room's parts around the services:
+// limiters, token verification, metrics and the edge. A failure here is a
+// programming error (a clashing metric), so it panics.
 func newServerState(d Deps) *server {
-	cfg, logger, reg := d.Config, d.Logger, d.Registry
+	cfg, logger, reg := d.Config, d.Logger, d.Services.Registry
 	s := &server{
-		cfg:      cfg,
-		logger:   logger,
-		backend:  d.Backend,
-		rdb:      d.Redis,
-		temporal: d.Temporal,
-		cache:    d.Backend.SaleCache(d.Redis, cfg.RedisTimeout, logger),
-		global:   rate.NewLimiter(ratelimit.Limit(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
-		draw:     ratelimit.NewDraw(cfg.TokenKey, cfg.GlobalRPS),
-		perAddr:  ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
-		perUser:  ratelimit.NewKeyed(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), 1<<20, time.Minute, ratelimit.HashUser),
-		stop:     make(chan struct{}),
-		gate:     d.Backend.Gate(cfg.TokenKey, cfg.TokenKeyPrevious),
-		records:  d.Backend.Operators(logger),
-		lottery:  reservation.NewLottery(cfg.TokenKey, cfg.OpeningPool, cfg.OpeningGrace, d.Redis),
+		cfg:     cfg,
+		logger:  logger,
+		svc:     servicesOf(d.Services),
+		global:  rate.NewLimiter(ratelimit.Limit(cfg.GlobalRPS), max(cfg.GlobalBurst, 1)),
+		draw:    ratelimit.NewDraw(cfg.TokenKey, cfg.GlobalRPS),
+		perAddr: ratelimit.NewKeyed(cfg.PerAddrRPS, cfg.PerAddrBurst, 1<<17, time.Minute, ratelimit.HashAddr),
+		stop:    make(chan struct{}),
 	}
 	if cfg.Tracing {
 		s.tracing = otelfiber.Middleware()
@@ -258,77 +203,17 @@ func newServerState(d Deps) *server {
 	s.tokens = tokens
 	s.readLimit = newRouteLimit(cfg.ReadPerUserRPS, cfg.ReadPerUserBurst, cfg.ReadRPS, cfg.ReadBurst)
 	s.writeLimit = newRouteLimit(cfg.PerUserRPS, max(cfg.PerUserBurst, 2), cfg.PerAddrRPS, cfg.PerAddrBurst)
-	var queued func() float64
-	m, err := newMetrics(reg, func() float64 {
-		if queued == nil {
-			return 0
-		}
-		return queued()
-	})
+	s.m, err = newMetrics(reg, s.svc.countFilter)
 	must("api metrics", err)
-	s.m = m
-	_, err = promreg.Register[prometheus.Collector](reg, newSaleModeCollector(s.cache))
+	_, err = promreg.Register[prometheus.Collector](reg, newSaleModeCollector(s.svc.Cache))
 	must("api metrics", err)
-	_, err = promreg.Register[prometheus.Collector](reg, newSaleStateCollector(s))
+	_, err = promreg.Register[prometheus.Collector](reg, newSaleStateCollector(s.svc))
 	must("api metrics", err)
-	s.starter = d.Backend.StartQueue(reservation.StartQueueDeps{Capacity: cfg.StarterQueue, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
-		Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Logger: logger, Count: m.starter.Inc})
-	s.fleet, s.guard = degradedMode(d, m.breaker)
-	s.res = reservation.New(reservationSettings(cfg), reservation.Deps{
-		Script: d.Redis, HoldIndex: d.Redis, Ledger: d.Backend.Ledger(),
-		Syncer: d.Backend.Syncer(d.Redis), Starter: s.starter, Fleet: s.fleet, Degraded: s.guard,
-		Logger: logger, HoldOutcome: m.holdRecords.Inc,
-	})
-	s.holds = s.res.Holds()
-	s.filters = reservation.NewFilters(reservation.FilterDeps{Cache: s.cache, Gate: s.gate, Lottery: s.lottery, PerUser: s.perUser,
-		PerUserRPS: cfg.PerUserRPS, RedisTimeout: cfg.RedisTimeout, Count: m.count, Logger: logger})
-	s.operator = d.Backend.Operator(sales.OperatorDeps{Redis: d.Redis, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
-		Cache: s.cache, Logger: logger, Go: s.goBackground, Stop: s.stop})
-	var handOverStarts reservation.Starter
-	if cfg.APIStartsRedisOrders {
-		handOverStarts = s.starter
-	}
-	s.waitlist = d.Backend.Waitlist(reservation.WaitlistDeps{
-		Cache: s.cache, Gate: s.gate, Redis: d.Redis, Holds: s.holds, Starter: handOverStarts,
-		TokenKey: cfg.TokenKey, HandedOver: m.handOvers.Inc, Logger: logger,
-	})
-	s.orders = d.Backend.Orders(reservation.OrdersDeps{
-		Temporal: d.Temporal, Redis: d.Redis, RedisTimeout: cfg.RedisTimeout, Reservations: s.res,
-		Repair: func(ctx context.Context, token string) (bool, error) {
-			return s.reconciler(logger).RepairToken(ctx, token)
-		},
-		Settle:   func(ctx context.Context, changed time.Time) { s.reads.Settle(ctx, changed) },
-		Returned: s.cache.DropMark, PriceOf: s.priceOf, Logger: logger,
-	})
-	queued = func() float64 { return float64(s.starter.Len()) }
 	s.edge, err = edge.New(edge.Limits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
 		Exempt: append(append([]netip.Prefix{}, cfg.TrustedProxies...), cfg.TrustedAddrs...),
 		Idle:   cfg.IdleTimeout, Header: cfg.HeaderTimeout}, logger, reg)
 	must("api metrics", err)
 	return s
-}
-
-// degradedMode builds the instance's degraded mode: its heartbeat on
-// Redis, the fleet observer that publishes it (its gauges registered) and
-// the guard.
-func degradedMode(d Deps, breakerState prometheus.Gauge) (*degraded.Observer, *degraded.Guard) {
-	cfg := d.Config
-	heartbeat := degraded.NewHeartbeat(cfg.RedisTimeout)
-	fleet := d.Backend.Observer(degraded.ObserverName("api", cfg.Instance), "api", heartbeat.Up, d.Logger)
-	for _, g := range fleet.Gauges() {
-		must("api metrics", d.Registry.Register(g))
-	}
-	guard := d.Backend.Guard(cfg.Degraded, degraded.GuardDeps{RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
-		Heartbeat: heartbeat, Fleet: fleet, BreakerState: breakerState, Logger: d.Logger})
-	return fleet, guard
-}
-
-// reservationSettings are the reservation service's settings of cfg.
-func reservationSettings(cfg *config.Config) reservation.Settings {
-	return reservation.Settings{
-		TokenKey: cfg.TokenKey, RedisTimeout: cfg.RedisTimeout, ClockSkew: cfg.ClockSkew,
-		StartsRedisOrders: cfg.APIStartsRedisOrders, FaultExit: cfg.Dev() && cfg.FaultExitAfterReserve,
-	}
 }
 
 // must panics on a programming error found while building the server.
@@ -375,23 +260,6 @@ func (s *server) publicApp() *fiber.App {
 		}))
 	}
 	return app
-}
-
-// start runs the background work: the starter, the cache refresher, the
-// breaker's probe and heartbeat, the fleet observer. Shutdown stops it.
-func (s *server) start(rdb *lua.Client) {
-	aside, err := rdb.Aside()
-	must("api", err) // a client type lua does not know
-	s.starter.Run(s.stop, func() context.Context { return s.drainCtx })
-	s.goBackground(s.background)
-	s.fleet.Look() // before the first hold: see HoldsTakeUnits
-	s.goBackground(func() { s.fleet.Run(s.stop) })
-	s.goBackground(func() {
-		s.guard.Watch(s.stop, s.rdb.Ping, aside.PingAll)
-		if err := aside.Close(); err != nil {
-			s.logger.Warn("close the heartbeat's redis client", "err", err)
-		}
-	})
 }
 
 // goBackground runs fn as background work that shutdown waits for.
@@ -456,7 +324,7 @@ func (s *server) traced(handlers ...fiber.Handler) []fiber.Handler {
 // listener, or on ADMIN_ADDR's alone.
 func (s *server) adminRoutes(app *fiber.App, reg *prometheus.Registry) {
 	admin := s.authenticate(true)
-	keyed := s.backend.Idempotency(func(c *fiber.Ctx) int64 { return operatorScope(principal(c)) }, adminTimeout, s.logger).Wrap
+	keyed := s.svc.Idempotency(func(c *fiber.Ctx) int64 { return operatorScope(principal(c)) }, adminTimeout).Wrap
 	t := func(handlers ...fiber.Handler) []fiber.Handler {
 		last := len(handlers) - 1
 		handlers[last] = s.operatorLogged(handlers[last])
@@ -559,30 +427,8 @@ func (s *server) observeRequests(c *fiber.Ctx) error {
 	return err
 }
 
-// refresh re-reads the sale cache, then the gate's lists of its sales,
-// drops what is kept of retired sales, and hands returned units to
-// waitlists.
-func (s *server) refresh(ctx context.Context) {
-	if err := s.cache.Refresh(ctx); err != nil && ctx.Err() == nil {
-		s.logger.Warn("sale cache refresh", "err", err)
-	}
-	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	open := s.cache.Sales()
-	if err := s.gate.Refresh(gctx, open); err != nil && ctx.Err() == nil {
-		s.logger.Warn("gate refresh", "err", err)
-	}
-	s.lottery.Sweep(open, time.Now())
-	s.forgetRetired(open)
-	s.waitlist.HandOverAll(ctx, time.Now())
-}
-
-// background refreshes the cache every second and sweeps idle limiters.
-func (s *server) background() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-s.stop; cancel() }()
-	s.refresh(ctx)
+// sweep drops the idle buckets of the API's limiters every 30 seconds.
+func (s *server) sweep() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -590,10 +436,8 @@ func (s *server) background() {
 		case <-s.stop:
 			return
 		case now := <-tick.C:
-			s.refresh(ctx)
 			if now.Second()%30 == 0 {
 				s.perAddr.Sweep(now)
-				s.perUser.Sweep(now)
 				s.readLimit.sweep(now)
 				s.writeLimit.sweep(now)
 			}
@@ -605,11 +449,11 @@ func (s *server) readyz(c *fiber.Ctx) error {
 	if s.draining.Load() {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingDrained}})
 	}
-	if err := s.backend.Ping(c.UserContext()); err != nil {
+	if err := s.svc.Ping(c.UserContext()); err != nil {
 		s.log(c).Warn("readiness: mysql", "err", err)
 		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingMySQL}})
 	}
-	if s.fleet.CutOff() {
+	if s.svc.Fleet.CutOff() {
 		// Redis answers the rest of the fleet but not this instance: a
 		// load balancer should send its clients elsewhere.
 		return c.Status(fiber.StatusServiceUnavailable).JSON(wire.Readiness{Status: wire.NotReady, Missing: []string{wire.MissingRedis}})

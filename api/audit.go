@@ -44,7 +44,7 @@ func (s *server) audited(action string, h fiber.Handler) fiber.Handler {
 			w.SaleID = &id
 		}
 		log := s.log(c)
-		if err := s.records.Record(c.UserContext(), w); err != nil {
+		if err := s.svc.Records.Record(c.UserContext(), w); err != nil {
 			log.Error("admin audit: record", "action", action, "err", err)
 		}
 		attrs := []any{"action", action, "status", status}
@@ -106,7 +106,7 @@ func (s *server) listAudit(c *fiber.Ctx) error {
 		}
 		limit = n
 	}
-	ws, err := s.records.Audit(c.UserContext(), saleID, limit)
+	ws, err := s.svc.Records.Audit(c.UserContext(), saleID, limit)
 	if err != nil {
 		return sendErr(c, err)
 	}

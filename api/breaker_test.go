@@ -212,8 +212,8 @@ func TestClientStallKeepsTheBreakerClosed(t *testing.T) {
 	}
 	require.NoError(t, <-held, "the BLPOP held the connection to its end")
 
-	require.Equal(t, gobreaker.StateClosed, h.server.s.guard.BreakerState())
-	stalls := testutil.ToFloat64(h.server.s.m.filter.WithLabelValues(reservation.LayerRedis, "client_stall"))
+	require.Equal(t, gobreaker.StateClosed, h.services.Guard.BreakerState())
+	stalls := testutil.ToFloat64(h.services.Metrics.Filtered(reservation.LayerRedis, "client_stall"))
 	require.EqualValues(t, calls, stalls, "every timeout is the client's")
 	got, err := h.st.GetSale(context.Background(), sale.ID)
 	require.NoError(t, err)
@@ -242,8 +242,8 @@ func TestClientStallIsAskedAgainInTheRequest(t *testing.T) {
 	require.Equal(t, 202, r.Status, string(r.Body))
 	require.Greater(t, time.Since(began), timeout, "the first call timed out")
 	require.NoError(t, <-held)
-	require.Zero(t, testutil.ToFloat64(h.server.s.m.filter.WithLabelValues(reservation.LayerRedis, "client_stall")))
-	require.Equal(t, gobreaker.StateClosed, h.server.s.guard.BreakerState())
+	require.Zero(t, testutil.ToFloat64(h.services.Metrics.Filtered(reservation.LayerRedis, "client_stall")))
+	require.Equal(t, gobreaker.StateClosed, h.services.Guard.BreakerState())
 	// The replay answers the same token: one reservation.
 	again := h.reserve(sale.ID, h.MustToken(user, authtoken.RoleUser), "stalled-req-1")
 	require.Equal(t, 202, again.Status, string(again.Body))

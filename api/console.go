@@ -39,7 +39,7 @@ func (s *server) console(c *fiber.Ctx) error {
 // GET /admin/v1/sales: the newest sales (at most listLimit), finished or
 // not, each with its stock left, waitlist, control and mode.
 func (s *server) listSales(c *fiber.Ctx) error {
-	entries, err := s.operator.Newest(c.UserContext(), listLimit)
+	entries, err := s.svc.Operator.Newest(c.UserContext(), listLimit)
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -70,7 +70,7 @@ func (s *server) saleDetail(reg *prometheus.Registry) fiber.Handler {
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
-		d, err := s.operator.Detail(ctx, id)
+		d, err := s.svc.Operator.Detail(ctx, id)
 		if err != nil {
 			return sendErr(c, err)
 		}

@@ -33,7 +33,7 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 	// This instance learns of the switch from its cache's refresh (one
 	// loop: no refresh that read the sale before the switch is left).
 	require.Eventually(t, func() bool {
-		e, err := h.server.s.cache.Get(ctx, sale.ID)
+		e, err := h.services.Cache.Get(ctx, sale.ID)
 		return err == nil && e.Sale().Mode == domain.ModeDatabase
 	}, 10*time.Second, 20*time.Millisecond)
 	base := testenv.UniqueUser() * 1000
@@ -50,7 +50,7 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 	require.NoError(t, err)
 	first := make(chan response, 1)
 	go func() { first <- reserveAs(base + 1) }()
-	require.Eventually(t, func() bool { return h.server.s.guard.InFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.services.Guard.InFlight() == 1 }, 10*time.Second, 5*time.Millisecond)
 
 	r := reserveAs(base + 2)
 	require.Equal(t, 429, r.Status, string(r.Body))
@@ -63,7 +63,7 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 
 	require.NoError(t, tx.Rollback())
 	require.Equal(t, 202, (<-first).Status)
-	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Zero(c, h.server.s.guard.InFlight()) }, 5*time.Second, 5*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Zero(c, h.services.Guard.InFlight()) }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, 202, reserveAs(base+2).Status, "with a slot free the refused buyer buys")
 }
 
@@ -77,9 +77,9 @@ func TestRedisPathLeavesTheStartToTheRelay(t *testing.T) {
 		sale := h.MustWarmSale(5)
 		r := h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), authtoken.RoleUser), "relay-starts-1")
 		require.Equal(t, 202, r.Status, string(r.Body))
-		handed := testutil.ToFloat64(h.server.s.m.starter.Of("queued")) +
-			testutil.ToFloat64(h.server.s.m.starter.Of("no_temporal")) +
-			testutil.ToFloat64(h.server.s.m.starter.Of("deferred"))
+		handed := testutil.ToFloat64(h.services.Metrics.Starter.Of("queued")) +
+			testutil.ToFloat64(h.services.Metrics.Starter.Of("no_temporal")) +
+			testutil.ToFloat64(h.services.Metrics.Starter.Of("deferred"))
 		if on {
 			require.EqualValues(t, 1, handed, "SECKILL_API_STARTS_REDIS_ORDERS=on")
 		} else {

@@ -22,32 +22,44 @@ func (s *server) reservationEvents(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	// Last-Event-ID: the sequence the client saw last; garbage counts as
-	// nothing seen.
-	last, _ := strconv.ParseInt(strings.TrimSpace(c.Get("Last-Event-ID")), 10, 64)
-	fc := c.Context()
-	e, ok := s.hub.Open(p.UserID, token, saleID, last, p.Expires, fc.Request.Header.IsHTTP11())
+	last := lastEventID(c)
+	e, ok := s.svc.Hub.Open(p.UserID, token, saleID, last, p.Expires, c.Context().Request.Header.IsHTTP11())
 	if !ok {
-		c.Set(fiber.HeaderRetryAfter, "5")
-		return sendError(c, domain.ERateLimited, "too many event streams open for this user")
+		return sendErr(c, errTooManyStreams)
 	}
-	view, seq, err := s.reads.ReadSeq(c.UserContext(), p.UserID, token, saleID)
-	if err != nil {
-		s.hub.Drop(e)
+	view, seq, err := s.svc.Reads.ReadSeq(c.UserContext(), p.UserID, token, saleID)
+	switch {
+	case err != nil:
+		s.svc.Hub.Drop(e)
 		return sendErr(c, err)
-	}
-	if last > 0 && seq <= last && view.Status.Terminal() {
+	case last > 0 && seq <= last && view.Status.Terminal():
 		// A resume after the ended status was sent: nothing more will
 		// come, and 204 tells a standard client not to reconnect.
-		s.hub.Drop(e)
+		s.svc.Hub.Drop(e)
 		return c.SendStatus(fiber.StatusNoContent)
 	}
+	return s.stream(c, e, view, seq)
+}
 
+// errTooManyStreams refuses a stream beyond the user's open ones.
+var errTooManyStreams = &domain.Error{Code: domain.ERateLimited, Message: "too many event streams open for this user", RetryAfter: 5}
+
+// lastEventID is the sequence the client saw last (Last-Event-ID);
+// garbage counts as nothing seen.
+func lastEventID(c *fiber.Ctx) int64 {
+	last, _ := strconv.ParseInt(strings.TrimSpace(c.Get("Last-Event-ID")), 10, 64)
+	return last
+}
+
+// stream writes the event stream's head and hands the connection over to
+// the hub's stream e, which serves it from then on.
+func (s *server) stream(c *fiber.Ctx, e *status.Stream, view domain.ReservationView, seq int64) error {
+	fc := c.Context()
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	if fc.IsHead() {
-		s.hub.Drop(e)
+		s.svc.Hub.Drop(e)
 		return nil
 	}
 	h := &fc.Response.Header
@@ -70,12 +82,4 @@ func (s *server) reservationEvents(c *fiber.Ctx) error {
 		e.Start(conn, fc.Response.Header.Header(), view, seq)
 	})
 	return nil
-}
-
-// startEvents prepares the status reads and starts the event fan-in.
-func (s *server) startEvents() {
-	s.reads = s.backend.Reader(status.Deps{Cache: s.cache, Redis: s.rdb, RedisTimeout: s.cfg.RedisTimeout,
-		Logger: s.logger, Count: s.m.statusReads.Inc})
-	s.hub = status.NewHub(s.reads, s.cache.Blacklisted, s.stop, s.logger)
-	s.goBackground(func() { s.hub.Run(s.rdb) })
 }

@@ -95,7 +95,7 @@ func TestStreamReReadWaitsForASlowRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 200 * time.Millisecond })
-	h.server.s.hub.SetReread(3 * time.Second) // several periodic re-reads while Redis is slow
+	h.services.Hub.SetReread(3 * time.Second) // several periodic re-reads while Redis is slow
 	sale := h.MustWarmSale(5)
 	user := testenv.UniqueUser()
 	jwt := h.MustToken(user, "")
@@ -215,7 +215,7 @@ func TestKeepAliveWhileAReReadWaits(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, ReadTimeout: time.Minute})
 	t.Cleanup(func() { _ = rdb.Close() })
 	h := MustHarnessWithRedis(t, rdb, func(c *config.Config) { c.RedisTimeout = 20 * time.Second })
-	h.server.s.hub.SetReread(time.Second)
+	h.services.Hub.SetReread(time.Second)
 	sale := h.MustWarmSale(5)
 	jwt := h.MustToken(testenv.UniqueUser(), "")
 	r := h.reserve(sale.ID, jwt, "events-keepalive-1")

@@ -42,7 +42,7 @@ func (s *server) getChallenge(c *fiber.Ctx) error {
 	if err != nil {
 		return s.gateFailed(c, "challenge: sale", err)
 	}
-	ch, err := s.gate.Challenge(sale, principal(c).UserID, time.Now())
+	ch, err := s.svc.Gate.Challenge(sale, principal(c).UserID, time.Now())
 	if err != nil {
 		return s.gateFailed(c, "challenge", err)
 	}
@@ -69,7 +69,7 @@ func (s *server) redeemChallenge(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	pass, err := s.gate.Redeem(ctx, sale, principal(c).UserID, *req.Payload, time.Now())
+	pass, err := s.svc.Gate.Redeem(ctx, sale, principal(c).UserID, *req.Payload, time.Now())
 	if err != nil {
 		return s.gateFailed(c, "challenge: redeem", err)
 	}
@@ -94,7 +94,7 @@ func (s *server) fileAppeal(c *fiber.Ctx) error {
 	a := domain.Appeal{UserID: principal(c).UserID, SaleID: *req.SaleID, Reason: *req.Reason, Message: *req.Message}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	if err := s.gate.FileAppeal(ctx, &a); err != nil {
+	if err := s.svc.Gate.FileAppeal(ctx, &a); err != nil {
 		return s.gateFailed(c, "appeal", err)
 	}
 	return c.Status(fiber.StatusCreated).JSON(wire.AppealFiled{AppealID: a.ID, State: a.State})
@@ -118,11 +118,11 @@ func (s *server) updateAllowlist(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), 4*adminTimeout)
 	defer cancel()
-	res, err := s.gate.UpdateAllowlist(ctx, id, gate.AllowlistChange{Add: req.Add, Remove: req.Remove, Restricted: req.Restricted})
+	res, err := s.svc.Gate.UpdateAllowlist(ctx, id, gate.AllowlistChange{Add: req.Add, Remove: req.Remove, Restricted: req.Restricted})
 	if err != nil {
 		return s.gateFailed(c, "allowlist", err)
 	}
-	s.operator.Recache(ctx, id)
+	s.svc.Operator.Recache(ctx, id)
 	s.log(c).Info("allowlist changed", "sale_id", id, "added", len(req.Add), "removed", len(req.Remove),
 		"restricted", res.Restricted, "listed", res.Listed, "admin_id", principal(c).UserID)
 	return c.JSON(res)
@@ -137,7 +137,7 @@ func (s *server) exempt(on bool) fiber.Handler {
 		}
 		ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 		defer cancel()
-		if err := s.gate.SetExempt(ctx, uid, on); err != nil {
+		if err := s.svc.Gate.SetExempt(ctx, uid, on); err != nil {
 			return s.gateFailed(c, "challenge exemption", err)
 		}
 		s.log(c).Info("challenge exemption", "user_id", uid, "exempt", on, "admin_id", principal(c).UserID)
@@ -149,7 +149,7 @@ func (s *server) exempt(on bool) fiber.Handler {
 func (s *server) listAppeals(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	page, err := s.gate.ListAppeals(ctx, c.Query("state"), c.Query("cursor"))
+	page, err := s.svc.Gate.ListAppeals(ctx, c.Query("state"), c.Query("cursor"))
 	if err != nil {
 		return s.gateFailed(c, "list appeals", err)
 	}
@@ -175,8 +175,8 @@ func (s *server) resolveAppeal(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), adminTimeout)
 	defer cancel()
-	a, err := s.gate.ResolveAppeal(ctx, id, *req.Action, principal(c).UserID, s.log(c),
-		func(uid int64) { s.cache.SetBlacklisted(uid, false) })
+	a, err := s.svc.Gate.ResolveAppeal(ctx, id, *req.Action, principal(c).UserID, s.log(c),
+		func(uid int64) { s.svc.Cache.SetBlacklisted(uid, false) })
 	if err != nil {
 		return s.gateFailed(c, "resolve appeal", err)
 	}

@@ -27,16 +27,18 @@ import (
 
 // harness is a real API on a loopback listener over the test services.
 type harness struct {
-	tb      testing.TB
-	app     *fiber.App
-	server  *Server
-	base    string
-	cfg     *config.Config
-	st      *store.Store
-	rdb     redis.UniversalClient
-	scripts *lua.Scripts
-	http    *http.Client
-	admin   string
+	tb     testing.TB
+	app    *fiber.App
+	server *Server
+	// services are the server's, built: tests read their state.
+	services *backend.Services
+	base     string
+	cfg      *config.Config
+	st       *store.Store
+	rdb      redis.UniversalClient
+	scripts  *lua.Scripts
+	http     *http.Client
+	admin    string
 }
 
 // MustHarness starts the API against the test Redis and MariaDB.
@@ -61,7 +63,8 @@ func mustHarnessDeps(tb testing.TB, rdb redis.UniversalClient, deps func(*Deps),
 	}
 	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := Deps{Config: cfg, Logger: logger, Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb)}
+	h.services = backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: h.st, Redis: lua.NewClient(h.rdb)})
+	d := Deps{Config: cfg, Logger: logger, Services: h.services}
 	if deps != nil {
 		deps(&d)
 	}

@@ -126,7 +126,7 @@ func askUntilWon(t *testing.T, h *harness, saleID int64, users []lotteryUser, op
 func byLotteryTicket(h *harness, saleID int64, users []lotteryUser) []lotteryUser {
 	byTicket := slices.Clone(users)
 	slices.SortFunc(byTicket, func(a, b lotteryUser) int {
-		ta, tb := h.server.s.lottery.Ticket(saleID, a.id), h.server.s.lottery.Ticket(saleID, b.id)
+		ta, tb := h.services.Lottery.Ticket(saleID, a.id), h.services.Lottery.Ticket(saleID, b.id)
 		switch {
 		case ta < tb:
 			return -1

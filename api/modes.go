@@ -4,18 +4,16 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seckill/seckill/salecache"
 )
 
 // saleModeCollector exports, per cached sale, whether it is in database
 // mode (1) or not (0).
 type saleModeCollector struct {
-	cache *salecache.Cache
+	cache saleCache
 	desc  *prometheus.Desc
 }
 
-func newSaleModeCollector(cache *salecache.Cache) *saleModeCollector {
+func newSaleModeCollector(cache saleCache) *saleModeCollector {
 	return &saleModeCollector{cache: cache, desc: prometheus.NewDesc("seckill_sale_database_mode",
 		"1 while the sale takes reservations on the database path (or is switching back), else 0.", []string{"sale"}, nil)}
 }

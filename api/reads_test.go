@@ -37,10 +37,10 @@ func countSelects(t *testing.T, h *harness, load func()) int64 {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		thread, before := sessionSelects(t, h)
-		refreshBefore := h.server.s.cache.RefreshQueries()
+		refreshBefore := h.services.Cache.RefreshQueries()
 		load()
 		after, selects := sessionSelects(t, h)
-		refresh := h.server.s.cache.RefreshQueries() - refreshBefore
+		refresh := h.services.Cache.RefreshQueries() - refreshBefore
 		if after == thread {
 			return selects - before - refresh
 		}

@@ -24,8 +24,8 @@ import (
 func MustTemporalHarness(tb testing.TB) *harness {
 	tb.Helper()
 	h := MustHarness(tb)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(h.st), Redis: lua.NewClient(h.rdb),
-		Temporal: testenv.MustTemporal(tb)})
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: lua.NewClient(h.rdb),
+		Temporal: testenv.MustTemporal(tb)})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
 	go func() { _ = app.Listener(ln) }()

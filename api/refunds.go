@@ -13,7 +13,7 @@ func (s *server) listRefunds(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	rs, err := s.records.Refunds(c.UserContext(), saleID, listLimit)
+	rs, err := s.svc.Records.Refunds(c.UserContext(), saleID, listLimit)
 	if err != nil {
 		return sendErr(c, err)
 	}

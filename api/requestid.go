@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/gofiber/fiber/v2"
@@ -37,9 +36,6 @@ func requestID(c *fiber.Ctx) error {
 func (s *server) log(c *fiber.Ctx) *slog.Logger {
 	return requestLogger(s.logger, c)
 }
-
-// ctxLog is the logger of work done for a request, known by its context.
-func (s *server) ctxLog(ctx context.Context) *slog.Logger { return reqid.Logger(ctx, s.logger) }
 
 func requestLogger(logger *slog.Logger, c *fiber.Ctx) *slog.Logger {
 	attrs := make([]any, 0, 6)

@@ -151,7 +151,7 @@ func startReqidServer(t *testing.T) *reqidServer {
 	require.NoError(t, err)
 	t.Cleanup(s.tc.Close)
 	s.st, s.rdb = testenv.MustStore(t), testenv.MustRedis(t)
-	app := New(Deps{Config: cfg, Logger: logger, Backend: backend.New(s.st), Redis: lua.NewClient(s.rdb), Temporal: s.tc, Registry: s.reg})
+	app := New(Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.tc, Registry: s.reg})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = app.Listener(ln) }()

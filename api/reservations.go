@@ -31,7 +31,7 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	v, err := s.reads.Read(c.UserContext(), p.UserID, token, saleID)
+	v, err := s.svc.Reads.Read(c.UserContext(), p.UserID, token, saleID)
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -52,11 +52,11 @@ func (s *server) listReservations(c *fiber.Ctx) error {
 		return sendErr(c, err)
 	}
 	if saleID > 0 {
-		if views, ok := s.reads.List(c.UserContext(), p.UserID, saleID, listLimit); ok {
+		if views, ok := s.svc.Reads.List(c.UserContext(), p.UserID, saleID, listLimit); ok {
 			return c.JSON(wire.ReservationList{Reservations: views})
 		}
 	}
-	views, err := s.orders.List(c.UserContext(), p.UserID, saleID, listLimit)
+	views, err := s.svc.Orders.List(c.UserContext(), p.UserID, saleID, listLimit)
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -81,7 +81,7 @@ func (s *server) pay(c *fiber.Ctx) error {
 	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {
 		return sendError(c, domain.EInvalid, "payment_ref must be 1..64 of A-Z a-z 0-9 _ -")
 	}
-	v, err := s.orders.Pay(c.UserContext(), principal(c).UserID, token, saleID, domain.PayRequest{PaymentRef: *req.PaymentRef, ReceivedAt: received})
+	v, err := s.svc.Orders.Pay(c.UserContext(), principal(c).UserID, token, saleID, domain.PayRequest{PaymentRef: *req.PaymentRef, ReceivedAt: received})
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -100,7 +100,7 @@ func (s *server) cancel(c *fiber.Ctx) error {
 			return sendErr(c, err)
 		}
 	}
-	v, err := s.orders.Cancel(c.UserContext(), principal(c).UserID, token, saleID)
+	v, err := s.svc.Orders.Cancel(c.UserContext(), principal(c).UserID, token, saleID)
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -113,7 +113,7 @@ func (s *server) getSale(c *fiber.Ctx) error {
 	if err != nil {
 		return sendErr(c, err)
 	}
-	e, err := s.cache.Get(c.UserContext(), id)
+	e, err := s.svc.Cache.Get(c.UserContext(), id)
 	if err != nil {
 		return s.saleLookupError(c, err)
 	}

@@ -160,13 +160,13 @@ func (s *server) admit(c *fiber.Ctx) (a admission, ok bool, err error) {
 	}
 	// 3-7. the sale from the cache, the gate, the sold-out mark, the
 	// user's bucket and the blacklist, the opening lottery
-	f, err := s.filters.Admit(c.UserContext(), a.userID, a.saleID, a.requestID, a.pass, now)
+	f, err := s.svc.Filters.Admit(c.UserContext(), a.userID, a.saleID, a.requestID, a.pass, now)
 	a.entry, a.sale = f.Entry, f.Sale
 	switch {
 	case err != nil:
 		return a, false, sendErr(c, err)
 	case f.Replay != "":
-		ans, err := s.res.AcceptHold(c.UserContext(), a.request(), f.Replay)
+		ans, err := s.svc.Reserve.AcceptHold(c.UserContext(), a.request(), f.Replay)
 		return a, false, s.answer(c, a, ans, err)
 	}
 	return a, true, nil
@@ -215,7 +215,7 @@ func (s *server) admitRate(c *fiber.Ctx, userID int64, now time.Time) (bool, err
 // reserveAdmitted is the reservation itself (reservation.Service.Reserve),
 // counted under its outcome and answered.
 func (s *server) reserveAdmitted(c *fiber.Ctx, a admission) error {
-	ans, err := s.res.Reserve(c.UserContext(), a.request())
+	ans, err := s.svc.Reserve.Reserve(c.UserContext(), a.request())
 	s.m.count(ans.Layer, ans.Reason)
 	return s.answer(c, a, ans, err)
 }

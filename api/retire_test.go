@@ -56,7 +56,7 @@ func TestReplayOfARetiredReservation(t *testing.T) {
 	require.NotEqual(t, ended[0].Token, again.json(t)["token"])
 	require.Equal(t, 202, h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), "user"), "buyer-0001").Status)
 	require.Equal(t, 410, h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), "user"), "late-00001").Status)
-	e, err := h.server.s.cache.Get(ctx, sale.ID)
+	e, err := h.services.Cache.Get(ctx, sale.ID)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return e.Marked() }, 5*time.Second, 10*time.Millisecond, "the sold-out mark loads")
 

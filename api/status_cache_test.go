@@ -34,7 +34,7 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 	// A read asks for fences (an idle instance publishes none).
 	waitFenced := func(h *harness) {
 		require.Eventually(t, func() bool {
-			return h.server.s.reads.Fenced()
+			return h.services.Reads.Fenced()
 		}, 10*time.Second, 5*time.Millisecond, "the instance's fences arrive")
 	}
 	waitFenced(acker)
@@ -83,16 +83,16 @@ func requireServedFromCache(t *testing.T, poller *harness, buyers []liveBuyer, f
 	// A poll is served from the cache only while the instance's newest
 	// fence is fresh, which a loaded machine can delay now and then: each
 	// buyer polls until one answer came from the cache (no Redis read).
-	fromCache := poller.server.s.m.statusReads.Of(status.SourceLive)
+	fromCache := poller.services.Metrics.StatusReads.Of(status.SourceLive)
 	for i, b := range buyers {
 		served := false
 		for range 20 {
-			calls, hits := poller.server.s.reads.RedisReads(), testutil.ToFloat64(fromCache)
+			calls, hits := poller.services.Reads.RedisReads(), testutil.ToFloat64(fromCache)
 			r := poller.do("GET", "/api/v1/reservations/"+b.token, b.jwt, "")
 			require.Equal(t, http.StatusOK, r.Status)
 			require.Equal(t, string(first[i].Body), string(r.Body))
 			require.Equal(t, first[i].Header.Get("Content-Type"), r.Header.Get("Content-Type"))
-			if testutil.ToFloat64(fromCache) > hits && poller.server.s.reads.RedisReads() == calls {
+			if testutil.ToFloat64(fromCache) > hits && poller.services.Reads.RedisReads() == calls {
 				served = true
 				break
 			}
@@ -128,7 +128,7 @@ func moveOnWhilePolling(t *testing.T, ctx context.Context, acker, poller *harnes
 		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, lua.StatusRecord{Seq: 3, UserID: b.user,
 			Status: string(status), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
 		require.NoError(t, err)
-		acker.server.s.reads.Settle(ctx, time.Now())
+		acker.services.Reads.Settle(ctx, time.Now())
 		st, err := pollStatus(t, poller, b)
 		require.NoError(t, err)
 		require.Equal(t, string(status), st, "the first poll after the acknowledgement, buyer %d", i)

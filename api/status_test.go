@@ -55,7 +55,7 @@ func TestStatusReadsAreRateLimitedPerUser(t *testing.T) {
 func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	h := MustHarness(t)
 	const reread = 4 * time.Second // streamReread is 30 s
-	h.server.s.hub.SetReread(reread)
+	h.services.Hub.SetReread(reread)
 	sale := h.MustWarmSale(5)
 	user := testenv.UniqueUser()
 	jwt := h.MustToken(user, "")

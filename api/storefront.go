@@ -34,7 +34,7 @@ func (s *server) storefront(c *fiber.Ctx) error {
 	if c.Query("sale") == "" {
 		// From the sale cache (refreshed every second): the landing page is
 		// what the crowd hits, and it never reaches the database.
-		if id := s.cache.NewestOpen(time.Now()); id > 0 {
+		if id := s.svc.Cache.NewestOpen(time.Now()); id > 0 {
 			return c.Redirect("/?sale="+strconv.FormatInt(id, 10), fiber.StatusFound)
 		}
 	}

@@ -15,7 +15,7 @@ func (s *server) joinWaitlist(c *fiber.Ctx) error {
 	if err != nil {
 		return s.gateFailed(c, "waitlist: sale", err)
 	}
-	pos, err := s.waitlist.Join(c.UserContext(), e, principal(c).UserID, time.Now())
+	pos, err := s.svc.Waitlist.Join(c.UserContext(), e, principal(c).UserID, time.Now())
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -29,7 +29,7 @@ func (s *server) getWaitlistPosition(c *fiber.Ctx) error {
 		return s.gateFailed(c, "waitlist: sale", err)
 	}
 	saleID := e.Sale().ID
-	pos, err := s.waitlist.Position(c.UserContext(), saleID, principal(c).UserID)
+	pos, err := s.svc.Waitlist.Position(c.UserContext(), saleID, principal(c).UserID)
 	if err != nil {
 		return sendErr(c, err)
 	}
@@ -42,7 +42,7 @@ func (s *server) leaveWaitlist(c *fiber.Ctx) error {
 	if err != nil {
 		return s.gateFailed(c, "waitlist: sale", err)
 	}
-	if err := s.waitlist.Leave(c.UserContext(), e.Sale().ID, principal(c).UserID); err != nil {
+	if err := s.svc.Waitlist.Leave(c.UserContext(), e.Sale().ID, principal(c).UserID); err != nil {
 		return sendErr(c, err)
 	}
 	return c.SendStatus(fiber.StatusNoContent)
@@ -54,5 +54,5 @@ func (s *server) cachedSale(c *fiber.Ctx) (*salecache.Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.cache.Get(c.UserContext(), id)
+	return s.svc.Cache.Get(c.UserContext(), id)
 }

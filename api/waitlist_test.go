@@ -57,9 +57,14 @@ func TestWaitlistHandsAReturnedUnitToTheLongestWaiting(t *testing.T) {
 		}
 	}, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, 404, h.do("GET", path, tok(first), "").Status, "served: off the waitlist")
-	res, err := h.st.FindReservation(t.Context(), sale.ID, first, domain.WaitlistRequestID(joined))
-	require.NoError(t, err, "recorded in MySQL like a 202's hold")
-	require.Equal(t, domain.StatusQueued, res.Status)
+	// The hand-over records the hold in MySQL right after Redis granted
+	// it, so the reader may see it in Redis first.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		res, err := h.st.FindReservation(t.Context(), sale.ID, first, domain.WaitlistRequestID(joined))
+		if assert.NoError(c, err, "recorded in MySQL like a 202's hold") {
+			assert.Equal(c, domain.StatusQueued, res.Status)
+		}
+	}, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, 410, h.reserve(sale.ID, tok(late), "late-req-2").Status, "never on open sale")
 
 	require.Equal(t, 204, h.do("DELETE", path, tok(second), "").Status)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -74,37 +73,45 @@ type webhookRequest struct {
 	AmountCents *int64  `json:"amount_cents"`
 }
 
+// decodeWebhook checks the signature, then decodes the body: a payment's
+// token, reference and amount.
+func (s *server) decodeWebhook(c *fiber.Ctx) (req webhookRequest, saleID int64, err error) {
+	body := c.BodyRaw()
+	if err := verifyWebhook(s.cfg.PaymentSecrets(), c.Get("X-Timestamp"), c.Get("X-Signature"), body, time.Now()); err != nil {
+		return req, 0, err
+	}
+	if len(body) > 0 && !strictjson.IsJSONContentType(c.Request().Header.ContentType()) {
+		return req, 0, domain.Errorf(domain.EUnsupportedMediaType, "request body must be application/json")
+	}
+	if err := strictjson.Decode(body, &req); err != nil {
+		return req, 0, err
+	}
+	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {
+		return req, 0, domain.Errorf(domain.EInvalid, "payment_ref must be 1..64 of A-Z a-z 0-9 _ -")
+	}
+	if req.AmountCents == nil || *req.AmountCents < 0 {
+		// 0 is a free sale's amount: it settles like any other.
+		return req, 0, domain.Errorf(domain.EInvalid, "amount_cents must be a non-negative integer")
+	}
+	if req.Token == nil {
+		return req, 0, domain.Errorf(domain.EInvalid, "token is required")
+	}
+	saleID, ok := domain.ParseToken(*req.Token)
+	if !ok {
+		return req, 0, domain.ErrNoReservation
+	}
+	return req, saleID, nil
+}
+
 // POST /webhooks/payments: the provider confirms a payment. Signed, not
 // authenticated by JWT; otherwise the user's payment call.
 func (s *server) paymentWebhook(c *fiber.Ctx) error {
 	received := time.Now()
-	body := c.BodyRaw()
-	if err := verifyWebhook(s.cfg.PaymentSecrets(), c.Get("X-Timestamp"), c.Get("X-Signature"), body, time.Now()); err != nil {
+	req, saleID, err := s.decodeWebhook(c)
+	if err != nil {
 		return sendErr(c, err)
 	}
-	var req webhookRequest
-	if len(body) > 0 && !strictjson.IsJSONContentType(c.Request().Header.ContentType()) {
-		return sendError(c, domain.EUnsupportedMediaType, "request body must be application/json")
-	}
-	if err := strictjson.Decode(body, &req); err != nil {
-		return sendErr(c, err)
-	}
-	if req.PaymentRef == nil || !domain.ValidPaymentRef(*req.PaymentRef) {
-		return sendError(c, domain.EInvalid, "payment_ref must be 1..64 of A-Z a-z 0-9 _ -")
-	}
-	if req.AmountCents == nil || *req.AmountCents < 0 {
-		// 0 is a free sale's amount: it settles like any other.
-		return sendError(c, domain.EInvalid, "amount_cents must be a non-negative integer")
-	}
-	if req.Token == nil {
-		return sendError(c, domain.EInvalid, "token is required")
-	}
-	token, ref, amount := *req.Token, *req.PaymentRef, *req.AmountCents
-	saleID, ok := domain.ParseToken(token)
-	if !ok {
-		return sendErr(c, domain.ErrNoReservation)
-	}
-	conf, err := s.orders.Confirm(c.UserContext(), token, saleID, ref, amount, received)
+	conf, err := s.svc.Orders.Confirm(c.UserContext(), *req.Token, saleID, *req.PaymentRef, *req.AmountCents, received)
 	switch {
 	case err != nil:
 		return sendErr(c, err)
@@ -112,18 +119,4 @@ func (s *server) paymentWebhook(c *fiber.Ctx) error {
 		return c.JSON(conf.Refund)
 	}
 	return c.JSON(conf.View)
-}
-
-// priceOf is a sale's price, for a payment confirmed before its order
-// exists.
-func (s *server) priceOf(ctx context.Context, saleID int64) (int64, error) {
-	e, err := s.cache.Get(ctx, saleID)
-	if err != nil {
-		if domain.ErrorCode(err) == domain.ENotFound {
-			return 0, err
-		}
-		s.ctxLog(ctx).Warn("webhook: sale lookup", "sale_id", saleID, "err", err)
-		return 0, domain.Unavailable("sale data unavailable")
-	}
-	return e.Sale().PriceCents, nil
 }

@@ -68,6 +68,14 @@ var (
 	ErrNotPayable     = &Error{Code: ENotPayable, Message: "the reservation is not awaiting payment"}
 	ErrNotCancellable = &Error{Code: ENotCancellable, Message: "the reservation can no longer be cancelled"}
 	ErrNoReservation  = &Error{Code: ENotFound, Message: "no such reservation"}
+	// ErrAlreadyLive refuses a warm-up of a sale that has taken
+	// reservations: it would reset the sale.
+	ErrAlreadyLive = &Error{Code: EAlreadyLive, Message: "the sale has taken reservations; warm-up would reset it"}
+	// ErrInsufficient refuses a withdrawal of more units than are unsold.
+	ErrInsufficient = &Error{Code: EInsufficient, Message: "cannot withdraw more than the unsold units"}
+	// ErrSaleNotReady: Redis does not hold the sale yet (or holds it at
+	// another epoch); the retry with the same request_id is answered.
+	ErrSaleNotReady = Unavailable("the sale is not ready yet, retry with the same request_id")
 	// ErrOutcomeUnknown: the reservation may or may not have been taken;
 	// the retry with the same request_id finds out.
 	ErrOutcomeUnknown = Unavailable("reservation outcome unknown, retry with the same request_id")

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
 )
 
 var (
@@ -159,6 +161,24 @@ const (
 	OutcomeAsk = "ask"
 )
 
+// reserveRefusals are the reserve script's refusals as the domain names
+// them.
+var reserveRefusals = map[string]error{
+	OutcomeAlready:    domain.ErrAlreadyHolds,
+	OutcomeSoldOut:    domain.ErrSoldOut,
+	OutcomeNotStarted: domain.ErrSaleNotStarted,
+	OutcomeEnded:      domain.ErrSaleEnded,
+	OutcomePaused:     domain.ErrSalePaused,
+	OutcomeNotReady:   domain.ErrSaleNotReady,
+	// The script ran past the caller's deadline and took nothing, but the
+	// caller gave up before it could know: the retry finds out.
+	OutcomeLate: domain.ErrOutcomeUnknown,
+}
+
+// Refusal is the domain's refusal the script's outcome means; nil for a
+// hold, a replay, an ask, and an outcome this build does not know.
+func (r ReserveResult) Refusal() error { return reserveRefusals[r.Outcome] }
+
 // ReserveResult is what the reserve script decided.
 type ReserveResult struct {
 	Outcome   string
@@ -289,6 +309,15 @@ const (
 	WarmupOK          = "ok"
 	WarmupAlreadyLive = "already_live"
 )
+
+// WarmupRefusal is the domain's refusal a warm-up's outcome means; nil
+// when the sale was loaded.
+func WarmupRefusal(outcome string) error {
+	if outcome == WarmupAlreadyLive {
+		return domain.ErrAlreadyLive
+	}
+	return nil
+}
 
 // Warmup loads a sale into Redis; it answers WarmupAlreadyLive and changes
 // nothing once the sale has taken a reservation.

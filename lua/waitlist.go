@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
 )
 
 var (
@@ -26,12 +28,10 @@ func handOverSource() string {
 	return "local function reserve(KEYS, ARGV)\n" + reserveSrc + "\nend\n" + handOverSrc
 }
 
-// ErrHoldsUnit: the user holds a live or paid unit of the sale, so does
-// not wait for one.
-var ErrHoldsUnit = errors.New("user holds a unit of the sale")
-
 // JoinWaitlist puts a user on a sale's waitlist (or keeps their place) and
-// returns their 1-based position and their join number.
+// returns their 1-based position and their join number; a user who holds
+// a live or paid unit of the sale does not wait for one
+// (domain.ErrAlreadyHolds).
 func (c *Client) JoinWaitlist(ctx context.Context, saleID, userID int64) (pos, joined int64, err error) {
 	defer c.NoteChange(saleID)
 	k := SaleKeys(saleID)
@@ -44,7 +44,7 @@ func (c *Client) JoinWaitlist(ctx context.Context, saleID, userID int64) (pos, j
 	}
 	pos, _ = v[0].(int64)
 	if pos < 0 {
-		return 0, 0, ErrHoldsUnit
+		return 0, 0, domain.ErrAlreadyHolds
 	}
 	s, _ := v[1].(string)
 	score, err := strconv.ParseFloat(s, 64)

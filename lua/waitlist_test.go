@@ -45,7 +45,7 @@ func TestWaitlistTakesReturnedUnitsFirstInFirstOut(t *testing.T) {
 		require.Equal(t, []int64{1, 2, 1}[i], pos, "joining again keeps the place")
 	}
 	_, _, err := c.JoinWaitlist(ctx(t), f.saleID, 1)
-	require.ErrorIs(t, err, lua.ErrHoldsUnit)
+	require.ErrorIs(t, err, domain.ErrAlreadyHolds)
 
 	released, err := f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
 	require.NoError(t, err)

@@ -20,9 +20,8 @@ import (
 const readTimeout = 5 * time.Second
 
 var (
-	errNotReady = domain.Unavailable("the sale is not ready yet, retry with the same request_id")
-	errResync   = domain.Unavailable("the sale is switching back to Redis; retry with the same request_id")
-	errCutOff   = domain.Unavailable("this instance cannot reach Redis now; retry with the same request_id")
+	errResync = domain.Unavailable("the sale is switching back to Redis; retry with the same request_id")
+	errCutOff = domain.Unavailable("this instance cannot reach Redis now; retry with the same request_id")
 )
 
 // Reserve takes a unit for r: the atomic script, or the database path when
@@ -169,24 +168,16 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 		return s.promise(ctx, in, r.Sale.ModeEpoch, res.Seq, a)
 	case lua.OutcomeReplay:
 		return s.promise(ctx, domain.RedisHoldInput(res.Token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, 0, a)
-	case lua.OutcomeAlready:
-		return a, domain.ErrAlreadyHolds
-	case lua.OutcomeSoldOut:
-		r.Cached.SoldOut()
-		return a, domain.ErrSoldOut
-	case lua.OutcomeNotStarted:
-		return a, domain.ErrSaleNotStarted
-	case lua.OutcomeEnded:
-		return a, domain.ErrSaleEnded
-	case lua.OutcomePaused:
-		return a, domain.ErrSalePaused
-	case lua.OutcomeNotReady:
-		return a, errNotReady
-	case lua.OutcomeLate:
-		return a, domain.ErrOutcomeUnknown
 	}
-	s.log(ctx).ErrorContext(ctx, "reserve: unexpected script outcome", "outcome", res.Outcome)
-	return a, domain.ErrOutcomeUnknown
+	refusal := res.Refusal()
+	switch refusal {
+	case nil:
+		s.log(ctx).ErrorContext(ctx, "reserve: unexpected script outcome", "outcome", res.Outcome)
+		return a, domain.ErrOutcomeUnknown
+	case domain.ErrSoldOut:
+		r.Cached.SoldOut()
+	}
+	return a, refusal
 }
 
 // log is the logger of work done for a request, known by its context.

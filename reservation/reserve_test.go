@@ -110,7 +110,7 @@ func TestScriptOutcomesAnswerTheirRefusals(t *testing.T) {
 		{lua.OutcomeNotStarted, domain.ErrSaleNotStarted},
 		{lua.OutcomeEnded, domain.ErrSaleEnded},
 		{lua.OutcomePaused, domain.ErrSalePaused},
-		{lua.OutcomeNotReady, errNotReady},
+		{lua.OutcomeNotReady, domain.ErrSaleNotReady},
 		{lua.OutcomeLate, domain.ErrOutcomeUnknown},
 		{"something new", domain.ErrOutcomeUnknown},
 	} {
@@ -125,7 +125,7 @@ func TestScriptOutcomesAnswerTheirRefusals(t *testing.T) {
 			require.Empty(t, r.starter.inputs())
 		})
 	}
-	require.Equal(t, 1, errNotReady.RetryAfter, "a 503 says when to retry")
+	require.Equal(t, 1, domain.ErrSaleNotReady.RetryAfter, "a 503 says when to retry")
 }
 
 // A replay the script knows answers the first request's token, promised
@@ -229,8 +229,8 @@ func TestDatabasePathAnswers(t *testing.T) {
 	}{
 		{name: "new", reason: "ok", started: 1},
 		{name: "replay", replay: true, reason: "replay"},
-		{name: "already", err: store.ErrAlreadyPurchased, want: domain.ErrAlreadyHolds, reason: "already"},
-		{name: "no stock", err: store.ErrNoStock, want: domain.ErrSoldOut, reason: "sold_out"},
+		{name: "already", err: domain.ErrAlreadyHolds, want: domain.ErrAlreadyHolds, reason: "already"},
+		{name: "no stock", err: domain.ErrSoldOut, want: domain.ErrSoldOut, reason: "sold_out"},
 		{name: "quota", err: fmt.Errorf("reserve: %w", store.ErrQuotaExhausted), want: store.ErrQuotaExhausted, reason: "sold_out"},
 		{name: "paused", err: domain.ErrSalePaused, want: domain.ErrSalePaused, reason: domain.ESalePaused},
 		{name: "hold-off", err: store.ErrNotSellingYet, want: errMoving, reason: "not_ready"},

@@ -74,8 +74,8 @@ func (w *Waitlist) Join(ctx context.Context, e *salecache.Entry, user int64, now
 		}
 	}
 	pos, joined, err := w.d.Redis.JoinWaitlist(ctx, sale.ID, user)
-	if errors.Is(err, lua.ErrHoldsUnit) {
-		return 0, domain.ErrAlreadyHolds
+	if errors.Is(err, domain.ErrAlreadyHolds) {
+		return 0, err
 	}
 	if err != nil {
 		return 0, w.failed(ctx, "waitlist: join", err)

@@ -101,7 +101,7 @@ func followControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID
 // the database; when the database refuses, the units go back to Redis. It
 // never commits with Redis down (ErrRedis): the contract's rule, never
 // below what is held or sold, is checked where the holds are.
-// Errors: store.ErrInsufficient, ErrRedis, ErrDatabase, ErrRedisBehind.
+// Errors: domain.ErrInsufficient, ErrRedis, ErrDatabase, ErrRedisBehind.
 func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, delta int64, ref string) error {
 	if ref == "" {
 		ref = "adjust-" + ulid.Make().String()
@@ -131,7 +131,7 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 		return fmt.Errorf("adjust stock of sale %d in redis: %w: %w", saleID, ErrRedis, err)
 	}
 	if outcome == lua.AdjustInsufficient {
-		return store.ErrInsufficient
+		return domain.ErrInsufficient
 	}
 	if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
 		if withdrawnAfterAll(ctx, st, ref, err) {
@@ -142,8 +142,8 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 			// Give the units back to Redis: the database refused them.
 			_, _, gerr = rdb.Adjust(context.WithoutCancel(ctx), saleID, -delta, "")
 		}
-		if errors.Is(err, store.ErrInsufficient) {
-			err = store.ErrInsufficient // a bare refusal: an answer, not a failure
+		if errors.Is(err, domain.ErrInsufficient) {
+			err = domain.ErrInsufficient // a bare refusal: an answer, not a failure
 		} else {
 			err = fmt.Errorf("adjust stock of sale %d in the database: %w: %w", saleID, ErrDatabase, err)
 		}
@@ -163,7 +163,7 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 // withdrawal undone, as a refusal would: the database decides every hold,
 // so units Redis holds beyond the buckets are refused, never sold.
 func withdrawnAfterAll(ctx context.Context, st *store.Store, ref string, err error) bool {
-	if errors.Is(err, store.ErrInsufficient) || store.Classify(err) == store.FaultNone {
+	if errors.Is(err, domain.ErrInsufficient) || store.Classify(err) == store.FaultNone {
 		return false
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

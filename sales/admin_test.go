@@ -84,7 +84,7 @@ func TestAdjustStockChangesBothStores(t *testing.T) {
 	}
 
 	err := sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -5, "")
-	require.ErrorIs(t, err, store.ErrInsufficient)
+	require.ErrorIs(t, err, domain.ErrInsufficient)
 	r, d = f.stocks()
 	require.EqualValues(t, [2]int64{4, 4}, [2]int64{r, d}, "nothing withdrawn")
 	got, err := f.st.GetSale(f.ctx, f.sale.ID)
@@ -99,7 +99,7 @@ func TestAdjustStockRollsBackRedisWhenTheDatabaseRefuses(t *testing.T) {
 	// Redis believes in more unsold units than the buckets hold.
 	require.NoError(t, f.rdb.Set(f.ctx, f.keys.Stock, 10, 0).Err())
 	err := sales.AdjustStock(f.ctx, f.st, f.client, f.sale.ID, -6, "")
-	require.Equal(t, store.ErrInsufficient, err, "a refusal, with the units given back")
+	require.Equal(t, domain.ErrInsufficient, err, "a refusal, with the units given back")
 	r, d := f.stocks()
 	require.EqualValues(t, [2]int64{10, 4}, [2]int64{r, d}, "Redis's units back, the buckets untouched")
 }

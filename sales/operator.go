@@ -104,8 +104,8 @@ func (o *Operator) Warmup(ctx context.Context, id int64) (int64, error) {
 		reqid.Logger(ctx, o.d.Logger).Error("warmup", "sale_id", sale.ID, "err", err)
 		return 0, domain.Unavailable("warm-up failed; retry")
 	}
-	if outcome == lua.WarmupAlreadyLive {
-		return 0, domain.Errorf(domain.EAlreadyLive, "the sale has taken reservations; warm-up would reset it")
+	if err := lua.WarmupRefusal(outcome); err != nil {
+		return 0, err
 	}
 	o.d.Cache.Put(sale).Warmed(redisStock)
 	reqid.Logger(ctx, o.d.Logger).Info("sale warmed", "sale_id", sale.ID, "redis_stock", redisStock)
@@ -164,14 +164,14 @@ func (o *Operator) AdjustStock(ctx context.Context, id, delta int64, ref string)
 // does not yet is followed in the background and answered as done.
 func (o *Operator) adjust(ctx context.Context, id, delta int64, ref string) error {
 	err := AdjustStock(ctx, o.d.Store, o.d.Redis, id, delta, ref)
-	if err != nil && err != store.ErrInsufficient {
+	if err != nil && err != domain.ErrInsufficient {
 		// A bare refusal is an answer; anything else is logged (also a
 		// refused withdrawal whose units did not go back to Redis).
 		reqid.Logger(ctx, o.d.Logger).Error("adjust stock", "sale_id", id, "delta", delta, "err", err)
 	}
 	switch {
-	case errors.Is(err, store.ErrInsufficient):
-		return store.ErrInsufficient
+	case errors.Is(err, domain.ErrInsufficient):
+		return domain.ErrInsufficient
 	case errors.Is(err, ErrRedisBehind):
 		o.follow(func(ctx context.Context) error {
 			if _, err := FollowStock(ctx, o.d.Store, o.d.Redis, id); err != nil {

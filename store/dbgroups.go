@@ -102,7 +102,7 @@ func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms) []step {
 		{stmt: stmt{"INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", []any{in.Token, in.SaleID, o.Now}}, what: "outbox"},
 		{stmt: stmt{"INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, @seckill_db_bucket, ?, ?, ?)", []any{
 			o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), o.PayBy, o.Now, o.Now}},
-			what: "insert order", dup: ErrAlreadyPurchased},
+			what: "insert order", dup: domain.ErrAlreadyHolds},
 		{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'deduct', ?, @seckill_db_bucket, -1, ?)`, []any{o.Token, o.SaleID, o.Now}}, what: "ledger deduct"},
 		{stmt: stmt{takeFromQuery(true, "@seckill_db_bucket"), []any{o.SaleID}}, what: "deduct bucket", none: errStalePick, lockWait: o.wantLockWait()},

@@ -47,7 +47,7 @@ func TestDatabasePathReservationsGoInGroupsEachDecidedOnItsOwn(t *testing.T) {
 			require.True(t, a.replay, "the replay gets the first answer")
 			require.Equal(t, firstRes.Token, a.res.Token)
 		case "first-again", "queued-db-path":
-			require.ErrorIs(t, a.err, store.ErrAlreadyPurchased, a.in.RequestID)
+			require.ErrorIs(t, a.err, domain.ErrAlreadyHolds, a.in.RequestID)
 		default:
 			require.NoError(t, a.err, a.in.RequestID)
 			require.False(t, a.replay)
@@ -73,7 +73,7 @@ func TestDatabasePathReservationsGoInGroupsEachDecidedOnItsOwn(t *testing.T) {
 		switch {
 		case a.err == nil:
 			sold++
-		case errors.Is(a.err, store.ErrQuotaExhausted), errors.Is(a.err, store.ErrNoStock):
+		case errors.Is(a.err, store.ErrQuotaExhausted), errors.Is(a.err, domain.ErrSoldOut):
 			soldOut++
 		default:
 			t.Errorf("%s: %v", a.in.RequestID, a.err)

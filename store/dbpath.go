@@ -320,7 +320,7 @@ func (sale *dbSale) admits() error {
 	case sale.Mode != string(domain.ModeDatabase):
 		return ErrNotDatabaseMode
 	case sale.Queued:
-		return ErrAlreadyPurchased
+		return domain.ErrAlreadyHolds
 	case !sale.Selling:
 		return ErrNotSellingYet
 	}
@@ -386,7 +386,7 @@ func (s *Store) replayInDB(ctx context.Context, in domain.OrderInput) (*domain.R
 	if errors.Is(err, ErrNotFound) {
 		// The duplicate was the user's other live reservation
 		// (reservations_live_user), not this request's.
-		return nil, false, ErrAlreadyPurchased
+		return nil, false, domain.ErrAlreadyHolds
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reserve in db: replay: %w", err)
@@ -426,7 +426,7 @@ func (s *Store) reserveInDBTx(ctx context.Context, in domain.OrderInput, o newOr
 		if err := runSteps(ctx, tx, dbPathRows(in, o, epoch, -1)); err != nil {
 			return err
 		}
-		if err := takeUnit(ctx, tx, o); errors.Is(err, ErrNoStock) {
+		if err := takeUnit(ctx, tx, o); errors.Is(err, domain.ErrSoldOut) {
 			// No bucket has both stock and quota: the quota ran out.
 			return ErrQuotaExhausted
 		} else if err != nil {
@@ -720,5 +720,5 @@ func insertOrderIfDatabase(o newOrder, bucket int, epoch int64) step {
 	return step{stmt: stmt{"INSERT INTO orders (" + orderColumns + `)
 		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ? LOCK IN SHARE MODE`, []any{
 		o.OrderNo, o.Token, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now,
-		o.SaleID, string(domain.ModeDatabase), epoch}}, what: "insert order", dup: ErrAlreadyPurchased, none: ErrNotDatabaseMode}
+		o.SaleID, string(domain.ModeDatabase), epoch}}, what: "insert order", dup: domain.ErrAlreadyHolds, none: ErrNotDatabaseMode}
 }

@@ -58,7 +58,7 @@ func testDatabasePathConcurrency(t *testing.T, stock, quota int) {
 				switch {
 				case err == nil:
 					sold++
-				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
+				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, domain.ErrSoldOut):
 					refused++
 				default:
 					other = append(other, err)

@@ -112,7 +112,7 @@ func raceDatabasePath(t *testing.T, st *store.Store, sale *domain.Sale, first in
 				case err == nil:
 					require.False(t, replay)
 					sold++
-				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, store.ErrNoStock):
+				case errors.Is(err, store.ErrQuotaExhausted), errors.Is(err, domain.ErrSoldOut):
 					refused++
 				default:
 					t.Errorf("reserve in db: %v", err)
@@ -138,7 +138,7 @@ func TestDatabasePathReplayAndOneLiveOrder(t *testing.T) {
 	require.True(t, replay)
 	require.Equal(t, first.Token, second.Token)
 	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-b"))
-	require.ErrorIs(t, err, store.ErrAlreadyPurchased)
+	require.ErrorIs(t, err, domain.ErrAlreadyHolds)
 
 	// A release in database mode gives the unit back to the path's quota.
 	_, err = st.ReleaseOrder(ctx(t), first.Token, domain.StatusCancelled)
@@ -170,7 +170,7 @@ func TestDatabasePathRefusesAUserWithAQueuedHold(t *testing.T) {
 	require.NoError(t, err)
 
 	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, user, "dbpath-q"))
-	require.ErrorIs(t, err, store.ErrAlreadyPurchased)
+	require.ErrorIs(t, err, domain.ErrAlreadyHolds)
 	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, testenv.UniqueUser(), "dbpath-q"))
 	require.NoError(t, err, "another user buys")
 

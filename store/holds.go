@@ -336,7 +336,7 @@ func takeHoldUnit(ctx context.Context, tx bun.Tx, in domain.OrderInput, rec *Hol
 	}
 	bucket, err := deductBucket(ctx, tx, in.SaleID, buckets, false)
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	if errors.Is(err, ErrNoStock) {
+	if errors.Is(err, domain.ErrSoldOut) {
 		rec.Refused = domain.ErrSoldOut
 		_, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, fail_reason = ?, updated_at = ? WHERE token = ? AND user_id = ?",
 			string(domain.StatusFailed), domain.FailReasonRefusedSoldOut, now, in.Token, in.UserID)

@@ -454,11 +454,11 @@ func (o newOrder) placed(res *reservationRow) {
 
 // insertOrder inserts the order, PENDING_PAYMENT, with the bucket its unit
 // is to come from. The unique live_user key refuses a second live order of
-// the user: ErrAlreadyPurchased.
+// the user: domain.ErrAlreadyHolds.
 func insertOrder(o newOrder, bucket int) step {
 	return step{stmt: stmt{"INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", []any{
 		o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now}},
-		what: "insert order", dup: ErrAlreadyPurchased}
+		what: "insert order", dup: domain.ErrAlreadyHolds}
 }
 
 // deductLedger writes the ledger's deduct row of the order's unit, from
@@ -509,7 +509,7 @@ func pickedBucket(b sql.NullInt64) int {
 // before the commit, and moves the order's bucket and its ledger row's
 // there (written naming none, -1). It is the way of an order whose picked
 // bucket was no use: ran out, or held past wantLockWait, or none picked
-// (the scripts take theirs from the bucket picked). ErrNoStock when no
+// (the scripts take theirs from the bucket picked). domain.ErrSoldOut when no
 // bucket has a unit: the caller rolls back.
 func takeUnit(ctx context.Context, tx bun.Tx, o newOrder) error {
 	bucket, err := deductBucket(ctx, tx, o.SaleID, o.Buckets, o.Quota)
@@ -580,7 +580,7 @@ func takeFromQuery(quota bool, bucket string) string {
 // impossible to take twice. With quota (the database path) a bucket must
 // also have a unit of that path's quota left, and gives it up with the
 // stock: the quota is spread over the buckets, so concurrent reservations
-// do not queue on one row for it. ErrNoStock then means no bucket has both.
+// do not queue on one row for it. domain.ErrSoldOut then means no bucket has both.
 func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int, quota bool) (int, error) {
 	start := 0
 	if buckets > 1 {
@@ -636,19 +636,19 @@ func deductBucket(ctx context.Context, tx bun.Tx, saleID int64, buckets int, quo
 			return b, nil
 		}
 	}
-	return 0, ErrNoStock
+	return 0, domain.ErrSoldOut
 }
 
 // MarkPaid records the payment of a PENDING_PAYMENT order. Paying a PAID
 // order again with the same payment_ref returns it unchanged; anything else
-// is ErrNotPayable.
+// is domain.ErrNotPayable.
 func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain.Reservation, error) {
 	return s.updateReservation(ctx, "mark paid", token, func(ctx context.Context, tx bun.Tx, res *reservationRow) error {
 		if res.Status == string(domain.StatusPaid) && res.PaymentRef != nil && *res.PaymentRef == paymentRef {
 			return nil
 		}
 		if res.Status != string(domain.StatusPendingPayment) {
-			return ErrNotPayable
+			return domain.ErrNotPayable
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		r, err := tx.ExecContext(ctx, "UPDATE orders SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND user_id = ? AND status = ?",
@@ -657,7 +657,7 @@ func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain
 			return fmt.Errorf("update order: %w", err)
 		}
 		if n, _ := r.RowsAffected(); n != 1 {
-			return fmt.Errorf("order of %s is not pending payment: %w", token, ErrNotPayable)
+			return fmt.Errorf("order of %s is not pending payment: %w", token, domain.ErrNotPayable)
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE reservations SET status = ?, payment_ref = ?, updated_at = ? WHERE token = ? AND user_id = ?",
 			string(domain.StatusPaid), paymentRef, now, token, res.UserID); err != nil {
@@ -670,7 +670,7 @@ func (s *Store) MarkPaid(ctx context.Context, token, paymentRef string) (*domain
 
 // ReleaseOrder ends a PENDING_PAYMENT order as EXPIRED or CANCELLED and
 // returns its unit to its bucket with a 'restore' ledger row. Rerun after
-// it succeeded it changes nothing. Any other status is ErrNotCancellable.
+// it succeeded it changes nothing. Any other status is domain.ErrNotCancellable.
 func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.ReservationStatus) (*domain.Reservation, error) {
 	if to != domain.StatusExpired && to != domain.StatusCancelled {
 		return nil, fmt.Errorf("release order %s: bad target status %s", token, to)
@@ -680,7 +680,7 @@ func (s *Store) ReleaseOrder(ctx context.Context, token string, to domain.Reserv
 			return nil
 		}
 		if res.Status != string(domain.StatusPendingPayment) {
-			return ErrNotCancellable
+			return domain.ErrNotCancellable
 		}
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		var bucket int

@@ -319,7 +319,7 @@ func (s *Store) adjustStockTx(ctx context.Context, saleID, delta int64, ref stri
 			remaining -= change
 		}
 		if remaining != 0 {
-			return ErrInsufficient
+			return domain.ErrInsufficient
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at) VALUES (?, 'adjust', ?, -1, ?, ?)",
 			ref, saleID, delta, time.Now().UTC()); err != nil {

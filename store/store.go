@@ -20,7 +20,6 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/mysqldialect"
 
-	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/schema"
 )
 
@@ -201,23 +200,8 @@ func mysqlErrNo(err error) uint16 {
 // IsDuplicate reports a unique-key violation.
 func IsDuplicate(err error) bool { return mysqlErrNo(err) == errDupEntry }
 
-// Business outcomes of the order transactions: the domain's refusals,
-// answered as they are. They are final: a retry cannot change them.
-var (
-	// ErrNoStock: no bucket has a unit left.
-	ErrNoStock = domain.ErrSoldOut
-	// ErrAlreadyPurchased: the user holds a live or paid order of the sale.
-	ErrAlreadyPurchased = domain.ErrAlreadyHolds
-	ErrNotPayable       = domain.ErrNotPayable
-	ErrNotCancellable   = domain.ErrNotCancellable
-)
-
 // ErrNotFound: no such row.
 var ErrNotFound = errors.New("not found")
-
-// ErrInsufficient refuses a withdrawal of more units than are unsold: a
-// domain error, answered as it is (409 insufficient_stock).
-var ErrInsufficient = domain.Errorf(domain.EInsufficient, "cannot withdraw more than the unsold units")
 
 // ServerVersion reads the server's version string.
 func (s *Store) ServerVersion(ctx context.Context) (string, error) {

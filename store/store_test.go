@@ -95,7 +95,7 @@ func TestPlaceOrderNeverOversellsUnderConcurrency(t *testing.T) {
 				case err == nil:
 					require.Equal(t, domain.StatusPendingPayment, r.Status)
 					placed++
-				case errors.Is(err, store.ErrNoStock):
+				case errors.Is(err, domain.ErrSoldOut):
 					noStock++
 				case store.IsRetryable(err):
 					mu.Unlock()
@@ -173,7 +173,7 @@ func TestPlaceOrderFromABucketThatRanOutTakesAnother(t *testing.T) {
 	require.Equal(t, []int64{0, 0}, bucketsOf(t, st, sale.ID))
 
 	_, err = st.PlaceOrderWanting(ctx(t), third.Token, 1)
-	require.ErrorIs(t, err, store.ErrNoStock)
+	require.ErrorIs(t, err, domain.ErrSoldOut)
 	got, err := st.GetReservation(ctx(t), third.Token)
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusQueued, got.Status, "rolled back whole")
@@ -386,9 +386,9 @@ func TestPayAndReleaseLifecycle(t *testing.T) {
 	require.NoError(t, err, "the same payment_ref is accepted again")
 	require.Equal(t, "pay-ref-1", r.PaymentRef)
 	_, err = st.MarkPaid(ctx(t), paid.Token, "pay-ref-2")
-	require.ErrorIs(t, err, store.ErrNotPayable)
+	require.ErrorIs(t, err, domain.ErrNotPayable)
 	_, err = st.ReleaseOrder(ctx(t), paid.Token, domain.StatusCancelled)
-	require.ErrorIs(t, err, store.ErrNotCancellable)
+	require.ErrorIs(t, err, domain.ErrNotCancellable)
 
 	r, err = st.ReleaseOrder(ctx(t), cancelled.Token, domain.StatusCancelled)
 	require.NoError(t, err)
@@ -396,7 +396,7 @@ func TestPayAndReleaseLifecycle(t *testing.T) {
 	_, err = st.ReleaseOrder(ctx(t), cancelled.Token, domain.StatusCancelled)
 	require.NoError(t, err, "a second release changes nothing")
 	_, err = st.MarkPaid(ctx(t), cancelled.Token, "late")
-	require.ErrorIs(t, err, store.ErrNotPayable)
+	require.ErrorIs(t, err, domain.ErrNotPayable)
 
 	require.Equal(t, 1, ledgerCount(t, st, sale.ID, "restore"))
 	left, err := st.DBStock(ctx(t), sale.ID)
@@ -437,7 +437,7 @@ func TestAdjustStock(t *testing.T) {
 	left, err = st.DBStock(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, left)
-	require.ErrorIs(t, st.AdjustStock(ctx(t), sale.ID, -3, ref+"3"), store.ErrInsufficient)
+	require.ErrorIs(t, st.AdjustStock(ctx(t), sale.ID, -3, ref+"3"), domain.ErrInsufficient)
 	got, err := st.GetSale(ctx(t), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, got.StockTotal)

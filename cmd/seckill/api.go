@@ -79,8 +79,8 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 			return fmt.Errorf("api: %w", err)
 		}
 	}
-	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Backend: backend.New(st), Redis: rdb, Temporal: tc, Registry: reg,
-		IdentityProvider: idp, AdminIdentityProvider: operators})
+	services := backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: st, Redis: rdb, Temporal: tc, Registry: reg})
+	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Services: services, IdentityProvider: idp, AdminIdentityProvider: operators})
 	if cfg.PprofAddr != "" {
 		go func() {
 			srv := &http.Server{Addr: cfg.PprofAddr, ReadHeaderTimeout: 5 * time.Second}

@@ -88,8 +88,8 @@ func TestOneReservationOneTrace(t *testing.T) {
 	client := lua.NewClient(rdb)
 
 	startWorkerAndRelay(t, tc, cfg.TaskQueue, st, client, logger)
-	withStarter := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Backend: backend.New(st), Redis: client, Temporal: tc}))
-	relayOnly := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Backend: backend.New(st), Redis: client}))
+	withStarter := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: st, Redis: client, Temporal: tc})}))
+	relayOnly := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: st, Redis: client})}))
 	sale := testenv.MustSale(t, st, 5)
 	testsale.MustWarm(t, st, rdb, sale)
 	t.Cleanup(func() {
@@ -242,7 +242,7 @@ func TestFiltersRefuseWithoutSpans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	exp, cfg, st, rdb := traced(t, ctx)
-	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Backend: backend.New(st), Redis: lua.NewClient(rdb)})
+	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(rdb)})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = app.Listener(ln) }()

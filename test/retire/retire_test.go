@@ -130,7 +130,7 @@ func mustAPI(t *testing.T, reg *prometheus.Registry) string {
 	t.Helper()
 	cfg := testenv.Config(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Backend: backend.New(testenv.MustStore(t)), Redis: lua.NewClient(testenv.MustRedis(t)), Registry: reg})
+	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: testenv.MustStore(t), Redis: lua.NewClient(testenv.MustRedis(t)), Registry: reg})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(ln) }()
