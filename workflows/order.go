@@ -104,7 +104,9 @@ var a *activities.Activities
 // OrderWorkflow is the type of earlier releases (domain.OrderWorkflowV1Name):
 // orders start as OrderWorkflowV2, but workflows an earlier release started
 // (or a process of one starts during a deploy) run here, so its branches
-// stay under the same rule.
+// stay under the same rule, and the type itself goes only by it: once no
+// process of a release that starts it runs, and no workflow of it can run
+// or be replayed.
 func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderState, error) {
 	w := newOrderWorkflow(ctx, in)
 	// First, so that the validators know the branch from the first update.
