@@ -17,8 +17,15 @@ const (
 	// TaskQueue is the one task queue of seckill's workers.
 	TaskQueue = "seckill"
 
-	OrderWorkflowName = "OrderWorkflow"
-	SaleWorkflowName  = "SaleWorkflow"
+	// OrderWorkflowName is the type orders start under. It runs the
+	// order-steps-folded commands without a version marker, so an order
+	// records no marker and no TemporalChangeVersion upsert.
+	OrderWorkflowName = "OrderWorkflowV2"
+	// OrderWorkflowV1Name is the type earlier releases started orders
+	// under; workers still run it, for those workflows and for starts from
+	// a process of an earlier release during a deploy.
+	OrderWorkflowV1Name = "OrderWorkflow"
+	SaleWorkflowName    = "SaleWorkflow"
 
 	// Updates of OrderWorkflow. The update id of "pay" is the payment_ref, so
 	// Temporal deduplicates a repeated payment as well.

@@ -45,8 +45,12 @@ func Closed(ctx context.Context, tc client.Client, saleID int64) (map[string]boo
 	return list(ctx, tc, saleID, "ExecutionStatus != 'Running'")
 }
 
+// orderTypes selects the order workflows of either type: earlier releases
+// started OrderWorkflow, this one starts OrderWorkflowV2.
+var orderTypes = fmt.Sprintf("WorkflowType IN ('%s', '%s')", domain.OrderWorkflowName, domain.OrderWorkflowV1Name)
+
 func list(ctx context.Context, tc client.Client, saleID int64, status string) (map[string]bool, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND %s = %d AND %s", domain.OrderWorkflowName, domain.SearchAttrSaleID, saleID, status)
+	q := fmt.Sprintf("%s AND %s = %d AND %s", orderTypes, domain.SearchAttrSaleID, saleID, status)
 	out := map[string]bool{}
 	var next []byte
 	for {
@@ -97,7 +101,7 @@ func Input(ctx context.Context, tc client.Client, token string) (domain.OrderInp
 // CountRunning counts a sale's running order workflows (one visibility
 // count).
 func CountRunning(ctx context.Context, tc client.Client, saleID int64) (int64, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND %s = %d AND ExecutionStatus = 'Running'", domain.OrderWorkflowName, domain.SearchAttrSaleID, saleID)
+	q := fmt.Sprintf("%s AND %s = %d AND ExecutionStatus = 'Running'", orderTypes, domain.SearchAttrSaleID, saleID)
 	cctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	resp, err := tc.CountWorkflow(cctx, &workflowservice.CountWorkflowExecutionsRequest{Query: q})

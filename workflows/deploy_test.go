@@ -25,7 +25,7 @@ import (
 // drillChange names the drill's patch.
 const drillChange = "deploy-drill-extra-timer"
 
-// orderWorkflowNext is OrderWorkflow as the next release would ship it: one
+// orderWorkflowNext is OrderWorkflowV2 as the next release would ship it: one
 // more command (a timer) guarded by workflow.GetVersion. Workflows started
 // before the deploy replay without it; new ones take it.
 func orderWorkflowNext(ctx workflow.Context, in domain.OrderInput) (domain.OrderState, error) {
@@ -34,7 +34,7 @@ func orderWorkflowNext(ctx workflow.Context, in domain.OrderInput) (domain.Order
 			return domain.OrderState{}, fmt.Errorf("drill timer: %w", err)
 		}
 	}
-	return OrderWorkflow(ctx, in)
+	return OrderWorkflowV2(ctx, in)
 }
 
 // orderWorkflowUnguarded is the same change without GetVersion.
@@ -42,12 +42,15 @@ func orderWorkflowUnguarded(ctx workflow.Context, in domain.OrderInput) (domain.
 	if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
 		return domain.OrderState{}, fmt.Errorf("drill timer: %w", err)
 	}
-	return OrderWorkflow(ctx, in)
+	return OrderWorkflowV2(ctx, in)
 }
 
+// replayerOf registers wf as the type orders start as, beside the type of
+// earlier releases, which the drill does not change.
 func replayerOf(wf any) worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowV1Name})
 	return r
 }
 
@@ -130,8 +133,8 @@ func TestDeployOfChangedWorkflowCodeMidFlight(t *testing.T) {
 			require.NoError(t, next.ReplayWorkflowHistoryFromJSONFile(nil, f), "the patched code replays %s", f)
 		}
 	}
-	require.Error(t, replayerOf(OrderWorkflow).ReplayWorkflowHistoryFromJSONFile(nil, newPath),
+	require.Error(t, replayerOf(OrderWorkflowV2).ReplayWorkflowHistoryFromJSONFile(nil, newPath),
 		"today's code cannot replay a workflow that took the new branch: no rollback past it")
-	require.Error(t, replayerOf(orderWorkflowUnguarded).ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join(historyDir, "order_paid@base.json")),
+	require.Error(t, replayerOf(orderWorkflowUnguarded).ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join(historyDir, "order_paid@v2.json")),
 		"the change without GetVersion breaks the recorded histories")
 }

@@ -12,7 +12,7 @@ import (
 
 // stepsFoldedChange versions an order with fewer history events (each a
 // billed action on Temporal Cloud; each upsert a visibility write). At
-// version 1:
+// version 1 (and in OrderWorkflowV2):
 //   - each step is one local activity that writes the database and has
 //     Redis follow (activities.BeginOrder, MarkPaidAndSync, ReleaseAndSync),
 //     where it took up to three;
@@ -24,13 +24,35 @@ import (
 //     UserId and OrderStatus=QUEUED, and the database has the status;
 //   - it runs the newest branch of every earlier change without asking
 //     GetVersion, so this marker (and the TemporalChangeVersion upsert the
-//     SDK makes with it) is the only one an order records.
+//     SDK makes with it) is the only one an OrderWorkflow records, and an
+//     OrderWorkflowV2 records none.
 //
-// An expired order's history is 14 events, a paid one's 15
-// (TestOrderEventsPerOrder). The marker is recorded on every order: a
-// worker of an earlier release cannot replay one, and fails its workflow
-// task until a worker of this release takes it.
+// OrderWorkflow records the marker on every order it runs: a worker of an
+// earlier release cannot replay one, and fails its workflow task until a
+// worker of a later release takes it.
 const stepsFoldedChange = "order-steps-folded"
+
+// OrderWorkflowV2 is the order workflow orders start as
+// (domain.OrderWorkflowName): OrderWorkflow's stepsFoldedChange branch,
+// without the version marker, and so without the TemporalChangeVersion
+// upsert the SDK makes with it. A new type, not a new GetVersion, because
+// the marker is what it drops. An expired order's history is 12 events, a
+// paid one's 13, with no upsert (TestOrderEventsPerOrder). A worker of an
+// earlier release does not know the type and fails its workflow task until
+// a worker that does takes it.
+//
+// Its command sequence changes under OrderWorkflow's rule: behind
+// workflow.GetVersion (its first call adds a marker to every order that
+// takes it, so prefer a new type when the change is on every order), with
+// histories recorded under a new tag.
+func OrderWorkflowV2(ctx workflow.Context, in domain.OrderInput) (domain.OrderState, error) {
+	w := newOrderWorkflow(ctx, in)
+	w.folded = true
+	if err := w.setup(ctx); err != nil {
+		return w.st, err
+	}
+	return w.runFolded(ctx)
+}
 
 // withFolded: a step's attempt may take a database call and then the Redis
 // part.

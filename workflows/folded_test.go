@@ -15,12 +15,15 @@ import (
 	"github.com/seckill/seckill/domain"
 )
 
-// Unit tests of OrderWorkflow at stepsFoldedChange, as new executions run.
+// Unit tests of the stepsFoldedChange branch, as new executions run it:
+// OrderWorkflowV2, which takes it without a version marker.
 
 // MustOrderEnvFolded runs the workflow as new executions do.
 func MustOrderEnvFolded(tb testing.TB) *orderEnv {
 	tb.Helper()
-	return newOrderEnv(tb)
+	env := newOrderEnv(tb)
+	env.wf = OrderWorkflowV2
+	return env
 }
 
 func synced(st domain.OrderState) activities.Step {

@@ -13,13 +13,20 @@ import (
 	"github.com/seckill/seckill/orders"
 )
 
-// Register registers the order workflow under its contract name and the
-// order activities. The workflow calls the activities as local activities
-// by method reference; registering them also lets them run as regular
-// activities.
+// Register registers the order workflow's types under their contract names
+// and the order activities. The workflow calls the activities as local
+// activities by method reference; registering them also lets them run as
+// regular activities.
 func Register(r worker.Registry, a *activities.Activities) {
-	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+	RegisterOrderTypes(r)
 	r.RegisterActivity(a)
+}
+
+// RegisterOrderTypes registers OrderWorkflowV2 under the type orders start
+// under, and OrderWorkflow under the type of earlier releases.
+func RegisterOrderTypes(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(OrderWorkflowV2, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowV1Name})
 }
 
 // Activity options. Every call is a local activity (but for a Redis step's
@@ -93,8 +100,28 @@ var a *activities.Activities
 // version so later patches can still tell the branches apart. No rollback to a release without the
 // patch once a workflow has taken its new branch. See docs/runbook.md,
 // "Deploying workflow code".
+//
+// OrderWorkflow is the type of earlier releases (domain.OrderWorkflowV1Name):
+// orders start as OrderWorkflowV2, but workflows an earlier release started
+// (or a process of one starts during a deploy) run here, so its branches
+// stay under the same rule, and the type itself goes only by it: once no
+// process of a release that starts it runs, and no workflow of it can run
+// or be replayed.
 func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderState, error) {
-	w := &orderWorkflow{
+	w := newOrderWorkflow(ctx, in)
+	// First, so that the validators know the branch from the first update.
+	w.folded = workflow.GetVersion(ctx, stepsFoldedChange, workflow.DefaultVersion, 1) == 1
+	if err := w.setup(ctx); err != nil {
+		return w.st, err
+	}
+	if w.folded {
+		return w.runFolded(ctx)
+	}
+	return w.run(ctx)
+}
+
+func newOrderWorkflow(ctx workflow.Context, in domain.OrderInput) *orderWorkflow {
+	return &orderWorkflow{
 		in: in,
 		// Database-path reservations have no Redis hold: their order was
 		// placed in the reserving transaction (the one decision, in
@@ -109,15 +136,6 @@ func OrderWorkflow(ctx workflow.Context, in domain.OrderInput) (domain.OrderStat
 		upserted: domain.StatusQueued, // the start options set QUEUED
 		root:     ctx,
 	}
-	// First, so that the validators know the branch from the first update.
-	w.folded = workflow.GetVersion(ctx, stepsFoldedChange, workflow.DefaultVersion, 1) == 1
-	if err := w.setup(ctx); err != nil {
-		return w.st, err
-	}
-	if w.folded {
-		return w.runFolded(ctx)
-	}
-	return w.run(ctx)
 }
 
 type orderWorkflow struct {

@@ -50,6 +50,9 @@ func paidWith(ref string) domain.OrderState {
 type orderEnv struct {
 	*testsuite.TestWorkflowEnvironment
 	t *testing.T
+	// wf is the workflow run: OrderWorkflow, or OrderWorkflowV2 as new
+	// orders start.
+	wf any
 
 	mu       sync.Mutex
 	statuses []string
@@ -82,9 +85,9 @@ func newOrderEnv(tb testing.TB) *orderEnv {
 		tb.Fatal("MustOrderEnv needs a *testing.T")
 	}
 	var s testsuite.WorkflowTestSuite
-	env := &orderEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), t: t}
+	env := &orderEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), t: t, wf: OrderWorkflow}
 	env.SetStartTime(t0)
-	env.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+	RegisterOrderTypes(env)
 	env.RegisterActivity(&activities.Activities{})
 	env.OnUpsertTypedSearchAttributes(anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
@@ -141,7 +144,7 @@ func (e *orderEnv) update(at time.Duration, name, id string, arg any) *updateRes
 
 func (e *orderEnv) run(in domain.OrderInput) domain.OrderState {
 	e.t.Helper()
-	e.ExecuteWorkflow(OrderWorkflow, in)
+	e.ExecuteWorkflow(e.wf, in)
 	require.True(e.t, e.IsWorkflowCompleted())
 	require.NoError(e.t, e.GetWorkflowError())
 	var st domain.OrderState

@@ -49,10 +49,10 @@ const (
 	saleHistoryPrefix  = "sale_"
 )
 
-// newReplayer registers both workflows under their contract names.
+// newReplayer registers the workflows under their contract names.
 func newReplayer() worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: domain.OrderWorkflowName})
+	RegisterOrderTypes(r)
 	r.RegisterWorkflowWithOptions(SaleWorkflow, workflow.RegisterOptions{Name: domain.SaleWorkflowName})
 	return r
 }

@@ -72,10 +72,10 @@ func buildPrev() (string, error) {
 	return testenv.BuildSeckill(ctx, src, name)
 }
 
-// nonDeterministic matches the SDK's error when a worker's code cannot
-// replay a workflow's history (TMPRL1100: its workflow task fails and is
-// retried).
-var nonDeterministic = regexp.MustCompile(`TMPRL1100`)
+// nonDeterministic matches the SDK's errors when a worker's code cannot run
+// a workflow: it cannot replay its history (TMPRL1100) or does not know its
+// type. Its workflow task fails and is retried.
+var nonDeterministic = regexp.MustCompile(`TMPRL1100|unable to find workflow type`)
 
 // TestMixedVersionDeploy runs the previous release's API and worker beside
 // this code's on one database, Redis and task queue, as a rolling deploy
@@ -268,7 +268,7 @@ func (m *mixedRun) sideBySide(oldAPI, newAPI *stack, oldWorker, newWorker *teste
 
 	// 3b. What the old code does with a workflow new code has run.
 	var marked res
-	if len(newVersionChanges) == 0 {
+	if len(newVersionChanges) == 0 && len(newWorkflowTypes) == 0 {
 		marked = oldWorkerAloneRunsNewWorkflows(m.t, tc, oldAPI, newWorker, oldWorker, mixed)
 	} else {
 		marked = oldWorkerBlocksOnNewMarkers(m.t, tc, oldAPI, newWorker, oldWorker, mixed)
@@ -326,8 +326,6 @@ func (m *mixedRun) buyAgain(apis []*stack) {
 	require.Equal(m.t, len(apis), again)
 }
 
-// hasVersionMarker tells whether the token's order workflow recorded the
-// GetVersion marker of a change the previous release does not have.
 // res is one reservation of the mixed-version run.
 type res struct {
 	user  int64
@@ -340,16 +338,21 @@ type res struct {
 // run a workflow that recorded one).
 var newVersionChanges = []string{"order-steps-folded"}
 
+// newWorkflowTypes are the order workflow types added since prevRelease
+// (an old worker cannot run a workflow of one).
+var newWorkflowTypes = []string{domain.OrderWorkflowName}
+
 // oldWorkerBlocksOnNewMarkers: with a new worker up, sticky queues keep a
 // workflow on it. With none up (all new workers restarting), the old worker
-// takes the task, cannot replay a new version marker's branch and fails the
-// workflow task (panic policy BlockWorkflow: the workflow stays Running,
-// unchanged); Temporal retries it until a new worker takes it.
+// takes the task, cannot run a new type or replay a new version marker's
+// branch, and fails the workflow task (panic policy BlockWorkflow: the
+// workflow stays Running, unchanged); Temporal retries it until a new
+// worker takes it.
 func oldWorkerBlocksOnNewMarkers(t *testing.T, tc client.Client, oldAPI *stack, newWorker, oldWorker *testenv.Worker, mixed []res) res {
 	ctx := testCtx(t, 3*time.Minute)
 	var marked res
 	for _, r := range mixed {
-		if hasVersionMarker(t, tc, r.token, newVersionChanges) {
+		if needsNewCode(t, tc, r.token) {
 			marked = r
 			break
 		}
@@ -408,14 +411,20 @@ func oldWorkerAloneRunsNewWorkflows(t *testing.T, tc client.Client, oldAPI *stac
 	return r
 }
 
-func hasVersionMarker(tb testing.TB, tc client.Client, token string, changes []string) bool {
+// needsNewCode tells whether the token's order workflow is of a type the
+// previous release does not have, or recorded the GetVersion marker of a
+// change it does not have.
+func needsNewCode(tb testing.TB, tc client.Client, token string) bool {
 	tb.Helper()
 	it := tc.GetWorkflowHistory(testCtx(tb, 30*time.Second), domain.OrderWorkflowID(token), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		require.NoError(tb, err)
+		if st := e.GetWorkflowExecutionStartedEventAttributes(); st != nil && slices.Contains(newWorkflowTypes, st.GetWorkflowType().GetName()) {
+			return true
+		}
 		if m := e.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "Version" {
-			for _, c := range changes {
+			for _, c := range newVersionChanges {
 				if strings.Contains(e.String(), c) {
 					return true
 				}
