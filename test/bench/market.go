@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/client"
+)
+
+// marketWorkers is how many admin calls scenario 13 keeps in flight while
+// it creates and warms its sales: enough to keep the API busy, few enough
+// that the two cores are not spent on the client.
+const marketWorkers = 16
+
+// marketIdle is the length of scenario 13's idle window.
+const marketIdle = 60 * time.Second
+
+// marketPaths are one round of scenario 13's two paths on one sale.
+type marketPaths struct{ soldOut, inStock Result }
+
+// market: scenario 13, a marketplace's day. It measures the sold-out and
+// in-stock paths with one sale live, creates and warms o.MarketSales more
+// sales, measures the idle cost of the fleet, the same two paths with all
+// of them live beside, and whether a listing reaches every sale. The paths
+// run on an API of their own whose task queue nobody polls (the in-stock
+// orders then leave no backlog for the worker to drain while it is
+// metered); that API idles with the others and counts as an instance.
+func (r *runner) market(ctx context.Context) error {
+	api, worker, err := r.startStackEnv(ctx, "api-market", "worker-market", r.env("bench-market-"+r.stamp))
+	if err != nil {
+		return err
+	}
+	defer worker.Stop()
+	defer api.Stop()
+	paths, err := r.startAPI(ctx, "api-market-paths", "bench-unpolled-market-"+r.stamp)
+	if err != nil {
+		return err
+	}
+	defer paths.Stop()
+	run, err := r.marketPathsRunner(ctx, paths)
+	if err != nil {
+		return err
+	}
+	one := run("1 live")
+	mem0, err := redisUsedMemory(ctx, r.rdb)
+	if err != nil {
+		return err
+	}
+	ids, rate, err := r.createMarket(ctx, api, r.o.MarketSales)
+	defer r.teardownMarket(api, ids)
+	if err != nil {
+		return err
+	}
+	// The sales' workflows start and settle before the window opens.
+	sleepCtx(ctx, 15*time.Second)
+	idle, err := r.measureIdle(ctx, []*Proc{api, worker, paths})
+	if err != nil {
+		return err
+	}
+	idle.memBefore = mem0
+	many := run(fmt.Sprintf("%d live", len(ids)))
+	listed, dup, err := r.listed(ctx, api, ids)
+	if err != nil {
+		return err
+	}
+	r.add(marketScenario(len(ids), rate, idle, one, many, listed, dup))
+	return nil
+}
+
+// marketPathsRunner makes the two paths' sales on api (a sold-out one of
+// one unit, an in-stock one of ten million) and returns a function that
+// runs one round of both, each for o.Dur, on fresh users.
+func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label string) marketPaths, error) {
+	const conns = 64
+	c, soldURL, soldToks, err := r.soldOutSale(ctx, api, "market sold-out", conns)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.sale(ctx, api, "market in-stock", 10_000_000, 16, true)
+	if err != nil {
+		return nil, err
+	}
+	inURL := api.URL + client.ReservationsPath(s.ID)
+	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
+	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
+	return func(label string) marketPaths {
+		var p marketPaths
+		p.soldOut = ClosedLoop(ctx, "sold-out reserve, "+label, conns, r.o.Dur, 0, reserveOp(c, soldURL, soldToks))
+		if n := p.soldOut.Count(http.StatusAccepted); n > 0 {
+			r.violation("scenario 13: %d reservations accepted on a sold-out sale of 1 unit", n)
+		}
+		toks, _, err := r.users(60_000)
+		if err != nil {
+			r.o.Logger.Warn("scenario 13: mint users", "err", err)
+			return p
+		}
+		p.inStock = ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
+		return p
+	}, nil
+}
+
+// createMarket creates and warms n sales through api's admin routes,
+// marketWorkers at a time, and returns their ids and the rate (sales
+// created and warmed per second).
+func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, float64, error) {
+	c, err := r.admin(api)
+	if err != nil {
+		return nil, 0, err
+	}
+	now := time.Now().UTC()
+	var (
+		mu    sync.Mutex
+		ids   []int64
+		first error
+		next  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for range marketWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
+				id, err := marketSale(ctx, c, client.NewSale{GoodsID: 1000 + i, Title: fmt.Sprintf("bench %s market %d", r.stamp, i),
+					PriceCents: 999, Stock: 10, Buckets: 1, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(3 * time.Hour), PaymentWindowSeconds: 900})
+				mu.Lock()
+				if id > 0 {
+					ids = append(ids, id)
+				}
+				if err != nil && first == nil {
+					first = err
+					next.Store(int64(n)) // the others stop at their next sale
+				}
+				mu.Unlock()
+				if i%1000 == 0 {
+					r.o.Logger.Info("scenario 13: sales created and warmed", "n", i, "elapsed", time.Since(start).Round(time.Second))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ids, float64(len(ids)) / time.Since(start).Seconds(), first
+}
+
+// marketSale creates and warms one sale; its id is returned when it was
+// created, even if its warm-up failed, so it is torn down.
+func marketSale(ctx context.Context, c *client.Client, ns client.NewSale) (int64, error) {
+	v, err := c.CreateSale(ctx, ns, "")
+	if err != nil {
+		return 0, fmt.Errorf("create sale %q: %w", ns.Title, err)
+	}
+	if _, err := c.Warmup(ctx, v.SaleID); err != nil {
+		return v.SaleID, fmt.Errorf("warm up sale %d: %w", v.SaleID, err)
+	}
+	return v.SaleID, nil
+}
+
+// listed reads the operators' sale list (the one listing of sales the API
+// has: the storefront shows one sale, GET /api/v1/sales/{id} one by id)
+// and counts how many of ids it names and how many it names twice.
+func (r *runner) listed(ctx context.Context, api *Proc, ids []int64) (int, int, error) {
+	c, err := r.admin(api)
+	if err != nil {
+		return 0, 0, err
+	}
+	l, err := c.Sales(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("list sales: %w", err)
+	}
+	want := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	seen := map[int64]int{}
+	found, dup := 0, 0
+	for _, s := range l {
+		if seen[s.SaleID]++; seen[s.SaleID] > 1 {
+			dup++
+		} else if want[s.SaleID] {
+			found++
+		}
+	}
+	return found, dup, nil
+}
+
+// teardownMarket stops the market's sales through the admin API,
+// marketWorkers at a time (the stop ends each sale's workflow), then
+// deletes their keys and marks them finished, as close does for the
+// others (whose one-by-one pass and single batch query do not fit ten
+// thousand sales).
+func (r *runner) teardownMarket(api *Proc, ids []int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := r.admin(api)
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: tear down", "err", err)
+		return
+	}
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range marketWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(ids)) && ctx.Err() == nil; i = next.Add(1) - 1 {
+				if err := r.teardownSale(ctx, c, ids[i]); err != nil {
+					failed.Add(1)
+					r.o.Logger.Warn("scenario 13: tear down sale", "sale_id", ids[i], "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.o.Logger.Info("scenario 13: sales torn down", "n", len(ids), "failed", failed.Load())
+}
