@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -19,14 +20,14 @@ import (
 
 // marketIdleCost is what scenario 13's idle window measured.
 type marketIdleCost struct {
-	instances           int
-	window              time.Duration
-	commands            int64            // Redis calls, the bench's own INFO taken out
-	byCommand           map[string]int64 // the same, by command
-	apiCPU, workerCPU   float64          // seconds over the window (the APIs together)
-	temporalCPU         float64          // seconds; -1 when the server was not found here
-	temporalWhat        string
-	memBefore, memAfter int64 // Redis used_memory before the sales and after the window
+	instances         int
+	window            time.Duration
+	commands          int64            // Redis calls, the bench's own INFO taken out
+	byCommand         map[string]int64 // the same, by command
+	apiCPU, workerCPU float64          // seconds over the window (the APIs together)
+	temporalCPU       float64          // seconds; -1 when the server was not found here
+	temporalWhat      string
+	mem               int64 // Redis used_memory at the window's end
 }
 
 // measureIdle meters the fleet over marketIdle with nobody buying: procs
@@ -83,7 +84,7 @@ func (r *runner) measureIdle(ctx context.Context, procs []*Proc) (marketIdleCost
 	if len(meters) > len(procs) {
 		ic.temporalCPU = cpu1[len(procs)] - cpu0[len(procs)]
 	}
-	ic.memAfter, err = redisUsedMemory(ctx, r.rdb)
+	ic.mem, err = redisUsedMemory(ctx, r.rdb)
 	return ic, err
 }
 
@@ -180,39 +181,31 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// marketScenario is scenario 13's report.
-func marketScenario(n int, rate float64, ic marketIdleCost, one, many marketPaths, listed, dup int) Scenario {
-	secs := ic.window.Seconds()
-	perSale := float64(ic.commands) / secs / float64(ic.instances) / float64(max(n, 1))
-	figures := []Figure{
-		{Name: "sales created and warmed", Value: float64(n), Unit: "sales"},
-		{Name: "create + warm-up rate", Value: rate, Unit: "sales/s"},
-		{Name: "idle Redis commands/s, whole fleet", Value: float64(ic.commands) / secs, Unit: "cmd/s"},
-		{Name: "idle Redis commands/s per live sale per instance", Value: perSale, Unit: "cmd/s", Target: "≤ 0.05"},
-		{Name: "idle API CPU (per API)", Value: ic.apiCPU / secs / float64(ic.instances-1) * 100, Unit: "% of a core", Target: "≤ 2"},
-		{Name: "idle worker CPU", Value: ic.workerCPU / secs * 100, Unit: "% of a core", Target: "≤ 2"},
-		{Name: "Redis memory per idle sale", Value: float64(ic.memAfter-ic.memBefore) / float64(max(n, 1)), Unit: "bytes"},
-		{Name: "sold-out req/s, 1 live", Value: one.soldOut.RPS, Unit: "req/s"},
-		{Name: fmt.Sprintf("sold-out req/s, %d live", n), Value: many.soldOut.RPS, Unit: "req/s"},
-		{Name: "sold-out, many live / 1 live", Value: ratio(many.soldOut.RPS, one.soldOut.RPS), Unit: "×", Target: "≥ 0.95"},
-		{Name: "in-stock req/s, 1 live", Value: one.inStock.RPS, Unit: "req/s"},
-		{Name: fmt.Sprintf("in-stock req/s, %d live", n), Value: many.inStock.RPS, Unit: "req/s"},
-		{Name: "in-stock, many live / 1 live", Value: ratio(many.inStock.RPS, one.inStock.RPS), Unit: "×", Target: "≥ 0.95"},
-		{Name: "sales listed by GET /admin/v1/sales", Value: float64(listed), Unit: "sales", Target: fmt.Sprintf("%d, each once", n)},
-		{Name: "sales listed twice", Value: float64(dup), Unit: "sales", Target: "0"},
+// marketKeySample is how many sales' keys scenario 13 weighs with MEMORY
+// USAGE.
+const marketKeySample = 100
+
+// saleKeyBytes is the mean MEMORY USAGE of a sale's keys, over the first
+// marketKeySample of ids.
+func (r *runner) saleKeyBytes(ctx context.Context, ids []int64) (float64, error) {
+	ids = ids[:min(len(ids), marketKeySample)]
+	if len(ids) == 0 {
+		return 0, nil
 	}
-	if ic.temporalCPU >= 0 {
-		figures = append(figures, Figure{Name: "idle Temporal server CPU", Value: ic.temporalCPU / secs * 100, Unit: "% of a core", Target: "≤ 2"})
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var total int64
+	for _, id := range ids {
+		for _, k := range lua.SaleKeys(id).All() {
+			n, err := r.rdb.MemoryUsage(cctx, k).Result()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				return 0, fmt.Errorf("redis MEMORY USAGE %s: %w", k, err)
+			}
+			total += n
+		}
 	}
-	return Scenario{
-		ID: "13 market", Title: fmt.Sprintf("A marketplace: %d live sales, their idle cost, and one sale's paths beside them", n),
-		Runs:    []Result{one.soldOut, one.inStock, many.soldOut, many.inStock},
-		Figures: figures,
-		Notes: []string{
-			fmt.Sprintf("idle window %s with nobody buying, %d instances (two APIs, one worker); Redis calls from INFO commandstats (the bench's own INFO taken out), most called: %s", ic.window.Round(time.Second), ic.instances, ic.topCommands(6)),
-			"CPU: user + system time from /proc over the window; Temporal: " + cmp.Or(ic.temporalWhat, "not on this host, not metered"),
-			"the paths: 64 connections on an API whose task queue nobody polls, the sold-out sale of one unit and an in-stock sale, first with only those two live, then with the others created, warmed and idle beside them; one pair each, in that order (the machine's drift counts against the second)",
-			"listing: the API has no public list of sales (the storefront redirects to the newest open sale); GET /admin/v1/sales shows the newest 100 and does not page",
-		},
-	}
+	return float64(total) / float64(len(ids)), nil
 }
