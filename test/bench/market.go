@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	batchpb "go.temporal.io/api/batch/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/domain"
 )
 
 // marketWorkers is how many admin calls scenario 13 keeps in flight while
@@ -53,7 +58,12 @@ func (r *runner) market(ctx context.Context) error {
 		return err
 	}
 	ids, rate, err := r.createMarket(ctx, api, r.o.MarketSales)
-	defer r.teardownMarket(api, ids)
+	defer func() {
+		// The worker goes first: its resync would put back the keys of a
+		// sale stopped but not yet marked finished.
+		worker.Stop()
+		r.teardownMarket(api, ids)
+	}()
 	if err != nil {
 		return err
 	}
@@ -193,10 +203,10 @@ func (r *runner) listed(ctx context.Context, api *Proc, ids []int64) (int, int, 
 }
 
 // teardownMarket stops the market's sales through the admin API,
-// marketWorkers at a time (the stop ends each sale's workflow), then
-// deletes their keys and marks them finished, as close does for the
-// others (whose one-by-one pass and single batch query do not fit ten
-// thousand sales).
+// marketWorkers at a time, deletes their keys and marks them finished,
+// and terminates their workflows, as close does for the others (whose
+// one-by-one pass and list of ids in one query do not fit ten thousand
+// sales).
 func (r *runner) teardownMarket(api *Proc, ids []int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -222,4 +232,25 @@ func (r *runner) teardownMarket(api *Proc, ids []int64) {
 	}
 	wg.Wait()
 	r.o.Logger.Info("scenario 13: sales torn down", "n", len(ids), "failed", failed.Load())
+	r.terminateMarket(ctx, ids)
+}
+
+// terminateMarket ends the running workflows of the market's sales in one
+// server-side batch.
+func (r *runner) terminateMarket(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	// The ids were allotted in one run of creations: a range names them.
+	_, err := r.tc.WorkflowService().StartBatchOperation(ctx, &workflowservice.StartBatchOperationRequest{
+		Namespace: "default",
+		JobId:     "bench-market-cleanup-" + r.stamp,
+		VisibilityQuery: fmt.Sprintf("%s >= %d AND %s <= %d AND ExecutionStatus = 'Running'",
+			domain.SearchAttrSaleID, slices.Min(ids), domain.SearchAttrSaleID, slices.Max(ids)),
+		Reason:    "seckill-bench cleanup",
+		Operation: &workflowservice.StartBatchOperationRequest_TerminationOperation{TerminationOperation: &batchpb.BatchOperationTermination{}},
+	})
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: terminate the sales' workflows", "err", err)
+	}
 }
