@@ -67,8 +67,7 @@ func (r *runner) market(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The sales' workflows start and settle before the window opens.
-	sleepCtx(ctx, 15*time.Second)
+	settled := r.settleMarket(ctx, ids)
 	idleN, err := r.measureIdle(ctx, procs)
 	if err != nil {
 		return err
@@ -82,7 +81,7 @@ func (r *runner) market(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.add(marketScenario(marketFigures{n: len(ids), rate: rate, idle0: idle0, idleN: idleN, keyBytes: keyBytes, one: one, many: many, listed: listed, dup: dup}))
+	r.add(marketScenario(marketFigures{n: len(ids), settled: settled, rate: rate, idle0: idle0, idleN: idleN, keyBytes: keyBytes, one: one, many: many, listed: listed, dup: dup}))
 	return nil
 }
 
@@ -253,4 +252,35 @@ func (r *runner) terminateMarket(ctx context.Context, ids []int64) {
 	if err != nil {
 		r.o.Logger.Warn("scenario 13: terminate the sales' workflows", "err", err)
 	}
+}
+
+// Bounds of scenario 13's settling: the sales' workflows are all running
+// (a start the API gave up on is the worker's sweeper's), then each has
+// had its first reconciliation and its first look after it, a minute on.
+const (
+	marketStartWait = 5 * time.Minute
+	marketLookWait  = 75 * time.Second
+)
+
+// settleMarket waits until the market's sale workflows run (at most
+// marketStartWait), then marketLookWait, so the idle window sees idle
+// sales, not their start; it answers how long it waited.
+func (r *runner) settleMarket(ctx context.Context, ids []int64) time.Duration {
+	start := time.Now()
+	if len(ids) > 0 {
+		q := fmt.Sprintf("%s >= %d AND %s <= %d AND ExecutionStatus = 'Running'",
+			domain.SearchAttrSaleID, slices.Min(ids), domain.SearchAttrSaleID, slices.Max(ids))
+		for time.Since(start) < marketStartWait && ctx.Err() == nil {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := r.tc.CountWorkflow(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: q})
+			cancel()
+			if err == nil && resp.GetCount() >= int64(len(ids)) {
+				break
+			}
+			r.o.Logger.Info("scenario 13: waiting for the sales' workflows", "running", resp.GetCount(), "sales", len(ids), "err", err)
+			sleepCtx(ctx, 5*time.Second)
+		}
+	}
+	sleepCtx(ctx, marketLookWait)
+	return time.Since(start)
 }
