@@ -108,6 +108,12 @@ func commandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]in
 	if err != nil {
 		return nil, fmt.Errorf("redis INFO commandstats: %w", err)
 	}
+	return parseCommandStats(s)
+}
+
+// parseCommandStats reads INFO commandstats' calls by command name
+// (a subcommand as "xinfo|groups").
+func parseCommandStats(s string) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, line := range strings.Split(s, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
