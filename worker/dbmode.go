@@ -46,6 +46,12 @@ type Resyncer struct {
 	// identitySeen is when identity was last read: the Redis before a
 	// change lost at most the writes of lostWritesSpan before it.
 	identitySeen time.Time
+	// unverified names the open sales whose writes a Redis that went (a
+	// restart, a promotion) may have lost, each with the join number from
+	// which (identityChanged). A sale is checked at its first look as a
+	// live sale on Redis, so one mid-rebuild at the change is checked once
+	// it is back, and one whose check failed is checked again.
+	unverified map[int64]int64
 	// watch names the sales whose keys to check on a tick: those the
 	// change feed names (a reserve that found the keys gone notes its
 	// sale) and the tick's share of a full pass.
@@ -73,9 +79,10 @@ func (r *Resyncer) Once(ctx context.Context) {
 	cancel()
 	now := time.Now()
 	r.Comeback.Pinged(pingErr == nil, now)
-	verify, lostSince := false, int64(0)
 	if pingErr == nil {
-		verify, lostSince = r.identityChanged(ctx)
+		if changed, lostSince := r.identityChanged(ctx); changed {
+			r.noteUnverified(open, lostSince)
+		}
 	}
 	due := r.due(ctx, now, pingErr == nil)
 	for _, s := range open {
@@ -84,8 +91,9 @@ func (r *Resyncer) Once(ctx context.Context) {
 			// Live sales only: an ended or stopped one is being torn down,
 			// which deletes its keys on purpose.
 			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
-				if verify {
-					r.verifyCounters(ctx, s, lostSince)
+				lostSince, verify := r.unverified[s.ID]
+				if verify && r.verifyCounters(ctx, s, lostSince) {
+					delete(r.unverified, s.ID)
 				}
 				if verify || due.has(s.ID) || s.RedisWentBack {
 					r.rebuildIfLost(ctx, s)
@@ -163,6 +171,20 @@ func (r *Resyncer) identityChanged(ctx context.Context) (changed bool, lostSince
 	return true, lostSince
 }
 
+// noteUnverified notes every open sale for a check for lost writes since
+// lostSince, keeping an earlier mark of a sale not yet checked, and drops
+// the marks of sales no longer open.
+func (r *Resyncer) noteUnverified(open []*domain.Sale, lostSince int64) {
+	next := make(map[int64]int64, len(open))
+	for _, s := range open {
+		next[s.ID] = lostSince
+		if prev, ok := r.unverified[s.ID]; ok && prev < lostSince {
+			next[s.ID] = prev
+		}
+	}
+	r.unverified = next
+}
+
 // verifyCounters marks a live sale whose Redis counters are behind the
 // database's (a hold number or a waitlist join the database recorded that
 // Redis never reached): Redis lost acknowledged writes, and the sale is
@@ -172,8 +194,9 @@ func (r *Resyncer) identityChanged(ctx context.Context) (changed bool, lostSince
 // loss hides a lost one from the comparison: the joins made since
 // lostSince are then looked up one by one (restoreLostJoins). Hold numbers
 // need no such look: they are a counter that goes back with Redis, and the
-// database refuses a number it recorded.
-func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale, lostSince int64) {
+// database refuses a number it recorded. It reports whether the check was
+// made (no store failed it).
+func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale, lostSince int64) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// The database first: every number it records Redis handed out
@@ -183,26 +206,28 @@ func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale, lostSince
 	maxSeq, maxJoin, err := r.Store.RedisCounters(cctx, s.ID)
 	if err != nil {
 		r.Logger.Warn("resync: read a sale's recorded counters", "sale_id", s.ID, "err", err)
-		return
+		return false
 	}
 	holds, lastJoin, err := r.Redis.HoldCounters(cctx, s.ID)
 	if err != nil {
 		r.Logger.Warn("resync: read a sale's Redis counters", "sale_id", s.ID, "err", err)
-		return
+		return false
 	}
 	if holds >= maxSeq && lastJoin >= maxJoin {
 		if err := r.restoreLostJoins(cctx, s.ID, lostSince); err != nil {
 			r.Logger.Warn("resync: restore lost waitlist joins", "sale_id", s.ID, "err", err)
+			return false
 		}
-		return
+		return true
 	}
 	r.Logger.Warn("resync: Redis is behind the database (lost acknowledged writes)", "sale_id", s.ID,
 		"holds", holds, "recorded_holds", maxSeq, "last_join", lastJoin, "recorded_join", maxJoin)
 	if err := r.Store.MarkRedisWentBack(cctx, s.ID); err != nil {
 		r.Logger.Warn("resync: mark a sale for a rebuild", "sale_id", s.ID, "err", err)
-		return
+		return false
 	}
 	s.RedisWentBack = true
+	return true
 }
 
 // restoreLostJoins puts back, at their places, the waitlist joins made

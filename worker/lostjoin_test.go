@@ -75,3 +75,45 @@ func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 	require.Equal(t, early, handed[0].UserID, "the earliest join is served first")
 	require.Equal(t, domain.WaitlistRequestID(earlyJoined), handed[0].RequestID)
 }
+
+// A sale that is being rebuilt when the resyncer sees a new Redis (here:
+// in resync mode) is checked for lost joins once it is back on Redis, not
+// passed over for good.
+func TestResyncerChecksASaleBackFromARebuildForLostJoins(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	rc := lua.NewClient(rdb)
+	sale := testenv.MustSale(t, st, 1)
+	testsale.MustWarm(t, st, rdb, sale)
+	k := lua.SaleKeys(sale.ID)
+	early, late := testenv.UniqueUser(), testenv.UniqueUser()
+	_, earlyJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, early)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: early, Joined: earlyJoined}))
+	r := &Resyncer{Store: st, Redis: rc, Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
+	r.Once(testCtx(t))
+
+	_, err = st.SwitchToDatabase(testCtx(t), sale.ID, 0)
+	require.NoError(t, err)
+	epoch, err := st.BeginResync(testCtx(t), sale.ID)
+	require.NoError(t, err)
+	require.NoError(t, rdb.ZRem(testCtx(t), k.Waitlist, early).Err())
+	_, lateJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, late)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: late, Joined: lateJoined}))
+	r.identity = "the Redis before the restart"
+	r.Once(testCtx(t)) // the sale is mid-resync: not checked yet
+	require.Zero(t, mustPosition(t, rc, sale.ID, early))
+
+	require.NoError(t, st.FinishResync(testCtx(t), sale.ID, epoch))
+	r.Once(testCtx(t))
+	require.EqualValues(t, 1, mustPosition(t, rc, sale.ID, early), "the lost join is back ahead of the later one")
+	require.EqualValues(t, 2, mustPosition(t, rc, sale.ID, late))
+}
+
+func mustPosition(t *testing.T, rc *lua.Client, saleID, user int64) int64 {
+	t.Helper()
+	pos, err := rc.WaitlistPosition(testCtx(t), saleID, user)
+	require.NoError(t, err)
+	return pos
+}
