@@ -30,10 +30,13 @@ import (
 
 // Options configure a bench run.
 type Options struct {
-	SeckillBin      string // bin/seckill, started as the API and the worker
-	SelfBin         string // this binary, started with `baseline` for scenario 2
-	RedisAddr       string
-	MySQLDSN        string
+	SeckillBin string // bin/seckill, started as the API and the worker
+	SelfBin    string // this binary, started with `baseline` for scenario 2
+	RedisAddr  string
+	MySQLDSN   string
+	// MySQLPorts are the ports of the mariadbd processes behind MySQLDSN
+	// whose CPU scenario 3 meters; empty: the DSN's own port.
+	MySQLPorts      []string
 	TemporalAddress string
 	LogDir          string
 	Dur             time.Duration // length of each timed run
