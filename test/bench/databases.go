@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -10,11 +11,15 @@ import (
 	"strings"
 
 	"github.com/seckill/seckill/internal/testkit/galera"
+	"github.com/seckill/seckill/internal/testkit/mariadbnode"
 )
 
-// The database tiers -db compares: one MariaDB (the -mysql server) and a
-// three-node Galera cluster behind HAProxy that the run starts itself
-// (internal/testkit/galera, the shape docs/deploy.md describes).
+// The database tiers -db compares, each started by the run in its log
+// directory: one MariaDB with a Galera node's settings (buffer pool,
+// connections, log flush) but no replication, and a three-node Galera
+// cluster behind HAProxy (internal/testkit/galera, the shape docs/deploy.md
+// describes). Neither serves anything else, so neither meets another
+// client's load.
 const (
 	DBSingle = "single"
 	DBGalera = "galera"
@@ -57,6 +62,48 @@ func ParseDatabases(s string) ([]string, error) {
 	return out, nil
 }
 
+// startTiers starts each tier's servers and returns each tier's DSN and
+// the ports of its mariadbd processes; stop ends them all.
+func startTiers(ctx context.Context, o Options, tiers []string) (map[string]string, map[string][]string, func(), error) {
+	dsns, ports := map[string]string{}, map[string][]string{}
+	var stops []func()
+	stop := func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	for _, tier := range tiers {
+		dir := filepath.Join(o.LogDir, "db-"+tier)
+		o.Logger.Info("starting a database tier", "tier", tier, "dir", dir)
+		switch tier {
+		case DBSingle:
+			opts := galera.Node{Dir: dir}.Options()
+			opts.User = "" // a node's account only serves Galera's state transfers
+			s, err := mariadbnode.StartServer(ctx, opts)
+			if err != nil {
+				return nil, nil, stop, err
+			}
+			stops = append(stops, func() {
+				if err := s.Stop(); err != nil {
+					o.Logger.Warn("stop the single server", "err", err)
+				}
+			})
+			dsns[tier], ports[tier] = s.DSN("seckill"), []string{strconv.Itoa(s.Port())}
+		case DBGalera:
+			c, err := galera.Start(ctx, galera.Options{Dir: dir})
+			if err != nil {
+				return nil, nil, stop, err
+			}
+			stops = append(stops, c.Stop)
+			dsns[tier] = c.DSN("seckill")
+			for _, n := range c.Nodes() {
+				ports[tier] = append(ports[tier], strconv.Itoa(n.Port))
+			}
+		}
+	}
+	return dsns, ports, stop, nil
+}
+
 // tierRuns are one tier's figure values, a value per round.
 type tierRuns map[string][]float64
 
@@ -77,32 +124,26 @@ func RunDatabases(ctx context.Context, o Options, tiers []string, rounds int) (*
 			return nil, fmt.Errorf("-db runs scenarios %s, not %s", strings.Join(dbScenarios, " and "), id)
 		}
 	}
-	dsns := map[string]string{DBSingle: o.MySQLDSN}
-	var nodes []string
-	if slices.Contains(tiers, DBGalera) {
-		o.Logger.Info("starting a Galera cluster", "dir", filepath.Join(o.LogDir, "galera"))
-		c, err := galera.Start(ctx, galera.Options{Dir: filepath.Join(o.LogDir, "galera")})
-		if err != nil {
-			return nil, fmt.Errorf("galera: %w", err)
-		}
-		defer c.Stop()
-		dsns[DBGalera] = c.DSN("seckill")
-		for _, n := range c.Nodes() {
-			nodes = append(nodes, strconv.Itoa(n.Port))
-		}
+	dsns, ports, stop, err := startTiers(ctx, o, tiers)
+	defer stop()
+	if err != nil {
+		return nil, err
 	}
 	merged := &Report{}
 	got := map[string]tierRuns{}
+	var floor int64
 	for round := 1; round <= rounds; round++ {
 		for _, tier := range tiers {
 			so := o
-			so.MySQLDSN, so.Scenarios, so.MySQLPorts = dsns[tier], scenarios, nil
-			if tier == DBGalera {
-				so.MySQLPorts = nodes
+			so.MySQLDSN, so.Scenarios, so.MySQLPorts, so.SaleIDFloor = dsns[tier], scenarios, ports[tier], floor
+			so.LogDir = filepath.Join(o.LogDir, fmt.Sprintf("%s-%d", tier, round))
+			if err := os.MkdirAll(so.LogDir, 0o755); err != nil {
+				return merged, fmt.Errorf("log dir: %w", err)
 			}
 			o.Logger.Info("database tier", "tier", tier, "round", round, "dsn", so.MySQLDSN)
 			rep, err := Run(ctx, so)
 			if rep != nil {
+				floor = max(floor, rep.lastSaleID+1)
 				merged.add(rep, fmt.Sprintf("%s, round %d", tier, round))
 				if got[tier] == nil {
 					got[tier] = tierRuns{}
@@ -159,7 +200,7 @@ func tiersScenario(tiers []string, rounds int, got map[string]tierRuns) Scenario
 	return Scenario{ID: "db side by side", Title: fmt.Sprintf("The drain and the database path on each database tier (%s), %d rounds in turn, medians", strings.Join(tiers, ", "), rounds),
 		Figures: figures,
 		Notes: append([]string{"each round runs every tier in the same order, each on its own API, worker and bench database; the tiers differ only in MYSQL_DSN",
-			"galera: three nodes behind HAProxy, every write on one node and certified by the others; its MariaDB CPU is the three nodes'"}, notes...)}
+			"single: one mariadbd with a Galera node's settings and no replication; galera: three nodes behind HAProxy, every write on one node and certified by the others; its MariaDB CPU is the three nodes'"}, notes...)}
 }
 
 // unitOf is a compared figure's unit.
