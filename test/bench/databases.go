@@ -63,13 +63,20 @@ func ParseDatabases(s string) ([]string, error) {
 }
 
 // startTiers starts each tier's servers and returns each tier's DSN and
-// the ports of its mariadbd processes; stop ends them all.
+// the ports of its mariadbd processes; stop ends them all and deletes
+// their data (a gigabyte or so), keeping their logs.
 func startTiers(ctx context.Context, o Options, tiers []string) (map[string]string, map[string][]string, func(), error) {
 	dsns, ports := map[string]string{}, map[string][]string{}
 	var stops []func()
+	var data []string
 	stop := func() {
 		for _, f := range stops {
 			f()
+		}
+		for _, d := range data {
+			if err := os.RemoveAll(d); err != nil {
+				o.Logger.Warn("delete a database tier's data", "dir", d, "err", err)
+			}
 		}
 	}
 	for _, tier := range tiers {
@@ -79,6 +86,7 @@ func startTiers(ctx context.Context, o Options, tiers []string) (map[string]stri
 		case DBSingle:
 			opts := galera.Node{Dir: dir}.Options()
 			opts.User = "" // a node's account only serves Galera's state transfers
+			data = append(data, opts.DataDir())
 			s, err := mariadbnode.StartServer(ctx, opts)
 			if err != nil {
 				return nil, nil, stop, err
@@ -98,6 +106,7 @@ func startTiers(ctx context.Context, o Options, tiers []string) (map[string]stri
 			dsns[tier] = c.DSN("seckill")
 			for _, n := range c.Nodes() {
 				ports[tier] = append(ports[tier], strconv.Itoa(n.Port))
+				data = append(data, n.Options().DataDir())
 			}
 		}
 	}
