@@ -121,12 +121,6 @@ func (c *Client) InstrumentScripts(reg prometheus.Registerer) error {
 	return nil
 }
 
-// Reserve runs the reservation script (Scripts.Reserve).
-func (c *Client) Reserve(ctx context.Context, a ReserveArgs) (ReserveResult, error) {
-	defer c.NoteChange(a.SaleID)
-	return c.scripts.Reserve(ctx, c.rdb, a)
-}
-
 // Release releases a token's hold (Scripts.Release).
 func (c *Client) Release(ctx context.Context, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
 	defer c.NoteChange(saleID)

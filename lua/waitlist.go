@@ -106,6 +106,30 @@ func (c *Client) RestoreWaitlist(ctx context.Context, saleID int64, joins []Wait
 	return n, nil
 }
 
+// WaitlistMissing answers the joins a sale's waitlist lacks: the user is
+// not on it (ZMSCORE, one round trip). A user on it under another number
+// joined again, which the database records too, so is not missing.
+func (c *Client) WaitlistMissing(ctx context.Context, saleID int64, joins []Waiter) ([]Waiter, error) {
+	if len(joins) == 0 {
+		return nil, nil
+	}
+	users := make([]string, len(joins))
+	for i, j := range joins {
+		users[i] = strconv.FormatInt(j.UserID, 10)
+	}
+	scores, err := c.rdb.ZMScore(ctx, SaleKeys(saleID).Waitlist, users...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("look up %d waitlist joins of sale %d: %w", len(joins), saleID, err)
+	}
+	var missing []Waiter
+	for i, score := range scores {
+		if score == 0 { // absent: a join number is never 0
+			missing = append(missing, joins[i])
+		}
+	}
+	return missing, nil
+}
+
 // Waiter is one user on a waitlist with their join number (Redis's clock
 // in µs when they joined, strictly increasing per sale: waitlist_join.lua).
 type Waiter struct {

@@ -112,9 +112,9 @@ func TestWaitlistWaitsForTheSaleToSellOut(t *testing.T) {
 	require.Zero(t, f.position(t, c, 3))
 }
 
-// A join reports its number; joins a Redis forgot come back at their
-// places (a user who is there already, or who holds a unit, is left as
-// is), and a join after them comes after them.
+// A join reports its number; the joins a Redis forgot are found missing
+// and come back at their places (a user who is there already, or who holds
+// a unit, is left as is), and a join after them comes after them.
 func TestForgottenJoinsComeBackAtTheirPlaces(t *testing.T) {
 	f := mustWarmSale(t, 1)
 	c := lua.NewClient(f.rdb)
@@ -133,6 +133,9 @@ func TestForgottenJoinsComeBackAtTheirPlaces(t *testing.T) {
 	require.NoError(t, f.rdb.Del(ctx(t), lua.SaleKeys(f.saleID).Waitlist, lua.SaleKeys(f.saleID).WaitSeq).Err())
 	_, _, err := c.JoinWaitlist(ctx(t), f.saleID, 3) // user 3 joined again meanwhile
 	require.NoError(t, err)
+	missing, err := c.WaitlistMissing(ctx(t), f.saleID, kept)
+	require.NoError(t, err)
+	require.Equal(t, []lua.Waiter{kept[0], kept[2]}, missing, "users 2 and 4; 3 is there under a new number")
 	n, err := c.RestoreWaitlist(ctx(t), f.saleID, append(kept, lua.Waiter{UserID: 1, Joined: 1}))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n, "users 2 and 4; 3 is there, 1 holds a unit")

@@ -50,14 +50,21 @@ func (s *Store) ForgetWaitlistJoin(ctx context.Context, saleID, userID, joined i
 // not served by a hand-over (no reservation names the join's number), and
 // of users who hold no live or paid reservation of the sale.
 func (s *Store) WaitingJoins(ctx context.Context, saleID int64) ([]WaitJoin, error) {
+	return s.WaitingJoinsSince(ctx, saleID, 0)
+}
+
+// WaitingJoinsSince lists the waiting joins of a sale (WaitingJoins) whose
+// join number is at least since: the joins made since a moment by Redis's
+// clock (join numbers are its microseconds).
+func (s *Store) WaitingJoinsSince(ctx context.Context, saleID, since int64) ([]WaitJoin, error) {
 	var out []WaitJoin
 	err := s.DB.NewRaw(`SELECT w.user_id, w.joined FROM waitlist_joins w
-		WHERE w.sale_id = ?
+		WHERE w.sale_id = ? AND w.joined >= ?
 		AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.sale_id = w.sale_id AND r.user_id = w.user_id
 			AND (r.request_id = CONCAT(?, w.joined) OR r.live_user IS NOT NULL))
-		ORDER BY w.joined`, saleID, domain.WaitlistRequestPrefix).Scan(ctx, &out)
+		ORDER BY w.joined`, saleID, since, domain.WaitlistRequestPrefix).Scan(ctx, &out)
 	if err != nil {
-		return nil, fmt.Errorf("waiting joins of sale %d: %w", saleID, err)
+		return nil, fmt.Errorf("waiting joins of sale %d since %d: %w", saleID, since, err)
 	}
 	return out, nil
 }

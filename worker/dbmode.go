@@ -43,6 +43,15 @@ type Resyncer struct {
 	// identity is Redis's lineage as last read (lua.Client.Identity); a
 	// change means a restart or a promotion, which may have lost writes.
 	identity string
+	// identitySeen is when identity was last read: the Redis before a
+	// change lost at most the writes of lostWritesSpan before it.
+	identitySeen time.Time
+	// unverified names the open sales whose writes a Redis that went (a
+	// restart, a promotion) may have lost, each with the join number from
+	// which (identityChanged). A sale is checked at its first look as a
+	// live sale on Redis, so one mid-rebuild at the change is checked once
+	// it is back, and one whose check failed is checked again.
+	unverified map[int64]int64
 	// watch names the sales whose keys to check on a tick: those the
 	// change feed names (a reserve that found the keys gone notes its
 	// sale) and the tick's share of a full pass.
@@ -70,7 +79,11 @@ func (r *Resyncer) Once(ctx context.Context) {
 	cancel()
 	now := time.Now()
 	r.Comeback.Pinged(pingErr == nil, now)
-	verify := pingErr == nil && r.identityChanged(ctx)
+	if pingErr == nil {
+		if changed, lostSince := r.identityChanged(ctx); changed {
+			r.noteUnverified(open, lostSince)
+		}
+	}
 	due := r.due(ctx, now, pingErr == nil)
 	for _, s := range open {
 		switch s.Mode {
@@ -78,8 +91,9 @@ func (r *Resyncer) Once(ctx context.Context) {
 			// Live sales only: an ended or stopped one is being torn down,
 			// which deletes its keys on purpose.
 			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
-				if verify {
-					r.verifyCounters(ctx, s)
+				lostSince, verify := r.unverified[s.ID]
+				if verify && r.verifyCounters(ctx, s, lostSince) {
+					delete(r.unverified, s.ID)
 				}
 				if verify || due.has(s.ID) || s.RedisWentBack {
 					r.rebuildIfLost(ctx, s)
@@ -125,21 +139,50 @@ func (r *Resyncer) due(ctx context.Context, now time.Time, redisUp bool) dueSet 
 	return due
 }
 
+// lostWritesSpan bounds how long before it stopped serving a Redis may
+// have acknowledged writes it then lost: an AOF fsynced every second loses
+// at most its last two seconds, a promoted replica what it lagged by; the
+// rest allows for the clocks of Redis and this worker.
+const lostWritesSpan = time.Minute
+
 // identityChanged reports whether Redis restarted or a replica was
 // promoted since the last look (and at the first look, after this worker
-// started): then every live sale's counters are checked once.
-func (r *Resyncer) identityChanged(ctx context.Context) bool {
+// started): then every live sale is checked once for lost writes. lostSince
+// is the join number (Redis's clock in µs) from which waitlist joins may
+// be lost: lostWritesSpan before the last look at the Redis that went, 0
+// (every join) at the first look.
+func (r *Resyncer) identityChanged(ctx context.Context) (changed bool, lostSince int64) {
 	ictx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	id, err := r.Redis.Identity(ictx)
 	cancel()
-	if err != nil || id == r.identity {
-		return false
+	if err != nil {
+		return false, 0
+	}
+	seen := r.identitySeen
+	r.identitySeen = time.Now()
+	if id == r.identity {
+		return false, 0
 	}
 	if r.identity != "" {
 		r.Logger.Warn("resync: Redis restarted or failed over; checking every live sale for lost writes")
+		lostSince = seen.Add(-lostWritesSpan).UnixMicro()
 	}
 	r.identity = id
-	return true
+	return true, lostSince
+}
+
+// noteUnverified notes every open sale for a check for lost writes since
+// lostSince, keeping an earlier mark of a sale not yet checked, and drops
+// the marks of sales no longer open.
+func (r *Resyncer) noteUnverified(open []*domain.Sale, lostSince int64) {
+	next := make(map[int64]int64, len(open))
+	for _, s := range open {
+		next[s.ID] = lostSince
+		if prev, ok := r.unverified[s.ID]; ok && prev < lostSince {
+			next[s.ID] = prev
+		}
+	}
+	r.unverified = next
 }
 
 // verifyCounters marks a live sale whose Redis counters are behind the
@@ -147,7 +190,13 @@ func (r *Resyncer) identityChanged(ctx context.Context) bool {
 // Redis never reached): Redis lost acknowledged writes, and the sale is
 // rebuilt like one a hold found behind (store.MarkRedisWentBack). It
 // finds what no later hold would: a sold-out sale's lost waitlist joins.
-func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale) {
+// A join number is Redis's clock, not a counter, so a join made after the
+// loss hides a lost one from the comparison: the joins made since
+// lostSince are then looked up one by one (restoreLostJoins). Hold numbers
+// need no such look: they are a counter that goes back with Redis, and the
+// database refuses a number it recorded. It reports whether the check was
+// made (no store failed it).
+func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale, lostSince int64) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// The database first: every number it records Redis handed out
@@ -157,23 +206,78 @@ func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale) {
 	maxSeq, maxJoin, err := r.Store.RedisCounters(cctx, s.ID)
 	if err != nil {
 		r.Logger.Warn("resync: read a sale's recorded counters", "sale_id", s.ID, "err", err)
-		return
+		return false
 	}
 	holds, lastJoin, err := r.Redis.HoldCounters(cctx, s.ID)
 	if err != nil {
 		r.Logger.Warn("resync: read a sale's Redis counters", "sale_id", s.ID, "err", err)
-		return
+		return false
 	}
 	if holds >= maxSeq && lastJoin >= maxJoin {
-		return
+		if err := r.restoreLostJoins(cctx, s.ID, lostSince); err != nil {
+			r.Logger.Warn("resync: restore lost waitlist joins", "sale_id", s.ID, "err", err)
+			return false
+		}
+		return true
 	}
 	r.Logger.Warn("resync: Redis is behind the database (lost acknowledged writes)", "sale_id", s.ID,
 		"holds", holds, "recorded_holds", maxSeq, "last_join", lastJoin, "recorded_join", maxJoin)
 	if err := r.Store.MarkRedisWentBack(cctx, s.ID); err != nil {
 		r.Logger.Warn("resync: mark a sale for a rebuild", "sale_id", s.ID, "err", err)
-		return
+		return false
 	}
 	s.RedisWentBack = true
+	return true
+}
+
+// restoreLostJoins puts back, at their places, the waitlist joins made
+// since lostSince that the database keeps and Redis lacks. The database is
+// read first: a join it recorded was on Redis before, so one missing there
+// now was lost, served (a hand-over's buyer mark, which the restore
+// respects) or left. A leave takes the user off Redis before the
+// database, so the missing joins are read from the database again and
+// only those still there are restored.
+func (r *Resyncer) restoreLostJoins(ctx context.Context, saleID, lostSince int64) error {
+	joins, err := r.Store.WaitingJoinsSince(ctx, saleID, lostSince)
+	if err != nil || len(joins) == 0 {
+		return err
+	}
+	missing, err := r.Redis.WaitlistMissing(ctx, saleID, waiters(joins))
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	again, err := r.Store.WaitingJoinsSince(ctx, saleID, missing[0].Joined)
+	if err != nil {
+		return err
+	}
+	kept := make(map[lua.Waiter]bool, len(again))
+	for _, w := range waiters(again) {
+		kept[w] = true
+	}
+	still := missing[:0]
+	for _, w := range missing {
+		if kept[w] {
+			still = append(still, w)
+		}
+	}
+	n, err := r.Redis.RestoreWaitlist(ctx, saleID, still)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.Logger.Warn("resync: Redis lost waitlist joins (lost acknowledged writes); restored them at their places",
+			"sale_id", saleID, "restored", n, "missing", len(missing))
+	}
+	return nil
+}
+
+// waiters converts the database's joins to Redis's waiters.
+func waiters(joins []store.WaitJoin) []lua.Waiter {
+	out := make([]lua.Waiter, len(joins))
+	for i, j := range joins {
+		out[i] = lua.Waiter{UserID: j.UserID, Joined: j.Joined}
+	}
+	return out
 }
 
 // rebuildIfLost rebuilds a live sale whose keys Redis lost (a key deleted,

@@ -102,10 +102,25 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	fs.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of scenario 3's API and worker over the burst and drain (api.pprof, worker.pprof)")
 	stacks := fs.String("temporal-stacks", "", "scenario 12 alone: the burst on each Temporal stack in turn, name=host:port,... (e.g. dev=127.0.0.1:7233,server-8=127.0.0.1:7533)")
 	ab := fs.String("ab", "", "scenario 12 alone as an A/B: the burst with the API and worker given KEY=VALUE, then without, on -temporal")
+	db := fs.String("db", "", "scenarios 3 and 5 on each database tier in turn, e.g. single,galera: single is one MariaDB, galera three nodes behind HAProxy, each started by the run with the same settings; ratios to the first")
+	rounds := fs.Int("rounds", 3, "with -db: rounds of the tiers in turn (ABAB...), the figures' medians compared")
 	return func(ctx context.Context) error {
 		var variants []bench.Stack
 		var err error
 		switch {
+		case *db != "" && (*stacks != "" || *ab != ""):
+			return fmt.Errorf("-db, -temporal-stacks or -ab: one of them")
+		case *db != "":
+			tiers, err := bench.ParseDatabases(*db)
+			if err != nil {
+				return err
+			}
+			if *rounds < 1 {
+				return fmt.Errorf("-rounds %d: at least 1", *rounds)
+			}
+			return run(ctx, logger, o, *out, *scenarios, func(ctx context.Context, o bench.Options) (*bench.Report, error) {
+				return bench.RunDatabases(ctx, o, tiers, *rounds)
+			})
 		case *stacks != "" && *ab != "":
 			return fmt.Errorf("-temporal-stacks or -ab, not both")
 		case *stacks != "":
@@ -116,11 +131,18 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 		if err != nil {
 			return err
 		}
-		return run(ctx, logger, o, *out, *scenarios, variants)
+		runner := bench.Run
+		if len(variants) > 0 {
+			runner = func(ctx context.Context, o bench.Options) (*bench.Report, error) {
+				return bench.RunStacks(ctx, o, variants)
+			}
+		}
+		return run(ctx, logger, o, *out, *scenarios, runner)
 	}
 }
 
-func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string, variants []bench.Stack) error {
+// run runs the benchmarks with runner and writes the report.
+func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string, runner func(context.Context, bench.Options) (*bench.Report, error)) error {
 	for _, id := range strings.Split(scenarios, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 13 || n == 12 || strconv.Itoa(n) != id {
@@ -146,13 +168,7 @@ func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenari
 	}
 	logger.Info("bench starting", "redis", o.RedisAddr, "temporal", o.TemporalAddress, "logs", o.LogDir)
 	start := time.Now()
-	var rep *bench.Report
-	var runErr error
-	if len(variants) > 0 {
-		rep, runErr = bench.RunStacks(ctx, o, variants)
-	} else {
-		rep, runErr = bench.Run(ctx, o)
-	}
+	rep, runErr := runner(ctx, o)
 	if rep != nil && len(rep.Scenarios) > 0 {
 		if err := rep.Write(out); err != nil {
 			return err

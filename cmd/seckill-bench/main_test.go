@@ -23,3 +23,16 @@ func TestHelpPrintsUsageAndDoesNothingElse(t *testing.T) {
 	require.Equal(t, 2, realMain([]string{"-bogus"}, &out, &errOut))
 	require.Equal(t, 2, realMain([]string{"baseline", "extra"}, &out, &errOut))
 }
+
+// A -db run that cannot run is refused before anything starts.
+func TestDatabaseTiersAreCheckedFirst(t *testing.T) {
+	for _, args := range [][]string{
+		{"-db", "single"},
+		{"-db", "single,galera", "-rounds", "0"},
+		{"-db", "single,galera", "-ab", "K=V"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 1, realMain(args, &out, &errOut), "%v", args)
+		require.NotContains(t, errOut.String(), "bench starting", "%v started", args)
+	}
+}

@@ -91,12 +91,14 @@ func TestMedianRoundIsTheMiddleRatio(t *testing.T) {
 // Scenario 3 meters the test services' own processes: the redis-server and
 // mariadbd that serve the test addresses, found by their command lines.
 func TestServicesCPUFindsTheTestServers(t *testing.T) {
-	m, err := servicesCPU(testenv.RedisAddr(), testenv.MySQLDSN())
+	ports, err := mysqlPorts(testenv.MySQLDSN(), nil)
+	require.NoError(t, err)
+	m, err := servicesCPU(testenv.RedisAddr(), ports)
 	require.NoError(t, err)
 	cpu, err := m.read()
 	require.NoError(t, err)
 	require.Greater(t, cpu, 0.0)
-	_, err = servicesCPU("127.0.0.1:1", testenv.MySQLDSN())
+	_, err = servicesCPU("127.0.0.1:1", ports)
 	require.Error(t, err, "no redis-server serves port 1")
 }
 

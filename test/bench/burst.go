@@ -30,7 +30,11 @@ func (r *runner) burstMeters(api, worker *Proc) *burstMeters {
 		m.serverName = "the Temporal server (not found)"
 		m.notes = append(m.notes, fmt.Sprintf("Temporal server CPU not measured: %v", err))
 	}
-	if m.services, err = servicesCPU(r.o.RedisAddr, r.o.MySQLDSN); err != nil {
+	ports, err := mysqlPorts(r.o.MySQLDSN, r.o.MySQLPorts)
+	if err == nil {
+		m.services, err = servicesCPU(r.o.RedisAddr, ports)
+	}
+	if err != nil {
 		m.notes = append(m.notes, fmt.Sprintf("Redis and MariaDB CPU not measured: %v", err))
 	}
 	return m

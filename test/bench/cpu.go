@@ -160,39 +160,55 @@ func treeCPU(pid int) (float64, error) {
 	return total, nil
 }
 
-// servicesCPU meters the redis-server and mariadbd serving redisAddr and
-// the DSN's address on this host.
-func servicesCPU(redisAddr, dsn string) (cpuMeter, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("mysql dsn: %w", err)
-	}
-	_, myPort, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("mysql address: %w", err)
-	}
+// servicesCPU meters the redis-server serving redisAddr and the mariadbd
+// processes serving ports on this host: the DSN's own port for one server,
+// each node's for a cluster behind a proxy (Options.MySQLPorts).
+func servicesCPU(redisAddr string, ports []string) (cpuMeter, error) {
 	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil, fmt.Errorf("services: %w", err)
 	}
-	var redisPID, mysqlPID int
+	redisPID, mysqlPIDs := 0, map[string]int{}
 	for _, p := range procs {
 		args, err := p.CmdLine()
 		if err != nil || len(args) == 0 {
 			continue
 		}
-		switch {
 		// redis-server rewrites its title to "redis-server host:port".
-		case strings.HasPrefix(args[0], "redis-server") && slices.Contains(strings.Fields(strings.Join(args, " ")), redisAddr):
+		if strings.HasPrefix(args[0], "redis-server") && slices.Contains(strings.Fields(strings.Join(args, " ")), redisAddr) {
 			redisPID = p.PID
-		case strings.HasSuffix(args[0], "mariadbd") && hasFlag(args, myPort, "--port"):
-			mysqlPID = p.PID
+		}
+		for _, port := range ports {
+			if strings.HasSuffix(args[0], "mariadbd") && hasFlag(args, port, "--port") {
+				mysqlPIDs[port] = p.PID
+			}
 		}
 	}
-	if redisPID == 0 || mysqlPID == 0 {
-		return nil, fmt.Errorf("redis-server %s (pid %d) or mariadbd on port %s (pid %d) not found here", redisAddr, redisPID, myPort, mysqlPID)
+	if redisPID == 0 || len(mysqlPIDs) != len(ports) {
+		return nil, fmt.Errorf("redis-server %s (pid %d) or mariadbd on ports %v (found %v) not found here", redisAddr, redisPID, ports, mysqlPIDs)
 	}
-	return cpuMeter{func() (float64, error) { return pidCPU(redisPID) }, func() (float64, error) { return pidCPU(mysqlPID) }}, nil
+	m := cpuMeter{func() (float64, error) { return pidCPU(redisPID) }}
+	for _, pid := range mysqlPIDs {
+		m = append(m, func() (float64, error) { return pidCPU(pid) })
+	}
+	return m, nil
+}
+
+// mysqlPorts are the ports of the mariadbd processes serving dsn: nodes
+// when given, else the DSN's own.
+func mysqlPorts(dsn string, nodes []string) ([]string, error) {
+	if len(nodes) > 0 {
+		return nodes, nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql dsn: %w", err)
+	}
+	_, port, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("mysql address: %w", err)
+	}
+	return []string{port}, nil
 }
 
 // perRequestMS is CPU seconds per request, in ms.

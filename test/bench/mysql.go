@@ -166,18 +166,20 @@ func BenchDSN(ctx context.Context, dsn string) (string, error) {
 	return c.FormatDSN(), nil
 }
 
-// raiseSaleIDs moves the sales table's next id to benchSaleBase if below.
-func raiseSaleIDs(ctx context.Context, st *store.Store) error {
+// raiseSaleIDs moves the sales table's next id to floor (at least
+// benchSaleBase) if below.
+func raiseSaleIDs(ctx context.Context, st *store.Store, floor int64) error {
+	floor = max(floor, benchSaleBase)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var maxID sql.NullInt64
 	if err := st.DB.QueryRowContext(ctx, "SELECT MAX(id) FROM sales").Scan(&maxID); err != nil {
 		return fmt.Errorf("bench sale ids: %w", err)
 	}
-	if maxID.Int64 >= benchSaleBase {
+	if maxID.Int64 >= floor {
 		return nil
 	}
-	if _, err := st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", benchSaleBase)); err != nil {
+	if _, err := st.DB.ExecContext(ctx, fmt.Sprintf("ALTER TABLE sales AUTO_INCREMENT = %d", floor)); err != nil {
 		return fmt.Errorf("bench sale ids: %w", err)
 	}
 	return nil

@@ -42,6 +42,8 @@ type Report struct {
 	Client      string     `json:"client"`
 	Scenarios   []Scenario `json:"scenarios"`
 	Violations  []string   `json:"violations"` // correctness failures: the run fails
+
+	lastSaleID int64 // the highest id of the run's sales in the database
 }
 
 // Write saves latest.json, latest.md and latest.png under dir.

@@ -30,10 +30,13 @@ import (
 
 // Options configure a bench run.
 type Options struct {
-	SeckillBin      string // bin/seckill, started as the API and the worker
-	SelfBin         string // this binary, started with `baseline` for scenario 2
-	RedisAddr       string
-	MySQLDSN        string
+	SeckillBin string // bin/seckill, started as the API and the worker
+	SelfBin    string // this binary, started with `baseline` for scenario 2
+	RedisAddr  string
+	MySQLDSN   string
+	// MySQLPorts are the ports of the mariadbd processes behind MySQLDSN
+	// whose CPU scenario 3 meters; empty: the DSN's own port.
+	MySQLPorts      []string
 	TemporalAddress string
 	LogDir          string
 	Dur             time.Duration // length of each timed run
@@ -50,6 +53,10 @@ type Options struct {
 	// ProfileDir, when set, receives CPU profiles of scenario 3's API and
 	// worker over its burst and drain (api.pprof, worker.pprof).
 	ProfileDir string
+	// SaleIDFloor is the least id of this run's sales: runs on several
+	// databases share Redis and Temporal, where a sale is known by its id
+	// alone, so each run's ids follow the last run's.
+	SaleIDFloor int64
 	// Env overrides the API's and worker's environment (an A/B variant).
 	Env    map[string]string
 	Logger *slog.Logger
@@ -112,6 +119,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	r.rep.Scenarios = ordered
+	for _, id := range r.saleIDs {
+		if id < fakeSaleBase {
+			r.rep.lastSaleID = max(r.rep.lastSaleID, id)
+		}
+	}
 	return r.rep, nil
 }
 
@@ -203,7 +215,7 @@ func (r *runner) connect(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	r.st = st
-	if err := raiseSaleIDs(cctx, st); err != nil {
+	if err := raiseSaleIDs(cctx, st, r.o.SaleIDFloor); err != nil {
 		return err
 	}
 	r.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.o.RedisAddr}, PoolSize: 256})

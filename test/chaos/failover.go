@@ -58,7 +58,7 @@ func (d *Deployment) startReplica(ctx context.Context) error {
 	if err := n.Start(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	return waitFor(ctx, time.Minute, func(ctx context.Context) error { return caughtUp(ctx, d.Nodes[0].direct, direct) })
+	return proc.Poll(ctx, time.Minute, "the replica to catch up", func(ctx context.Context) error { return caughtUp(ctx, d.Nodes[0].direct, direct) })
 }
 
 func directClient(addr string) *redis.Client {
@@ -147,25 +147,6 @@ func aofSettled(ctx context.Context, c *redis.Client) error {
 	return nil
 }
 
-// waitFor polls check every 100 ms until it answers nil or within passes.
-func waitFor(ctx context.Context, within time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
-		err := check(cctx)
-		ccancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not within %s: %w", within, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // failoverCut injects FRedisFailover: the replica's link to the master is
 // cut (its proxy refuses it, as a partition would), both servers running;
 // from now on writes reach the master alone. The heal is the failover.
@@ -177,7 +158,7 @@ func (n *Nemesis) failoverCut(ctx context.Context, p Planned) (func(context.Cont
 	target := "redis -> " + d.Replica.Name
 	// The replica starts the span with what the master had (a restart of
 	// the master may have left it in a full sync).
-	if err := waitFor(ctx, 10*time.Second, func(ctx context.Context) error { return linkUp(ctx, d.Replica.direct) }); err != nil {
+	if err := proc.Poll(ctx, 10*time.Second, "the replica's master link", func(ctx context.Context) error { return linkUp(ctx, d.Replica.direct) }); err != nil {
 		target += " (was not in sync)"
 		n.Logf("fault %d %s: the replica %v", p.ID, p.Class, err)
 	}
@@ -248,7 +229,7 @@ func (d *Deployment) swapBack(ctx context.Context) error {
 	if err := r.direct.ReplicaOf(ctx, host, port).Err(); err != nil {
 		return fmt.Errorf("%s replicates %s again: %w", r.Name, m.Name, err)
 	}
-	return waitFor(ctx, time.Minute, func(ctx context.Context) error {
+	return proc.Poll(ctx, time.Minute, "the replica's link up and the AOF settled", func(ctx context.Context) error {
 		return errors.Join(linkUp(ctx, r.direct), aofSettled(ctx, m.direct))
 	})
 }

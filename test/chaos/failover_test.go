@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
 // The failover fault on real processes: a write acknowledged before the
@@ -34,7 +36,7 @@ func TestFailoverLosesTheWritesOfTheSpan(t *testing.T) {
 	for round := range 2 {
 		before, during := fmt.Sprintf("before-%d", round), fmt.Sprintf("during-%d", round)
 		require.NoError(t, d.RDB.Set(ctx, before, "1", 0).Err())
-		require.NoError(t, waitFor(ctx, 10*time.Second, func(ctx context.Context) error { return caughtUp(ctx, d.Nodes[0].direct, d.Replica.direct) }))
+		require.NoError(t, proc.Poll(ctx, 10*time.Second, "the replica to catch up", func(ctx context.Context) error { return caughtUp(ctx, d.Nodes[0].direct, d.Replica.direct) }))
 		p := Planned{ID: round + 1, Class: FRedisFailover}
 		heal, target, _, err := n.inject(ctx, p)
 		require.NoError(t, err)

@@ -57,7 +57,7 @@ func (c *Cluster) Writer(ctx context.Context) (int, error) {
 // than old, and returns it.
 func (c *Cluster) WaitWriter(ctx context.Context, old int) (int, error) {
 	w := -1
-	err := poll(ctx, "a writer other than "+c.nodes[old].Name, func(ctx context.Context) error {
+	err := proc.Poll(ctx, 0, "a writer other than "+c.nodes[old].Name, func(ctx context.Context) error {
 		var err error
 		if w, err = c.Writer(ctx); err == nil && w == old {
 			err = errors.New("still " + c.nodes[old].Name)
@@ -69,7 +69,7 @@ func (c *Cluster) WaitWriter(ctx context.Context, old int) (int, error) {
 
 // WaitWriterIs waits until HAProxy routes new connections to node i.
 func (c *Cluster) WaitWriterIs(ctx context.Context, i int) error {
-	return poll(ctx, c.nodes[i].Name+" the writer", func(ctx context.Context) error {
+	return proc.Poll(ctx, 0, c.nodes[i].Name+" the writer", func(ctx context.Context) error {
 		w, err := c.Writer(ctx)
 		if err == nil && w != i {
 			err = errors.New("the writer is " + c.nodes[w].Name)
@@ -105,7 +105,7 @@ func (c *Cluster) members() []int {
 // WaitSynced waits until every node running and not cut is Writable in
 // one component of them all.
 func (c *Cluster) WaitSynced(ctx context.Context) error {
-	return poll(ctx, "every member Synced", func(ctx context.Context) error {
+	return proc.Poll(ctx, 0, "every member Synced", func(ctx context.Context) error {
 		m := c.members()
 		for _, i := range m {
 			s, err := c.State(ctx, i)
@@ -155,7 +155,7 @@ func (c *Cluster) WaitCut(ctx context.Context, i int) error {
 	if err := c.WaitSynced(ctx); err != nil {
 		return fmt.Errorf("galera: the others after %s's cut: %w", c.nodes[i].Name, err)
 	}
-	return poll(ctx, c.nodes[i].Name+" outside the primary component", func(ctx context.Context) error {
+	return proc.Poll(ctx, 0, c.nodes[i].Name+" outside the primary component", func(ctx context.Context) error {
 		s, err := c.State(ctx, i)
 		if err == nil && s.Primary {
 			err = fmt.Errorf("%s: %s", c.nodes[i].Name, s)
@@ -222,21 +222,4 @@ func (c *Cluster) Logs() string {
 		fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.Name, p.LogPath, strings.Join(lines[max(0, len(lines)-30):], "\n"))
 	}
 	return b.String()
-}
-
-// poll calls try every 100 ms until it answers nil or ctx ends.
-func poll(ctx context.Context, what string, try func(ctx context.Context) error) error {
-	for {
-		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := try(tctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("galera: waiting for %s: %w (last: %v)", what, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

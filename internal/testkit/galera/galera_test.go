@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testkit/proc"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
@@ -76,7 +77,7 @@ func wantRows(ctx context.Context, t *testing.T, c *Cluster, i, n int) {
 	db, err := sql.Open("mysql", "root@tcp("+c.nodes[i].Addr()+")/h?timeout=2s&readTimeout=5s")
 	must(t, err)
 	defer db.Close()
-	err = poll(ctx, "rows on "+c.nodes[i].Name, func(ctx context.Context) error {
+	err = proc.Poll(ctx, 0, "rows on "+c.nodes[i].Name, func(ctx context.Context) error {
 		var got int
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&got); err != nil {
 			return err

@@ -2,8 +2,8 @@
 // run their own mariadbd: one set of arguments (no option files read, its
 // own pid file and socket, no name resolution, no binary log unless it
 // replicates, root without a password on 127.0.0.1) and a data directory
-// initialised by Install; and a primary with one asynchronous replica
-// (ReplicaPair).
+// initialised by Install; a server of its own (StartServer); and a
+// primary with one asynchronous replica (ReplicaPair).
 // scripts/mariadb.sh runs the development and test services' server with
 // the same settings but Debian's option files.
 package mariadbnode

@@ -285,3 +285,27 @@ func HTTPReady(url string) func(ctx context.Context) error {
 		return nil
 	}
 }
+
+// Poll calls try every 100 ms, each call bounded to 3 s, until it answers
+// nil, within passes (0: only ctx bounds it) or ctx ends; the error names
+// what was awaited and try's last answer.
+func Poll(ctx context.Context, within time.Duration, what string, try func(ctx context.Context) error) error {
+	if within > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, within)
+		defer cancel()
+	}
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
 // The ACL user replicas authenticate as to their master (every node
@@ -158,7 +160,7 @@ func JoinAsReplica(ctx context.Context, replica, master *redis.Client) error {
 	if err := replica.Do(ctx, "CLUSTER", "MEET", host, port, m.Bus).Err(); err != nil {
 		return fmt.Errorf("join as replica: cluster meet: %w", err)
 	}
-	err = poll(ctx, 0, replica.Options().Addr+" to know "+m.Addr, func(ctx context.Context) error {
+	err = proc.Poll(ctx, 0, replica.Options().Addr+" to know "+m.Addr, func(ctx context.Context) error {
 		all, _, err := ClusterNodes(ctx, replica)
 		if err != nil {
 			return err
@@ -184,7 +186,7 @@ func TakeOver(ctx context.Context, replica *redis.Client) error {
 	if err := replica.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
 		return fmt.Errorf("take over at %s: %w", replica.Options().Addr, err)
 	}
-	return poll(ctx, 0, replica.Options().Addr+" to be a master", func(ctx context.Context) error {
+	return proc.Poll(ctx, 0, replica.Options().Addr+" to be a master", func(ctx context.Context) error {
 		r, err := ReplicationOf(ctx, replica)
 		if err != nil {
 			return err

@@ -219,7 +219,7 @@ func (g *SentinelGroup) startSentinel(ctx context.Context, bin string, n int, ad
 // waitSentinelsReady waits until every sentinel sees the master up, the
 // replica synchronised and the two other sentinels.
 func (g *SentinelGroup) waitSentinelsReady(ctx context.Context) error {
-	return poll(ctx, 30*time.Second, "the sentinels to know the master, the replica and each other", func(ctx context.Context) error {
+	return proc.Poll(ctx, 30*time.Second, "the sentinels to know the master, the replica and each other", func(ctx context.Context) error {
 		for i, c := range g.clients {
 			m, err := c.Master(ctx, SentinelMaster).Result()
 			if err != nil {
@@ -277,7 +277,7 @@ func (g *SentinelGroup) Master(ctx context.Context) (string, error) {
 // it returns the new master's address.
 func (g *SentinelGroup) WaitForPromotion(ctx context.Context, old string) (string, error) {
 	var promoted string
-	err := poll(ctx, 0, "a master other than "+old, func(ctx context.Context) error {
+	err := proc.Poll(ctx, 0, "a master other than "+old, func(ctx context.Context) error {
 		named := map[string]bool{}
 		for i, c := range g.clients {
 			if !g.sentinels[i].Running() {
@@ -374,7 +374,7 @@ func (g *SentinelGroup) waitReplicas(ctx context.Context, status string) error {
 
 // waitLink waits until the replica at addr reports master_link_status.
 func (g *SentinelGroup) waitLink(ctx context.Context, addr, status string) error {
-	return poll(ctx, 30*time.Second, addr+"'s master link "+status, func(ctx context.Context) error {
+	return proc.Poll(ctx, 30*time.Second, addr+"'s master link "+status, func(ctx context.Context) error {
 		return g.withNode(addr, func(c *redis.Client) error {
 			info, err := c.Info(ctx, "replication").Result()
 			if err != nil {
@@ -442,27 +442,6 @@ func (g *SentinelGroup) Stop() {
 }
 
 // poll calls try every 100 ms until it answers nil, ctx ends or within
-// passes (0: only ctx bounds it).
-func poll(ctx context.Context, within time.Duration, what string, try func(ctx context.Context) error) error {
-	if within > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, within)
-		defer cancel()
-	}
-	for {
-		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := try(tctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
 
 func portOf(addr string) (int, error) {
 	_, p, err := net.SplitHostPort(addr)
