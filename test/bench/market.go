@@ -67,7 +67,7 @@ func (r *runner) market(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	settled := r.settleMarket(ctx, ids)
+	settled, running := r.settleMarket(ctx, ids)
 	idleN, err := r.measureIdle(ctx, procs)
 	if err != nil {
 		return err
@@ -81,7 +81,7 @@ func (r *runner) market(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.add(marketScenario(marketFigures{n: len(ids), settled: settled, rate: rate, idle0: idle0, idleN: idleN, keyBytes: keyBytes, one: one, many: many, listed: listed, dup: dup}))
+	r.add(marketScenario(marketFigures{n: len(ids), settled: settled, running: running, rate: rate, idle0: idle0, idleN: idleN, keyBytes: keyBytes, one: one, many: many, listed: listed, dup: dup}))
 	return nil
 }
 
@@ -264,9 +264,11 @@ const (
 
 // settleMarket waits until the market's sale workflows run (at most
 // marketStartWait), then marketLookWait, so the idle window sees idle
-// sales, not their start; it answers how long it waited.
-func (r *runner) settleMarket(ctx context.Context, ids []int64) time.Duration {
+// sales, not their start; it answers how long it waited and how many of
+// the workflows ran when it stopped counting.
+func (r *runner) settleMarket(ctx context.Context, ids []int64) (time.Duration, int64) {
 	start := time.Now()
+	var running int64
 	if len(ids) > 0 {
 		q := fmt.Sprintf("%s >= %d AND %s <= %d AND ExecutionStatus = 'Running'",
 			domain.SearchAttrSaleID, slices.Min(ids), domain.SearchAttrSaleID, slices.Max(ids))
@@ -274,7 +276,10 @@ func (r *runner) settleMarket(ctx context.Context, ids []int64) time.Duration {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			resp, err := r.tc.CountWorkflow(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: q})
 			cancel()
-			if err == nil && resp.GetCount() >= int64(len(ids)) {
+			if err == nil {
+				running = resp.GetCount()
+			}
+			if running >= int64(len(ids)) {
 				break
 			}
 			r.o.Logger.Info("scenario 13: waiting for the sales' workflows", "running", resp.GetCount(), "sales", len(ids), "err", err)
@@ -282,5 +287,5 @@ func (r *runner) settleMarket(ctx context.Context, ids []int64) time.Duration {
 		}
 	}
 	sleepCtx(ctx, marketLookWait)
-	return time.Since(start)
+	return time.Since(start), running
 }

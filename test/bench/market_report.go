@@ -10,6 +10,7 @@ import (
 type marketFigures struct {
 	n            int
 	settled      time.Duration // from the last sale warmed to the idle window
+	running      int64         // sale workflows running when the wait for them ended
 	rate         float64
 	idle0, idleN marketIdleCost // before the sales were created, and after
 	keyBytes     float64
@@ -55,7 +56,7 @@ func marketScenario(m marketFigures) Scenario {
 		Runs:    []Result{m.one.soldOut, m.one.inStock, m.many.soldOut, m.many.inStock},
 		Figures: figures,
 		Notes: []string{
-			fmt.Sprintf("two idle windows of %s with nobody buying, %d instances (two APIs, one worker): before the sales were created (two sales live) and after, %s after the last was warmed (every sale workflow running, then 75 s); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, m.settled.Round(time.Second)),
+			fmt.Sprintf("two idle windows of %s with nobody buying, %d instances (two APIs, one worker): before the sales were created (two sales live) and after, %s after the last was warmed (%d of the %d sale workflows running, then 75 s); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, m.settled.Round(time.Second), m.running, m.n),
 			"Redis calls from INFO commandstats, the bench's own INFO taken out; most called before: " + i0.topCommands(6) + "; with the sales: " + iN.topCommands(6),
 			"CPU: user + system time from /proc over each window; Temporal: " + cmp.Or(iN.temporalWhat, "not on this host, not metered"),
 			"the paths: 64 connections on an API whose task queue nobody polls, the sold-out sale of one unit and an in-stock sale, first with only those two live, then with the others created, warmed and idle beside them; one pair each, in that order (the machine's drift counts against the second)",
