@@ -91,6 +91,7 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	fs.StringVar(&o.TemporalAddress, "temporal", env("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend")
 	fs.DurationVar(&o.Dur, "dur", 5*time.Second, "length of each timed run")
 	fs.DurationVar(&o.ChurnDur, "churn-dur", 10*time.Minute, "length of the churn soak (scenario 9)")
+	fs.IntVar(&o.MarketSales, "market-sales", 10_000, "idle sales scenario 13 creates and warms")
 	fs.IntVar(&o.BurstUsers, "burst-users", 100_000, "distinct users of the flash-sale burst")
 	fs.Int64Var(&o.BurstStock, "burst-stock", 1_000, "stock of the flash-sale burst")
 	fallback, _ := strconv.ParseFloat(env("SECKILL_FALLBACK_RPS", "500"), 64)
@@ -144,8 +145,8 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 func run(ctx context.Context, logger *slog.Logger, o bench.Options, out, scenarios string, runner func(context.Context, bench.Options) (*bench.Report, error)) error {
 	for _, id := range strings.Split(scenarios, ",") {
 		if id = strings.TrimSpace(id); id != "" {
-			if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 11 || strconv.Itoa(n) != id {
-				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 11; 12 is -temporal-stacks)", id)
+			if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 13 || n == 12 || strconv.Itoa(n) != id {
+				return fmt.Errorf("-scenarios: unknown scenario %q (1 to 11 or 13; 12 is -temporal-stacks)", id)
 			}
 			o.Scenarios = append(o.Scenarios, id)
 		}

@@ -46,7 +46,9 @@ type Options struct {
 	FallbackRPS     float64
 	// ChurnDur is the length of the churn soak (scenario 9).
 	ChurnDur time.Duration
-	// Scenarios selects scenarios by number ("1".."11"); empty runs all.
+	// MarketSales is how many idle sales scenario 13 creates and warms.
+	MarketSales int
+	// Scenarios selects scenarios by number ("1".."11", "13"); empty runs all.
 	Scenarios []string
 	// ProfileDir, when set, receives CPU profiles of scenario 3's API and
 	// worker over its burst and drain (api.pprof, worker.pprof).
@@ -109,7 +111,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	ordered := make([]Scenario, 0, len(r.rep.Scenarios))
-	for _, id := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"} {
+	for _, id := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "13"} {
 		for _, s := range r.rep.Scenarios {
 			if s.ID == id || strings.HasPrefix(s.ID, id+" ") {
 				ordered = append(ordered, s)
@@ -146,6 +148,7 @@ func (r *runner) stages() []stage {
 		{[]string{"9"}, r.churn},
 		{[]string{"10"}, r.fairness},
 		{[]string{"11"}, r.tracing},
+		{[]string{"13"}, r.market},
 		// The in-stock scenario runs last on an API whose task queue nobody
 		// polls, with no worker running, so its workflow starts leave no
 		// backlog of orders behind for the other scenarios.

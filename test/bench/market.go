@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	batchpb "go.temporal.io/api/batch/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/domain"
+)
+
+// marketWorkers is how many admin calls scenario 13 keeps in flight while
+// it creates and warms its sales: enough to keep the API busy, few enough
+// that the two cores are not spent on the client.
+const marketWorkers = 16
+
+// marketIdle is the length of scenario 13's idle window.
+const marketIdle = 30 * time.Second
+
+// marketPaths are one round of scenario 13's two paths on one sale.
+type marketPaths struct{ soldOut, inStock Result }
+
+// market: scenario 13, a marketplace's day. It measures the sold-out and
+// in-stock paths with one sale live and the fleet's idle cost, creates and
+// warms o.MarketSales more sales, measures the idle cost again (the
+// difference is what the sales cost), the same two paths with all of them
+// live beside, and whether a listing reaches every sale. The paths
+// run on an API of their own whose task queue nobody polls (the in-stock
+// orders then leave no backlog for the worker to drain while it is
+// metered); that API idles with the others and counts as an instance.
+func (r *runner) market(ctx context.Context) error {
+	api, worker, err := r.startStackEnv(ctx, "api-market", "worker-market", r.env("bench-market-"+r.stamp))
+	if err != nil {
+		return err
+	}
+	defer worker.Stop()
+	defer api.Stop()
+	paths, err := r.startAPI(ctx, "api-market-paths", "bench-unpolled-market-"+r.stamp)
+	if err != nil {
+		return err
+	}
+	defer paths.Stop()
+	run, err := r.marketPathsRunner(ctx, paths)
+	if err != nil {
+		return err
+	}
+	one := run("1 live")
+	procs := []*Proc{api, worker, paths}
+	idle0, err := r.measureIdle(ctx, procs)
+	if err != nil {
+		return err
+	}
+	ids, rate, err := r.createMarket(ctx, api, r.o.MarketSales)
+	defer func() {
+		// The worker goes first: its resync would put back the keys of a
+		// sale stopped but not yet marked finished.
+		worker.Stop()
+		r.teardownMarket(api, ids)
+	}()
+	if err != nil {
+		return err
+	}
+	settled, running := r.settleMarket(ctx, ids)
+	idleN, err := r.measureIdle(ctx, procs)
+	if err != nil {
+		return err
+	}
+	keyBytes, err := r.saleKeyBytes(ctx, ids)
+	if err != nil {
+		return err
+	}
+	many := run(fmt.Sprintf("%d live", len(ids)))
+	listed, dup, err := r.listed(ctx, api, ids)
+	if err != nil {
+		return err
+	}
+	r.add(marketScenario(marketFigures{n: len(ids), settled: settled, running: running, rate: rate, idle0: idle0, idleN: idleN, keyBytes: keyBytes, one: one, many: many, listed: listed, dup: dup}))
+	return nil
+}
+
+// marketPathsRunner makes the two paths' sales on api (a sold-out one of
+// one unit, an in-stock one of ten million) and returns a function that
+// runs one round of both, each for o.Dur, on fresh users.
+func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label string) marketPaths, error) {
+	const conns = 64
+	c, soldURL, soldToks, err := r.soldOutSale(ctx, api, "market sold-out", conns)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.sale(ctx, api, "market in-stock", 10_000_000, 16, true)
+	if err != nil {
+		return nil, err
+	}
+	inURL := api.URL + client.ReservationsPath(s.ID)
+	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
+	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
+	return func(label string) marketPaths {
+		var p marketPaths
+		p.soldOut = ClosedLoop(ctx, "sold-out reserve, "+label, conns, r.o.Dur, 0, reserveOp(c, soldURL, soldToks))
+		if n := p.soldOut.Count(http.StatusAccepted); n > 0 {
+			r.violation("scenario 13: %d reservations accepted on a sold-out sale of 1 unit", n)
+		}
+		toks, _, err := r.users(60_000)
+		if err != nil {
+			r.o.Logger.Warn("scenario 13: mint users", "err", err)
+			return p
+		}
+		p.inStock = ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
+		return p
+	}, nil
+}
+
+// createMarket creates and warms n sales through api's admin routes,
+// marketWorkers at a time, and returns their ids and the rate (sales
+// created and warmed per second).
+func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, float64, error) {
+	c, err := r.admin(api)
+	if err != nil {
+		return nil, 0, err
+	}
+	now := time.Now().UTC()
+	var (
+		mu    sync.Mutex
+		ids   []int64
+		first error
+		next  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	for range marketWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
+				id, err := marketSale(ctx, c, client.NewSale{GoodsID: 1000 + i, Title: fmt.Sprintf("bench %s market %d", r.stamp, i),
+					PriceCents: 999, Stock: 10, Buckets: 1, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(3 * time.Hour), PaymentWindowSeconds: 900})
+				mu.Lock()
+				if id > 0 {
+					ids = append(ids, id)
+				}
+				if err != nil && first == nil {
+					first = err
+					next.Store(int64(n)) // the others stop at their next sale
+				}
+				mu.Unlock()
+				if i%1000 == 0 {
+					r.o.Logger.Info("scenario 13: sales created and warmed", "n", i, "elapsed", time.Since(start).Round(time.Second))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ids, float64(len(ids)) / time.Since(start).Seconds(), first
+}
+
+// marketSale creates and warms one sale; its id is returned when it was
+// created, even if its warm-up failed, so it is torn down.
+func marketSale(ctx context.Context, c *client.Client, ns client.NewSale) (int64, error) {
+	v, err := c.CreateSale(ctx, ns, "")
+	if err != nil {
+		return 0, fmt.Errorf("create sale %q: %w", ns.Title, err)
+	}
+	if _, err := c.Warmup(ctx, v.SaleID); err != nil {
+		return v.SaleID, fmt.Errorf("warm up sale %d: %w", v.SaleID, err)
+	}
+	return v.SaleID, nil
+}
+
+// listed reads the operators' sale list (the one listing of sales the API
+// has: the storefront shows one sale, GET /api/v1/sales/{id} one by id)
+// and counts how many of ids it names and how many it names twice.
+func (r *runner) listed(ctx context.Context, api *Proc, ids []int64) (int, int, error) {
+	c, err := r.admin(api)
+	if err != nil {
+		return 0, 0, err
+	}
+	l, err := c.Sales(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("list sales: %w", err)
+	}
+	want := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	seen := map[int64]int{}
+	found, dup := 0, 0
+	for _, s := range l {
+		if seen[s.SaleID]++; seen[s.SaleID] > 1 {
+			dup++
+		} else if want[s.SaleID] {
+			found++
+		}
+	}
+	return found, dup, nil
+}
+
+// teardownMarket stops the market's sales through the admin API,
+// marketWorkers at a time, deletes their keys and marks them finished,
+// and terminates their workflows, as close does for the others (whose
+// one-by-one pass and list of ids in one query do not fit ten thousand
+// sales).
+func (r *runner) teardownMarket(api *Proc, ids []int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := r.admin(api)
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: tear down", "err", err)
+		return
+	}
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range marketWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(ids)) && ctx.Err() == nil; i = next.Add(1) - 1 {
+				if err := r.teardownSale(ctx, c, ids[i]); err != nil {
+					failed.Add(1)
+					r.o.Logger.Warn("scenario 13: tear down sale", "sale_id", ids[i], "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.o.Logger.Info("scenario 13: sales torn down", "n", len(ids), "failed", failed.Load())
+	r.terminateMarket(ctx, ids)
+}
+
+// terminateMarket ends the running workflows of the market's sales in one
+// server-side batch.
+func (r *runner) terminateMarket(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	// The ids were allotted in one run of creations: a range names them.
+	_, err := r.tc.WorkflowService().StartBatchOperation(ctx, &workflowservice.StartBatchOperationRequest{
+		Namespace: "default",
+		JobId:     "bench-market-cleanup-" + r.stamp,
+		VisibilityQuery: fmt.Sprintf("%s >= %d AND %s <= %d AND ExecutionStatus = 'Running'",
+			domain.SearchAttrSaleID, slices.Min(ids), domain.SearchAttrSaleID, slices.Max(ids)),
+		Reason:    "seckill-bench cleanup",
+		Operation: &workflowservice.StartBatchOperationRequest_TerminationOperation{TerminationOperation: &batchpb.BatchOperationTermination{}},
+	})
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: terminate the sales' workflows", "err", err)
+	}
+}
+
+// Bounds of scenario 13's settling: the sales' workflows are all running
+// (a start the API gave up on is the worker's sweeper's), then each has
+// had its first reconciliation and its first look after it, a minute on.
+const (
+	marketStartWait = 5 * time.Minute
+	marketLookWait  = 75 * time.Second
+)
+
+// settleMarket waits until the market's sale workflows run (at most
+// marketStartWait), then marketLookWait, so the idle window sees idle
+// sales, not their start; it answers how long it waited and how many of
+// the workflows ran when it stopped counting.
+func (r *runner) settleMarket(ctx context.Context, ids []int64) (time.Duration, int64) {
+	start := time.Now()
+	var running int64
+	if len(ids) > 0 {
+		q := fmt.Sprintf("%s >= %d AND %s <= %d AND ExecutionStatus = 'Running'",
+			domain.SearchAttrSaleID, slices.Min(ids), domain.SearchAttrSaleID, slices.Max(ids))
+		for time.Since(start) < marketStartWait && ctx.Err() == nil {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := r.tc.CountWorkflow(cctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: q})
+			cancel()
+			if err == nil {
+				running = resp.GetCount()
+			}
+			if running >= int64(len(ids)) {
+				break
+			}
+			r.o.Logger.Info("scenario 13: waiting for the sales' workflows", "running", resp.GetCount(), "sales", len(ids), "err", err)
+			sleepCtx(ctx, 5*time.Second)
+		}
+	}
+	sleepCtx(ctx, marketLookWait)
+	return time.Since(start), running
+}
