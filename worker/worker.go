@@ -219,7 +219,7 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
 	bg.Go(func() { retirer.Run(ctx) })
 	if cfg.SaleSweep {
-		sweeper := &SaleSweeper{Store: st, Every: 30 * time.Second, Logger: logger,
+		sweeper := &SaleSweeper{OpenSales: st.ListOpenSales, Every: 30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {
 				return orders.StartSale(ctx, p.tc, cfg.TaskQueue, in)
 			}}
