@@ -246,7 +246,8 @@ func waitBackOnRedis(t *testing.T, s *stack) {
 }
 
 // waitPlacedOrFailed waits until every token is placed (PENDING_PAYMENT or
-// PAID) or FAILED, and counts each.
+// PAID) or FAILED, and counts each. Two minutes: after a fault, an order
+// whose activity met a dead connection waits out its retries.
 func waitPlacedOrFailed(t *testing.T, s *stack, tokens map[int64]string) (placed, failed int) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		placed, failed = 0, 0
@@ -263,7 +264,7 @@ func waitPlacedOrFailed(t *testing.T, s *stack, tokens map[int64]string) (placed
 			}
 		}
 		assert.Equal(c, len(tokens), placed+failed, "every reservation placed or failed")
-	}, 60*time.Second, 200*time.Millisecond)
+	}, 2*time.Minute, 200*time.Millisecond)
 	return placed, failed
 }
 

@@ -122,6 +122,11 @@ const (
 	// window is how long a count runs: long enough for a fair share of
 	// every loop's full pass, which is spread evenly over its period.
 	window = 30 * time.Second
+	// othersWindow is how long the other sales' commands are counted, idle
+	// and beside a burst: a whole period of the API's sale cache pass (a
+	// minute), its largest share, so both counts take all of it and differ
+	// only by the shares of the longer passes.
+	othersWindow = time.Minute
 	// settle is how long after the last warm-up the loops take to read
 	// the new sales once, as new or named by the change feed.
 	settle = 15 * time.Second
@@ -138,7 +143,12 @@ func TestIdleCostDoesNotGrowWithSales(t *testing.T) {
 	rdb, addr := mustOwnRedis(t)
 	st := testenv.MustStore(t)
 	sales := mustLiveSales(t, st, rdb, fewSales)
-	env := testenv.ProcEnv(t, fmt.Sprintf("idle-%d", time.Now().UnixNano()), map[string]string{"REDIS_ADDR": addr})
+	// No sale workflows: the sales, made at one instant, would all look at
+	// their keys at the same instants (their timers back off alike), a wave
+	// that lands in one count window and not the next. A workflow's look
+	// costs a sale one command every five minutes at most; scenario 13 of
+	// the bench counts it with everything else.
+	env := testenv.ProcEnv(t, fmt.Sprintf("idle-%d", time.Now().UnixNano()), map[string]string{"REDIS_ADDR": addr, "SECKILL_SALE_SWEEP": "off"})
 	api := testenv.MustAPI(t, "api", env)
 	testenv.MustWorker(t, "worker", env)
 	const instances = 2
@@ -156,17 +166,18 @@ func TestIdleCostDoesNotGrowWithSales(t *testing.T) {
 	require.LessOrEqual(t, perSale, perSalePerInstance, "an idle sale's cost per instance")
 
 	burst := sales[0]
-	others := func() int64 { return otherSalesCommands(t, addr, burst.ID, window) }
+	others := func() int64 { return otherSalesCommands(t, addr, burst.ID, othersWindow) }
 	idleOthers := others()
 	stopBurst := startBurst(t, ctx, api.URL, burst.ID)
 	burstOthers := others()
 	sold := stopBurst()
 	t.Logf("commands on the other %d sales' keys over %s: %d idle, %d beside a burst of %d reservations on sale %d",
-		len(sales)-1, window, idleOthers, burstOthers, sold, burst.ID)
+		len(sales)-1, othersWindow, idleOthers, burstOthers, sold, burst.ID)
 	require.Positive(t, sold, "the burst reserved")
-	// The full passes' shares vary a little between windows; a burst that
-	// made the loops read every sale would cost hundreds more.
-	require.LessOrEqual(t, burstOthers, idleOthers+idleOthers/4+10, "a burst on one sale costs the others nothing")
+	// The longer passes' shares vary a little between windows; a burst
+	// that made a loop read every sale would cost a command or more per
+	// sale on top.
+	require.LessOrEqual(t, burstOthers, idleOthers+idleOthers/5+20, "a burst on one sale costs the others nothing")
 }
 
 var saleKeyRe = regexp.MustCompile(`\{sale:(\d+)\}`)
