@@ -66,11 +66,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 }
 
 func (c *Cluster) start(ctx context.Context) error {
-	ports, err := freePorts(5*c.opts.Nodes + 1)
+	ports, err := freePorts(4*c.opts.Nodes + 1)
 	if err != nil {
 		return err
 	}
-	agents := ports[4*c.opts.Nodes : 5*c.opts.Nodes]
 	c.addr = "127.0.0.1:" + strconv.Itoa(ports[len(ports)-1])
 	peers := make([]int, c.opts.Nodes)
 	for i := range c.opts.Nodes {
@@ -88,7 +87,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	for i := range c.nodes {
-		if err := c.startAgent(i, "127.0.0.1:"+strconv.Itoa(agents[i])); err != nil {
+		if err := c.startAgent(i); err != nil {
 			return err
 		}
 	}
@@ -150,12 +149,15 @@ func (c *Cluster) writable(ctx context.Context, i int) error {
 	return nil
 }
 
-// startAgent serves node i's health check at addr, in this process.
-func (c *Cluster) startAgent(i int, addr string) error {
-	ln, err := net.Listen("tcp", addr)
+// startAgent serves node i's health check in this process, on a port the
+// kernel picks as it listens (a port picked before the cluster started
+// may be another test's by now).
+func (c *Cluster) startAgent(i int) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("galera: check agent: %w", err)
 	}
+	addr := ln.Addr().String()
 	srv := &http.Server{Handler: CheckHandler(c.dbs[i]), ReadHeaderTimeout: 2 * time.Second}
 	c.agents = append(c.agents, srv)
 	c.checks = append(c.checks, addr)
