@@ -24,13 +24,16 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
   local okg, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[4])
   if okg then
     for _, g in ipairs(groups) do
-      local name, glag
+      local name, last
       for i = 1, #g, 2 do
         if g[i] == 'name' then name = g[i + 1] end
-        if g[i] == 'lag' then glag = g[i + 1] end
+        if g[i] == 'last-delivered-id' then last = g[i + 1] end
       end
-      if name == ARGV[1] and type(glag) == 'number' then
-        lag = glag
+      -- The entries after the group's last delivered one, counted: the
+      -- group's own lag is unknown, or stays behind, once entries were
+      -- trimmed or deleted before delivery.
+      if name == ARGV[1] and last then
+        lag = #redis.call('XRANGE', KEYS[4], '(' .. last, '+', 'COUNT', 1000)
       end
     end
   end

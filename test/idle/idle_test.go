@@ -174,10 +174,10 @@ func TestIdleCostDoesNotGrowWithSales(t *testing.T) {
 	t.Logf("commands on the other %d sales' keys over %s: %d idle, %d beside a burst of %d reservations on sale %d",
 		len(sales)-1, othersWindow, idleOthers, burstOthers, sold, burst.ID)
 	require.Positive(t, sold, "the burst reserved")
-	// The longer passes' shares vary a little between windows; a burst
-	// that made a loop read every sale would cost a command or more per
-	// sale on top.
-	require.LessOrEqual(t, burstOthers, idleOthers+idleOthers/5+20, "a burst on one sale costs the others nothing")
+	// The longer passes' shares vary between windows (by a quarter seen);
+	// a burst that made a loop read the other sales on its ticks would
+	// cost them a command a second each, thousands over the window.
+	require.LessOrEqual(t, burstOthers, idleOthers+idleOthers/2+50, "a burst on one sale costs the others nothing")
 }
 
 var saleKeyRe = regexp.MustCompile(`\{sale:(\d+)\}`)
