@@ -229,16 +229,22 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 	_, err = st.ReleaseOrder(ctx, dropped, domain.StatusCancelled)
 	require.NoError(t, err)
 
-	rep := s.reconciliation(t, sale.ID, false)
-	require.False(t, rep.Consistent)
-	kinds := map[string]string{}
-	for _, d := range rep.Discrepancies {
-		kinds[d.Token] = d.Kind
-		require.False(t, d.Repaired, "report only: %s", rep.raw)
-	}
-	require.Equal(t, map[string]string{leaked: domain.KindHoldWithoutWorkflow, dropped: domain.KindReleaseNotFinished}, kinds, rep.raw)
+	// A hold without workflow is excused while the inbox has entries the
+	// relay has not read yet (the dropped order's, which the API started
+	// itself): the report names it once the relay has read them.
+	want := map[string]string{leaked: domain.KindHoldWithoutWorkflow, dropped: domain.KindReleaseNotFinished}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rep := s.reconciliation(t, sale.ID, false)
+		assert.False(c, rep.Consistent)
+		kinds := map[string]string{}
+		for _, d := range rep.Discrepancies {
+			kinds[d.Token] = d.Kind
+			assert.False(c, d.Repaired, "report only: %s", rep.raw)
+		}
+		assert.Equal(c, want, kinds, rep.raw)
+	}, 30*time.Second, time.Second)
 
-	rep = s.reconciliation(t, sale.ID, true)
+	rep := s.reconciliation(t, sale.ID, true)
 	require.Len(t, rep.Discrepancies, 2, rep.raw)
 	for _, d := range rep.Discrepancies {
 		require.True(t, d.Repaired, rep.raw)
