@@ -139,17 +139,28 @@ func (c *conn) lose() error {
 	return mysql.ErrInvalidConn
 }
 
+// before decides a statement's fate before it is sent: the layer's own
+// answer, a connection broken before sending (err), or an answer to lose
+// once the server applied it (lost).
+func (c *conn) before(query string) (lost bool, err error) {
+	when, lost, answer := c.l.take(query)
+	switch {
+	case answer != nil:
+		return false, answer
+	case lost && when == BeforeSend:
+		return false, c.lose()
+	}
+	return lost, nil
+}
+
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	ex, ok := c.Conn.(driver.ExecerContext)
 	if !ok {
 		return nil, driver.ErrSkip
 	}
-	when, lost, answer := c.l.take(query)
-	if answer != nil {
-		return nil, answer
-	}
-	if lost && when == BeforeSend {
-		return nil, c.lose()
+	lost, err := c.before(query)
+	if err != nil {
+		return nil, err
 	}
 	r, err := ex.ExecContext(ctx, query, args)
 	if lost && err == nil {
@@ -163,12 +174,9 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if !ok {
 		return nil, driver.ErrSkip
 	}
-	when, lost, answer := c.l.take(query)
-	if answer != nil {
-		return nil, answer
-	}
-	if lost && when == BeforeSend {
-		return nil, c.lose()
+	lost, err := c.before(query)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := q.QueryContext(ctx, query, args)
 	if lost && err == nil {
