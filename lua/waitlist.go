@@ -20,6 +20,9 @@ var (
 	//go:embed waitlist_restore.lua
 	waitlistRestoreSrc    string
 	waitlistRestoreScript = redis.NewScript(waitlistRestoreSrc)
+	//go:embed waitlist_drop.lua
+	waitlistDropSrc    string
+	waitlistDropScript = redis.NewScript(waitlistDropSrc)
 )
 
 // handOverSource is handover.lua with reserve.lua as its function
@@ -106,6 +109,26 @@ func (c *Client) RestoreWaitlist(ctx context.Context, saleID int64, joins []Wait
 	return n, nil
 }
 
+// DropWaiters takes off the waitlist the waiters the database no longer
+// keeps (waitlist_drop.lua): a leave or a hand-over a Redis that lost
+// writes forgot. A user waiting under another number joined again and
+// stays. It reports how many were taken off.
+func (c *Client) DropWaiters(ctx context.Context, saleID int64, waiters []Waiter) (int64, error) {
+	defer c.NoteChange(saleID)
+	if len(waiters) == 0 {
+		return 0, nil
+	}
+	argv := make([]any, 0, 2*len(waiters))
+	for _, w := range waiters {
+		argv = append(argv, strconv.FormatInt(w.UserID, 10), strconv.FormatInt(w.Joined, 10))
+	}
+	n, err := waitlistDropScript.Run(ctx, c.rdb, []string{SaleKeys(saleID).Waitlist}, argv...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("drop %d waiters of sale %d: %w", len(waiters), saleID, err)
+	}
+	return n, nil
+}
+
 // WaitlistMissing answers the joins a sale's waitlist lacks: the user is
 // not on it (ZMSCORE, one round trip). A user on it under another number
 // joined again, which the database records too, so is not missing.
@@ -139,16 +162,28 @@ type Waiter struct {
 
 // WaitlistHead reads the first n waiters of a sale, longest waiting first.
 func (c *Client) WaitlistHead(ctx context.Context, saleID int64, n int) ([]Waiter, error) {
-	zs, err := c.rdb.ZRangeWithScores(ctx, SaleKeys(saleID).Waitlist, 0, int64(n-1)).Result()
+	if n <= 0 {
+		return nil, nil
+	}
+	return c.waitlistRange(ctx, saleID, int64(n-1))
+}
+
+// Waiters reads every waiter of a sale, longest waiting first.
+func (c *Client) Waiters(ctx context.Context, saleID int64) ([]Waiter, error) {
+	return c.waitlistRange(ctx, saleID, -1)
+}
+
+func (c *Client) waitlistRange(ctx context.Context, saleID, stop int64) ([]Waiter, error) {
+	zs, err := c.rdb.ZRangeWithScores(ctx, SaleKeys(saleID).Waitlist, 0, stop).Result()
 	if err != nil {
-		return nil, fmt.Errorf("waitlist head of sale %d: %w", saleID, err)
+		return nil, fmt.Errorf("read the waitlist of sale %d: %w", saleID, err)
 	}
 	out := make([]Waiter, 0, len(zs))
 	for _, z := range zs {
 		m, _ := z.Member.(string)
 		user, err := strconv.ParseInt(m, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("waitlist head of sale %d: member %q: %w", saleID, m, err)
+			return nil, fmt.Errorf("read the waitlist of sale %d: member %q: %w", saleID, m, err)
 		}
 		out = append(out, Waiter{UserID: user, Joined: int64(z.Score)})
 	}

@@ -52,6 +52,12 @@ type Resyncer struct {
 	// live sale on Redis, so one mid-rebuild at the change is checked once
 	// it is back, and one whose check failed is checked again.
 	unverified map[int64]int64
+	// leaveSuspects holds, per sale, the waiters Redis had after a change
+	// that the database did not keep: a leave or hand-over the Redis that
+	// went lost, or a join whose record was still on its way. They are
+	// read again once every join then in flight has recorded or failed
+	// (leaveGrace), and those still unkept are taken off.
+	leaveSuspects map[int64]suspectWaiters
 	// watch names the sales whose keys to check on a tick: those the
 	// change feed names (a reserve that found the keys gone notes its
 	// sale) and the tick's share of a full pass.
@@ -83,6 +89,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 		if changed, lostSince := r.identityChanged(ctx); changed {
 			r.noteUnverified(open, lostSince)
 		}
+		r.dropLostLeaves(ctx, now)
 	}
 	due := r.due(ctx, now, pingErr == nil)
 	for _, s := range open {
@@ -216,6 +223,10 @@ func (r *Resyncer) verifyCounters(ctx context.Context, s *domain.Sale, lostSince
 	if holds >= maxSeq && lastJoin >= maxJoin {
 		if err := r.restoreLostJoins(cctx, s.ID, lostSince); err != nil {
 			r.Logger.Warn("resync: restore lost waitlist joins", "sale_id", s.ID, "err", err)
+			return false
+		}
+		if err := r.suspectLostLeaves(cctx, s.ID, time.Now()); err != nil {
+			r.Logger.Warn("resync: look for lost waitlist leaves", "sale_id", s.ID, "err", err)
 			return false
 		}
 		return true
