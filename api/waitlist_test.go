@@ -86,3 +86,41 @@ func TestWaitlistOfAnEndedSale(t *testing.T) {
 	require.Equal(t, 403, r.Status, string(r.Body))
 	require.Equal(t, domain.ESaleEnded, r.errCode(t))
 }
+
+// A waiter the hand-over passes over (blacklisted since they joined) is
+// off the waitlist in Redis and in the database alike: a later rebuild of
+// the sale, which puts back every join the database keeps, does not bring
+// them back; the unit goes to the next waiter.
+func TestWaitlistForgetsAWaiterTheHandOverPassesOver(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(1)
+	path := "/api/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/waitlist"
+	tok := func(u int64) string { return h.MustToken(u, authtoken.RoleUser) }
+	holder, banned, next := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
+	r := h.reserve(sale.ID, tok(holder), "holder-req")
+	require.Equal(t, 202, r.Status, string(r.Body))
+	held := r.json(t)["token"].(string)
+	for _, u := range []int64{banned, next} {
+		r := h.do("POST", path, tok(u), "")
+		require.Equal(t, 200, r.Status, string(r.Body))
+	}
+	require.Equal(t, 204, h.do("PUT", "/admin/v1/blacklist/"+strconv.FormatInt(banned, 10), h.admin, "").Status)
+
+	r = h.do("POST", "/api/v1/reservations/"+held+"/cancel", tok(holder), "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r := h.do("GET", "/api/v1/me/reservations?sale_id="+strconv.FormatInt(sale.ID, 10), tok(next), "")
+		if assert.Equal(c, 200, r.Status) {
+			list, _ := r.json(t)["reservations"].([]any)
+			assert.Len(c, list, 1, "the unit is the next waiter's: %s", r.Body)
+		}
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, 404, h.do("GET", path, tok(banned), "").Status, "passed over: off the waitlist")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var n int
+		err := h.st.DB.NewRaw("SELECT COUNT(*) FROM waitlist_joins WHERE sale_id = ? AND user_id = ?", sale.ID, banned).Scan(t.Context(), &n)
+		if assert.NoError(c, err) {
+			assert.Zero(c, n, "the database forgot the passed-over join")
+		}
+	}, 5*time.Second, 20*time.Millisecond)
+}

@@ -13,7 +13,9 @@
 -- unit leaves without a second one.
 -- Nothing is handed over before the sale first sold out (meta 'drained'):
 -- until then every unit sells openly, through the challenge and lottery.
--- Returns {user, token, request_id, ...} of each unit handed over.
+-- Returns {user, token, request_id, ...}: each unit handed over, and each
+-- waiter who left without one (skipped, or holding a unit) with an empty
+-- token, so the caller forgets that join in the database too.
 local out = {}
 if redis.call('HGET', KEYS[1], 'drained') ~= '1' then
   return out
@@ -26,6 +28,9 @@ for i = 3, #ARGV, 4 do
   end
   if skip == '1' then
     redis.call('ZREM', KEYS[9], user)
+    out[#out + 1] = user
+    out[#out + 1] = ''
+    out[#out + 1] = req
   else
     -- A hand-over's request id is new: no replay of it is in the database.
     local r = reserve(KEYS, {user, req, tok, ARGV[1], '0', '', '', ARGV[2], '1', '1'})
@@ -36,6 +41,9 @@ for i = 3, #ARGV, 4 do
       out[#out + 1] = req
     elseif r[1] == 'already' then
       redis.call('ZREM', KEYS[9], user)
+      out[#out + 1] = user
+      out[#out + 1] = ''
+      out[#out + 1] = req
     else
       break
     end

@@ -191,7 +191,8 @@ func (c *Client) waitlistRange(ctx context.Context, saleID, stop int64) ([]Waite
 }
 
 // HandOverCandidate is a waiter offered a unit: the reservation's request
-// id and token, or Skip (blacklisted: leaves without one).
+// id and token, or Skip (blacklisted: leaves without one). Among the
+// waiters a hand-over returns as left, Skip is set and Token empty.
 type HandOverCandidate struct {
 	UserID    int64
 	RequestID string
@@ -200,11 +201,13 @@ type HandOverCandidate struct {
 }
 
 // HandOver gives units in stock to the waitlist's head (handover.lua) and
-// returns the reservations it made, each a Redis hold like a 202's.
-func (c *Client) HandOver(ctx context.Context, saleID, epoch int64, cands []HandOverCandidate) ([]HandOverCandidate, error) {
+// returns the reservations it made, each a Redis hold like a 202's, and
+// the waiters who left without a unit (skipped, or holding one already),
+// whose joins are done too.
+func (c *Client) HandOver(ctx context.Context, saleID, epoch int64, cands []HandOverCandidate) (handed, left []HandOverCandidate, err error) {
 	defer c.NoteChange(saleID)
 	if len(cands) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	argv := make([]any, 0, 2+4*len(cands))
 	argv = append(argv, strconv.FormatInt(epoch, 10), MineCap)
@@ -213,20 +216,25 @@ func (c *Client) HandOver(ctx context.Context, saleID, epoch int64, cands []Hand
 	}
 	v, err := c.scripts.handOver.Run(ctx, c.rdb, ReserveKeys(SaleKeys(saleID)), argv...).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("hand over units of sale %d: %w", saleID, err)
+		return nil, nil, fmt.Errorf("hand over units of sale %d: %w", saleID, err)
 	}
 	if len(v)%3 != 0 {
-		return nil, fmt.Errorf("hand over units of sale %d: unexpected reply %v", saleID, v)
+		return nil, nil, fmt.Errorf("hand over units of sale %d: unexpected reply %v", saleID, v)
 	}
-	out := make([]HandOverCandidate, 0, len(v)/3)
 	for i := 0; i < len(v); i += 3 {
 		user, err := strconv.ParseInt(v[i], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("hand over units of sale %d: user %q: %w", saleID, v[i], err)
+			return nil, nil, fmt.Errorf("hand over units of sale %d: user %q: %w", saleID, v[i], err)
 		}
-		out = append(out, HandOverCandidate{UserID: user, Token: v[i+1], RequestID: v[i+2]})
+		h := HandOverCandidate{UserID: user, Token: v[i+1], RequestID: v[i+2]}
+		if h.Token == "" {
+			h.Skip = true
+			left = append(left, h)
+			continue
+		}
+		handed = append(handed, h)
 	}
-	return out, nil
+	return handed, left, nil
 }
 
 // WaitlistLengths reads how many users wait in each sale, in one pipeline.

@@ -57,7 +57,7 @@ func TestWaitlistTakesReturnedUnitsFirstInFirstOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, later, joined, "join numbers grow")
 
-	handed, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	handed, _, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
 	require.NoError(t, err)
 	require.Len(t, handed, 1, "one unit, to the head")
 	require.Equal(t, int64(3), handed[0].UserID)
@@ -74,15 +74,18 @@ func TestWaitlistTakesReturnedUnitsFirstInFirstOut(t *testing.T) {
 	require.Zero(t, f.position(t, c, 3), "served: off the waitlist")
 	require.Equal(t, int64(1), f.position(t, c, 4))
 
-	again, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	again, _, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
 	require.NoError(t, err)
 	require.Empty(t, again, "no stock, nothing more")
 
 	_, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 2, b.Token, true, false)
 	require.NoError(t, err)
-	handed, err = c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, map[int64]bool{4: true}))
+	handed, left, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, map[int64]bool{4: true}))
 	require.NoError(t, err)
 	require.Empty(t, handed, "a blacklisted waiter gets nothing")
+	require.Len(t, left, 1, "and is reported as left, so the caller forgets the join")
+	require.Equal(t, int64(4), left[0].UserID)
+	require.Equal(t, domain.WaitlistRequestID(later), left[0].RequestID)
 	require.Zero(t, f.position(t, c, 4), "and leaves")
 	require.Equal(t, lua.OutcomeOK, f.reserve(t, 5, "req-e2").Outcome, "nobody waits: the unit is on open sale")
 }
@@ -97,7 +100,7 @@ func TestWaitlistWaitsForTheSaleToSellOut(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = c.JoinWaitlist(ctx(t), f.saleID, 4)
 	require.NoError(t, err)
-	handed, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	handed, _, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
 	require.NoError(t, err)
 	require.Empty(t, handed, "not sold out yet")
 	require.Equal(t, lua.OutcomeOK, f.reserve(t, 3, "req-c").Outcome, "open sale while units were never sold")
@@ -105,10 +108,12 @@ func TestWaitlistWaitsForTheSaleToSellOut(t *testing.T) {
 	require.Equal(t, lua.OutcomeOK, a.Outcome)
 	_, err = f.scripts.Release(ctx(t), f.rdb, f.saleID, 1, a.Token, true, false)
 	require.NoError(t, err)
-	handed, err = c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
+	handed, left, err := c.HandOver(ctx(t), f.saleID, 1, f.candidates(t, c, nil))
 	require.NoError(t, err)
 	require.Len(t, handed, 1)
 	require.Equal(t, int64(4), handed[0].UserID, "the waiter who bought meanwhile is skipped")
+	require.Len(t, left, 1, "and reported as left")
+	require.Equal(t, int64(3), left[0].UserID)
 	require.Zero(t, f.position(t, c, 3))
 }
 

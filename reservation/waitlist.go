@@ -187,11 +187,18 @@ func (w *Waitlist) handOver(ctx context.Context, sale *domain.Sale) error {
 		}
 		cands[i] = lua.HandOverCandidate{UserID: wt.UserID, RequestID: req, Token: domain.DeriveToken(w.d.TokenKey, sale.ID, wt.UserID, req), Skip: skip}
 	}
-	handed, err := w.d.Redis.HandOver(ctx, sale.ID, sale.ModeEpoch, cands)
+	handed, left, err := w.d.Redis.HandOver(ctx, sale.ID, sale.ModeEpoch, cands)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	for _, h := range left {
+		// Off the waitlist without a unit: the join is done, and a rebuild
+		// must not put the waiter back.
+		if joined, ok := domain.WaitlistJoinNumber(h.RequestID); ok {
+			errs = append(errs, w.d.Store.ForgetWaitlistJoin(ctx, sale.ID, h.UserID, joined))
+		}
+	}
 	for _, h := range handed {
 		in := domain.RedisHoldInput(h.Token, sale.ID, h.UserID, h.RequestID)
 		w.d.HandedOver()

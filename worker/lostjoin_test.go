@@ -69,7 +69,7 @@ func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 		req := domain.WaitlistRequestID(w.Joined)
 		cands[i] = lua.HandOverCandidate{UserID: w.UserID, RequestID: req, Token: domain.DeriveToken([]byte("k"), sale.ID, w.UserID, req)}
 	}
-	handed, err := rc.HandOver(testCtx(t), sale.ID, got.ModeEpoch, cands)
+	handed, _, err := rc.HandOver(testCtx(t), sale.ID, got.ModeEpoch, cands)
 	require.NoError(t, err)
 	require.Len(t, handed, 1)
 	require.Equal(t, early, handed[0].UserID, "the earliest join is served first")
