@@ -124,3 +124,41 @@ func TestWaitlistForgetsAWaiterTheHandOverPassesOver(t *testing.T) {
 		}
 	}, 5*time.Second, 20*time.Millisecond)
 }
+
+// A user whose join Redis lost (a restart, a failover) and who joins again
+// before the worker's look at the new Redis puts it back keeps the place
+// their first 200 promised: the database kept that join, so the second is
+// answered at the first's place, ahead of those who joined after it.
+func TestWaitlistJoinAgainAfterALostJoinKeepsThePlace(t *testing.T) {
+	h := MustHarness(t)
+	sale := h.MustWarmSale(1)
+	path := "/api/v1/sales/" + strconv.FormatInt(sale.ID, 10) + "/waitlist"
+	tok := func(u int64) string { return h.MustToken(u, authtoken.RoleUser) }
+	holder, early, later := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
+	require.Equal(t, 202, h.reserve(sale.ID, tok(holder), "holder-req").Status)
+	for _, u := range []int64{early, later} {
+		r := h.do("POST", path, tok(u), "")
+		require.Equal(t, 200, r.Status, string(r.Body))
+	}
+	rc := lua.NewClient(h.rdb)
+	first, err := rc.WaitlistJoined(t.Context(), sale.ID, early)
+	require.NoError(t, err)
+
+	require.NoError(t, h.rdb.ZRem(t.Context(), lua.SaleKeys(sale.ID).Waitlist, strconv.FormatInt(early, 10)).Err())
+	r := h.do("POST", path, tok(early), "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Equal(t, float64(1), r.json(t)["position"], "the earlier place, ahead of the later join")
+	got, err := rc.WaitlistJoined(t.Context(), sale.ID, early)
+	require.NoError(t, err)
+	require.Equal(t, first, got, "under the first join's number")
+	joins, err := h.st.WaitingJoins(t.Context(), sale.ID)
+	require.NoError(t, err)
+	require.Len(t, joins, 2)
+	require.Equal(t, first, joins[0].Joined, "the database keeps the first join")
+
+	// A user who left and joins again starts at the back.
+	require.Equal(t, 204, h.do("DELETE", path, tok(early), "").Status)
+	r = h.do("POST", path, tok(early), "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Equal(t, float64(2), r.json(t)["position"], "a leave gives the place up")
+}

@@ -82,8 +82,32 @@ func (w *Waitlist) Join(ctx context.Context, e *salecache.Entry, user int64, now
 	}
 	// The 200 keeps the place through a Redis that loses writes: the
 	// rebuild puts back every join the database kept.
-	if err := w.d.Store.RecordWaitlistJoin(ctx, sale.ID, store.WaitJoin{UserID: user, Joined: joined}); err != nil {
+	kept, err := w.d.Store.RecordWaitlistJoin(ctx, sale.ID, store.WaitJoin{UserID: user, Joined: joined})
+	if err != nil {
 		return 0, w.failed(ctx, "waitlist: record the join", err)
+	}
+	if kept != joined {
+		return w.keepEarlierPlace(ctx, sale.ID, user, joined, kept)
+	}
+	return pos, nil
+}
+
+// keepEarlierPlace moves back to its earlier join a user whose join Redis
+// lost (a restart or failover dropped it) before they joined again and
+// the worker's look at the new Redis put it back: the database kept the
+// earlier join, whose place the first 200 promised.
+func (w *Waitlist) keepEarlierPlace(ctx context.Context, saleID, user, joined, kept int64) (int64, error) {
+	if _, err := w.d.Redis.DropWaiters(ctx, saleID, []lua.Waiter{{UserID: user, Joined: joined}}); err != nil {
+		return 0, w.failed(ctx, "waitlist: move back to the earlier join", err)
+	}
+	if _, err := w.d.Redis.RestoreWaitlist(ctx, saleID, []lua.Waiter{{UserID: user, Joined: kept}}); err != nil {
+		return 0, w.failed(ctx, "waitlist: move back to the earlier join", err)
+	}
+	reqid.Logger(ctx, w.d.Logger).Warn("waitlist: Redis had lost the user's join; back at its place",
+		"sale_id", saleID, "user_id", user, "joined", kept)
+	pos, err := w.d.Redis.WaitlistPosition(ctx, saleID, user)
+	if err != nil {
+		return 0, w.failed(ctx, "waitlist: position", err)
 	}
 	return pos, nil
 }

@@ -463,7 +463,7 @@ func TestRebuildPutsBackTheWaitlist(t *testing.T) {
 		user := base + int64(i)
 		_, n, err := f.client.JoinWaitlist(f.ctx, f.sale.ID, user)
 		require.NoError(t, err)
-		require.NoError(t, f.st.RecordWaitlistJoin(f.ctx, f.sale.ID, store.WaitJoin{UserID: user, Joined: n}))
+		require.NoError(t, testsale.ErrOf(f.st.RecordWaitlistJoin(f.ctx, f.sale.ID, store.WaitJoin{UserID: user, Joined: n})))
 		joined[user] = n
 	}
 	// base+1 left; base+2 was served by a hand-over whose reservation the

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 // sent records every statement a store sends through its bun.DB.
@@ -141,7 +142,7 @@ func TestMySQL8UpkeepStatementsParse(t *testing.T) {
 	c := ctx(t)
 	for range 2 {
 		require.NoError(t, st.PublishRedisView(c, fmt.Sprintf("my8-%d", u), "api", true))
-		require.NoError(t, st.RecordWaitlistJoin(c, sale.ID, store.WaitJoin{UserID: u, Joined: 1}))
+		require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(c, sale.ID, store.WaitJoin{UserID: u, Joined: 1})))
 	}
 	joins, err := st.WaitingJoins(c, sale.ID)
 	require.NoError(t, err)

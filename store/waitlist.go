@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/uptrace/bun"
+
 	"github.com/seckill/seckill/domain"
 )
 
@@ -16,21 +18,41 @@ type WaitJoin struct {
 }
 
 // RecordWaitlistJoin keeps a join before its 200 is answered, so a Redis
-// that loses it gets it back at the rebuild (WaitingJoins). A join recorded
-// again keeps the number Redis holds now.
+// that loses it gets it back at the rebuild (WaitingJoins), and answers the
+// join number the user keeps. A join recorded again keeps the number
+// Redis holds now, unless the database keeps an earlier join of the user
+// that still waits (no leave and no hand-over ended it): Redis then lost
+// that join before the user joined again, and the user keeps their
+// earlier place (the caller moves them back on Redis).
 //
-// The upsert is idempotent: sent again when refused or its answer was lost.
-func (s *Store) RecordWaitlistJoin(ctx context.Context, saleID int64, j WaitJoin) error {
+// The transaction is idempotent: sent again when refused or its answer
+// was lost, it finds what it wrote.
+func (s *Store) RecordWaitlistJoin(ctx context.Context, saleID int64, j WaitJoin) (kept int64, err error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	err := againIdempotent(ctx, func(ctx context.Context) error {
-		_, err := s.DB.ExecContext(ctx, `INSERT INTO waitlist_joins (sale_id, user_id, joined, created_at) VALUES (?, ?, ?, ?)
-			ON DUPLICATE KEY UPDATE joined = VALUES(joined)`, saleID, j.UserID, j.Joined, now)
-		return err
+	err = againIdempotent(ctx, func(ctx context.Context) error {
+		return s.DB.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			var earlier []int64
+			err := tx.NewRaw(`SELECT w.joined FROM waitlist_joins w WHERE w.sale_id = ? AND w.user_id = ? AND w.joined < ?
+				AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.sale_id = w.sale_id AND r.user_id = w.user_id
+					AND r.request_id = CONCAT(?, w.joined))
+				FOR UPDATE`, saleID, j.UserID, j.Joined, domain.WaitlistRequestPrefix).Scan(ctx, &earlier)
+			if err != nil {
+				return err
+			}
+			if len(earlier) > 0 {
+				kept = earlier[0]
+				return nil
+			}
+			kept = j.Joined
+			_, err = tx.ExecContext(ctx, `INSERT INTO waitlist_joins (sale_id, user_id, joined, created_at) VALUES (?, ?, ?, ?)
+				ON DUPLICATE KEY UPDATE joined = ?`, saleID, j.UserID, j.Joined, now, j.Joined)
+			return err
+		})
 	})
 	if err != nil {
-		return fmt.Errorf("record waitlist join of user %d in sale %d: %w", j.UserID, saleID, err)
+		return 0, fmt.Errorf("record waitlist join of user %d in sale %d: %w", j.UserID, saleID, err)
 	}
-	return nil
+	return kept, nil
 }
 
 // ForgetWaitlistJoin deletes a user's join: they left (joined 0: whatever

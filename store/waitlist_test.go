@@ -8,6 +8,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/test/testsale"
 )
 
 // The joins of a sale made since a join number, in join order, without
@@ -18,7 +19,7 @@ func TestWaitlistJoinsSinceANumber(t *testing.T) {
 	c := ctx(t)
 	older, served, newer := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
 	for _, j := range []store.WaitJoin{{UserID: newer, Joined: 300}, {UserID: older, Joined: 100}, {UserID: served, Joined: 200}} {
-		require.NoError(t, st.RecordWaitlistJoin(c, sale.ID, j))
+		require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(c, sale.ID, j)))
 	}
 	req := domain.WaitlistRequestID(200)
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, served, req), sale.ID, served, req)

@@ -178,7 +178,7 @@ func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rec.Promised())
 	waiter := testenv.UniqueUser()
-	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: waiter, Joined: time.Now().UnixMicro()}))
+	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: waiter, Joined: time.Now().UnixMicro()})))
 
 	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t))

@@ -35,7 +35,7 @@ func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 	early, late := testenv.UniqueUser(), testenv.UniqueUser()
 	_, earlyJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, early)
 	require.NoError(t, err)
-	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: early, Joined: earlyJoined}))
+	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: early, Joined: earlyJoined})))
 
 	r := &Resyncer{Store: st, Redis: rc, Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t)) // the first look: nothing lost yet
@@ -46,7 +46,7 @@ func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 	_, lateJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, late)
 	require.NoError(t, err)
 	require.Greater(t, lateJoined, earlyJoined)
-	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: late, Joined: lateJoined}))
+	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: late, Joined: lateJoined})))
 	r.identity = "the Redis before the restart"
 
 	r.Once(testCtx(t))
@@ -89,7 +89,7 @@ func TestResyncerChecksASaleBackFromARebuildForLostJoins(t *testing.T) {
 	early, late := testenv.UniqueUser(), testenv.UniqueUser()
 	_, earlyJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, early)
 	require.NoError(t, err)
-	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: early, Joined: earlyJoined}))
+	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: early, Joined: earlyJoined})))
 	r := &Resyncer{Store: st, Redis: rc, Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t))
 
@@ -100,7 +100,7 @@ func TestResyncerChecksASaleBackFromARebuildForLostJoins(t *testing.T) {
 	require.NoError(t, rdb.ZRem(testCtx(t), k.Waitlist, early).Err())
 	_, lateJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, late)
 	require.NoError(t, err)
-	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: late, Joined: lateJoined}))
+	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: late, Joined: lateJoined})))
 	r.identity = "the Redis before the restart"
 	r.Once(testCtx(t)) // the sale is mid-resync: not checked yet
 	require.Zero(t, mustPosition(t, rc, sale.ID, early))

@@ -36,7 +36,7 @@ func TestResyncerTakesOffAWaiterWhoseLeaveRedisLost(t *testing.T) {
 		_, joined, err := rc.JoinWaitlist(testCtx(t), sale.ID, user)
 		require.NoError(t, err)
 		if record {
-			require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: user, Joined: joined}))
+			require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: user, Joined: joined})))
 		}
 		return joined
 	}
@@ -65,7 +65,7 @@ func TestResyncerTakesOffAWaiterWhoseLeaveRedisLost(t *testing.T) {
 
 	r.Once(testCtx(t))
 	require.NotZero(t, mustPosition(t, rc, sale.ID, leaver), "nothing is taken off before a join on its way could record")
-	require.NoError(t, st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: inFlight, Joined: inFlightJoined}))
+	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: inFlight, Joined: inFlightJoined})))
 	// Meanwhile the re-joiner, back on the waitlist, leaves and joins again.
 	leave(rejoiner)
 	rejoinerAgain := join(rejoiner, true)
