@@ -18,7 +18,10 @@ import (
 
 // marketRedis is scenario 13's own redis-server: the scenario freezes it,
 // so it serves nothing but the scenario, and its INFO counts only the
-// scenario's sales and processes.
+// scenario's sales and processes. The scenario's worker rebuilds into it
+// every live sale of the bench database it does not find there (the run's
+// earlier scenarios' sales, stopped only at its end), so another bench
+// run on the same database meanwhile disturbs both.
 type marketRedis struct {
 	*proc.Proc
 	addr string
