@@ -92,6 +92,7 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	fs.DurationVar(&o.Dur, "dur", 5*time.Second, "length of each timed run")
 	fs.DurationVar(&o.ChurnDur, "churn-dur", 10*time.Minute, "length of the churn soak (scenario 9)")
 	fs.IntVar(&o.MarketSales, "market-sales", 10_000, "idle sales scenario 13 creates and warms")
+	fs.IntVar(&o.MarketRounds, "market-rounds", 3, "rounds of scenario 13's two paths with few sales live and with all of them (medians compared)")
 	fs.IntVar(&o.BurstUsers, "burst-users", 100_000, "distinct users of the flash-sale burst")
 	fs.Int64Var(&o.BurstStock, "burst-stock", 1_000, "stock of the flash-sale burst")
 	fallback, _ := strconv.ParseFloat(env("SECKILL_FALLBACK_RPS", "500"), 64)

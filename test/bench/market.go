@@ -27,62 +27,90 @@ const marketIdle = 30 * time.Second
 // marketPaths are one round of scenario 13's two paths on one sale.
 type marketPaths struct{ soldOut, inStock Result }
 
-// market: scenario 13, a marketplace's day. It measures the sold-out and
-// in-stock paths with one sale live and the fleet's idle cost, creates and
-// warms o.MarketSales more sales, measures the idle cost again (the
-// difference is what the sales cost), the same two paths with all of them
-// live beside, and whether a listing reaches every sale. The paths
-// run on an API of their own whose task queue nobody polls (the in-stock
-// orders then leave no backlog for the worker to drain while it is
-// metered); that API idles with the others and counts as an instance.
+// market: scenario 13, a marketplace's day, on a Redis of its own. With
+// only its own few sales live it measures the sold-out and in-stock paths
+// (o.MarketRounds rounds), the fleet's idle cost and the recovery from
+// three faults on a sale of its own; it then creates and warms
+// o.MarketSales more sales and measures the same again with all of them
+// live beside (the idle difference is what the sales cost), and whether a
+// listing reaches every sale. The paths and the faults run on an API of
+// their own whose task queue nobody polls (the in-stock orders then leave
+// no backlog for the worker to drain while it is metered); that API, and
+// the one the cut fault cuts from Redis, idle with the others and count as
+// instances.
 func (r *runner) market(ctx context.Context) error {
-	api, worker, err := r.startStackEnv(ctx, "api-market", "worker-market", r.env("bench-market-"+r.stamp))
+	red, err := r.startMarketRedis(ctx)
 	if err != nil {
 		return err
 	}
-	defer worker.Stop()
-	defer api.Stop()
-	paths, err := r.startAPI(ctx, "api-market-paths", "bench-unpolled-market-"+r.stamp)
+	defer red.stop(r)
+	defer r.useRedis(red)()
+	st, err := r.startMarketStack(ctx)
 	if err != nil {
 		return err
 	}
-	defer paths.Stop()
-	run, err := r.marketPathsRunner(ctx, paths)
+	defer st.stop(r)
+	run, err := r.marketPathsRunner(ctx, st.paths)
 	if err != nil {
 		return err
 	}
-	one := run("1 live")
-	procs := []*Proc{api, worker, paths}
-	idle0, err := r.measureIdle(ctx, procs)
+	fault, err := r.sale(ctx, st.paths, "market fault", 10_000_000, 16, true)
 	if err != nil {
 		return err
 	}
-	ids, rate, err := r.createMarket(ctx, api, r.o.MarketSales)
+	m := marketFigures{one: r.marketRounds(run, "1 live")}
+	if m.idle0, err = r.measureIdle(ctx, st.procs()); err != nil {
+		return err
+	}
+	if m.rec1, err = r.marketRecovery(ctx, red, st, fault, "1 live"); err != nil {
+		return err
+	}
+	ids, rate, err := r.createMarket(ctx, st.api, r.o.MarketSales)
 	defer func() {
 		// The worker goes first: its resync would put back the keys of a
 		// sale stopped but not yet marked finished.
-		worker.Stop()
-		r.teardownMarket(api, ids)
+		st.worker.Stop()
+		r.teardownMarket(st.api, ids)
 	}()
 	if err != nil {
 		return err
 	}
-	settled, running := r.settleMarket(ctx, ids)
-	idleN, err := r.measureIdle(ctx, procs)
-	if err != nil {
+	m.n, m.rate = len(ids), rate
+	if err := r.marketLive(ctx, red, st, fault, ids, run, &m); err != nil {
 		return err
 	}
-	keyBytes, err := r.saleKeyBytes(ctx, ids)
-	if err != nil {
-		return err
-	}
-	many := run(fmt.Sprintf("%d live", len(ids)))
-	listed, dup, err := r.listed(ctx, api, ids)
-	if err != nil {
-		return err
-	}
-	r.add(marketScenario(marketFigures{n: len(ids), settled: settled, running: running, rate: rate, idle0: idle0, idleN: idleN, keyBytes: keyBytes, one: one, many: many, listed: listed, dup: dup}))
+	r.add(marketScenario(m))
 	return nil
+}
+
+// marketLive measures scenario 13 with the market's sales live: once
+// they settled, the idle cost, their keys' weight, the paths' rounds, the
+// faults and the listing.
+func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, run func(string) marketPaths, m *marketFigures) error {
+	m.settled, m.running = r.settleMarket(ctx, ids)
+	var err error
+	if m.idleN, err = r.measureIdle(ctx, st.procs()); err != nil {
+		return err
+	}
+	if m.keyBytes, err = r.saleKeyBytes(ctx, ids); err != nil {
+		return err
+	}
+	label := fmt.Sprintf("%d live", len(ids))
+	m.many = r.marketRounds(run, label)
+	if m.recN, err = r.marketRecovery(ctx, red, st, fault, label); err != nil {
+		return err
+	}
+	m.listed, m.dup, err = r.listed(ctx, st.api, ids)
+	return err
+}
+
+// marketRounds runs o.MarketRounds rounds of the two paths.
+func (r *runner) marketRounds(run func(string) marketPaths, label string) []marketPaths {
+	rounds := make([]marketPaths, max(r.o.MarketRounds, 1))
+	for i := range rounds {
+		rounds[i] = run(fmt.Sprintf("%s, round %d", label, i+1))
+	}
+	return rounds
 }
 
 // marketPathsRunner makes the two paths' sales on api (a sold-out one of

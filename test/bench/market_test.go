@@ -36,3 +36,59 @@ func TestMarketCostPerSaleIsTheGrowthOverSalesAndInstances(t *testing.T) {
 	}
 	t.Fatal("no per-sale figure")
 }
+
+func TestMarketPathsCompareTheMediansOfTheRounds(t *testing.T) {
+	rounds := func(rps ...float64) []marketPaths {
+		var out []marketPaths
+		for _, v := range rps {
+			out = append(out, marketPaths{soldOut: Result{RPS: v}, inStock: Result{RPS: v / 10}})
+		}
+		return out
+	}
+	// An outlier round on either side moves neither median.
+	sc := marketScenario(marketFigures{n: 300, one: rounds(1000, 10, 1100), many: rounds(990, 2000, 900)})
+	want := map[string]float64{"sold-out req/s, 1 live": 1000, "sold-out req/s, 300 live": 990, "sold-out, many live / 1 live": 0.99, "in-stock, many live / 1 live": 0.99}
+	for _, f := range sc.Figures {
+		if w, ok := want[f.Name]; ok {
+			if f.Value < w-1e-9 || f.Value > w+1e-9 {
+				t.Errorf("%s: %v, want %v", f.Name, f.Value, w)
+			}
+			delete(want, f.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("figures missing: %v", want)
+	}
+	if got := medianRPS(rounds(1, 3, 2, 4), func(p marketPaths) Result { return p.soldOut }); got != 2.5 {
+		t.Fatalf("median of an even number of rounds: %v, want 2.5", got)
+	}
+}
+
+func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
+	cut := func(before, during int64) (Result, Result) {
+		return Result{Seconds: 2, Status: map[string]int64{"202": before}}, Result{Seconds: 2, Status: map[string]int64{"202": during, "503": 3}}
+	}
+	one := marketRecovery{keys: 1.5, left: true, back: 6}
+	one.cutBefore, one.cutDuring = cut(1000, 900)
+	many := marketRecovery{keys: 2, left: true, back: 8, cutSwitches: 1}
+	many.cutBefore, many.cutDuring = cut(1000, 500)
+	got := map[string]Figure{}
+	for _, f := range marketRecoveryFigures(marketFigures{n: 300, rec1: one, recN: many}) {
+		got[f.Name] = f
+	}
+	check := func(name string, value float64, target string) {
+		t.Helper()
+		f, ok := got[name]
+		if !ok {
+			t.Fatalf("no figure %q in %v", name, got)
+		}
+		if f.Value < value-1e-9 || f.Value > value+1e-9 || f.Target != target {
+			t.Errorf("%s: %v, target %q; want %v, %q", name, f.Value, f.Target, value, target)
+		}
+	}
+	check("keys deleted → the next 202, 300 live", 2, "≤ 2.50 (1 live + 1 s)")
+	check("Redis frozen 4s → the sale back on Redis, 300 live", 8, "≤ 7.00 (1 live + 1 s)")
+	check("one API cut: the healthy one's 503s during the cut, 300 live", 3, "0")
+	check("one API cut: the healthy one's 202/s during / before, 300 live", 0.5, "≥ 0.80 (1 live − 0.1)")
+	check("one API cut: the fault sale's mode switches, 300 live", 1, "0")
+}

@@ -48,6 +48,9 @@ type Options struct {
 	ChurnDur time.Duration
 	// MarketSales is how many idle sales scenario 13 creates and warms.
 	MarketSales int
+	// MarketRounds is how many rounds of its two paths scenario 13 runs
+	// with few sales live and with all of them; it compares the medians.
+	MarketRounds int
 	// Scenarios selects scenarios by number ("1".."11", "13"); empty runs all.
 	Scenarios []string
 	// ProfileDir, when set, receives CPU profiles of scenario 3's API and

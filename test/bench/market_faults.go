@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/proc"
+	"github.com/seckill/seckill/lua"
+)
+
+// Scenario 13's faults: Redis frozen for marketPause; a recovery not seen
+// within marketRecoverWithin is reported as -1.
+const (
+	marketPause         = 4 * time.Second
+	marketRecoverWithin = 2 * time.Minute
+	// probeConns reservations at a time probe the fault sale, each
+	// connection probeGap apart: enough to see a 202 within tens of
+	// milliseconds, few enough to leave the machine to the recovery.
+	probeConns = 4
+	probeGap   = 20 * time.Millisecond
+	// cutUsers are the fresh users of each run on the healthy instance.
+	cutUsers = 30_000
+)
+
+// marketRecovery is one round of scenario 13's faults on its fault sale.
+type marketRecovery struct {
+	keys        float64 // seconds from the keys' deletion to the next 202
+	left        bool    // the sale left Redis while it was frozen
+	back        float64 // seconds from the thaw to the sale back on Redis
+	keysProbe   string  // the probes' answers around the keys' deletion
+	pauseProbe  string  // and around the freeze
+	cutBefore   Result  // the healthy instance before the other's cut
+	cutDuring   Result  // and during it
+	cutReady    int     // the cut instance's /readyz answer at the cut's end
+	cutSwitches int64   // the fault sale's mode switches during the cut
+}
+
+// faultProbe reserves on the fault sale, each request for a fresh user.
+type faultProbe struct {
+	op      Op
+	next    atomic.Int64
+	n       int64 // users minted
+	mu      sync.Mutex
+	answers Result // the answers since the last take
+}
+
+// newFaultProbe mints the probe's users and returns it.
+func (r *runner) newFaultProbe(c httpDoer, url string, users int) (*faultProbe, error) {
+	toks, _, err := r.users(users)
+	if err != nil {
+		return nil, err
+	}
+	return &faultProbe{op: reserveOp(c, url, toks), n: int64(len(toks))}, nil
+}
+
+// load reserves, probeConns at a time, until ctx ends, the users run out
+// or done answers true for an answer's status and the time it came.
+func (p *faultProbe) load(ctx context.Context, done func(status int, at time.Time) bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range probeConns {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := p.next.Add(1) - 1
+				if i >= p.n {
+					return
+				}
+				st, err := p.op(ctx, i)
+				p.tally(st, err)
+				if done(st, time.Now()) {
+					cancel()
+				}
+				sleepCtx(ctx, probeGap)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// tally counts an answer, or a transport error (a frozen Redis's
+// timeouts among them).
+func (p *faultProbe) tally(status int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.answers.Status == nil {
+		p.answers.Status = map[string]int64{}
+	}
+	if err != nil {
+		p.answers.Errors++
+		return
+	}
+	p.answers.Status[strconv.Itoa(status)]++
+}
+
+// take answers the answers counted so far, by status, and starts over.
+func (p *faultProbe) take() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := strings.TrimSpace(p.answers.StatusLine())
+	p.answers = Result{}
+	return line
+}
+
+// firstAccepted probes until a 202 (at most within) and answers when it
+// came; an error when none came.
+func (p *faultProbe) firstAccepted(ctx context.Context, within time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var mu sync.Mutex
+	var first time.Time
+	p.load(ctx, func(st int, at time.Time) bool {
+		if st != http.StatusAccepted {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if first.IsZero() {
+			first = at
+		}
+		return true
+	})
+	if first.IsZero() {
+		return first, fmt.Errorf("no 202 within %s (%d probes sent)", within, p.next.Load())
+	}
+	return first, nil
+}
+
+// marketRecovery runs the three faults on the fault sale s, the probe
+// and the healthy instance's load through the paths' API.
+func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marketStack, s *domain.Sale, label string) (marketRecovery, error) {
+	var rec marketRecovery
+	url := st.paths.URL + client.ReservationsPath(s.ID)
+	p, err := r.newFaultProbe(newDoer(probeConns), url, 40_000)
+	if err != nil {
+		return rec, err
+	}
+	rec.keys, err = r.keysDeleted(ctx, p, s.ID)
+	rec.keysProbe = p.take()
+	if err != nil {
+		return rec, err
+	}
+	rec.left, rec.back, err = r.pausedRedis(ctx, red, p, s.ID)
+	rec.pauseProbe = p.take()
+	if err != nil {
+		return rec, err
+	}
+	err = r.cutInstance(ctx, st, url, s.ID, label, &rec)
+	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back,
+		"cut_503", rec.cutDuring.Count(http.StatusServiceUnavailable), "cut_ready", rec.cutReady)
+	return rec, err
+}
+
+// keysDeleted deletes the sale's keys once it sells (all but its inbox,
+// whose entries the rebuild counts, as a restart without AOF may leave
+// them) and answers the seconds until the next 202 (-1: none within
+// marketRecoverWithin, or the sale did not sell before: then its keys
+// stay).
+func (r *runner) keysDeleted(ctx context.Context, p *faultProbe, saleID int64) (float64, error) {
+	if _, err := p.firstAccepted(ctx, marketRecoverWithin); err != nil {
+		r.o.Logger.Warn("scenario 13: the fault sale does not sell; its keys stay", "sale_id", saleID, "err", err)
+		return -1, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	k := lua.SaleKeys(saleID)
+	deleted := time.Now()
+	for _, key := range k.All() {
+		if key == k.Inbox {
+			continue
+		}
+		if err := r.rdb.Del(cctx, key).Err(); err != nil {
+			return 0, fmt.Errorf("scenario 13: delete %s: %w", key, err)
+		}
+	}
+	at, err := p.firstAccepted(ctx, marketRecoverWithin)
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: the sale did not sell after its keys' deletion", "sale_id", saleID, "err", err)
+		return -1, nil
+	}
+	return at.Sub(deleted).Seconds(), nil
+}
+
+// pausedRedis freezes Redis for marketPause while the probe reserves on
+// the sale, and answers whether the sale left Redis and the seconds from
+// the thaw until it was back (mode redis at a later epoch; -1: not within
+// marketRecoverWithin).
+func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProbe, saleID int64) (bool, float64, error) {
+	s0, err := r.st.GetSale(ctx, saleID)
+	if err != nil {
+		return false, 0, fmt.Errorf("scenario 13: read the fault sale: %w", err)
+	}
+	lctx, stopLoad := context.WithCancel(ctx)
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		p.load(lctx, func(int, time.Time) bool { return false })
+	}()
+	defer func() { stopLoad(); <-loaded }()
+	sleepCtx(ctx, time.Second)
+	if err := red.Freeze(); err != nil {
+		return false, 0, fmt.Errorf("scenario 13: freeze Redis: %w", err)
+	}
+	sleepCtx(ctx, marketPause)
+	if err := red.Thaw(); err != nil {
+		return false, 0, fmt.Errorf("scenario 13: thaw Redis: %w", err)
+	}
+	thawed := time.Now()
+	s1, err := r.st.GetSale(ctx, saleID)
+	if err != nil {
+		return false, 0, fmt.Errorf("scenario 13: read the fault sale: %w", err)
+	}
+	if s1.ModeEpoch == s0.ModeEpoch {
+		r.o.Logger.Warn("scenario 13: the sale did not leave Redis while it was frozen", "sale_id", saleID)
+		return false, 0, nil
+	}
+	err = proc.Poll(ctx, marketRecoverWithin, "the fault sale back on Redis", func(ctx context.Context) error {
+		s, err := r.st.GetSale(ctx, saleID)
+		switch {
+		case err != nil:
+			return err
+		case s.Mode != domain.ModeRedis:
+			return fmt.Errorf("mode %s, epoch %d", s.Mode, s.ModeEpoch)
+		}
+		return nil
+	})
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: the sale did not come back to Redis", "sale_id", saleID, "err", err)
+		return true, -1, nil
+	}
+	return true, time.Since(thawed).Seconds(), nil
+}
+
+// cutInstance runs reservations on the healthy paths' API for o.Dur, then
+// cuts the other API from Redis and runs them again, the cut lasting the
+// run; it then waits for the cut instance to serve again.
+func (r *runner) cutInstance(ctx context.Context, st *marketStack, url string, saleID int64, label string, rec *marketRecovery) error {
+	const conns = 64
+	toks, _, err := r.users(2 * cutUsers)
+	if err != nil {
+		return err
+	}
+	c := newDoer(conns)
+	rec.cutBefore = ClosedLoop(ctx, "healthy API, before the cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[:cutUsers]))
+	s0, err := r.st.GetSale(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("scenario 13: read the fault sale: %w", err)
+	}
+	st.proxy.SetCut(true)
+	rec.cutDuring = ClosedLoop(ctx, "healthy API, the other cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[cutUsers:]))
+	rec.cutReady, err = c.do(ctx, "GET", st.cut.URL+"/readyz", "", nil)
+	st.proxy.SetCut(false)
+	if err != nil {
+		return fmt.Errorf("scenario 13: the cut instance's /readyz: %w", err)
+	}
+	s1, err := r.st.GetSale(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("scenario 13: read the fault sale: %w", err)
+	}
+	rec.cutSwitches = s1.ModeEpoch - s0.ModeEpoch
+	healed := proc.HTTPReady(st.cut.URL + "/readyz")
+	if err := proc.Poll(ctx, time.Minute, "the cut instance ready again", healed); err != nil {
+		return fmt.Errorf("scenario 13: after the cut: %w", err)
+	}
+	return nil
+}
