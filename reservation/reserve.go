@@ -271,7 +271,7 @@ func (s *Service) redisWentBack(ctx context.Context, saleID int64) {
 	}
 	s.wentBack.Store(saleID, now)
 	s.log(ctx).ErrorContext(ctx, "redis went back in time: a hold number the database already has; the sale will be rebuilt from the database", "sale_id", saleID)
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdRecordTimeout)
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdRecordStall)
 	defer cancel()
 	if err := s.ledger.MarkRedisWentBack(mctx, saleID); err != nil {
 		s.log(ctx).ErrorContext(ctx, "mark the sale for a rebuild from the database", "sale_id", saleID, "err", err)
