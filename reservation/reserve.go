@@ -106,15 +106,19 @@ func (s *Service) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.R
 // replayFromDatabase answers a request the replay map does not know from a
 // user whose ended reservations' records moved out of Redis
 // (lua.OutcomeAsk): a row in the database is this request's (the token
-// derives from it), so it is a replay; else the script runs again, told
-// that the database has none.
+// derives from it), so it is a replay, answered as the first time (a hold
+// the database refused is refused again); else the script runs again,
+// told that the database has none.
 func (s *Service) replayFromDatabase(ctx context.Context, r Request, token string) (Answer, error) {
-	found, err := s.inDatabase(ctx, token)
+	row, err := s.recorded(ctx, token)
 	if err != nil {
 		s.log(ctx).WarnContext(ctx, "reserve: ask the database for a replay", "sale_id", r.SaleID, "err", err)
 		return Answer{Layer: LayerRedis, Reason: "error"}, domain.ErrOutcomeUnknown
 	}
-	if found {
+	if row != nil {
+		if refused := domain.RefusalOf(row.Status, row.FailReason); refused != nil {
+			return Answer{Layer: LayerRedis, Reason: "overruled"}, refused
+		}
 		return Answer{Token: token, Layer: LayerRedis, Reason: lua.OutcomeReplay}, nil
 	}
 	res, err := s.degraded.Call(func() (lua.ReserveResult, error) {
@@ -132,18 +136,19 @@ func (s *Service) replayFromDatabase(ctx context.Context, r Request, token strin
 	return s.answerScript(ctx, r, token, res)
 }
 
-// inDatabase reports whether the database has the reservation of token.
-func (s *Service) inDatabase(ctx context.Context, token string) (bool, error) {
+// recorded reads the database's reservation of token: nil when there is
+// none.
+func (s *Service) recorded(ctx context.Context, token string) (*domain.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	_, err := s.ledger.GetReservation(ctx, token)
+	row, err := s.ledger.GetReservation(ctx, token)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, fmt.Errorf("read reservation: %w", err)
+		return nil, fmt.Errorf("read reservation: %w", err)
 	}
-	return true, nil
+	return row, nil
 }
 
 // answerScript turns the reserve script's outcome into the answer.
@@ -192,12 +197,12 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 // user holds another unit. While the database cannot tell, the outcome is
 // unknown.
 func (s *Service) answerBuyerMark(ctx context.Context, r Request, token string, a Answer) (Answer, error) {
-	found, err := s.inDatabase(ctx, token)
+	row, err := s.recorded(ctx, token)
 	if err != nil {
 		s.log(ctx).WarnContext(ctx, "reserve: ask the database whether a refused request is a replay", "sale_id", r.SaleID, "err", err)
 		return Answer{Layer: LayerRedis, Reason: "error"}, domain.ErrOutcomeUnknown
 	}
-	if !found {
+	if row == nil {
 		return a, domain.ErrAlreadyHolds
 	}
 	in := domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID)

@@ -368,9 +368,24 @@ func TestAStallOnAMovedSaleIsNotAskedAgain(t *testing.T) {
 }
 
 // A user with retired records (lua.OutcomeAsk): a row in the database is
-// this request's, so it is a replay; without one the script runs again,
-// told that the database has none.
+// this request's, so it is a replay, answered as the first time (a hold
+// the database refused is refused again, never 202); without one the
+// script runs again, told that the database has none.
 func TestTheScriptsQuestionIsAnsweredFromTheDatabase(t *testing.T) {
+	for reason, want := range map[string]*domain.Error{
+		domain.FailReasonRefusedHolder: domain.ErrAlreadyHolds, domain.FailReasonRefusedSoldOut: domain.ErrSoldOut,
+	} {
+		t.Run(reason, func(t *testing.T) {
+			ledger := &fakeLedger{row: func(token string) (*domain.Reservation, error) {
+				return &domain.Reservation{Token: token, Status: domain.StatusFailed, FailReason: reason}, nil
+			}}
+			r := newRig(t, answers(outcome(lua.OutcomeAsk)), ledger, testSettings)
+			ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
+			require.ErrorIs(t, err, want)
+			require.Empty(t, ans.Token)
+			require.Len(t, r.script.called(), 1)
+		})
+	}
 	t.Run("row", func(t *testing.T) {
 		ledger := &fakeLedger{row: func(token string) (*domain.Reservation, error) { return &domain.Reservation{Token: token}, nil }}
 		r := newRig(t, answers(outcome(lua.OutcomeAsk)), ledger, testSettings)
