@@ -288,6 +288,10 @@ type Snapshot struct {
 	// StatusRanks: the rank of each token's status record of the sale's
 	// current epoch (what status reads serve).
 	StatusRanks map[string]int64
+	// Waiting: the tokens of the inbox entries not acknowledged yet
+	// (undelivered or pending); nil when they are unknown (no consumer
+	// group, or more than 1000 undelivered or pending).
+	Waiting map[string]bool
 }
 
 // TokenEntry is a token's Redis state and owner.
@@ -305,7 +309,7 @@ func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID i
 	if err != nil {
 		return nil, fmt.Errorf("snapshot script: %w", err)
 	}
-	if len(v) != 10 {
+	if len(v) != 11 {
 		return nil, fmt.Errorf("snapshot script: unexpected reply of %d items", len(v))
 	}
 	num := func(x any) int64 { n, _ := x.(int64); return n }
@@ -350,6 +354,13 @@ func (s *Scripts) ReadSnapshot(ctx context.Context, rdb redis.Scripter, saleID i
 			return nil, fmt.Errorf("snapshot script: bad status rank %q of %s", rank, token)
 		}
 		snap.StatusRanks[token] = n
+	}
+	if waiting, ok := v[10].([]any); ok {
+		snap.Waiting = make(map[string]bool, len(waiting))
+		for _, t := range waiting {
+			token, _ := t.(string)
+			snap.Waiting[token] = true
+		}
 	}
 	return snap, nil
 }

@@ -5,14 +5,29 @@
 -- ARGV: 1 consumer group, 2 idle ms after which a pending entry is stale
 -- Returns {stock or -1, buyers, tokens (flat field/value list), pending,
 --          undelivered-or--1, dead, released, reserved, stale pending (max 1000),
---          status records' ranks of the current epoch (flat token/rank list)}.
+--          status records' ranks of the current epoch (flat token/rank list),
+--          the tokens of the entries not acknowledged yet (undelivered or
+--          pending), or false when they are unknown or more than 1000 each}.
 local stock = redis.call('GET', KEYS[1])
 local buyers = redis.call('SMEMBERS', KEYS[2])
 local tokens = redis.call('HGETALL', KEYS[3])
 local pending = 0
 local lag = -1
 local stale = 0
+local waiting = {}
+-- known: waiting lists every entry not acknowledged (none without an inbox).
+local known = true
+local function wait(entry)
+  local f = entry[2]
+  for i = 1, #f, 2 do
+    if f[i] == 'token' then
+      waiting[#waiting + 1] = f[i + 1]
+      return
+    end
+  end
+end
 if redis.call('EXISTS', KEYS[4]) == 1 then
+  known = false
   local ok, summary = pcall(redis.call, 'XPENDING', KEYS[4], ARGV[1])
   if ok then
     pending = summary[1]
@@ -33,9 +48,22 @@ if redis.call('EXISTS', KEYS[4]) == 1 then
       -- group's own lag is unknown, or stays behind, once entries were
       -- trimmed or deleted before delivery.
       if name == ARGV[1] and last then
-        lag = #redis.call('XRANGE', KEYS[4], '(' .. last, '+', 'COUNT', 1000)
+        local after = redis.call('XRANGE', KEYS[4], '(' .. last, '+', 'COUNT', 1000)
+        lag = #after
+        for _, e in ipairs(after) do wait(e) end
+        known = lag < 1000
       end
     end
+  end
+  -- The pending entries' tokens too: delivered is not yet handed on.
+  local okp, delivered = pcall(redis.call, 'XPENDING', KEYS[4], ARGV[1], '-', '+', 1000)
+  if known and okp and #delivered < 1000 then
+    for _, p in ipairs(delivered) do
+      local e = redis.call('XRANGE', KEYS[4], p[1], p[1])
+      if e[1] then wait(e[1]) end
+    end
+  else
+    known = false
   end
 end
 local dead = redis.call('XLEN', KEYS[5])
@@ -52,4 +80,5 @@ if epoch then
   end
 end
 return {tonumber(stock or '-1'), buyers, tokens, pending, lag, dead,
-        tonumber(redis.call('GET', KEYS[6]) or '0'), tonumber(redis.call('GET', KEYS[7]) or '0'), stale, ranks}
+        tonumber(redis.call('GET', KEYS[6]) or '0'), tonumber(redis.call('GET', KEYS[7]) or '0'), stale, ranks,
+        known and waiting}

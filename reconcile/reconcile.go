@@ -91,11 +91,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 			seen = append(seen, d)
 		}
 	}
-	// A hold's workflow is started from its inbox entry, acknowledged only
-	// once started: while either pass saw entries still to hand on, a hold
-	// without a workflow may be one of them (a burst), not a leak.
-	inboxBusy := first.redis.Pending+max(first.redis.Lag, 0)+second.redis.Pending+max(second.redis.Lag, 0) > 0
-	seen, err = r.confirmWithWorkflows(ctx, saleID, seen, repair, inboxBusy)
+	seen, err = r.confirmWithWorkflows(ctx, saleID, seen, repair, inInbox(first.redis, second.redis))
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +115,33 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 	// is judged as it is now: a replica's lag would show Redis ahead.
 	rep.ReadFrom = map[string]string{domain.ReadsSnapshots: primary, domain.ReadsRereads: primary}
 	return &rep, nil
+}
+
+// inInbox reports whether a token's hold may still be waiting for its
+// workflow in the inbox. A hold's workflow is started from its inbox
+// entry, acknowledged only once started: while either pass saw the hold's
+// own entry still to hand on (undelivered or pending), the hold is on its
+// way, not a leak; entries of other holds excuse nothing, so a leak in a
+// busy sale is found. When a pass could not list the entries (a backlog
+// over the script's bound), any entry still to hand on may be the hold's.
+func inInbox(passes ...*lua.Snapshot) func(token string) bool {
+	busy := false
+	for _, p := range passes {
+		if p.Waiting == nil && p.Pending+max(p.Lag, 0) > 0 {
+			busy = true
+		}
+	}
+	return func(token string) bool {
+		if busy {
+			return true
+		}
+		for _, p := range passes {
+			if p.Waiting[token] {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // identitiesHold checks the contract's two identities on a report.
@@ -319,14 +342,14 @@ func describe(d store.SnapshotReservation, ok bool) string {
 // confirmWithWorkflows drops hold and release findings that a running
 // workflow explains, and repairs the others by starting the token's own
 // workflow (idempotent: same id, same workflow).
-func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, seen []domain.Discrepancy, repair, inboxBusy bool) ([]domain.Discrepancy, error) {
+func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, seen []domain.Discrepancy, repair bool, inInbox func(token string) bool) ([]domain.Discrepancy, error) {
 	out := seen[:0]
 	for _, d := range seen {
 		if d.Kind != domain.KindHoldWithoutWorkflow && d.Kind != domain.KindReleaseNotFinished {
 			out = append(out, d)
 			continue
 		}
-		if d.Kind == domain.KindHoldWithoutWorkflow && inboxBusy {
+		if d.Kind == domain.KindHoldWithoutWorkflow && inInbox(d.Token) {
 			continue // possibly still in the inbox; stale entries are reported as inbox_unacked
 		}
 		running, exists, err := r.workflowState(ctx, d.Token)

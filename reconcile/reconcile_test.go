@@ -171,6 +171,62 @@ func TestHoldInTheInboxIsInFlight(t *testing.T) {
 	require.EqualValues(t, 1, rep.InFlight)
 }
 
+// TestLeakedHoldInABusySaleIsFound: a hold whose own inbox entry was
+// handed on (read and acknowledged) without a workflow started is a leak,
+// however many other holds' entries wait in the inbox meanwhile; a hold
+// whose entry is delivered but not acknowledged yet is on its way.
+func TestLeakedHoldInABusySaleIsFound(t *testing.T) {
+	f := mustWarmSale(t, 1000)
+	user := testenv.UniqueUser() * 1000
+	leaked := f.hold(user, "request-leak")
+	onItsWay := f.hold(user+1, "request-on-its-way")
+	read := func() redis.XMessage {
+		got, err := f.rdb.XReadGroup(ctx(t), &redis.XReadGroupArgs{Group: lua.InboxGroup, Consumer: "test-relay",
+			Streams: []string{f.keys.Inbox, ">"}, Count: 1}).Result()
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Len(t, got[0].Messages, 1)
+		return got[0].Messages[0]
+	}
+	m := read()
+	require.Equal(t, leaked.Token, m.Values["token"])
+	require.NoError(t, f.rdb.XAck(ctx(t), f.keys.Inbox, lua.InboxGroup, m.ID).Err())
+	require.Equal(t, onItsWay.Token, read().Values["token"])
+
+	// A steady stream of new holds, their entries undelivered, through
+	// both passes.
+	stop := make(chan struct{})
+	streamed := make(chan error, 1)
+	go func() {
+		defer close(streamed)
+		for i := 2; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			u, req := user+int64(i), fmt.Sprintf("request-stream-%d", i)
+			r, err := f.rec.Redis.Reserve(ctx(t), lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: req,
+				Token: domain.DeriveToken(tokenKey, f.sale.ID, u, req), Epoch: 1})
+			if err == nil && r.Outcome != lua.OutcomeOK {
+				err = fmt.Errorf("hold %d: outcome %s", i, r.Outcome)
+			}
+			if err != nil {
+				streamed <- err
+				return
+			}
+		}
+	}()
+	rep := f.run(true)
+	close(stop)
+	require.NoError(t, <-streamed)
+	require.Positive(t, rep.InboxLag, "entries waited in the inbox")
+	require.Equal(t, []string{domain.KindHoldWithoutWorkflow}, kinds(rep), "%+v", rep.Discrepancies)
+	require.Equal(t, leaked.Token, rep.Discrepancies[0].Token)
+	require.True(t, rep.Discrepancies[0].Repaired)
+	require.Equal(t, []domain.OrderInput{leaked}, f.started, "only the leaked hold's workflow is started")
+}
+
 func TestDroppedReleaseIsFoundAndRepaired(t *testing.T) {
 	f := mustWarmSale(t, 5)
 	in := f.hold(testenv.UniqueUser(), "request-drop")

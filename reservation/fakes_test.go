@@ -70,9 +70,27 @@ type fakeLedger struct {
 	// hold is promised); wentBack lists the sales marked for a rebuild.
 	decide   func(in domain.OrderInput, seq int64) store.HoldRecord
 	wentBack []int64
+	// wait, when set, is how long a hold's record takes (or until its
+	// context ends); progress answers HoldProgress (nil: none yet).
+	wait     time.Duration
+	progress func() (time.Time, time.Duration)
 }
 
-func (l *fakeLedger) RecordRedisHold(_ context.Context, in domain.OrderInput, _, seq int64, _ bool) (store.HoldRecord, error) {
+func (l *fakeLedger) HoldProgress() (time.Time, time.Duration) {
+	if l.progress == nil {
+		return time.Time{}, 0
+	}
+	return l.progress()
+}
+
+func (l *fakeLedger) RecordRedisHold(ctx context.Context, in domain.OrderInput, _, seq int64, _ bool) (store.HoldRecord, error) {
+	if l.wait > 0 {
+		select {
+		case <-time.After(l.wait):
+		case <-ctx.Done():
+			return store.HoldRecord{}, ctx.Err()
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holdErr != nil {

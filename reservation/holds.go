@@ -2,6 +2,8 @@ package reservation
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -10,8 +12,26 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// holdRecordTimeout bounds recording a Redis hold on the request path.
-const holdRecordTimeout = 500 * time.Millisecond
+// How long the request path waits for a hold's record. Under a crowd a
+// record waits behind its shard's groups (store/holdgroups.go), so its time
+// grows with the queue while the database is healthy; a fixed bound turned
+// a busy database's 202s into 503s. So the wait is judged by the database's
+// progress: a record is given up once no hold record's round trip has
+// answered for holdRecordStall, or for several typical round trips when
+// they are slower, counted from the later of the record's start and the
+// last answer; and in any case after holdRecordMax, so a request is
+// answered well within a client's timeout.
+const (
+	holdRecordStall = 500 * time.Millisecond
+	holdRecordMax   = 3 * time.Second
+	// stallTrips: how many typical round trips without an answer tell a
+	// stalled database from a slow one.
+	stallTrips = 4
+)
+
+// errRecordStalled: the database answered no hold record for longer than
+// its progress allows.
+var errRecordStalled = errors.New("the database answered no hold record meanwhile")
 
 // Holds records each Redis hold in MySQL before its 202 is answered, and
 // the database decides it there (store.RecordRedisHold): one live or paid
@@ -54,6 +74,9 @@ type Holds struct {
 // (store.Store).
 type HoldLedger interface {
 	RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch, seq int64, unit bool) (store.HoldRecord, error)
+	// HoldProgress: when a hold record's round trip last answered, and
+	// how long one typically takes.
+	HoldProgress() (last time.Time, roundTrip time.Duration)
 	Ping(ctx context.Context) error
 }
 
@@ -101,7 +124,7 @@ func (h *Holds) Ready(ctx context.Context) bool {
 		return false
 	}
 	defer h.probing.Store(false)
-	pctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
+	pctx, cancel := context.WithTimeout(ctx, holdRecordStall)
 	defer cancel()
 	if err := h.st.Ping(pctx); err != nil {
 		return false
@@ -124,9 +147,12 @@ func (h *Holds) Record(ctx context.Context, in domain.OrderInput, epoch int64) e
 // insert records the hold and keeps the failing flag and the outcome
 // counts; Promise and Record share it.
 func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch, seq int64) (store.HoldRecord, error) {
-	rctx, cancel := context.WithTimeout(ctx, holdRecordTimeout)
+	rctx, cancel := h.recordContext(ctx)
 	defer cancel()
 	rec, err := h.st.RecordRedisHold(rctx, in, epoch, seq, h.takeUnits == nil || h.takeUnits())
+	if cause := context.Cause(rctx); err != nil && errors.Is(cause, errRecordStalled) {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
 	if err != nil {
 		if !h.failing.Swap(true) {
 			h.logger.WarnContext(ctx, "recording a redis hold failed; holds answer 503 and hand-overs wait until an insert succeeds", "sale_id", in.SaleID, "err", err)
@@ -151,4 +177,54 @@ func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch, seq int
 		h.count("recorded")
 	}
 	return rec, nil
+}
+
+// recordContext is a record's context: it ends after holdRecordMax, or
+// once the database has made no progress for as long as stallBound allows
+// (errRecordStalled as its cause).
+func (h *Holds) recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	began := time.Now()
+	ctx, cancelMax := context.WithTimeout(ctx, holdRecordMax)
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		t := time.NewTimer(h.stallLeft(began))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				left := h.stallLeft(began)
+				if left <= 0 {
+					cancel(errRecordStalled)
+					return
+				}
+				t.Reset(left)
+			}
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		cancelMax()
+	}
+}
+
+// stallLeft is how long a record begun at began may still wait for the
+// database to answer a hold record.
+func (h *Holds) stallLeft(began time.Time) time.Duration {
+	last, trip := h.st.HoldProgress()
+	return time.Until(later(began, last).Add(stallBound(trip)))
+}
+
+// stallBound is how long without an answer tells a stalled database, when
+// a round trip typically takes trip.
+func stallBound(trip time.Duration) time.Duration {
+	return min(max(holdRecordStall, stallTrips*trip), holdRecordMax)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -98,3 +98,45 @@ func TestHandOversWaitWhileHoldsCannotBeRecorded(t *testing.T) {
 	require.Eventually(t, func() bool { return h.Ready(ctx) }, 20*time.Second, 100*time.Millisecond)
 	require.NoError(t, h.Record(ctx, in, sale.ModeEpoch))
 }
+
+// The request path waits for a hold's record while the database keeps
+// answering other records (a busy database: the record waits behind its
+// shard's groups), gives up soon once it answers none (a stalled one), and
+// never waits past holdRecordMax.
+func TestAHoldsRecordWaitsWhileTheDatabaseProgresses(t *testing.T) {
+	answering := func() (time.Time, time.Duration) { return time.Now(), 100 * time.Millisecond }
+	silent := time.Now().Add(-time.Minute)
+	for _, tc := range []struct {
+		name     string
+		wait     time.Duration
+		progress func() (time.Time, time.Duration)
+		want     error
+		min, max time.Duration
+	}{
+		{name: "busy", wait: 3 * holdRecordStall, progress: answering, min: 3 * holdRecordStall, max: holdRecordMax},
+		{name: "stalled", wait: time.Minute, progress: func() (time.Time, time.Duration) { return silent, 20 * time.Millisecond },
+			want: domain.ErrOutcomeUnknown, min: holdRecordStall, max: 2 * holdRecordStall},
+		{name: "slow round trips", wait: time.Minute, progress: func() (time.Time, time.Duration) { return silent, 200 * time.Millisecond },
+			want: domain.ErrOutcomeUnknown, min: stallTrips * 200 * time.Millisecond, max: stallTrips*200*time.Millisecond + holdRecordStall},
+		{name: "never answered", wait: time.Minute, progress: answering, want: domain.ErrOutcomeUnknown, min: holdRecordMax, max: holdRecordMax + holdRecordStall},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := &outcomes{n: map[string]int{}}
+			h := newHolds(&fakeLedger{wait: tc.wait, progress: tc.progress}, slog.New(slog.DiscardHandler), o.count, nil)
+			in := domain.RedisHoldInput("42-token", 42, 1001, "req-00000001")
+			began := time.Now()
+			err := h.Promise(t.Context(), in, 3, 7)
+			took := time.Since(began)
+			if tc.want == nil {
+				require.NoError(t, err)
+				require.Equal(t, 1, o.of("recorded"))
+			} else {
+				require.ErrorIs(t, err, tc.want)
+				require.Equal(t, 1, o.of("failed"))
+			}
+			require.GreaterOrEqual(t, took, tc.min)
+			require.Less(t, took, tc.max)
+		})
+	}
+}

@@ -106,15 +106,19 @@ func (s *Service) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.R
 // replayFromDatabase answers a request the replay map does not know from a
 // user whose ended reservations' records moved out of Redis
 // (lua.OutcomeAsk): a row in the database is this request's (the token
-// derives from it), so it is a replay; else the script runs again, told
-// that the database has none.
+// derives from it), so it is a replay, answered as the first time (a hold
+// the database refused is refused again); else the script runs again,
+// told that the database has none.
 func (s *Service) replayFromDatabase(ctx context.Context, r Request, token string) (Answer, error) {
-	found, err := s.inDatabase(ctx, token)
+	row, err := s.recorded(ctx, token)
 	if err != nil {
 		s.log(ctx).WarnContext(ctx, "reserve: ask the database for a replay", "sale_id", r.SaleID, "err", err)
 		return Answer{Layer: LayerRedis, Reason: "error"}, domain.ErrOutcomeUnknown
 	}
-	if found {
+	if row != nil {
+		if refused := domain.RefusalOf(row.Status, row.FailReason); refused != nil {
+			return Answer{Layer: LayerRedis, Reason: "overruled"}, refused
+		}
 		return Answer{Token: token, Layer: LayerRedis, Reason: lua.OutcomeReplay}, nil
 	}
 	res, err := s.degraded.Call(func() (lua.ReserveResult, error) {
@@ -132,18 +136,19 @@ func (s *Service) replayFromDatabase(ctx context.Context, r Request, token strin
 	return s.answerScript(ctx, r, token, res)
 }
 
-// inDatabase reports whether the database has the reservation of token.
-func (s *Service) inDatabase(ctx context.Context, token string) (bool, error) {
+// recorded reads the database's reservation of token: nil when there is
+// none.
+func (s *Service) recorded(ctx context.Context, token string) (*domain.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	_, err := s.ledger.GetReservation(ctx, token)
+	row, err := s.ledger.GetReservation(ctx, token)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return false, nil
+		return nil, nil
 	case err != nil:
-		return false, fmt.Errorf("read reservation: %w", err)
+		return nil, fmt.Errorf("read reservation: %w", err)
 	}
-	return true, nil
+	return row, nil
 }
 
 // answerScript turns the reserve script's outcome into the answer.
@@ -176,8 +181,36 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 		return a, domain.ErrOutcomeUnknown
 	case domain.ErrSoldOut:
 		r.Cached.SoldOut()
+	case domain.ErrAlreadyHolds:
+		return s.answerBuyerMark(ctx, r, token, a)
 	}
 	return a, refusal
+}
+
+// answerBuyerMark answers a request the script refused for its user's
+// buyer mark. The mark may be this very request's hold, put back without
+// its replay key: a Redis that lost writes (a failover to a lagging
+// replica, an AOF missing its tail) lost both, and a repair restored the
+// mark of the live reservation. The database has every promised hold, so
+// a reservation it has under the request's token makes this a replay,
+// answered as the first time (and its replay key put back); otherwise the
+// user holds another unit. While the database cannot tell, the outcome is
+// unknown.
+func (s *Service) answerBuyerMark(ctx context.Context, r Request, token string, a Answer) (Answer, error) {
+	row, err := s.recorded(ctx, token)
+	if err != nil {
+		s.log(ctx).WarnContext(ctx, "reserve: ask the database whether a refused request is a replay", "sale_id", r.SaleID, "err", err)
+		return Answer{Layer: LayerRedis, Reason: "error"}, domain.ErrOutcomeUnknown
+	}
+	if row == nil {
+		return a, domain.ErrAlreadyHolds
+	}
+	in := domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID)
+	ans, err := s.promise(ctx, in, r.Sale.ModeEpoch, 0, Answer{Layer: LayerRedis, Reason: lua.OutcomeReplay})
+	if err == nil {
+		s.restoreHolderReplay(ctx, in, &store.LiveHold{Token: token, RequestID: r.RequestID})
+	}
+	return ans, err
 }
 
 // log is the logger of work done for a request, known by its context.
@@ -210,20 +243,20 @@ func (s *Service) AcceptHold(ctx context.Context, r Request, token string) (Answ
 	return s.promise(ctx, domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, 0, Answer{})
 }
 
-// restoreHolderReplay puts back the replay key of the reservation a
-// refused holder holds: Redis granted the refused hold because it lost the
-// holder's writes, their replay key among them, so a repeat of the
-// holder's own request would be refused until the sale's rebuild. Best
-// effort: the rebuild writes it too.
+// restoreHolderReplay puts back the replay key of the reservation a holder
+// holds, which Redis lost with the holder's other writes (it granted a
+// refused hold, or refused the holder's own request for their mark), so a
+// repeat of the holder's own request needs no database. Best effort: the
+// rebuild writes it too.
 func (s *Service) restoreHolderReplay(ctx context.Context, in domain.OrderInput, holder *store.LiveHold) {
 	rctx, cancel := context.WithTimeout(ctx, s.set.RedisTimeout)
 	defer cancel()
 	restored, err := s.holdIndex.RestoreReplay(rctx, in.SaleID, in.UserID, holder.RequestID, holder.Token)
 	switch {
 	case err != nil:
-		s.log(ctx).WarnContext(ctx, "restore a refused holder's replay key", "sale_id", in.SaleID, "err", err)
+		s.log(ctx).WarnContext(ctx, "restore a holder's replay key", "sale_id", in.SaleID, "err", err)
 	case restored:
-		s.log(ctx).InfoContext(ctx, "restored a refused holder's replay key Redis had lost", "sale_id", in.SaleID, "token", holder.Token)
+		s.log(ctx).InfoContext(ctx, "restored a holder's replay key Redis had lost", "sale_id", in.SaleID, "token", holder.Token)
 	}
 }
 
@@ -243,7 +276,7 @@ func (s *Service) redisWentBack(ctx context.Context, saleID int64) {
 	}
 	s.wentBack.Store(saleID, now)
 	s.log(ctx).ErrorContext(ctx, "redis went back in time: a hold number the database already has; the sale will be rebuilt from the database", "sale_id", saleID)
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdRecordTimeout)
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdRecordStall)
 	defer cancel()
 	if err := s.ledger.MarkRedisWentBack(mctx, saleID); err != nil {
 		s.log(ctx).ErrorContext(ctx, "mark the sale for a rebuild from the database", "sale_id", saleID, "err", err)

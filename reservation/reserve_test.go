@@ -77,6 +77,47 @@ func TestTheDatabaseOverrulesAHoldRedisGranted(t *testing.T) {
 	}
 }
 
+// A request the script refuses for its user's buyer mark is a replay when
+// the database has the request's reservation: Redis lost the hold's writes
+// and a repair put the mark back without its replay key. It answers the
+// first 202's token (its replay key put back); a request the database does
+// not have is the user's new one, refused 409; a database that cannot tell
+// leaves the outcome unknown.
+func TestARefusedRequestTheDatabaseHasIsAReplay(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		row    func(token string) (*domain.Reservation, error)
+		want   error
+		reason string
+	}{
+		{name: "recorded", row: func(token string) (*domain.Reservation, error) {
+			return &domain.Reservation{Token: token, SaleID: 42, UserID: 1001, Status: domain.StatusPendingPayment}, nil
+		}, reason: lua.OutcomeReplay},
+		{name: "not recorded", want: domain.ErrAlreadyHolds, reason: lua.OutcomeAlready},
+		{name: "database down", row: func(string) (*domain.Reservation, error) { return nil, errors.New("connection refused") },
+			want: domain.ErrOutcomeUnknown, reason: "error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, answers(outcome(lua.OutcomeAlready)), &fakeLedger{row: tc.row}, testSettings)
+			req := request(redisSale(), &fakeCached{onRedis: true})
+			ans, err := r.svc.Reserve(t.Context(), req)
+			require.ErrorIs(t, err, tc.want)
+			require.Equal(t, tc.reason, ans.Reason)
+			require.Empty(t, r.starter.inputs(), "the script took nothing")
+			if tc.want != nil {
+				require.Empty(t, ans.Token)
+				require.Empty(t, r.ledger.holds)
+				require.Empty(t, r.holds.requests)
+				return
+			}
+			require.Equal(t, r.token(req), ans.Token, "the first 202's token")
+			require.Equal(t, []domain.OrderInput{domain.RedisHoldInput(ans.Token, req.SaleID, req.UserID, req.RequestID)}, r.ledger.holds,
+				"answered as the database decided the hold")
+			require.Equal(t, req.RequestID, r.holds.requests[ans.Token], "the replay key is put back")
+		})
+	}
+}
+
 // A hold whose number the database has seen (Redis went back in time) is
 // decided by the database and marks the sale for a rebuild, once a second
 // however many holds find it.
@@ -327,9 +368,24 @@ func TestAStallOnAMovedSaleIsNotAskedAgain(t *testing.T) {
 }
 
 // A user with retired records (lua.OutcomeAsk): a row in the database is
-// this request's, so it is a replay; without one the script runs again,
-// told that the database has none.
+// this request's, so it is a replay, answered as the first time (a hold
+// the database refused is refused again, never 202); without one the
+// script runs again, told that the database has none.
 func TestTheScriptsQuestionIsAnsweredFromTheDatabase(t *testing.T) {
+	for reason, want := range map[string]*domain.Error{
+		domain.FailReasonRefusedHolder: domain.ErrAlreadyHolds, domain.FailReasonRefusedSoldOut: domain.ErrSoldOut,
+	} {
+		t.Run(reason, func(t *testing.T) {
+			ledger := &fakeLedger{row: func(token string) (*domain.Reservation, error) {
+				return &domain.Reservation{Token: token, Status: domain.StatusFailed, FailReason: reason}, nil
+			}}
+			r := newRig(t, answers(outcome(lua.OutcomeAsk)), ledger, testSettings)
+			ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
+			require.ErrorIs(t, err, want)
+			require.Empty(t, ans.Token)
+			require.Len(t, r.script.called(), 1)
+		})
+	}
 	t.Run("row", func(t *testing.T) {
 		ledger := &fakeLedger{row: func(token string) (*domain.Reservation, error) { return &domain.Reservation{Token: token}, nil }}
 		r := newRig(t, answers(outcome(lua.OutcomeAsk)), ledger, testSettings)

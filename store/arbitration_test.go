@@ -325,3 +325,23 @@ func TestNewHoldsAreRecordedInGroupsEachDecidedOnItsOwn(t *testing.T) {
 	t.Logf("%d holds in %d groups", grouped, groups)
 	require.Less(t, groups, grouped/2, "holds arriving together went in groups")
 }
+
+// Every hold record's round trip that the database answers moves the
+// progress a waiting caller judges the database by: when one last
+// answered, and how long one takes.
+func TestHoldRecordsReportTheirProgress(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 3)
+	base := testenv.UniqueUser() * 1000
+	began := time.Now()
+	record(t, st, sale, base, "progress-1", 1)
+	last, trip := st.HoldProgress()
+	require.False(t, last.Before(began), "a new hold's group answered")
+	require.Positive(t, trip)
+	require.Less(t, trip, 10*time.Second)
+
+	replayed := time.Now()
+	record(t, st, sale, base, "progress-1", 0)
+	last, _ = st.HoldProgress()
+	require.False(t, last.Before(replayed), "a replay's read answered")
+}

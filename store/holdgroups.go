@@ -41,6 +41,43 @@ type commitGroups struct {
 	shards [groupShards]groupShard
 	// groups and grouped count the groups sent and the parts in them.
 	groups, grouped atomic.Int64
+	// trips: the groups' round trips that answered.
+	trips roundTrips
+}
+
+// roundTrips follows a kind of write's round trips with the database that
+// answered: when the last one did, and how long they take (a moving
+// average). A caller that waits behind a queue of them tells a busy
+// database, which keeps answering, from a stalled one, which does not.
+type roundTrips struct {
+	last, typical atomic.Int64 // Unix nanoseconds; nanoseconds
+}
+
+// note records a round trip begun at began that has just answered.
+func (r *roundTrips) note(began time.Time) {
+	now := time.Now()
+	d := int64(now.Sub(began))
+	r.last.Store(now.UnixNano())
+	for {
+		old := r.typical.Load()
+		avg := d
+		if old > 0 {
+			avg = old + (d-old)/8
+		}
+		if r.typical.CompareAndSwap(old, avg) {
+			return
+		}
+	}
+}
+
+// read returns when a round trip last answered (zero before any) and how
+// long they typically take.
+func (r *roundTrips) read() (time.Time, time.Duration) {
+	var last time.Time
+	if n := r.last.Load(); n > 0 {
+		last = time.Unix(0, n)
+	}
+	return last, time.Duration(r.typical.Load())
 }
 
 type groupShard struct {
@@ -105,7 +142,12 @@ func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 			sh.pending = nil
 		}
 		sh.mu.Unlock()
-		if n := sendGroup(db, batch); n > 0 {
+		began := time.Now()
+		n, answered := sendGroup(db, batch)
+		if answered {
+			g.trips.note(began)
+		}
+		if n > 0 {
 			g.groups.Add(1)
 			g.grouped.Add(int64(n))
 		}
@@ -114,8 +156,8 @@ func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 
 // sendGroup sends the parts whose callers still wait, as one group, under
 // the latest of their deadlines, and answers each. It returns how many
-// parts the group carried.
-func sendGroup(db bun.IDB, batch []*pendingPart) int {
+// parts the group carried, and whether the database answered it.
+func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
 	var (
 		g        group
 		members  []*pendingPart
@@ -138,7 +180,7 @@ func sendGroup(db bun.IDB, batch []*pendingPart) int {
 		members = append(members, p)
 	}
 	if len(members) == 0 {
-		return 0
+		return 0, false
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -150,5 +192,5 @@ func sendGroup(db bun.IDB, batch []*pendingPart) int {
 		}
 		p.done <- groupAnswer{committed: committed[i]}
 	}
-	return len(members)
+	return len(members), err == nil
 }

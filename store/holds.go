@@ -85,10 +85,12 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 		// A replay (Redis numbers only new holds): its row is there most
 		// often, and one read answers it.
 		var rec HoldRecord
+		began := time.Now()
 		found, err := answerRecorded(ctx, s.DB, in.Token, guard, &rec)
 		if err != nil {
 			return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
 		}
+		s.holds.trips.note(began)
 		if found {
 			return rec, nil
 		}
@@ -105,11 +107,22 @@ func (s *Store) RecordRedisHold(ctx context.Context, in domain.OrderInput, epoch
 			return HoldRecord{Counted: true}, nil
 		}
 	}
+	began := time.Now()
 	rec, err := s.recordHoldTx(ctx, in, guard, seq, unit, lost)
 	if err != nil {
 		return HoldRecord{}, fmt.Errorf("record redis hold %s: %w", in.Token, err)
 	}
+	s.holds.trips.note(began)
 	return rec, nil
+}
+
+// HoldProgress tells how the holds' records are going: when a round trip
+// of one (a group, a script or a transaction) last answered, zero before
+// any, and how long such a round trip typically takes. A caller waiting
+// for a record behind a queue of groups can tell a busy database from a
+// stalled one by it.
+func (s *Store) HoldProgress() (last time.Time, roundTrip time.Duration) {
+	return s.holds.trips.read()
 }
 
 // recordHoldFast records a hold in one round trip: a new hold (numbered
@@ -126,7 +139,11 @@ func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard 
 		}
 		lost = Classify(err) == FaultUnknown
 	}
+	began := time.Now()
 	err = recordHoldScript(ctx, s.DB, in, guard, seq)
+	if err == nil || errors.Is(err, errHoldSlowPath) {
+		s.holds.trips.note(began)
+	}
 	lost = lost || Classify(err) == FaultUnknown
 	if errors.Is(err, errHoldSlowPath) || (Classify(err) != FaultNone && ctx.Err() == nil) {
 		// A script whose outcome is unknown, or that was refused, is

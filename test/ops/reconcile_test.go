@@ -229,9 +229,9 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 	_, err = st.ReleaseOrder(ctx, dropped, domain.StatusCancelled)
 	require.NoError(t, err)
 
-	// A hold without workflow is excused while the inbox has entries the
-	// relay has not read yet (the dropped order's, which the API started
-	// itself): the report names it once the relay has read them.
+	// A hold without workflow is excused only while its own inbox entry
+	// waits; the leaked hold's entry is gone, so the report names it
+	// whatever else waits in the inbox.
 	want := map[string]string{leaked: domain.KindHoldWithoutWorkflow, dropped: domain.KindReleaseNotFinished}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		rep := s.reconciliation(t, sale.ID, false)
