@@ -150,9 +150,10 @@ type Config struct {
 	// besides the worker's inbox relay. Off, the relay alone starts it:
 	// one start call per order instead of two (the second, refused, still
 	// costs the API, the relay and the Temporal server a call), and the
-	// order starts once the relay has read the inbox entry, which it reads
-	// as it is appended. Either way the hold is recorded in MySQL before
-	// its 202 is answered.
+	// order starts once the relay has read the inbox entry: at once while
+	// the sale's relay loop runs, within the relay's refresh after a quiet
+	// spell. Either way the hold is recorded in MySQL before its 202 is
+	// answered.
 	APIStartsRedisOrders bool
 
 	// Read routes (storefront, sale view, reservation reads): per address
