@@ -63,7 +63,13 @@ type Config struct {
 	MySQLCAFile       string // MYSQL_CA_FILE: PEM roots for a DSN naming tls=custom
 	TemporalAddress   string
 	TemporalNamespace string
-	TaskQueue         string // task queue of the order and sale workflows
+	// TemporalGzip (TEMPORAL_GZIP; default off) compresses the gRPC
+	// requests to Temporal, and so its answers. An order's messages are a
+	// few hundred bytes of ids, which gzip barely shrinks while costing
+	// the caller and the server CPU on every call; worth it only where
+	// bytes to Temporal cost more than CPU.
+	TemporalGzip bool
+	TaskQueue    string // task queue of the order and sale workflows
 
 	// RedisSentinels (REDIS_SENTINELS), when set, are the addresses of the
 	// Redis Sentinels monitoring the master named RedisSentinelMaster: the
@@ -139,12 +145,15 @@ type Config struct {
 	// closes.
 	ShutdownDelay time.Duration
 
-	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default on)
+	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default off)
 	// makes the API start the order workflow of a Redis-path 202 at once,
 	// besides the worker's inbox relay. Off, the relay alone starts it:
-	// half the start calls, and the order starts only once the relay has
-	// read the inbox entry. Either way the hold is recorded in MySQL
-	// before its 202 is answered.
+	// one start call per order instead of two (the second, refused, still
+	// costs the API, the relay and the Temporal server a call), and the
+	// order starts once the relay has read the inbox entry: at once while
+	// the sale's relay loop runs, within the relay's refresh after a quiet
+	// spell. Either way the hold is recorded in MySQL before its 202 is
+	// answered.
 	APIStartsRedisOrders bool
 
 	// Read routes (storefront, sale view, reservation reads): per address
@@ -433,6 +442,7 @@ func (r *envReader) backends(c *Config, need Need) {
 	c.MySQLReadMaxLag = r.dur("MYSQL_READ_MAX_LAG", 2*time.Second)
 	c.TemporalAddress = r.str("TEMPORAL_ADDRESS", "127.0.0.1:7233")
 	c.TemporalNamespace = r.str("TEMPORAL_NAMESPACE", "default")
+	c.TemporalGzip = r.switchOn("TEMPORAL_GZIP", false)
 	c.TaskQueue = r.str("SECKILL_TASK_QUEUE", domain.TaskQueue)
 }
 
@@ -675,7 +685,7 @@ func (r *envReader) process(c *Config) {
 	c.WorkerMetricsAddr = r.str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = r.dev && r.get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = r.switchOn("SECKILL_SALE_SWEEP", true)
-	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)
+	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", false)
 	if r.dev {
 		c.PprofAddr = r.get("SECKILL_PPROF_ADDR")
 	}

@@ -155,11 +155,17 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 
 // Switches take on/off, true/false, 1/0 (before, only "off" turned one off).
 func TestSwitchesAcceptOnAndOffWords(t *testing.T) {
-	for v, want := range map[string]bool{"off": false, "false": false, "0": false, "OFF": false, "on": true, "true": true, "1": true, "": true} {
+	for v, want := range map[string]bool{"off": false, "false": false, "0": false, "OFF": false, "on": true, "true": true, "1": true} {
 		c := mustLoad(t, productionEnv("SECKILL_SALE_SWEEP", v, "SECKILL_API_STARTS_REDIS_ORDERS", v))
 		if c.SaleSweep != want || c.APIStartsRedisOrders != want {
 			t.Errorf("%q: sweep %v, api starts %v; want %v", v, c.SaleSweep, c.APIStartsRedisOrders, want)
 		}
+	}
+	// Unset, each takes its default: the sweep runs, the relay alone starts
+	// a Redis-path order.
+	c := mustLoad(t, productionEnv())
+	if !c.SaleSweep || c.APIStartsRedisOrders {
+		t.Errorf("defaults: sweep %v, api starts %v; want true, false", c.SaleSweep, c.APIStartsRedisOrders)
 	}
 }
 

@@ -217,6 +217,9 @@ func TemporalOptions(cfg *config.Config, logger *slog.Logger) (client.Options, e
 	}
 	opts.HostPort = cfg.TemporalAddress
 	opts.Namespace = cfg.TemporalNamespace
+	if !cfg.TemporalGzip {
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
 	opts.Logger = tlog.NewStructuredLogger(logger)
 	// A request's X-Request-Id rides on the workflows it starts.
 	opts.ContextPropagators = []workflow.ContextPropagator{reqid.Propagator()}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
@@ -49,4 +50,19 @@ func TestStoreWhenReadyGivesUpOnAnInvalidDSN(t *testing.T) {
 	_, err := conn.StoreWhenReady(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.ErrorIs(t, err, store.ErrInvalidDSN)
 	require.NoError(t, ctx.Err(), "an invalid DSN is not retried")
+}
+
+// The Temporal client sends its requests uncompressed unless TEMPORAL_GZIP
+// asks for gzip (the SDK's default).
+func TestTemporalGzipOnlyWhenAsked(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := testenv.Config(t)
+	opts, err := conn.TemporalOptions(cfg, logger)
+	require.NoError(t, err)
+	require.IsType(t, &client.GrpcCompressionNone{}, opts.ConnectionOptions.GrpcCompression)
+
+	cfg.TemporalGzip = true
+	opts, err = conn.TemporalOptions(cfg, logger)
+	require.NoError(t, err)
+	require.Nil(t, opts.ConnectionOptions.GrpcCompression, "the SDK's default, gzip")
 }
