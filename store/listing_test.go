@@ -160,3 +160,30 @@ func TestListSalesBeforeIsNewestFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{ids[1], ids[0]}, []int64{page[0].ID, page[1].ID}, "retired or not")
 }
+
+// Both listings are read from a fresh replica: a sale appears in them once
+// the replica has applied it.
+func TestSaleListingsReadTheReplica(t *testing.T) {
+	pair := testenv.MustReplicaPair(t)
+	st := mustReplicated(t, pair, time.Hour)
+	sale := testenv.MustSale(t, st, 1)
+	require.NoError(t, pair.CaughtUp(ctx(t)))
+	require.NoError(t, pair.StopSQLThread(ctx(t)))
+	t.Cleanup(func() { require.NoError(t, pair.StartSQLThread(ctx(t))) })
+	unapplied := testenv.MustSale(t, st, 1)
+
+	before := st.Replica().Reads(store.FromReplica)
+	buyable, err := st.ListBuyableSales(ctx(t), store.ListingQuery{Now: time.Now(), Started: true, Upcoming: true, Limit: 1000})
+	require.NoError(t, err)
+	all, err := st.ListSalesBefore(ctx(t), 0, 1000)
+	require.NoError(t, err)
+	require.Equal(t, before+2, st.Replica().Reads(store.FromReplica))
+	for _, list := range [][]*domain.Sale{buyable, all} {
+		ids := make([]int64, len(list))
+		for i, s := range list {
+			ids[i] = s.ID
+		}
+		require.Contains(t, ids, sale.ID)
+		require.NotContains(t, ids, unapplied.ID, "the replica has not applied it")
+	}
+}
