@@ -32,9 +32,10 @@ type ListingQuery struct {
 }
 
 // ListBuyableSales is one page of the storefront's listing: one range of
-// the index sales_listing (finished_at, starts_at, id) on the replica
-// while it is fresh, so a page costs its own rows and the retired or
-// stopped sales among them, never a pass over every sale.
+// the index sales_listing (listed_starts_at, id), where listed_starts_at
+// is the opening of a sale not retired, on the replica while it is fresh;
+// a page reads its own rows and the ended or stopped sales among them,
+// never a pass over every sale.
 func (s *Store) ListBuyableSales(ctx context.Context, q ListingQuery) ([]*domain.Sale, error) {
 	var rows []saleRow
 	err := s.listMayLag(ctx, "sales listing", func(db querier) error {
@@ -50,23 +51,27 @@ func (s *Store) ListBuyableSales(ctx context.Context, q ListingQuery) ([]*domain
 // buyableSales is ListBuyableSales' statement, selecting into rows.
 func buyableSales(db querier, q ListingQuery, rows *[]saleRow) *bun.SelectQuery {
 	now := q.Now.UTC()
-	sel := db.NewSelect().Model(rows).
-		Where("finished_at IS NULL").Where("ends_at > ?", now).Where("control <> ?", string(domain.ControlStopped))
+	// listed_starts_at is NULL once the sale is retired.
+	sel := db.NewSelect().Model(rows).Where("listed_starts_at IS NOT NULL").
+		Where("ends_at > ?", now).Where("control <> ?", string(domain.ControlStopped))
 	switch {
 	case q.Started && !q.Upcoming:
-		sel = sel.Where("starts_at <= ?", now)
+		sel = sel.Where("listed_starts_at <= ?", now)
 	case q.Upcoming && !q.Started:
-		sel = sel.Where("starts_at > ?", now)
+		sel = sel.Where("listed_starts_at > ?", now)
 	}
 	cmp, dir := "<", "DESC"
 	if q.Ascending {
 		cmp, dir = ">", "ASC"
 	}
 	if a := q.After; a != nil {
+		// The first term bounds the index range at the previous page's
+		// last opening; the second leaves out that opening's sales up to
+		// the last one listed.
 		at := a.StartsAt.UTC()
-		sel = sel.Where("(starts_at "+cmp+" ? OR (starts_at = ? AND id "+cmp+" ?))", at, at, a.ID)
+		sel = sel.Where("listed_starts_at "+cmp+"= ?", at).Where("(listed_starts_at "+cmp+" ? OR id "+cmp+" ?)", at, a.ID)
 	}
-	return sel.OrderExpr("starts_at " + dir + ", id " + dir).Limit(int64(q.Limit))
+	return sel.OrderExpr("listed_starts_at " + dir + ", id " + dir).Limit(int64(q.Limit))
 }
 
 // ListSalesBefore is one page of every sale, retired or not, newest

@@ -95,28 +95,6 @@ func TestBuyableSalesListEachVisibleSaleOnceInOpeningOrder(t *testing.T) {
 	}
 }
 
-// Every page of the storefront's listing is one range of sales_listing,
-// read in the index's order: no pass over the sales, no sort.
-func TestBuyableSalesPageIsOneIndexRange(t *testing.T) {
-	st := testenv.MustStore(t)
-	sale := testenv.MustSale(t, st, 1)
-	after := &store.ListingKey{StartsAt: sale.StartsAt, ID: sale.ID}
-	for _, q := range []store.ListingQuery{
-		{Started: true, Upcoming: true},
-		{Started: true, Upcoming: true, After: after},
-		{Started: true, Upcoming: true, Ascending: true, After: after},
-		{Started: true, After: after},
-		{Upcoming: true, Ascending: true},
-	} {
-		q.Now, q.Limit = time.Now(), 51
-		stmt := st.BuyableSalesStatement(q)
-		plan := explain(t, st, stmt)
-		require.Equal(t, "sales_listing", plan["key"], "%s\n%v", stmt, plan)
-		require.Equal(t, "range", plan["type"], "%s\n%v", stmt, plan)
-		require.NotContains(t, plan["Extra"], "filesort", "%s\n%v", stmt, plan)
-	}
-}
-
 // explain is EXPLAIN's row of the one table query reads.
 func explain(t *testing.T, st *store.Store, query string) map[string]string {
 	t.Helper()
@@ -186,4 +164,116 @@ func TestSaleListingsReadTheReplica(t *testing.T) {
 		require.Contains(t, ids, sale.ID)
 		require.NotContains(t, ids, unapplied.ID, "the replica has not applied it")
 	}
+}
+
+// handlerReads is the rows the session's storage engine calls have read
+// so far (MariaDB's Handler_read_* counters but the key lookups' own).
+func handlerReads(t *testing.T, st *store.Store) int64 {
+	t.Helper()
+	rows, err := st.DB.QueryContext(ctx(t), "SHOW SESSION STATUS LIKE 'Handler_read%'")
+	require.NoError(t, err)
+	defer rows.Close()
+	var total int64
+	for rows.Next() {
+		var name string
+		var n int64
+		require.NoError(t, rows.Scan(&name, &n))
+		total += n
+	}
+	require.NoError(t, rows.Err())
+	return total
+}
+
+// With 10,000 sales on show among 60,000 held, every page of the
+// storefront's listing is one range of sales_listing read in the index's
+// order (no pass over the sales, no sort), and paging through all of them
+// each page reads about its own rows: its cost does not grow with the
+// sales before it.
+func TestBuyableSalesPagesAreIndexRangesAmongTenThousand(t *testing.T) {
+	st, err := store.Open(ctx(t), testenv.MustEmptyDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	require.NoError(t, st.Migrate(ctx(t)))
+	st.DB.SetMaxOpenConns(1) // one session: its counters are the listing's
+	// 50,000 retired sales, then 10,000 open ones opening over the last
+	// and the next five hours, twenty to a minute.
+	_, err = st.DB.ExecContext(ctx(t), `INSERT INTO sales (goods_id, title, price_cents, stock_total, buckets, starts_at, ends_at,
+		payment_window_seconds, finished_at)
+		SELECT 1, CONCAT('sale ', seq), 100, 1, 1, NOW(3) + INTERVAL CAST(seq MOD 600 AS SIGNED) - 300 MINUTE, NOW(3) + INTERVAL 1 DAY, 900,
+		IF(seq <= 50000, NOW(3), NULL) FROM seq_1_to_60000`)
+	require.NoError(t, err)
+	_, err = st.DB.ExecContext(ctx(t), "ANALYZE TABLE sales")
+	require.NoError(t, err)
+
+	requireIndexRanges(t, st)
+
+	const limit = 200
+	q := store.ListingQuery{Now: time.Now(), Started: true, Upcoming: true, Limit: limit + 1}
+	overhead := -handlerReads(t, st) + handlerReads(t, st) // what the SHOW itself reads
+	seen, pages, most := map[int64]bool{}, 0, int64(0)
+	began := time.Now()
+	for {
+		before := handlerReads(t, st)
+		page, err := st.ListBuyableSales(ctx(t), q)
+		require.NoError(t, err)
+		read := handlerReads(t, st) - before - overhead
+		most = max(most, read)
+		pages++
+		if len(page) <= limit {
+			for _, s := range page {
+				seen[s.ID] = true
+			}
+			break
+		}
+		for _, s := range page[:limit] {
+			seen[s.ID] = true
+		}
+		last := page[limit-1]
+		q.After = &store.ListingKey{StartsAt: last.StartsAt, ID: last.ID}
+	}
+	took := time.Since(began)
+	t.Logf("10,000 sales on show among 60,000: %d pages of %d in %s (%s a page), at most %d rows read by a page",
+		pages, limit, took.Round(time.Millisecond), (took / time.Duration(pages)).Round(time.Microsecond), most)
+	require.Len(t, seen, 10_000)
+	require.LessOrEqual(t, most, int64(3*(limit+1)), "a page reads its own rows, not the sales around them")
+}
+
+// requireIndexRanges EXPLAINs a first and a later page of each filter and
+// order of the storefront's listing.
+func requireIndexRanges(t *testing.T, st *store.Store) {
+	t.Helper()
+	now := time.Now()
+	first, err := st.ListBuyableSales(ctx(t), store.ListingQuery{Now: now, Started: true, Upcoming: true, Limit: 3000})
+	require.NoError(t, err)
+	last := first[len(first)-1]
+	after := &store.ListingKey{StartsAt: last.StartsAt, ID: last.ID}
+	for _, q := range []store.ListingQuery{
+		{Started: true, Upcoming: true},
+		{Started: true, Upcoming: true, After: after},
+		{Started: true, Upcoming: true, Ascending: true, After: after},
+		{Started: true, After: after},
+		{Upcoming: true, Ascending: true},
+	} {
+		q.Now, q.Limit = now, 201
+		stmt := st.BuyableSalesStatement(q)
+		plan := explain(t, st, stmt)
+		require.Equal(t, "sales_listing", plan["key"], "%s\n%v", stmt, plan)
+		require.Equal(t, "range", plan["type"], "%s\n%v", stmt, plan)
+		require.NotContains(t, plan["Extra"], "filesort", "%s\n%v", stmt, plan)
+	}
+}
+
+// The listings' statements parse as MySQL 8.0.
+func TestMySQL8ListingStatementsParse(t *testing.T) {
+	st, rec := speakingMySQL8(t)
+	sale := testenv.MustSale(t, st, 1)
+	after := &store.ListingKey{StartsAt: sale.StartsAt, ID: sale.ID}
+	for _, q := range []store.ListingQuery{{Started: true, Upcoming: true}, {Started: true, After: after}, {Upcoming: true, Ascending: true, After: after}} {
+		q.Now, q.Limit = time.Now(), 10
+		_, err := st.ListBuyableSales(ctx(t), q)
+		require.NoError(t, err)
+	}
+	_, err := st.ListSalesBefore(ctx(t), sale.ID, 10)
+	require.NoError(t, err)
+	require.Contains(t, requireMySQL8(t, rec), "listed_starts_at")
 }
