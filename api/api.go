@@ -285,6 +285,7 @@ func (s *server) routes(app *fiber.App) {
 		return c.Send(openAPI)
 	})
 
+	app.Get("/api/v1/sales", t(s.limitReads, s.listStorefront)...)
 	app.Get("/api/v1/sales/:sale_id", t(s.limitReads, s.getSale)...)
 	app.Post("/api/v1/sales/:sale_id/reservations", t(user, s.admitReservation, s.reserve)...)
 	app.Get("/api/v1/reservations/:token", t(user, s.limitReads, s.getReservation)...)

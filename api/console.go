@@ -36,19 +36,23 @@ func (s *server) console(c *fiber.Ctx) error {
 	return sendEmbedded(c, consoleWeb, "console/"+name, consoleCSP)
 }
 
-// GET /admin/v1/sales: the newest sales (at most listLimit), finished or
-// not, each with its stock left, waitlist, control and mode.
+// GET /admin/v1/sales?cursor=&limit=: every sale, finished or not,
+// newest first, a page at a time (100 by default, at most 500), each with
+// its stock left, waitlist, control and mode.
 func (s *server) listSales(c *fiber.Ctx) error {
-	entries, err := s.svc.Operator.Newest(c.UserContext(), listLimit)
+	if err := queryOnce(c, "cursor", "limit"); err != nil {
+		return sendErr(c, err)
+	}
+	page, err := s.svc.Listing.Operators(c.UserContext(), c.Query("cursor"), c.Query("limit"))
 	if err != nil {
 		return sendErr(c, err)
 	}
 	now := time.Now()
-	out := make([]wire.OperatorSale, len(entries))
-	for i, e := range entries {
-		out[i] = operatorView(e.Sale(), now, e.StockLeft(), e.Waiting())
+	out := make([]wire.OperatorSale, len(page.Sales))
+	for i, l := range page.Sales {
+		out[i] = operatorView(l.Sale, now, l.StockLeft, l.Waiting)
 	}
-	return c.JSON(wire.OperatorSales{Sales: out})
+	return c.JSON(wire.OperatorSales{Sales: out, NextCursor: page.NextCursor})
 }
 
 func operatorView(sale *domain.Sale, now time.Time, stockLeft, waiting int64) wire.OperatorSale {

@@ -166,5 +166,5 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	for op := range documented {
 		require.True(t, routed[op], "%s is in api/openapi.yaml but not routed", op)
 	}
-	require.Len(t, routed, 41, "the contract's 36 operations and the operators' five beyond it: the sales list, one sale's view, the audit, the console's page and files")
+	require.Len(t, routed, 42, "the contract's 36 operations, the storefront's sales list and the operators' five beyond it: the sales list, one sale's view, the audit, the console's page and files")
 }

@@ -105,10 +105,16 @@ type operator interface {
 	Blacklist(ctx context.Context, userID int64, on bool) error
 	Create(ctx context.Context, sale *domain.Sale, ref string) (*domain.Sale, error)
 	Detail(ctx context.Context, id int64) (sales.SaleDetail, error)
-	Newest(ctx context.Context, n int) ([]*salecache.Entry, error)
 	Recache(ctx context.Context, id int64)
 	SetControl(ctx context.Context, id int64, to domain.SaleControl) (domain.SaleView, error)
 	Warmup(ctx context.Context, id int64) (int64, error)
+}
+
+// saleListing is the sales' listings, the storefront's and the
+// operators' (sales.Listing).
+type saleListing interface {
+	Operators(ctx context.Context, cursor, limit string) (sales.OperatorPage, error)
+	Storefront(ctx context.Context, q sales.PageQuery, now time.Time) (sales.StorefrontPage, error)
 }
 
 // records is the admin audit and the refunds (operators.Service).
@@ -136,6 +142,7 @@ type services struct {
 	Gate     gateService
 	Lottery  lottery
 	Operator operator
+	Listing  saleListing
 	Records  records
 	Fleet    fleetView
 	// countFilter counts a filter layer's outcome in the services' series.
@@ -144,5 +151,5 @@ type services struct {
 
 // servicesOf is b as the API calls it.
 func servicesOf(b *backend.Services) services {
-	return services{application: b, Cache: b.Cache, Filters: b.Filters, Reserve: b.Reserve, Orders: b.Orders, Waitlist: b.Waitlist, Reads: b.Reads, Hub: b.Hub, Gate: b.Gate, Lottery: b.Lottery, Operator: b.Operator, Records: b.Records, Fleet: b.Fleet, countFilter: b.Metrics.Filter}
+	return services{application: b, Cache: b.Cache, Filters: b.Filters, Reserve: b.Reserve, Orders: b.Orders, Waitlist: b.Waitlist, Reads: b.Reads, Hub: b.Hub, Gate: b.Gate, Lottery: b.Lottery, Operator: b.Operator, Listing: b.Listing, Records: b.Records, Fleet: b.Fleet, countFilter: b.Metrics.Filter}
 }

@@ -55,6 +55,8 @@ type Services struct {
 	// audit and the refunds.
 	Operator *sales.Operator
 	Records  *operators.Service
+	// Listing pages through the sales: the storefront's and the operators'.
+	Listing *sales.Listing
 	// Fleet is the fleet's view of Redis: only Redis down for most of the
 	// fleet moves a sale to the database path. Guard is the degraded
 	// mode's breaker, switch and database-path limiter on this instance.
@@ -119,6 +121,8 @@ func Build(d Deps) *Services {
 		PerUserRPS: cfg.PerUserRPS, RedisTimeout: cfg.RedisTimeout, Count: m.Filter, Logger: logger})
 	sv.Operator = sales.NewOperator(sales.OperatorDeps{Redis: d.Redis, Temporal: d.Temporal, TaskQueue: cfg.TaskQueue,
 		Cache: sv.Cache, Logger: logger, Go: sv.goBackground, Stop: sv.stop, Store: d.Store})
+	sv.Listing = sales.NewListing(sales.ListingDeps{Store: d.Store, Cache: sv.Cache, TokenKey: cfg.TokenKey,
+		PreviousTokenKey: cfg.TokenKeyPrevious, Logger: logger})
 	sv.buildReads(d)
 	return sv
 }

@@ -150,7 +150,8 @@ func (c *Client) Refunds(ctx context.Context, saleID int64) ([]wire.Refund, erro
 	return l.Refunds, c.do(ctx, call{method: http.MethodGet, path: path, idempotent: true}, &l)
 }
 
-// Sales lists the newest sales as operators see them.
+// Sales is the first page of the sales as operators see them, the newest
+// 100; SalesPage and AllOperatorSales page further.
 func (c *Client) Sales(ctx context.Context) ([]wire.OperatorSale, error) {
 	var l wire.OperatorSales
 	return l.Sales, c.do(ctx, call{method: http.MethodGet, path: AdminSalesPath, idempotent: true}, &l)

@@ -11,8 +11,12 @@ import (
 	"strconv"
 )
 
+// SalesPath is GET /api/v1/sales: the sales a buyer can see, a page at a
+// time.
+const SalesPath = "/api/v1/sales"
+
 // SalePath is GET /api/v1/sales/{sale_id}.
-func SalePath(saleID int64) string { return "/api/v1/sales/" + strconv.FormatInt(saleID, 10) }
+func SalePath(saleID int64) string { return SalesPath + "/" + strconv.FormatInt(saleID, 10) }
 
 // ReservationsPath is POST /api/v1/sales/{sale_id}/reservations.
 func ReservationsPath(saleID int64) string { return SalePath(saleID) + "/reservations" }
@@ -37,7 +41,8 @@ func MinePath(saleID int64) string {
 	return "/api/v1/me/reservations?sale_id=" + strconv.FormatInt(saleID, 10)
 }
 
-// AdminSalesPath is POST /admin/v1/sales.
+// AdminSalesPath is POST /admin/v1/sales, and GET: every sale, a page at
+// a time.
 const AdminSalesPath = "/admin/v1/sales"
 
 // AdminSalePath is an admin route of one sale: /admin/v1/sales/{sale_id}/{action}.

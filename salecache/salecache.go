@@ -265,6 +265,14 @@ func (c *Cache) Get(ctx context.Context, id int64) (*Entry, error) {
 	return c.load(ctx, id)
 }
 
+// Cached is the sale's entry when the cache holds it, else nil; unlike
+// Get it never reads the database.
+func (c *Cache) Cached(id int64) *Entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.entries[id]
+}
+
 // discover reads the sale ids again, when the discovery budget allows, and
 // reports whether id is among them. Concurrent callers wait for one read.
 func (c *Cache) discover(ctx context.Context, id int64) bool {

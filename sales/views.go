@@ -1,17 +1,14 @@
 package sales
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/salecache"
 )
 
 const (
@@ -37,33 +34,6 @@ type SaleDetail struct {
 	Refunds     int64
 	Report      json.RawMessage
 	ReportError string
-}
-
-// Newest is the newest n sales, finished or not, as this instance's sale
-// cache has them. A sale deleted while they are read is left out; a
-// failed read is 503 unavailable.
-func (o *Operator) Newest(ctx context.Context, n int) ([]*salecache.Entry, error) {
-	ctx, cancel := context.WithTimeout(ctx, viewTimeout)
-	defer cancel()
-	ids, err := o.d.Store.SaleIDs(ctx)
-	if err != nil {
-		reqid.Logger(ctx, o.d.Logger).Warn("list sales", "err", err)
-		return nil, domain.Unavailable("sale data unavailable")
-	}
-	slices.SortFunc(ids, func(a, b int64) int { return cmp.Compare(b, a) })
-	ids = ids[:min(len(ids), n)]
-	out := make([]*salecache.Entry, 0, len(ids))
-	for _, id := range ids {
-		e, err := o.d.Cache.Get(ctx, id)
-		if domain.ErrorCode(err) == domain.ENotFound {
-			continue // deleted since the ids were read
-		}
-		if err != nil {
-			return nil, o.lookupFailed(ctx, err)
-		}
-		out = append(out, e)
-	}
-	return out, nil
 }
 
 // Detail is one sale's detail view: 404 for an unknown sale, 503 when

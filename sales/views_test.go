@@ -25,37 +25,6 @@ func viewOperator(t *testing.T, st *store.Store) (*sales.Operator, *salecache.Ca
 	return sales.NewOperator(sales.OperatorDeps{Store: st, Redis: client, Cache: cache, Logger: quiet}), cache
 }
 
-// Newest lists the sales newest first, each as the cache has it, at most n.
-func TestOperatorNewest(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st := testenv.MustStore(t)
-	op, _ := viewOperator(t, st)
-	older, newer := testenv.MustSale(t, st, 3), testenv.MustSale(t, st, 4)
-
-	got, err := op.Newest(ctx, 100)
-	require.NoError(t, err)
-	var ids []int64
-	for i, e := range got {
-		ids = append(ids, e.Sale().ID)
-		if i > 0 {
-			require.Less(t, e.Sale().ID, got[i-1].Sale().ID, "newest first")
-		}
-	}
-	require.Contains(t, ids, older.ID)
-	require.Contains(t, ids, newer.ID)
-	for _, e := range got {
-		if e.Sale().ID == newer.ID {
-			require.Equal(t, int64(4), e.StockLeft())
-		}
-	}
-
-	one, err := op.Newest(ctx, 1)
-	require.NoError(t, err)
-	require.Len(t, one, 1)
-	require.Equal(t, got[0].Sale().ID, one[0].Sale().ID)
-}
-
 // Detail reads the sale from the database (not the cache, which may be
 // behind) with its reservations by status and its refunds, and says why
 // the sale workflow's report is missing; an unknown sale is 404.
@@ -95,7 +64,8 @@ func TestOperatorDetail(t *testing.T) {
 }
 
 // Recache brings a change made in the database into the cache at once;
-// with the database gone, Newest is 503 and Recache leaves the cache.
+// with the database gone, the operators' listing is 503 and Recache
+// leaves the cache.
 func TestOperatorRecache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -116,7 +86,7 @@ func TestOperatorRecache(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, closed.Close())
 	down, downCache := viewOperator(t, closed)
-	_, err = down.Newest(ctx, 10)
+	_, err = sales.NewListing(sales.ListingDeps{Store: closed, Cache: downCache, TokenKey: tokenKey, Logger: quietLogger()}).Operators(ctx, "", "")
 	require.Equal(t, domain.EUnavailable, domain.ErrorCode(err), "%v", err)
 	down.Recache(ctx, sale.ID)
 	require.Empty(t, downCache.Sales())

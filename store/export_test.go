@@ -97,3 +97,10 @@ func (s *Store) GetReservationSQL(token string) string {
 // SpeakMySQL8 makes the store send MySQL 8's forms, whatever its server:
 // MariaDB runs them too, so the tests run them there.
 func (s *Store) SpeakMySQL8() { s.setDialect(MySQL8) }
+
+// BuyableSalesStatement is ListBuyableSales' statement as it is sent, for
+// a test's EXPLAIN.
+func (s *Store) BuyableSalesStatement(q ListingQuery) string {
+	var rows []saleRow
+	return buyableSales(s.DB, q, &rows).String()
+}

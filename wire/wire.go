@@ -83,9 +83,18 @@ type OperatorSale struct {
 	WentBack bool `json:"redis_went_back"`
 }
 
-// OperatorSales is GET /admin/v1/sales's body.
+// OperatorSales is GET /admin/v1/sales's body: one page, newest first;
+// NextCursor names the next one and is absent on the last.
 type OperatorSales struct {
-	Sales []OperatorSale `json:"sales"`
+	Sales      []OperatorSale `json:"sales"`
+	NextCursor string         `json:"next_cursor,omitempty"`
+}
+
+// SalePage is GET /api/v1/sales's body: one page of sale views;
+// NextCursor names the next one and is absent on the last.
+type SalePage struct {
+	Sales      []domain.SaleView `json:"sales"`
+	NextCursor string            `json:"next_cursor,omitempty"`
 }
 
 // FunnelCount is one filter layer's outcome on the answering instance.
