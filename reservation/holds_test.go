@@ -46,7 +46,7 @@ func mustRecorderBehindProxy(t *testing.T) (*Holds, *outcomes, *netproxy.Proxy, 
 	t.Cleanup(func() { _ = st.Close() })
 	sale := testenv.MustSale(t, st, 5)
 	o := &outcomes{n: map[string]int{}}
-	return newHolds(st, slog.New(slog.DiscardHandler), o.count, nil), o, proxy, sale
+	return newHolds(st, slog.New(slog.DiscardHandler), o.count), o, proxy, sale
 }
 
 // A Redis hold is promised (202) only once MySQL has it where the database
