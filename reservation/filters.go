@@ -49,8 +49,9 @@ type Allowlist interface {
 
 // SoldOutMark is a Redis-mode sale's in-process picture of its sold-out
 // state (salecache.Entry.Check): MarkReplay with the token of a request
-// it already answered, MarkSoldOut for anyone else once Redis found no
-// unit left, else MarkNone.
+// it already answered, MarkSoldOut for a newcomer once Redis found no
+// unit left; MarkScript (a holder, a user with retired records) or
+// MarkNone leave the answer to the script.
 type SoldOutMark interface {
 	Check(userID int64, requestID string) (salecache.MarkAnswer, string)
 }
