@@ -52,10 +52,7 @@ type Answer struct {
 // readTimeout bounds reading a reservation's row.
 const readTimeout = 5 * time.Second
 
-var (
-	errResync = domain.Unavailable("the sale is switching back to Redis; retry with the same request_id")
-	errCutOff = domain.Unavailable("this instance cannot reach Redis now; retry with the same request_id")
-)
+var errCutOff = domain.Unavailable("this instance cannot reach Redis now; retry with the same request_id")
 
 // Reserve takes a unit for r: the atomic script, or the database path when
 // the sale is in database mode or the fleet has lost Redis. Either way the
@@ -65,7 +62,7 @@ var (
 // either way.
 func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
 	if r.Sale.Mode == domain.ModeResync {
-		return Answer{Layer: LayerRedis, Reason: "resync"}, errResync
+		return Answer{Layer: LayerRedis, Reason: "resync"}, domain.ErrSaleResyncing
 	}
 	token := s.tokens.Derive(r.SaleID, r.UserID, r.RequestID)
 	if r.Sale.Mode == domain.ModeDatabase {
