@@ -76,6 +76,13 @@ var (
 	// ErrSaleNotReady: Redis does not hold the sale yet (or holds it at
 	// another epoch); the retry with the same request_id is answered.
 	ErrSaleNotReady = Unavailable("the sale is not ready yet, retry with the same request_id")
+	// ErrSaleMoving: the sale moved to the database path moments ago, and a
+	// Redis hold sent before the switch may still be taken; the database
+	// path sells once its hold-off has passed.
+	ErrSaleMoving = Unavailable("the sale is moving to the database path; retry with the same request_id")
+	// ErrSaleResyncing: the sale is not (or no longer) in database mode, on
+	// its way back to Redis.
+	ErrSaleResyncing = Unavailable("the sale is switching back to Redis; retry with the same request_id")
 	// ErrOutcomeUnknown: the reservation may or may not have been taken;
 	// the retry with the same request_id finds out.
 	ErrOutcomeUnknown = Unavailable("reservation outcome unknown, retry with the same request_id")

@@ -158,7 +158,7 @@ func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stoc
 }
 
 // Adjust changes a sale's Redis stock (Scripts.Adjust).
-func (c *Client) Adjust(ctx context.Context, saleID, delta int64, ref string) (outcome string, stock int64, err error) {
+func (c *Client) Adjust(ctx context.Context, saleID, delta int64, ref string) (outcome AdjustOutcome, stock int64, err error) {
 	defer c.NoteChange(saleID)
 	return c.scripts.Adjust(ctx, c.rdb, saleID, delta, ref)
 }

@@ -233,28 +233,52 @@ func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) 
 	return outcome, stock, nil
 }
 
+// AdjustOutcome is what adjust.lua did, parsed from its reply here so
+// that callers compare values, not the script's words.
+type AdjustOutcome int
+
 // Adjust outcomes.
 const (
-	AdjustOK           = "ok"
-	AdjustInsufficient = "insufficient"
-	AdjustNotReady     = "not_ready"
-	AdjustAlready      = "already"
+	// AdjustOK: the stock changed by delta.
+	AdjustOK AdjustOutcome = iota + 1
+	// AdjustInsufficient: a withdrawal beyond the stock; nothing taken.
+	AdjustInsufficient
+	// AdjustNotReady: the sale is not in Redis; nothing changed.
+	AdjustNotReady
+	// AdjustAlready: the ref's addition is in the stock already.
+	AdjustAlready
 )
+
+var adjustOutcomes = map[string]AdjustOutcome{
+	"ok": AdjustOK, "insufficient": AdjustInsufficient, "not_ready": AdjustNotReady, "already": AdjustAlready,
+}
+
+func (o AdjustOutcome) String() string {
+	for word, v := range adjustOutcomes {
+		if v == o {
+			return word
+		}
+	}
+	return "unknown"
+}
 
 // Adjust adds delta to the sale's Redis stock, never below zero. With a
 // ref, an addition is applied once: not again, and not at all when a stock
 // repair or rebuild already set the stock from a database snapshot that
 // included it (AdjustAlready).
-func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64, ref string) (outcome string, stock int64, err error) {
+func (s *Scripts) Adjust(ctx context.Context, rdb redis.Scripter, saleID, delta int64, ref string) (outcome AdjustOutcome, stock int64, err error) {
 	k := SaleKeys(saleID)
 	v, err := s.adjust.Run(ctx, rdb, []string{k.Stock, k.Released, k.Adjusts}, delta, ref).Slice()
 	if err != nil {
-		return "", 0, fmt.Errorf("adjust script: %w", err)
+		return 0, 0, fmt.Errorf("adjust script: %w", err)
 	}
 	if len(v) != 2 {
-		return "", 0, fmt.Errorf("adjust script: unexpected reply %v", v)
+		return 0, 0, fmt.Errorf("adjust script: unexpected reply %v", v)
 	}
-	outcome, _ = v[0].(string)
+	word, _ := v[0].(string)
+	if outcome = adjustOutcomes[word]; outcome == 0 {
+		return 0, 0, fmt.Errorf("adjust script: unexpected outcome %q", word)
+	}
 	stock, _ = v[1].(int64)
 	return outcome, stock, nil
 }

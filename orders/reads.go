@@ -128,8 +128,9 @@ func LatestRun(ctx context.Context, tc client.Client, token string) (enumspb.Wor
 }
 
 // ErrClosed is an update's or query's answer when the token's workflow has
-// closed or was never started: the database holds the reservation's end.
-var ErrClosed = errors.New("order workflow closed or not found")
+// closed or was never started: the database holds the reservation's end,
+// and callers answer from there (errors.Is); to one that does not, a 503.
+var ErrClosed = domain.Unavailable("the reservation's order workflow has closed or was never started; retry")
 
 // Update runs the update name on the token's workflow and waits for its
 // result. Its errors: ErrClosed; a refusal, as the *domain.Error of its

@@ -7,7 +7,6 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/store"
 )
 
 // dbPathTimeout bounds one database-path reservation.
@@ -16,7 +15,6 @@ const dbPathTimeout = 3 * time.Second
 var (
 	errNoPath = domain.Unavailable("neither Redis nor the database can take the reservation now; retry with the same request_id")
 	errDwell  = domain.Unavailable("Redis is failing and the sale stays on it a moment longer; retry with the same request_id")
-	errMoving = domain.Unavailable("the sale is moving to the database path; retry with the same request_id")
 )
 
 // reserveInDatabase is the reservation path while Redis is out: one
@@ -75,18 +73,18 @@ func (s *Service) switchToDatabase(ctx context.Context, r Request) (reason strin
 func (s *Service) databaseRefusal(ctx context.Context, r Request, err error) (reason string, refusal error) {
 	var refused *domain.Error
 	switch {
+	case errors.Is(err, domain.ErrSaleMoving):
+		// Redis holds sent before the switch may still be taken: the
+		// database path waits them out rather than sell their units.
+		return "not_ready", domain.ErrSaleMoving
+	case errors.Is(err, domain.ErrSaleResyncing):
+		// The sale is going back to Redis (resync): a moment's pause.
+		return "not_ready", domain.ErrSaleResyncing
 	case errors.As(err, &refused):
-		// The store's refusals are the domain's: sold out, already
+		// The store's other refusals are the domain's: sold out, already
 		// holding one, the sale paused, stopped or out of its window.
 		// The metric names them as the script's outcomes do.
 		return outcomeOf(refused.Code), refused
-	case errors.Is(err, store.ErrNotSellingYet):
-		// Redis holds sent before the switch may still be taken: the
-		// database path waits them out rather than sell their units.
-		return "not_ready", errMoving
-	case errors.Is(err, store.ErrNotDatabaseMode):
-		// The sale is going back to Redis (resync): a moment's pause.
-		return "not_ready", errResync
 	}
 	s.log(ctx).ErrorContext(ctx, "reserve: database path", "sale_id", r.SaleID, "err", err)
 	return "error", domain.ErrOutcomeUnknown

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/salecache"
@@ -25,15 +24,70 @@ const (
 	LayerLottery   = "lottery"
 )
 
+// Each layer decides through one method, so Admit reads without its
+// implementations.
+
+// SaleSource is this instance's sale cache (salecache.Cache.Get): the
+// sale's entry, refreshed each second and by the change feed; a
+// domain.ENotFound error for no such sale, any other when it cannot tell.
+type SaleSource interface {
+	Get(ctx context.Context, saleID int64) (*salecache.Entry, error)
+}
+
+// PassCheck is the sale's challenge (gate.Service.CheckPass): nil when
+// the sale needs no pass, the user is exempt or pass is theirs for this
+// sale and unexpired; else a domain.EChallengeRequired error. One HMAC.
+type PassCheck interface {
+	CheckPass(sale *domain.Sale, userID int64, pass string, now time.Time) error
+}
+
+// Allowlist is the sale's allowlist (gate.Service.Eligible): whether the
+// user may reserve, from memory but for a new allowlist version.
+type Allowlist interface {
+	Eligible(ctx context.Context, sale *domain.Sale, userID int64) (bool, error)
+}
+
+// SoldOutMark is a Redis-mode sale's in-process picture of its sold-out
+// state (salecache.Entry.Check): MarkReplay with the token of a request
+// it already answered, MarkSoldOut for a newcomer once Redis found no
+// unit left; MarkScript (a holder, a user with retired records) or
+// MarkNone leave the answer to the script.
+type SoldOutMark interface {
+	Check(userID int64, requestID string) (salecache.MarkAnswer, string)
+}
+
+// UserBucket is the per-user token bucket (ratelimit.Keyed.Allow).
+type UserBucket interface {
+	Allow(userID int64, now time.Time) bool
+}
+
+// Blacklist is the in-process blacklist (salecache.Cache.Blacklisted).
+type Blacklist interface {
+	Blacklisted(userID int64) bool
+}
+
+// Turns is the opening lottery (Lottery.Wait): how long the user waits
+// for their band (0: now); domain.ErrSaleNotStarted before the opening;
+// another error when the pool in Redis cannot be read.
+type Turns interface {
+	Wait(ctx context.Context, sale *domain.Sale, userID int64, now time.Time) (time.Duration, error)
+}
+
 // FilterDeps are what the filters read, all in process but the lottery's
 // pool (Redis, within RedisTimeout). PerUser is the per-user bucket, of
 // PerUserRPS. Count receives each layer's outcome ("pass", or why it
 // refused).
 type FilterDeps struct {
-	Cache        *salecache.Cache
-	Gate         *gate.Service
-	Lottery      *Lottery
-	PerUser      *ratelimit.Keyed[int64]
+	Cache interface {
+		SaleSource
+		Blacklist
+	}
+	Gate interface {
+		PassCheck
+		Allowlist
+	}
+	Lottery      Turns
+	PerUser      UserBucket
 	PerUserRPS   float64
 	RedisTimeout time.Duration
 	Count        func(layer, outcome string)
@@ -46,16 +100,41 @@ type FilterDeps struct {
 // (with Retry-After where the contract gives one).
 type Filters struct {
 	d              FilterDeps
+	layers         []filterLayer
 	userLimited    *domain.Error
 	saleUnknowable *domain.Error
 }
 
+// filterLayer is one filter: its check names the outcome it is counted
+// under ("pass", or why it refused) and answers its refusal.
+type filterLayer struct {
+	name  string
+	check func(ctx context.Context, a *admitting) (outcome string, err error)
+}
+
+// admitting is a request going through the filters.
+type admitting struct {
+	userID, saleID  int64
+	requestID, pass string
+	now             time.Time
+	out             Filtered
+}
+
 // NewFilters is the filters of d.
 func NewFilters(d FilterDeps) *Filters {
-	return &Filters{d: d,
+	f := &Filters{d: d,
 		userLimited:    &domain.Error{Code: domain.ERateLimited, Message: "too many requests", RetryAfter: ratelimit.RetryAfter(d.PerUserRPS)},
 		saleUnknowable: domain.Unavailable("sale data unavailable, retry with the same request_id"),
 	}
+	f.layers = []filterLayer{
+		{LayerSale, f.sale},
+		{LayerGate, f.gate},
+		{LayerSoldOut, f.soldOutMark},
+		{LayerUser, f.user},
+		{LayerBlacklist, f.blacklist},
+		{LayerLottery, f.lottery},
+	}
+	return f
 }
 
 // Filtered is what a request that passed the filters carries on: the
@@ -67,136 +146,115 @@ type Filtered struct {
 	Replay string
 }
 
-// Admit runs the filters in order, counting each pass and refusal.
+// Admit runs the layers in order, counting each one's outcome, until one
+// refuses or answers a replay.
 func (f *Filters) Admit(ctx context.Context, userID, saleID int64, requestID, pass string, now time.Time) (Filtered, error) {
-	var out Filtered
-	var err error
-	if out.Entry, out.Sale, err = f.sale(ctx, saleID, now); err != nil {
-		return out, err
+	a := &admitting{userID: userID, saleID: saleID, requestID: requestID, pass: pass, now: now}
+	for _, l := range f.layers {
+		outcome, err := l.check(ctx, a)
+		f.d.Count(l.name, outcome)
+		if err != nil || a.out.Replay != "" {
+			return a.out, err
+		}
 	}
-	if err = f.gate(ctx, out.Sale, userID, pass, now); err != nil {
-		return out, err
-	}
-	if out.Replay, err = f.soldOutMark(out, userID, requestID); err != nil || out.Replay != "" {
-		return out, err
-	}
-	if err = f.user(userID, now); err != nil {
-		return out, err
-	}
-	return out, f.lottery(ctx, out.Sale, userID, now)
+	return a.out, nil
 }
 
 // sale reads the sale from the cache and refuses it outside its window,
 // stopped or paused.
-func (f *Filters) sale(ctx context.Context, saleID int64, now time.Time) (*salecache.Entry, *domain.Sale, error) {
-	entry, err := f.d.Cache.Get(ctx, saleID)
+func (f *Filters) sale(ctx context.Context, a *admitting) (string, error) {
+	entry, err := f.d.Cache.Get(ctx, a.saleID)
+	if domain.ErrorCode(err) == domain.ENotFound {
+		return "not_found", err
+	}
 	if err != nil {
-		if domain.ErrorCode(err) == domain.ENotFound {
-			f.d.Count(LayerSale, "not_found")
-			return nil, nil, err
-		}
-		f.d.Count(LayerSale, "unavailable")
-		reqid.Logger(ctx, f.d.Logger).Warn("reserve: sale cache", "sale_id", saleID, "err", err)
-		return nil, nil, f.saleUnknowable
+		reqid.Logger(ctx, f.d.Logger).Warn("reserve: sale cache", "sale_id", a.saleID, "err", err)
+		return "unavailable", f.saleUnknowable
 	}
 	sale := entry.Sale()
 	switch {
-	case sale.Control == domain.ControlStopped || now.After(sale.EndsAt.Add(TimeSlack)):
-		f.d.Count(LayerSale, "ended")
-		return nil, nil, domain.ErrSaleEnded
-	case now.Before(sale.StartsAt.Add(-TimeSlack)):
-		f.d.Count(LayerSale, "not_started")
-		return nil, nil, domain.ErrSaleNotStarted
+	case sale.Control == domain.ControlStopped || a.now.After(sale.EndsAt.Add(TimeSlack)):
+		return "ended", domain.ErrSaleEnded
+	case a.now.Before(sale.StartsAt.Add(-TimeSlack)):
+		return "not_started", domain.ErrSaleNotStarted
 	case sale.Control == domain.ControlPaused:
-		f.d.Count(LayerSale, "paused")
-		return nil, nil, domain.ErrSalePaused
+		return "paused", domain.ErrSalePaused
 	}
-	f.d.Count(LayerSale, "pass")
-	return entry, sale, nil
-}
-
-// gate checks the sale's challenge pass (one HMAC) and its allowlist (an
-// in-process set) before anything reaches Redis.
-func (f *Filters) gate(ctx context.Context, sale *domain.Sale, userID int64, pass string, now time.Time) error {
-	if err := f.d.Gate.CheckPass(sale, userID, pass, now); err != nil {
-		f.d.Count(LayerGate, "challenge_required")
-		return err
-	}
-	eligible, err := f.d.Gate.Eligible(ctx, sale, userID)
-	if err != nil {
-		f.d.Count(LayerGate, "unavailable")
-		reqid.Logger(ctx, f.d.Logger).Warn("reserve: allowlist", "sale_id", sale.ID, "err", err)
-		return f.saleUnknowable
-	}
-	if !eligible {
-		f.d.Count(LayerGate, "not_eligible")
-		return errNotEligible
-	}
-	f.d.Count(LayerGate, "pass")
-	return nil
+	a.out.Entry, a.out.Sale = entry, sale
+	return "pass", nil
 }
 
 var errNotEligible = domain.Errorf(domain.ENotEligible, "this sale is restricted to listed users")
 
-// soldOutMark answers from the in-process sold-out mark (a picture of
-// Redis: only in Redis mode): a replay it knows gets its token, anyone
-// else is refused at once.
-func (f *Filters) soldOutMark(in Filtered, userID int64, requestID string) (string, error) {
-	ans, tok := salecache.MarkNone, ""
-	if in.Sale.Mode == domain.ModeRedis {
-		ans, tok = in.Entry.Check(userID, requestID)
+// gate checks the sale's challenge pass (one HMAC) and its allowlist (an
+// in-process set) before anything reaches Redis.
+func (f *Filters) gate(ctx context.Context, a *admitting) (string, error) {
+	if err := f.d.Gate.CheckPass(a.out.Sale, a.userID, a.pass, a.now); err != nil {
+		return "challenge_required", err
 	}
-	switch ans {
+	eligible, err := f.d.Gate.Eligible(ctx, a.out.Sale, a.userID)
+	switch {
+	case err != nil:
+		reqid.Logger(ctx, f.d.Logger).Warn("reserve: allowlist", "sale_id", a.saleID, "err", err)
+		return "unavailable", f.saleUnknowable
+	case !eligible:
+		return "not_eligible", errNotEligible
+	}
+	return "pass", nil
+}
+
+// soldOutMark answers from the sold-out mark, a picture of Redis and so
+// read only in Redis mode: a replay it knows gets its token, anyone else
+// is refused at once.
+func (f *Filters) soldOutMark(_ context.Context, a *admitting) (string, error) {
+	if a.out.Sale.Mode != domain.ModeRedis {
+		return "pass", nil
+	}
+	var mark SoldOutMark = a.out.Entry
+	switch ans, token := mark.Check(a.userID, a.requestID); ans {
 	case salecache.MarkReplay:
-		f.d.Count(LayerSoldOut, "replay")
-		return tok, nil
+		a.out.Replay = token
+		return "replay", nil
 	case salecache.MarkSoldOut:
-		f.d.Count(LayerSoldOut, "sold_out")
-		return "", domain.ErrSoldOut
+		return "sold_out", domain.ErrSoldOut
 	}
-	f.d.Count(LayerSoldOut, "pass")
-	return "", nil
+	return "pass", nil
+}
+
+// user takes a token from the user's bucket.
+func (f *Filters) user(_ context.Context, a *admitting) (string, error) {
+	if !f.d.PerUser.Allow(a.userID, a.now) {
+		return "rate_limited", f.userLimited
+	}
+	return "pass", nil
 }
 
 var errBlacklisted = domain.Errorf(domain.EBlacklisted, "this user may not take part")
 
-// user takes a token from the user's bucket and refuses a blacklisted
-// user.
-func (f *Filters) user(userID int64, now time.Time) error {
-	if !f.d.PerUser.Allow(userID, now) {
-		f.d.Count(LayerUser, "rate_limited")
-		return f.userLimited
+// blacklist refuses a blacklisted user.
+func (f *Filters) blacklist(_ context.Context, a *admitting) (string, error) {
+	if f.d.Cache.Blacklisted(a.userID) {
+		return "blacklisted", errBlacklisted
 	}
-	f.d.Count(LayerUser, "pass")
-	if f.d.Cache.Blacklisted(userID) {
-		f.d.Count(LayerBlacklist, "blacklisted")
-		return errBlacklisted
-	}
-	f.d.Count(LayerBlacklist, "pass")
-	return nil
+	return "pass", nil
 }
 
 // lottery holds the user back until their band of the sale's opening
 // lottery. Redis unreachable for the pool leaves the sale to the paths'
 // own answers (the database path admits at its own lowered rate).
-func (f *Filters) lottery(ctx context.Context, sale *domain.Sale, userID int64, now time.Time) error {
+func (f *Filters) lottery(ctx context.Context, a *admitting) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.d.RedisTimeout)
 	defer cancel()
-	wait, err := f.d.Lottery.Wait(ctx, sale, userID, now)
+	wait, err := f.d.Lottery.Wait(ctx, a.out.Sale, a.userID, a.now)
 	switch {
 	case errors.Is(err, domain.ErrSaleNotStarted):
-		f.d.Count(LayerLottery, "not_started")
-		return err
+		return "not_started", err
 	case err != nil:
-		f.d.Count(LayerLottery, "unavailable")
-		return nil
-	}
-	if wait > 0 {
-		f.d.Count(LayerLottery, "waiting")
+		return "unavailable", nil
+	case wait > 0:
 		secs := int((wait + time.Second - 1) / time.Second)
-		return &domain.Error{Code: domain.ERateLimited, RetryAfter: max(secs, 1),
+		return "waiting", &domain.Error{Code: domain.ERateLimited, RetryAfter: max(secs, 1),
 			Message: "the sale's opening lottery has not reached your turn; retry after Retry-After (retrying sooner changes nothing)"}
 	}
-	f.d.Count(LayerLottery, "pass")
-	return nil
+	return "pass", nil
 }

@@ -78,4 +78,10 @@ func TestFiltersRefuseInOrder(t *testing.T) {
 			t.Errorf("%v counted %d, want %d", key, x.counts[key], want)
 		}
 	}
+	// A refusal ends the list: the layers after it never saw those requests.
+	for _, layer := range []string{LayerBlacklist, LayerLottery} {
+		if x.counts[[2]string{layer, "pass"}] != 1 {
+			t.Errorf("layer %s passed %d requests, want only the first", layer, x.counts[[2]string{layer, "pass"}])
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,18 +57,21 @@ var errRecordStalled = errors.New("the database answered no hold record meanwhil
 type Holds struct {
 	st     HoldLedger
 	logger *slog.Logger
-	// count counts an outcome: recorded, uncounted, failed, refused or
-	// overruled.
+	// count counts an outcome: recorded, uncounted, failed, refused,
+	// overruled or went_back.
 	count func(outcome string)
-	// wentBack hears of a hold that found Redis behind the database.
-	wentBack func(ctx context.Context, saleID int64)
-	// refusedHolder hears of a holder the database refused a new hold.
-	refusedHolder func(ctx context.Context, in domain.OrderInput, holder *store.LiveHold)
+	// index restores a refused holder's replay key in Redis, within
+	// redisTimeout; nil: not restored.
+	index        HoldIndex
+	redisTimeout time.Duration
 	// takeUnits reports whether a hold takes its unit when it is recorded
 	// (Fleet.HoldsTakeUnits); nil: always.
 	takeUnits func() bool
-	failing   atomic.Bool // the last insert failed
-	probing   atomic.Bool // one request is trying while failing
+	// wentBackAt is when this instance last marked each sale whose Redis
+	// went back in time (int64 -> time.Time): a mark a second is enough.
+	wentBackAt sync.Map
+	failing    atomic.Bool // the last insert failed
+	probing    atomic.Bool // one request is trying while failing
 }
 
 // HoldLedger is where holds are recorded and decided: the database
@@ -78,12 +82,14 @@ type HoldLedger interface {
 	// how long one typically takes.
 	HoldProgress() (last time.Time, roundTrip time.Duration)
 	Ping(ctx context.Context) error
+	// MarkRedisWentBack asks the worker to rebuild the sale in Redis from
+	// the database (store.MarkRedisWentBack).
+	MarkRedisWentBack(ctx context.Context, saleID int64) error
 }
 
-// newHolds is a recorder on st; count receives each outcome, wentBack each
-// hold that found Redis behind the database.
-func newHolds(st HoldLedger, logger *slog.Logger, count func(outcome string), wentBack func(ctx context.Context, saleID int64)) *Holds {
-	return &Holds{st: st, logger: logger, count: count, wentBack: wentBack}
+// newHolds is a recorder on st; count receives each outcome.
+func newHolds(st HoldLedger, logger *slog.Logger, count func(outcome string)) *Holds {
+	return &Holds{st: st, logger: logger, count: count}
 }
 
 // Promise records a Redis hold numbered seq by Redis (0: unknown) and
@@ -163,15 +169,15 @@ func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch, seq int
 	if h.failing.Swap(false) {
 		h.logger.InfoContext(ctx, "recording redis holds works again", "sale_id", in.SaleID)
 	}
-	if rec.WentBack && h.wentBack != nil {
-		h.wentBack(ctx, in.SaleID)
+	if rec.WentBack {
+		h.redisWentBack(ctx, in.SaleID)
 	}
 	switch {
 	case rec.Refused != nil:
 		h.count("overruled")
 		h.logger.WarnContext(ctx, "the database overruled a redis hold", "sale_id", in.SaleID, "code", rec.Refused.Code)
-		if rec.Holder != nil && h.refusedHolder != nil {
-			h.refusedHolder(ctx, in, rec.Holder)
+		if rec.Holder != nil && h.index != nil {
+			h.restoreHolderReplay(ctx, in, rec.Holder)
 		}
 	case rec.Counted:
 		h.count("recorded")
@@ -227,4 +233,45 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// restoreHolderReplay puts back the replay key of the reservation a holder
+// holds, which Redis lost with the holder's other writes (it granted a
+// refused hold, or refused the holder's own request for their mark), so a
+// repeat of the holder's own request needs no database. Best effort: the
+// rebuild writes it too.
+func (h *Holds) restoreHolderReplay(ctx context.Context, in domain.OrderInput, holder *store.LiveHold) {
+	rctx, cancel := context.WithTimeout(ctx, h.redisTimeout)
+	defer cancel()
+	restored, err := h.index.RestoreReplay(rctx, in.SaleID, in.UserID, holder.RequestID, holder.Token)
+	switch {
+	case err != nil:
+		requestLog(ctx, h.logger).WarnContext(ctx, "restore a holder's replay key", "sale_id", in.SaleID, "err", err)
+	case restored:
+		requestLog(ctx, h.logger).InfoContext(ctx, "restored a holder's replay key Redis had lost", "sale_id", in.SaleID, "token", holder.Token)
+	}
+}
+
+// wentBackEvery bounds how often an instance marks one sale whose Redis
+// went back in time: the holds that follow until the rebuild find it too.
+const wentBackEvery = time.Second
+
+// redisWentBack hears of a hold whose number Redis had handed out before:
+// Redis lost acknowledged writes (a failover to a lagging replica, an AOF
+// missing its tail). The database decided the hold all the same; the sale
+// is marked for the worker, which rebuilds it in Redis from the database.
+func (h *Holds) redisWentBack(ctx context.Context, saleID int64) {
+	h.count("went_back")
+	now := time.Now()
+	if last, ok := h.wentBackAt.Load(saleID); ok && now.Sub(last.(time.Time)) < wentBackEvery {
+		return
+	}
+	h.wentBackAt.Store(saleID, now)
+	requestLog(ctx, h.logger).ErrorContext(ctx, "redis went back in time: a hold number the database already has; the sale will be rebuilt from the database", "sale_id", saleID)
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdRecordStall)
+	defer cancel()
+	if err := h.st.MarkRedisWentBack(mctx, saleID); err != nil {
+		requestLog(ctx, h.logger).ErrorContext(ctx, "mark the sale for a rebuild from the database", "sale_id", saleID, "err", err)
+		h.wentBackAt.Delete(saleID)
+	}
 }

@@ -46,7 +46,7 @@ func mustRecorderBehindProxy(t *testing.T) (*Holds, *outcomes, *netproxy.Proxy, 
 	t.Cleanup(func() { _ = st.Close() })
 	sale := testenv.MustSale(t, st, 5)
 	o := &outcomes{n: map[string]int{}}
-	return newHolds(st, slog.New(slog.DiscardHandler), o.count, nil), o, proxy, sale
+	return newHolds(st, slog.New(slog.DiscardHandler), o.count), o, proxy, sale
 }
 
 // A Redis hold is promised (202) only once MySQL has it where the database
@@ -123,7 +123,7 @@ func TestAHoldsRecordWaitsWhileTheDatabaseProgresses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			o := &outcomes{n: map[string]int{}}
-			h := newHolds(&fakeLedger{wait: tc.wait, progress: tc.progress}, slog.New(slog.DiscardHandler), o.count, nil)
+			h := newHolds(&fakeLedger{wait: tc.wait, progress: tc.progress}, slog.New(slog.DiscardHandler), o.count)
 			in := domain.RedisHoldInput("42-token", 42, 1001, "req-00000001")
 			began := time.Now()
 			err := h.Promise(t.Context(), in, 3, 7)

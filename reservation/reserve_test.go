@@ -252,7 +252,7 @@ func TestAResyncingSaleAnswers503(t *testing.T) {
 	r := newRig(t, answers(outcome(lua.OutcomeOK)), nil, testSettings)
 	sale := &domain.Sale{ID: 42, Mode: domain.ModeResync}
 	ans, err := r.svc.Reserve(t.Context(), request(sale, &fakeCached{}))
-	require.ErrorIs(t, err, errResync)
+	require.ErrorIs(t, err, domain.ErrSaleResyncing)
 	require.Equal(t, "resync", ans.Reason)
 	require.Empty(t, r.script.called())
 }
@@ -274,8 +274,8 @@ func TestDatabasePathAnswers(t *testing.T) {
 		{name: "no stock", err: domain.ErrSoldOut, want: domain.ErrSoldOut, reason: "sold_out"},
 		{name: "quota", err: fmt.Errorf("reserve: %w", store.ErrQuotaExhausted), want: store.ErrQuotaExhausted, reason: "sold_out"},
 		{name: "paused", err: domain.ErrSalePaused, want: domain.ErrSalePaused, reason: domain.ESalePaused},
-		{name: "hold-off", err: store.ErrNotSellingYet, want: errMoving, reason: "not_ready"},
-		{name: "resync", err: store.ErrNotDatabaseMode, want: errResync, reason: "not_ready"},
+		{name: "hold-off", err: domain.ErrSaleMoving, want: domain.ErrSaleMoving, reason: "not_ready"},
+		{name: "resync", err: domain.ErrSaleResyncing, want: domain.ErrSaleResyncing, reason: "not_ready"},
 		{name: "broken", err: errors.New("deadlock"), want: domain.ErrOutcomeUnknown, reason: "error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

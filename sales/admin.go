@@ -17,12 +17,13 @@ import (
 // errors.Is; the cause is wrapped too).
 var (
 	// ErrDatabase: the database failed; nothing is left half done.
-	ErrDatabase = errors.New("database unavailable")
+	ErrDatabase = domain.Unavailable("database unavailable")
 	// ErrRedis: Redis failed before the database changed; nothing changed.
-	ErrRedis = errors.New("redis unavailable")
+	ErrRedis = domain.Unavailable("redis unavailable")
 	// ErrRedisBehind: the database changed but Redis did not follow; a
-	// retry or the reconciliation brings Redis up to date.
-	ErrRedisBehind = errors.New("the database changed but redis did not")
+	// retry under the same ref, FollowStock or FollowControl bring Redis
+	// up to date. A caller that does not follow it answers it as a 503.
+	ErrRedisBehind = domain.Unavailable("the change is recorded but redis has not followed it yet; retry")
 )
 
 // SetControl pauses, resumes or stops a sale: the database holds the

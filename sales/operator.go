@@ -125,7 +125,7 @@ func (o *Operator) SetControl(ctx context.Context, id int64, to domain.SaleContr
 		o.follow(func(ctx context.Context) error { return FollowControl(ctx, o.d.Store, o.d.Redis, id) })
 	case err != nil:
 		reqid.Logger(ctx, o.d.Logger).Error("set sale control", "sale_id", id, "err", err)
-		return domain.SaleView{}, domain.Unavailable("database unavailable")
+		return domain.SaleView{}, ErrDatabase
 	}
 	e := o.d.Cache.Put(sale)
 	reqid.Logger(ctx, o.d.Logger).Info("sale control", "sale_id", id, "control", to)
@@ -181,9 +181,9 @@ func (o *Operator) adjust(ctx context.Context, id, delta int64, ref string) erro
 			return nil
 		})
 	case errors.Is(err, ErrRedis):
-		return domain.Unavailable("redis unavailable")
+		return ErrRedis
 	case err != nil:
-		return domain.Unavailable("database unavailable")
+		return ErrDatabase
 	}
 	return nil
 }

@@ -129,7 +129,7 @@ func Teardown(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int6
 // database cannot honour ends FAILED, never as a unit sold twice.
 func Resync(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID int64) (bool, error) {
 	epoch, err := st.BeginResync(ctx, saleID)
-	if errors.Is(err, store.ErrNotDatabaseMode) {
+	if errors.Is(err, domain.ErrSaleResyncing) {
 		return false, nil
 	}
 	if err != nil {

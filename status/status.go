@@ -97,8 +97,8 @@ func (r *Reader) Read(ctx context.Context, userID int64, token string, saleID in
 }
 
 // ErrRedisBusy: Redis did not answer a stream's re-read in time; the
-// stream tries again later instead of asking the database.
-var ErrRedisBusy = errors.New("status read: redis did not answer")
+// stream tries again later instead of asking the database (errors.Is).
+var ErrRedisBusy = domain.Unavailable("redis did not answer the status read in time; retry")
 
 // Stream is an open stream's re-read: as statusView, except that a
 // Redis that does not answer now (slow, unreachable) while it owns the

@@ -98,7 +98,7 @@ func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms) []step {
 			in.Token, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
 			o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Now,
 			in.SaleID, string(domain.ModeDatabase), t.Epoch, t.PriceCents, t.PaymentWindowSeconds, t.Buckets, stopped, paused}},
-			what: "insert reservation", dup: errReplayRace, none: ErrNotDatabaseMode},
+			what: "insert reservation", dup: errReplayRace, none: domain.ErrSaleResyncing},
 		{stmt: stmt{"INSERT INTO outbox (token, sale_id, created_at) VALUES (?, ?, ?)", []any{in.Token, in.SaleID, o.Now}}, what: "outbox"},
 		{stmt: stmt{"INSERT INTO orders (" + orderColumns + ") VALUES (?, ?, ?, ?, ?, ?, @seckill_db_bucket, ?, ?, ?)", []any{
 			o.OrderNo, o.Token, o.SaleID, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), o.PayBy, o.Now, o.Now}},

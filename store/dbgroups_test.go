@@ -136,7 +136,7 @@ func TestDatabasePathGroupsCheckTheSaleAsItIsNow(t *testing.T) {
 		{"control = 'stopped'", "control = 'active'", isCode(domain.ESaleEnded)},
 		{"ends_at = NOW(3) - INTERVAL 1 SECOND", "ends_at = NOW(3) + INTERVAL 1 HOUR", isCode(domain.ESaleEnded)},
 		{"starts_at = NOW(3) + INTERVAL 1 MINUTE", "starts_at = NOW(3) - INTERVAL 1 MINUTE", isCode(domain.ESaleNotStarted)},
-		{"mode = 'resync', mode_epoch = mode_epoch + 1", "", isErr(store.ErrNotDatabaseMode)},
+		{"mode = 'resync', mode_epoch = mode_epoch + 1", "", isErr(domain.ErrSaleResyncing)},
 	} {
 		set(c.set)
 		groups0, _ := st.DBGroupsSent()

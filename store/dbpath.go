@@ -12,16 +12,14 @@ import (
 	"github.com/seckill/seckill/domain"
 )
 
-// Outcomes of the database reservation path besides success.
+// Outcomes of the database reservation path besides success, with
+// domain.ErrSaleResyncing (the sale is not, or no longer, in database
+// mode) and domain.ErrSaleMoving (a Redis hold sent before the switch may
+// still be taken).
 var (
-	// ErrNotDatabaseMode: the sale is not (or no longer) in database mode.
-	ErrNotDatabaseMode = errors.New("sale is not in database mode")
 	// ErrQuotaExhausted: the database path sold what it may; to the
 	// client, sold out (a value of its own, so that tests tell it apart).
 	ErrQuotaExhausted = &domain.Error{Code: domain.ESoldOut, Message: "sold out"}
-	// ErrNotSellingYet: the sale switched to the database path moments ago
-	// and a Redis hold sent before the switch may still be taken.
-	ErrNotSellingYet = errors.New("database path not selling yet")
 )
 
 // Bounds of the database path's quota.
@@ -207,7 +205,7 @@ func (s *Store) ReserveInDB(ctx context.Context, in domain.OrderInput) (res *dom
 
 // ReserveInDBWithSkew is ReserveInDB allowing for clock skew between the
 // worker that samples Redis's stock and the ones that record holds. Before
-// the sale's hold-off has passed it answers ErrNotSellingYet.
+// the sale's hold-off has passed it answers domain.ErrSaleMoving.
 func (s *Store) ReserveInDBWithSkew(ctx context.Context, in domain.OrderInput, skew time.Duration) (res *domain.Reservation, replay bool, err error) {
 	return s.reserveInDB(ctx, in, skew, nil)
 }
@@ -318,11 +316,11 @@ func (sale *dbSale) admits() error {
 	case sale.Control == string(domain.ControlPaused):
 		return domain.ErrSalePaused
 	case sale.Mode != string(domain.ModeDatabase):
-		return ErrNotDatabaseMode
+		return domain.ErrSaleResyncing
 	case sale.Queued:
 		return domain.ErrAlreadyHolds
 	case !sale.Selling:
-		return ErrNotSellingYet
+		return domain.ErrSaleMoving
 	}
 	return nil
 }
@@ -339,7 +337,7 @@ func (s *Store) ensureQuota(ctx context.Context, saleID int64, skew time.Duratio
 			return fmt.Errorf("reserve in db: read quota: %w", err)
 		}
 		if sale.Mode != string(domain.ModeDatabase) {
-			return ErrNotDatabaseMode // a resync began meanwhile
+			return domain.ErrSaleResyncing // a resync began meanwhile
 		}
 	}
 	if !sale.Quota.Valid || sale.Quota.Int64 < 1 || (wasOpen && !sale.OpenBucket.Valid) {
@@ -533,8 +531,9 @@ func (s *Store) MarkDispatched(ctx context.Context, tokens ...string) error {
 // BeginResync moves a sale from database mode to the short "resync" mode
 // with a new epoch: neither path sells while Redis is rebuilt, and any
 // database-path transaction still running finds the mode changed and rolls
-// back. It returns the new epoch, or ErrNotDatabaseMode when the sale is not
-// in database mode (another instance resynchronises it, or already did).
+// back. It returns the new epoch, or domain.ErrSaleResyncing when the sale
+// is not in database mode (another instance resynchronises it, or already
+// did).
 //
 // A move whose answer was lost is sent again, and then the sale found in
 // resync mode is this move's when it carries its mark (mode_changed_at, to
@@ -563,7 +562,7 @@ func (s *Store) BeginResync(ctx context.Context, saleID int64) (int64, error) {
 	}
 	ours := lost && sale.Mode == domain.ModeResync && sale.ModeChangedAt.Equal(mark)
 	if moved != 1 && !ours {
-		return 0, ErrNotDatabaseMode
+		return 0, domain.ErrSaleResyncing
 	}
 	return sale.ModeEpoch, nil
 }
@@ -711,7 +710,7 @@ func nowMS() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 // insertOrderIfDatabase is insertOrder for the database path, together with
 // the check of the sale row in the same statement: an INSERT ... SELECT
 // from the sale row, read under a shared lock, that inserts nothing
-// (ErrNotDatabaseMode) unless the sale is still in database mode in the
+// (domain.ErrSaleResyncing) unless the sale is still in database mode in the
 // given epoch. (The orders table has no auto-increment column, so the
 // statement takes no table lock; on the ledger it would take InnoDB's
 // AUTO-INC lock for the statement, and the reservations in flight queued on
@@ -720,5 +719,5 @@ func insertOrderIfDatabase(o newOrder, bucket int, epoch int64) step {
 	return step{stmt: stmt{"INSERT INTO orders (" + orderColumns + `)
 		SELECT ?, ?, id, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ? LOCK IN SHARE MODE`, []any{
 		o.OrderNo, o.Token, o.UserID, o.AmountCents, string(domain.StatusPendingPayment), bucket, o.PayBy, o.Now, o.Now,
-		o.SaleID, string(domain.ModeDatabase), epoch}}, what: "insert order", dup: domain.ErrAlreadyHolds, none: ErrNotDatabaseMode}
+		o.SaleID, string(domain.ModeDatabase), epoch}}, what: "insert order", dup: domain.ErrAlreadyHolds, none: domain.ErrSaleResyncing}
 }

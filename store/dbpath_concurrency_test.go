@@ -119,7 +119,7 @@ func TestDatabasePathRacingAResyncIsNotSoldOut(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, tx.Commit())
 
-	require.ErrorIs(t, <-done, store.ErrNotDatabaseMode)
+	require.ErrorIs(t, <-done, domain.ErrSaleResyncing)
 	_, err = st.GetReservation(ctx(t), in.Token)
 	require.ErrorIs(t, err, store.ErrNotFound, "the reservation rolled back")
 	left, err := st.DBStock(ctx(t), sale.ID)
@@ -190,7 +190,7 @@ func TestDatabasePathWaitingForAModeChangeRollsBack(t *testing.T) {
 	waitForStatement(t, st, fmt.Sprintf("%%FROM sales WHERE id = %d %%LOCK IN SHARE MODE%%", sale.ID), "the reservation waits for the sale row")
 	require.NoError(t, tx.Commit())
 
-	require.ErrorIs(t, <-done, store.ErrNotDatabaseMode)
+	require.ErrorIs(t, <-done, domain.ErrSaleResyncing)
 	_, err = st.GetReservation(ctx(t), in.Token)
 	require.ErrorIs(t, err, store.ErrNotFound, "the reservation rolled back")
 	var orders, ledger, outbox int

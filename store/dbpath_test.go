@@ -27,7 +27,7 @@ func TestDatabasePathRefusedOutsideDatabaseMode(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
 	_, _, err := st.ReserveInDB(ctx(t), dbInput(sale, testenv.UniqueUser(), "dbpath-0001"))
-	require.ErrorIs(t, err, store.ErrNotDatabaseMode)
+	require.ErrorIs(t, err, domain.ErrSaleResyncing)
 }
 
 // The invariant of the two paths: units sold by both together never exceed
@@ -202,9 +202,9 @@ func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	epoch, err := st.BeginResync(ctx(t), sale.ID)
 	require.NoError(t, err)
 	_, err = st.BeginResync(ctx(t), sale.ID)
-	require.ErrorIs(t, err, store.ErrNotDatabaseMode, "one instance resynchronises")
+	require.ErrorIs(t, err, domain.ErrSaleResyncing, "one instance resynchronises")
 	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base+4, "resync-04"))
-	require.ErrorIs(t, err, store.ErrNotDatabaseMode, "the database path stops during the resync")
+	require.ErrorIs(t, err, domain.ErrSaleResyncing, "the database path stops during the resync")
 
 	state, err := st.ReadRedisState(ctx(t), sale.ID)
 	require.NoError(t, err)
@@ -257,7 +257,7 @@ func TestDatabasePathQuotaWaitsOutRedisHoldsAndCountsThem(t *testing.T) {
 	_, err = st.SwitchToDatabase(ctx(t), sale.ID, holdOff)
 	require.NoError(t, err)
 	_, _, err = st.ReserveInDB(ctx(t), dbInput(sale, base+100, "too-early"))
-	require.ErrorIs(t, err, store.ErrNotSellingYet)
+	require.ErrorIs(t, err, domain.ErrSaleMoving)
 	time.Sleep(holdOff)
 
 	sold := 0

@@ -435,7 +435,7 @@ func TestLostAnswersOfModeChanges(t *testing.T) {
 	require.Equal(t, got.ModeEpoch, epoch)
 	require.EqualValues(t, 3, epoch, "moved once")
 	_, err = st.BeginResync(ctx(t), sale.ID)
-	require.ErrorIs(t, err, store.ErrNotDatabaseMode)
+	require.ErrorIs(t, err, domain.ErrSaleResyncing)
 
 	layer.Lose(dbfault.Containing("UPDATE sales SET mode", "db_quota = NULL"), dbfault.AfterApply, 1)
 	require.NoError(t, st.FinishResync(ctx(t), sale.ID, epoch), "the return whose answer was lost is its caller's")
