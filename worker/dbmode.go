@@ -66,7 +66,7 @@ func (r *Resyncer) Run(ctx context.Context) {
 // Once checks every open sale once.
 func (r *Resyncer) Once(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	open, err := r.Store.ListOpenSales(lctx)
+	dir, err := r.Store.OpenSales(lctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -74,6 +74,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 		}
 		return
 	}
+	open := dir.List()
 	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	pingErr := r.Redis.Ping(pctx)
 	cancel()
