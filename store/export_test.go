@@ -97,3 +97,15 @@ func (s *Store) GetReservationSQL(token string) string {
 // SpeakMySQL8 makes the store send MySQL 8's forms, whatever its server:
 // MariaDB runs them too, so the tests run them there.
 func (s *Store) SpeakMySQL8() { s.setDialect(MySQL8) }
+
+// SetDirectoryTiming sets the directory's fresh and full periods (see
+// DirectoryFresh, DirectoryFull).
+func (s *Store) SetDirectoryTiming(fresh, full time.Duration) {
+	s.sales.mu.Lock()
+	defer s.sales.mu.Unlock()
+	s.sales.fresh, s.sales.full = fresh, full
+}
+
+// DirectoryMargin is how far back the directory's incremental read looks
+// beyond its last read.
+const DirectoryMargin = directoryMargin
