@@ -24,12 +24,12 @@ const (
 	DirectoryFresh = 500 * time.Millisecond
 	// DirectoryFull is the period of the full read of every open sale,
 	// the backstop for a change the incremental read missed (a
-	// transaction open longer than directoryMargin, a clock stepped back).
+	// transaction open longer than DirectoryMargin, a clock stepped back).
 	DirectoryFull = time.Minute
-	// directoryMargin is how far before its last read the incremental
+	// DirectoryMargin is how far before its last read the incremental
 	// read looks back: changed_at is the statement's time, and its
 	// transaction commits later.
-	directoryMargin = 3 * time.Second
+	DirectoryMargin = 3 * time.Second
 )
 
 // OpenSales is the process's picture of the open sales (finished_at unset)
@@ -151,7 +151,7 @@ func (d *directory) refresh(ctx context.Context, s *Store) (*OpenSales, error) {
 		d.lastFull = began
 		return snap, nil
 	}
-	open, closed, err := s.SalesChangedWithin(ctx, began.Sub(old.At)+directoryMargin)
+	open, closed, err := s.SalesChangedWithin(ctx, began.Sub(old.At)+DirectoryMargin)
 	if err != nil {
 		d.dirty.Store(true)
 		return nil, fmt.Errorf("sales directory: %w", err)

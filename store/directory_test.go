@@ -1,9 +1,6 @@
 package store_test
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -99,8 +96,7 @@ func TestOpenSalesIdleCostIsConstant(t *testing.T) {
 	writer := testenv.MustStore(t)
 	reader, rec := testenv.MustRecordedStore(t)
 	reader.SetDirectoryTiming(time.Nanosecond, time.Hour)
-	now := time.Now().UTC()
-	ids := mustIdleSales(t, writer, 1000, now)
+	ids := testenv.MustIdleSales(t, writer, 1000)
 	// The rows' own insert is a change until the incremental read's margin
 	// has passed.
 	time.Sleep(store.DirectoryMargin + 1100*time.Millisecond)
@@ -123,31 +119,4 @@ func TestOpenSalesIdleCostIsConstant(t *testing.T) {
 		assert.NotContains(t, ids, s.ID, "an idle sale's row is not read")
 	}
 	assert.Empty(t, closed)
-}
-
-// mustIdleSales inserts n open sales in one statement (no buckets: the
-// directory reads only the sales table) and finishes them at the end.
-func mustIdleSales(t *testing.T, st *store.Store, n int, now time.Time) []int64 {
-	t.Helper()
-	goods := testenv.UniqueUser()
-	var b strings.Builder
-	b.WriteString("INSERT INTO sales (goods_id, title, price_cents, stock_total, buckets, starts_at, ends_at, payment_window_seconds) VALUES ")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, "(%d, 'idle', 100, 1, 1, '%s', '%s', 900)", goods,
-			now.Add(-time.Minute).Format("2006-01-02 15:04:05.000"), now.Add(time.Hour).Format("2006-01-02 15:04:05.000"))
-	}
-	_, err := st.DB.ExecContext(ctx(t), b.String())
-	require.NoError(t, err)
-	var ids []int64
-	require.NoError(t, st.DB.NewSelect().Table("sales").Column("id").Where("goods_id = ?", goods).Scan(ctx(t), &ids))
-	require.Len(t, ids, n)
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = st.DB.ExecContext(cctx, "UPDATE sales SET finished_at = NOW(3) WHERE goods_id = ?", goods)
-	})
-	return ids
 }

@@ -105,7 +105,3 @@ func (s *Store) SetDirectoryTiming(fresh, full time.Duration) {
 	defer s.sales.mu.Unlock()
 	s.sales.fresh, s.sales.full = fresh, full
 }
-
-// DirectoryMargin is how far back the directory's incremental read looks
-// beyond its last read.
-const DirectoryMargin = directoryMargin

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
 )
 
 // A tick where one sale's sample failed records the others, and the next
@@ -58,4 +59,38 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 		assert.Equal(t, sql.NullInt64{Int64: v, Valid: true}, seen(id), "sale %d sampled only by its share", id)
 	}
 	assert.Empty(t, rec.retry)
+}
+
+// The recorder's and the control follower's ticks cost the database the
+// same statements with 1,000 idle sales open as with 2,000: the sales
+// directory re-reads only changed rows, and no tick lists the open sales.
+func TestIdleSalesCostTheLoopsNoStatementsEach(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rec := testenv.Record(st)
+	rdb := lua.NewClient(testenv.MustRedis(t))
+	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: testLogger()}
+	follower := &Follower{Redis: rdb, Store: st, Logger: testLogger()}
+	ticks := func() []string {
+		time.Sleep(store.DirectoryMargin + time.Second) // the inserts are no change any more
+		rec.Take()
+		for range 3 {
+			time.Sleep(store.DirectoryFresh) // each tick refreshes the directory
+			_, err := recorder.RecordOnce(testCtx(t))
+			require.NoError(t, err)
+			require.NoError(t, follower.Once(testCtx(t)))
+		}
+		return rec.Take()
+	}
+	testenv.MustIdleSales(t, st, 1000)
+	ticks() // the first ticks read everything
+	at1000 := ticks()
+	testenv.MustIdleSales(t, st, 1000)
+	ticks()
+	at2000 := ticks()
+	t.Logf("three idle ticks, 1,000 sales: %d statements %q", len(at1000), at1000)
+	assert.Len(t, at2000, len(at1000), "statements of three ticks: %q", at2000)
+	assert.LessOrEqual(t, len(at1000), 3*3, "three ticks: %q", at1000)
+	for _, q := range append(at1000, at2000...) {
+		assert.NotContains(t, q, "finished_at IS NULL", "no tick lists the open sales")
+	}
 }

@@ -2,8 +2,11 @@ package testenv
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -55,4 +58,37 @@ func (r *Statements) Take() []string {
 	q := r.queries
 	r.queries = nil
 	return q
+}
+
+// MustIdleSales inserts n live sales in one statement, without buckets
+// or Redis keys (a marketplace's idle sales, as the loops that only list
+// them see them), and finishes them at the end of the test.
+func MustIdleSales(tb testing.TB, st *store.Store, n int) []int64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := time.Now().UTC()
+	goods := UniqueUser()
+	var b strings.Builder
+	b.WriteString("INSERT INTO sales (goods_id, title, price_cents, stock_total, buckets, starts_at, ends_at, payment_window_seconds) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "(%d, 'idle', 100, 1, 1, '%s', '%s', 900)", goods,
+			now.Add(-time.Minute).Format(time.DateTime+".000"), now.Add(time.Hour).Format(time.DateTime+".000"))
+	}
+	if _, err := st.DB.ExecContext(ctx, b.String()); err != nil {
+		tb.Fatalf("testenv: insert idle sales: %v", err)
+	}
+	var ids []int64
+	if err := st.DB.NewSelect().Table("sales").Column("id").Where("goods_id = ?", goods).Scan(ctx, &ids); err != nil || len(ids) != n {
+		tb.Fatalf("testenv: idle sales: %d of %d, %v", len(ids), n, err)
+	}
+	tb.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = st.DB.ExecContext(cctx, "UPDATE sales SET finished_at = NOW(3) WHERE goods_id = ?", goods)
+	})
+	return ids
 }
