@@ -120,3 +120,26 @@ func TestOpenSalesIdleCostIsConstant(t *testing.T) {
 	}
 	assert.Empty(t, closed)
 }
+
+// What a loop's look at the open sales costs the process with 2,000 idle
+// sales open: the full list each look, against the directory's refresh.
+func BenchmarkOpenSalesIdle(b *testing.B) {
+	st := testenv.MustStore(b)
+	testenv.MustIdleSales(b, st, 2000)
+	time.Sleep(store.DirectoryMargin + time.Second)
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := st.ListOpenSales(ctx(b)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("directory", func(b *testing.B) {
+		st.SetDirectoryTiming(time.Nanosecond, time.Hour) // every look refreshes
+		for b.Loop() {
+			if _, err := st.OpenSales(ctx(b)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -93,6 +93,10 @@ func (r *Resyncer) Once(ctx context.Context) {
 			// which deletes its keys on purpose.
 			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
 				lostSince, verify := r.unverified[s.ID]
+				if verify {
+					own := *s // verifyCounters may mark it; the directory's sale is shared
+					s = &own
+				}
 				if verify && r.verifyCounters(ctx, s, lostSince) {
 					delete(r.unverified, s.ID)
 				}
