@@ -479,13 +479,15 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	if err := c.refreshBlacklist(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	readAt := time.Now()
-	sales, err := c.st.ListOpenSales(ctx)
+	dir, err := c.st.OpenSales(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	open := make(map[int64]*domain.Sale, len(sales))
-	for _, s := range sales {
+	// The directory's picture holds what was committed when its read
+	// began: older than a write this instance made since.
+	readAt := dir.At
+	open := make(map[int64]*domain.Sale, dir.Len())
+	for _, s := range dir.List() {
 		open[s.ID] = s
 	}
 	if err := c.loadKnown(ctx); err != nil {

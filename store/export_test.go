@@ -104,3 +104,11 @@ func (s *Store) BuyableSalesStatement(q ListingQuery) string {
 	var rows []saleRow
 	return buyableSales(s.DB, q, &rows).String()
 }
+
+// SetDirectoryTiming sets the directory's fresh and full periods (see
+// DirectoryFresh, DirectoryFull).
+func (s *Store) SetDirectoryTiming(fresh, full time.Duration) {
+	s.sales.mu.Lock()
+	defer s.sales.mu.Unlock()
+	s.sales.fresh, s.sales.full = fresh, full
+}

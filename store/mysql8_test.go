@@ -1,15 +1,12 @@
 package store_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/uptrace/bun"
 	"vitess.io/vitess/go/vt/sqlparser"
 
 	"github.com/seckill/seckill/domain"
@@ -17,21 +14,6 @@ import (
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/testsale"
 )
-
-// sent records every statement a store sends through its bun.DB.
-type sent struct {
-	mu      sync.Mutex
-	queries []string
-}
-
-func (r *sent) BeforeQuery(ctx context.Context, e *bun.QueryEvent) context.Context {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.queries = append(r.queries, e.Query)
-	return ctx
-}
-
-func (r *sent) AfterQuery(context.Context, *bun.QueryEvent) {}
 
 // mysql8Parser parses MySQL 8.0's grammar (vitess's parser of it).
 func mysql8Parser(t *testing.T) *sqlparser.Parser {
@@ -121,11 +103,10 @@ func TestMySQL8StatementsKeepTheRulesAndParse(t *testing.T) {
 }
 
 // speakingMySQL8 is a store speaking MySQL 8 whose statements rec records.
-func speakingMySQL8(t *testing.T) (*store.Store, *sent) {
+func speakingMySQL8(t *testing.T) (*store.Store, *testenv.Statements) {
 	t.Helper()
 	st := testenv.MustStore(t)
-	rec := &sent{}
-	st.DB = st.DB.WithQueryHook(rec)
+	rec := testenv.Record(st)
 	st.SpeakMySQL8()
 	require.Equal(t, store.MySQL8, st.Dialect())
 	return st, rec
@@ -210,11 +191,9 @@ func mysql8DatabasePath(t *testing.T, st *store.Store, sale *domain.Sale) {
 
 // requireMySQL8 checks every statement rec saw parses as MySQL 8.0, and
 // returns them, one a line.
-func requireMySQL8(t *testing.T, rec *sent) string {
+func requireMySQL8(t *testing.T, rec *testenv.Statements) string {
 	t.Helper()
-	rec.mu.Lock()
-	queries := append([]string(nil), rec.queries...)
-	rec.mu.Unlock()
+	queries := rec.All()
 	require.NotEmpty(t, queries)
 	t.Logf("%d statements sent", len(queries))
 	p := mysql8Parser(t)

@@ -237,9 +237,11 @@ func (s *Store) MarkFinished(ctx context.Context, id int64) error {
 }
 
 // RecordRedisStock stores the Redis stock the worker read at readAt (taken
-// before the read), for the database path's quota.
+// before the read), for the database path's quota. changed_at stays: a
+// sample changes nothing the directory of open sales holds, and the
+// recorder's writes would otherwise have every process re-read the sale.
 func (s *Store) RecordRedisStock(ctx context.Context, id, stock int64, readAt time.Time) error {
-	if _, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_stock_seen = ?, redis_stock_seen_at = ? WHERE id = ?", stock, readAt.UTC(), id); err != nil {
+	if _, err := s.DB.ExecContext(ctx, "UPDATE sales SET redis_stock_seen = ?, redis_stock_seen_at = ?, changed_at = changed_at WHERE id = ?", stock, readAt.UTC(), id); err != nil {
 		return fmt.Errorf("record redis stock of sale %d: %w", id, err)
 	}
 	return nil

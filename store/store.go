@@ -36,6 +36,8 @@ type Store struct {
 	// replica answers the reads that may lag (UseReplica); nil: the
 	// primary answers them.
 	replica *Replica
+	// sales is the process's directory of open sales (OpenSales).
+	sales directory
 }
 
 // ErrInvalidDSN: MYSQL_DSN does not parse; retrying cannot help.
@@ -84,7 +86,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		_ = sqldb.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	st := &Store{DB: bun.NewDB(sqldb, mysqldialect.New())}
+	st := &Store{}
+	st.DB = bun.NewDB(sqldb, mysqldialect.New()).WithQueryHook(salesWrites{&st.sales})
 	st.setDialect(d)
 	return st, nil
 }

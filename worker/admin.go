@@ -36,6 +36,9 @@ type Follower struct {
 	// followed is each open sale's control as last written or found in
 	// Redis.
 	followed map[int64]domain.SaleControl
+	// seen is the directory's picture every sale of which was last
+	// followed.
+	seen *store.OpenSales
 }
 
 // sweepEvery: expired keys are few; one bounded delete a minute keeps up.
@@ -77,12 +80,13 @@ func (f *Follower) Once(ctx context.Context) error {
 
 // followControl writes the database's control of the open sales due
 // (see Follower) into Redis; control.lua writes nothing when Redis has it
-// already. A control committed after the list was read may be
-// overwritten for one tick (the API instances enforce it from their
-// caches meanwhile); the next tick writes it, as it differs from the one
-// followed.
+// already. While no open sale changed since its last tick (the directory's
+// set is the same) only the sales due are looked at. A control committed
+// after the list was read may be overwritten for one tick (the API
+// instances enforce it from their caches meanwhile); the next tick writes
+// it, as it differs from the one followed.
 func (f *Follower) followControl(ctx context.Context) error {
-	open, err := f.Store.ListOpenSales(ctx)
+	open, err := f.Store.OpenSales(ctx)
 	if err != nil {
 		return fmt.Errorf("follow control: %w", err)
 	}
@@ -92,8 +96,12 @@ func (f *Follower) followControl(ctx context.Context) error {
 	if err != nil && ctx.Err() == nil {
 		f.Logger.Warn("control follower: change feed", "err", err)
 	}
-	followed := make(map[int64]domain.SaleControl, len(open))
-	for _, sale := range open {
+	look, followed := open.List(), make(map[int64]domain.SaleControl, open.Len())
+	if open.Same(f.seen) {
+		look, followed = due.of(open, nil), f.followed
+	}
+	f.seen = nil // set again once every sale looked at is followed
+	for _, sale := range look {
 		if sale.Mode != domain.ModeRedis {
 			continue // a resync writes Redis whole when it takes the sale back
 		}
@@ -107,7 +115,7 @@ func (f *Follower) followControl(ctx context.Context) error {
 		}
 		followed[sale.ID] = sale.Control
 	}
-	f.followed = followed
+	f.followed, f.seen = followed, open
 	f.watch.done(began)
 	return nil
 }

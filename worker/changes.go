@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/store"
 )
 
 // Change feed timing of the worker's loops. A loop's full pass over every
@@ -63,6 +65,32 @@ func (d dueSet) has(id int64) bool {
 
 // named reports whether the feed named sale id.
 func (d dueSet) named(id int64) bool { return d.changed[id] }
+
+// of is the open sales due, and those of also (a loop's retries): every
+// open sale when all are due, else the named ones and the tick's share,
+// found without looking at the others.
+func (d dueSet) of(open *store.OpenSales, also map[int64]bool) []*domain.Sale {
+	if d.all {
+		return open.List()
+	}
+	share := open.Share(d.shares, d.share)
+	out := make([]*domain.Sale, 0, len(share)+len(d.changed)+len(also))
+	out = append(out, share...)
+	extra := func(id int64) {
+		if s, ok := open.Get(id); ok && lua.PassShare(id, d.shares) != d.share {
+			out = append(out, s)
+		}
+	}
+	for id := range d.changed {
+		extra(id)
+	}
+	for id := range also {
+		if !d.changed[id] {
+			extra(id)
+		}
+	}
+	return out
+}
 
 // due answers what the tick looks at; the loop calls done after it.
 func (w *changeWatch) due(ctx context.Context) (dueSet, error) {

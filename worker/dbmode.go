@@ -72,7 +72,7 @@ func (r *Resyncer) Run(ctx context.Context) {
 // Once checks every open sale once.
 func (r *Resyncer) Once(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	open, err := r.Store.ListOpenSales(lctx)
+	dir, err := r.Store.OpenSales(lctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -80,6 +80,7 @@ func (r *Resyncer) Once(ctx context.Context) {
 		}
 		return
 	}
+	open := dir.List()
 	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	pingErr := r.Redis.Ping(pctx)
 	cancel()
@@ -99,6 +100,10 @@ func (r *Resyncer) Once(ctx context.Context) {
 			// which deletes its keys on purpose.
 			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
 				lostSince, verify := r.unverified[s.ID]
+				if verify {
+					own := *s // verifyCounters may mark it; the directory's sale is shared
+					s = &own
+				}
 				if verify && r.verifyCounters(ctx, s, lostSince) {
 					delete(r.unverified, s.ID)
 				}

@@ -121,14 +121,10 @@ func (l *saleLoops) refresh() (began time.Time, ok bool) {
 	r := l.r
 	lctx, cancel := context.WithTimeout(l.work, 5*time.Second)
 	defer cancel()
-	sales, err := r.Store.ListOpenSales(lctx)
+	open, err := r.Store.OpenSales(lctx)
 	if err != nil {
 		r.Logger.Warn("relay: list open sales", "err", err)
 		return began, false
-	}
-	open := make(map[int64]bool, len(sales))
-	for _, s := range sales {
-		open[s.ID] = true
 	}
 	began = time.Now()
 	r.watch.Redis, r.watch.Every, r.watch.FullEvery = r.Redis, orDefault(r.RefreshEvery, defaultRefreshEvery), orDefault(r.FullEvery, relayFullEvery)
@@ -141,14 +137,14 @@ func (l *saleLoops) refresh() (began time.Time, ok bool) {
 	}
 	l.mu.Lock()
 	for id, cancel := range l.running {
-		if !open[id] {
+		if _, ok := open.Get(id); !ok {
 			cancel()
 		}
 	}
 	var candidates []int64
-	for id := range open {
-		if l.running[id] == nil && due.has(id) {
-			candidates = append(candidates, id)
+	for _, s := range due.of(open, nil) {
+		if l.running[s.ID] == nil {
+			candidates = append(candidates, s.ID)
 		}
 	}
 	l.mu.Unlock()

@@ -15,10 +15,12 @@ import (
 // StockRecorder copies open sales' Redis stock into the database: when
 // Redis goes away the database path caps its sales by the last stock Redis
 // was seen to hold, so the two paths together cannot oversell. Each tick
-// it samples the sales the change feed names (a sale selling) and a share
-// of the others, each once per FullEvery: a quiet sale's sample may be older than
-// the database path accepts (store.MaxStockSampleAge), and a switch then
-// holds its units back until the resync.
+// it samples the sales the change feed names (a sale selling), the sales
+// whose sample failed on the last tick, and a share of the others, each
+// once per FullEvery: a tick's work follows what changed, not how many
+// sales are open. A quiet sale's sample may be older than the database
+// path accepts (store.MaxStockSampleAge), and a switch then holds its
+// units back until the resync.
 type StockRecorder struct {
 	Redis     *lua.Client
 	Store     *store.Store
@@ -27,6 +29,9 @@ type StockRecorder struct {
 	FullEvery time.Duration // stockFullEvery when zero
 
 	watch changeWatch
+	// retry names the sales whose sample failed while the others of the
+	// tick were recorded: the next tick samples them again.
+	retry map[int64]bool
 }
 
 // Run records until ctx is cancelled.
@@ -61,41 +66,47 @@ func (o *outageLog) note(ctx context.Context, err error) {
 	}
 }
 
-// RecordOnce records the stock of the open sales due (the feed's, or all
-// on a full pass) whose Redis stock key exists, and answers how many sales
-// it recorded.
+// RecordOnce records the stock of the open sales due (see StockRecorder)
+// whose Redis stock key exists, and answers how many sales it recorded. A
+// tick whose Redis read failed as a whole leaves the feed's marks where
+// they were, so the next one looks at the same sales; one where some
+// sales failed keeps those for the next.
 func (s *StockRecorder) RecordOnce(ctx context.Context) (int, error) {
-	open, err := s.Store.ListOpenSales(ctx)
+	open, err := s.Store.OpenSales(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("record redis stock: %w", err)
 	}
-	// Only a sale on Redis is sampled: a sample counts only at the next
-	// switch to the database path (the quota), and once a sale is on that
-	// path a write to its row each second would only hold up the path's
-	// transactions (they read the row under a shared lock).
 	began := time.Now()
 	s.watch.Redis, s.watch.Every, s.watch.FullEvery = s.Redis, orDefault(s.Every, time.Second), orDefault(s.FullEvery, stockFullEvery)
 	due, err := s.watch.due(ctx)
 	if err != nil {
 		s.Logger.Warn("stock recorder: change feed", "err", err)
 	}
-	sales := open[:0]
-	for _, sale := range open {
-		if sale.Mode == domain.ModeRedis && due.has(sale.ID) {
+	// Only a sale on Redis is sampled: a sample counts only at the next
+	// switch to the database path (the quota), and once a sale is on that
+	// path a write to its row each second would only hold up the path's
+	// transactions (they read the row under a shared lock).
+	var sales []*domain.Sale
+	for _, sale := range due.of(open, s.retry) {
+		if sale.Mode == domain.ModeRedis {
 			sales = append(sales, sale)
 		}
 	}
-	n, err := s.record(ctx, sales)
-	if err == nil {
-		s.watch.done(began)
+	n, failed, err := s.record(ctx, sales)
+	if failed == nil {
+		return n, err // Redis unread: the next tick looks at the same sales
 	}
+	s.retry = failed
+	s.watch.done(began)
 	return n, err
 }
 
-// record samples the stock of sales.
-func (s *StockRecorder) record(ctx context.Context, sales []*domain.Sale) (int, error) {
+// record samples the stock of sales and answers the sales whose sample
+// failed; failed is nil when Redis could not be read at all.
+func (s *StockRecorder) record(ctx context.Context, sales []*domain.Sale) (n int, failed map[int64]bool, err error) {
+	failed = map[int64]bool{}
 	if len(sales) == 0 {
-		return 0, nil
+		return 0, failed, nil
 	}
 	ids := make([]int64, len(sales))
 	for i, sale := range sales {
@@ -106,24 +117,25 @@ func (s *StockRecorder) record(ctx context.Context, sales []*domain.Sale) (int, 
 	readAt := time.Now()
 	stocks, _, err := s.Redis.ReadCounters(ctx, ids, nil)
 	if err != nil {
-		return 0, fmt.Errorf("record redis stock: read stock: %w", err)
+		return 0, nil, fmt.Errorf("record redis stock: read stock: %w", err)
 	}
 	var errs []error
-	n := 0
 	for _, sale := range sales {
 		v, err := stocks[sale.ID].N, stocks[sale.ID].Err
 		if errors.Is(err, lua.ErrMissing) {
 			continue // not warmed, or torn down
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("stock of sale %d: %w", sale.ID, err))
-			continue
+		if err == nil {
+			err = s.Store.RecordRedisStock(ctx, sale.ID, v, readAt)
+		} else {
+			err = fmt.Errorf("stock of sale %d: %w", sale.ID, err)
 		}
-		if err := s.Store.RecordRedisStock(ctx, sale.ID, v, readAt); err != nil {
+		if err != nil {
 			errs = append(errs, err)
+			failed[sale.ID] = true
 			continue
 		}
 		n++
 	}
-	return n, errors.Join(errs...)
+	return n, failed, errors.Join(errs...)
 }

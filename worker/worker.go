@@ -219,13 +219,24 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
 	bg.Go(func() { retirer.Run(ctx) })
 	if cfg.SaleSweep {
-		sweeper := &SaleSweeper{OpenSales: st.ListOpenSales, Every: 30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: logger,
+		sweeper := &SaleSweeper{OpenSales: openSaleList(st), Every: 30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {
 				return orders.StartSale(ctx, p.tc, cfg.TaskQueue, in)
 			}}
 		bg.Go(func() { sweeper.Run(ctx) })
 	}
 	return relayDone
+}
+
+// openSaleList is the store's directory of open sales as a list.
+func openSaleList(st *store.Store) func(ctx context.Context) ([]*domain.Sale, error) {
+	return func(ctx context.Context) ([]*domain.Sale, error) {
+		open, err := st.OpenSales(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return open.List(), nil
+	}
 }
 
 // shutdown drains the Temporal worker while the relay finishes its batch,
