@@ -31,7 +31,8 @@ const continueAsNewAfter = 2000
 // retirement rule written there); a sale's workflow lives as long as the
 // sale, across continue-as-new, so "closed" means the whole chain.
 func SaleWorkflow(ctx workflow.Context, in domain.SaleInput) (domain.SaleResult, error) {
-	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport}
+	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport,
+		changed: workflow.GetSignalChannel(ctx, domain.SignalSaleChanged)}
 	if err := w.setup(ctx); err != nil {
 		return domain.SaleResult{}, err
 	}
@@ -43,6 +44,8 @@ type saleWorkflow struct {
 	phase string
 	last  *domain.ReconciliationReport
 	quiet quietWatch
+	// changed receives domain.SignalSaleChanged.
+	changed workflow.ReceiveChannel
 }
 
 func (w *saleWorkflow) setup(ctx workflow.Context) error {
@@ -137,11 +140,16 @@ func (w *saleWorkflow) warmUp(ctx workflow.Context, sale *activities.SaleTimes) 
 // live reconciles while the sale is open, and waits once it has ended
 // until its payment window has closed too; ended is true then. It returns
 // ended false and no error when the sale row has gone, and the
-// continue-as-new error when the history has grown long.
+// continue-as-new error when the history has grown long. Runs with the
+// wakeOnChange version sleep until a change is signalled (liveWoken);
+// older ones look at the change feed every period (quietWatch).
 func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 	every := w.in.ReconcileEvery
 	if every <= 0 {
 		every = domain.DefaultReconcileEvery
+	}
+	if workflow.GetVersion(ctx, wakeOnChange, workflow.DefaultVersion, 1) == 1 {
+		return w.liveWoken(ctx, every)
 	}
 	onChange := workflow.GetVersion(ctx, reconcileOnChange, workflow.DefaultVersion, 1) == 1
 	for {
@@ -305,15 +313,20 @@ func (w *saleWorkflow) finish(ctx workflow.Context) error {
 		return fmt.Errorf("tear down: %w", err)
 	}
 	w.phase = domain.PhaseFinished
+	w.takeSignals() // the final report covers the changes signalled
 	return nil
 }
 
 // continueAsNewIfLong returns the continue-as-new error, carrying the
 // latest report, once the history has grown past the limit; else nil.
 func (w *saleWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
-	if workflow.GetInfo(ctx).GetCurrentHistoryLength() <= w.historyLimit() {
+	info := workflow.GetInfo(ctx)
+	if info.GetCurrentHistoryLength() <= w.historyLimit() && !info.GetContinueAsNewSuggested() {
 		return nil
 	}
+	// A signal buffered now would be lost with this run: the next one
+	// owes its reconciliation.
+	w.takeSignals()
 	next := w.in
 	next.LastReport = w.last
 	return workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
