@@ -191,6 +191,12 @@ func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return false, fmt.Errorf("wait to reconcile: %w", err)
 		}
+		// A run begun before wakeOnChange takes it at the first look after
+		// a change is signalled (runs before that got no signal, so their
+		// histories have no such look).
+		if w.takeSignals(); w.in.Changed && workflow.GetVersion(ctx, wakeOnChangeLate, workflow.DefaultVersion, 1) == 1 {
+			return w.liveWoken(ctx, every)
+		}
 	}
 }
 

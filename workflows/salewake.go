@@ -15,6 +15,11 @@ import (
 // the sale changes (OrderWorkflow's rule on command-sequence changes).
 const wakeOnChange = "wake-on-change"
 
+// wakeOnChangeLate moves a live sale's run begun before wakeOnChange to it
+// once a change is signalled, so runs already live when it is deployed do
+// not look at the feed every few minutes until their sale ends.
+const wakeOnChangeLate = "wake-on-change-late"
+
 // liveWoken is the live phase of the wakeOnChange version. The sale is
 // reconciled at its first look after it opened (a period after the
 // opening when warmed ahead of it), then whenever a change was

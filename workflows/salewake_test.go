@@ -171,3 +171,35 @@ func TestSaleWorkflowContinueAsNewKeepsASignalledChange(t *testing.T) {
 	require.Equal(t, 11*time.Minute, calls.reconciledAt[0].Sub(start))
 	require.Len(t, calls.reconciledAt, 2, "the owed one and the final one")
 }
+
+// A run begun before wakeOnChange, live when it is deployed, takes it at
+// its first look after a change is signalled: it reconciles the change,
+// then sleeps until the sale's end.
+func TestSaleWorkflowLiveRunTakesWakeOnChangeAtASignal(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := quietTimes(start, 2*time.Hour, time.Minute)
+	env, calls := newSaleEnv(t, times, 0)
+	env.OnGetVersion(wakeOnChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SignalSaleChanged, nil) }, 30*time.Minute)
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 26})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	live := offsets(start, calls.reconciledAt[:len(calls.reconciledAt)-1])
+	require.Len(t, live, 2, "the first look and the signalled change: %v", live)
+	switched := live[1]
+	require.Greater(t, switched, 30*time.Minute)
+	require.LessOrEqual(t, switched, 30*time.Minute+quietMaxWait)
+	loads := offsets(start, calls.loadedAt)
+	var before int
+	for _, at := range loads {
+		if at < switched {
+			before++
+		}
+	}
+	require.Greater(t, before, 6, "looked at the feed every few minutes before: %v", loads)
+	require.Equal(t, []time.Duration{switched, 2 * time.Hour, 2*time.Hour + time.Minute}, loads[before:],
+		"then the end and the close only")
+}
