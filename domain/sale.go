@@ -28,7 +28,7 @@ const (
 // Sale workflow phases.
 const (
 	PhaseWaiting     = "waiting"      // before warm-up
-	PhaseLive        = "live"         // warmed, reconciling periodically
+	PhaseLive        = "live"         // warmed, reconciling when it changes
 	PhaseDraining    = "draining"     // ended, waiting for order workflows
 	PhaseFinished    = "finished"     // final report stored, Redis torn down
 	PhaseSaleMissing = "sale_missing" // the sale row is gone

@@ -26,8 +26,9 @@ const (
 	// per reservation. A change inside the window is noted at its end.
 	NoteEvery = 250 * time.Millisecond
 	// ChangesKeep is how long a sale stays in the feed after its last
-	// note: the loops look back seconds, a quiet sale's SaleWorkflow up to
-	// half of it (LastChange).
+	// note: the loops look back seconds, a worker's sale signaller as far
+	// as this when it starts, a SaleWorkflow run from before
+	// wake-on-change up to half of it (LastChange).
 	ChangesKeep = 10 * time.Minute
 	noteTimeout = time.Second
 )

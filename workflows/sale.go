@@ -21,7 +21,7 @@ var saleActs *activities.SaleActivities
 const continueAsNewAfter = 2000
 
 // SaleWorkflow owns one sale's life: it warms Redis up ahead of starts_at,
-// reconciles while the sale is live whenever it changed (quietWatch),
+// reconciles while the sale is live whenever it changed (liveWoken),
 // waits once ends_at plus the payment window has passed until no order
 // workflow of the sale is running, waits the retire margin, stores a final
 // reconciliation report, and retires the sale (its Redis keys and streams
@@ -52,7 +52,7 @@ func (w *saleWorkflow) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (any, error) {
 		if w.last == nil {
 			return domain.NoReportYet{SaleID: w.in.SaleID, Phase: w.phase,
-				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then every minute"}, nil
+				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then when it changes"}, nil
 		}
 		return w.last, nil
 	}); err != nil {
