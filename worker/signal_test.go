@@ -3,16 +3,25 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tworker "go.temporal.io/sdk/worker"
 
+	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/workflows"
 )
 
 // signalRecorder is a SaleSignaller's Signal that records each tick's
@@ -147,4 +156,78 @@ func TestSaleSignallerSignalsEverySaleWhenNotesMayBeLost(t *testing.T) {
 
 	s.identity = "a Redis that went" // as after a failover
 	pass(2 * time.Minute)
+}
+
+// scheduled counts the sale workflow's events: activities of the type
+// scheduled and signals received.
+func scheduled(t *testing.T, tc client.Client, saleID int64, activity string) (acts, signals, events int) {
+	t.Helper()
+	iter := tc.GetWorkflowHistory(testCtx(t), domain.SaleWorkflowID(saleID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		require.NoError(t, err)
+		events++
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activity {
+			acts++
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			signals++
+		}
+	}
+	return acts, signals, events
+}
+
+// With a real sale workflow: a sale noted ten times a second for three
+// periods is signalled and reconciled about once a period, not once a
+// note; once the notes stop, its workflow's history stops growing.
+func TestSaleSignallerWakesTheSaleWorkflowOncePerPeriod(t *testing.T) {
+	tc := testenv.MustTemporal(t)
+	st := testenv.MustStore(t)
+	rdb := lua.NewClient(testenv.MustRedis(t))
+	queue := fmt.Sprintf("seckill-test-signal-%d", time.Now().UnixNano())
+	w := tworker.New(tc, queue, tworker.Options{})
+	workflows.RegisterSale(w, &activities.SaleActivities{Store: st, Redis: rdb, Temporal: tc,
+		Reconciler: &reconcile.Reconciler{Store: st, Redis: rdb, Temporal: tc, Gap: 20 * time.Millisecond}})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	sale := testenv.MustSale(t, st, 2)
+	require.NoError(t, orders.StartSale(testCtx(t), tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: 2 * time.Second}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tc.TerminateWorkflow(ctx, domain.SaleWorkflowID(sale.ID), "", "test over") // or ended
+	})
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, _, _ := scheduled(t, tc, sale.ID, "ReconcileSale")
+		assert.Equal(c, 1, n)
+	}, time.Minute, 200*time.Millisecond, "the first reconciliation")
+
+	ctx, stop := context.WithCancel(testCtx(t))
+	s := &SaleSignaller{Redis: rdb, Logger: slog.New(slog.DiscardHandler), Every: 250 * time.Millisecond, Period: 2 * time.Second,
+		Signal: func(ctx context.Context, id int64) error { return orders.SignalSaleChanged(ctx, tc, id) },
+		OpenSales: func(ctx context.Context) ([]*domain.Sale, error) {
+			got, err := st.GetSale(ctx, sale.ID)
+			return []*domain.Sale{got}, err
+		}}
+	require.NoError(t, rdb.WriteSignalMark(ctx, time.Now())) // no full pass
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	defer func() { stop(); <-done }()
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		require.NoError(t, rdb.WriteChange(ctx, sale.ID, time.Now()))
+	}
+	time.Sleep(3 * time.Second) // the owed change of the last period
+	reconciles, signals, events := scheduled(t, tc, sale.ID, "ReconcileSale")
+	t.Logf("60 notes over 6 s: %d signals, %d reconciliations", signals, reconciles-1)
+	require.GreaterOrEqual(t, signals, 3)
+	require.LessOrEqual(t, signals, 5, "about one signal a period")
+	require.GreaterOrEqual(t, reconciles-1, 3)
+	require.LessOrEqual(t, reconciles-1, 5, "about one reconciliation a period")
+
+	time.Sleep(5 * time.Second)
+	_, _, quiet := scheduled(t, tc, sale.ID, "ReconcileSale")
+	require.Equal(t, events, quiet, "quiet again: no event")
 }
