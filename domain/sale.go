@@ -9,6 +9,9 @@ const (
 	QueryReport = "report"
 	// QuerySalePhase answers where the sale workflow stands.
 	QuerySalePhase = "phase"
+	// SignalSaleChanged tells a live sale's workflow that the change feed
+	// noted its sale: it reconciles within a period (no payload).
+	SignalSaleChanged = "sale-changed"
 
 	// DefaultWarmLead is how long before starts_at the sale is warmed up:
 	// never at the moment it opens.
@@ -25,7 +28,7 @@ const (
 // Sale workflow phases.
 const (
 	PhaseWaiting     = "waiting"      // before warm-up
-	PhaseLive        = "live"         // warmed, reconciling periodically
+	PhaseLive        = "live"         // warmed, reconciling when it changes
 	PhaseDraining    = "draining"     // ended, waiting for order workflows
 	PhaseFinished    = "finished"     // final report stored, Redis torn down
 	PhaseSaleMissing = "sale_missing" // the sale row is gone
@@ -44,6 +47,11 @@ type SaleInput struct {
 	// Carried across continue-as-new.
 	Warmed     bool                  `json:"warmed,omitempty"`
 	LastReport *ReconciliationReport `json:"last_report,omitempty"`
+	// ReconciledAt is when the last live reconciliation began, and
+	// Changed whether a change was signalled since: the next run keeps
+	// the period between reconciliations and owes the one signalled.
+	ReconciledAt time.Time `json:"reconciled_at,omitzero"`
+	Changed      bool      `json:"changed,omitempty"`
 }
 
 // SaleResult is what a finished SaleWorkflow returns.

@@ -26,8 +26,9 @@ const (
 	// per reservation. A change inside the window is noted at its end.
 	NoteEvery = 250 * time.Millisecond
 	// ChangesKeep is how long a sale stays in the feed after its last
-	// note: the loops look back seconds, a quiet sale's SaleWorkflow up to
-	// half of it (LastChange).
+	// note: the loops look back seconds, a worker's sale signaller as far
+	// as this when it starts, a SaleWorkflow run from before
+	// wake-on-change up to half of it (LastChange).
 	ChangesKeep = 10 * time.Minute
 	noteTimeout = time.Second
 )
@@ -103,6 +104,27 @@ func (c *Client) ChangedSince(ctx context.Context, since time.Time) ([]int64, er
 	return ids, nil
 }
 
+// NotesSince answers the sales noted at or after since, each with the
+// time of its last note, in one command.
+func (c *Client) NotesSince(ctx context.Context, since time.Time) (map[int64]time.Time, error) {
+	zs, err := c.rdb.ZRangeByScoreWithScores(ctx, ChangesKey, &redis.ZRangeBy{
+		Min: strconv.FormatInt(since.UnixMilli(), 10), Max: "+inf",
+	}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read change feed: %w", err)
+	}
+	notes := make(map[int64]time.Time, len(zs))
+	for _, z := range zs {
+		m, _ := z.Member.(string)
+		id, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("change feed member %q: %w", m, err)
+		}
+		notes[id] = time.UnixMilli(int64(z.Score))
+	}
+	return notes, nil
+}
+
 // PruneChanges drops the sales noted before ChangesKeep ago (a full pass
 // of a reader calls it, so the feed stays as long as the recent sales).
 func (c *Client) PruneChanges(ctx context.Context, now time.Time) error {
@@ -134,4 +156,31 @@ func PassShare(saleID, shares int64) int64 {
 		return 0
 	}
 	return int64((uint64(saleID) * 0x9E3779B97F4A7C15 >> 32) % uint64(shares))
+}
+
+// SignalledKey holds when the fleet's change signallers (the workers'
+// SaleSignaller) last read the feed, in ms: a signaller starting after it
+// finds the mark older than ChangesKeep, or gone with Redis's data, cannot
+// know which notes were pruned or lost unread.
+const SignalledKey = "{seckill}:changes:signalled"
+
+// WriteSignalMark records that the feed was read through at.
+func (c *Client) WriteSignalMark(ctx context.Context, at time.Time) error {
+	if err := c.rdb.Set(ctx, SignalledKey, at.UnixMilli(), 0).Err(); err != nil {
+		return fmt.Errorf("write the signal mark: %w", err)
+	}
+	return nil
+}
+
+// ReadSignalMark answers the feed's last read by a signaller; ok is false
+// when none is recorded.
+func (c *Client) ReadSignalMark(ctx context.Context) (at time.Time, ok bool, err error) {
+	ms, err := c.rdb.Get(ctx, SignalledKey).Int64()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the signal mark: %w", err)
+	}
+	return time.UnixMilli(ms), true, nil
 }

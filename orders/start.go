@@ -150,3 +150,16 @@ func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain
 	}
 	return nil
 }
+
+// SignalSaleChanged tells the sale's workflow that its sale changed
+// (domain.SignalSaleChanged). A workflow that has closed or never started
+// is no error: a closed sale owes no reconciliation, and a sale without
+// its workflow gets one from the sale sweep, which reconciles first thing.
+func SignalSaleChanged(ctx context.Context, c client.Client, saleID int64) error {
+	err := c.SignalWorkflow(ctx, domain.SaleWorkflowID(saleID), "", domain.SignalSaleChanged, nil)
+	var missing *serviceerror.NotFound
+	if err != nil && !errors.As(err, &missing) {
+		return fmt.Errorf("signal sale workflow %d: %w", saleID, err)
+	}
+	return nil
+}

@@ -194,9 +194,9 @@ func (p *process) startTemporalWorker() (tworker.Worker, error) {
 }
 
 // startLoops starts the relay, the stock recorder and follower, the
-// outbox relay, the fleet observer, the resyncer, the retirer and the sale
-// sweep; the
-// channel closes when the relay has finished.
+// outbox relay, the fleet observer, the resyncer, the retirer, the sale
+// signaller and the sale sweep; the channel closes when the relay has
+// finished.
 func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-chan struct{} {
 	st, rdb, logger, cfg := p.st, p.rdb, p.logger, p.cfg
 	relay := &Relay{Redis: rdb, Store: st, Starter: p.startTimes.wrap("inbox_relay", p.start), Consumer: cfg.RelayConsumer,
@@ -218,6 +218,9 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	bg.Go(func() { resyncer.Run(ctx) })
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
 	bg.Go(func() { retirer.Run(ctx) })
+	signaller := &SaleSignaller{Redis: rdb, OpenSales: st.ListOpenSales, Logger: logger,
+		Signal: func(ctx context.Context, saleID int64) error { return orders.SignalSaleChanged(ctx, p.tc, saleID) }}
+	bg.Go(func() { signaller.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{OpenSales: openSaleList(st), Every: 30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {

@@ -87,6 +87,7 @@ func recordings() []recording {
 		{saleHistoryPrefix + "life", recordSaleLife},
 		{saleHistoryPrefix + "continue_as_new", recordSaleContinueAsNew},
 		{saleHistoryPrefix + "quiet", recordSaleQuiet},
+		{saleHistoryPrefix + "signalled", recordSaleSignalled},
 	}
 }
 
@@ -414,9 +415,9 @@ func recordSaleLife(s *stack) (string, string) {
 	return run.GetID(), run.GetRunID()
 }
 
-// recordSaleQuiet: a live sale nobody buys is reconciled while its warm-up
-// is fresh in the change feed, then only looked at, less and less often,
-// until it ends; the end gets its final reconciliation.
+// recordSaleQuiet: a live sale nobody buys is reconciled at its first
+// look, then left asleep until it ends (before wake-on-change: looked at,
+// less and less often); the end gets its final reconciliation.
 func recordSaleQuiet(s *stack) (string, string) {
 	queue := s.queue + "-quiet"
 	s.saleWorker(queue)
@@ -449,8 +450,43 @@ func recordSaleQuiet(s *stack) (string, string) {
 	return run.GetID(), run.GetRunID()
 }
 
-// recordSaleContinueAsNew: a live sale reconciling as often as it can
-// continues as new once its history is long; the first run is recorded.
+// recordSaleSignalled: a live sale reconciled at its first look sleeps
+// until it is signalled, reconciles the change, takes a burst of signals
+// as one change reconciled a period after the last, ignores a signal once
+// it has ended, and gets its final reconciliation.
+func recordSaleSignalled(s *stack) (string, string) {
+	queue := s.queue + "-signalled"
+	s.saleWorker(queue)
+	now := time.Now().UTC()
+	sale := testenv.MustSale(s.t, s.st, 2, func(x *domain.Sale) {
+		x.StartsAt = now.Add(-time.Second)
+		x.EndsAt = now.Add(15 * time.Second)
+		x.PaymentWindowSeconds = 3
+	})
+	run := s.startSale(queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: 2 * time.Second, RetireMargin: time.Second})
+	signal := func() {
+		require.NoError(s.t, orders.SignalSaleChanged(ctxT(s.t, 10*time.Second), s.c, sale.ID))
+	}
+	s.waitSettled(run, 1)
+	signal()
+	s.waitSettled(run, 2)
+	for range 5 {
+		signal()
+	}
+	s.waitSettled(run, 3)
+	// Ended, in its payment window: the signal changes nothing.
+	time.Sleep(time.Until(sale.EndsAt.Add(500 * time.Millisecond)))
+	signal()
+	var result domain.SaleResult
+	require.NoError(s.t, run.Get(ctxT(s.t, 60*time.Second), &result))
+	require.NotNil(s.t, result.FinalReport)
+	require.Equal(s.t, 4, s.activityCount(run, "ReconcileSale"), "three live reconciliations and the final one")
+	return run.GetID(), run.GetRunID()
+}
+
+// recordSaleContinueAsNew: a live sale reconciling as often as it can (a
+// change signalled every 50 ms) continues as new once its history is long;
+// the first run is recorded.
 func recordSaleContinueAsNew(s *stack) (string, string) {
 	queue := s.queue + "-can"
 	s.saleWorker(queue)
@@ -462,6 +498,29 @@ func recordSaleContinueAsNew(s *stack) (string, string) {
 		ID: domain.SaleWorkflowID(sale.ID), TaskQueue: queue,
 	}, domain.SaleWorkflowName, in)
 	require.NoError(s.t, err)
+	stop := make(chan struct{})
+	signalled := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				signalled <- nil
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := orders.SignalSaleChanged(ctx, s.c, sale.ID)
+			cancel()
+			if err != nil {
+				signalled <- err
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		require.NoError(s.t, <-signalled)
+	}()
 	require.EventuallyWithT(s.t, func(c *assert.CollectT) {
 		d, err := s.c.DescribeWorkflow(ctxT(s.t, 10*time.Second), run.GetID(), run.GetRunID())
 		if !assert.NoError(c, err) {

@@ -21,7 +21,7 @@ var saleActs *activities.SaleActivities
 const continueAsNewAfter = 2000
 
 // SaleWorkflow owns one sale's life: it warms Redis up ahead of starts_at,
-// reconciles while the sale is live whenever it changed (quietWatch),
+// reconciles while the sale is live whenever it changed (liveWoken),
 // waits once ends_at plus the payment window has passed until no order
 // workflow of the sale is running, waits the retire margin, stores a final
 // reconciliation report, and retires the sale (its Redis keys and streams
@@ -31,7 +31,8 @@ const continueAsNewAfter = 2000
 // retirement rule written there); a sale's workflow lives as long as the
 // sale, across continue-as-new, so "closed" means the whole chain.
 func SaleWorkflow(ctx workflow.Context, in domain.SaleInput) (domain.SaleResult, error) {
-	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport}
+	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport,
+		changed: workflow.GetSignalChannel(ctx, domain.SignalSaleChanged)}
 	if err := w.setup(ctx); err != nil {
 		return domain.SaleResult{}, err
 	}
@@ -43,13 +44,15 @@ type saleWorkflow struct {
 	phase string
 	last  *domain.ReconciliationReport
 	quiet quietWatch
+	// changed receives domain.SignalSaleChanged.
+	changed workflow.ReceiveChannel
 }
 
 func (w *saleWorkflow) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (any, error) {
 		if w.last == nil {
 			return domain.NoReportYet{SaleID: w.in.SaleID, Phase: w.phase,
-				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then every minute"}, nil
+				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then when it changes"}, nil
 		}
 		return w.last, nil
 	}); err != nil {
@@ -137,11 +140,16 @@ func (w *saleWorkflow) warmUp(ctx workflow.Context, sale *activities.SaleTimes) 
 // live reconciles while the sale is open, and waits once it has ended
 // until its payment window has closed too; ended is true then. It returns
 // ended false and no error when the sale row has gone, and the
-// continue-as-new error when the history has grown long.
+// continue-as-new error when the history has grown long. Runs with the
+// wakeOnChange version sleep until a change is signalled (liveWoken);
+// older ones look at the change feed every period (quietWatch).
 func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 	every := w.in.ReconcileEvery
 	if every <= 0 {
 		every = domain.DefaultReconcileEvery
+	}
+	if workflow.GetVersion(ctx, wakeOnChange, workflow.DefaultVersion, 1) == 1 {
+		return w.liveWoken(ctx, every)
 	}
 	onChange := workflow.GetVersion(ctx, reconcileOnChange, workflow.DefaultVersion, 1) == 1
 	for {
@@ -182,6 +190,12 @@ func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 		}
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return false, fmt.Errorf("wait to reconcile: %w", err)
+		}
+		// A run begun before wakeOnChange takes it at the first look after
+		// a change is signalled (runs before that got no signal, so their
+		// histories have no such look).
+		if w.takeSignals(); w.in.Changed && workflow.GetVersion(ctx, wakeOnChangeLate, workflow.DefaultVersion, 1) == 1 {
+			return w.liveWoken(ctx, every)
 		}
 	}
 }
@@ -305,15 +319,20 @@ func (w *saleWorkflow) finish(ctx workflow.Context) error {
 		return fmt.Errorf("tear down: %w", err)
 	}
 	w.phase = domain.PhaseFinished
+	w.takeSignals() // the final report covers the changes signalled
 	return nil
 }
 
 // continueAsNewIfLong returns the continue-as-new error, carrying the
 // latest report, once the history has grown past the limit; else nil.
 func (w *saleWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
-	if workflow.GetInfo(ctx).GetCurrentHistoryLength() <= w.historyLimit() {
+	info := workflow.GetInfo(ctx)
+	if info.GetCurrentHistoryLength() <= w.historyLimit() && !info.GetContinueAsNewSuggested() {
 		return nil
 	}
+	// A signal buffered now would be lost with this run: the next one
+	// owes its reconciliation.
+	w.takeSignals()
 	next := w.in
 	next.LastReport = w.last
 	return workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)

@@ -1,0 +1,92 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/testenv"
+	"github.com/seckill/seckill/orders"
+)
+
+// startSale starts the sale's workflow on queue and terminates it at the
+// test's end if it still runs.
+func (s *stack) startSale(queue string, in domain.SaleInput) client.WorkflowRun {
+	s.t.Helper()
+	run, err := s.c.ExecuteWorkflow(ctxT(s.t, 10*time.Second), client.StartWorkflowOptions{
+		ID: domain.SaleWorkflowID(in.SaleID), TaskQueue: queue,
+	}, domain.SaleWorkflowName, in)
+	require.NoError(s.t, err)
+	s.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "test over") // ended already, or now
+	})
+	return run
+}
+
+// activityCount counts the run's activities of the type.
+func (s *stack) activityCount(run client.WorkflowRun, name string) int {
+	s.t.Helper()
+	var n int
+	for _, ev := range s.history(run.GetID(), run.GetRunID()) {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// waitSettled waits until the run's history ends with a started timer
+// and has n reconciliations, and answers its length.
+func (s *stack) waitSettled(run client.WorkflowRun, reconciles int) int {
+	s.t.Helper()
+	var length int
+	require.EventuallyWithT(s.t, func(c *assert.CollectT) {
+		h := s.history(run.GetID(), run.GetRunID())
+		if !assert.NotEmpty(c, h) {
+			return
+		}
+		assert.Equal(c, enumspb.EVENT_TYPE_TIMER_STARTED, h[len(h)-1].GetEventType())
+		assert.Equal(c, reconciles, s.activityCount(run, "ReconcileSale"))
+		length = len(h)
+	}, 60*time.Second, 200*time.Millisecond, "the sale workflow never settled")
+	return length
+}
+
+// On the server: a quiet live sale's history gains no event over many
+// reconcile periods; a signalled change is reconciled and the workflow
+// sleeps again; a signal to a closed or missing sale workflow is no error.
+func TestSaleWorkflowQuietSaleAddsNoEventsOnTheServer(t *testing.T) {
+	s := MustStack(t)
+	queue := s.queue + "-wake"
+	s.saleWorker(queue)
+	now := time.Now().UTC()
+	sale := testenv.MustSale(t, s.st, 2, func(x *domain.Sale) {
+		x.StartsAt = now.Add(-time.Second)
+		x.EndsAt = now.Add(time.Hour)
+	})
+	run := s.startSale(queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: time.Second})
+	quiet := s.waitSettled(run, 1)
+
+	time.Sleep(10 * time.Second) // ten periods
+	require.Len(t, s.history(run.GetID(), run.GetRunID()), quiet, "a quiet sale's history grew")
+
+	require.NoError(t, orders.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID))
+	woken := s.waitSettled(run, 2)
+	// The signal and its task (4), the timer's cancel, a load and a
+	// reconciliation with their tasks (3 + 3 each), the next timer.
+	require.Equal(t, quiet+18, woken, "events of one signalled reconciliation")
+	time.Sleep(3 * time.Second)
+	require.Len(t, s.history(run.GetID(), run.GetRunID()), woken, "asleep again")
+
+	require.NoError(t, s.c.TerminateWorkflow(ctxT(t, 10*time.Second), run.GetID(), run.GetRunID(), "ended"))
+	require.NoError(t, orders.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID), "a signal to a closed workflow")
+	require.NoError(t, orders.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID+1_000_000), "a signal to no workflow")
+}
