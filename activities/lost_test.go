@@ -10,7 +10,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/dbfault"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -26,7 +26,7 @@ func lostActivities(t *testing.T) (*Activities, *dbfault.Layer) {
 	t.Helper()
 	layer := &dbfault.Layer{}
 	st := testenv.MustStore(t, store.WithConnectorLayer(layer.Wrap))
-	return &Activities{Store: st, Redis: lua.NewClient(testenv.MustRedis(t))}, layer
+	return &Activities{Store: st, Redis: redisgateway.NewClient(testenv.MustRedis(t))}, layer
 }
 
 // requireRetryable checks err is one Temporal retries.

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -25,7 +25,7 @@ import (
 // worker registers a real instance, whose methods the SDK then runs.
 type Activities struct {
 	Store *store.Store
-	Redis *lua.Client
+	Redis *redisgateway.Client
 	// FailAfterCommit (fault suite, development mode only) makes the first
 	// PlaceOrder of each token fail after its transaction committed, so the
 	// retry must find the order instead of deducting again.
@@ -44,7 +44,7 @@ const (
 
 // A business refusal crosses Temporal as a non-retryable application error
 // whose type is the refusal's domain code (domain.E*): the workflow and the
-// API read the code back with orders.RefusalCode, and the API answers it
+// API read the code back with temporalgateway.RefusalCode, and the API answers it
 // through its one status map (api/errors.go). Histories recorded before the
 // codes were the types carry older type names; RefusalCode accepts those too.
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/test/testsale"
 )
 
@@ -21,7 +21,7 @@ import (
 
 func MustActivities(tb testing.TB) *Activities {
 	tb.Helper()
-	return &Activities{Store: testenv.MustStore(tb), Redis: lua.NewClient(testenv.MustRedis(tb))}
+	return &Activities{Store: testenv.MustStore(tb), Redis: redisgateway.NewClient(testenv.MustRedis(tb))}
 }
 
 func testCtx(tb testing.TB) context.Context {
@@ -39,9 +39,9 @@ func mustHeldOrder(tb testing.TB, a *Activities, stock int64) domain.OrderInput 
 	user := testenv.UniqueUser()
 	in := domain.OrderInput{SaleID: sale.ID, UserID: user, RequestID: "req-activities", Path: domain.PathRedis}
 	in.Token = domain.DeriveToken([]byte("activities-test"), sale.ID, user, in.RequestID)
-	res, err := a.Redis.Reserve(ctx, lua.ReserveArgs{SaleID: sale.ID, UserID: user, RequestID: in.RequestID, Token: in.Token, Epoch: 1})
+	res, err := a.Redis.Reserve(ctx, redisgateway.ReserveArgs{SaleID: sale.ID, UserID: user, RequestID: in.RequestID, Token: in.Token, Epoch: 1})
 	require.NoError(tb, err)
-	require.Equal(tb, lua.OutcomeOK, res.Outcome)
+	require.Equal(tb, redisgateway.OutcomeOK, res.Outcome)
 	return in
 }
 

@@ -11,17 +11,17 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // SaleActivities are the sale workflow's activities.
 type SaleActivities struct {
 	Store      *store.Store
-	Redis      *lua.Client
+	Redis      *redisgateway.Client
 	Temporal   client.Client
 	Reconciler *reconcile.Reconciler
 	// Metrics, when set, export each sale's latest reconciliation.
@@ -39,11 +39,11 @@ type SaleTimes struct {
 	Changes ChangeMark `json:"changes"`
 }
 
-// ChangeMark is the change feed's word on a sale (lua.Client.LastChange):
+// ChangeMark is the change feed's word on a sale (redisgateway.Client.LastChange):
 // Known false when it cannot speak for the sale (the feed unreadable, the
 // sale not on Redis, whose database path notes nothing, or an activity
 // from before the feed), else At, its last noted change, zero when none
-// within lua.ChangesKeep.
+// within redisgateway.ChangesKeep.
 type ChangeMark struct {
 	Known bool      `json:"known"`
 	At    time.Time `json:"at"`
@@ -116,7 +116,7 @@ func (a *SaleActivities) ReconcileSale(ctx context.Context, saleID int64, final 
 // reservations are repaired here (reconcile's closed-workflow policy),
 // since no regular reconciliation runs once the sale has ended.
 func (a *SaleActivities) RunningOrders(ctx context.Context, saleID int64) (int64, error) {
-	n, err := orders.CountRunning(ctx, a.Temporal, saleID)
+	n, err := temporalgateway.CountRunning(ctx, a.Temporal, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("count running orders: %w", err)
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // The order workflow's steps at its order-steps-folded version: each is one
@@ -68,7 +68,7 @@ func (a *Activities) begin(ctx context.Context, req BeginRequest) (domain.OrderS
 	}
 	placed, err := a.PlaceOrder(ctx, token)
 	var reason string
-	switch orders.RefusalCode(err) {
+	switch temporalgateway.RefusalCode(err) {
 	case "":
 		return placed, err
 	case domain.ESoldOut:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // The folded steps against the real MariaDB and Redis: each step repeated
@@ -17,7 +17,7 @@ import (
 
 func redisToken(t *testing.T, in domain.OrderInput) string {
 	t.Helper()
-	return testenv.MustRedis(t).HGet(testCtx(t), lua.SaleKeys(in.SaleID).Tokens, in.Token).Val()
+	return testenv.MustRedis(t).HGet(testCtx(t), redisgateway.SaleKeys(in.SaleID).Tokens, in.Token).Val()
 }
 
 func TestStepsAreIdempotentAndRedisFollows(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 func TestAdminCreateSale(t *testing.T) {
@@ -36,7 +36,7 @@ func TestAdminCreateSale(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = h.rdb.Del(ctx, lua.SaleKeys(id).All()...).Err()
+		_ = h.rdb.Del(ctx, redisgateway.SaleKeys(id).All()...).Err()
 	})
 	sale, err := h.st.GetSale(context.Background(), id)
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestAdminCreateSale(t *testing.T) {
 	r = h.do("POST", path, h.admin, "")
 	require.Equal(t, 409, r.Status)
 	require.Equal(t, "already_live", r.errCode(t))
-	require.EqualValues(t, 2, h.redisInt(lua.SaleKeys(id).Stock))
+	require.EqualValues(t, 2, h.redisInt(redisgateway.SaleKeys(id).Stock))
 }
 
 func TestAdminPauseResumeStop(t *testing.T) {
@@ -100,7 +100,7 @@ func TestAdminStock(t *testing.T) {
 	h := MustHarness(t)
 	sale := h.MustWarmSale(10)
 	sid := strconv.FormatInt(sale.ID, 10)
-	stockKey := lua.SaleKeys(sale.ID).Stock
+	stockKey := redisgateway.SaleKeys(sale.ID).Stock
 	require.Equal(t, 202, h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), ""), "request-0001").Status)
 	// One unit held: out of Redis's stock, and out of the buckets since
 	// the database recorded the hold.
@@ -159,7 +159,7 @@ func TestAdminCreateSaleAnswersTheStoredRow(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = h.rdb.Del(ctx, lua.SaleKeys(id).All()...).Err()
+		_ = h.rdb.Del(ctx, redisgateway.SaleKeys(id).All()...).Err()
 	})
 	stored, err := h.st.GetSale(context.Background(), id)
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func TestPublicEndpoints(t *testing.T) {
 func TestReadyzWithoutMySQL(t *testing.T) {
 	h := MustHarness(t)
 	st := testenv.MustStore(t)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(h.rdb)})})
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: redisgateway.NewClient(h.rdb)})})
 	t.Cleanup(func() { _ = app.Shutdown() })
 	require.NoError(t, st.Close())
 	req, err := newRequest("GET", "/readyz")
@@ -218,7 +218,7 @@ func TestReadyzWithoutMySQL(t *testing.T) {
 func TestReservationReadsAndClosedWorkflow(t *testing.T) {
 	h := MustHarness(t)
 	tc := testenv.MustTemporal(t)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: lua.NewClient(h.rdb), Temporal: tc})})
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: redisgateway.NewClient(h.rdb), Temporal: tc})})
 	t.Cleanup(func() { _ = app.Shutdown() })
 	h2 := *h
 	h2.app = app

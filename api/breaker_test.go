@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/sales"
 )
@@ -153,7 +153,7 @@ func (o *outageBuyers) comeBack(t *testing.T, proxy *netproxy.Proxy, rdb redis.U
 	// Resyncer does this in production).
 	proxy.SetCut(false)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ok, err := sales.Resync(ctx, o.h.st, lua.NewClient(rdb), nil, o.saleID)
+		ok, err := sales.Resync(ctx, o.h.st, redisgateway.NewClient(rdb), nil, o.saleID)
 		assert.NoError(c, err)
 		assert.True(c, ok)
 	}, 10*time.Second, 200*time.Millisecond)
@@ -171,14 +171,14 @@ func (o *outageBuyers) comeBack(t *testing.T, proxy *netproxy.Proxy, rdb redis.U
 // checkNeverOversold: never more than the stock, by both paths together.
 func (o *outageBuyers) checkNeverOversold(t *testing.T, stock int64) {
 	ctx := context.Background()
-	left := o.h.redisInt(lua.SaleKeys(o.saleID).Stock)
+	left := o.h.redisInt(redisgateway.SaleKeys(o.saleID).Stock)
 	require.Zero(t, left, "Redis sold out")
-	buyers, err := o.h.rdb.SCard(ctx, lua.SaleKeys(o.saleID).Buyers).Result()
+	buyers, err := o.h.rdb.SCard(ctx, redisgateway.SaleKeys(o.saleID).Buyers).Result()
 	require.NoError(t, err)
 	counts, err := o.h.st.CountReservations(ctx, o.saleID)
 	require.NoError(t, err)
 	dbPath := counts[domain.StatusPendingPayment]
-	redisHolds := o.h.xlen(lua.SaleKeys(o.saleID).Inbox)
+	redisHolds := o.h.xlen(redisgateway.SaleKeys(o.saleID).Inbox)
 	require.EqualValues(t, stock, dbPath+redisHolds, "database-path orders %d + Redis holds %d: exactly the stock", dbPath, redisHolds)
 	require.EqualValues(t, stock, buyers, "every unit has exactly one buyer")
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 func signed(tb testing.TB, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
@@ -27,7 +27,7 @@ func signed(tb testing.TB, method jwt.SigningMethod, key any, claims jwt.MapClai
 func TestContractErrors(t *testing.T) {
 	h := MustHarness(t)
 	sale := h.MustWarmSale(10)
-	keys := lua.SaleKeys(sale.ID)
+	keys := redisgateway.SaleKeys(sale.ID)
 	f := contractFixture{sid: strconv.FormatInt(sale.ID, 10), uid: testenv.UniqueUser(), secret: h.cfg.JWTSecret,
 		exp: time.Now().Add(time.Hour).Unix(), admin: h.admin, rsaKey: mustRSAKey(t)}
 	f.resPath = "/api/v1/sales/" + f.sid + "/reservations"

@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/status"
 )
 
@@ -139,7 +139,7 @@ func TestStreamReReadWaitsForASlowRedis(t *testing.T) {
 	require.Positive(t, beats.Load(), "no keep-alive comment within 15 s")
 
 	proxy.SetDelay(0)
-	_, err = h.scripts.WriteStatus(ctx, direct, sale.ID, token, lua.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", AmountCents: sale.PriceCents})
+	_, err = h.scripts.WriteStatus(ctx, direct, sale.ID, token, redisgateway.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", AmountCents: sale.PriceCents})
 	require.NoError(t, err)
 	select {
 	case ev := <-events:
@@ -188,7 +188,7 @@ func TestStreamsReReadWhenTheSubscriptionReturns(t *testing.T) {
 	_ = c.SetReadDeadline(time.Time{})
 
 	proxy.SetCut(true) // the subscription (and every Redis connection) drops
-	_, err = h.scripts.WriteStatus(ctx, direct, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-resub", AmountCents: sale.PriceCents})
+	_, err = h.scripts.WriteStatus(ctx, direct, sale.ID, token, redisgateway.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-resub", AmountCents: sale.PriceCents})
 	require.NoError(t, err)
 	time.Sleep(time.Second)
 	proxy.SetCut(false)

@@ -17,7 +17,7 @@ import (
 	"github.com/seckill/seckill/internal/altcha"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // withChallenge makes a sale require a challenge solved at difficulty.
@@ -69,7 +69,7 @@ func TestChallengeGatesReservations(t *testing.T) {
 	r := h.reserve(sale.ID, t1, "gate-req-1")
 	require.Equal(t, http.StatusForbidden, r.Status, string(r.Body))
 	require.Equal(t, domain.EChallengeRequired, r.errCode(t))
-	require.Equal(t, int64(10), h.redisInt(lua.SaleKeys(sale.ID).Stock), "a refusal changes nothing")
+	require.Equal(t, int64(10), h.redisInt(redisgateway.SaleKeys(sale.ID).Stock), "a refusal changes nothing")
 
 	pass, payload := h.mustPass(sale.ID, t1)
 	for name, bad := range map[string]string{
@@ -106,7 +106,7 @@ func TestChallengeGatesReservations(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, h.do(http.MethodDelete, exemption, h.admin, "").Status)
 	r = h.reserve(other.ID, t3, "gate-req-4")
 	require.Equal(t, domain.EChallengeRequired, r.errCode(t))
-	require.Equal(t, int64(8), h.redisInt(lua.SaleKeys(sale.ID).Stock))
+	require.Equal(t, int64(8), h.redisInt(redisgateway.SaleKeys(sale.ID).Stock))
 }
 
 // freshPass is a valid pass of a sale for the user of token.
@@ -131,7 +131,7 @@ func TestAllowlistRestrictsASale(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, v)
 	t.Cleanup(func() {
 		_ = h.st.MarkFinished(context.Background(), sale.ID)
-		_ = h.rdb.Del(context.Background(), lua.SaleKeys(sale.ID).All()...).Err()
+		_ = h.rdb.Del(context.Background(), redisgateway.SaleKeys(sale.ID).All()...).Err()
 	})
 	listed, outsider := testenv.UniqueUser(), testenv.UniqueUser()
 	path := adminBase + "/allowlist"
@@ -146,7 +146,7 @@ func TestAllowlistRestrictsASale(t *testing.T) {
 	r := h.reserve(sale.ID, h.MustToken(outsider, ""), "allow-req-1")
 	require.Equal(t, http.StatusForbidden, r.Status, string(r.Body))
 	require.Equal(t, domain.ENotEligible, r.errCode(t))
-	require.Equal(t, int64(10), h.redisInt(lua.SaleKeys(sale.ID).Stock))
+	require.Equal(t, int64(10), h.redisInt(redisgateway.SaleKeys(sale.ID).Stock))
 	require.Equal(t, http.StatusAccepted, h.reserve(sale.ID, h.MustToken(listed, ""), "allow-req-2").Status)
 
 	ids := make([]string, 100_000)

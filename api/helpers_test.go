@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -36,7 +36,7 @@ type harness struct {
 	cfg      *config.Config
 	st       *store.Store
 	rdb      redis.UniversalClient
-	scripts  *lua.Scripts
+	scripts  *redisgateway.Scripts
 	http     *http.Client
 	admin    string
 }
@@ -61,9 +61,9 @@ func mustHarnessDeps(tb testing.TB, rdb redis.UniversalClient, deps func(*Deps),
 	for _, m := range mutate {
 		m(cfg)
 	}
-	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: lua.New()}
+	h := &harness{tb: tb, cfg: cfg, st: testenv.MustStore(tb), rdb: rdb, scripts: redisgateway.New()}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h.services = backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: h.st, Redis: lua.NewClient(h.rdb)})
+	h.services = backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: h.st, Redis: redisgateway.NewClient(h.rdb)})
 	d := Deps{Config: cfg, Logger: logger, Services: h.services}
 	if deps != nil {
 		deps(&d)
@@ -154,7 +154,7 @@ func (h *harness) MustWarmSale(stock int64, opts ...testenv.SaleOption) *domain.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = h.st.MarkFinished(ctx, sale.ID) // else a resyncer rebuilds its vanished keys
-		_ = h.rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err()
+		_ = h.rdb.Del(ctx, redisgateway.SaleKeys(sale.ID).All()...).Err()
 	})
 	r := h.do("POST", "/admin/v1/sales/"+strconv.FormatInt(sale.ID, 10)+"/warmup", h.admin, "")
 	require.Equal(h.tb, 200, r.Status, string(r.Body))

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/idempotency"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // doKeyed sends an admin write with an Idempotency-Key.
@@ -41,7 +41,7 @@ func TestIdempotentCreateSale(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = h.rdb.Del(ctx, lua.SaleKeys(id).All()...).Err()
+		_ = h.rdb.Del(ctx, redisgateway.SaleKeys(id).All()...).Err()
 	})
 
 	// The same body, also reordered and spaced differently: the first answer.
@@ -70,7 +70,7 @@ func TestIdempotentCreateSale(t *testing.T) {
 	require.Equal(t, 201, r.Status, string(r.Body))
 	other2 := int64(r.json(t)["sale_id"].(float64))
 	require.NotEqual(t, id, other2)
-	t.Cleanup(func() { _ = h.rdb.Del(context.Background(), lua.SaleKeys(other2).All()...).Err() })
+	t.Cleanup(func() { _ = h.rdb.Del(context.Background(), redisgateway.SaleKeys(other2).All()...).Err() })
 }
 
 func TestIdempotencyKeyMalformed(t *testing.T) {
@@ -83,7 +83,7 @@ func TestIdempotencyKeyMalformed(t *testing.T) {
 		require.Equal(t, "invalid_request", r.errCode(t))
 	}
 	require.EqualValues(t, 5, h.dbStock(sale.ID), "a refused key changes nothing")
-	require.EqualValues(t, 5, h.redisInt(lua.SaleKeys(sale.ID).Stock))
+	require.EqualValues(t, 5, h.redisInt(redisgateway.SaleKeys(sale.ID).Stock))
 	r := h.doKeyed(path, h.admin, strings.Repeat("k", 128), `{"delta":1}`)
 	require.Equal(t, 200, r.Status, string(r.Body))
 }
@@ -102,7 +102,7 @@ func TestIdempotentStock(t *testing.T) {
 	got, err := h.st.GetSale(context.Background(), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 20, got.StockTotal, "stock_total moves once")
-	require.EqualValues(t, 20, h.redisInt(lua.SaleKeys(sale.ID).Stock))
+	require.EqualValues(t, 20, h.redisInt(redisgateway.SaleKeys(sale.ID).Stock))
 
 	r := h.doKeyed(path, h.admin, key, `{"delta":5}`)
 	require.Equal(t, 409, r.Status)
@@ -123,7 +123,7 @@ func TestIdempotentStock(t *testing.T) {
 	got, err = h.st.GetSale(context.Background(), sale.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 17, got.StockTotal)
-	require.EqualValues(t, 17, h.redisInt(lua.SaleKeys(sale.ID).Stock))
+	require.EqualValues(t, 17, h.redisInt(redisgateway.SaleKeys(sale.ID).Stock))
 }
 
 // A stock addition that meets a frozen Redis is committed and answers 200;
@@ -157,7 +157,7 @@ func TestStockAdditionDuringFrozenRedis(t *testing.T) {
 	srv.Thaw(t)
 	thawed = true
 	require.Eventually(t, func() bool {
-		n, err := rdb.Get(context.Background(), lua.SaleKeys(sale.ID).Stock).Int64()
+		n, err := rdb.Get(context.Background(), redisgateway.SaleKeys(sale.ID).Stock).Int64()
 		return err == nil && n == 20
 	}, 30*time.Second, 50*time.Millisecond, "Redis follows the committed addition by itself")
 	// The addition is marked applied in MySQL just after Redis took it.
@@ -190,7 +190,7 @@ func TestPauseDuringFrozenRedis(t *testing.T) {
 	srv.Thaw(t)
 	thawed = true
 	require.Eventually(t, func() bool {
-		c, err := h.rdb.HGet(context.Background(), lua.SaleKeys(sale.ID).Meta, "control").Result()
+		c, err := h.rdb.HGet(context.Background(), redisgateway.SaleKeys(sale.ID).Meta, "control").Result()
 		return err == nil && c == string(domain.ControlPaused)
 	}, 30*time.Second, 50*time.Millisecond, "Redis follows the committed pause by itself")
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/seckill/seckill/internal/promreg"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Filter layers of the reservation path, cheapest first.
@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer, filter func(layer, outcome string)) (
 		latency: promreg.Reuse(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "seckill_http_request_duration_seconds",
 			Help:    "Time the API took to answer, by route template and status.",
-			Buckets: lua.LatencyBuckets,
+			Buckets: redisgateway.LatencyBuckets,
 		}, []string{"route", "status"})),
 	}
 	promreg.Reuse(r, collectors.NewGoCollector())

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 )
 
@@ -54,7 +54,7 @@ func (f *mineFixture) reserve(user int64, requestID string, record bool) string 
 func (f *mineFixture) step(token string, db func() error) {
 	f.t.Helper()
 	require.NoError(f.t, db())
-	_, err := sales.SyncToken(f.ctx, f.h.st, lua.NewClient(f.h.rdb), token)
+	_, err := sales.SyncToken(f.ctx, f.h.st, redisgateway.NewClient(f.h.rdb), token)
 	require.NoError(f.t, err)
 }
 
@@ -179,7 +179,7 @@ func TestMyReservationsFallBackToTheDatabase(t *testing.T) {
 	t.Run("torn_down", func(t *testing.T) {
 		f := newMineFixture(t, h, h.MustWarmSale(2))
 		user, _ := diverged(f)
-		require.NoError(t, h.rdb.Del(f.ctx, lua.SaleKeys(f.sale.ID).All()...).Err())
+		require.NoError(t, h.rdb.Del(f.ctx, redisgateway.SaleKeys(f.sale.ID).All()...).Err())
 		got := f.apiList(user)
 		require.Equal(t, f.dbList(user), got)
 		require.Equal(t, domain.StatusCancelled, got[0].Status)

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // MustTemporalHarness is the harness's API with a Temporal client, which
@@ -24,7 +24,7 @@ import (
 func MustTemporalHarness(tb testing.TB) *harness {
 	tb.Helper()
 	h := MustHarness(tb)
-	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: lua.NewClient(h.rdb),
+	app := New(Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: h.cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: h.st, Redis: redisgateway.NewClient(h.rdb),
 		Temporal: testenv.MustTemporal(tb)})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(tb, err)
@@ -60,7 +60,7 @@ func TestReconciliationEndpoint(t *testing.T) {
 
 	// A drifted Redis stock with nothing in flight: reported, then repaired
 	// only when asked.
-	require.NoError(t, h.rdb.IncrBy(t.Context(), lua.SaleKeys(sale.ID).Stock, 2).Err())
+	require.NoError(t, h.rdb.IncrBy(t.Context(), redisgateway.SaleKeys(sale.ID).Stock, 2).Err())
 	r = h.do("GET", path, h.admin, "")
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	require.NoError(t, json.Unmarshal(r.Body, &rep))
@@ -68,14 +68,14 @@ func TestReconciliationEndpoint(t *testing.T) {
 	require.Len(t, rep.Discrepancies, 1, "%s", r.Body)
 	require.Equal(t, domain.KindRedisStockDrift, rep.Discrepancies[0].Kind)
 	require.False(t, rep.Discrepancies[0].Repaired)
-	require.EqualValues(t, 7, h.redisInt(lua.SaleKeys(sale.ID).Stock), "report-only changes nothing")
+	require.EqualValues(t, 7, h.redisInt(redisgateway.SaleKeys(sale.ID).Stock), "report-only changes nothing")
 
 	r = h.do("GET", path+"?repair=true", h.admin, "")
 	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
 	require.NoError(t, json.Unmarshal(r.Body, &rep))
 	require.Len(t, rep.Discrepancies, 1, "%s", r.Body)
 	require.True(t, rep.Discrepancies[0].Repaired)
-	require.EqualValues(t, 5, h.redisInt(lua.SaleKeys(sale.ID).Stock))
+	require.EqualValues(t, 5, h.redisInt(redisgateway.SaleKeys(sale.ID).Stock))
 	r = h.do("GET", path, h.admin, "")
 	require.NoError(t, json.Unmarshal(r.Body, &rep))
 	require.True(t, rep.Consistent, "%s", r.Body)

@@ -30,7 +30,7 @@ import (
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -90,7 +90,7 @@ func TestRequestIDs(t *testing.T) {
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer ccancel()
-		_ = s.rdb.Del(cctx, lua.SaleKeys(sale.ID).All()...).Err()
+		_ = s.rdb.Del(cctx, redisgateway.SaleKeys(sale.ID).All()...).Err()
 	})
 	t.Run("admin actions name the request and the admin", func(t *testing.T) { s.testAdminActionsLogged(t, sale) })
 	t.Run("the workflow start carries it", func(t *testing.T) {
@@ -151,7 +151,7 @@ func startReqidServer(t *testing.T) *reqidServer {
 	require.NoError(t, err)
 	t.Cleanup(s.tc.Close)
 	s.st, s.rdb = testenv.MustStore(t), testenv.MustRedis(t)
-	app := New(Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.tc, Registry: s.reg})})
+	app := New(Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: s.st, Redis: redisgateway.NewClient(s.rdb), Temporal: s.tc, Registry: s.reg})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = app.Listener(ln) }()

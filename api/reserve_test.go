@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // TestReserveConcurrentSellOut: 2,000 concurrent requests of 600 users with
@@ -25,7 +25,7 @@ func TestReserveConcurrentSellOut(t *testing.T) {
 	h := MustHarness(t, func(c *config.Config) { c.RedisTimeout = 10 * time.Second })
 	const stock, users, requests = 50, 600, 2000
 	sale := h.MustWarmSale(stock)
-	keys := lua.SaleKeys(sale.ID)
+	keys := redisgateway.SaleKeys(sale.ID)
 
 	ids := make([]int64, users)
 	jwts := make([]string, users)
@@ -159,7 +159,7 @@ func TestReserveMissingStockKeyIsUnavailable(t *testing.T) {
 	sale := h.MustWarmSale(5)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, h.rdb.Del(ctx, lua.SaleKeys(sale.ID).Stock).Err())
+	require.NoError(t, h.rdb.Del(ctx, redisgateway.SaleKeys(sale.ID).Stock).Err())
 	r := h.reserve(sale.ID, h.MustToken(testenv.UniqueUser(), ""), "request-0001")
 	require.Equal(t, 503, r.Status, string(r.Body))
 	require.Equal(t, "unavailable", r.errCode(t))

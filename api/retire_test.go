@@ -9,11 +9,11 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // TestReplayOfARetiredReservation: once an ended reservation's records
-// moved out of Redis (lua.Client.Retire), its request still replays to its
+// moved out of Redis (redisgateway.Client.Retire), its request still replays to its
 // token (the database answers), on a sale with stock as on a sold-out one
 // (whose in-process mark does not know it), and the user's new request
 // reserves or finds the sale sold out as anyone's would.
@@ -22,12 +22,12 @@ func TestReplayOfARetiredReservation(t *testing.T) {
 	sale := h.MustWarmSale(2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rc := lua.NewClient(h.rdb)
-	keys := lua.SaleKeys(sale.ID)
+	rc := redisgateway.NewClient(h.rdb)
+	keys := redisgateway.SaleKeys(sale.ID)
 	churner, other := testenv.UniqueUser(), testenv.UniqueUser()
 	churnerJWT, otherJWT := h.MustToken(churner, "user"), h.MustToken(other, "user")
 
-	var ended []lua.RetiredRecord
+	var ended []redisgateway.RetiredRecord
 	for _, u := range []struct {
 		id  int64
 		jwt string
@@ -38,7 +38,7 @@ func TestReplayOfARetiredReservation(t *testing.T) {
 		c := h.do("POST", "/api/v1/reservations/"+tok+"/cancel", u.jwt, "")
 		require.Equal(t, 200, c.Status, string(c.Body))
 		require.Equal(t, string(domain.StatusCancelled), c.json(t)["status"])
-		ended = append(ended, lua.RetiredRecord{Token: tok, UserID: u.id, RequestID: "first-0001"})
+		ended = append(ended, redisgateway.RetiredRecord{Token: tok, UserID: u.id, RequestID: "first-0001"})
 	}
 	require.NoError(t, h.rdb.XTrimMaxLen(ctx, keys.Inbox, 0).Err(), "the relay trimmed their entries")
 	before := time.Now().Add(time.Second)

@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/status"
 )
 
@@ -47,7 +47,7 @@ func TestStatusPollsAreServedFromTheCacheAndSeeAcknowledgedChanges(t *testing.T)
 		b.user = testenv.UniqueUser()
 		b.jwt = poller.MustToken(b.user, "")
 		b.token = domain.DeriveToken([]byte("live-views"), sale.ID, b.user, "r1")
-		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, lua.StatusRecord{Seq: 2, UserID: b.user,
+		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, redisgateway.StatusRecord{Seq: 2, UserID: b.user,
 			Status: string(domain.StatusPendingPayment), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
 		require.NoError(t, err)
 	}
@@ -125,7 +125,7 @@ func moveOnWhilePolling(t *testing.T, ctx context.Context, acker, poller *harnes
 		if i%2 == 1 {
 			status = domain.StatusCancelled
 		}
-		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, lua.StatusRecord{Seq: 3, UserID: b.user,
+		_, err := acker.scripts.WriteStatus(ctx, acker.rdb, sale.ID, b.token, redisgateway.StatusRecord{Seq: 3, UserID: b.user,
 			Status: string(status), OrderNo: fmt.Sprintf("o-%d", i), AmountCents: sale.PriceCents})
 		require.NoError(t, err)
 		acker.services.Reads.Settle(ctx, time.Now())

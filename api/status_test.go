@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // TestStatusReadsAreRateLimitedPerUser: polls and stream opens share the
@@ -73,7 +73,7 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	require.Contains(t, data, `"status":"QUEUED"`)
 
 	payBy := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Millisecond)
-	_, err := h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
+	_, err := h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, redisgateway.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
 	require.NoError(t, err)
 	id, data = next()
 	require.Equal(t, "2", id)
@@ -88,9 +88,9 @@ func TestEventStreamFollowsTheStatusRecord(t *testing.T) {
 	// this token (written for another token, its value copied over), so
 	// only the stream's periodic re-read can find it.
 	const other = "status-stream-other"
-	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, other, lua.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
+	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, other, redisgateway.StatusRecord{Seq: 3, UserID: user, Status: "CANCELLED", OrderNo: "o-stream", AmountCents: sale.PriceCents, PayBy: payBy})
 	require.NoError(t, err)
-	keys := lua.SaleKeys(sale.ID)
+	keys := redisgateway.SaleKeys(sale.ID)
 	raw, err := h.rdb.HGet(ctx, keys.Status, other).Result()
 	require.NoError(t, err)
 	require.NoError(t, h.rdb.HSet(ctx, keys.Status, token, raw).Err())
@@ -163,7 +163,7 @@ func TestStatusReadsAskTheDatabaseInDatabaseMode(t *testing.T) {
 
 	_, err := h.st.RecordReservation(ctx, domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "status-dbmode-1", Path: domain.PathRedis})
 	require.NoError(t, err)
-	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, lua.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stale", AmountCents: sale.PriceCents})
+	_, err = h.scripts.WriteStatus(ctx, h.rdb, sale.ID, token, redisgateway.StatusRecord{Seq: 2, UserID: user, Status: "PENDING_PAYMENT", OrderNo: "o-stale", AmountCents: sale.PriceCents})
 	require.NoError(t, err)
 	_, err = h.st.EndQueued(ctx, token, domain.StatusCancelled, "user")
 	require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // The waitlist as a client meets it: join (the place kept on a second
@@ -45,7 +45,7 @@ func TestWaitlistHandsAReturnedUnitToTheLongestWaiting(t *testing.T) {
 	require.Equal(t, 404, h.do("GET", path, tok(late), "").Status, "not waiting")
 	require.Equal(t, 404, h.do("POST", "/api/v1/sales/999999999999/waitlist", tok(late), "").Status)
 
-	joined, err := lua.NewClient(h.rdb).WaitlistJoined(t.Context(), sale.ID, first)
+	joined, err := redisgateway.NewClient(h.rdb).WaitlistJoined(t.Context(), sale.ID, first)
 	require.NoError(t, err)
 	r = h.do("POST", "/api/v1/reservations/"+held+"/cancel", tok(holder), "")
 	require.Equal(t, 200, r.Status, string(r.Body))
@@ -140,11 +140,11 @@ func TestWaitlistJoinAgainAfterALostJoinKeepsThePlace(t *testing.T) {
 		r := h.do("POST", path, tok(u), "")
 		require.Equal(t, 200, r.Status, string(r.Body))
 	}
-	rc := lua.NewClient(h.rdb)
+	rc := redisgateway.NewClient(h.rdb)
 	first, err := rc.WaitlistJoined(t.Context(), sale.ID, early)
 	require.NoError(t, err)
 
-	require.NoError(t, h.rdb.ZRem(t.Context(), lua.SaleKeys(sale.ID).Waitlist, strconv.FormatInt(early, 10)).Err())
+	require.NoError(t, h.rdb.ZRem(t.Context(), redisgateway.SaleKeys(sale.ID).Waitlist, strconv.FormatInt(early, 10)).Err())
 	r := h.do("POST", path, tok(early), "")
 	require.Equal(t, 200, r.Status, string(r.Body))
 	require.Equal(t, float64(1), r.json(t)["position"], "the earlier place, ahead of the later join")

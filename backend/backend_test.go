@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -34,7 +34,7 @@ func TestPing(t *testing.T) {
 func TestBuiltServicesStartAndStop(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
-	sv := backend.Build(backend.Deps{Config: testenv.Config(t), Store: st, Redis: lua.NewClient(testenv.MustRedis(t))})
+	sv := backend.Build(backend.Deps{Config: testenv.Config(t), Store: st, Redis: redisgateway.NewClient(testenv.MustRedis(t))})
 	require.Zero(t, sv.Cache.RefreshQueries(), "nothing runs before Start")
 	sv.Start()
 	require.Eventually(t, func() bool { return sv.Cache.RefreshQueries() > 0 }, 10*time.Second, 10*time.Millisecond,
@@ -58,7 +58,7 @@ func TestBuiltServicesStartAndStop(t *testing.T) {
 func TestReconcileNeedsTemporal(t *testing.T) {
 	st := testenv.MustStore(t)
 	sale := testenv.MustSale(t, st, 5)
-	sv := backend.Build(backend.Deps{Config: testenv.Config(t), Store: st, Redis: lua.NewClient(testenv.MustRedis(t))})
+	sv := backend.Build(backend.Deps{Config: testenv.Config(t), Store: st, Redis: redisgateway.NewClient(testenv.MustRedis(t))})
 	_, err := sv.Reconcile(t.Context(), sale.ID, false)
 	var de *domain.Error
 	require.ErrorAs(t, err, &de)

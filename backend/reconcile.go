@@ -7,8 +7,8 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // reconcileTimeout bounds one on-demand reconciliation: two passes a second
@@ -48,10 +48,10 @@ func (sv *Services) reconciler(logger *slog.Logger) *reconcile.Reconciler {
 	return &reconcile.Reconciler{
 		Store: sv.backend.st, Redis: sv.rdb, Temporal: sv.temporal, Logger: logger,
 		Start: func(ctx context.Context, in domain.OrderInput) error {
-			return orders.Start(ctx, sv.temporal, sv.cfg.TaskQueue, in)
+			return temporalgateway.Start(ctx, sv.temporal, sv.cfg.TaskQueue, in)
 		},
 		Restart: func(ctx context.Context, in domain.OrderInput) error {
-			_, err := orders.Restart(ctx, sv.temporal, sv.cfg.TaskQueue, in)
+			_, err := temporalgateway.Restart(ctx, sv.temporal, sv.cfg.TaskQueue, in)
 			return err
 		},
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/seckill/seckill/internal/idempotency"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/operators"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/reservation"
 	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/sales"
@@ -34,7 +34,7 @@ type Deps struct {
 	Config   *config.Config
 	Logger   *slog.Logger
 	Store    *store.Store
-	Redis    *lua.Client
+	Redis    *redisgateway.Client
 	Temporal client.Client
 	// Registry receives the services' metrics; nil makes a fresh one.
 	Registry *prometheus.Registry
@@ -72,7 +72,7 @@ type Services struct {
 	backend  *Backend
 	cfg      *config.Config
 	logger   *slog.Logger
-	rdb      *lua.Client
+	rdb      *redisgateway.Client
 	temporal client.Client
 	// perUser is the reservation filters' per-user bucket, swept here.
 	perUser *ratelimit.Keyed[int64]
@@ -87,7 +87,7 @@ type Services struct {
 }
 
 // Build builds the API's services. A failure here is a programming error
-// (a clashing metric, a client type lua does not know), so it panics.
+// (a clashing metric, a client type redisgateway does not know), so it panics.
 func Build(d Deps) *Services {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -186,7 +186,7 @@ func must(what string, err error) {
 func (sv *Services) Start() {
 	sv.startOnce.Do(func() {
 		aside, err := sv.rdb.Aside()
-		must("redis", err) // a client type lua does not know
+		must("redis", err) // a client type redisgateway does not know
 		sv.Starter.Run(sv.stop, func() context.Context { return sv.drainCtx })
 		sv.goBackground(sv.background)
 		sv.Fleet.Look() // before the first hold: see HoldsTakeUnits

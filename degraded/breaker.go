@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Breaker settings. The per-call timeout (SECKILL_REDIS_TIMEOUT, default
@@ -42,7 +42,7 @@ const (
 // first burst) while Redis answers must not move a sale to the database
 // path. The call still answers 503 (outcome unknown) either way.
 type breaker struct {
-	cb        *gobreaker.CircuitBreaker[lua.ReserveResult]
+	cb        *gobreaker.CircuitBreaker[redisgateway.ReserveResult]
 	heartbeat *Heartbeat
 	state     prometheus.Gauge
 	logger    *slog.Logger
@@ -62,7 +62,7 @@ func IsClientStall(err error) bool { return err != nil && errors.As(err, new(err
 
 func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *Heartbeat) *breaker {
 	b := &breaker{state: state, logger: logger, heartbeat: hb}
-	b.cb = gobreaker.NewCircuitBreaker[lua.ReserveResult](gobreaker.Settings{
+	b.cb = gobreaker.NewCircuitBreaker[redisgateway.ReserveResult](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: breakerProbes,
 		Interval:    breakerCountWindow,
@@ -88,11 +88,11 @@ func IsBreakerRefusal(err error) bool {
 
 // execute runs fn through the breaker; a timeout while Redis answered the
 // heartbeat comes back as an errClientStall.
-func (b *breaker) execute(fn func() (lua.ReserveResult, error)) (lua.ReserveResult, error) {
-	return b.cb.Execute(func() (lua.ReserveResult, error) {
+func (b *breaker) execute(fn func() (redisgateway.ReserveResult, error)) (redisgateway.ReserveResult, error) {
+	return b.cb.Execute(func() (redisgateway.ReserveResult, error) {
 		began := time.Now()
 		res, err := fn()
-		if err != nil && lua.IsTimeout(err) && b.heartbeat.answeredSince(began) {
+		if err != nil && redisgateway.IsTimeout(err) && b.heartbeat.answeredSince(began) {
 			return res, errClientStall{err}
 		}
 		return res, err
@@ -100,7 +100,7 @@ func (b *breaker) execute(fn func() (lua.ReserveResult, error)) (lua.ReserveResu
 }
 
 // Heartbeat pings every Redis server every heartbeatEvery on aside
-// connections (lua.Client.Aside), without waiting for earlier pings, and
+// connections (redisgateway.Client.Aside), without waiting for earlier pings, and
 // keeps when an answer last arrived and when the latest unanswered ping
 // was sent. It is this instance's own view of Redis in the fleet's (Up)
 // and the breaker's witness of a stalled process.
@@ -204,10 +204,10 @@ func (b *breaker) probe(stop <-chan struct{}, ping func(context.Context) error) 
 		if b.cb.State() == gobreaker.StateClosed {
 			continue
 		}
-		_, err := b.cb.Execute(func() (lua.ReserveResult, error) {
+		_, err := b.cb.Execute(func() (redisgateway.ReserveResult, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 			defer cancel()
-			return lua.ReserveResult{}, ping(ctx)
+			return redisgateway.ReserveResult{}, ping(ctx)
 		})
 		if err != nil && !IsBreakerRefusal(err) {
 			b.logger.Debug("redis probe failed", "err", err)

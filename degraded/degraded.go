@@ -1,7 +1,7 @@
 // Package degraded owns the degraded mode: when a sale leaves Redis for the
 // database path and when it comes back. It holds the policy and its
 // timings; the mechanisms stay in their gateways (SQL in store, scripts in
-// lua), reached through the small interfaces this package defines.
+// redisgateway), reached through the small interfaces this package defines.
 //
 //   - The circuit breaker on this instance's Redis calls, with the
 //     heartbeat that tells a stalled process from a silent Redis

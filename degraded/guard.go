@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/ratelimit"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // ModeStore switches a sale's mode in the database (store.Store).
@@ -74,7 +74,7 @@ func NewGuard(set config.Degraded, d GuardDeps) *Guard {
 // refusal (IsBreakerRefusal) made no call; a timeout while Redis answered
 // the heartbeat comes back as a client-side stall (IsClientStall), which
 // the breaker does not count.
-func (g *Guard) Call(fn func() (lua.ReserveResult, error)) (lua.ReserveResult, error) {
+func (g *Guard) Call(fn func() (redisgateway.ReserveResult, error)) (redisgateway.ReserveResult, error) {
 	return g.breaker.execute(fn)
 }
 
@@ -98,10 +98,10 @@ func (g *Guard) SwitchToDatabase(ctx context.Context, saleID int64) (*domain.Sal
 	return g.store.SwitchToDatabaseAfterDwell(ctx, saleID, g.HoldOff(), g.set.ModeMinDwell)
 }
 
-// Admit admits a database-path transaction at now (Limiter.Admit): the
+// Acquire takes a database-path transaction's slot at now (Limiter.Acquire): the
 // slot's release, or the 429 to answer and why.
-func (g *Guard) Admit(now time.Time) (release func(), refusal *domain.Error, refused string) {
-	release, refused = g.limiter.Admit(now)
+func (g *Guard) Acquire(now time.Time) (release func(), refusal *domain.Error, refused string) {
+	release, refused = g.limiter.Acquire(now)
 	if refused != "" {
 		return nil, g.rateLimited, refused
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // fakeModeStore records the switches asked of it.
@@ -61,11 +61,11 @@ func TestTheSwitchWaitsOutRedisCallsInFlightAndTheDwell(t *testing.T) {
 // Retry-After of a token's refill at SECKILL_FALLBACK_RPS (at least 1 s).
 func TestTheDatabasePathsRefusalIsA429WithItsRetryAfter(t *testing.T) {
 	g := newTestGuard(config.Degraded{FallbackRPS: 0.25, FallbackInFlight: 1}, &fakeModeStore{}, true)
-	release, refusal, refused := g.Admit(time.Now())
+	release, refusal, refused := g.Acquire(time.Now())
 	require.Nil(t, refusal)
 	require.Empty(t, refused)
 	require.Equal(t, 1, g.InFlight())
-	_, refusal, refused = g.Admit(time.Now())
+	_, refusal, refused = g.Acquire(time.Now())
 	require.Equal(t, "saturated", refused)
 	var e *domain.Error
 	require.True(t, errors.As(refusal, &e))
@@ -81,15 +81,18 @@ func TestTheBreakerOpensOnRedisFailuresAlone(t *testing.T) {
 	g := newTestGuard(config.Degraded{}, &fakeModeStore{}, false)
 	calls := 0
 	for range BreakerTrip - 1 {
-		_, err := g.Call(func() (res lua.ReserveResult, err error) { calls++; return res, context.Canceled })
+		_, err := g.Call(func() (res redisgateway.ReserveResult, err error) { calls++; return res, context.Canceled })
 		require.ErrorIs(t, err, context.Canceled)
 	}
 	for range BreakerTrip {
-		_, err := g.Call(func() (res lua.ReserveResult, err error) { calls++; return res, errors.New("connection refused") })
+		_, err := g.Call(func() (res redisgateway.ReserveResult, err error) {
+			calls++
+			return res, errors.New("connection refused")
+		})
 		require.False(t, IsBreakerRefusal(err))
 	}
 	require.Equal(t, 2*BreakerTrip-1, calls)
-	_, err := g.Call(func() (res lua.ReserveResult, err error) { calls++; return res, nil })
+	_, err := g.Call(func() (res redisgateway.ReserveResult, err error) { calls++; return res, nil })
 	require.True(t, IsBreakerRefusal(err), "open: refused without a call")
 	require.Equal(t, 2*BreakerTrip-1, calls)
 }

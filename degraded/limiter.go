@@ -8,11 +8,11 @@ import (
 	"github.com/seckill/seckill/internal/ratelimit"
 )
 
-// Limiter admits the database path's transactions: at most
+// Limiter lets through the database path's transactions: at most
 // SECKILL_FALLBACK_IN_FLIGHT in flight (slots) and at most
 // SECKILL_FALLBACK_RPS (rate). A request it refuses is refused at once. A
 // slot is taken before the rate's token, so a request refused because
-// every slot is in flight spends none of the rate: the rate then admits
+// every slot is in flight spends none of the rate: the rate then lets through
 // as many transactions as it allows, not fewer for each refusal the slots
 // made.
 type Limiter struct {
@@ -22,7 +22,7 @@ type Limiter struct {
 
 // NewLimiter is the limiter of a path of rps transactions a second
 // (0: unlimited), inFlight at once. The rate's burst, a tenth of a second's
-// worth, is at most the slots: a burst they would refuse is not admitted.
+// worth, is at most the slots: a burst they would refuse is not let through.
 func NewLimiter(rps float64, inFlight int) *Limiter {
 	inFlight = max(inFlight, 1)
 	return &Limiter{
@@ -31,10 +31,10 @@ func NewLimiter(rps float64, inFlight int) *Limiter {
 	}
 }
 
-// Admit takes a slot and a token of the rate at now, and returns the
+// Acquire takes a slot and a token of the rate at now, and returns the
 // slot's release, or why it refused: "saturated" (no slot free) or
 // "rate_limited" (the rate is spent).
-func (l *Limiter) Admit(now time.Time) (release func(), refused string) {
+func (l *Limiter) Acquire(now time.Time) (release func(), refused string) {
 	select {
 	case l.slots <- struct{}{}:
 	default:
@@ -47,5 +47,5 @@ func (l *Limiter) Admit(now time.Time) (release func(), refused string) {
 	return func() { <-l.slots }, ""
 }
 
-// InFlight is how many admitted transactions are running.
+// InFlight is how many transactions hold a slot.
 func (l *Limiter) InFlight() int { return len(l.slots) }

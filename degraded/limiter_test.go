@@ -17,25 +17,25 @@ import (
 func TestDatabasePathLimiterSaturatedSpendsNoRate(t *testing.T) {
 	a := &Limiter{rate: rate.NewLimiter(1, 2), slots: make(chan struct{}, 1)}
 	now := time.Unix(1_000_000, 0)
-	release, refused := a.Admit(now)
+	release, refused := a.Acquire(now)
 	require.Empty(t, refused)
 	for range 3 {
-		_, refused := a.Admit(now)
+		_, refused := a.Acquire(now)
 		require.Equal(t, "saturated", refused)
 	}
 	release()
-	release, refused = a.Admit(now)
+	release, refused = a.Acquire(now)
 	require.Empty(t, refused, "the second token of the burst is still there")
 	release()
-	_, refused = a.Admit(now)
+	_, refused = a.Acquire(now)
 	require.Equal(t, "rate_limited", refused, "the burst is spent")
-	release, refused = a.Admit(now.Add(time.Second))
+	release, refused = a.Acquire(now.Add(time.Second))
 	require.Empty(t, refused, "a second later a token refilled")
 	release()
 }
 
 // The rate's burst is at most the slots: a burst the slots would refuse
-// anyway is not admitted at once.
+// anyway is not let through at once.
 func TestDatabasePathLimiterBurstIsAtMostTheSlots(t *testing.T) {
 	require.Equal(t, 4, NewLimiter(500, 4).rate.Burst())
 	require.Equal(t, 50, NewLimiter(500, 64).rate.Burst())

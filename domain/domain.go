@@ -26,7 +26,7 @@ const (
 var AllStatuses = []ReservationStatus{StatusQueued, StatusPendingPayment, StatusPaid, StatusExpired, StatusCancelled, StatusFailed}
 
 // stage is a status's place in the lifecycle: the statuses it may move to
-// and the state of its token in Redis (lua/ encodes the states).
+// and the state of its token in Redis (redisgateway/ encodes the states).
 type stage struct {
 	next  []ReservationStatus
 	token string

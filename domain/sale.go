@@ -20,7 +20,7 @@ const (
 	DefaultReconcileEvery = time.Minute
 	// DefaultRetireMargin is how long a settled sale keeps its Redis keys
 	// before it retires: status reads and replays of its last reservations
-	// are answered from Redis that long (lua.RetireAfter), later ones by
+	// are answered from Redis that long (redisgateway.RetireAfter), later ones by
 	// the database.
 	DefaultRetireMargin = time.Minute
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // A regular pass lists the sale's closed order workflows, not its running
@@ -27,7 +27,7 @@ func TestClosedOrderWorkflowIsFoundWithoutListingTheRunningOnes(t *testing.T) {
 	tc := testenv.MustTemporal(t)
 	// A task queue nobody polls: the workflow stays running until
 	// terminated.
-	require.NoError(t, orders.Start(ctx(t), tc, fmt.Sprintf("reconcile-unpolled-%d", user), in))
+	require.NoError(t, temporalgateway.Start(ctx(t), tc, fmt.Sprintf("reconcile-unpolled-%d", user), in))
 	id := domain.OrderWorkflowID(in.Token)
 	t.Cleanup(func() { _ = tc.TerminateWorkflow(ctx(t), id, "", "test cleanup") })
 

@@ -21,22 +21,22 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // Reconciler reconciles sales.
 type Reconciler struct {
 	Store *store.Store
-	Redis *lua.Client
+	Redis *redisgateway.Client
 	// Temporal tells whether a token's workflow exists. Required.
 	Temporal client.Client
 	// Start starts (or finds) a token's OrderWorkflow; nil reports only.
 	Start func(ctx context.Context, in domain.OrderInput) error
 	// Restart starts a new run of a token whose workflow closed while its
-	// reservation is live (orders.Restart); nil reports only.
+	// reservation is live (temporalgateway.Restart); nil reports only.
 	Restart func(ctx context.Context, in domain.OrderInput) error
 	// Gap separates the two passes (default 1s).
 	Gap time.Duration
@@ -52,7 +52,7 @@ var primary = store.FromPrimary.String()
 // observation is one pass.
 type observation struct {
 	report  domain.ReconciliationReport
-	redis   *lua.Snapshot
+	redis   *redisgateway.Snapshot
 	db      *store.Snapshot
 	found   map[string]domain.Discrepancy
 	holding map[int64]bool // users with a Redis token still held or ordered
@@ -124,7 +124,7 @@ func (r *Reconciler) Run(ctx context.Context, saleID int64, repair bool) (*domai
 // way, not a leak; entries of other holds excuse nothing, so a leak in a
 // busy sale is found. When a pass could not list the entries (a backlog
 // over the script's bound), any entry still to hand on may be the hold's.
-func inInbox(passes ...*lua.Snapshot) func(token string) bool {
+func inInbox(passes ...*redisgateway.Snapshot) func(token string) bool {
 	busy := false
 	for _, p := range passes {
 		if p.Waiting == nil && p.Pending+max(p.Lag, 0) > 0 {
@@ -188,7 +188,7 @@ func (r *Reconciler) observe(ctx context.Context, saleID int64) (*observation, e
 
 // newObservation starts the observation of the two snapshots with the
 // report's figures.
-func newObservation(saleID int64, rs *lua.Snapshot, ds *store.Snapshot) *observation {
+func newObservation(saleID int64, rs *redisgateway.Snapshot, ds *store.Snapshot) *observation {
 	o := &observation{redis: rs, db: ds, found: map[string]domain.Discrepancy{}, holding: map[int64]bool{}}
 	rep := &o.report
 	rep.SaleID = saleID
@@ -216,7 +216,7 @@ func newObservation(saleID int64, rs *lua.Snapshot, ds *store.Snapshot) *observa
 // checkToken compares a Redis token's state with its database reservation
 // and counts the reservations in flight (a unit held in Redis that is
 // neither on sale nor in a live order).
-func (o *observation) checkToken(token string, e lua.TokenEntry) {
+func (o *observation) checkToken(token string, e redisgateway.TokenEntry) {
 	d, ok := o.db.Reservations[token]
 	switch e.State {
 	case domain.TokenHeld:
@@ -264,7 +264,7 @@ func (o *observation) checkStatusRecords() {
 }
 
 // checkHeld checks a token Redis says is held.
-func (o *observation) checkHeld(token string, e lua.TokenEntry, d store.SnapshotReservation, ok bool) {
+func (o *observation) checkHeld(token string, e redisgateway.TokenEntry, d store.SnapshotReservation, ok bool) {
 	switch {
 	case !ok:
 		o.report.InFlight++
@@ -394,7 +394,7 @@ func (r *Reconciler) confirmWithWorkflows(ctx context.Context, saleID int64, see
 
 // workflowState describes order:<token>.
 func (r *Reconciler) workflowState(ctx context.Context, token string) (running, exists bool, err error) {
-	st, exists, err := orders.LatestRun(ctx, r.Temporal, token)
+	st, exists, err := temporalgateway.LatestRun(ctx, r.Temporal, token)
 	return st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, exists, err
 }
 
@@ -458,7 +458,7 @@ func (r *Reconciler) syncBehind(ctx context.Context, saleID int64, seen []domain
 
 // repairStock repairs a Redis stock drift seen in both passes, from the
 // second pass's database snapshot and Redis's token states at the moment
-// of the repair (lua.RepairStock): holds in flight are counted where Redis
+// of the repair (redisgateway.RepairStock): holds in flight are counted where Redis
 // has them, so the repair needs no quiet moment: a selling sale never has
 // a pass with nothing in flight, and waiting for one would leave an AOF
 // loss's lost decrements keeping Redis's stock too high, its extra holds
@@ -484,10 +484,10 @@ func (r *Reconciler) repairStock(ctx context.Context, saleID int64, second *obse
 			continue
 		}
 		switch rep.Outcome {
-		case lua.RepairSet:
+		case redisgateway.RepairSet:
 			seen[i].Repaired = true
 			r.log().Info("reconcile: rebuilt Redis stock from the database", "sale_id", saleID, "from", rep.From, "to", rep.To)
-		case lua.RepairRight:
+		case redisgateway.RepairRight:
 			// The passes' skew, or healed meanwhile: nothing to repair.
 		default:
 			r.log().Warn("reconcile: stock repair refused", "sale_id", saleID, "stock", rep.From, "computed", rep.To)
@@ -552,7 +552,7 @@ func (r *Reconciler) RepairToken(ctx context.Context, token string) (bool, error
 	if res.Status != domain.StatusQueued && res.Status != domain.StatusPendingPayment {
 		return false, nil
 	}
-	status, exists, err := orders.LatestRun(ctx, r.Temporal, token)
+	status, exists, err := temporalgateway.LatestRun(ctx, r.Temporal, token)
 	if err != nil {
 		return false, fmt.Errorf("repair %s: %w", token, err)
 	}
@@ -607,7 +607,7 @@ func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map
 	}
 	var out []domain.Discrepancy
 	for tok, d := range suspects {
-		status, exists, err := orders.LatestRun(ctx, r.Temporal, tok)
+		status, exists, err := temporalgateway.LatestRun(ctx, r.Temporal, tok)
 		if err != nil {
 			return nil, err
 		}
@@ -642,7 +642,7 @@ func (r *Reconciler) closedWorkflows(ctx context.Context, saleID int64, live map
 func (r *Reconciler) closedSuspects(ctx context.Context, saleID int64, live map[string]store.SnapshotReservation, full bool) (map[string]store.SnapshotReservation, error) {
 	out := map[string]store.SnapshotReservation{}
 	if full {
-		running, err := orders.Running(ctx, r.Temporal, saleID)
+		running, err := temporalgateway.Running(ctx, r.Temporal, saleID)
 		if err != nil {
 			return nil, err
 		}
@@ -653,7 +653,7 @@ func (r *Reconciler) closedSuspects(ctx context.Context, saleID int64, live map[
 		}
 		return out, nil
 	}
-	closed, err := orders.Closed(ctx, r.Temporal, saleID)
+	closed, err := temporalgateway.Closed(ctx, r.Temporal, saleID)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/testsale"
@@ -28,7 +28,7 @@ type fixture struct {
 	rdb  redis.UniversalClient
 	rec  *reconcile.Reconciler
 	sale *domain.Sale
-	keys lua.Keys
+	keys redisgateway.Keys
 
 	mu      sync.Mutex
 	started []domain.OrderInput
@@ -49,9 +49,9 @@ func mustWarmSale(t *testing.T, stock int64) *fixture {
 	rdb := testenv.MustRedis(t)
 	f := &fixture{t: t, st: st, rdb: rdb}
 	f.sale = testenv.MustSale(t, st, stock)
-	f.keys = lua.SaleKeys(f.sale.ID)
+	f.keys = redisgateway.SaleKeys(f.sale.ID)
 	f.rec = &reconcile.Reconciler{
-		Store: st, Redis: lua.NewClient(rdb), Temporal: testenv.MustTemporal(t),
+		Store: st, Redis: redisgateway.NewClient(rdb), Temporal: testenv.MustTemporal(t),
 		Gap: 50 * time.Millisecond,
 		Start: func(_ context.Context, in domain.OrderInput) error {
 			f.mu.Lock()
@@ -68,9 +68,9 @@ func mustWarmSale(t *testing.T, stock int64) *fixture {
 func (f *fixture) hold(user int64, req string) domain.OrderInput {
 	f.t.Helper()
 	in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), SaleID: f.sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis}
-	r, err := f.rec.Redis.Reserve(ctx(f.t), lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: 1})
+	r, err := f.rec.Redis.Reserve(ctx(f.t), redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: 1})
 	require.NoError(f.t, err)
-	require.Equal(f.t, lua.OutcomeOK, r.Outcome)
+	require.Equal(f.t, redisgateway.OutcomeOK, r.Outcome)
 	return in
 }
 
@@ -181,7 +181,7 @@ func TestLeakedHoldInABusySaleIsFound(t *testing.T) {
 	leaked := f.hold(user, "request-leak")
 	onItsWay := f.hold(user+1, "request-on-its-way")
 	read := func() redis.XMessage {
-		got, err := f.rdb.XReadGroup(ctx(t), &redis.XReadGroupArgs{Group: lua.InboxGroup, Consumer: "test-relay",
+		got, err := f.rdb.XReadGroup(ctx(t), &redis.XReadGroupArgs{Group: redisgateway.InboxGroup, Consumer: "test-relay",
 			Streams: []string{f.keys.Inbox, ">"}, Count: 1}).Result()
 		require.NoError(t, err)
 		require.Len(t, got, 1)
@@ -190,7 +190,7 @@ func TestLeakedHoldInABusySaleIsFound(t *testing.T) {
 	}
 	m := read()
 	require.Equal(t, leaked.Token, m.Values["token"])
-	require.NoError(t, f.rdb.XAck(ctx(t), f.keys.Inbox, lua.InboxGroup, m.ID).Err())
+	require.NoError(t, f.rdb.XAck(ctx(t), f.keys.Inbox, redisgateway.InboxGroup, m.ID).Err())
 	require.Equal(t, onItsWay.Token, read().Values["token"])
 
 	// A steady stream of new holds, their entries undelivered, through
@@ -206,9 +206,9 @@ func TestLeakedHoldInABusySaleIsFound(t *testing.T) {
 			case <-time.After(10 * time.Millisecond):
 			}
 			u, req := user+int64(i), fmt.Sprintf("request-stream-%d", i)
-			r, err := f.rec.Redis.Reserve(ctx(t), lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: req,
+			r, err := f.rec.Redis.Reserve(ctx(t), redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: req,
 				Token: domain.DeriveToken(tokenKey, f.sale.ID, u, req), Epoch: 1})
-			if err == nil && r.Outcome != lua.OutcomeOK {
+			if err == nil && r.Outcome != redisgateway.OutcomeOK {
 				err = fmt.Errorf("hold %d: outcome %s", i, r.Outcome)
 			}
 			if err != nil {
@@ -314,7 +314,7 @@ func TestStockRepairUnderConcurrentHoldsIsExact(t *testing.T) {
 			user := testenv.UniqueUser()
 			req := fmt.Sprintf("request-%04d", i)
 			in := domain.OrderInput{Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), SaleID: f.sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis}
-			if _, err = f.rec.Redis.Reserve(ctx(t), lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: 1}); err != nil {
+			if _, err = f.rec.Redis.Reserve(ctx(t), redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: 1}); err != nil {
 				return
 			}
 			if i%2 == 0 {
@@ -385,7 +385,7 @@ func TestStockAdditionAfterARepairIsNotAppliedTwice(t *testing.T) {
 
 	outcome, stock, err := f.rec.Redis.Adjust(ctx(t), f.sale.ID, 2, ref) // the late Redis step
 	require.NoError(t, err)
-	require.Equal(t, lua.AdjustAlready, outcome)
+	require.Equal(t, redisgateway.AdjustAlready, outcome)
 	require.EqualValues(t, 7, stock)
 	after := f.run(false)
 	require.True(t, after.Consistent, "%+v", after)
@@ -413,10 +413,10 @@ func TestLostBuyerMarkOfALiveOrderIsRestored(t *testing.T) {
 	after := f.run(false)
 	require.True(t, after.Consistent, "%+v", after)
 	require.EqualValues(t, 4, after.RedisStock)
-	r, err := f.rec.Redis.Reserve(ctx(t), lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "request-again",
+	r, err := f.rec.Redis.Reserve(ctx(t), redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "request-again",
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "request-again"), Epoch: 1})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeAlready, r.Outcome, "the user holds a live order")
+	require.Equal(t, redisgateway.OutcomeAlready, r.Outcome, "the user holds a live order")
 }
 
 // A payment that arrives before a live reservation's workflow has started
@@ -490,7 +490,7 @@ func TestRedisBehindTheDatabaseIsFoundAndRepaired(t *testing.T) {
 	rep = f.run(true)
 	require.ElementsMatch(t, []string{domain.KindRedisBehind}, kinds(rep))
 	require.True(t, rep.Discrepancies[0].Repaired)
-	state, _, ok := lua.TokenState(f.rdb.HGet(ctx(t), f.keys.Tokens, in.Token).Val())
+	state, _, ok := redisgateway.TokenState(f.rdb.HGet(ctx(t), f.keys.Tokens, in.Token).Val())
 	require.True(t, ok)
 	require.Equal(t, domain.TokenPaid, state)
 	rep = f.run(false)

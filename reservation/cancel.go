@@ -5,13 +5,13 @@ import (
 	"errors"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
 // HoldIndex finds a Redis hold's request id, and puts back a live
-// reservation's replay key Redis forgot (lua.Client).
+// reservation's replay key Redis forgot (redisgateway.Client).
 type HoldIndex interface {
 	RequestID(ctx context.Context, saleID, userID int64, token string) (string, bool, error)
 	RestoreReplay(ctx context.Context, saleID, userID int64, requestID, token string) (bool, error)
@@ -27,7 +27,7 @@ type Syncer interface {
 // SalesSyncer is the Syncer of a store and a Redis client.
 type SalesSyncer struct {
 	Store *store.Store
-	Redis *lua.Client
+	Redis *redisgateway.Client
 }
 
 // SyncToken calls sales.SyncToken.

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // A hold no workflow has recorded yet is recorded as its workflow would
@@ -15,7 +15,7 @@ import (
 // through the outbox) so that it reads CANCELLED and ends, and Redis gives
 // the unit back.
 func TestCancellingAnUnrecordedHold(t *testing.T) {
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), &fakeLedger{}, testSettings)
+	r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), &fakeLedger{}, testSettings)
 	r.holds.requests["42-tok"] = "req-00000009"
 
 	got, err := r.svc.CancelQueued(t.Context(), 1001, 42, "42-tok")
@@ -32,7 +32,7 @@ func TestCancellingARecordedReservation(t *testing.T) {
 	ledger := &fakeLedger{row: func(token string) (*domain.Reservation, error) {
 		return &domain.Reservation{Token: token, Status: domain.StatusQueued}, nil
 	}}
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings)
+	r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), ledger, testSettings)
 	got, err := r.svc.CancelQueued(t.Context(), 1001, 42, "42-tok")
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusCancelled, got.Status)
@@ -49,7 +49,7 @@ func TestAnOrderPlacedFirstIsNotCancelledHere(t *testing.T) {
 			return &domain.Reservation{Token: token, Status: domain.StatusPendingPayment}, nil
 		},
 	}
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings)
+	r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), ledger, testSettings)
 	got, err := r.svc.CancelQueued(t.Context(), 1001, 42, "42-tok")
 	require.NoError(t, err)
 	require.Equal(t, domain.StatusPendingPayment, got.Status)
@@ -61,7 +61,7 @@ func TestAnOrderPlacedFirstIsNotCancelledHere(t *testing.T) {
 // fails answers 503 with its Retry-After, and a cancel recorded whose
 // release failed says so (the retry finishes it).
 func TestCancelRefusals(t *testing.T) {
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), &fakeLedger{}, testSettings)
+	r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), &fakeLedger{}, testSettings)
 	_, err := r.svc.CancelQueued(t.Context(), 1001, 42, "42-unknown")
 	require.ErrorIs(t, err, domain.ErrNoReservation)
 
@@ -71,11 +71,11 @@ func TestCancelRefusals(t *testing.T) {
 	require.Equal(t, 1, errHoldsDown.RetryAfter)
 
 	down := &fakeLedger{row: func(string) (*domain.Reservation, error) { return nil, errors.New("db down") }}
-	_, err = newRig(t, answers(outcome(lua.OutcomeOK)), down, testSettings).svc.CancelQueued(t.Context(), 1001, 42, "42-tok")
+	_, err = newRig(t, answers(outcome(redisgateway.OutcomeOK)), down, testSettings).svc.CancelQueued(t.Context(), 1001, 42, "42-tok")
 	require.ErrorIs(t, err, errStoreDown)
 
 	recorded := &fakeLedger{row: func(token string) (*domain.Reservation, error) { return &domain.Reservation{Token: token}, nil }}
-	r = newRig(t, answers(outcome(lua.OutcomeOK)), recorded, testSettings)
+	r = newRig(t, answers(outcome(redisgateway.OutcomeOK)), recorded, testSettings)
 	r.syncer.err = errors.New("redis down")
 	_, err = r.svc.CancelQueued(t.Context(), 1001, 42, "42-tok")
 	require.ErrorIs(t, err, errNotRelease)

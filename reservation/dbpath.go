@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // dbPathTimeout bounds one database-path reservation.
@@ -26,7 +26,7 @@ var (
 // epoch; every instance learns it within a second and stops using Redis
 // for that sale.
 func (s *Service) reserveInDatabase(ctx context.Context, r Request, token string) (Answer, error) {
-	release, refusal, refused := s.degraded.Admit(time.Now())
+	release, refusal, refused := s.degraded.Acquire(time.Now())
 	if refusal != nil {
 		return Answer{Layer: LayerDatabase, Reason: refused}, refusal
 	}
@@ -95,9 +95,9 @@ func (s *Service) databaseRefusal(ctx context.Context, r Request, err error) (re
 func outcomeOf(code string) string {
 	switch code {
 	case domain.ESoldOut:
-		return lua.OutcomeSoldOut
+		return redisgateway.OutcomeSoldOut
 	case domain.EAlreadyPurchased:
-		return lua.OutcomeAlready
+		return redisgateway.OutcomeAlready
 	}
 	return code
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -21,15 +21,15 @@ import (
 type fakeScript struct {
 	mu      sync.Mutex
 	answers []scriptAnswer
-	calls   []lua.ReserveArgs
+	calls   []redisgateway.ReserveArgs
 }
 
 type scriptAnswer struct {
-	res lua.ReserveResult
+	res redisgateway.ReserveResult
 	err error
 }
 
-func (f *fakeScript) Reserve(_ context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
+func (f *fakeScript) Reserve(_ context.Context, a redisgateway.ReserveArgs) (redisgateway.ReserveResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, a)
@@ -37,16 +37,16 @@ func (f *fakeScript) Reserve(_ context.Context, a lua.ReserveArgs) (lua.ReserveR
 	return next.res, next.err
 }
 
-func (f *fakeScript) called() []lua.ReserveArgs {
+func (f *fakeScript) called() []redisgateway.ReserveArgs {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]lua.ReserveArgs(nil), f.calls...)
+	return append([]redisgateway.ReserveArgs(nil), f.calls...)
 }
 
 func answers(a ...scriptAnswer) *fakeScript { return &fakeScript{answers: a} }
 
 func outcome(o string) scriptAnswer {
-	return scriptAnswer{res: lua.ReserveResult{Outcome: o, StockLeft: 7}}
+	return scriptAnswer{res: redisgateway.ReserveResult{Outcome: o, StockLeft: 7}}
 }
 
 // fakeLedger is the database: reserve answers the database path, switched

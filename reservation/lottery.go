@@ -7,7 +7,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/keyedmac"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Lottery is the opening lottery (contract 1.2, "Fairness"): a user's chance does not
@@ -26,7 +26,7 @@ import (
 type Lottery struct {
 	tickets     *keyedmac.Tickets
 	pool, grace time.Duration
-	rdb         *lua.Client
+	rdb         *redisgateway.Client
 
 	mu      sync.Mutex
 	entered map[int64]map[int64]struct{} // sale -> users this instance entered
@@ -40,7 +40,7 @@ const lotteryMax = 10 * time.Minute
 
 // NewLottery is the opening lottery of pool and grace (at least a second),
 // its tickets drawn under tokenKey.
-func NewLottery(tokenKey []byte, pool, grace time.Duration, rdb *lua.Client) *Lottery {
+func NewLottery(tokenKey []byte, pool, grace time.Duration, rdb *redisgateway.Client) *Lottery {
 	return &Lottery{tickets: keyedmac.NewTickets(tokenKey, "seckill opening lottery v1"), pool: pool, grace: max(grace, time.Second), rdb: rdb,
 		entered: map[int64]map[int64]struct{}{}, ranks: map[int64]map[int64]int64{}, sizes: map[int64]int64{}}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -88,7 +88,7 @@ func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
 		s.log(ctx).WarnContext(ctx, "reserve: redis", "sale_id", r.SaleID, "err", err)
 		return Answer{Layer: LayerRedis, Reason: reason}, domain.ErrOutcomeUnknown
 	}
-	if res.Outcome == lua.OutcomeAsk {
+	if res.Outcome == redisgateway.OutcomeAsk {
 		return s.replayFromDatabase(ctx, r, token)
 	}
 	return s.answerScript(ctx, r, token, res)
@@ -102,8 +102,8 @@ func (s *Service) Reserve(ctx context.Context, r Request) (Answer, error) {
 // as a first call does, so the database path's hold-off covers it. Refused
 // by the breaker, the first call's outcome stays unknown: never the
 // database path after a call that may have run.
-func (s *Service) callScript(ctx context.Context, r Request, token string) (lua.ReserveResult, error) {
-	call := func() (lua.ReserveResult, error) { return s.reserveViaRedis(ctx, reserveArgs(r, token)) }
+func (s *Service) callScript(ctx context.Context, r Request, token string) (redisgateway.ReserveResult, error) {
+	call := func() (redisgateway.ReserveResult, error) { return s.reserveViaRedis(ctx, reserveArgs(r, token)) }
 	res, err := s.degraded.Call(call)
 	if degraded.IsClientStall(err) && r.Cached.OnRedis(r.Sale.ModeEpoch) {
 		s.log(ctx).InfoContext(ctx, "reserve: asking Redis again after a client-side stall", "sale_id", r.SaleID, "err", err)
@@ -114,13 +114,13 @@ func (s *Service) callScript(ctx context.Context, r Request, token string) (lua.
 	return res, err
 }
 
-func reserveArgs(r Request, token string) lua.ReserveArgs {
-	return lua.ReserveArgs{SaleID: r.SaleID, UserID: r.UserID, RequestID: r.RequestID, Token: token, Epoch: r.Sale.ModeEpoch}
+func reserveArgs(r Request, token string) redisgateway.ReserveArgs {
+	return redisgateway.ReserveArgs{SaleID: r.SaleID, UserID: r.UserID, RequestID: r.RequestID, Token: token, Epoch: r.Sale.ModeEpoch}
 }
 
 // reserveViaRedis is the one Redis call of the hot path, kept small so that
 // the breaker and the database path can wrap it.
-func (s *Service) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error) {
+func (s *Service) reserveViaRedis(ctx context.Context, a redisgateway.ReserveArgs) (redisgateway.ReserveResult, error) {
 	// The script takes nothing once Redis's clock passes the deadline, so
 	// a call that outlives its timeout (a frozen Redis resuming) cannot
 	// hold a unit the client was told nothing about; the skew keeps a
@@ -134,10 +134,10 @@ func (s *Service) reserveViaRedis(ctx context.Context, a lua.ReserveArgs) (lua.R
 }
 
 // answerScript turns the reserve script's outcome into the answer.
-func (s *Service) answerScript(ctx context.Context, r Request, token string, res lua.ReserveResult) (Answer, error) {
+func (s *Service) answerScript(ctx context.Context, r Request, token string, res redisgateway.ReserveResult) (Answer, error) {
 	a := Answer{Layer: LayerRedis, Reason: res.Outcome}
 	switch res.Outcome {
-	case lua.OutcomeOK:
+	case redisgateway.OutcomeOK:
 		if s.set.FaultExit {
 			// Fault suite: die like a SIGKILL between the hold and the start.
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
@@ -152,7 +152,7 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 		}
 		r.Cached.StockSeen(res.StockLeft)
 		return s.promise(ctx, in, r.Sale.ModeEpoch, res.Seq, a)
-	case lua.OutcomeReplay:
+	case redisgateway.OutcomeReplay:
 		return s.promise(ctx, domain.RedisHoldInput(res.Token, r.SaleID, r.UserID, r.RequestID), r.Sale.ModeEpoch, 0, a)
 	}
 	refusal := res.Refusal()
@@ -187,7 +187,7 @@ func (s *Service) answerBuyerMark(ctx context.Context, r Request, token string, 
 		return a, domain.ErrAlreadyHolds
 	}
 	in := domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID)
-	ans, err := s.promise(ctx, in, r.Sale.ModeEpoch, 0, Answer{Layer: LayerRedis, Reason: lua.OutcomeReplay})
+	ans, err := s.promise(ctx, in, r.Sale.ModeEpoch, 0, Answer{Layer: LayerRedis, Reason: redisgateway.OutcomeReplay})
 	if err == nil {
 		s.recorder.restoreHolderReplay(ctx, in, &store.LiveHold{Token: token, RequestID: r.RequestID})
 	}
@@ -217,7 +217,7 @@ func (s *Service) AcceptHold(ctx context.Context, r Request, token string) (Answ
 
 // replayFromDatabase answers a request the replay map does not know from a
 // user whose ended reservations' records moved out of Redis
-// (lua.OutcomeAsk): a row in the database is this request's (the token
+// (redisgateway.OutcomeAsk): a row in the database is this request's (the token
 // derives from it), so it is a replay, answered as the first time (a hold
 // the database refused is refused again); else the script runs again,
 // told that the database has none.
@@ -231,14 +231,14 @@ func (s *Service) replayFromDatabase(ctx context.Context, r Request, token strin
 		if refused := domain.RefusalOf(row.Status, row.FailReason); refused != nil {
 			return Answer{Layer: LayerRedis, Reason: "overruled"}, refused
 		}
-		return Answer{Token: token, Layer: LayerRedis, Reason: lua.OutcomeReplay}, nil
+		return Answer{Token: token, Layer: LayerRedis, Reason: redisgateway.OutcomeReplay}, nil
 	}
-	res, err := s.degraded.Call(func() (lua.ReserveResult, error) {
+	res, err := s.degraded.Call(func() (redisgateway.ReserveResult, error) {
 		args := reserveArgs(r, token)
 		args.NotInDatabase = true
 		return s.reserveViaRedis(ctx, args)
 	})
-	if err == nil && res.Outcome == lua.OutcomeAsk {
+	if err == nil && res.Outcome == redisgateway.OutcomeAsk {
 		err = errors.New("the script asked the database again")
 	}
 	if err != nil {
@@ -277,14 +277,14 @@ func requestLog(ctx context.Context, logger *slog.Logger) *slog.Logger {
 
 // The collaborators Reserve's steps call.
 
-// Script is the sale's stock in Redis (lua.Client): the atomic reserve
+// Script is the sale's stock in Redis (redisgateway.Client): the atomic reserve
 // script, which takes a unit, numbers the hold (Seq) and appends it to
-// the sale's inbox in one step (lua.OutcomeOK), answers a request it has
+// the sale's inbox in one step (redisgateway.OutcomeOK), answers a request it has
 // seen with its token (OutcomeReplay), asks for the database when the
 // user's ended reservations left Redis (OutcomeAsk), or refuses
 // (ReserveResult.Refusal).
 type Script interface {
-	Reserve(ctx context.Context, a lua.ReserveArgs) (lua.ReserveResult, error)
+	Reserve(ctx context.Context, a redisgateway.ReserveArgs) (redisgateway.ReserveResult, error)
 }
 
 // HoldRecorder records a Redis hold in the database, which decides it,
@@ -308,14 +308,14 @@ type Starter interface {
 type Degraded interface {
 	// Call runs a Redis call through the breaker
 	// (degraded.IsBreakerRefusal, degraded.IsClientStall).
-	Call(fn func() (lua.ReserveResult, error)) (lua.ReserveResult, error)
+	Call(fn func() (redisgateway.ReserveResult, error)) (redisgateway.ReserveResult, error)
 	// RedisDown reports whether most of the fleet finds Redis down.
 	RedisDown() bool
 	// SwitchToDatabase moves the sale to the database path; the sale
 	// returned is still on Redis when it came back too recently.
 	SwitchToDatabase(ctx context.Context, saleID int64) (*domain.Sale, error)
-	// Admit admits a database-path transaction, or answers its 429.
-	Admit(now time.Time) (release func(), refusal *domain.Error, refused string)
+	// Acquire takes a database-path transaction's slot, or answers its 429.
+	Acquire(now time.Time) (release func(), refusal *domain.Error, refused string)
 }
 
 // Cached is this instance's picture of a sale (the API's sale cache),

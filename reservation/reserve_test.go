@@ -13,7 +13,7 @@ import (
 
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -21,13 +21,13 @@ import (
 // token is the request's derived token, the start is queued and the cache
 // learns the stock the script saw.
 func TestAHoldIsRecordedStartedAndPromised(t *testing.T) {
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), nil, testSettings)
+	r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), nil, testSettings)
 	cached := &fakeCached{onRedis: true}
 	req := request(redisSale(), cached)
 
 	ans, err := r.svc.Reserve(t.Context(), req)
 	require.NoError(t, err)
-	require.Equal(t, Answer{Token: r.token(req), Layer: LayerRedis, Reason: lua.OutcomeOK}, ans)
+	require.Equal(t, Answer{Token: r.token(req), Layer: LayerRedis, Reason: redisgateway.OutcomeOK}, ans)
 	require.Len(t, r.ledger.holds, 1)
 	require.Equal(t, domain.RedisHoldInput(ans.Token, req.SaleID, req.UserID, req.RequestID), r.ledger.holds[0])
 	require.Equal(t, r.ledger.holds, r.starter.inputs())
@@ -41,7 +41,7 @@ func TestAHoldIsRecordedStartedAndPromised(t *testing.T) {
 // A hold the database did not record is not promised: 503, outcome
 // unknown; the retry with the same request_id replays it.
 func TestAHoldNotRecordedIsNotPromised(t *testing.T) {
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), &fakeLedger{holdErr: errors.New("connection refused")}, testSettings)
+	r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), &fakeLedger{holdErr: errors.New("connection refused")}, testSettings)
 	ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
 	require.ErrorIs(t, err, domain.ErrOutcomeUnknown)
 	require.Empty(t, ans.Token)
@@ -63,7 +63,7 @@ func TestTheDatabaseOverrulesAHoldRedisGranted(t *testing.T) {
 				}
 				return rec
 			}}
-			r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings)
+			r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), ledger, testSettings)
 			ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
 			require.ErrorIs(t, err, want)
 			require.Equal(t, Answer{Layer: LayerRedis, Reason: "overruled"}, ans)
@@ -92,13 +92,13 @@ func TestARefusedRequestTheDatabaseHasIsAReplay(t *testing.T) {
 	}{
 		{name: "recorded", row: func(token string) (*domain.Reservation, error) {
 			return &domain.Reservation{Token: token, SaleID: 42, UserID: 1001, Status: domain.StatusPendingPayment}, nil
-		}, reason: lua.OutcomeReplay},
-		{name: "not recorded", want: domain.ErrAlreadyHolds, reason: lua.OutcomeAlready},
+		}, reason: redisgateway.OutcomeReplay},
+		{name: "not recorded", want: domain.ErrAlreadyHolds, reason: redisgateway.OutcomeAlready},
 		{name: "database down", row: func(string) (*domain.Reservation, error) { return nil, errors.New("connection refused") },
 			want: domain.ErrOutcomeUnknown, reason: "error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, answers(outcome(lua.OutcomeAlready)), &fakeLedger{row: tc.row}, testSettings)
+			r := newRig(t, answers(outcome(redisgateway.OutcomeAlready)), &fakeLedger{row: tc.row}, testSettings)
 			req := request(redisSale(), &fakeCached{onRedis: true})
 			ans, err := r.svc.Reserve(t.Context(), req)
 			require.ErrorIs(t, err, tc.want)
@@ -128,8 +128,8 @@ func TestAHoldFromARedisThatWentBackMarksTheSale(t *testing.T) {
 		return store.HoldRecord{Counted: true, WentBack: true}
 	}}
 	script := answers(
-		scriptAnswer{res: lua.ReserveResult{Outcome: lua.OutcomeOK, StockLeft: 7, Seq: 41}},
-		scriptAnswer{res: lua.ReserveResult{Outcome: lua.OutcomeOK, StockLeft: 6, Seq: 42}})
+		scriptAnswer{res: redisgateway.ReserveResult{Outcome: redisgateway.OutcomeOK, StockLeft: 7, Seq: 41}},
+		scriptAnswer{res: redisgateway.ReserveResult{Outcome: redisgateway.OutcomeOK, StockLeft: 6, Seq: 42}})
 	r := newRig(t, script, ledger, testSettings)
 	for _, req := range []string{"went-back-01", "went-back-02"} {
 		ans, err := r.svc.Reserve(t.Context(), newRequest(redisSale(), &fakeCached{onRedis: true}, req))
@@ -146,13 +146,13 @@ func TestScriptOutcomesAnswerTheirRefusals(t *testing.T) {
 		outcome string
 		want    *domain.Error
 	}{
-		{lua.OutcomeAlready, domain.ErrAlreadyHolds},
-		{lua.OutcomeSoldOut, domain.ErrSoldOut},
-		{lua.OutcomeNotStarted, domain.ErrSaleNotStarted},
-		{lua.OutcomeEnded, domain.ErrSaleEnded},
-		{lua.OutcomePaused, domain.ErrSalePaused},
-		{lua.OutcomeNotReady, domain.ErrSaleNotReady},
-		{lua.OutcomeLate, domain.ErrOutcomeUnknown},
+		{redisgateway.OutcomeAlready, domain.ErrAlreadyHolds},
+		{redisgateway.OutcomeSoldOut, domain.ErrSoldOut},
+		{redisgateway.OutcomeNotStarted, domain.ErrSaleNotStarted},
+		{redisgateway.OutcomeEnded, domain.ErrSaleEnded},
+		{redisgateway.OutcomePaused, domain.ErrSalePaused},
+		{redisgateway.OutcomeNotReady, domain.ErrSaleNotReady},
+		{redisgateway.OutcomeLate, domain.ErrOutcomeUnknown},
 		{"something new", domain.ErrOutcomeUnknown},
 	} {
 		t.Run(tc.outcome, func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestScriptOutcomesAnswerTheirRefusals(t *testing.T) {
 			ans, err := r.svc.Reserve(t.Context(), request(redisSale(), cached))
 			require.ErrorIs(t, err, tc.want)
 			require.Equal(t, Answer{Layer: LayerRedis, Reason: tc.outcome}, ans)
-			require.Equal(t, tc.outcome == lua.OutcomeSoldOut, cached.soldOut, "only sold out loads the sold-out mark")
+			require.Equal(t, tc.outcome == redisgateway.OutcomeSoldOut, cached.soldOut, "only sold out loads the sold-out mark")
 			require.Empty(t, r.ledger.holds)
 			require.Empty(t, r.starter.inputs())
 		})
@@ -172,7 +172,7 @@ func TestScriptOutcomesAnswerTheirRefusals(t *testing.T) {
 // A replay the script knows answers the first request's token, promised
 // again (recorded where the database path counts it), and starts nothing.
 func TestAReplayAnswersTheFirstToken(t *testing.T) {
-	r := newRig(t, answers(scriptAnswer{res: lua.ReserveResult{Outcome: lua.OutcomeReplay, Token: "first-token"}}), nil, testSettings)
+	r := newRig(t, answers(scriptAnswer{res: redisgateway.ReserveResult{Outcome: redisgateway.OutcomeReplay, Token: "first-token"}}), nil, testSettings)
 	ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
 	require.NoError(t, err)
 	require.Equal(t, "first-token", ans.Token)
@@ -249,7 +249,7 @@ func TestASaleBackOnRedisTooRecentlyStaysThere(t *testing.T) {
 
 // A sale switching back to Redis answers 503 at once, before any call.
 func TestAResyncingSaleAnswers503(t *testing.T) {
-	r := newRig(t, answers(outcome(lua.OutcomeOK)), nil, testSettings)
+	r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), nil, testSettings)
 	sale := &domain.Sale{ID: 42, Mode: domain.ModeResync}
 	ans, err := r.svc.Reserve(t.Context(), request(sale, &fakeCached{}))
 	require.ErrorIs(t, err, domain.ErrSaleResyncing)
@@ -285,7 +285,7 @@ func TestDatabasePathAnswers(t *testing.T) {
 				}
 				return &domain.Reservation{Token: in.Token}, tc.replay, nil
 			}}
-			r := newRig(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings)
+			r := newRig(t, answers(outcome(redisgateway.OutcomeOK)), ledger, testSettings)
 			req := request(sale, &fakeCached{})
 			ans, err := r.svc.Reserve(t.Context(), req)
 			require.ErrorIs(t, err, tc.want)
@@ -312,7 +312,7 @@ func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
 	}}
 	dset := testDegraded
 	dset.FallbackRPS, dset.FallbackInFlight = 0.5, 1 // a Retry-After of 2 s
-	r := newRigOf(t, answers(outcome(lua.OutcomeOK)), ledger, testSettings, dset)
+	r := newRigOf(t, answers(outcome(redisgateway.OutcomeOK)), ledger, testSettings, dset)
 	sale := &domain.Sale{ID: 42, Mode: domain.ModeDatabase}
 	first := make(chan error, 1)
 	go func() {
@@ -340,11 +340,11 @@ func TestTheDatabasePathRefusesBeyondItsSlots(t *testing.T) {
 // count it.
 func TestAClientStallIsAskedAgain(t *testing.T) {
 	stall := scriptAnswer{err: fmt.Errorf("reserve: %w", context.DeadlineExceeded)}
-	r := newRig(t, answers(stall, outcome(lua.OutcomeOK)), nil, testSettings)
+	r := newRig(t, answers(stall, outcome(redisgateway.OutcomeOK)), nil, testSettings)
 	r.watch(t)
 	ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeOK, ans.Reason)
+	require.Equal(t, redisgateway.OutcomeOK, ans.Reason)
 	calls := r.script.called()
 	require.Len(t, calls, 2)
 	require.Equal(t, calls[0].Token, calls[1].Token, "the same request: the replay key answers the first call")
@@ -367,7 +367,7 @@ func TestAStallOnAMovedSaleIsNotAskedAgain(t *testing.T) {
 	require.Equal(t, gobreaker.StateClosed, r.guard.BreakerState(), "a process's own stalls never open the breaker")
 }
 
-// A user with retired records (lua.OutcomeAsk): a row in the database is
+// A user with retired records (redisgateway.OutcomeAsk): a row in the database is
 // this request's, so it is a replay, answered as the first time (a hold
 // the database refused is refused again, never 202); without one the
 // script runs again, told that the database has none.
@@ -379,7 +379,7 @@ func TestTheScriptsQuestionIsAnsweredFromTheDatabase(t *testing.T) {
 			ledger := &fakeLedger{row: func(token string) (*domain.Reservation, error) {
 				return &domain.Reservation{Token: token, Status: domain.StatusFailed, FailReason: reason}, nil
 			}}
-			r := newRig(t, answers(outcome(lua.OutcomeAsk)), ledger, testSettings)
+			r := newRig(t, answers(outcome(redisgateway.OutcomeAsk)), ledger, testSettings)
 			ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
 			require.ErrorIs(t, err, want)
 			require.Empty(t, ans.Token)
@@ -388,25 +388,25 @@ func TestTheScriptsQuestionIsAnsweredFromTheDatabase(t *testing.T) {
 	}
 	t.Run("row", func(t *testing.T) {
 		ledger := &fakeLedger{row: func(token string) (*domain.Reservation, error) { return &domain.Reservation{Token: token}, nil }}
-		r := newRig(t, answers(outcome(lua.OutcomeAsk)), ledger, testSettings)
+		r := newRig(t, answers(outcome(redisgateway.OutcomeAsk)), ledger, testSettings)
 		req := request(redisSale(), &fakeCached{onRedis: true})
 		ans, err := r.svc.Reserve(t.Context(), req)
 		require.NoError(t, err)
-		require.Equal(t, Answer{Token: r.token(req), Layer: LayerRedis, Reason: lua.OutcomeReplay}, ans)
+		require.Equal(t, Answer{Token: r.token(req), Layer: LayerRedis, Reason: redisgateway.OutcomeReplay}, ans)
 		require.Len(t, r.script.called(), 1)
 	})
 	t.Run("no row", func(t *testing.T) {
-		r := newRig(t, answers(outcome(lua.OutcomeAsk), outcome(lua.OutcomeOK)), nil, testSettings)
+		r := newRig(t, answers(outcome(redisgateway.OutcomeAsk), outcome(redisgateway.OutcomeOK)), nil, testSettings)
 		ans, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
 		require.NoError(t, err)
-		require.Equal(t, lua.OutcomeOK, ans.Reason)
+		require.Equal(t, redisgateway.OutcomeOK, ans.Reason)
 		calls := r.script.called()
 		require.Len(t, calls, 2)
 		assert.False(t, calls[0].NotInDatabase)
 		assert.True(t, calls[1].NotInDatabase)
 	})
 	t.Run("asked twice", func(t *testing.T) {
-		r := newRig(t, answers(outcome(lua.OutcomeAsk)), nil, testSettings)
+		r := newRig(t, answers(outcome(redisgateway.OutcomeAsk)), nil, testSettings)
 		_, err := r.svc.Reserve(t.Context(), request(redisSale(), &fakeCached{onRedis: true}))
 		require.ErrorIs(t, err, domain.ErrOutcomeUnknown)
 	})

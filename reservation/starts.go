@@ -12,9 +12,9 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 const (
@@ -53,7 +53,7 @@ type StartQueue struct {
 	tc      client.Client
 	queue   string // Temporal task queue
 	st      *store.Store
-	rdb     *lua.Client
+	rdb     *redisgateway.Client
 	timeout time.Duration
 	logger  *slog.Logger
 	count   func(outcome string)
@@ -85,7 +85,7 @@ type StartQueueDeps struct {
 	Temporal     client.Client
 	TaskQueue    string
 	Store        *store.Store
-	Redis        *lua.Client
+	Redis        *redisgateway.Client
 	RedisTimeout time.Duration
 	Logger       *slog.Logger
 	Count        func(outcome string)
@@ -216,7 +216,7 @@ func (s *StartQueue) keep(ctx context.Context, q queuedStart, recorded bool, tim
 func (s *StartQueue) tryStart(parent context.Context, in domain.OrderInput) bool {
 	sctx, cancel := context.WithTimeout(parent, startTimeout)
 	defer cancel()
-	if err := orders.Start(sctx, s.tc, s.queue, in); err != nil {
+	if err := temporalgateway.Start(sctx, s.tc, s.queue, in); err != nil {
 		s.failedAt.Store(time.Now().UnixNano())
 		s.count("failed")
 		s.logger.Warn("workflow start failed; retried, and the inbox or outbox relay starts it too", "token", in.Token,

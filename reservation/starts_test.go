@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // A start that fails while Temporal is unreachable is recorded QUEUED in
@@ -37,7 +37,7 @@ func TestStarterRetriesAStartUntilTemporalAnswers(t *testing.T) {
 	m := &outcomes{n: map[string]int{}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	queue := "starter-test-unpolled" // no worker: the workflow just runs
-	s := NewStartQueue(StartQueueDeps{Capacity: 16, Temporal: tc, TaskQueue: queue, Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), RedisTimeout: time.Second, Logger: logger, Count: m.count})
+	s := NewStartQueue(StartQueueDeps{Capacity: 16, Temporal: tc, TaskQueue: queue, Store: st, Redis: redisgateway.NewClient(testenv.MustRedis(t)), RedisTimeout: time.Second, Logger: logger, Count: m.count})
 	stop := make(chan struct{})
 	s.Run(stop, func() context.Context { return context.Background() })
 	t.Cleanup(func() { close(stop); s.Wait() })
@@ -115,7 +115,7 @@ func TestStarterMarksDatabasePathStartsDispatched(t *testing.T) {
 	require.NoError(t, err)
 	m := &outcomes{n: map[string]int{}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := NewStartQueue(StartQueueDeps{Capacity: 16, Temporal: tc, TaskQueue: "starter-test-unpolled", Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), RedisTimeout: time.Second, Logger: logger, Count: m.count})
+	s := NewStartQueue(StartQueueDeps{Capacity: 16, Temporal: tc, TaskQueue: "starter-test-unpolled", Store: st, Redis: redisgateway.NewClient(testenv.MustRedis(t)), RedisTimeout: time.Second, Logger: logger, Count: m.count})
 	stop := make(chan struct{})
 	s.Run(stop, func() context.Context { return context.Background() })
 

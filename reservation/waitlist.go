@@ -10,12 +10,12 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/gate"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/store"
 )
 
-// The waitlist: users wait in Redis (lua/waitlist.go) for units returned
+// The waitlist: users wait in Redis (redisgateway/waitlist.go) for units returned
 // after a sale sold out; every API instance offers those units to the
 // waitlist's head once a second (HandOverAll), each one a Redis hold
 // exactly like a 202's, recorded in MySQL at once and started by the
@@ -40,7 +40,7 @@ type WaitlistDeps struct {
 	Cache      *salecache.Cache
 	Gate       *gate.Service
 	Store      *store.Store
-	Redis      *lua.Client
+	Redis      *redisgateway.Client
 	Holds      *Holds
 	Starter    Starter
 	TokenKey   []byte
@@ -97,10 +97,10 @@ func (w *Waitlist) Join(ctx context.Context, e *salecache.Entry, user int64, now
 // the worker's look at the new Redis put it back: the database kept the
 // earlier join, whose place the first 200 promised.
 func (w *Waitlist) keepEarlierPlace(ctx context.Context, saleID, user, joined, kept int64) (int64, error) {
-	if _, err := w.d.Redis.DropWaiters(ctx, saleID, []lua.Waiter{{UserID: user, Joined: joined}}); err != nil {
+	if _, err := w.d.Redis.DropWaiters(ctx, saleID, []redisgateway.Waiter{{UserID: user, Joined: joined}}); err != nil {
 		return 0, w.failed(ctx, "waitlist: move back to the earlier join", err)
 	}
-	if _, err := w.d.Redis.RestoreWaitlist(ctx, saleID, []lua.Waiter{{UserID: user, Joined: kept}}); err != nil {
+	if _, err := w.d.Redis.RestoreWaitlist(ctx, saleID, []redisgateway.Waiter{{UserID: user, Joined: kept}}); err != nil {
 		return 0, w.failed(ctx, "waitlist: move back to the earlier join", err)
 	}
 	reqid.Logger(ctx, w.d.Logger).Warn("waitlist: Redis had lost the user's join; back at its place",
@@ -198,7 +198,7 @@ func (w *Waitlist) handOver(ctx context.Context, sale *domain.Sale) error {
 	if err != nil || len(head) == 0 {
 		return err
 	}
-	cands := make([]lua.HandOverCandidate, len(head))
+	cands := make([]redisgateway.HandOverCandidate, len(head))
 	for i, wt := range head {
 		req := domain.WaitlistRequestID(wt.Joined)
 		skip := w.d.Cache.Blacklisted(wt.UserID)
@@ -209,7 +209,7 @@ func (w *Waitlist) handOver(ctx context.Context, sale *domain.Sale) error {
 			}
 			skip = !eligible
 		}
-		cands[i] = lua.HandOverCandidate{UserID: wt.UserID, RequestID: req, Token: domain.DeriveToken(w.d.TokenKey, sale.ID, wt.UserID, req), Skip: skip}
+		cands[i] = redisgateway.HandOverCandidate{UserID: wt.UserID, RequestID: req, Token: domain.DeriveToken(w.d.TokenKey, sale.ID, wt.UserID, req), Skip: skip}
 	}
 	handed, left, err := w.d.Redis.HandOver(ctx, sale.ID, sale.ModeEpoch, cands)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -54,9 +54,9 @@ func (e *Entry) storeRead(sale *domain.Sale, readAt time.Time) {
 }
 
 // soldOutMark is an immutable picture of a sold-out sale taken in one
-// MULTI/EXEC (lua.SoldOut): while the release counter has not moved, no
+// MULTI/EXEC (redisgateway.SoldOut): while the release counter has not moved, no
 // unit can be reserved, so the buyers and the replay map are exact.
-type soldOutMark = lua.SoldOut
+type soldOutMark = redisgateway.SoldOut
 
 // View renders the sale as the cache last saw it.
 func (e *Entry) View(now time.Time) domain.SaleView {
@@ -150,7 +150,7 @@ func (e *Entry) Check(userID int64, requestID string) (MarkAnswer, string) {
 // the change feed names and a share of the others.
 type Cache struct {
 	st      *store.Store
-	rdb     *lua.Client
+	rdb     *redisgateway.Client
 	timeout time.Duration
 	logger  *slog.Logger
 
@@ -196,7 +196,7 @@ type blacklistChange struct {
 }
 
 // New is an empty cache; Refresh fills it.
-func New(st *store.Store, rdb *lua.Client, timeout time.Duration, logger *slog.Logger) *Cache {
+func New(st *store.Store, rdb *redisgateway.Client, timeout time.Duration, logger *slog.Logger) *Cache {
 	c := &Cache{st: st, rdb: rdb, timeout: timeout, logger: logger, entries: map[int64]*Entry{}, misses: map[int64]time.Time{}, known: map[int64]struct{}{},
 		discovery: rate.NewLimiter(discoverRate, discoverBurst)}
 	empty := map[int64]struct{}{}
@@ -551,7 +551,7 @@ func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now t
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for id, s := range open {
-		if lua.PassShare(id, fullShares) == share {
+		if redisgateway.PassShare(id, fullShares) == share {
 			due[id] = s // this tick's share of the full pass
 			continue
 		}
@@ -630,7 +630,7 @@ func (c *Cache) loadKnown(ctx context.Context) error {
 
 // readRedis reads the stock of each open sale and the release counter of
 // each marked one, in one round trip.
-func (c *Cache) readRedis(ctx context.Context, open map[int64]*domain.Sale) (map[int64]lua.Counter, map[int64]lua.Counter, error) {
+func (c *Cache) readRedis(ctx context.Context, open map[int64]*domain.Sale) (map[int64]redisgateway.Counter, map[int64]redisgateway.Counter, error) {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	stockOf := make([]int64, 0, len(open))
@@ -672,7 +672,7 @@ func (c *Cache) readWaitlists(ctx context.Context, open map[int64]*domain.Sale) 
 // apply stores the open sales and what Redis said of them, drops entries
 // of sales no longer open and marks a moved counter voids; it answers the
 // Sales whose Redis keys are missing.
-func (c *Cache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, counters map[int64]lua.Counter, redisOK bool) (needDB []int64) {
+func (c *Cache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, counters map[int64]redisgateway.Counter, redisOK bool) (needDB []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.entries {
@@ -698,7 +698,7 @@ func (c *Cache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, cou
 		}
 		n, err := cnt.N, cnt.Err
 		if err != nil {
-			if errors.Is(err, lua.ErrMissing) {
+			if errors.Is(err, redisgateway.ErrMissing) {
 				needDB = append(needDB, id)
 			}
 			continue
@@ -713,12 +713,12 @@ func (c *Cache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, cou
 
 // counterMoved reports whether a sale's release counter moved since its
 // sold-out mark was set (or vanished while it was not zero).
-func counterMoved(counters map[int64]lua.Counter, id, released int64) bool {
+func counterMoved(counters map[int64]redisgateway.Counter, id, released int64) bool {
 	cnt, ok := counters[id]
 	if !ok {
 		return false
 	}
-	return (cnt.Err == nil && cnt.N != released) || (errors.Is(cnt.Err, lua.ErrMissing) && released != 0)
+	return (cnt.Err == nil && cnt.N != released) || (errors.Is(cnt.Err, redisgateway.ErrMissing) && released != 0)
 }
 
 // showDBStock shows the database's unsold units for sales not in Redis,

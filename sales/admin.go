@@ -9,7 +9,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -28,11 +28,11 @@ var (
 
 // SetControl pauses, resumes or stops a sale: the database holds the
 // decision, then the sale's Redis metadata follows when the sale is warmed
-// (lua/control.lua), so the reserve script enforces it at once. Errors:
+// (redisgateway/control.lua), so the reserve script enforces it at once. Errors:
 // store.ErrNotFound, ErrDatabase, or ErrRedisBehind with the sale
 // (recorded, but Redis did not take it: FollowControl, by the API and each
 // second by the worker, brings Redis to the database's control).
-func SetControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64, to domain.SaleControl) (*domain.Sale, error) {
+func SetControl(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleID int64, to domain.SaleControl) (*domain.Sale, error) {
 	sale, err := st.SetSaleControl(ctx, saleID, to)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -48,7 +48,7 @@ func SetControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID in
 
 // FollowControl writes the database's control of each sale (read now) into
 // Redis where the sale is warmed; an unchanged control costs Redis no write.
-func FollowControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleIDs ...int64) error {
+func FollowControl(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleIDs ...int64) error {
 	for _, id := range saleIDs {
 		sale, err := st.GetSale(ctx, id)
 		if err != nil {
@@ -67,7 +67,7 @@ func FollowControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID
 // script overwrote it (a resume would answer 200 and the sale stay
 // paused). A change committed after the read here writes Redis
 // itself, after its database write, so it is not undone.
-func followControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64, written domain.SaleControl) error {
+func followControl(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleID int64, written domain.SaleControl) error {
 	for range 3 {
 		sale, err := st.GetSale(ctx, saleID)
 		if err != nil {
@@ -103,7 +103,7 @@ func followControl(ctx context.Context, st *store.Store, rdb *lua.Client, saleID
 // never commits with Redis down (ErrRedis): the contract's rule, never
 // below what is held or sold, is checked where the holds are.
 // Errors: domain.ErrInsufficient, ErrRedis, ErrDatabase, ErrRedisBehind.
-func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, delta int64, ref string) error {
+func AdjustStock(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleID, delta int64, ref string) error {
 	if ref == "" {
 		ref = "adjust-" + ulid.Make().String()
 	}
@@ -131,7 +131,7 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 	if err != nil {
 		return fmt.Errorf("adjust stock of sale %d in redis: %w: %w", saleID, ErrRedis, err)
 	}
-	if outcome == lua.AdjustInsufficient {
+	if outcome == redisgateway.AdjustInsufficient {
 		return domain.ErrInsufficient
 	}
 	if err := st.AdjustStock(ctx, saleID, delta, ref); err != nil {
@@ -139,7 +139,7 @@ func AdjustStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID, 
 			return nil
 		}
 		var gerr error
-		if outcome == lua.AdjustOK {
+		if outcome == redisgateway.AdjustOK {
 			// Give the units back to Redis: the database refused them.
 			_, _, gerr = rdb.Adjust(context.WithoutCancel(ctx), saleID, -delta, "")
 		}
@@ -183,7 +183,7 @@ const notReadyGrace = time.Minute
 // when saleID is 0) to Redis, oldest first, and answers how many Redis
 // took. Each is applied once under its ref, so two followers racing, or a
 // follower after a rebuild, add nothing twice.
-func FollowStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) (int, error) {
+func FollowStock(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleID int64) (int, error) {
 	pending, err := st.PendingAdditions(ctx, saleID, 100)
 	if err != nil {
 		return 0, fmt.Errorf("follow stock: %w", err)
@@ -194,7 +194,7 @@ func FollowStock(ctx context.Context, st *store.Store, rdb *lua.Client, saleID i
 		if err != nil {
 			return n, fmt.Errorf("follow stock of sale %d: %w", p.SaleID, err)
 		}
-		if outcome == lua.AdjustNotReady && time.Since(p.CreatedAt) < notReadyGrace {
+		if outcome == redisgateway.AdjustNotReady && time.Since(p.CreatedAt) < notReadyGrace {
 			continue
 		}
 		if err := st.AdditionApplied(ctx, p.Ref); err != nil {

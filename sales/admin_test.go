@@ -11,17 +11,17 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/dbfault"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
 
 // deadRedis is a client of an address nothing listens on: every call
 // fails at once, as with Redis down.
-func deadRedis(t *testing.T) *lua.Client {
+func deadRedis(t *testing.T) *redisgateway.Client {
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:1"}, DialTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return lua.NewClient(rdb)
+	return redisgateway.NewClient(rdb)
 }
 
 func (f *fixture) stocks() (redisStock, dbStock int64) {
@@ -43,10 +43,10 @@ func TestSetControlReachesBothStores(t *testing.T) {
 	require.Equal(t, domain.ControlPaused, sale.Control)
 	require.Equal(t, "paused", f.rdb.HGet(f.ctx, f.keys.Meta, "control").Val())
 	user := testenv.UniqueUser()
-	res, err := f.client.Reserve(f.ctx, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "paused-1",
+	res, err := f.client.Reserve(f.ctx, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "paused-1",
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "paused-1"), Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomePaused, res.Outcome)
+	require.Equal(t, redisgateway.OutcomePaused, res.Outcome)
 
 	sale, err = sales.SetControl(f.ctx, f.st, f.client, f.sale.ID, domain.ControlActive)
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestSetControlReachesBothStores(t *testing.T) {
 	cold := testenv.MustSale(t, f.st, 3)
 	_, err = sales.SetControl(f.ctx, f.st, f.client, cold.ID, domain.ControlStopped)
 	require.NoError(t, err)
-	require.Zero(t, f.rdb.Exists(f.ctx, lua.SaleKeys(cold.ID).Meta).Val(), "no metadata for a sale not in Redis")
+	require.Zero(t, f.rdb.Exists(f.ctx, redisgateway.SaleKeys(cold.ID).Meta).Val(), "no metadata for a sale not in Redis")
 
 	_, err = sales.SetControl(f.ctx, f.st, f.client, 1<<40, domain.ControlPaused)
 	require.ErrorIs(t, err, store.ErrNotFound)

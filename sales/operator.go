@@ -11,10 +11,10 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // followFor bounds an instance's own retries of a change Redis has not
@@ -26,7 +26,7 @@ const followFor = 2 * time.Minute
 // background work the server waits for at shutdown; Stop closes then.
 type OperatorDeps struct {
 	Store     *store.Store
-	Redis     *lua.Client
+	Redis     *redisgateway.Client
 	Temporal  client.Client
 	TaskQueue string
 	Cache     *salecache.Cache
@@ -74,7 +74,7 @@ func (o *Operator) startWorkflow(reqCtx context.Context, sale *domain.Sale) {
 	o.d.Go(func() {
 		ctx, cancel := context.WithTimeout(reqid.With(context.Background(), reqid.From(reqCtx)), 10*time.Second)
 		defer cancel()
-		if err := orders.StartSale(ctx, o.d.Temporal, o.d.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
+		if err := temporalgateway.StartSale(ctx, o.d.Temporal, o.d.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
 			reqid.Logger(ctx, o.d.Logger).Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
 		}
 	})
@@ -104,7 +104,7 @@ func (o *Operator) Warmup(ctx context.Context, id int64) (int64, error) {
 		reqid.Logger(ctx, o.d.Logger).Error("warmup", "sale_id", sale.ID, "err", err)
 		return 0, domain.Unavailable("warm-up failed; retry")
 	}
-	if err := lua.WarmupRefusal(outcome); err != nil {
+	if err := redisgateway.WarmupRefusal(outcome); err != nil {
 		return 0, err
 	}
 	o.d.Cache.Put(sale).Warmed(redisStock)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -22,7 +22,7 @@ var ErrNotSettled = errors.New("sale not settled")
 // stopped), its payment window has closed, and no reservation of it is
 // live in the database; PAID ones stay in MySQL. An unsettled sale is
 // refused with ErrNotSettled and left as it is.
-func Retire(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64, now time.Time) error {
+func Retire(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleID int64, now time.Time) error {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("retire sale %d: %w", saleID, err)
@@ -49,7 +49,7 @@ func Retire(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64,
 // their sale was torn down (a repeated release, a waitlist join racing the
 // end), of the retired sales ids (store.FinishedSince), and answers how
 // many it swept.
-func SweepRetired(ctx context.Context, rdb *lua.Client, ids []int64) (swept int, err error) {
+func SweepRetired(ctx context.Context, rdb *redisgateway.Client, ids []int64) (swept int, err error) {
 	left, err := rdb.SalesWithKeys(ctx, ids)
 	if err != nil {
 		return 0, fmt.Errorf("sweep retired sales: %w", err)

@@ -16,16 +16,16 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
 // Warmup loads a sale's stock, buyers, metadata and inbox consumer group
 // into Redis in one script. Before the first reservation it may be repeated;
-// afterwards it answers lua.WarmupAlreadyLive and changes nothing while
+// afterwards it answers redisgateway.WarmupAlreadyLive and changes nothing while
 // Redis holds the sale. A warmed sale whose keys Redis lost is rebuilt by
 // RebuildLost instead (every recorded reservation counted, none resold).
-func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID int64) (outcome string, redisStock int64, err error) {
+func Warmup(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc client.Client, saleID int64) (outcome string, redisStock int64, err error) {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
@@ -46,7 +46,7 @@ func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cli
 			if err != nil {
 				return "", 0, fmt.Errorf("warm up sale %d: read rebuilt stock: %w", saleID, err)
 			}
-			return lua.WarmupOK, stock, nil
+			return redisgateway.WarmupOK, stock, nil
 		}
 	}
 	dbStock, err := st.DBStock(ctx, saleID)
@@ -57,7 +57,7 @@ func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cli
 	if err != nil {
 		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 	}
-	outcome, redisStock, err = rdb.Warmup(ctx, lua.WarmupArgs{
+	outcome, redisStock, err = rdb.Warmup(ctx, redisgateway.WarmupArgs{
 		SaleID:   saleID,
 		StartsMS: sale.StartsAt.UnixMilli(),
 		EndsMS:   sale.EndsAt.UnixMilli(),
@@ -70,7 +70,7 @@ func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cli
 	if err != nil {
 		return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 	}
-	if outcome == lua.WarmupOK {
+	if outcome == redisgateway.WarmupOK {
 		if err := followControl(ctx, st, rdb, saleID, sale.Control); err != nil {
 			return "", 0, fmt.Errorf("warm up sale %d: %w", saleID, err)
 		}
@@ -90,7 +90,7 @@ func Warmup(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cli
 // buy twice; holds Redis lost before they were recorded end FAILED when
 // their workflow finds no unit, never sold twice. It reports false when
 // another instance is resynchronising the sale.
-func RebuildLost(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID int64) (bool, error) {
+func RebuildLost(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc client.Client, saleID int64) (bool, error) {
 	// No hold-off: with its keys gone the reserve script takes nothing for
 	// this sale, and the resync begins at once, so the database path never
 	// sells in between.
@@ -106,7 +106,7 @@ func RebuildLost(ctx context.Context, st *store.Store, rdb *lua.Client, tc clien
 
 // Teardown removes a finished sale's Redis keys and streams and records it;
 // the reports and every row stay in the database.
-func Teardown(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) error {
+func Teardown(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleID int64) error {
 	if err := rdb.DeleteSale(ctx, saleID); err != nil {
 		return fmt.Errorf("tear down sale %d: %w", saleID, err)
 	}
@@ -127,7 +127,7 @@ func Teardown(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int6
 // the stock. Redis is rebuilt as stock net of holds from the database, which
 // no path can change during the rebuild; a hold Redis promised that the
 // database cannot honour ends FAILED, never as a unit sold twice.
-func Resync(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID int64) (bool, error) {
+func Resync(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc client.Client, saleID int64) (bool, error) {
 	epoch, err := st.BeginResync(ctx, saleID)
 	if errors.Is(err, domain.ErrSaleResyncing) {
 		return false, nil
@@ -153,7 +153,7 @@ const rebuildAttempts = 5
 // the rebuild script: where a release racing the resync lands.
 var afterSnapshot func()
 
-func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Client, saleID, epoch int64) error {
+func rebuild(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc client.Client, saleID, epoch int64) error {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return err
@@ -171,7 +171,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		// Tokens Redis still has records or inbox entries of: their ended
 		// reservations are written back (a rebuild keeps an inbox entry of
 		// a token it does not know as a live hold); other ended ones stay
-		// retired (lua.Client.Retire), bounding the script by live holds.
+		// retired (redisgateway.Client.Retire), bounding the script by live holds.
 		present, err := rdb.PresentTokens(ctx, saleID)
 		if err != nil {
 			return err
@@ -183,7 +183,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		if afterSnapshot != nil {
 			afterSnapshot()
 		}
-		d := lua.RebuildData{
+		d := redisgateway.RebuildData{
 			Stock: state.Stock, Epoch: epoch, Fence: fence,
 			StartsMS: sale.StartsAt.UnixMilli(), EndsMS: sale.EndsAt.UnixMilli(), Control: string(sale.Control),
 			Buyers: make([]string, len(state.Buyers)), Added: state.AddedRefs, Seq: state.Seq,
@@ -213,7 +213,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 		}
 		d.Stock = max(d.Stock, 0)
 		_, err = rdb.Rebuild(ctx, saleID, d)
-		if errors.Is(err, lua.ErrFenceMoved) && attempt < rebuildAttempts {
+		if errors.Is(err, redisgateway.ErrFenceMoved) && attempt < rebuildAttempts {
 			continue
 		}
 		if err != nil {
@@ -232,14 +232,14 @@ func rebuild(ctx context.Context, st *store.Store, rdb *lua.Client, tc client.Cl
 // restoreWaitlist puts back the waitlist joins the database kept that
 // Redis forgot (it lost writes or the sale's keys), at their places: each
 // join answered 200 keeps its place through the rebuild.
-func restoreWaitlist(ctx context.Context, st *store.Store, rdb *lua.Client, saleID int64) error {
+func restoreWaitlist(ctx context.Context, st *store.Store, rdb *redisgateway.Client, saleID int64) error {
 	joins, err := st.WaitingJoins(ctx, saleID)
 	if err != nil {
 		return err
 	}
-	waiters := make([]lua.Waiter, len(joins))
+	waiters := make([]redisgateway.Waiter, len(joins))
 	for i, j := range joins {
-		waiters[i] = lua.Waiter{UserID: j.UserID, Joined: j.Joined}
+		waiters[i] = redisgateway.Waiter{UserID: j.UserID, Joined: j.Joined}
 	}
 	if _, err := rdb.RestoreWaitlist(ctx, saleID, waiters); err != nil {
 		return err

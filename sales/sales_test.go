@@ -12,10 +12,10 @@ import (
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 	"github.com/seckill/seckill/test/testsale"
 )
 
@@ -26,20 +26,20 @@ type fixture struct {
 	ctx     context.Context
 	st      *store.Store
 	rdb     redis.UniversalClient
-	scripts *lua.Scripts
-	client  *lua.Client
+	scripts *redisgateway.Scripts
+	client  *redisgateway.Client
 	sale    *domain.Sale
-	keys    lua.Keys
+	keys    redisgateway.Keys
 }
 
 func mustFixture(t *testing.T, stock int64) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	f := &fixture{t: t, ctx: ctx, st: testenv.MustStore(t), rdb: testenv.MustRedis(t), scripts: lua.New()}
-	f.client = lua.NewClient(f.rdb)
+	f := &fixture{t: t, ctx: ctx, st: testenv.MustStore(t), rdb: testenv.MustRedis(t), scripts: redisgateway.New()}
+	f.client = redisgateway.NewClient(f.rdb)
 	f.sale = testenv.MustSale(t, f.st, stock)
 	testsale.MustWarm(t, f.st, f.rdb, f.sale)
-	f.keys = lua.SaleKeys(f.sale.ID)
+	f.keys = redisgateway.SaleKeys(f.sale.ID)
 	return f
 }
 
@@ -54,9 +54,9 @@ func (f *fixture) epoch() int64 {
 func (f *fixture) redisHold(user int64, place bool) string {
 	req := fmt.Sprintf("req-%d", user)
 	tok := domain.DeriveToken(tokenKey, f.sale.ID, user, req)
-	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
 	require.NoError(f.t, err)
-	require.Equal(f.t, lua.OutcomeOK, res.Outcome)
+	require.Equal(f.t, redisgateway.OutcomeOK, res.Outcome)
 	_, err = f.st.RecordReservation(f.ctx, domain.OrderInput{Token: tok, SaleID: f.sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis})
 	require.NoError(f.t, err)
 	if place {
@@ -73,10 +73,10 @@ func (f *fixture) freshBuyers(n int) int {
 	sold := 0
 	for range n {
 		u := testenv.UniqueUser()
-		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "fresh-1",
 			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "fresh-1"), Epoch: f.epoch()})
 		require.NoError(f.t, err)
-		if r.Outcome == lua.OutcomeOK {
+		if r.Outcome == redisgateway.OutcomeOK {
 			sold++
 		}
 	}
@@ -232,14 +232,14 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 	f.redisHold(queued, false)
 	// A hold Redis took whose workflow has not recorded it yet.
 	req := fmt.Sprintf("req-%d", inboxOnly)
-	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, inboxOnly, req), Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeOK, res.Outcome)
+	require.Equal(t, redisgateway.OutcomeOK, res.Outcome)
 
 	outcome, _, err := sales.Warmup(f.ctx, f.st, f.client, nil, f.sale.ID)
 	require.NoError(t, err)
-	require.Equal(t, lua.WarmupAlreadyLive, outcome, "Redis holds the live sale")
+	require.Equal(t, redisgateway.WarmupAlreadyLive, outcome, "Redis holds the live sale")
 
 	for _, k := range f.keys.All() {
 		if k != f.keys.Inbox {
@@ -251,20 +251,20 @@ func TestWarmupRebuildsALostSaleSafely(t *testing.T) {
 	require.True(t, lost)
 	outcome, stock, err := sales.Warmup(f.ctx, f.st, f.client, nil, f.sale.ID)
 	require.NoError(t, err)
-	require.Equal(t, lua.WarmupOK, outcome)
+	require.Equal(t, redisgateway.WarmupOK, outcome)
 	require.EqualValues(t, 2, stock, "5 units - 1 order - 2 holds")
 
 	for _, u := range []int64{ordered, queued, inboxOnly} {
-		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "again-1",
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: u, RequestID: "again-1",
 			Token: domain.DeriveToken(tokenKey, f.sale.ID, u, "again-1"), Epoch: f.epoch()})
 		require.NoError(t, err)
-		require.Equal(t, lua.OutcomeAlready, r.Outcome, "user %d cannot buy twice", u)
+		require.Equal(t, redisgateway.OutcomeAlready, r.Outcome, "user %d cannot buy twice", u)
 	}
 	// The inbox-only hold replays to its token.
-	r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
+	r, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: inboxOnly, RequestID: req,
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, inboxOnly, req), Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeReplay, r.Outcome)
+	require.Equal(t, redisgateway.OutcomeReplay, r.Outcome)
 	require.Equal(t, 2, f.freshBuyers(4), "fresh users buy exactly what is left")
 	got, err := f.st.GetSale(f.ctx, f.sale.ID)
 	require.NoError(t, err)
@@ -283,19 +283,19 @@ func TestRebuildCountsHoldsWhoseWorkflowsRunUnrecorded(t *testing.T) {
 	user := testenv.UniqueUser()
 	req := fmt.Sprintf("req-%d", user)
 	tok := domain.DeriveToken(tokenKey, f.sale.ID, user, req)
-	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeOK, res.Outcome)
+	require.Equal(t, redisgateway.OutcomeOK, res.Outcome)
 	// No worker polls this queue: the workflow runs and records nothing.
 	queue := fmt.Sprintf("sales-test-unpolled-%d", user)
-	require.NoError(t, orders.Start(f.ctx, tc, queue, domain.RedisHoldInput(tok, f.sale.ID, user, req)))
+	require.NoError(t, temporalgateway.Start(f.ctx, tc, queue, domain.RedisHoldInput(tok, f.sale.ID, user, req)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(tok), "", "test over")
 	})
 	require.Eventually(t, func() bool {
-		running, err := orders.Running(f.ctx, tc, f.sale.ID)
+		running, err := temporalgateway.Running(f.ctx, tc, f.sale.ID)
 		return err == nil && running[tok]
 	}, 10*time.Second, 50*time.Millisecond, "the workflow is visible as running")
 
@@ -310,13 +310,13 @@ func TestRebuildCountsHoldsWhoseWorkflowsRunUnrecorded(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, domain.TokenHeld, state)
 	require.Equal(t, user, owner)
-	r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
+	r, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req, Token: tok, Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeReplay, r.Outcome, "the 202's request replays to its token")
-	r, err = f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "again-1",
+	require.Equal(t, redisgateway.OutcomeReplay, r.Outcome, "the 202's request replays to its token")
+	r, err = f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "again-1",
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "again-1"), Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeAlready, r.Outcome, "its user cannot buy twice")
+	require.Equal(t, redisgateway.OutcomeAlready, r.Outcome, "its user cannot buy twice")
 	require.Equal(t, 2, f.freshBuyers(3), "fresh users buy exactly what the running hold left")
 }
 
@@ -348,10 +348,10 @@ func TestResyncKeepsAControlChangeCommittedDuringIt(t *testing.T) {
 	require.Equal(t, string(domain.ControlActive), f.rdb.HGet(f.ctx, f.keys.Meta, "control").Val(), "Redis's control after the resync")
 	user := testenv.UniqueUser()
 	req := fmt.Sprintf("req-%d", user)
-	res, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req,
+	res, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req,
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeOK, res.Outcome, "the resumed sale sells")
+	require.Equal(t, redisgateway.OutcomeOK, res.Outcome, "the resumed sale sells")
 }
 
 // A release keeps the buyer mark of a user the database knows to hold
@@ -374,14 +374,14 @@ func TestSyncTokenKeepsTheBuyerMarkOfAUserWhoHoldsAnotherUnit(t *testing.T) {
 
 	_, err = sales.SyncToken(f.ctx, f.st, f.client, held)
 	require.NoError(t, err)
-	state, _, ok := lua.TokenState(f.rdb.HGet(f.ctx, f.keys.Tokens, held).Val())
+	state, _, ok := redisgateway.TokenState(f.rdb.HGet(f.ctx, f.keys.Tokens, held).Val())
 	require.True(t, ok)
 	require.Equal(t, domain.TokenReleased, state)
 	require.True(t, f.rdb.SIsMember(f.ctx, f.keys.Buyers, user).Val(), "the user holds the database path's unit: the mark stays")
-	r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "again-1",
+	r, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: "again-1",
 		Token: domain.DeriveToken(tokenKey, f.sale.ID, user, "again-1"), Epoch: f.epoch()})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeAlready, r.Outcome)
+	require.Equal(t, redisgateway.OutcomeAlready, r.Outcome)
 }
 
 // In database mode a change whose status record Redis does not let go of
@@ -399,7 +399,7 @@ func TestSyncTokenInDatabaseModeWaitsOutTheModeLagWhenRedisKeepsTheRecord(t *tes
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = dead.Close() })
 
-	_, err = sales.SyncToken(f.ctx, f.st, lua.NewClient(dead), tok)
+	_, err = sales.SyncToken(f.ctx, f.st, redisgateway.NewClient(dead), tok)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, time.Since(switched.ModeChangedAt), degraded.ModeLag,
 		"acknowledged before every instance could have learnt of the database mode")
@@ -408,7 +408,7 @@ func TestSyncTokenInDatabaseModeWaitsOutTheModeLagWhenRedisKeepsTheRecord(t *tes
 // A rebuild writes back the ended reservations Redis still names (a token
 // state, or an inbox entry: a rebuild keeps an entry whose token Redis
 // does not know as a live hold), and for the others only their users, as
-// retired: their records stay out of Redis (lua.Client.Retire), and a
+// retired: their records stay out of Redis (redisgateway.Client.Retire), and a
 // replay of theirs is referred to the database.
 func TestRebuildWritesBackOnlyEndedTokensRedisStillNames(t *testing.T) {
 	f := mustFixture(t, 5)
@@ -437,14 +437,14 @@ func TestRebuildWritesBackOnlyEndedTokensRedisStillNames(t *testing.T) {
 	require.Equal(t, []string{fmt.Sprint(gone)}, f.rdb.SMembers(f.ctx, f.keys.Retired).Val())
 	require.Equal(t, []string{namedTok}, f.rdb.ZRange(f.ctx, f.keys.Ended, 0, -1).Val(), "the written-back token retires later")
 	reserve := func(user int64, req string, notInDB bool) string {
-		r, err := f.scripts.Reserve(f.ctx, f.rdb, lua.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req,
+		r, err := f.scripts.Reserve(f.ctx, f.rdb, redisgateway.ReserveArgs{SaleID: f.sale.ID, UserID: user, RequestID: req,
 			Token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), Epoch: f.epoch(), NotInDatabase: notInDB})
 		require.NoError(t, err)
 		return r.Outcome
 	}
-	require.Equal(t, lua.OutcomeAsk, reserve(gone, fmt.Sprintf("req-%d", gone), false))
-	require.Equal(t, lua.OutcomeReplay, reserve(named, fmt.Sprintf("req-%d", named), false))
-	require.Equal(t, lua.OutcomeOK, reserve(gone, "again-0001", true), "the retired user buys again")
+	require.Equal(t, redisgateway.OutcomeAsk, reserve(gone, fmt.Sprintf("req-%d", gone), false))
+	require.Equal(t, redisgateway.OutcomeReplay, reserve(named, fmt.Sprintf("req-%d", named), false))
+	require.Equal(t, redisgateway.OutcomeOK, reserve(gone, "again-0001", true), "the retired user buys again")
 	require.EqualValues(t, 4, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)))
 }
 
@@ -482,5 +482,5 @@ func TestRebuildPutsBackTheWaitlist(t *testing.T) {
 
 	head, err := f.client.WaitlistHead(f.ctx, f.sale.ID, 10)
 	require.NoError(t, err)
-	require.Equal(t, []lua.Waiter{{UserID: base, Joined: joined[base]}, {UserID: base + 3, Joined: joined[base+3]}}, head)
+	require.Equal(t, []redisgateway.Waiter{{UserID: base, Joined: joined[base]}, {UserID: base + 3, Joined: joined[base+3]}}, head)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -32,7 +32,7 @@ const forgetTimeout = 100 * time.Millisecond
 // is stale then, and the resync rebuilds it from a database snapshot taken
 // after this reservation's database write, which is already committed.
 // It reports whether Redis changed.
-func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token string) (bool, error) {
+func SyncToken(ctx context.Context, st *store.Store, rdb *redisgateway.Client, token string) (bool, error) {
 	res, err := st.GetReservation(ctx, token)
 	if err != nil {
 		return false, fmt.Errorf("sync token %s: %w", token, err)
@@ -82,7 +82,7 @@ func SyncToken(ctx context.Context, st *store.Store, rdb *lua.Client, token stri
 // acknowledgement waits until every instance has learnt of the switch
 // (degraded.EveryInstanceLearnt), after which none reads the record; the next
 // rebuild's epoch voids it anyway.
-func forgetInDatabaseMode(ctx context.Context, rdb *lua.Client, sale *domain.Sale, token string) error {
+func forgetInDatabaseMode(ctx context.Context, rdb *redisgateway.Client, sale *domain.Sale, token string) error {
 	fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
 	err := rdb.ForgetStatus(fctx, sale.ID, token)
 	cancel()
@@ -115,7 +115,7 @@ const restoreAttempts = 3
 // undone (see restore.lua). Stock is left to the drift repair, which copies
 // it from the database once nothing is in flight. It reports whether Redis
 // changed; a sale in database mode, or not in Redis, is left alone.
-func RestoreLive(ctx context.Context, st *store.Store, rdb *lua.Client, token string) (bool, error) {
+func RestoreLive(ctx context.Context, st *store.Store, rdb *redisgateway.Client, token string) (bool, error) {
 	saleID, ok := domain.ParseToken(token)
 	if !ok {
 		return false, fmt.Errorf("restore %s: not a reservation token", token)
@@ -137,7 +137,7 @@ func RestoreLive(ctx context.Context, st *store.Store, rdb *lua.Client, token st
 			return false, nil
 		}
 		changed, err := rdb.RestoreLive(ctx, saleID, res.UserID, token, res.Status.TokenState(), fence)
-		if errors.Is(err, lua.ErrFenceMoved) && attempt < restoreAttempts {
+		if errors.Is(err, redisgateway.ErrFenceMoved) && attempt < restoreAttempts {
 			continue
 		}
 		if err != nil {
@@ -160,8 +160,8 @@ func StatusSeq(s domain.ReservationStatus) int64 {
 }
 
 // StatusRecordOf is the status record of a reservation row.
-func StatusRecordOf(r *domain.Reservation) lua.StatusRecord {
-	rec := lua.StatusRecord{
+func StatusRecordOf(r *domain.Reservation) redisgateway.StatusRecord {
+	rec := redisgateway.StatusRecord{
 		Seq:         StatusSeq(r.Status),
 		UserID:      r.UserID,
 		Status:      string(r.Status),
@@ -175,7 +175,7 @@ func StatusRecordOf(r *domain.Reservation) lua.StatusRecord {
 }
 
 // ViewOfStatusRecord is the reservation view a status record stands for.
-func ViewOfStatusRecord(token string, saleID int64, rec *lua.StatusRecord) domain.ReservationView {
+func ViewOfStatusRecord(token string, saleID int64, rec *redisgateway.StatusRecord) domain.ReservationView {
 	r := domain.Reservation{Token: token, SaleID: saleID, Status: domain.ReservationStatus(rec.Status),
 		OrderNo: rec.OrderNo, AmountCents: rec.AmountCents}
 	if !rec.PayBy.IsZero() {

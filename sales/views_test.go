@@ -11,7 +11,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -20,7 +20,7 @@ import (
 // viewOperator is the operators' use cases on st, with a cache of its own.
 func viewOperator(t *testing.T, st *store.Store) (*sales.Operator, *salecache.Cache) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	client := lua.NewClient(testenv.MustRedis(t))
+	client := redisgateway.NewClient(testenv.MustRedis(t))
 	cache := salecache.New(st, client, time.Second, quiet)
 	return sales.NewOperator(sales.OperatorDeps{Store: st, Redis: client, Cache: cache, Logger: quiet}), cache
 }

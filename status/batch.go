@@ -15,8 +15,8 @@ import (
 // sale are in flight a read is sent at once, as before; beyond that,
 // reads wait for one of them to return and go together in the next call.
 // Nothing is cached: every answer is Redis's, read after the request.
-// Status reads batch tokens (lua.ReadStatuses); me/reservations reads
-// batch users (lua.ReadUsersReservations).
+// Status reads batch tokens (redisgateway.ReadStatuses); me/reservations reads
+// batch users (redisgateway.ReadUsersReservations).
 type batcher[K, V any] struct {
 	read    func(ctx context.Context, saleID int64, keys []K) ([]V, error)
 	timeout time.Duration

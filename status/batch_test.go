@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // TestConcurrentStatusReadsShareCalls: 64 reads of one sale arriving
@@ -28,24 +28,24 @@ func TestConcurrentStatusReadsShareCalls(t *testing.T) {
 	saleID := testenv.UniqueUser() // an id no sale uses: its keys are this test's
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	keys := lua.SaleKeys(saleID)
+	keys := redisgateway.SaleKeys(saleID)
 	require.NoError(t, direct.HSet(ctx, keys.Meta, "epoch", 1).Err())
 	t.Cleanup(func() { direct.Del(context.Background(), keys.Meta, keys.Status) })
-	scripts := lua.New()
+	scripts := redisgateway.New()
 	const n = 64
 	tokens := make([]string, n)
 	for i := range tokens {
 		tokens[i] = fmt.Sprintf("share-%d-%d", saleID, i)
-		_, err := scripts.WriteStatus(ctx, direct, saleID, tokens[i], lua.StatusRecord{Seq: 2, Epoch: 1, UserID: int64(i + 1), Status: "PENDING_PAYMENT", OrderNo: tokens[i]})
+		_, err := scripts.WriteStatus(ctx, direct, saleID, tokens[i], redisgateway.StatusRecord{Seq: 2, Epoch: 1, UserID: int64(i + 1), Status: "PENDING_PAYMENT", OrderNo: tokens[i]})
 		require.NoError(t, err)
 	}
-	reads := newBatcher(lua.NewClient(rdb).ReadStatuses, 5*time.Second)
+	reads := newBatcher(redisgateway.NewClient(rdb).ReadStatuses, 5*time.Second)
 	_, err = reads.get(ctx, saleID, tokens[0]) // the script is loaded
 	require.NoError(t, err)
 	reads.calls.Store(0)
 
 	var wg sync.WaitGroup
-	got := make([]lua.StatusRead, n)
+	got := make([]redisgateway.StatusRead, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() { got[i], errs[i] = reads.get(ctx, saleID, tokens[i]) })
@@ -68,18 +68,18 @@ func TestBatchedStatusReadsSeeAcknowledgedWrites(t *testing.T) {
 	saleID := testenv.UniqueUser()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	keys := lua.SaleKeys(saleID)
+	keys := redisgateway.SaleKeys(saleID)
 	require.NoError(t, rdb.HSet(ctx, keys.Meta, "epoch", 1).Err())
 	t.Cleanup(func() { rdb.Del(context.Background(), keys.Meta, keys.Status) })
-	scripts := lua.New()
-	reads := newBatcher(lua.NewClient(rdb).ReadStatuses, 5*time.Second)
+	scripts := redisgateway.New()
+	reads := newBatcher(redisgateway.NewClient(rdb).ReadStatuses, 5*time.Second)
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	for g := range 32 {
 		wg.Go(func() {
 			token := fmt.Sprintf("ack-%d-%d", saleID, g)
 			for seq := int64(1); seq <= 40; seq++ {
-				if _, err := scripts.WriteStatus(ctx, rdb, saleID, token, lua.StatusRecord{Seq: seq, Epoch: 1, UserID: 1, Status: "PENDING_PAYMENT"}); err != nil {
+				if _, err := scripts.WriteStatus(ctx, rdb, saleID, token, redisgateway.StatusRecord{Seq: seq, Epoch: 1, UserID: 1, Status: "PENDING_PAYMENT"}); err != nil {
 					errs <- err
 					return
 				}

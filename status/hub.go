@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Event streams (GET /api/v1/reservations/{token}/events). A status
@@ -177,7 +177,7 @@ func handOver(e *Stream, queued *atomic.Bool, q chan<- *Stream) {
 
 // Run listens on every sale's event channel and serves the streams until
 // stop, then ends them all.
-func (h *Hub) Run(rdb *lua.Client) {
+func (h *Hub) Run(rdb *redisgateway.Client) {
 	stop, logger := h.stop, h.logger
 	var wg sync.WaitGroup
 	wg.Add(1)

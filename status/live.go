@@ -17,7 +17,7 @@ import (
 //     warmup.lua and rebuild.lua), and the instance drops the token's entry
 //     (the whole sale's for a new epoch) when the announcement arrives.
 //   - The instance sends a fence (a PING with its send time) every
-//     lua.FencePeriod on the same subscription connection. When the answer
+//     redisgateway.FencePeriod on the same subscription connection. When the answer
 //     to one sent at time f has arrived, every announcement Redis executed
 //     before f has been applied
 //     here. An entry is served only while the newest such f is at most
@@ -197,12 +197,12 @@ func (l *liveViews) clearLocked() {
 }
 
 // wantsFences reports whether a read asked for a fresh fence lately
-// (lua.StatusEvents.Wanted).
+// (redisgateway.StatusEvents.Wanted).
 func (l *liveViews) wantsFences() bool {
 	return l.enabled && l.since(time.Now())-l.asked.Load() <= int64(liveIdle)
 }
 
-// fenced applies a fence message sent at sentAt (lua.StatusEvents.Fence).
+// fenced applies a fence message sent at sentAt (redisgateway.StatusEvents.Fence).
 func (l *liveViews) fenced(sentAt time.Time) {
 	now := l.since(time.Now())
 	if prev := l.arrived.Swap(now); prev != 0 && now-prev > int64(liveStall) {

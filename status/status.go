@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/salecache"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
@@ -189,13 +189,13 @@ func (r *Reader) owned(v Owned, userID int64) (Owned, error) {
 
 // redisStatus reads the token's hold and status record (of the sale's
 // current epoch); ok is false when Redis cannot answer now.
-func (r *Reader) redisStatus(ctx context.Context, token string, saleID int64) (lua.StatusRead, bool) {
+func (r *Reader) redisStatus(ctx context.Context, token string, saleID int64) (redisgateway.StatusRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	got, err := r.reads.get(rctx, saleID, token)
 	if err != nil {
 		r.logger.Warn("status read: redis", "sale", saleID, "err", err)
-		return lua.StatusRead{}, false
+		return redisgateway.StatusRead{}, false
 	}
 	return got, true
 }
@@ -208,12 +208,12 @@ const (
 	SourceDatabase = "database"
 )
 
-// Deps are what a Reader reads: the sale cache, Redis (through lua, each
+// Deps are what a Reader reads: the sale cache, Redis (through redisgateway, each
 // call within RedisTimeout) and the ledger. Count receives each read's
 // source.
 type Deps struct {
 	Cache        *salecache.Cache
-	Redis        *lua.Client
+	Redis        *redisgateway.Client
 	Store        *store.Store
 	RedisTimeout time.Duration
 	Logger       *slog.Logger
@@ -224,15 +224,15 @@ type Deps struct {
 // announcements, which Events hands to the subscription.
 type Reader struct {
 	cache   *salecache.Cache
-	rdb     *lua.Client
+	rdb     *redisgateway.Client
 	st      *store.Store
 	timeout time.Duration
 	logger  *slog.Logger
 	count   func(source string)
 	ended   *endedViews
 	live    *liveViews
-	reads   *batcher[string, lua.StatusRead]
-	mine    *batcher[int64, lua.UserReservations]
+	reads   *batcher[string, redisgateway.StatusRead]
+	mine    *batcher[int64, redisgateway.UserReservations]
 }
 
 // NewReader is a Reader of d.
@@ -253,12 +253,12 @@ func (r *Reader) SalesTracked() int {
 }
 
 // Events are the hooks of the sales' event subscription
-// (lua.ListenStatusEvents): each announcement voids cached views, then
+// (redisgateway.ListenStatusEvents): each announcement voids cached views, then
 // wakes what follows the token (or every token, for a sale's new epoch or
 // a new subscription).
-func (r *Reader) Events(wakeToken func(token string), wakeAll func()) lua.StatusEvents {
+func (r *Reader) Events(wakeToken func(token string), wakeAll func()) redisgateway.StatusEvents {
 	live := r.live
-	return lua.StatusEvents{
+	return redisgateway.StatusEvents{
 		Token: func(saleID int64, token string) { live.invalidate(saleID, token); wakeToken(token) },
 		Sale:  func(saleID int64) { live.invalidateSale(saleID); wakeAll() },
 		Subscribed: func() {
@@ -318,7 +318,7 @@ func storedMayLag(ctx context.Context, st *store.Store, token string) (*domain.R
 const dbTimeout = 5 * time.Second
 
 // List is the caller's reservations of one sale, newest first, from
-// Redis alone: the user index lists the user's tokens (lua/mine_read.lua)
+// Redis alone: the user index lists the user's tokens (redisgateway/mine_read.lua)
 // and each is shown as Read would show it (its status record, its
 // hold while QUEUED, or the cache of ended reservations). ok is false when
 // Redis cannot answer for every reservation (the index incomplete, a token

@@ -604,7 +604,7 @@ func (s *Store) FinishResync(ctx context.Context, saleID, epoch int64) error {
 // RedisState is what Redis should hold of a sale, computed from the
 // database: the stock net of holds (reservations recorded but not yet
 // ordered), the buyers (live orders and holds), and every reservation's
-// token state and replay key (lua encodes them).
+// token state and replay key (redisgateway encodes them).
 type RedisState struct {
 	Stock  int64
 	Buyers []int64

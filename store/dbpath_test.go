@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -183,9 +183,9 @@ func TestDatabasePathRefusesAUserWithAQueuedHold(t *testing.T) {
 func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	st := testenv.MustStore(t)
 	rdb := testenv.MustRedis(t)
-	scripts := lua.New()
+	scripts := redisgateway.New()
 	sale := testenv.MustSale(t, st, 6)
-	keys := lua.SaleKeys(sale.ID)
+	keys := redisgateway.SaleKeys(sale.ID)
 	t.Cleanup(func() { rdb.Del(ctx(t), keys.All()...) })
 	base := testenv.UniqueUser() * 1000
 
@@ -213,7 +213,7 @@ func TestResyncRebuildsRedisFromTheDatabase(t *testing.T) {
 	for _, b := range state.Buyers {
 		buyers = append(buyers, fmt.Sprint(b))
 	}
-	d := lua.RebuildData{Stock: state.Stock, Epoch: epoch, Buyers: buyers}
+	d := redisgateway.RebuildData{Stock: state.Stock, Epoch: epoch, Buyers: buyers}
 	for _, tok := range state.Tokens {
 		d.AddReservation(tok.Token, tok.State, tok.UserID, tok.RequestID)
 	}

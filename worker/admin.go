@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -25,7 +25,7 @@ import (
 // of the full pass (FullEvery): an idle sale costs Redis one script a
 // full pass, not one a tick.
 type Follower struct {
-	Redis     *lua.Client
+	Redis     *redisgateway.Client
 	Store     *store.Store
 	Logger    *slog.Logger
 	Every     time.Duration // 1s when zero

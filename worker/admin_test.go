@@ -10,7 +10,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // A stock addition and a pause the database committed while Redis missed
@@ -19,7 +19,7 @@ func TestFollowerAppliesCommittedAdminWrites(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 10)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 10, time.Hour).Err())
 	require.NoError(t, rdb.HSet(testCtx(t), k.Meta, "control", string(domain.ControlActive)).Err())
 	t.Cleanup(func() { _ = rdb.Del(context.Background(), k.All()...).Err() })
@@ -28,7 +28,7 @@ func TestFollowerAppliesCommittedAdminWrites(t *testing.T) {
 	_, err := st.SetSaleControl(testCtx(t), sale.ID, domain.ControlPaused)
 	require.NoError(t, err)
 
-	f := &Follower{Redis: lua.NewClient(rdb), Store: st, Logger: testLogger()}
+	f := &Follower{Redis: redisgateway.NewClient(rdb), Store: st, Logger: testLogger()}
 	for range 2 {
 		require.NoError(t, f.Once(testCtx(t)))
 		stock, err := rdb.Get(testCtx(t), k.Stock).Int64()

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -42,7 +42,7 @@ const (
 // tick's share of the full pass; every sale on the first tick and
 // whenever the feed is unreadable.
 type changeWatch struct {
-	Redis     *lua.Client
+	Redis     *redisgateway.Client
 	Every     time.Duration // the loop's tick
 	FullEvery time.Duration // fullEvery when zero
 
@@ -54,13 +54,13 @@ type changeWatch struct {
 type dueSet struct {
 	all     bool
 	changed map[int64]bool
-	share   int64 // sales with lua.PassShare(id, shares) == share are due
+	share   int64 // sales with redisgateway.PassShare(id, shares) == share are due
 	shares  int64
 }
 
 // has reports whether sale id is due.
 func (d dueSet) has(id int64) bool {
-	return d.all || d.changed[id] || lua.PassShare(id, d.shares) == d.share
+	return d.all || d.changed[id] || redisgateway.PassShare(id, d.shares) == d.share
 }
 
 // named reports whether the feed named sale id.
@@ -77,7 +77,7 @@ func (d dueSet) of(open *store.OpenSales, also map[int64]bool) []*domain.Sale {
 	out := make([]*domain.Sale, 0, len(share)+len(d.changed)+len(also))
 	out = append(out, share...)
 	extra := func(id int64) {
-		if s, ok := open.Get(id); ok && lua.PassShare(id, d.shares) != d.share {
+		if s, ok := open.Get(id); ok && redisgateway.PassShare(id, d.shares) != d.share {
 			out = append(out, s)
 		}
 	}

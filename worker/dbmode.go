@@ -9,7 +9,7 @@ import (
 
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -29,7 +29,7 @@ type Comeback interface {
 // live sales whose Redis lost writes.
 type Resyncer struct {
 	Store *store.Store
-	Redis *lua.Client
+	Redis *redisgateway.Client
 	// Temporal lists the holds whose workflows run unrecorded, which a
 	// rebuild must count (sales.RebuildLost); nil counts none.
 	Temporal client.Client
@@ -40,7 +40,7 @@ type Resyncer struct {
 	// it took.
 	Rebuilt func(wentBack bool, took time.Duration)
 
-	// identity is Redis's lineage as last read (lua.Client.Identity); a
+	// identity is Redis's lineage as last read (redisgateway.Client.Identity); a
 	// change means a restart or a promotion, which may have lost writes.
 	identity string
 	// identitySeen is when identity was last read: the Redis before a
@@ -266,7 +266,7 @@ func (r *Resyncer) restoreLostJoins(ctx context.Context, saleID, lostSince int64
 	if err != nil {
 		return err
 	}
-	kept := make(map[lua.Waiter]bool, len(again))
+	kept := make(map[redisgateway.Waiter]bool, len(again))
 	for _, w := range waiters(again) {
 		kept[w] = true
 	}
@@ -288,10 +288,10 @@ func (r *Resyncer) restoreLostJoins(ctx context.Context, saleID, lostSince int64
 }
 
 // waiters converts the database's joins to Redis's waiters.
-func waiters(joins []store.WaitJoin) []lua.Waiter {
-	out := make([]lua.Waiter, len(joins))
+func waiters(joins []store.WaitJoin) []redisgateway.Waiter {
+	out := make([]redisgateway.Waiter, len(joins))
 	for i, j := range joins {
-		out[i] = lua.Waiter{UserID: j.UserID, Joined: j.Joined}
+		out[i] = redisgateway.Waiter{UserID: j.UserID, Joined: j.Joined}
 	}
 	return out
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/degraded"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/testsale"
 )
@@ -108,21 +108,21 @@ func TestResyncerReturnsASaleToRedis(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	sale, in := mustDatabaseModeSale(t, st)
 	rdb := testenv.MustRedis(t)
-	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Comeback: comeback(st, 0, time.Minute), Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(rdb), Comeback: comeback(st, 0, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t)) // first sight of a healthy Redis
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
 	require.NoError(t, err)
 	require.Equal(t, domain.ModeRedis, got.Mode)
-	keys := lua.SaleKeys(sale.ID)
+	keys := redisgateway.SaleKeys(sale.ID)
 	require.Equal(t, fmt.Sprint(got.ModeEpoch), rdb.HGet(testCtx(t), keys.Meta, "epoch").Val())
 	require.Equal(t, "4", rdb.Get(testCtx(t), keys.Stock).Val(), "5 units - 1 sold on the database path")
 	require.Equal(t, fmt.Sprintf("ordered:%d", in.UserID), rdb.HGet(testCtx(t), keys.Tokens, in.Token).Val())
 
 	// The Redis path works again with the new epoch and knows the buyer.
-	res, err := lua.New().Reserve(testCtx(t), rdb, lua.ReserveArgs{SaleID: sale.ID, UserID: in.UserID, RequestID: "after-01", Token: "x", Epoch: got.ModeEpoch})
+	res, err := redisgateway.New().Reserve(testCtx(t), rdb, redisgateway.ReserveArgs{SaleID: sale.ID, UserID: in.UserID, RequestID: "after-01", Token: "x", Epoch: got.ModeEpoch})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeAlready, res.Outcome)
+	require.Equal(t, redisgateway.OutcomeAlready, res.Outcome)
 }
 
 func TestResyncerRollsBackAStalledResync(t *testing.T) {
@@ -130,7 +130,7 @@ func TestResyncerRollsBackAStalledResync(t *testing.T) {
 	sale, _ := mustDatabaseModeSale(t, st)
 	_, err := st.BeginResync(testCtx(t), sale.ID) // its instance "dies" here
 	require.NoError(t, err)
-	r := &Resyncer{Store: st, Redis: lua.NewClient(testenv.MustRedis(t)), Comeback: comeback(st, time.Hour, time.Millisecond), Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(testenv.MustRedis(t)), Comeback: comeback(st, time.Hour, time.Millisecond), Logger: slog.Default()}
 	time.Sleep(5 * time.Millisecond)
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
@@ -146,10 +146,10 @@ func TestResyncerRebuildsALiveSaleWhoseKeysVanished(t *testing.T) {
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
 	testsale.MustWarm(t, st, rdb, sale)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	require.NoError(t, rdb.Del(testCtx(t), k.All()...).Err())
 
-	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t))
 	stock, err := rdb.Get(testCtx(t), k.Stock).Int64()
 	require.NoError(t, err, "the stock key is back")
@@ -171,7 +171,7 @@ func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
 	testsale.MustWarm(t, st, rdb, sale)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	user := testenv.UniqueUser()
 	in := domain.RedisHoldInput(domain.DeriveToken([]byte("k"), sale.ID, user, "lost-hold"), sale.ID, user, "lost-hold")
 	rec, err := st.RecordRedisHold(testCtx(t), in, sale.ModeEpoch, 5, true)
@@ -180,7 +180,7 @@ func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
 	waiter := testenv.UniqueUser()
 	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: waiter, Joined: time.Now().UnixMicro()})))
 
-	r := &Resyncer{Store: st, Redis: lua.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t))
 	got, err := st.GetSale(testCtx(t), sale.ID)
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestResyncerRebuildsASaleWhoseRedisWentBack(t *testing.T) {
 	require.EqualValues(t, 4, mustGetInt(t, rdb, k.Stock), "the held unit is out of Redis's stock")
 	require.GreaterOrEqual(t, mustGetInt(t, rdb, k.Reserved), int64(5))
 	require.Equal(t, fmt.Sprintf("held:%d", user), rdb.HGet(testCtx(t), k.Tokens, in.Token).Val())
-	pos, err := lua.NewClient(rdb).WaitlistPosition(testCtx(t), sale.ID, waiter)
+	pos, err := redisgateway.NewClient(rdb).WaitlistPosition(testCtx(t), sale.ID, waiter)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, pos, "the forgotten join is back")
 
@@ -216,7 +216,7 @@ func TestResyncerTakesAHoldDuringItsCheckForNoLoss(t *testing.T) {
 	rdb := testenv.MustRedis(t)
 	sale := testenv.MustSale(t, st, 5)
 	testsale.MustWarm(t, st, rdb, sale)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	var once sync.Once
 	watched := testenv.MustRedis(t)
 	watched.AddHook(afterRead{key: k.Reserved, then: func() {
@@ -231,7 +231,7 @@ func TestResyncerTakesAHoldDuringItsCheckForNoLoss(t *testing.T) {
 		})
 	}})
 
-	r := &Resyncer{Store: st, Redis: lua.NewClient(watched), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
+	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(watched), Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t)) // the first look: the counters are compared
 	got, err := st.GetSale(testCtx(t), sale.ID)
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/testsale"
 )
@@ -23,10 +23,10 @@ import (
 func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
-	rc := lua.NewClient(rdb)
+	rc := redisgateway.NewClient(rdb)
 	sale := testenv.MustSale(t, st, 1)
 	testsale.MustWarm(t, st, rdb, sale)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 
 	// Sold out (as reserve.lua marks a sale that ran out), the early user
 	// joins, as the API does.
@@ -64,10 +64,10 @@ func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 	require.Equal(t, domain.ModeRedis, got.Mode)
 	head, err := rc.WaitlistHead(testCtx(t), sale.ID, 10)
 	require.NoError(t, err)
-	cands := make([]lua.HandOverCandidate, len(head))
+	cands := make([]redisgateway.HandOverCandidate, len(head))
 	for i, w := range head {
 		req := domain.WaitlistRequestID(w.Joined)
-		cands[i] = lua.HandOverCandidate{UserID: w.UserID, RequestID: req, Token: domain.DeriveToken([]byte("k"), sale.ID, w.UserID, req)}
+		cands[i] = redisgateway.HandOverCandidate{UserID: w.UserID, RequestID: req, Token: domain.DeriveToken([]byte("k"), sale.ID, w.UserID, req)}
 	}
 	handed, _, err := rc.HandOver(testCtx(t), sale.ID, got.ModeEpoch, cands)
 	require.NoError(t, err)
@@ -82,10 +82,10 @@ func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 func TestResyncerChecksASaleBackFromARebuildForLostJoins(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
-	rc := lua.NewClient(rdb)
+	rc := redisgateway.NewClient(rdb)
 	sale := testenv.MustSale(t, st, 1)
 	testsale.MustWarm(t, st, rdb, sale)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	early, late := testenv.UniqueUser(), testenv.UniqueUser()
 	_, earlyJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, early)
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestResyncerChecksASaleBackFromARebuildForLostJoins(t *testing.T) {
 	require.EqualValues(t, 2, mustPosition(t, rc, sale.ID, late))
 }
 
-func mustPosition(t *testing.T, rc *lua.Client, saleID, user int64) int64 {
+func mustPosition(t *testing.T, rc *redisgateway.Client, saleID, user int64) int64 {
 	t.Helper()
 	pos, err := rc.WaitlistPosition(testCtx(t), saleID, user)
 	require.NoError(t, err)

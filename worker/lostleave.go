@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // leaveGrace is how long a waitlist join may take from Redis's answer to
@@ -15,7 +15,7 @@ const leaveGrace = 15 * time.Second
 // suspectWaiters are a sale's waiters the database lacked when found.
 type suspectWaiters struct {
 	found   time.Time
-	waiters []lua.Waiter
+	waiters []redisgateway.Waiter
 }
 
 // suspectLostLeaves notes the waiters of a sale Redis has and the
@@ -44,16 +44,16 @@ func (r *Resyncer) suspectLostLeaves(ctx context.Context, saleID int64, now time
 
 // unkept answers the waiters among ws the database does not keep under
 // that join number.
-func (r *Resyncer) unkept(ctx context.Context, saleID int64, ws []lua.Waiter) ([]lua.Waiter, error) {
+func (r *Resyncer) unkept(ctx context.Context, saleID int64, ws []redisgateway.Waiter) ([]redisgateway.Waiter, error) {
 	kept, err := r.Store.WaitingJoins(ctx, saleID)
 	if err != nil {
 		return nil, err
 	}
-	in := make(map[lua.Waiter]bool, len(kept))
+	in := make(map[redisgateway.Waiter]bool, len(kept))
 	for _, w := range waiters(kept) {
 		in[w] = true
 	}
-	var out []lua.Waiter
+	var out []redisgateway.Waiter
 	for _, w := range ws {
 		if !in[w] {
 			out = append(out, w)
@@ -87,7 +87,7 @@ func (r *Resyncer) dropLostLeaves(ctx context.Context, now time.Time) {
 	}
 }
 
-func (r *Resyncer) dropUnkept(ctx context.Context, saleID int64, suspects []lua.Waiter) (int64, error) {
+func (r *Resyncer) dropUnkept(ctx context.Context, saleID int64, suspects []redisgateway.Waiter) (int64, error) {
 	still, err := r.unkept(ctx, saleID, suspects)
 	if err != nil || len(still) == 0 {
 		return 0, err

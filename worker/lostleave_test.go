@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/testsale"
 )
@@ -25,10 +25,10 @@ import (
 func TestResyncerTakesOffAWaiterWhoseLeaveRedisLost(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
-	rc := lua.NewClient(rdb)
+	rc := redisgateway.NewClient(rdb)
 	sale := testenv.MustSale(t, st, 1)
 	testsale.MustWarm(t, st, rdb, sale)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 0, 0).Err())
 	require.NoError(t, rdb.HSet(testCtx(t), k.Meta, "drained", "1").Err())
 

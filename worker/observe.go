@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // startFunc starts an order workflow (idempotently).
@@ -23,7 +23,7 @@ func newStartTimer(reg prometheus.Registerer) (*startTimer, error) {
 	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "seckill_workflow_start_duration_seconds",
 		Help:    "Time to start (or find started) an order workflow in Temporal, by caller and result.",
-		Buckets: lua.LatencyBuckets,
+		Buckets: redisgateway.LatencyBuckets,
 	}, []string{"caller", "result"})
 	if err := reg.Register(hist); err != nil {
 		return nil, fmt.Errorf("register start latency: %w", err)

@@ -12,9 +12,9 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // Relay defaults, used when the matching field is zero.
@@ -37,7 +37,7 @@ const (
 
 // errNoInbox says the sale's inbox or its consumer group is gone (not warmed
 // yet, or torn down); the sale's loop ends and the refresh starts it again.
-var errNoInbox = lua.ErrNoInbox
+var errNoInbox = redisgateway.ErrNoInbox
 
 // Starter starts a reservation's order workflow; it must be idempotent.
 type Starter func(ctx context.Context, in domain.OrderInput) error
@@ -51,7 +51,7 @@ type Starter func(ctx context.Context, in domain.OrderInput) error
 // database has recorded (trim), so the inbox holds the holds not yet
 // durable downstream, however often users cycle reserve and cancel.
 type Relay struct {
-	Redis    *lua.Client
+	Redis    *redisgateway.Client
 	Store    *store.Store
 	Starter  Starter
 	Consumer string
@@ -70,7 +70,7 @@ type Relay struct {
 	Concurrency  int           // starts in flight per batch; 32 when zero
 	StartTimeout time.Duration // per start; 10s when zero
 	ReclaimEvery time.Duration // 5s when zero
-	RetireAfter  time.Duration // lua.RetireAfter when zero
+	RetireAfter  time.Duration // redisgateway.RetireAfter when zero
 	RefreshEvery time.Duration // open-sales refresh; 3s when zero
 	// IdleAfter is how long a sale's loop runs without reading an entry,
 	// retiring a record or holding a pending entry before it ends; the
@@ -215,7 +215,7 @@ func (r *Relay) runSale(stop, work context.Context, saleID int64) {
 	r.Metrics.seeSale(saleID)
 	defer log.Info("relay: sale stopped")
 	reclaimEvery := orDefault(r.ReclaimEvery, defaultReclaimEvery)
-	idleAfter := orDefault(r.IdleAfter, orDefault(r.RetireAfter, lua.RetireAfter)+30*time.Second)
+	idleAfter := orDefault(r.IdleAfter, orDefault(r.RetireAfter, redisgateway.RetireAfter)+30*time.Second)
 	var lastReclaim time.Time
 	lastBusy := time.Now()
 	backoff := time.Duration(0)
@@ -348,7 +348,7 @@ func (r *Relay) trimPage(ctx context.Context, saleID, page int64) (n int, full b
 	if gone == 0 {
 		return 0, false, nil
 	}
-	keepFrom, err := lua.NextEntryID(head[gone-1].ID)
+	keepFrom, err := redisgateway.NextEntryID(head[gone-1].ID)
 	if err != nil {
 		return 0, false, err
 	}
@@ -372,8 +372,8 @@ const (
 )
 
 // Retire moves the Redis records of reservations that ended over
-// lua.RetireAfter ago, and that the database has ended, out of Redis
-// (lua.Client.Retire), a page at a time: a sale's per-token structures
+// redisgateway.RetireAfter ago, and that the database has ended, out of Redis
+// (redisgateway.Client.Retire), a page at a time: a sale's per-token structures
 // stay bounded by its live holds however long its users churn. It answers
 // how many reservations it retired.
 func (r *Relay) Retire(ctx context.Context, saleID int64) (int, error) {
@@ -385,7 +385,7 @@ func (r *Relay) Retire(ctx context.Context, saleID int64) (int, error) {
 func (r *Relay) retirePage(ctx context.Context, saleID int64) (n int, full bool, err error) {
 	tctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	before := time.Now().Add(-orDefault(r.RetireAfter, lua.RetireAfter))
+	before := time.Now().Add(-orDefault(r.RetireAfter, redisgateway.RetireAfter))
 	tokens, err := r.Redis.EndedTokens(tctx, saleID, before, retirePage)
 	if err != nil || len(tokens) == 0 {
 		return 0, false, err
@@ -394,11 +394,11 @@ func (r *Relay) retirePage(ctx context.Context, saleID int64) (n int, full bool,
 	if err != nil {
 		return 0, false, err
 	}
-	records := make([]lua.RetiredRecord, 0, len(ended))
+	records := make([]redisgateway.RetiredRecord, 0, len(ended))
 	var others []string
 	for _, t := range tokens {
 		if e, ok := ended[t]; ok {
-			records = append(records, lua.RetiredRecord{Token: t, UserID: e.UserID, RequestID: e.RequestID})
+			records = append(records, redisgateway.RetiredRecord{Token: t, UserID: e.UserID, RequestID: e.RequestID})
 		} else {
 			others = append(others, t)
 		}
@@ -477,20 +477,20 @@ func (r *Relay) reclaim(ctx context.Context, saleID int64) (claimed, failed int,
 
 // deliveries reads the delivery counts of freshly claimed entries (XAUTOCLAIM
 // has just counted this delivery too).
-func (r *Relay) deliveries(ctx context.Context, saleID int64, msgs []lua.InboxEntry) (map[string]int64, error) {
+func (r *Relay) deliveries(ctx context.Context, saleID int64, msgs []redisgateway.InboxEntry) (map[string]int64, error) {
 	pctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	return r.Redis.Deliveries(pctx, saleID, r.Consumer, msgs)
 }
 
 type inboxEntry struct {
-	msg lua.InboxEntry
+	msg redisgateway.InboxEntry
 	in  domain.OrderInput
 }
 
 // parseEntry is the order input of an inbox entry (an error when the
 // entry is malformed).
-func parseEntry(saleID int64, m lua.InboxEntry) (domain.OrderInput, error) {
+func parseEntry(saleID int64, m redisgateway.InboxEntry) (domain.OrderInput, error) {
 	if m.Malformed != nil {
 		return domain.OrderInput{}, m.Malformed
 	}
@@ -507,7 +507,7 @@ func parseEntry(saleID int64, m lua.InboxEntry) (domain.OrderInput, error) {
 // on more than MaxDelivery deliveries and older than DeadAfter. A start that
 // failed because Temporal was unavailable, slow or overloaded leaves its
 // entry pending however long that lasts. It answers how many starts failed.
-func (r *Relay) process(ctx context.Context, saleID int64, msgs []lua.InboxEntry, deliveries map[string]int64) (int, error) {
+func (r *Relay) process(ctx context.Context, saleID int64, msgs []redisgateway.InboxEntry, deliveries map[string]int64) (int, error) {
 	entries, dead := sortEntries(saleID, msgs, deliveries)
 	var errs []error
 	if len(dead) > 0 {
@@ -543,11 +543,11 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []lua.InboxEntry
 
 // sortEntries parses a batch into the entries to start and the malformed
 // ones, which retrying cannot fix.
-func sortEntries(saleID int64, msgs []lua.InboxEntry, deliveries map[string]int64) (entries []inboxEntry, dead []lua.DeadLetter) {
+func sortEntries(saleID int64, msgs []redisgateway.InboxEntry, deliveries map[string]int64) (entries []inboxEntry, dead []redisgateway.DeadLetter) {
 	for _, m := range msgs {
 		in, err := parseEntry(saleID, m)
 		if err != nil {
-			dead = append(dead, lua.DeadLetter{Entry: m, Reason: "malformed entry: " + err.Error(), Delivered: deliveries[m.ID]})
+			dead = append(dead, redisgateway.DeadLetter{Entry: m, Reason: "malformed entry: " + err.Error(), Delivered: deliveries[m.ID]})
 			continue
 		}
 		entries = append(entries, inboxEntry{msg: m, in: in})
@@ -569,10 +569,10 @@ func (r *Relay) startedBefore(ctx context.Context, saleID int64, entries []inbox
 // batchStarts is what a batch's starts came to.
 type batchStarts struct {
 	mu        sync.Mutex
-	ackIDs    []string         // started now or before: acknowledged
-	newTokens []string         // started now: into the started set
-	refused   []lua.DeadLetter // refused for good: dead-lettered
-	failed    int              // failed for now: left pending
+	ackIDs    []string                  // started now or before: acknowledged
+	newTokens []string                  // started now: into the started set
+	refused   []redisgateway.DeadLetter // refused for good: dead-lettered
+	failed    int                       // failed for now: left pending
 	firstErr  error
 }
 
@@ -616,8 +616,8 @@ func (r *Relay) startEntry(ctx context.Context, e inboxEntry, delivered int64, b
 	defer b.mu.Unlock()
 	if err != nil {
 		r.Metrics.StartErrors.Inc()
-		if orders.StartRefused(err) && delivered > orDefault(r.MaxDelivery, defaultMaxDelivery) && lua.EntryAge(e.msg.ID) >= r.DeadAfter {
-			b.refused = append(b.refused, lua.DeadLetter{Entry: e.msg, Reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", delivered, err), Delivered: delivered})
+		if temporalgateway.StartRefused(err) && delivered > orDefault(r.MaxDelivery, defaultMaxDelivery) && redisgateway.EntryAge(e.msg.ID) >= r.DeadAfter {
+			b.refused = append(b.refused, redisgateway.DeadLetter{Entry: e.msg, Reason: fmt.Sprintf("workflow start refused in %d deliveries: %v", delivered, err), Delivered: delivered})
 			return
 		}
 		b.failed++
@@ -649,7 +649,7 @@ func (r *Relay) ack(ctx context.Context, saleID int64, ids []string, started []s
 
 // deadLetter copies entries to the dead-letter stream and acknowledges them,
 // in one MULTI so that an entry is never both dead and pending.
-func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []lua.DeadLetter) error {
+func (r *Relay) deadLetter(ctx context.Context, saleID int64, dead []redisgateway.DeadLetter) error {
 	dctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	if err := r.Redis.DeadLetterInbox(dctx, saleID, dead); err != nil {
@@ -689,7 +689,7 @@ func (r *Relay) ObserveLag(ctx context.Context, saleID int64) error {
 // oldestWaiting is the age of the oldest inbox entry not yet acknowledged:
 // the first one pending (delivered, its start not yet confirmed) or, when
 // older, the first one not yet delivered; zero when none waits.
-func (r *Relay) oldestWaiting(ctx context.Context, saleID int64, g lua.InboxGroupInfo) (time.Duration, error) {
+func (r *Relay) oldestWaiting(ctx context.Context, saleID int64, g redisgateway.InboxGroupInfo) (time.Duration, error) {
 	var oldest time.Duration
 	if g.Pending > 0 {
 		pctx, cancel := context.WithTimeout(ctx, redisTimeout)
@@ -698,7 +698,7 @@ func (r *Relay) oldestWaiting(ctx context.Context, saleID int64, g lua.InboxGrou
 		if err != nil {
 			return 0, err
 		}
-		oldest = lua.EntryAge(lower)
+		oldest = redisgateway.EntryAge(lower)
 	}
 	if g.Lag != 0 {
 		xctx, cancel := context.WithTimeout(ctx, redisTimeout)
@@ -708,7 +708,7 @@ func (r *Relay) oldestWaiting(ctx context.Context, saleID int64, g lua.InboxGrou
 			return 0, err
 		}
 		if next != "" {
-			oldest = max(oldest, lua.EntryAge(next))
+			oldest = max(oldest, redisgateway.EntryAge(next))
 		}
 	}
 	return oldest, nil

@@ -24,9 +24,9 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 	"github.com/seckill/seckill/test/testsale"
 )
 
@@ -49,8 +49,8 @@ type warmSale struct {
 	*domain.Sale
 	rdb     redis.UniversalClient
 	st      *store.Store
-	scripts *lua.Scripts
-	keys    lua.Keys
+	scripts *redisgateway.Scripts
+	keys    redisgateway.Keys
 }
 
 // MustWarmSale creates a live sale with stock units and warms it in Redis.
@@ -60,7 +60,7 @@ func MustWarmSale(tb testing.TB, stock int64) *warmSale {
 	st := testenv.MustStore(tb)
 	sale := testenv.MustSale(tb, st, stock)
 	testsale.MustWarm(tb, st, rdb, sale)
-	return &warmSale{Sale: sale, rdb: rdb, st: st, scripts: lua.New(), keys: lua.SaleKeys(sale.ID)}
+	return &warmSale{Sale: sale, rdb: rdb, st: st, scripts: redisgateway.New(), keys: redisgateway.SaleKeys(sale.ID)}
 }
 
 // MustReserve reserves a unit for a new user through the real reserve
@@ -70,18 +70,18 @@ func (w *warmSale) MustReserve(tb testing.TB) (token string, userID int64) {
 	userID = testenv.UniqueUser()
 	reqID := "req-" + strconv.FormatInt(userID, 10)
 	token = domain.DeriveToken(testKey, w.ID, userID, reqID)
-	res, err := w.scripts.Reserve(testCtx(tb), w.rdb, lua.ReserveArgs{
+	res, err := w.scripts.Reserve(testCtx(tb), w.rdb, redisgateway.ReserveArgs{
 		SaleID: w.ID, UserID: userID, RequestID: reqID, Token: token, Epoch: 1,
 	})
 	require.NoError(tb, err)
-	require.Equal(tb, lua.OutcomeOK, res.Outcome)
+	require.Equal(tb, redisgateway.OutcomeOK, res.Outcome)
 	return token, userID
 }
 
 // pending answers how many inbox entries are delivered but not acknowledged.
 func (w *warmSale) pending(tb testing.TB) int64 {
 	tb.Helper()
-	p, err := w.rdb.XPending(testCtx(tb), w.keys.Inbox, lua.InboxGroup).Result()
+	p, err := w.rdb.XPending(testCtx(tb), w.keys.Inbox, redisgateway.InboxGroup).Result()
 	require.NoError(tb, err)
 	return p.Count
 }
@@ -140,7 +140,7 @@ func MustRelay(tb testing.TB, w *warmSale, starter Starter) *Relay {
 	m, err := NewMetrics(prometheus.NewRegistry())
 	require.NoError(tb, err)
 	return &Relay{
-		Redis:        lua.NewClient(w.rdb),
+		Redis:        redisgateway.NewClient(w.rdb),
 		Store:        w.st,
 		Starter:      starter,
 		Consumer:     fmt.Sprintf("test-%d", testenv.UniqueUser()),
@@ -377,14 +377,14 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 
 	// A consumer reads the entry, starts the workflow and dies before its ack.
 	streams, err := w.rdb.XReadGroup(testCtx(t), &redis.XReadGroupArgs{
-		Group: lua.InboxGroup, Consumer: "died-before-ack", Streams: []string{w.keys.Inbox, ">"}, Count: 10,
+		Group: redisgateway.InboxGroup, Consumer: "died-before-ack", Streams: []string{w.keys.Inbox, ">"}, Count: 10,
 	}).Result()
 	require.NoError(t, err)
 	require.Len(t, streams, 1)
 	require.Len(t, streams[0].Messages, 1)
-	in, err := parseEntry(w.ID, lua.ParseInboxEntry(streams[0].Messages[0]))
+	in, err := parseEntry(w.ID, redisgateway.ParseInboxEntry(streams[0].Messages[0]))
 	require.NoError(t, err)
-	require.NoError(t, orders.Start(testCtx(t), tc, domain.TaskQueue, in))
+	require.NoError(t, temporalgateway.Start(testCtx(t), tc, domain.TaskQueue, in))
 	first, err := tc.DescribeWorkflow(testCtx(t), wfID, "")
 	require.NoError(t, err)
 	runID := first.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
@@ -392,7 +392,7 @@ func TestRelayRedeliveryStartsOneWorkflow(t *testing.T) {
 
 	// The relay reclaims the entry from the dead consumer and starts it again.
 	r := MustRelay(t, w, func(ctx context.Context, in domain.OrderInput) error {
-		return orders.Start(ctx, tc, domain.TaskQueue, in)
+		return temporalgateway.Start(ctx, tc, domain.TaskQueue, in)
 	})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		n, err := r.Reclaim(testCtx(t), w.ID)
@@ -554,7 +554,7 @@ func TestRelayTrimsRecordedEntries(t *testing.T) {
 }
 
 // TestRelayRetiresEndedReservationsRecords: once the database has ended a
-// reservation released in Redis, the relay moves its Redis records out (lua.Client.Retire); a token Redis released but the database
+// reservation released in Redis, the relay moves its Redis records out (redisgateway.Client.Retire); a token Redis released but the database
 // did not end keeps its records and leaves the ended set.
 func TestRelayRetiresEndedReservationsRecords(t *testing.T) {
 	w := MustWarmSale(t, 10)
@@ -577,7 +577,7 @@ func TestRelayRetiresEndedReservationsRecords(t *testing.T) {
 			_, err := w.st.EndQueued(ctx, tok, domain.StatusCancelled, "user")
 			require.NoError(t, err)
 		}
-		_, err := lua.NewClient(w.rdb).Release(ctx, w.ID, users[tok], tok, true, false)
+		_, err := redisgateway.NewClient(w.rdb).Release(ctx, w.ID, users[tok], tok, true, false)
 		require.NoError(t, err)
 	}
 	time.Sleep(5 * time.Millisecond)

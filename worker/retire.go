@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/activities"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -33,7 +33,7 @@ const (
 // retired sales cost Redis nothing while nobody writes to them.
 type Retirer struct {
 	Store      *store.Store
-	Redis      *lua.Client
+	Redis      *redisgateway.Client
 	Metrics    *Metrics
 	ActMetrics *activities.Metrics
 	Every      time.Duration // defaultRetireEvery when zero

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // The retirer sweeps a retired sale's keys the first time it sees the
@@ -17,9 +17,9 @@ import (
 // costs Redis nothing.
 func TestRetirerSweepsRetiredSalesTheFeedNames(t *testing.T) {
 	st, rdb := testenv.MustStore(t), testenv.MustRedis(t)
-	rc := lua.NewClient(rdb)
+	rc := redisgateway.NewClient(rdb)
 	sale := testenv.MustSale(t, st, 5)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	t.Cleanup(func() { _ = rdb.Del(context.Background(), k.All()...).Err() })
 	require.NoError(t, st.MarkFinished(testCtx(t), sale.ID))
 	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 1, time.Hour).Err())
@@ -31,7 +31,7 @@ func TestRetirerSweepsRetiredSalesTheFeedNames(t *testing.T) {
 	// The sweep noted the sale; once a tick has read that note and the
 	// feed's look-back has passed it, a key put back without a note is
 	// not looked at.
-	time.Sleep(lua.NoteEvery + feedMargin + 500*time.Millisecond)
+	time.Sleep(redisgateway.NoteEvery + feedMargin + 500*time.Millisecond)
 	require.NoError(t, r.Once(testCtx(t), time.Now()))
 	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 1, time.Hour).Err())
 	require.NoError(t, r.Once(testCtx(t), time.Now()))

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Change signaller timing.
@@ -26,7 +26,7 @@ const (
 )
 
 // SaleSignaller wakes the SaleWorkflow of each live sale the change feed
-// names (orders.SignalSaleChanged), as a quiet sale's workflow sleeps
+// names (temporalgateway.SignalSaleChanged), as a quiet sale's workflow sleeps
 // until the sale's end. A sale gets at most one signal a Period from a
 // signaller: a change noted within a Period of the sale's last signal is
 // owed and signalled once the Period is over, so a busy sale costs its
@@ -38,17 +38,17 @@ const (
 // sale's next change or its end. So that only a note lost with its writer
 // (which dies within the note's delay) costs that:
 //   - a signaller starts by reading the feed as far back as it keeps notes
-//     (lua.ChangesKeep), and the other workers' signallers ran meanwhile;
+//     (redisgateway.ChangesKeep), and the other workers' signallers ran meanwhile;
 //   - when the fleet's signallers last read the feed longer ago than that,
-//     or Redis lost the mark (lua.SignalledKey), or Redis restarted or
-//     failed over since the last tick (lua.Client.Identity: its last
+//     or Redis lost the mark (redisgateway.SignalledKey), or Redis restarted or
+//     failed over since the last tick (redisgateway.Client.Identity: its last
 //     notes may be lost), it signals every live sale once, spread over
 //     FullEvery.
 //
 // A sale not on Redis writes no notes: it is signalled when first seen so,
 // and its workflow then reconciles every period until it is back.
 type SaleSignaller struct {
-	Redis     *lua.Client
+	Redis     *redisgateway.Client
 	OpenSales func(ctx context.Context) ([]*domain.Sale, error)
 	// Signal signals the sale's workflow; a closed or missing one is no
 	// error.
@@ -125,7 +125,7 @@ func (s *SaleSignaller) readFeed(ctx context.Context, now time.Time) (map[int64]
 		if err != nil {
 			return nil, fmt.Errorf("sale signaller: %w", err)
 		}
-		since = now.Add(-lua.ChangesKeep)
+		since = now.Add(-redisgateway.ChangesKeep)
 		if !ok || mark.Before(since.Add(feedMargin)) {
 			s.Logger.Info("sale signaller: the feed may have dropped notes unread; signalling every live sale", "mark_found", ok, "mark", mark)
 			s.startFullPass()
@@ -179,7 +179,7 @@ func (s *SaleSignaller) due(open []*domain.Sale, notes map[int64]time.Time, now 
 			continue
 		}
 		st.offRedis = false
-		st.forced = st.forced || lua.PassShare(sale.ID, s.fullShares()) == share
+		st.forced = st.forced || redisgateway.PassShare(sale.ID, s.fullShares()) == share
 		if (st.forced || st.noted.After(st.covered)) && now.Sub(st.at) >= period {
 			due = append(due, sale.ID)
 		}

@@ -18,9 +18,9 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisgateway"
+	"github.com/seckill/seckill/temporalgateway"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -53,7 +53,7 @@ func liveSale(id int64, now time.Time) *domain.Sale {
 		StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour)}
 }
 
-func mustSignaller(t *testing.T, rdb *lua.Client, open *[]*domain.Sale, rec *signalRecorder) *SaleSignaller {
+func mustSignaller(t *testing.T, rdb *redisgateway.Client, open *[]*domain.Sale, rec *signalRecorder) *SaleSignaller {
 	t.Helper()
 	return &SaleSignaller{Redis: rdb, Signal: rec.signal, Logger: slog.New(slog.DiscardHandler),
 		Every: 5 * time.Second, Period: time.Minute, FullEvery: time.Minute,
@@ -66,14 +66,14 @@ func mustSignaller(t *testing.T, rdb *lua.Client, open *[]*domain.Sale, rec *sig
 // seen so; an ended sale never; a failed signal is sent again next tick.
 func TestSaleSignallerSignalsChangesOncePerPeriod(t *testing.T) {
 	raw := testenv.MustRedis(t)
-	rdb := lua.NewClient(raw)
+	rdb := redisgateway.NewClient(raw)
 	st := testenv.MustStore(t)
 	ctx := testCtx(t)
 	var ids [5]int64
 	for i := range ids {
 		ids[i] = testenv.MustSale(t, st, 1).ID
 		// A run before this one, on a fresh database, had these ids.
-		require.NoError(t, raw.ZRem(ctx, lua.ChangesKey, ids[i]).Err())
+		require.NoError(t, raw.ZRem(ctx, redisgateway.ChangesKey, ids[i]).Err())
 	}
 	t0 := time.Now()
 	a, b, c, db, ended := ids[0], ids[1], ids[2], ids[3], ids[4]
@@ -118,7 +118,7 @@ func TestSaleSignallerSignalsChangesOncePerPeriod(t *testing.T) {
 // spread over the full pass; so does one that sees Redis's identity
 // change.
 func TestSaleSignallerSignalsEverySaleWhenNotesMayBeLost(t *testing.T) {
-	rdb := lua.NewClient(testenv.MustRedis(t))
+	rdb := redisgateway.NewClient(testenv.MustRedis(t))
 	// Ids past this package's sales: the feed names none of them.
 	base := testenv.MustSale(t, testenv.MustStore(t), 1).ID + 1_000_000
 	ctx := testCtx(t)
@@ -127,7 +127,7 @@ func TestSaleSignallerSignalsEverySaleWhenNotesMayBeLost(t *testing.T) {
 	for i := range int64(240) {
 		open = append(open, liveSale(base+i, t0))
 	}
-	require.NoError(t, rdb.WriteSignalMark(ctx, t0.Add(-lua.ChangesKeep-time.Minute)))
+	require.NoError(t, rdb.WriteSignalMark(ctx, t0.Add(-redisgateway.ChangesKeep-time.Minute)))
 	rec := &signalRecorder{}
 	s := mustSignaller(t, rdb, &open, rec)
 	pass := func(from time.Duration) {
@@ -183,7 +183,7 @@ func scheduled(t *testing.T, tc client.Client, saleID int64, activity string) (a
 func TestSaleSignallerWakesTheSaleWorkflowOncePerPeriod(t *testing.T) {
 	tc := testenv.MustTemporal(t)
 	st := testenv.MustStore(t)
-	rdb := lua.NewClient(testenv.MustRedis(t))
+	rdb := redisgateway.NewClient(testenv.MustRedis(t))
 	queue := fmt.Sprintf("seckill-test-signal-%d", time.Now().UnixNano())
 	w := tworker.New(tc, queue, tworker.Options{})
 	workflows.RegisterSale(w, &activities.SaleActivities{Store: st, Redis: rdb, Temporal: tc,
@@ -191,7 +191,7 @@ func TestSaleSignallerWakesTheSaleWorkflowOncePerPeriod(t *testing.T) {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	sale := testenv.MustSale(t, st, 2)
-	require.NoError(t, orders.StartSale(testCtx(t), tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: 2 * time.Second}))
+	require.NoError(t, temporalgateway.StartSale(testCtx(t), tc, queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: 2 * time.Second}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -204,7 +204,7 @@ func TestSaleSignallerWakesTheSaleWorkflowOncePerPeriod(t *testing.T) {
 
 	ctx, stop := context.WithCancel(testCtx(t))
 	s := &SaleSignaller{Redis: rdb, Logger: slog.New(slog.DiscardHandler), Every: 250 * time.Millisecond, Period: 2 * time.Second,
-		Signal: func(ctx context.Context, id int64) error { return orders.SignalSaleChanged(ctx, tc, id) },
+		Signal: func(ctx context.Context, id int64) error { return temporalgateway.SignalSaleChanged(ctx, tc, id) },
 		OpenSales: func(ctx context.Context) ([]*domain.Sale, error) {
 			got, err := st.GetSale(ctx, sale.ID)
 			return []*domain.Sale{got}, err

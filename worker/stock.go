@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -22,7 +22,7 @@ import (
 // path accepts (store.MaxStockSampleAge), and a switch then holds its
 // units back until the resync.
 type StockRecorder struct {
-	Redis     *lua.Client
+	Redis     *redisgateway.Client
 	Store     *store.Store
 	Logger    *slog.Logger
 	Every     time.Duration // 1s when zero
@@ -122,7 +122,7 @@ func (s *StockRecorder) record(ctx context.Context, sales []*domain.Sale) (n int
 	var errs []error
 	for _, sale := range sales {
 		v, err := stocks[sale.ID].N, stocks[sale.ID].Err
-		if errors.Is(err, lua.ErrMissing) {
+		if errors.Is(err, redisgateway.ErrMissing) {
 			continue // not warmed, or torn down
 		}
 		if err == nil {

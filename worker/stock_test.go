@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -23,12 +23,12 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 	good, bad, other := testenv.MustSale(t, st, 10), testenv.MustSale(t, st, 10), testenv.MustSale(t, st, 10)
 	set := func(vals map[int64]any) {
 		for id, v := range vals {
-			require.NoError(t, rdb.Set(testCtx(t), lua.SaleKeys(id).Stock, v, time.Hour).Err())
+			require.NoError(t, rdb.Set(testCtx(t), redisgateway.SaleKeys(id).Stock, v, time.Hour).Err())
 		}
 	}
 	t.Cleanup(func() {
 		for _, id := range []int64{good.ID, bad.ID, other.ID} {
-			_ = rdb.Del(context.Background(), lua.SaleKeys(id).Stock).Err()
+			_ = rdb.Del(context.Background(), redisgateway.SaleKeys(id).Stock).Err()
 		}
 	})
 	seen := func(id int64) sql.NullInt64 {
@@ -38,7 +38,7 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 	}
 	// Keys set directly, so the change feed names none of the sales.
 	set(map[int64]any{good.ID: 7, bad.ID: "not a number", other.ID: 9})
-	rec := &StockRecorder{Redis: lua.NewClient(rdb), Store: st, Logger: testLogger(), Every: time.Second, FullEvery: time.Hour}
+	rec := &StockRecorder{Redis: redisgateway.NewClient(rdb), Store: st, Logger: testLogger(), Every: time.Second, FullEvery: time.Hour}
 	_, err := rec.RecordOnce(testCtx(t))
 	require.ErrorContains(t, err, "stock of sale", "the first tick samples every sale")
 	assert.Equal(t, sql.NullInt64{Int64: 7, Valid: true}, seen(good.ID))
@@ -53,7 +53,7 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 	shares := int64(time.Hour / time.Second)
 	for id, want := range map[int64][2]int64{good.ID: {7, 5}, other.ID: {9, 4}} {
 		v := want[0]
-		if lua.PassShare(id, shares) == 1 { // the second tick's share
+		if redisgateway.PassShare(id, shares) == 1 { // the second tick's share
 			v = want[1]
 		}
 		assert.Equal(t, sql.NullInt64{Int64: v, Valid: true}, seen(id), "sale %d sampled only by its share", id)
@@ -67,7 +67,7 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 func TestIdleSalesCostTheLoopsNoStatementsEach(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rec := testenv.Record(st)
-	rdb := lua.NewClient(testenv.MustRedis(t))
+	rdb := redisgateway.NewClient(testenv.MustRedis(t))
 	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: testLogger()}
 	follower := &Follower{Redis: rdb, Store: st, Logger: testLogger()}
 	ticks := func() []string {

@@ -26,10 +26,10 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/conn"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -93,7 +93,7 @@ type process struct {
 	metrics    *Metrics
 	actMetrics *activities.Metrics
 	startTimes *startTimer
-	rdb        *lua.Client
+	rdb        *redisgateway.Client
 	st         *store.Store
 	tc         client.Client
 }
@@ -145,7 +145,7 @@ func (p *process) open(ctx context.Context, temporalOpts ...conn.TemporalOption)
 	if err != nil {
 		return closeAll, err
 	}
-	p.rdb = lua.NewClient(redisClient)
+	p.rdb = redisgateway.NewClient(redisClient)
 	closers = append(closers, func() { closeLogged(p.logger, "redis", p.rdb.Close) })
 	if err := p.rdb.InstrumentScripts(p.reg); err != nil {
 		return closeAll, err
@@ -165,14 +165,14 @@ func (p *process) open(ctx context.Context, temporalOpts ...conn.TemporalOption)
 }
 
 func (p *process) start(ctx context.Context, in domain.OrderInput) error {
-	return orders.Start(ctx, p.tc, p.cfg.TaskQueue, in)
+	return temporalgateway.Start(ctx, p.tc, p.cfg.TaskQueue, in)
 }
 
 // startTemporalWorker registers the order and sale workflows and their
 // activities (this is the project's one worker process) and starts it.
 func (p *process) startTemporalWorker() (tworker.Worker, error) {
 	restart := func(ctx context.Context, in domain.OrderInput) error {
-		_, err := orders.Restart(ctx, p.tc, p.cfg.TaskQueue, in)
+		_, err := temporalgateway.Restart(ctx, p.tc, p.cfg.TaskQueue, in)
 		return err
 	}
 	w := tworker.New(p.tc, p.cfg.TaskQueue, tworker.Options{
@@ -219,12 +219,14 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
 	bg.Go(func() { retirer.Run(ctx) })
 	signaller := &SaleSignaller{Redis: rdb, OpenSales: st.ListOpenSales, Logger: logger,
-		Signal: func(ctx context.Context, saleID int64) error { return orders.SignalSaleChanged(ctx, p.tc, saleID) }}
+		Signal: func(ctx context.Context, saleID int64) error {
+			return temporalgateway.SignalSaleChanged(ctx, p.tc, saleID)
+		}}
 	bg.Go(func() { signaller.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{OpenSales: openSaleList(st), Every: 30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {
-				return orders.StartSale(ctx, p.tc, cfg.TaskQueue, in)
+				return temporalgateway.StartSale(ctx, p.tc, cfg.TaskQueue, in)
 			}}
 		bg.Go(func() { sweeper.Run(ctx) })
 	}
@@ -268,7 +270,7 @@ func (p *process) shutdown(ctx context.Context, w tworker.Worker, relayDone <-ch
 
 // runObserver publishes the worker's own view of Redis (a ping every
 // degraded.FleetCheck) in the fleet's, until ctx ends.
-func runObserver(ctx context.Context, bg *sync.WaitGroup, cfg *config.Config, st *store.Store, rdb *lua.Client, logger *slog.Logger) *degraded.Observer {
+func runObserver(ctx context.Context, bg *sync.WaitGroup, cfg *config.Config, st *store.Store, rdb *redisgateway.Client, logger *slog.Logger) *degraded.Observer {
 	pinger := degraded.NewPinger(rdb.Ping)
 	observer := degraded.NewObserver(st, degraded.ObserverName("worker", cfg.Instance), "worker", pinger.Up, logger)
 	bg.Go(func() { pinger.Run(ctx.Done()) })

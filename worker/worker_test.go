@@ -20,7 +20,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -172,11 +172,11 @@ func TestStockRecorderRecordsRedisStock(t *testing.T) {
 	warmed := testenv.MustSale(t, st, 10)
 	cold := testenv.MustSale(t, st, 10)
 	require.Greater(t, warmed.ID, int64(isolatedSaleIDs-1))
-	k := lua.SaleKeys(warmed.ID)
+	k := redisgateway.SaleKeys(warmed.ID)
 	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 7, time.Hour).Err())
 	t.Cleanup(func() { _ = rdb.Del(context.Background(), k.Stock).Err() })
 
-	rec := &StockRecorder{Redis: lua.NewClient(rdb), Store: st, Logger: testLogger()}
+	rec := &StockRecorder{Redis: redisgateway.NewClient(rdb), Store: st, Logger: testLogger()}
 	n, err := rec.RecordOnce(testCtx(t))
 	require.NoError(t, err)
 	assert.Positive(t, n)

@@ -15,8 +15,8 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // The deploy drill: how a change to OrderWorkflow's command sequence ships
@@ -64,7 +64,7 @@ func replayerOf(wf any) worker.WorkflowReplayer {
 func TestDeployOfChangedWorkflowCodeMidFlight(t *testing.T) {
 	s := MustStack(t)
 	queue := s.queue + "-deploy"
-	acts := &activities.Activities{Store: s.st, Redis: lua.NewClient(s.rdb)}
+	acts := &activities.Activities{Store: s.st, Redis: redisgateway.NewClient(s.rdb)}
 	before := worker.New(s.c, queue, worker.Options{})
 	Register(before, acts)
 	require.NoError(t, before.Start())
@@ -73,9 +73,9 @@ func TestDeployOfChangedWorkflowCodeMidFlight(t *testing.T) {
 	start := func(req string) domain.OrderInput {
 		user := testenv.UniqueUser()
 		outcome, token := s.reserve(sale, user, req)
-		require.Equal(t, lua.OutcomeOK, outcome)
+		require.Equal(t, redisgateway.OutcomeOK, outcome)
 		in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: req, Path: domain.PathRedis}
-		require.NoError(t, orders.Start(ctxT(t, 10*time.Second), s.c, queue, in))
+		require.NoError(t, temporalgateway.Start(ctxT(t, 10*time.Second), s.c, queue, in))
 		return in
 	}
 	inFlight := start("req-deploy-old")

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 func TestRefusalCodeReadsCodesAndLegacyTypes(t *testing.T) {
@@ -27,16 +27,16 @@ func TestRefusalCodeReadsCodesAndLegacyTypes(t *testing.T) {
 		domain.EInternal:         "",
 	} {
 		err := fmt.Errorf("activity: %w", temporal.NewNonRetryableApplicationError("msg", typ, nil))
-		if got := orders.RefusalCode(err); got != want {
+		if got := temporalgateway.RefusalCode(err); got != want {
 			t.Errorf("type %q: %q, want %q", typ, got, want)
 		}
 	}
-	if orders.RefusalCode(errors.New("not_payable: a message is no refusal")) != "" || orders.RefusalCode(nil) != "" {
+	if temporalgateway.RefusalCode(errors.New("not_payable: a message is no refusal")) != "" || temporalgateway.RefusalCode(nil) != "" {
 		t.Error("a plain error read as a refusal")
 	}
 	rej := reject(domain.ENotPayable, "reservation is %s", domain.StatusPaid)
 	var ae *temporal.ApplicationError
-	if !errors.As(rej, &ae) || ae.Type() != domain.ENotPayable || !ae.NonRetryable() || orders.RefusalCode(rej) != domain.ENotPayable {
+	if !errors.As(rej, &ae) || ae.Type() != domain.ENotPayable || !ae.NonRetryable() || temporalgateway.RefusalCode(rej) != domain.ENotPayable {
 		t.Errorf("reject: %v", rej)
 	}
 }

@@ -17,10 +17,10 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // Integration tests of OrderWorkflow on the real stack: Temporal dev
@@ -35,7 +35,7 @@ type stack struct {
 	st      *store.Store
 	rdb     redis.UniversalClient
 	c       client.Client
-	scripts *lua.Scripts
+	scripts *redisgateway.Scripts
 	queue   string
 }
 
@@ -59,14 +59,14 @@ func mustStackWorkerRedis(tb testing.TB, workerRedis redis.UniversalClient) *sta
 		st:      testenv.MustStore(tb),
 		rdb:     testenv.MustRedis(tb),
 		c:       testenv.MustTemporal(tb),
-		scripts: lua.New(),
+		scripts: redisgateway.New(),
 		queue:   fmt.Sprintf("seckill-test-orders-%d", time.Now().UnixNano()),
 	}
 	if workerRedis == nil {
 		workerRedis = s.rdb
 	}
 	w := worker.New(s.c, s.queue, worker.Options{})
-	Register(w, &activities.Activities{Store: s.st, Redis: lua.NewClient(workerRedis)})
+	Register(w, &activities.Activities{Store: s.st, Redis: redisgateway.NewClient(workerRedis)})
 	require.NoError(tb, w.Start())
 	tb.Cleanup(w.Stop)
 	return s
@@ -86,7 +86,7 @@ func (s *stack) MustWarmSale(tb testing.TB, stock int64, window time.Duration, r
 		x.PaymentWindowSeconds = int(window / time.Second)
 	})
 	ctx := ctxT(tb, 10*time.Second)
-	outcome, _, err := s.scripts.Warmup(ctx, s.rdb, lua.WarmupArgs{
+	outcome, _, err := s.scripts.Warmup(ctx, s.rdb, redisgateway.WarmupArgs{
 		SaleID:   sale.ID,
 		StartsMS: sale.StartsAt.UnixMilli(),
 		EndsMS:   sale.EndsAt.UnixMilli(),
@@ -96,11 +96,11 @@ func (s *stack) MustWarmSale(tb testing.TB, stock int64, window time.Duration, r
 		Stock:    redisStock,
 	})
 	require.NoError(tb, err)
-	require.Equal(tb, lua.WarmupOK, outcome)
+	require.Equal(tb, redisgateway.WarmupOK, outcome)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := s.rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
+		if err := s.rdb.Del(ctx, redisgateway.SaleKeys(sale.ID).All()...).Err(); err != nil {
 			tb.Logf("clean up sale %d keys: %v", sale.ID, err)
 		}
 	})
@@ -112,7 +112,7 @@ func (s *stack) MustWarmSale(tb testing.TB, stock int64, window time.Duration, r
 func (s *stack) reserve(sale *domain.Sale, user int64, requestID string) (string, string) {
 	s.t.Helper()
 	token := domain.DeriveToken(tokenKey, sale.ID, user, requestID)
-	res, err := s.scripts.Reserve(ctxT(s.t, 5*time.Second), s.rdb, lua.ReserveArgs{
+	res, err := s.scripts.Reserve(ctxT(s.t, 5*time.Second), s.rdb, redisgateway.ReserveArgs{
 		SaleID: sale.ID, UserID: user, RequestID: requestID, Token: token, Epoch: 1,
 	})
 	require.NoError(s.t, err)
@@ -123,9 +123,9 @@ func (s *stack) reserve(sale *domain.Sale, user int64, requestID string) (string
 func (s *stack) MustOrder(sale *domain.Sale, user int64, requestID string) domain.OrderInput {
 	s.t.Helper()
 	outcome, token := s.reserve(sale, user, requestID)
-	require.Equal(s.t, lua.OutcomeOK, outcome, "reserve for user %d", user)
+	require.Equal(s.t, redisgateway.OutcomeOK, outcome, "reserve for user %d", user)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: requestID, Path: domain.PathRedis}
-	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, temporalgateway.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	return in
 }
 
@@ -134,10 +134,10 @@ func (s *stack) MustOrder(sale *domain.Sale, user int64, requestID string) domai
 func (s *stack) MustLegacyOrder(sale *domain.Sale, user int64, requestID string) domain.OrderInput {
 	s.t.Helper()
 	outcome, token := s.reserve(sale, user, requestID)
-	require.Equal(s.t, lua.OutcomeOK, outcome, "reserve for user %d", user)
+	require.Equal(s.t, redisgateway.OutcomeOK, outcome, "reserve for user %d", user)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: requestID, Path: domain.PathRedis}
 	testenv.MustLegacyHold(s.t, s.st, in)
-	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, temporalgateway.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	return in
 }
 
@@ -190,7 +190,7 @@ func (s *stack) books(saleID int64) books {
 	ctx := ctxT(s.t, 10*time.Second)
 	var b books
 	var err error
-	b.redisStock, err = s.rdb.Get(ctx, lua.SaleKeys(saleID).Stock).Int64()
+	b.redisStock, err = s.rdb.Get(ctx, redisgateway.SaleKeys(saleID).Stock).Int64()
 	require.NoError(s.t, err)
 	b.dbStock, err = s.st.DBStock(ctx, saleID)
 	require.NoError(s.t, err)
@@ -227,7 +227,7 @@ func TestOrderIntegrationPayCancelExpire(t *testing.T) {
 		s.waitStatus(in.Token, domain.StatusPendingPayment)
 	}
 	outcome, _ := s.reserve(sale, testenv.UniqueUser(), "req-soldout")
-	require.Equal(t, lua.OutcomeSoldOut, outcome)
+	require.Equal(t, redisgateway.OutcomeSoldOut, outcome)
 	s.requireConsistent(sale)
 
 	paid, cancelled, expired, pending := orders[0], orders[1], orders[2], orders[3]
@@ -258,10 +258,10 @@ func TestOrderIntegrationPayCancelExpire(t *testing.T) {
 	s.waitStatus(again1.Token, domain.StatusPendingPayment)
 	s.waitStatus(newcomer.Token, domain.StatusPendingPayment)
 	outcome, _ = s.reserve(sale, testenv.UniqueUser(), "req-soldout-2")
-	require.Equal(t, lua.OutcomeSoldOut, outcome)
+	require.Equal(t, redisgateway.OutcomeSoldOut, outcome)
 	// The paid user cannot buy twice.
 	outcome, _ = s.reserve(sale, paid.UserID, "req-paid-again")
-	require.Equal(t, lua.OutcomeAlready, outcome)
+	require.Equal(t, redisgateway.OutcomeAlready, outcome)
 	b = s.requireConsistent(sale)
 	require.Zero(t, b.redisStock)
 	require.Zero(t, b.dbStock)
@@ -357,7 +357,7 @@ func TestOrderIntegrationNoStockFails(t *testing.T) {
 	// The user's mark is gone: after FAILED they may reserve again (and
 	// find the sale sold out).
 	outcome, _ := s.reserve(sale, in.UserID, "req-nostock-2")
-	require.Equal(t, lua.OutcomeSoldOut, outcome)
+	require.Equal(t, redisgateway.OutcomeSoldOut, outcome)
 }
 
 // A database-path order, placed while Redis was out, is in Redis after the
@@ -378,13 +378,13 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 	_, _, err = s.st.ReserveInDB(ctx, in)
 	require.NoError(t, err)
 	require.NoError(t, s.st.MarkDispatched(ctx, in.Token))
-	require.NoError(t, orders.Start(ctx, s.c, s.queue, in))
+	require.NoError(t, temporalgateway.Start(ctx, s.c, s.queue, in))
 	s.waitStatus(in.Token, domain.StatusPendingPayment)
 
-	done, err := sales.Resync(ctx, s.st, lua.NewClient(s.rdb), s.c, sale.ID)
+	done, err := sales.Resync(ctx, s.st, redisgateway.NewClient(s.rdb), s.c, sale.ID)
 	require.NoError(t, err)
 	require.True(t, done)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	require.Equal(t, "ordered:"+fmt.Sprint(user), s.rdb.HGet(ctx, k.Tokens, in.Token).Val())
 	require.True(t, s.rdb.SIsMember(ctx, k.Buyers, user).Val())
 
@@ -398,10 +398,10 @@ func TestOrderIntegrationDatabasePathReleasedAfterResync(t *testing.T) {
 	// The user can buy again, through Redis.
 	now, err := s.st.GetSale(ctx, sale.ID)
 	require.NoError(t, err)
-	res, err := s.scripts.Reserve(ctx, s.rdb, lua.ReserveArgs{SaleID: sale.ID, UserID: user, RequestID: "req-dbpath-again",
+	res, err := s.scripts.Reserve(ctx, s.rdb, redisgateway.ReserveArgs{SaleID: sale.ID, UserID: user, RequestID: "req-dbpath-again",
 		Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-dbpath-again"), Epoch: now.ModeEpoch})
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeOK, res.Outcome)
+	require.Equal(t, redisgateway.OutcomeOK, res.Outcome)
 }
 
 // mustRedisAwayStack is a stack whose worker reaches Redis through a proxy
@@ -426,11 +426,11 @@ func (s *stack) payWhileRedisAway(proxy *netproxy.Proxy) (domain.OrderInput, dom
 	sale := s.MustWarmSale(t, 1, 5*time.Second, 1)
 	user := testenv.UniqueUser()
 	outcome, token := s.reserve(sale, user, "req-redis-away")
-	require.Equal(t, lua.OutcomeOK, outcome)
+	require.Equal(t, redisgateway.OutcomeOK, outcome)
 
 	proxy.SetCut(true)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "req-redis-away", Path: domain.PathRedis}
-	require.NoError(t, orders.Start(ctxT(t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(t, temporalgateway.Start(ctxT(t, 10*time.Second), s.c, s.queue, in))
 	s.waitStatus(token, domain.StatusPendingPayment)
 	r, err := s.st.GetReservation(ctxT(t, 5*time.Second), token)
 	require.NoError(t, err)
@@ -463,7 +463,7 @@ func TestOrderIntegrationPaymentAcceptedWhileRedisStepRetries(t *testing.T) {
 
 	require.Equal(t, domain.StatusPaid, s.result(in.Token).Status)
 	s.waitStatus(in.Token, domain.StatusPaid)
-	k := lua.SaleKeys(in.SaleID)
+	k := redisgateway.SaleKeys(in.SaleID)
 	require.Equal(t, "paid:"+fmt.Sprint(in.UserID), s.rdb.HGet(ctxT(t, 5*time.Second), k.Tokens, in.Token).Val(), "the token's Redis state follows once Redis is back")
 	sale, err := s.st.GetSale(ctxT(t, 5*time.Second), in.SaleID)
 	require.NoError(t, err)

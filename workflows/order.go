@@ -10,7 +10,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // Register registers the order workflow's types under their contract names
@@ -286,9 +286,9 @@ func (w *orderWorkflow) setStatus(ctx workflow.Context, s domain.ReservationStat
 		return
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		orders.SaleIDKey.ValueSet(w.in.SaleID),
-		orders.UserIDKey.ValueSet(w.in.UserID),
-		orders.OrderStatusKey.ValueSet(string(s)),
+		temporalgateway.SaleIDKey.ValueSet(w.in.SaleID),
+		temporalgateway.UserIDKey.ValueSet(w.in.UserID),
+		temporalgateway.OrderStatusKey.ValueSet(string(s)),
 	); err != nil {
 		// Visibility only; the order itself is unaffected.
 		workflow.GetLogger(ctx).Error("upsert search attributes", "token", w.in.Token, "error", err)

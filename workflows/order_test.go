@@ -16,7 +16,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // Unit tests of OrderWorkflow: time-skipping test environment, activities
@@ -91,7 +91,7 @@ func newOrderEnv(tb testing.TB) *orderEnv {
 	env.RegisterActivity(&activities.Activities{})
 	env.OnUpsertTypedSearchAttributes(anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
-		v, _ := sa.GetKeyword(orders.OrderStatusKey)
+		v, _ := sa.GetKeyword(temporalgateway.OrderStatusKey)
 		env.mu.Lock()
 		env.statuses = append(env.statuses, v)
 		env.mu.Unlock()

@@ -20,9 +20,9 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisgateway"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // recordTag names the recording: the files TestReplay reads are
@@ -171,7 +171,7 @@ func recordFailedAlreadyPurchased(s *stack) (string, string) {
 		Token: domain.DeriveToken(tokenKey, sale.ID, user, "req-rec-ap-2"), SaleID: sale.ID, UserID: user,
 		RequestID: "req-rec-ap-2", Path: domain.PathRedis,
 	}
-	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
+	require.NoError(s.t, temporalgateway.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, second))
 	st := s.result(second.Token)
 	require.Equal(s.t, domain.StatusFailed, st.Status)
 	require.Equal(s.t, domain.FailReasonRefusedHolder, st.FailReason)
@@ -193,7 +193,7 @@ func recordDatabasePath(s *stack) (string, string) {
 	res, _, err := s.st.ReserveInDB(ctx, in)
 	require.NoError(s.t, err)
 	require.Equal(s.t, domain.StatusPendingPayment, res.Status)
-	require.NoError(s.t, orders.Start(ctx, s.c, s.queue, in))
+	require.NoError(s.t, temporalgateway.Start(ctx, s.c, s.queue, in))
 	s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
 	s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-db-pay"}, domain.StatusPaid)
 	require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
@@ -207,7 +207,7 @@ func recordRerunPending(s *stack) (string, string) {
 	in := s.MustOrder(sale, testenv.UniqueUser(), "req-rec-rerun")
 	s.waitStatus(in.Token, domain.StatusPendingPayment)
 	require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
-	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, temporalgateway.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	s.waitWorkflowStatus(in.Token, domain.StatusPendingPayment)
 	s.mustUpdate(in.Token, domain.UpdatePay, domain.PayRequest{PaymentRef: "rec-rerun-pay"}, domain.StatusPaid)
 	require.Equal(s.t, domain.StatusPaid, s.result(in.Token).Status)
@@ -223,7 +223,7 @@ func recordRerunEnded(s *stack) (string, string) {
 	require.NoError(s.t, s.c.TerminateWorkflow(ctxT(s.t, 10*time.Second), domain.OrderWorkflowID(in.Token), "", "record rerun"))
 	_, err := s.st.ReleaseOrder(ctxT(s.t, 10*time.Second), in.Token, domain.StatusExpired)
 	require.NoError(s.t, err)
-	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
+	require.NoError(s.t, temporalgateway.Start(ctxT(s.t, 10*time.Second), s.c, s.queue, in))
 	require.Equal(s.t, domain.StatusExpired, s.result(in.Token).Status)
 	s.requireConsistent(sale)
 	return domain.OrderWorkflowID(in.Token), ""
@@ -242,7 +242,7 @@ func (s *stack) mustUpdate(token, name string, arg any, want domain.ReservationS
 func (s *stack) startWorker(queue string, register func(worker.Worker)) {
 	s.t.Helper()
 	w := worker.New(s.c, queue, worker.Options{})
-	Register(w, &activities.Activities{Store: s.st, Redis: lua.NewClient(s.rdb)})
+	Register(w, &activities.Activities{Store: s.st, Redis: redisgateway.NewClient(s.rdb)})
 	if register != nil {
 		register(w)
 	}
@@ -258,9 +258,9 @@ func recordCancelQueued(s *stack) (string, string) {
 	sale := s.MustWarmSale(s.t, 1, 10*time.Minute, 1)
 	user := testenv.UniqueUser()
 	outcome, token := s.reserve(sale, user, "req-rec-cq")
-	require.Equal(s.t, lua.OutcomeOK, outcome)
+	require.Equal(s.t, redisgateway.OutcomeOK, outcome)
 	in := domain.OrderInput{Token: token, SaleID: sale.ID, UserID: user, RequestID: "req-rec-cq", Path: domain.PathRedis}
-	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, queue, in))
+	require.NoError(s.t, temporalgateway.Start(ctxT(s.t, 10*time.Second), s.c, queue, in))
 	type answer struct {
 		st  domain.OrderState
 		err error
@@ -368,8 +368,8 @@ func (s *stack) saleWorker(queue string) {
 	s.t.Helper()
 	w := worker.New(s.c, queue, worker.Options{})
 	RegisterSale(w, &activities.SaleActivities{
-		Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.c,
-		Reconciler: &reconcile.Reconciler{Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.c, Gap: 20 * time.Millisecond},
+		Store: s.st, Redis: redisgateway.NewClient(s.rdb), Temporal: s.c,
+		Reconciler: &reconcile.Reconciler{Store: s.st, Redis: redisgateway.NewClient(s.rdb), Temporal: s.c, Gap: 20 * time.Millisecond},
 	})
 	require.NoError(s.t, w.Start())
 	s.t.Cleanup(w.Stop)
@@ -389,7 +389,7 @@ func recordSaleLife(s *stack) (string, string) {
 	})
 	// An order workflow of the sale that nobody runs: the sale waits for it.
 	orphan := domain.OrderInput{Token: fmt.Sprintf("rec-orphan-%d", sale.ID), SaleID: sale.ID, UserID: testenv.UniqueUser(), RequestID: "req-rec-orphan", Path: domain.PathRedis}
-	require.NoError(s.t, orders.Start(ctxT(s.t, 10*time.Second), s.c, queue+"-nobody", orphan))
+	require.NoError(s.t, temporalgateway.Start(ctxT(s.t, 10*time.Second), s.c, queue+"-nobody", orphan))
 	in := domain.SaleInput{SaleID: sale.ID, WarmLead: 2 * time.Second, ReconcileEvery: time.Second, RetireMargin: time.Second}
 	run, err := s.c.ExecuteWorkflow(ctxT(s.t, 10*time.Second), client.StartWorkflowOptions{
 		ID: domain.SaleWorkflowID(sale.ID), TaskQueue: queue,
@@ -465,7 +465,7 @@ func recordSaleSignalled(s *stack) (string, string) {
 	})
 	run := s.startSale(queue, domain.SaleInput{SaleID: sale.ID, ReconcileEvery: 2 * time.Second, RetireMargin: time.Second})
 	signal := func() {
-		require.NoError(s.t, orders.SignalSaleChanged(ctxT(s.t, 10*time.Second), s.c, sale.ID))
+		require.NoError(s.t, temporalgateway.SignalSaleChanged(ctxT(s.t, 10*time.Second), s.c, sale.ID))
 	}
 	s.waitSettled(run, 1)
 	signal()
@@ -509,7 +509,7 @@ func recordSaleContinueAsNew(s *stack) (string, string) {
 			case <-time.After(50 * time.Millisecond):
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := orders.SignalSaleChanged(ctx, s.c, sale.ID)
+			err := temporalgateway.SignalSaleChanged(ctx, s.c, sale.ID)
 			cancel()
 			if err != nil {
 				signalled <- err

@@ -210,9 +210,9 @@ const (
 	// changeSkew allows for the clocks of the feed's writers and the
 	// workflow's, and a note's own delay.
 	changeSkew = 5 * time.Second
-	// feedKeep is how long the feed keeps a note (lua.ChangesKeep). The
+	// feedKeep is how long the feed keeps a note (redisgateway.ChangesKeep). The
 	// workflow's decisions depend on it, so it is a constant of its own,
-	// held equal to the feed's by a test, not read from lua: a change
+	// held equal to the feed's by a test, not read from redisgateway: a change
 	// must be versioned like any other.
 	feedKeep = 10 * time.Minute
 	// quietMaxWait is the longest wait between two looks at a quiet sale:

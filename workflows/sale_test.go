@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 type saleCalls struct {
@@ -241,7 +241,7 @@ func TestSaleWorkflowReconcilesOnlyWhatChanged(t *testing.T) {
 // The sale workflow's idea of how long the feed keeps a note is the
 // feed's: a longer one would skip changes pruned unseen.
 func TestSaleWorkflowFeedKeepIsTheFeeds(t *testing.T) {
-	require.Equal(t, lua.ChangesKeep, feedKeep)
+	require.Equal(t, redisgateway.ChangesKeep, feedKeep)
 }
 
 // A mark the feed cannot give (unreadable, the database path, an activity

@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // startSale starts the sale's workflow on queue and terminates it at the
@@ -78,7 +78,7 @@ func TestSaleWorkflowQuietSaleAddsNoEventsOnTheServer(t *testing.T) {
 	time.Sleep(10 * time.Second) // ten periods
 	require.Len(t, s.history(run.GetID(), run.GetRunID()), quiet, "a quiet sale's history grew")
 
-	require.NoError(t, orders.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID))
+	require.NoError(t, temporalgateway.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID))
 	woken := s.waitSettled(run, 2)
 	// The signal and its task (4), the timer's cancel, a load and a
 	// reconciliation with their tasks (3 + 3 each), the next timer.
@@ -87,6 +87,6 @@ func TestSaleWorkflowQuietSaleAddsNoEventsOnTheServer(t *testing.T) {
 	require.Len(t, s.history(run.GetID(), run.GetRunID()), woken, "asleep again")
 
 	require.NoError(t, s.c.TerminateWorkflow(ctxT(t, 10*time.Second), run.GetID(), run.GetRunID(), "ended"))
-	require.NoError(t, orders.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID), "a signal to a closed workflow")
-	require.NoError(t, orders.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID+1_000_000), "a signal to no workflow")
+	require.NoError(t, temporalgateway.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID), "a signal to a closed workflow")
+	require.NoError(t, temporalgateway.SignalSaleChanged(ctxT(t, 10*time.Second), s.c, sale.ID+1_000_000), "a signal to no workflow")
 }

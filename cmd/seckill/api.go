@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/buildinfo"
 	"github.com/seckill/seckill/internal/conn"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // newRegistry is the API's metrics registry, holding the build's
@@ -48,7 +48,7 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	rdb := lua.NewClient(redisClient)
+	rdb := redisgateway.NewClient(redisClient)
 	defer func() { _ = rdb.Close() }()
 	reg := newRegistry()
 	if err := rdb.InstrumentScripts(reg); err != nil {

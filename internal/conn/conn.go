@@ -72,7 +72,7 @@ func (goRedisLogger) Printf(_ context.Context, format string, v ...any) {
 }
 
 // redisOptions builds the one set of options every Redis client of the
-// process uses (lua.Client.Aside copies them).
+// process uses (redisgateway.Client.Aside copies them).
 func redisOptions(cfg *config.Config) (*redis.UniversalOptions, error) {
 	opts := &redis.UniversalOptions{
 		Addrs:                 cfg.RedisAddrs,

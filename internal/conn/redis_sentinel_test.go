@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testkit/redisnode"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // sentinelConfig is the configuration of a process reaching g's master
@@ -62,7 +62,7 @@ func TestSentinelModeFollowsAFailover(t *testing.T) {
 	require.Error(t, pingRedis(t, sentinelConfig(t, g, "wrong", "sentinel-pw")), "a wrong data password")
 	rdb, err := conn.Redis(sentinelConfig(t, g, "data-pw", "sentinel-pw"))
 	require.NoError(t, err)
-	client := lua.NewClient(rdb)
+	client := redisgateway.NewClient(rdb)
 	t.Cleanup(func() { _ = client.Close() })
 	aside, err := client.Aside()
 	require.NoError(t, err)

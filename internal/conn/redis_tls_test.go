@@ -25,7 +25,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -141,7 +141,7 @@ func TestRedisURLWithTLSAndACLUser(t *testing.T) {
 	cfg := redisConfig(t, "rediss://app:s3cret@"+addr, caFile)
 	rdb, err := conn.Redis(cfg)
 	require.NoError(t, err)
-	client := lua.NewClient(rdb)
+	client := redisgateway.NewClient(rdb)
 	t.Cleanup(func() { _ = client.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

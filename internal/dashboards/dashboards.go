@@ -142,7 +142,7 @@ func saleOverview() *dashboard.DashboardBuilder {
 			"Time the APIs took to answer the reservation route. The SeckillReservationLatencyHigh alert fires on p99 over 250 ms for 5 minutes.",
 			quantiles("seckill_http_request_duration_seconds_bucket", sel, "", "")...)).
 		WithPanel(series("Redis script latency (p99)", "s",
-			"p99 round trip of each Lua script (lua/) from the API and the worker.",
+			"p99 round trip of each Lua script (redisgateway/) from the API and the worker.",
 			query(`histogram_quantile(0.99, sum by (le, script) (rate(seckill_redis_script_duration_seconds_bucket[$__rate_interval])))`, "{{script}}"))).
 		WithRow(dashboard.NewRowBuilder("Inbox and workflows")).
 		WithPanel(series("Inbox lag and pending", "short",

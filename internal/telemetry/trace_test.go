@@ -37,9 +37,9 @@ import (
 	"github.com/seckill/seckill/internal/reqid"
 	"github.com/seckill/seckill/internal/telemetry"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 	"github.com/seckill/seckill/test/testsale"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
@@ -85,7 +85,7 @@ func TestOneReservationOneTrace(t *testing.T) {
 	tc, err := conn.Temporal(ctx, cfg, logger, 30*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(tc.Close)
-	client := lua.NewClient(rdb)
+	client := redisgateway.NewClient(rdb)
 
 	startWorkerAndRelay(t, tc, cfg.TaskQueue, st, client, logger)
 	withStarter := serveApp(t, api.New(api.Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: st, Redis: client, Temporal: tc})}))
@@ -120,7 +120,7 @@ func TestOneReservationOneTrace(t *testing.T) {
 
 // startWorkerAndRelay runs an order worker and an inbox relay on queue
 // until the test ends.
-func startWorkerAndRelay(t *testing.T, tc tclient.Client, queue string, st *store.Store, client *lua.Client, logger *slog.Logger) {
+func startWorkerAndRelay(t *testing.T, tc tclient.Client, queue string, st *store.Store, client *redisgateway.Client, logger *slog.Logger) {
 	w := tworker.New(tc, queue, tworker.Options{})
 	workflows.Register(w, &activities.Activities{Store: st, Redis: client})
 	require.NoError(t, w.Start())
@@ -132,7 +132,7 @@ func startWorkerAndRelay(t *testing.T, tc tclient.Client, queue string, st *stor
 		Redis: client, Store: st, Consumer: "telemetry-test", MinIdle: time.Minute, DeadAfter: time.Hour,
 		MaxDelivery: 10, Logger: logger, Metrics: metrics,
 		Starter: func(ctx context.Context, in domain.OrderInput) error {
-			return orders.Start(ctx, tc, queue, in)
+			return temporalgateway.Start(ctx, tc, queue, in)
 		},
 	}
 	stop, stopRelay := context.WithCancel(context.Background())
@@ -242,7 +242,7 @@ func TestFiltersRefuseWithoutSpans(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	exp, cfg, st, rdb := traced(t, ctx)
-	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: lua.NewClient(rdb)})})
+	app := api.New(api.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Services: backend.Build(backend.Deps{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Store: st, Redis: redisgateway.NewClient(rdb)})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = app.Listener(ln) }()

@@ -9,7 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // BaselineApp is the in-stock scenario's baseline: a bare Fiber handler
@@ -19,14 +19,14 @@ import (
 // GET /status/{token} is the status polls' baseline: one EVALSHA of the
 // status read script.
 func BaselineApp(rdb redis.UniversalClient, saleID int64, epoch int64) *fiber.App {
-	script := redis.NewScript(lua.ReserveSource())
-	keys := lua.ReserveKeys(lua.SaleKeys(saleID))
+	script := redis.NewScript(redisgateway.ReserveSource())
+	keys := redisgateway.ReserveKeys(redisgateway.SaleKeys(saleID))
 	ep := strconv.FormatInt(epoch, 10)
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	// The status polls' baseline (scenario 6): one EVALSHA of the status
 	// read script, its record returned as is.
-	scripts := lua.New()
+	scripts := redisgateway.New()
 	app.Get("/status/:token", func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 250*time.Millisecond)
 		defer cancel()
@@ -48,7 +48,7 @@ func BaselineApp(rdb redis.UniversalClient, saleID int64, epoch int64) *fiber.Ap
 		if err != nil || len(v) < 3 { // a new hold's reply carries its number too
 			return c.Status(fiber.StatusServiceUnavailable).SendString(fmt.Sprint(err))
 		}
-		if v[0] == lua.OutcomeOK {
+		if v[0] == redisgateway.OutcomeOK {
 			return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"token": v[1], "stock_left": v[2]})
 		}
 		return c.Status(fiber.StatusGone).JSON(fiber.Map{"outcome": v[0]})

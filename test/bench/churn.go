@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // The churn soak (scenario 9): users cycling reserve -> cancel and
@@ -265,7 +265,7 @@ func (r *runner) saleRedisState(ctx context.Context, saleID int64) (churnSample,
 		return s, fmt.Errorf("latencystats: %w", err)
 	}
 	s.evalP99us = latencyP99(info, "evalsha")
-	k := lua.SaleKeys(saleID)
+	k := redisgateway.SaleKeys(saleID)
 	for _, key := range k.All() {
 		n, err := r.rdb.MemoryUsage(ctx, key, 0).Result()
 		if err == nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Scenario 10, fairness: two groups of buyers through a sale's opening,
@@ -146,9 +146,9 @@ func (r *runner) fairRun(ctx context.Context, api *Proc, lottery bool) (fairRun,
 	wg.Wait()
 	res := fairRun{fast: fast.Load(), slow: slow.Load()}
 	if lottery {
-		lowest, err := r.rdb.ZRange(ctx, lua.SaleKeys(s.ID).Pool, 0, s.StockTotal-1).Result()
+		lowest, err := r.rdb.ZRange(ctx, redisgateway.SaleKeys(s.ID).Pool, 0, s.StockTotal-1).Result()
 		if err == nil {
-			res.entered, err = r.rdb.ZCard(ctx, lua.SaleKeys(s.ID).Pool).Result()
+			res.entered, err = r.rdb.ZCard(ctx, redisgateway.SaleKeys(s.ID).Pool).Result()
 		}
 		if err != nil {
 			return res, fmt.Errorf("read the pool of sale %d: %w", s.ID, err)

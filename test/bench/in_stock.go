@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/proc"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // inStock: scenario 2, the in-stock reservation path against a bare Fiber
@@ -92,7 +92,7 @@ func (r *runner) startReserveBaseline(ctx context.Context) (*Proc, error) {
 	r.saleIDs = append(r.saleIDs, fake)
 	now := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, _, err := r.scripts.Warmup(wctx, r.rdb, lua.WarmupArgs{
+	_, _, err := r.scripts.Warmup(wctx, r.rdb, redisgateway.WarmupArgs{
 		SaleID: fake, StartsMS: now.Add(-time.Minute).UnixMilli(), EndsMS: now.Add(time.Hour).UnixMilli(),
 		Control: string(domain.ControlActive), Epoch: 1, Mode: string(domain.ModeRedis), Stock: 1_000_000,
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/proc"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Scenario 13's faults: Redis frozen for marketPause; a recovery not seen
@@ -171,7 +171,7 @@ func (r *runner) keysDeleted(ctx context.Context, p *faultProbe, saleID int64) (
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	k := lua.SaleKeys(saleID)
+	k := redisgateway.SaleKeys(saleID)
 	deleted := time.Now()
 	for _, key := range k.All() {
 		if key == k.Inbox {

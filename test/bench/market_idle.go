@@ -14,7 +14,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 )
 
@@ -175,7 +175,7 @@ func (r *runner) teardownSale(ctx context.Context, c *client.Client, id int64) e
 	if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
 		return fmt.Errorf("stop sale %d: %w", id, err)
 	}
-	return sales.Teardown(ctx, r.st, lua.NewClient(r.rdb), id)
+	return sales.Teardown(ctx, r.st, redisgateway.NewClient(r.rdb), id)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -202,7 +202,7 @@ func (r *runner) saleKeyBytes(ctx context.Context, ids []int64) (float64, error)
 	defer cancel()
 	var total int64
 	for _, id := range ids {
-		for _, k := range lua.SaleKeys(id).All() {
+		for _, k := range redisgateway.SaleKeys(id).All() {
 			n, err := r.rdb.MemoryUsage(cctx, k).Result()
 			if errors.Is(err, redis.Nil) {
 				continue

@@ -23,7 +23,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/proc"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 )
 
@@ -88,7 +88,7 @@ func (r *runner) finishSales(ctx context.Context, api *Proc) {
 	defer cancel()
 	r.stopSales(ctx, api)
 	for _, id := range r.saleIDs {
-		if err := sales.Teardown(ctx, r.st, lua.NewClient(r.rdb), id); err != nil {
+		if err := sales.Teardown(ctx, r.st, redisgateway.NewClient(r.rdb), id); err != nil {
 			r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 		}
 	}
@@ -142,15 +142,15 @@ func (r *runner) pendingReservations(ctx context.Context, api *Proc, n int) (*po
 		token := domain.DeriveToken([]byte(config.DevTokenKey), s.ID, user, "bench-poll")
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		res, err := r.scripts.Reserve(cctx, r.rdb, lua.ReserveArgs{SaleID: s.ID, UserID: user, RequestID: "bench-poll", Token: token, Epoch: s.ModeEpoch})
-		if err == nil && res.Outcome != lua.OutcomeOK {
+		res, err := r.scripts.Reserve(cctx, r.rdb, redisgateway.ReserveArgs{SaleID: s.ID, UserID: user, RequestID: "bench-poll", Token: token, Epoch: s.ModeEpoch})
+		if err == nil && res.Outcome != redisgateway.OutcomeOK {
 			err = fmt.Errorf("reserve for user %d: %s", user, res.Outcome)
 		}
 		if err == nil {
 			_, err = r.scripts.Advance(cctx, r.rdb, s.ID, token, domain.TokenOrdered, domain.TokenHeld)
 		}
 		if err == nil {
-			_, err = r.scripts.WriteStatus(cctx, r.rdb, s.ID, token, lua.StatusRecord{Seq: 2, UserID: user,
+			_, err = r.scripts.WriteStatus(cctx, r.rdb, s.ID, token, redisgateway.StatusRecord{Seq: 2, UserID: user,
 				Status: string(domain.StatusPendingPayment), OrderNo: benchOrderNo(i), AmountCents: s.PriceCents, PayBy: payBy})
 		}
 		if err != nil {
@@ -693,7 +693,7 @@ type writeTimes struct {
 }
 
 func subscribeWrites(ctx context.Context, rdb redis.UniversalClient, saleID int64) (*writeTimes, error) {
-	w := &writeTimes{sub: rdb.Subscribe(ctx, lua.EventChannel(saleID)), at: map[string]time.Time{}}
+	w := &writeTimes{sub: rdb.Subscribe(ctx, redisgateway.EventChannel(saleID)), at: map[string]time.Time{}}
 	if _, err := w.sub.Receive(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("subscribe to the sale's events: %w", err), w.sub.Close())
 	}

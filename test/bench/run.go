@@ -23,7 +23,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/authtoken"
 	"github.com/seckill/seckill/internal/testkit/proc"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -85,7 +85,7 @@ type runner struct {
 	st       *store.Store
 	rdb      redis.UniversalClient
 	tc       client.Client
-	scripts  *lua.Scripts
+	scripts  *redisgateway.Scripts
 	rep      *Report
 	nextUser int64
 	stamp    string
@@ -99,7 +99,7 @@ type runner struct {
 // is listed in Report.Violations (the caller exits non-zero); slow figures
 // are only reported.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	r := &runner{o: o, scripts: lua.New(), stamp: strconv.FormatInt(time.Now().Unix(), 36)}
+	r := &runner{o: o, scripts: redisgateway.New(), stamp: strconv.FormatInt(time.Now().Unix(), 36)}
 	r.nextUser = time.Now().UnixMilli() % 1_000_000_000 * 1000
 	r.rep = &Report{GeneratedAt: time.Now().UTC(), Machine: machine(), Client: "fasthttp.Client, MaxConnsPerHost = connections; load generator in the same host"}
 	if err := r.connect(ctx); err != nil {
@@ -246,12 +246,12 @@ func (r *runner) close() {
 			if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
 				r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
 			}
-			if err := sales.Teardown(ctx, r.st, lua.NewClient(r.rdb), id); err != nil {
+			if err := sales.Teardown(ctx, r.st, redisgateway.NewClient(r.rdb), id); err != nil {
 				r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 			}
 			continue
 		}
-		for _, k := range lua.SaleKeys(id).All() {
+		for _, k := range redisgateway.SaleKeys(id).All() {
 			if err := r.rdb.Del(ctx, k).Err(); err != nil {
 				r.o.Logger.Warn("delete baseline key", "key", k, "err", err)
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // KeySlot agrees with CLUSTER KEYSLOT (the values of Redis's documentation
@@ -25,7 +25,7 @@ func TestKeySlot(t *testing.T) {
 	assert.NotEqual(t, KeySlot("bar"), KeySlot("foo{}{bar}"), "an empty tag: the whole key")
 	assert.Equal(t, KeySlot("{bar"), KeySlot("foo{{bar}}zap"))
 	// Every key of a sale lives in the slot of its tag.
-	k := lua.SaleKeys(7)
+	k := redisgateway.SaleKeys(7)
 	for _, key := range k.All() {
 		assert.Equal(t, KeySlot("sale:7"), KeySlot(key), key)
 	}

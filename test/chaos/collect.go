@@ -12,7 +12,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/test/finalstate"
 )
 
@@ -162,7 +162,7 @@ func readWaitlists(ctx context.Context, d *Deployment, sales []SaleSpec) (map[in
 	var errs []error
 	for _, s := range sales {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		zs, err := d.RDB.ZRangeWithScores(rctx, lua.SaleKeys(s.ID).Waitlist, 0, -1).Result()
+		zs, err := d.RDB.ZRangeWithScores(rctx, redisgateway.SaleKeys(s.ID).Waitlist, 0, -1).Result()
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("waitlist of sale %d: %w", s.ID, err))

@@ -24,7 +24,7 @@ import (
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/proc"
 	"github.com/seckill/seckill/internal/testkit/redisnode"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Deployment is the system under test: its own redis-server (AOF,
@@ -572,7 +572,7 @@ func (d *Deployment) SaleNode(ctx context.Context, sale int64) (*RedisNode, erro
 	if !d.Cluster {
 		return d.Nodes[0], nil
 	}
-	i, err := d.masterIndex(ctx, KeySlot(lua.SaleKeys(sale).Stock))
+	i, err := d.masterIndex(ctx, KeySlot(redisgateway.SaleKeys(sale).Stock))
 	if err != nil {
 		return nil, fmt.Errorf("master of sale %d: %w", sale, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Fault classes.
@@ -394,7 +394,7 @@ func (n *Nemesis) deleteSaleKeys(ctx context.Context, pick int) (func(context.Co
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// One slot (the keys' hash tag): one DEL on a cluster too.
-	if err := n.D.RDB.Del(dctx, lua.SaleKeys(sale).All()...).Err(); err != nil {
+	if err := n.D.RDB.Del(dctx, redisgateway.SaleKeys(sale).All()...).Err(); err != nil {
 		return nil, "redis", sale, fmt.Errorf("delete keys of sale %d: %w", sale, err)
 	}
 	target := fmt.Sprintf("sale %d keys", sale)

@@ -17,7 +17,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/conn"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/test/cluster"
 )
 
@@ -54,8 +54,8 @@ func TestConfigSelectsClusterClient(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, shards, cluster.Masters)
 
-	// The breaker's heartbeat (lua.Client.Aside) pings every master.
-	aside, err := lua.NewClient(rdb).Aside()
+	// The breaker's heartbeat (redisgateway.Client.Aside) pings every master.
+	aside, err := redisgateway.NewClient(rdb).Aside()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = aside.Close() })
 	require.NoError(t, aside.PingAll(ctx)) // the aside client learns the cluster's layout
@@ -131,7 +131,7 @@ func TestEveryRedisCallStaysInOneSlot(t *testing.T) {
 	rdb := rc.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	scripts := lua.New()
+	scripts := redisgateway.New()
 
 	// Fixed ids on a fresh cluster: deterministic slots, and no other
 	// package's keys anywhere near.
@@ -140,7 +140,7 @@ func TestEveryRedisCallStaysInOneSlot(t *testing.T) {
 	masters := map[string]bool{}
 	for i := range ids {
 		ids[i] = int64(900_000_001 + i)
-		k := lua.SaleKeys(ids[i])
+		k := redisgateway.SaleKeys(ids[i])
 		slot := redisSlot(t, rdb, k.Meta)
 		for _, key := range k.All() {
 			require.Equal(t, slot, redisSlot(t, rdb, key), "key %s", key)
@@ -173,7 +173,7 @@ func TestEveryRedisCallStaysInOneSlot(t *testing.T) {
 	pipe := rdb.Pipeline()
 	stocks := make([]*redis.StringCmd, sales)
 	for i, id := range ids {
-		stocks[i] = pipe.Get(ctx, lua.SaleKeys(id).Stock)
+		stocks[i] = pipe.Get(ctx, redisgateway.SaleKeys(id).Stock)
 	}
 	_, err := pipe.Exec(ctx)
 	require.NoError(t, err)
@@ -185,15 +185,15 @@ func TestEveryRedisCallStaysInOneSlot(t *testing.T) {
 
 	// Tear-down deletes per key; one DEL over one sale's keys is one slot
 	// as well.
-	require.NoError(t, rdb.Del(ctx, lua.SaleKeys(ids[0]).All()...).Err())
+	require.NoError(t, rdb.Del(ctx, redisgateway.SaleKeys(ids[0]).All()...).Err())
 	for _, id := range ids[1:] {
-		for _, key := range lua.SaleKeys(id).All() {
+		for _, key := range redisgateway.SaleKeys(id).All() {
 			require.NoError(t, rdb.Del(ctx, key).Err())
 		}
 	}
 	// A command over two sales' keys is what the design never issues; it is
 	// refused, which is why every call above stays within one sale.
-	err = rdb.Do(ctx, "MGET", lua.SaleKeys(ids[0]).Stock, lua.SaleKeys(ids[1]).Stock).Err()
+	err = rdb.Do(ctx, "MGET", redisgateway.SaleKeys(ids[0]).Stock, redisgateway.SaleKeys(ids[1]).Stock).Err()
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "CROSSSLOT")
 }
@@ -209,12 +209,12 @@ func redisSlot(tb testing.TB, rdb *redis.ClusterClient, key string) int64 {
 
 // exerciseSale runs one sale through every script and the worker's and the
 // API's transactions on its keys, in the order a sale sees them.
-func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts, id int64) error {
-	k := lua.SaleKeys(id)
+func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *redisgateway.Scripts, id int64) error {
+	k := redisgateway.SaleKeys(id)
 	now := time.Now()
-	out, _, err := s.Warmup(ctx, rdb, lua.WarmupArgs{SaleID: id, StartsMS: now.Add(-time.Minute).UnixMilli(),
+	out, _, err := s.Warmup(ctx, rdb, redisgateway.WarmupArgs{SaleID: id, StartsMS: now.Add(-time.Minute).UnixMilli(),
 		EndsMS: now.Add(time.Hour).UnixMilli(), Control: "active", Epoch: 1, Mode: "redis", Stock: 5, Buyers: []int64{1000}})
-	if err != nil || out != lua.WarmupOK {
+	if err != nil || out != redisgateway.WarmupOK {
 		return fmt.Errorf("warmup %q: %w", out, err)
 	}
 	tokens, err := reserveSix(ctx, rdb, s, id)
@@ -239,21 +239,21 @@ func exerciseSale(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts,
 
 // reserveSix reserves for users 1 to 6 a sale of five units: five holds,
 // then sold out. It returns the holds' tokens.
-func reserveSix(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts, id int64) ([]string, error) {
+func reserveSix(ctx context.Context, rdb *redis.ClusterClient, s *redisgateway.Scripts, id int64) ([]string, error) {
 	var tokens []string
 	for u := int64(1); u <= 6; u++ {
-		r, err := s.Reserve(ctx, rdb, lua.ReserveArgs{SaleID: id, UserID: u, RequestID: fmt.Sprintf("req-%08d", u), Token: fmt.Sprintf("tok-%d-%d", id, u), Epoch: 1})
+		r, err := s.Reserve(ctx, rdb, redisgateway.ReserveArgs{SaleID: id, UserID: u, RequestID: fmt.Sprintf("req-%08d", u), Token: fmt.Sprintf("tok-%d-%d", id, u), Epoch: 1})
 		if err != nil {
 			return nil, err
 		}
-		want := lua.OutcomeOK
+		want := redisgateway.OutcomeOK
 		if u == 6 {
-			want = lua.OutcomeSoldOut
+			want = redisgateway.OutcomeSoldOut
 		}
 		if r.Outcome != want {
 			return nil, fmt.Errorf("user %d: outcome %s, want %s", u, r.Outcome, want)
 		}
-		if r.Outcome == lua.OutcomeOK {
+		if r.Outcome == redisgateway.OutcomeOK {
 			tokens = append(tokens, r.Token)
 		}
 	}
@@ -262,8 +262,8 @@ func reserveSix(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts, i
 
 // relayCommands: one stream per XREADGROUP, then ack and dead-letter in
 // one MULTI each, XAUTOCLAIM, XPENDING and XINFO GROUPS.
-func relayCommands(ctx context.Context, rdb *redis.ClusterClient, k lua.Keys, tokens []string) error {
-	streams, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: lua.InboxGroup, Consumer: "c1",
+func relayCommands(ctx context.Context, rdb *redis.ClusterClient, k redisgateway.Keys, tokens []string) error {
+	streams, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: redisgateway.InboxGroup, Consumer: "c1",
 		Streams: []string{k.Inbox, ">"}, Count: 100, Block: time.Second}).Result()
 	if err != nil {
 		return fmt.Errorf("xreadgroup: %w", err)
@@ -274,23 +274,23 @@ func relayCommands(ctx context.Context, rdb *redis.ClusterClient, k lua.Keys, to
 	msgs := streams[0].Messages
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, k.Started, tokens[0])
-		p.XAck(ctx, k.Inbox, lua.InboxGroup, msgs[0].ID)
+		p.XAck(ctx, k.Inbox, redisgateway.InboxGroup, msgs[0].ID)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("ack: %w", err)
 	}
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.XAdd(ctx, &redis.XAddArgs{Stream: k.Dead, Values: map[string]any{"entry": msgs[1].ID, "reason": "test"}})
-		p.XAck(ctx, k.Inbox, lua.InboxGroup, msgs[1].ID)
+		p.XAck(ctx, k.Inbox, redisgateway.InboxGroup, msgs[1].ID)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("dead-letter: %w", err)
 	}
-	if _, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.Inbox, Group: lua.InboxGroup,
+	if _, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.Inbox, Group: redisgateway.InboxGroup,
 		MinIdle: 0, Start: "0-0", Count: 100, Consumer: "c2"}).Result(); err != nil {
 		return fmt.Errorf("xautoclaim: %w", err)
 	}
-	if _, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: k.Inbox, Group: lua.InboxGroup, Start: "-", End: "+", Count: 100}).Result(); err != nil {
+	if _, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: k.Inbox, Group: redisgateway.InboxGroup, Start: "-", End: "+", Count: 100}).Result(); err != nil {
 		return fmt.Errorf("xpending: %w", err)
 	}
 	if _, err := rdb.XInfoGroups(ctx, k.Inbox).Result(); err != nil {
@@ -301,14 +301,14 @@ func relayCommands(ctx context.Context, rdb *redis.ClusterClient, k lua.Keys, to
 
 // repairCommands: the order activities' and the reconciler's scripts, and
 // the resync's rebuild.
-func repairCommands(ctx context.Context, rdb *redis.ClusterClient, s *lua.Scripts, id int64, token string, now time.Time) error {
+func repairCommands(ctx context.Context, rdb *redis.ClusterClient, s *redisgateway.Scripts, id int64, token string, now time.Time) error {
 	if moved, err := s.Advance(ctx, rdb, id, token, "ordered", "held"); err != nil || !moved {
 		return fmt.Errorf("advance %v: %w", moved, err)
 	}
 	if released, err := s.Release(ctx, rdb, id, 1, token, true, false); err != nil || !released {
 		return fmt.Errorf("release %v: %w", released, err)
 	}
-	if out, _, err := s.Adjust(ctx, rdb, id, 2, "cluster-add"); err != nil || out != lua.AdjustOK {
+	if out, _, err := s.Adjust(ctx, rdb, id, 2, "cluster-add"); err != nil || out != redisgateway.AdjustOK {
 		return fmt.Errorf("adjust %q: %w", out, err)
 	}
 	snap, err := s.ReadSnapshot(ctx, rdb, id, time.Second)
@@ -319,7 +319,7 @@ func repairCommands(ctx context.Context, rdb *redis.ClusterClient, s *lua.Script
 		return fmt.Errorf("snapshot: stock %d, want 3", snap.Stock)
 	}
 	// 9 units, 4 held in Redis, 1 live order Redis lost: 4 on sale.
-	if rep, err := s.RepairStock(ctx, rdb, id, 9, []string{"cluster-add"}, []string{"tok-lost"}); err != nil || rep.Outcome != lua.RepairSet || rep.To != 4 {
+	if rep, err := s.RepairStock(ctx, rdb, id, 9, []string{"cluster-add"}, []string{"tok-lost"}); err != nil || rep.Outcome != redisgateway.RepairSet || rep.To != 4 {
 		return fmt.Errorf("repair stock %+v: %w", rep, err)
 	}
 	// The resync: rebuild from the database's picture; the four holds the
@@ -328,7 +328,7 @@ func repairCommands(ctx context.Context, rdb *redis.ClusterClient, s *lua.Script
 	if err != nil {
 		return err
 	}
-	n, err := s.Rebuild(ctx, rdb, id, lua.RebuildData{Stock: 7, Epoch: 2, Fence: fence, StartsMS: now.Add(-time.Minute).UnixMilli(),
+	n, err := s.Rebuild(ctx, rdb, id, redisgateway.RebuildData{Stock: 7, Epoch: 2, Fence: fence, StartsMS: now.Add(-time.Minute).UnixMilli(),
 		EndsMS: now.Add(time.Hour).UnixMilli(), Control: "active"})
 	if err != nil {
 		return err

@@ -16,8 +16,8 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/test/cluster"
 	"github.com/seckill/seckill/test/finalstate"
 )
@@ -75,7 +75,7 @@ func (f *clusterFailover) waitBackOnRedis() {
 // passes repair), finds the sale clean; it returns the time from the
 // take-over.
 func (f *clusterFailover) waitClean() time.Duration {
-	r := &reconcile.Reconciler{Store: f.st, Redis: lua.NewClient(f.rdb), Temporal: f.tc, Gap: 300 * time.Millisecond}
+	r := &reconcile.Reconciler{Store: f.st, Redis: redisgateway.NewClient(f.rdb), Temporal: f.tc, Gap: 300 * time.Millisecond}
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/cluster"
 	"github.com/seckill/seckill/test/grants"
@@ -124,7 +124,7 @@ type clusterFailover struct {
 type returned struct{ refused, replayedFirst, replayed, replayRefused, replayedRebuilt int }
 
 func newClusterFailover(t *testing.T, rc *cluster.RedisCluster, saleID int64, apis [2]*testenv.API, workers [2]*testenv.Worker) *clusterFailover {
-	master := rc.MasterOf(t, lua.SaleKeys(saleID).Meta)
+	master := rc.MasterOf(t, redisgateway.SaleKeys(saleID).Meta)
 	began := time.Now()
 	replica := rc.AddReplica(t, master)
 	t.Logf("sale %d's slot is served by %s; its replica %s synchronised in %s", saleID, master, replica,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // TestFaults runs each fault scenario against the real processes, then
@@ -157,7 +157,7 @@ func testInboxDeliveredTwice(t *testing.T) {
 	require.Len(t, got, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	k := lua.SaleKeys(s.saleID)
+	k := redisgateway.SaleKeys(s.saleID)
 	msgs, err := s.rdb.XRange(ctx, k.Inbox, "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)

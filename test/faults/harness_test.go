@@ -20,10 +20,10 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/redisnode"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 	"github.com/seckill/seckill/test/finalstate"
 )
 
@@ -357,13 +357,13 @@ func (s *stack) payWhenPending(user int64, token string) bool {
 }
 
 func (s *stack) reconciler() *reconcile.Reconciler {
-	r := &reconcile.Reconciler{Store: s.st, Redis: lua.NewClient(s.rdb), Temporal: s.tc, Gap: 300 * time.Millisecond}
+	r := &reconcile.Reconciler{Store: s.st, Redis: redisgateway.NewClient(s.rdb), Temporal: s.tc, Gap: 300 * time.Millisecond}
 	if s.repair {
 		r.Start = func(ctx context.Context, in domain.OrderInput) error {
-			return orders.Start(ctx, s.tc, s.queue, in)
+			return temporalgateway.Start(ctx, s.tc, s.queue, in)
 		}
 		r.Restart = func(ctx context.Context, in domain.OrderInput) error {
-			_, err := orders.Restart(ctx, s.tc, s.queue, in)
+			_, err := temporalgateway.Restart(ctx, s.tc, s.queue, in)
 			return err
 		}
 	}

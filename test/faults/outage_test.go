@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // 5b. Temporal stays down much longer than the relay's dead-letter window
@@ -49,7 +49,7 @@ func testTemporalLongOutage(t *testing.T) {
 	dead := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		n, err := s.rdb.XLen(ctx, lua.SaleKeys(s.saleID).Dead).Result()
+		n, err := s.rdb.XLen(ctx, redisgateway.SaleKeys(s.saleID).Dead).Result()
 		require.NoError(t, err)
 		return n
 	}
@@ -165,7 +165,7 @@ func testMariaDBLongOutage(t *testing.T) {
 	s.checkIdle("4b mariadb down 30s")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	n, err := s.rdb.XLen(ctx, lua.SaleKeys(s.saleID).Dead).Result()
+	n, err := s.rdb.XLen(ctx, redisgateway.SaleKeys(s.saleID).Dead).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing dead-lettered")
 }

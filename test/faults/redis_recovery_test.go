@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // TestRedisRecovery: Redis faults under 16 concurrent clients, then every
@@ -59,7 +59,7 @@ func TestRedisRecovery(t *testing.T) {
 		redisOutage(t, "13c live sale's keys deleted", true, func(t *testing.T, _ *server, s *stack) func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			k := lua.SaleKeys(s.saleID)
+			k := redisgateway.SaleKeys(s.saleID)
 			// Everything but the inbox, whose entries the rebuild counts.
 			for _, key := range k.All() {
 				if key != k.Inbox {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // 5. The Temporal dev server dies mid-run and restarts from its file: the
@@ -78,7 +78,7 @@ func testRedisAOFLost(t *testing.T) {
 	require.NoError(t, os.Truncate(incr, offset))
 	rsrv.Start(t)
 	restarted := time.Now()
-	k := lua.SaleKeys(s.saleID)
+	k := redisgateway.SaleKeys(s.saleID)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

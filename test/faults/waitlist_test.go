@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // TestWaitlistThroughRedisFreezeAndWorkerKill: a sold-out sale's three
@@ -30,7 +30,7 @@ func TestWaitlistThroughRedisFreezeAndWorkerKill(t *testing.T) {
 	waitPlaced(t, s, held)
 	path := fmt.Sprintf("%s/api/v1/sales/%d/waitlist", s.api.URL, s.saleID)
 	waiters, joined := make([]int64, 5), make([]int64, 5)
-	wl := lua.NewClient(s.rdb)
+	wl := redisgateway.NewClient(s.rdb)
 	for i := range waiters {
 		waiters[i] = s.nextUser()
 		code, body, err := call(t, "POST", path, waiters[i], nil)
@@ -71,7 +71,7 @@ func TestWaitlistThroughRedisFreezeAndWorkerKill(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	waiting, err := s.rdb.ZCard(ctx, lua.SaleKeys(s.saleID).Waitlist).Result()
+	waiting, err := s.rdb.ZCard(ctx, redisgateway.SaleKeys(s.saleID).Waitlist).Result()
 	require.NoError(t, err)
 	require.Zero(t, waiting, "nobody left waiting")
 	s.checkIdle("waitlist: redis frozen, worker killed")

@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Reservation is one reservation row with its order, as MySQL holds it.
@@ -162,7 +162,7 @@ func (s *Sale) readRefunds(ctx context.Context, db *sql.DB) error {
 // readRedis reads the sale's stock and buyer marks in Redis (keys that are
 // gone leave RedisStock -1 and no buyers).
 func (s *Sale) readRedis(ctx context.Context, rdb redis.UniversalClient) error {
-	k := lua.SaleKeys(s.SaleID)
+	k := redisgateway.SaleKeys(s.SaleID)
 	v, err := rdb.Get(ctx, k.Stock).Result()
 	switch {
 	case errors.Is(err, redis.Nil):

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 // Marks is Redis's copy of a sale's grants on one node: its buyer marks
@@ -22,7 +22,7 @@ type Marks struct {
 
 // ReadMarks reads a sale's marks on one node.
 func ReadMarks(ctx context.Context, rdb redis.Cmdable, saleID int64) (Marks, error) {
-	k := lua.SaleKeys(saleID)
+	k := redisgateway.SaleKeys(saleID)
 	buyers, err := rdb.SMembersMap(ctx, k.Buyers).Result()
 	if err != nil {
 		return Marks{}, err
@@ -55,7 +55,7 @@ func (m Marks) Lost(kept Marks) ([]int64, error) {
 // WaitMarked waits until a node (a replica) has the sale's buyer mark of
 // each of the users.
 func WaitMarked(t require.TestingT, rdb redis.Cmdable, saleID int64, users []int64) {
-	key := lua.SaleKeys(saleID).Buyers
+	key := redisgateway.SaleKeys(saleID).Buyers
 	members := make([]any, len(users))
 	for i, u := range users {
 		members[i] = u

@@ -15,9 +15,9 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // A QUEUED reservation is cancelled with or without a running workflow
@@ -54,7 +54,7 @@ type queuedCancels struct {
 }
 
 func (q *queuedCancels) redisStock() int64 {
-	n, err := q.rdb.Get(q.ctx, lua.SaleKeys(q.sale).Stock).Int64()
+	n, err := q.rdb.Get(q.ctx, redisgateway.SaleKeys(q.sale).Stock).Int64()
 	require.NoError(q.t, err)
 	return n
 }
@@ -147,7 +147,7 @@ func (q *queuedCancels) workerAdopts(env map[string]string, st *store.Store, tc 
 		require.Empty(q.t, got.OrderNo, "no order for a reservation cancelled while queued")
 	}
 	// A workflow started only now (a late inbox delivery) adopts it too.
-	_, err := orders.Restart(q.ctx, tc, queue, domain.OrderInput{Token: t2, SaleID: q.sale, UserID: u2, RequestID: "cancel-q-2", Path: domain.PathRedis})
+	_, err := temporalgateway.Restart(q.ctx, tc, queue, domain.OrderInput{Token: t2, SaleID: q.sale, UserID: u2, RequestID: "cancel-q-2", Path: domain.PathRedis})
 	require.NoError(q.t, err)
 	var got domain.OrderState
 	require.NoError(q.t, tc.GetWorkflow(q.ctx, domain.OrderWorkflowID(t2), "").Get(q.ctx, &got))

@@ -24,7 +24,7 @@ const (
 // harness that imported one would test the product with itself, and a
 // change to a service would reach every test through the harness.
 var services = []string{
-	"activities", "api", "backend", "degraded", "gate", "operators", "orders",
+	"activities", "api", "backend", "degraded", "gate", "operators", "temporalgateway",
 	"reconcile", "reservation", "salecache", "sales", "status", "worker",
 	"workflows",
 }

@@ -41,7 +41,7 @@ func TestLayersAPIImportsNoStore(t *testing.T) {
 
 // clients are the packages through which a service reaches the database,
 // Redis or Temporal.
-var clients = []string{module + "store", module + "lua", "github.com/redis/go-redis/v9", "go.temporal.io/sdk/client"}
+var clients = []string{module + "store", module + "redisgateway", "github.com/redis/go-redis/v9", "go.temporal.io/sdk/client"}
 
 // apiConstructors is the module's packages whose constructors (New, New*)
 // the API's code calls, by import path.

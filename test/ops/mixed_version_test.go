@@ -25,7 +25,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/netproxy"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 )
 
@@ -198,7 +198,7 @@ func (m *mixedRun) workersFirst(oldAPI *stack, oldWorker *testenv.Worker, tproxy
 	tproxy.SetCut(true)
 	queued := m.reserveVia(oldAPI, "old-inbox", 4)
 	tc := testenv.MustTemporal(m.t)
-	entries, err := rdb.XRange(m.ctx, lua.SaleKeys(m.sale).Inbox, "-", "+").Result()
+	entries, err := rdb.XRange(m.ctx, redisgateway.SaleKeys(m.sale).Inbox, "-", "+").Result()
 	require.NoError(m.t, err)
 	fields := map[string][]string{}
 	for _, e := range entries {
@@ -301,7 +301,7 @@ func (m *mixedRun) checkStock(newAPI *stack, rdb redis.UniversalClient, stock in
 	}
 	held = int64(len(m.all)) - int64(len(m.want))
 	require.EventuallyWithT(m.t, func(c *assert.CollectT) {
-		left, err := rdb.Get(ctx, lua.SaleKeys(m.sale).Stock).Int64()
+		left, err := rdb.Get(ctx, redisgateway.SaleKeys(m.sale).Stock).Int64()
 		assert.NoError(c, err)
 		assert.Equal(c, int64(stock)-held-paid, left, "Redis: units on sale")
 		rep := newAPI.reconciliation(m.t, m.sale, false)

@@ -19,9 +19,9 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
-	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 func testCtx(tb testing.TB, d time.Duration) context.Context {
@@ -37,7 +37,7 @@ func MustStartSale(tb testing.TB, tc client.Client, queue string, in domain.Sale
 	require.EventuallyWithT(tb, func(c *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		assert.NoError(c, orders.StartSale(ctx, tc, queue, in))
+		assert.NoError(c, temporalgateway.StartSale(ctx, tc, queue, in))
 	}, 90*time.Second, time.Second)
 }
 
@@ -203,16 +203,16 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 		if err := tc.TerminateWorkflow(ctx, domain.SaleWorkflowID(sale.ID), "", "test over"); err != nil {
 			t.Logf("terminate parked sale workflow: %v", err)
 		}
-		if err := rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
+		if err := rdb.Del(ctx, redisgateway.SaleKeys(sale.ID).All()...).Err(); err != nil {
 			t.Logf("clean up sale %d: %v", sale.ID, err)
 		}
 	})
-	_, _, err := sales.Warmup(ctx, st, lua.NewClient(rdb), nil, sale.ID)
+	_, _, err := sales.Warmup(ctx, st, redisgateway.NewClient(rdb), nil, sale.ID)
 	require.NoError(t, err)
 
 	leaker := testenv.UniqueUser()
 	leaked := leakHold(t, ctx, rdb, sale, leaker)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	s := MustStack(t, "repair", nil)
 	rb := MustRunbook(t, s.api.URL)
 
@@ -275,19 +275,19 @@ func TestLeakedHoldAndDroppedReleaseAreRepaired(t *testing.T) {
 func leakHold(t *testing.T, ctx context.Context, rdb redis.UniversalClient, sale *domain.Sale, user int64) string {
 	leakReq := "leaked-hold-1"
 	leaked := domain.DeriveToken([]byte("ops-test"), sale.ID, user, leakReq)
-	src, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "lua", "reserve.lua"))
+	src, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "redisgateway", "reserve.lua"))
 	require.NoError(t, err)
-	k := lua.SaleKeys(sale.ID)
+	k := redisgateway.SaleKeys(sale.ID)
 	var reserveCmd *redis.Cmd
 	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		reserveCmd = p.Eval(ctx, string(src), lua.ReserveKeys(k), user, leakReq, leaked, sale.ModeEpoch)
+		reserveCmd = p.Eval(ctx, string(src), redisgateway.ReserveKeys(k), user, leakReq, leaked, sale.ModeEpoch)
 		p.XTrimMaxLen(ctx, k.Inbox, 0)
 		return nil
 	})
 	require.NoError(t, err)
 	reply, err := reserveCmd.Slice()
 	require.NoError(t, err)
-	require.Equal(t, lua.OutcomeOK, reply[0])
+	require.Equal(t, redisgateway.OutcomeOK, reply[0])
 	return leaked
 }
 
@@ -308,7 +308,7 @@ func TestFinalReportAndTeardown(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
+		if err := rdb.Del(ctx, redisgateway.SaleKeys(sale.ID).All()...).Err(); err != nil {
 			t.Logf("clean up sale %d: %v", sale.ID, err)
 		}
 	})
@@ -330,7 +330,7 @@ func TestFinalReportAndTeardown(t *testing.T) {
 	var result domain.SaleResult
 	require.NoError(t, tc.GetWorkflow(ctx, domain.SaleWorkflowID(sale.ID), "").Get(ctx, &result))
 
-	n, err := rdb.Exists(ctx, lua.SaleKeys(sale.ID).All()...).Result()
+	n, err := rdb.Exists(ctx, redisgateway.SaleKeys(sale.ID).All()...).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "the sale's Redis keys are gone")
 
@@ -368,7 +368,7 @@ func TestSaleWaitsForAReservationWithoutWorkflow(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
+		if err := rdb.Del(ctx, redisgateway.SaleKeys(sale.ID).All()...).Err(); err != nil {
 			t.Logf("clean up sale %d: %v", sale.ID, err)
 		}
 	})

@@ -25,7 +25,7 @@ import (
 	"github.com/seckill/seckill/backend"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
@@ -44,7 +44,7 @@ func TestEndedSalesLeaveNothingBehind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	st, rdb := testenv.MustStore(t), testenv.MustRedis(t)
-	rc := lua.NewClient(rdb)
+	rc := redisgateway.NewClient(rdb)
 	goods := time.Now().UnixNano() % 1_000_000_000
 	ids := mustWarmSales(t, ctx, st, rc, goods, endedSales)
 	reg := prometheus.NewRegistry()
@@ -65,7 +65,7 @@ func TestEndedSalesLeaveNothingBehind(t *testing.T) {
 	for i := 1; i < len(buyers); i++ {
 		err := sales.Retire(ctx, st, rc, ids[i*7], now)
 		require.ErrorIs(t, err, sales.ErrNotSettled, "a live reservation holds the sale")
-		n, err := rdb.Exists(ctx, lua.SaleKeys(ids[i*7]).All()...).Result()
+		n, err := rdb.Exists(ctx, redisgateway.SaleKeys(ids[i*7]).All()...).Result()
 		require.NoError(t, err)
 		require.NotZero(t, n, "a refused retirement leaves the keys")
 		mustCancel(t, base, buyers[i], tokens[i])
@@ -100,7 +100,7 @@ func TestEndedSalesLeaveNothingBehind(t *testing.T) {
 	}
 }
 
-func mustWarmSales(t *testing.T, ctx context.Context, st *store.Store, rc *lua.Client, goods int64, n int) []int64 {
+func mustWarmSales(t *testing.T, ctx context.Context, st *store.Store, rc *redisgateway.Client, goods int64, n int) []int64 {
 	t.Helper()
 	ids := make([]int64, n)
 	for i := range ids {
@@ -111,7 +111,7 @@ func mustWarmSales(t *testing.T, ctx context.Context, st *store.Store, rc *lua.C
 		ids[i] = sale.ID
 		outcome, _, err := sales.Warmup(ctx, st, rc, nil, sale.ID)
 		require.NoError(t, err)
-		require.Equal(t, lua.WarmupOK, outcome)
+		require.Equal(t, redisgateway.WarmupOK, outcome)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -130,7 +130,7 @@ func mustAPI(t *testing.T, reg *prometheus.Registry) string {
 	t.Helper()
 	cfg := testenv.Config(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: testenv.MustStore(t), Redis: lua.NewClient(testenv.MustRedis(t)), Registry: reg})})
+	srv := api.NewServer(api.Deps{Config: cfg, Logger: logger, Services: backend.Build(backend.Deps{Config: cfg, Logger: logger, Store: testenv.MustStore(t), Redis: redisgateway.NewClient(testenv.MustRedis(t)), Registry: reg})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(ln) }()

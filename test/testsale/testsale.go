@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/lua"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/sales"
 	"github.com/seckill/seckill/store"
 )
@@ -23,11 +23,11 @@ func MustWarm(tb testing.TB, st *store.Store, rdb redis.UniversalClient, sale *d
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	outcome, _, err := sales.Warmup(ctx, st, lua.NewClient(rdb), nil, sale.ID)
+	outcome, _, err := sales.Warmup(ctx, st, redisgateway.NewClient(rdb), nil, sale.ID)
 	if err != nil {
 		tb.Fatalf("testsale: warm up sale %d: %v", sale.ID, err)
 	}
-	if outcome != lua.WarmupOK {
+	if outcome != redisgateway.WarmupOK {
 		tb.Fatalf("testsale: warm up sale %d: %s", sale.ID, outcome)
 	}
 	tb.Cleanup(func() {
@@ -38,7 +38,7 @@ func MustWarm(tb testing.TB, st *store.Store, rdb redis.UniversalClient, sale *d
 		if err := st.MarkFinished(ctx, sale.ID); err != nil {
 			tb.Logf("testsale: clean up sale %d: %v", sale.ID, err)
 		}
-		if err := rdb.Del(ctx, lua.SaleKeys(sale.ID).All()...).Err(); err != nil {
+		if err := rdb.Del(ctx, redisgateway.SaleKeys(sale.ID).All()...).Err(); err != nil {
 			tb.Logf("testsale: clean up sale %d keys: %v", sale.ID, err)
 		}
 	})
