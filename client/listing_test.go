@@ -72,11 +72,11 @@ func TestListingsPageThroughTheAPI(t *testing.T) {
 			require.Less(t, s.SaleID, newest[len(newest)-1], "newest first")
 		}
 		newest = append(newest, s.SaleID)
-		if len(newest) == 7 {
-			break // the walk stops with the loop
+		if len(newest) == 4 {
+			break // the walk stops with the loop, on its second page
 		}
 	}
-	require.Len(t, newest, 7)
+	require.Len(t, newest, 4, "the test's five sales are there to page through")
 	require.Contains(t, newest, mine[4])
 	first, err := admin.Sales(ctx)
 	require.NoError(t, err)
