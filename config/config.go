@@ -145,15 +145,15 @@ type Config struct {
 	// closes.
 	ShutdownDelay time.Duration
 
-	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default off)
+	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default on)
 	// makes the API start the order workflow of a Redis-path 202 at once,
 	// besides the worker's inbox relay. Off, the relay alone starts it:
 	// one start call per order instead of two (the second, refused, still
-	// costs the API, the relay and the Temporal server a call), and the
-	// order starts once the relay has read the inbox entry: at once while
-	// the sale's relay loop runs, within the relay's refresh after a quiet
-	// spell. Either way the hold is recorded in MySQL before its 202 is
-	// answered.
+	// costs the API, the relay and the Temporal server a call), but a 202
+	// whose inbox entry a failing-over Redis lost then waits for
+	// reconciliation's repair of a QUEUED reservation without a workflow
+	// (30 s and more) instead of starting at once. Either way the hold is
+	// recorded in MySQL before its 202 is answered.
 	APIStartsRedisOrders bool
 
 	// Read routes (storefront, sale view, reservation reads): per address
@@ -685,7 +685,7 @@ func (r *envReader) process(c *Config) {
 	c.WorkerMetricsAddr = r.str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	c.FaultExitAfterReserve = r.dev && r.get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = r.switchOn("SECKILL_SALE_SWEEP", true)
-	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", false)
+	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)
 	if r.dev {
 		c.PprofAddr = r.get("SECKILL_PPROF_ADDR")
 	}

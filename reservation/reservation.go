@@ -144,9 +144,10 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 		}
 		in := domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID)
 		// The inbox relay starts the order (the script's XADD); the API's
-		// own start (SECKILL_API_STARTS_REDIS_ORDERS, default off) does not
-		// wait for the relay to read the entry, and the second start of one
-		// workflow id is refused, so it costs a call, not an order.
+		// own start (SECKILL_API_STARTS_REDIS_ORDERS, default on) does not
+		// wait for the relay to read the entry, nor for an entry a Redis
+		// failover lost, and the second start of one workflow id is
+		// refused, so it costs a call, not an order.
 		if s.set.StartsRedisOrders {
 			s.starter.Enqueue(ctx, in)
 		}
