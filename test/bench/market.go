@@ -201,17 +201,13 @@ func marketSale(ctx context.Context, c *client.Client, ns client.NewSale) (int64
 	return v.SaleID, nil
 }
 
-// listed reads the operators' sale list (the one listing of sales the API
-// has: the storefront shows one sale, GET /api/v1/sales/{id} one by id)
-// and counts how many of ids it names and how many it names twice.
+// listed pages through the storefront's list of live sales (GET
+// /api/v1/sales, pages of 200) and counts how many of ids it names and
+// how many it names twice.
 func (r *runner) listed(ctx context.Context, api *Proc, ids []int64) (int, int, error) {
 	c, err := r.admin(api)
 	if err != nil {
 		return 0, 0, err
-	}
-	l, err := c.Sales(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("list sales: %w", err)
 	}
 	want := make(map[int64]bool, len(ids))
 	for _, id := range ids {
@@ -219,10 +215,13 @@ func (r *runner) listed(ctx context.Context, api *Proc, ids []int64) (int, int, 
 	}
 	seen := map[int64]int{}
 	found, dup := 0, 0
-	for _, s := range l {
-		if seen[s.SaleID]++; seen[s.SaleID] > 1 {
+	for v, err := range c.AllSales(ctx, client.SaleQuery{Status: "live", Limit: 200}) {
+		if err != nil {
+			return 0, 0, fmt.Errorf("list sales: %w", err)
+		}
+		if seen[v.SaleID]++; seen[v.SaleID] > 1 {
 			dup++
-		} else if want[s.SaleID] {
+		} else if want[v.SaleID] {
 			found++
 		}
 	}

@@ -41,7 +41,7 @@ func marketScenario(m marketFigures) Scenario {
 	figures := append(marketIdleFigures(m), marketPathFigures(m)...)
 	figures = append(figures, marketRecoveryFigures(m)...)
 	figures = append(figures,
-		Figure{Name: "sales listed by GET /admin/v1/sales", Value: float64(m.listed), Unit: "sales", Target: fmt.Sprintf("%d, each once", m.n)},
+		Figure{Name: "sales listed by GET /api/v1/sales?status=live (pages of 200)", Value: float64(m.listed), Unit: "sales", Target: fmt.Sprintf("%d, each once", m.n)},
 		Figure{Name: "sales listed twice", Value: float64(m.dup), Unit: "sales", Target: "0"},
 	)
 	var runs []Result
@@ -171,6 +171,6 @@ func marketNotes(m marketFigures) []string {
 		fmt.Sprintf("recovery, on an in-stock sale of the paths' API, with the three sales live, then with all: keys deleted (all but the inbox) while %d connections reserve for fresh users, until the next 202; Redis frozen (SIGSTOP) for %s under the same probe, from the thaw until the sale's mode is redis again (it left: %t, %t); -1: not within %s (or, for the keys, no 202 before the deletion)", probeConns, marketPause, m.rec1.left, m.recN.left, marketRecoverWithin),
 		fmt.Sprintf("the probes' answers, keys deleted: %s (1 live), %s (%d live); Redis frozen: %s, %s", m.rec1.keysProbe, m.recN.keysProbe, m.n, m.rec1.pauseProbe, m.recN.pauseProbe),
 		fmt.Sprintf("one API cut: a fourth instance reaches Redis through a proxy, cut for one run of 64 connections reserving on the paths' API (the healthy one), after one run before it; the cut instance's /readyz at the cut's end: %d, %d (503: it knew)", m.rec1.cutReady, m.recN.cutReady),
-		"listing: the API has no public list of sales (the storefront redirects to the newest open sale); GET /admin/v1/sales shows the newest 100 and does not page",
+		"listing: the storefront's list of live sales walked page by page with its cursor (client.AllSales)",
 	}
 }
