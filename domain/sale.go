@@ -68,3 +68,13 @@ type NoReportYet struct {
 	Report *struct{} `json:"report"`
 	Note   string    `json:"note"`
 }
+
+// PassShare is which of shares ticks of a reader's full pass reads the
+// sale: a hash of its id, so any run of ids (consecutive, or spaced by an
+// auto-increment step) spreads evenly over the pass.
+func PassShare(saleID, shares int64) int64 {
+	if shares <= 1 {
+		return 0
+	}
+	return int64((uint64(saleID) * 0x9E3779B97F4A7C15 >> 32) % uint64(shares))
+}

@@ -148,16 +148,6 @@ func (c *Client) LastChange(ctx context.Context, saleID int64) (at time.Time, ok
 	return time.UnixMilli(int64(score)), true, nil
 }
 
-// PassShare is which of shares ticks of a reader's full pass reads the
-// sale: a hash of its id, so any run of ids (consecutive, or spaced by an
-// auto-increment step) spreads evenly over the pass.
-func PassShare(saleID, shares int64) int64 {
-	if shares <= 1 {
-		return 0
-	}
-	return int64((uint64(saleID) * 0x9E3779B97F4A7C15 >> 32) % uint64(shares))
-}
-
 // SignalledKey holds when the fleet's change signallers (the workers'
 // SaleSignaller) last read the feed, in ms: a signaller starting after it
 // finds the mark older than ChangesKeep, or gone with Redis's data, cannot

@@ -551,7 +551,7 @@ func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now t
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for id, s := range open {
-		if redisgateway.PassShare(id, fullShares) == share {
+		if domain.PassShare(id, fullShares) == share {
 			due[id] = s // this tick's share of the full pass
 			continue
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/redisgateway"
 )
 
 // Directory timing: what an idle open sale costs a process is one row a
@@ -72,7 +71,7 @@ func (o *OpenSales) Get(id int64) (*domain.Sale, bool) {
 // Same reports whether no sale opened, closed or changed between p and o.
 func (o *OpenSales) Same(p *OpenSales) bool { return p != nil && o.set == p.set }
 
-// Share is the open sales whose redisgateway.PassShare(id, shares) is share: one
+// Share is the open sales whose domain.PassShare(id, shares) is share: one
 // tick's part of a loop's full pass, found without looking at the others.
 func (o *OpenSales) Share(shares, share int64) []*domain.Sale {
 	shares = max(shares, 1)
@@ -80,7 +79,7 @@ func (o *OpenSales) Share(shares, share int64) []*domain.Sale {
 	if !ok {
 		parts := make([][]*domain.Sale, shares)
 		for _, s := range o.set.list {
-			p := redisgateway.PassShare(s.ID, shares)
+			p := domain.PassShare(s.ID, shares)
 			parts[p] = append(parts[p], s)
 		}
 		v, _ = o.set.shares.LoadOrStore(shares, parts)

@@ -54,13 +54,13 @@ type changeWatch struct {
 type dueSet struct {
 	all     bool
 	changed map[int64]bool
-	share   int64 // sales with redisgateway.PassShare(id, shares) == share are due
+	share   int64 // sales with domain.PassShare(id, shares) == share are due
 	shares  int64
 }
 
 // has reports whether sale id is due.
 func (d dueSet) has(id int64) bool {
-	return d.all || d.changed[id] || redisgateway.PassShare(id, d.shares) == d.share
+	return d.all || d.changed[id] || domain.PassShare(id, d.shares) == d.share
 }
 
 // named reports whether the feed named sale id.
@@ -77,7 +77,7 @@ func (d dueSet) of(open *store.OpenSales, also map[int64]bool) []*domain.Sale {
 	out := make([]*domain.Sale, 0, len(share)+len(d.changed)+len(also))
 	out = append(out, share...)
 	extra := func(id int64) {
-		if s, ok := open.Get(id); ok && redisgateway.PassShare(id, d.shares) != d.share {
+		if s, ok := open.Get(id); ok && domain.PassShare(id, d.shares) != d.share {
 			out = append(out, s)
 		}
 	}

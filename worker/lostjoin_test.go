@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
@@ -21,33 +22,18 @@ import (
 // are Redis's clock, so the highest number hides the loss): the lost join
 // is back with its own number, and the hand-over serves it first.
 func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
-	_, st := MustIsolatedStore(t)
-	rdb := testenv.MustRedis(t)
-	rc := redisgateway.NewClient(rdb)
-	sale := testenv.MustSale(t, st, 1)
-	testsale.MustWarm(t, st, rdb, sale)
-	k := redisgateway.SaleKeys(sale.ID)
-
-	// Sold out (as reserve.lua marks a sale that ran out), the early user
-	// joins, as the API does.
-	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 0, 0).Err())
-	require.NoError(t, rdb.HSet(testCtx(t), k.Meta, "drained", "1").Err())
+	f := newWaitlistFixture(t)
+	st, rdb, rc, sale, k, r := f.st, f.rdb, f.rc, f.sale, f.k, f.r
 	early, late := testenv.UniqueUser(), testenv.UniqueUser()
-	_, earlyJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, early)
-	require.NoError(t, err)
-	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: early, Joined: earlyJoined})))
-
-	r := &Resyncer{Store: st, Redis: rc, Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
+	earlyJoined := f.join(early, true)
 	r.Once(testCtx(t)) // the first look: nothing lost yet
 
 	// Redis restarts without the join and nothing else; then the late
 	// user joins on the restarted Redis.
 	require.NoError(t, rdb.ZRem(testCtx(t), k.Waitlist, early).Err())
-	_, lateJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, late)
-	require.NoError(t, err)
+	lateJoined := f.join(late, true)
 	require.Greater(t, lateJoined, earlyJoined)
-	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: late, Joined: lateJoined})))
-	r.identity = "the Redis before the restart"
+	f.restarted()
 
 	r.Once(testCtx(t))
 	joined, err := rc.WaitlistJoined(testCtx(t), sale.ID, early)
@@ -80,28 +66,19 @@ func TestResyncerRestoresAJoinLostBehindALaterOne(t *testing.T) {
 // in resync mode) is checked for lost joins once it is back on Redis, not
 // passed over for good.
 func TestResyncerChecksASaleBackFromARebuildForLostJoins(t *testing.T) {
-	_, st := MustIsolatedStore(t)
-	rdb := testenv.MustRedis(t)
-	rc := redisgateway.NewClient(rdb)
-	sale := testenv.MustSale(t, st, 1)
-	testsale.MustWarm(t, st, rdb, sale)
-	k := redisgateway.SaleKeys(sale.ID)
+	f := newWaitlistFixture(t)
+	st, rdb, rc, sale, k, r := f.st, f.rdb, f.rc, f.sale, f.k, f.r
 	early, late := testenv.UniqueUser(), testenv.UniqueUser()
-	_, earlyJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, early)
-	require.NoError(t, err)
-	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: early, Joined: earlyJoined})))
-	r := &Resyncer{Store: st, Redis: rc, Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
+	f.join(early, true)
 	r.Once(testCtx(t))
 
-	_, err = st.SwitchToDatabase(testCtx(t), sale.ID, 0)
+	_, err := st.SwitchToDatabase(testCtx(t), sale.ID, 0)
 	require.NoError(t, err)
 	epoch, err := st.BeginResync(testCtx(t), sale.ID)
 	require.NoError(t, err)
 	require.NoError(t, rdb.ZRem(testCtx(t), k.Waitlist, early).Err())
-	_, lateJoined, err := rc.JoinWaitlist(testCtx(t), sale.ID, late)
-	require.NoError(t, err)
-	require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: late, Joined: lateJoined})))
-	r.identity = "the Redis before the restart"
+	f.join(late, true)
+	f.restarted()
 	r.Once(testCtx(t)) // the sale is mid-resync: not checked yet
 	require.Zero(t, mustPosition(t, rc, sale.ID, early))
 
@@ -110,6 +87,46 @@ func TestResyncerChecksASaleBackFromARebuildForLostJoins(t *testing.T) {
 	require.EqualValues(t, 1, mustPosition(t, rc, sale.ID, early), "the lost join is back ahead of the later one")
 	require.EqualValues(t, 2, mustPosition(t, rc, sale.ID, late))
 }
+
+// waitlistFixture is a warmed sale of one unit, sold out as reserve.lua
+// marks a sale that ran out, and a resyncer that has had its first look
+// at this Redis.
+type waitlistFixture struct {
+	t    *testing.T
+	st   *store.Store
+	rdb  redis.UniversalClient
+	rc   *redisgateway.Client
+	sale *domain.Sale
+	k    redisgateway.Keys
+	r    *Resyncer
+}
+
+func newWaitlistFixture(t *testing.T) *waitlistFixture {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	sale := testenv.MustSale(t, st, 1)
+	testsale.MustWarm(t, st, rdb, sale)
+	f := &waitlistFixture{t: t, st: st, rdb: rdb, rc: redisgateway.NewClient(rdb), sale: sale, k: redisgateway.SaleKeys(sale.ID)}
+	require.NoError(t, rdb.Set(testCtx(t), f.k.Stock, 0, 0).Err())
+	require.NoError(t, rdb.HSet(testCtx(t), f.k.Meta, "drained", "1").Err())
+	f.r = &Resyncer{Store: st, Redis: f.rc, Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
+	return f
+}
+
+// join puts user on the waitlist as the API does (Redis, then the
+// database's record unless record is false: a join on its way) and
+// answers the join number.
+func (f *waitlistFixture) join(user int64, record bool) int64 {
+	_, joined, err := f.rc.JoinWaitlist(testCtx(f.t), f.sale.ID, user)
+	require.NoError(f.t, err)
+	if record {
+		require.NoError(f.t, testsale.ErrOf(f.st.RecordWaitlistJoin(testCtx(f.t), f.sale.ID, store.WaitJoin{UserID: user, Joined: joined})))
+	}
+	return joined
+}
+
+// restarted makes the resyncer's next look see a Redis that restarted.
+func (f *waitlistFixture) restarted() { f.r.identity = "the Redis before the restart" }
 
 func mustPosition(t *testing.T, rc *redisgateway.Client, saleID, user int64) int64 {
 	t.Helper()

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/testkit/testenv"
-	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/test/testsale"
 )
@@ -23,28 +21,12 @@ import (
 // would have recorded, takes them off; a join whose record was on its
 // way at the look stays, and so does a user who joined again.
 func TestResyncerTakesOffAWaiterWhoseLeaveRedisLost(t *testing.T) {
-	_, st := MustIsolatedStore(t)
-	rdb := testenv.MustRedis(t)
-	rc := redisgateway.NewClient(rdb)
-	sale := testenv.MustSale(t, st, 1)
-	testsale.MustWarm(t, st, rdb, sale)
-	k := redisgateway.SaleKeys(sale.ID)
-	require.NoError(t, rdb.Set(testCtx(t), k.Stock, 0, 0).Err())
-	require.NoError(t, rdb.HSet(testCtx(t), k.Meta, "drained", "1").Err())
-
-	join := func(user int64, record bool) int64 {
-		_, joined, err := rc.JoinWaitlist(testCtx(t), sale.ID, user)
-		require.NoError(t, err)
-		if record {
-			require.NoError(t, testsale.ErrOf(st.RecordWaitlistJoin(testCtx(t), sale.ID, store.WaitJoin{UserID: user, Joined: joined})))
-		}
-		return joined
-	}
+	f := newWaitlistFixture(t)
+	st, rdb, rc, sale, k, r, join := f.st, f.rdb, f.rc, f.sale, f.k, f.r, f.join
 	leaver, rejoiner, inFlight, stayer := testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser(), testenv.UniqueUser()
 	stayerJoined := join(stayer, true)
 	leaverJoined := join(leaver, true)
 	rejoinerFirst := join(rejoiner, true)
-	r := &Resyncer{Store: st, Redis: rc, Comeback: comeback(st, time.Hour, time.Minute), Logger: slog.Default()}
 	r.Once(testCtx(t)) // the first look: nothing lost yet
 
 	// Both leave, as the API does: Redis first, then the database. The
@@ -61,7 +43,7 @@ func TestResyncerTakesOffAWaiterWhoseLeaveRedisLost(t *testing.T) {
 		redis.Z{Score: float64(leaverJoined), Member: strconv.FormatInt(leaver, 10)},
 		redis.Z{Score: float64(rejoinerFirst), Member: strconv.FormatInt(rejoiner, 10)}).Err())
 	inFlightJoined := join(inFlight, false)
-	r.identity = "the Redis before the restart"
+	f.restarted()
 
 	r.Once(testCtx(t))
 	require.NotZero(t, mustPosition(t, rc, sale.ID, leaver), "nothing is taken off before a join on its way could record")

@@ -179,7 +179,7 @@ func (s *SaleSignaller) due(open []*domain.Sale, notes map[int64]time.Time, now 
 			continue
 		}
 		st.offRedis = false
-		st.forced = st.forced || redisgateway.PassShare(sale.ID, s.fullShares()) == share
+		st.forced = st.forced || domain.PassShare(sale.ID, s.fullShares()) == share
 		if (st.forced || st.noted.After(st.covered)) && now.Sub(st.at) >= period {
 			due = append(due, sale.ID)
 		}

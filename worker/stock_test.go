@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
@@ -53,7 +54,7 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 	shares := int64(time.Hour / time.Second)
 	for id, want := range map[int64][2]int64{good.ID: {7, 5}, other.ID: {9, 4}} {
 		v := want[0]
-		if redisgateway.PassShare(id, shares) == 1 { // the second tick's share
+		if domain.PassShare(id, shares) == 1 { // the second tick's share
 			v = want[1]
 		}
 		assert.Equal(t, sql.NullInt64{Int64: v, Valid: true}, seen(id), "sale %d sampled only by its share", id)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/redisgateway"
 )
 
 // SaleSweeper makes sure every open sale has its SaleWorkflow, also when
@@ -51,7 +50,7 @@ func (s *SaleSweeper) Once(ctx context.Context) {
 	seen := make(map[int64]bool, len(open))
 	for _, sale := range open {
 		seen[sale.ID] = s.started[sale.ID]
-		if s.started[sale.ID] && redisgateway.PassShare(sale.ID, shares) != share {
+		if s.started[sale.ID] && domain.PassShare(sale.ID, shares) != share {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
