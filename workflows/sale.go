@@ -75,7 +75,6 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 		return result, err
 	}
 	if sale == nil {
-		w.phase = domain.PhaseSaleMissing
 		return result, nil
 	}
 	if err := w.warmUp(ctx, sale); err != nil {
@@ -158,7 +157,6 @@ func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 			return false, err
 		}
 		if sale == nil {
-			w.phase = domain.PhaseSaleMissing
 			return false, nil
 		}
 		closesAt := sale.EndsAt.Add(sale.PaymentWindow)
@@ -348,11 +346,13 @@ func (w *saleWorkflow) historyLimit() int {
 	return continueAsNewAfter
 }
 
-// loadSale returns nil when the sale row does not exist.
+// loadSale returns nil, the workflow then in PhaseSaleMissing, when the
+// sale row does not exist.
 func (w *saleWorkflow) loadSale(ctx workflow.Context) (*activities.SaleTimes, error) {
 	var sale activities.SaleTimes
 	err := workflow.ExecuteActivity(ctx, saleActs.LoadSale, w.in.SaleID).Get(ctx, &sale)
 	if refusal(err, domain.ENotFound) { // "SaleMissing" in older histories
+		w.phase = domain.PhaseSaleMissing
 		return nil, nil
 	}
 	if err != nil {

@@ -38,7 +38,6 @@ func (w *saleWorkflow) liveWoken(ctx workflow.Context, every time.Duration) (end
 			return false, err
 		}
 		if sale == nil {
-			w.phase = domain.PhaseSaleMissing
 			return false, nil
 		}
 		now := workflow.Now(ctx)
