@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,13 +26,17 @@ import (
 )
 
 // signalRecorder is a SaleSignaller's Signal that records each tick's
-// signals and fails the sales in fail.
+// signals and fails the sales in fail. The signaller sends signals in
+// parallel, so the record is locked.
 type signalRecorder struct {
+	mu   sync.Mutex
 	got  []int64
 	fail map[int64]bool
 }
 
 func (r *signalRecorder) signal(_ context.Context, id int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.fail[id] {
 		return errors.New("temporal unavailable")
 	}
@@ -41,6 +46,8 @@ func (r *signalRecorder) signal(_ context.Context, id int64) error {
 
 // take answers the tick's signals, sorted, and clears them.
 func (r *signalRecorder) take() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	got := slices.Clone(r.got)
 	slices.Sort(got)
 	r.got = r.got[:0]
