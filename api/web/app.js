@@ -220,6 +220,12 @@
         if (r.status === 200) {
           for (const s of r.body.sales) list.append(listedSale(s));
           cursor = r.body.next_cursor || '';
+        } else if (r.status === 400 && cursor) {
+          // The cursor is no longer read (the key that signed it was
+          // rotated away): the list starts again from its first page.
+          list.replaceChildren();
+          cursor = '';
+          failed = 'The list has to start again: press "Try again".';
         } else {
           failed = `The list did not load (${code(r)}).`;
         }
@@ -228,6 +234,7 @@
       }
       note.dataset.kind = failed ? 'error' : 'info';
       note.textContent = failed || (list.children.length ? '' : none);
+      note.hidden = !note.textContent;
       more.textContent = failed ? 'Try again' : 'More';
       more.hidden = !failed && !cursor;
       more.disabled = false;
@@ -246,7 +253,8 @@
     const badge = part('span', 'badge', s.state.replace('_', ' '));
     badge.dataset.state = s.state;
     const at = (t) => new Date(t).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
-    const note = s.state === 'upcoming' ? `Opens ${at(s.starts_at)} · ${s.stock_total} units`
+    const units = s.stock_total === 1 ? '1 unit' : s.stock_total + ' units';
+    const note = s.state === 'upcoming' ? `Opens ${at(s.starts_at)} · ${units}`
       : `${s.stock_left} of ${s.stock_total} left · ends ${at(s.ends_at)}`;
     a.append(badge, part('span', 'sale-title', s.title), part('span', 'sale-price', money(s.price_cents)), part('span', 'sale-note', note));
     const li = document.createElement('li');
