@@ -38,7 +38,6 @@ type saleCache interface {
 	DatabaseModes() map[int64]bool
 	Get(ctx context.Context, id int64) (*salecache.Entry, error)
 	Len() int
-	NewestOpen(now time.Time) int64
 	SetBlacklisted(userID int64, on bool)
 }
 

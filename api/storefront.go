@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -28,16 +27,10 @@ const devTokenTTL = 12 * time.Hour
 // third-party resource.
 const storefrontCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
-// GET /: the storefront of ?sale=ID; without it, a redirect to the newest
-// open sale (the page itself says when there is none).
+// GET /: the storefront, a static page. Without ?sale= it lists the live
+// and upcoming sales through GET /api/v1/sales; with ?sale=ID it is that
+// sale's page. Serving it reads nothing: what it shows, it fetches.
 func (s *server) storefront(c *fiber.Ctx) error {
-	if c.Query("sale") == "" {
-		// From the sale cache (refreshed every second): the landing page is
-		// what the crowd hits, and it never reaches the database.
-		if id := s.svc.Cache.NewestOpen(time.Now()); id > 0 {
-			return c.Redirect("/?sale="+strconv.FormatInt(id, 10), fiber.StatusFound)
-		}
-	}
 	return s.sendWeb(c, "index.html")
 }
 

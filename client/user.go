@@ -49,8 +49,8 @@ func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
 	return a.body, err
 }
 
-// Storefront is the storefront's page of a sale (saleID 0: the newest open
-// sale's, following the redirect).
+// Storefront is the storefront's page of a sale (saleID 0: the landing
+// page, which lists the sales).
 func (c *Client) Storefront(ctx context.Context, saleID int64) ([]byte, error) {
 	path := "/"
 	if saleID > 0 {

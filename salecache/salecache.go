@@ -299,21 +299,6 @@ func (c *Cache) discover(ctx context.Context, id int64) bool {
 	return known
 }
 
-// NewestOpen is the id of the newest sale in the cache that has neither
-// ended nor been stopped; 0 when there is none.
-func (c *Cache) NewestOpen(now time.Time) int64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	var newest int64
-	for id, e := range c.entries {
-		s := e.sale.Load()
-		if s != nil && s.EndsAt.After(now) && s.Control != domain.ControlStopped && id > newest {
-			newest = id
-		}
-	}
-	return newest
-}
-
 // load reads one sale and its stock into the cache.
 func (c *Cache) load(ctx context.Context, id int64) (*Entry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

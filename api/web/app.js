@@ -70,7 +70,6 @@
     not_payable: () => 'This reservation cannot be paid now (it is not awaiting payment).',
     not_cancellable: () => 'This reservation can no longer be cancelled.',
     network: () => 'Network error: the outcome is unknown. Press "Retry" to send the same request again.',
-    no_sale: () => 'No sale is open right now.',
     challenge_required: () => 'The shop needs to check that you are a person first: press "Buy now" again.',
     challenge_failed: () => 'The check did not go through: press "Buy now" to try again.',
     not_eligible: () => 'This sale is for invited members only.',
@@ -189,7 +188,6 @@
   }
 
   async function loadSale() {
-    if (!saleId) { say('error', 'no_sale', MESSAGES.no_sale()); $('title').textContent = 'No open sale'; return; }
     try {
       const r = await call('GET', '/api/v1/sales/' + encodeURIComponent(saleId));
       if (r.status === 200) sale = r.body;
@@ -197,6 +195,71 @@
     } catch (e) { /* keep the last view; the next poll retries */ }
     render();
     setTimeout(loadSale, 2000);
+  }
+
+  // The storefront's listing (GET /api/v1/sales), a section for a status:
+  // a first page, then "More" follows the page's opaque next_cursor (the
+  // cursor keeps the status and order). A failed page leaves the button
+  // to try it again.
+  const PAGE_SIZE = 20;
+  function listSales(box, status, sort, none) {
+    const list = box.querySelector('.sales');
+    const more = box.querySelector('.more');
+    const note = box.querySelector('.message');
+    let cursor = '';
+    let loading = false;
+    async function next() {
+      if (loading) return;
+      loading = true;
+      more.disabled = true;
+      const q = new URLSearchParams({ status, sort, limit: String(PAGE_SIZE) });
+      if (cursor) q.set('cursor', cursor);
+      let failed = '';
+      try {
+        const r = await call('GET', '/api/v1/sales?' + q);
+        if (r.status === 200) {
+          for (const s of r.body.sales) list.append(listedSale(s));
+          cursor = r.body.next_cursor || '';
+        } else if (r.status === 400 && cursor) {
+          // The cursor is no longer read (the key that signed it was
+          // rotated away): the list starts again from its first page.
+          list.replaceChildren();
+          cursor = '';
+          failed = 'The list has to start again: press "Try again".';
+        } else {
+          failed = `The list did not load (${code(r)}).`;
+        }
+      } catch (e) {
+        failed = 'Network error: the list did not load.';
+      }
+      note.dataset.kind = failed ? 'error' : 'info';
+      note.textContent = failed || (list.children.length ? '' : none);
+      note.hidden = !note.textContent;
+      more.textContent = failed ? 'Try again' : 'More';
+      more.hidden = !failed && !cursor;
+      more.disabled = false;
+      loading = false;
+    }
+    more.addEventListener('click', next);
+    next();
+  }
+
+  // listedSale is a sale of the listing, linking to its page.
+  function listedSale(s) {
+    const part = (tag, cls, text) => { const e = document.createElement(tag); e.className = cls; e.textContent = text; return e; };
+    const a = document.createElement('a');
+    a.href = '/?sale=' + encodeURIComponent(s.sale_id);
+    a.dataset.saleId = s.sale_id;
+    const badge = part('span', 'badge', s.state.replace('_', ' '));
+    badge.dataset.state = s.state;
+    const at = (t) => new Date(t).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+    const units = s.stock_total === 1 ? '1 unit' : s.stock_total + ' units';
+    const note = s.state === 'upcoming' ? `Opens ${at(s.starts_at)} · ${units}`
+      : `${s.stock_left} of ${s.stock_total} left · ends ${at(s.ends_at)}`;
+    a.append(badge, part('span', 'sale-title', s.title), part('span', 'sale-price', money(s.price_cents)), part('span', 'sale-note', note));
+    const li = document.createElement('li');
+    li.append(a);
+    return li;
   }
 
   function newId(prefix) {
@@ -468,7 +531,15 @@
   $('wait').addEventListener('click', joinWaitlist);
   $('login-form').addEventListener('submit', login);
   if (who) $('user-id').value = who;
-  loadSale();
+  if (saleId) {
+    $('sale').hidden = false;
+    $('back').hidden = false;
+    loadSale();
+  } else {
+    $('listing').hidden = false;
+    listSales($('live'), 'live', '-starts_at', 'No sale is live right now.');
+    listSales($('upcoming'), 'upcoming', 'starts_at', 'No sale is coming up.');
+  }
   if (jwt && saleId) { findMine(); pollWaitlist(); }
   setInterval(render, 250);
 })();

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -24,14 +25,13 @@ func text(t *testing.T, browser context.Context, id string) string {
 	return s
 }
 
-// mustLiveSale creates and warms a sale through the admin API; extra
-// fields join the creation's body.
-func mustLiveSale(t *testing.T, base, title string, price, stock, window int, extra ...map[string]any) int64 {
+// mustSale creates a sale through the admin API, open from starts to
+// ends; extra fields join the creation's body.
+func mustSale(t *testing.T, base, title string, price, stock, window int, starts, ends time.Time, extra ...map[string]any) int64 {
 	t.Helper()
-	now := time.Now().UTC()
 	req := map[string]any{
 		"goods_id": 7, "title": title, "price_cents": price, "stock": stock, "buckets": 2,
-		"starts_at": now.Add(-time.Minute).Format(time.RFC3339), "ends_at": now.Add(2 * time.Hour).Format(time.RFC3339),
+		"starts_at": starts.UTC().Format(time.RFC3339), "ends_at": ends.UTC().Format(time.RFC3339),
 		"payment_window_seconds": window,
 	}
 	for _, e := range extra {
@@ -41,7 +41,14 @@ func mustLiveSale(t *testing.T, base, title string, price, stock, window int, ex
 	}
 	code, sale := call(t, "POST", base+"/admin/v1/sales", -1, req)
 	require.Equal(t, http.StatusCreated, code, "%v", sale)
-	id := int64(sale["sale_id"].(float64))
+	return int64(sale["sale_id"].(float64))
+}
+
+// mustLiveSale creates and warms a sale open since a minute ago.
+func mustLiveSale(t *testing.T, base, title string, price, stock, window int, extra ...map[string]any) int64 {
+	t.Helper()
+	now := time.Now()
+	id := mustSale(t, base, title, price, stock, window, now.Add(-time.Minute), now.Add(2*time.Hour), extra...)
 	code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/warmup", base, id), -1, nil)
 	require.Equal(t, http.StatusOK, code, "%v", body)
 	return id
@@ -71,6 +78,7 @@ func TestStorefrontInABrowser(t *testing.T) {
 	soldOutThenWaitlist(t, browser, api.URL, out)
 	solveTheChallenge(t, browser, api.URL)
 	followByPolling(t, browser, api.URL)
+	browseTheListing(t, browser, api.URL, out)
 }
 
 // buyAndPayInTheBrowser: two quick clicks make one reservation, followed by
@@ -185,4 +193,90 @@ func followByPolling(t *testing.T, browser context.Context, apiURL string) {
 	chrome.WaitPage(t, browser, "buy enabled", "!document.getElementById('buy').disabled", 20*time.Second)
 	chrome.Do(t, browser, chromedp.Click(chromedp.ID("buy")))
 	chrome.WaitPage(t, browser, "PENDING_PAYMENT by polling", "document.getElementById('res-status').textContent === 'PENDING_PAYMENT' && window.seckillTransport === 'poll'", 3*time.Minute)
+}
+
+// listedIDs is the sale ids a section of the landing page lists, in order.
+func listedIDs(t *testing.T, browser context.Context, section string) []int64 {
+	t.Helper()
+	ids, err := chrome.Eval[[]int64](browser, fmt.Sprintf("Array.from(document.querySelectorAll('#%s .sales a'), (a) => Number(a.dataset.saleId))", section))
+	require.NoError(t, err)
+	return ids
+}
+
+// moreUntil presses a section's "More" until done holds for its sales or
+// the section has no next page, at most pages times; it answers the ids
+// listed then.
+func moreUntil(t *testing.T, browser context.Context, section string, pages int, done func([]int64) bool) []int64 {
+	t.Helper()
+	more := fmt.Sprintf("document.querySelector('#%s .more')", section)
+	for range pages {
+		ids := listedIDs(t, browser, section)
+		if done(ids) {
+			return ids
+		}
+		hidden, err := chrome.Eval[bool](browser, more+".hidden")
+		require.NoError(t, err)
+		if hidden {
+			return ids
+		}
+		chrome.Do(t, browser, chromedp.Click(chromedp.CSS("#"+section+" .more")))
+		chrome.WaitPage(t, browser, section+"'s next page", fmt.Sprintf(
+			"!%[1]s.disabled && (%[1]s.hidden || document.querySelectorAll('#%[2]s .sales a').length > %[3]d)", more, section, len(ids)), 30*time.Second)
+	}
+	t.Fatalf("%s: still more after %d pages", section, pages)
+	return nil
+}
+
+// browseTheListing: the landing page lists the live sales and the
+// upcoming ones through GET /api/v1/sales, a page at a time: "More" brings
+// the next page by its cursor, none listed twice, the upcoming in opening
+// order, and a listed sale links to its page.
+func browseTheListing(t *testing.T, browser context.Context, apiURL, out string) {
+	const pageSize = 20 // the page's
+	live := mustLiveSale(t, apiURL, "Listed kettle", 4900, 2, 900)
+	first := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	var upcoming []int64
+	for i := range pageSize + 5 {
+		opens := first.Add(time.Duration(i) * time.Minute)
+		id := mustSale(t, apiURL, fmt.Sprintf("Listed lamp %02d", i), 2900, 1, 900, opens, opens.Add(time.Hour))
+		upcoming = append(upcoming, id)
+		// Stopped, they leave the listing that later runs read.
+		t.Cleanup(func() {
+			code, body := call(t, "POST", fmt.Sprintf("%s/admin/v1/sales/%d/stop", apiURL, id), -1, nil)
+			require.Equal(t, http.StatusOK, code, "stop sale %d: %v", id, body)
+		})
+	}
+
+	chrome.Do(t, browser, chromedp.Navigate(apiURL+"/"))
+	chrome.WaitPage(t, browser, "the first upcoming page", "document.querySelectorAll('#upcoming .sales a').length > 0 && !document.querySelector('#upcoming .more').disabled", 20*time.Second)
+	require.Len(t, listedIDs(t, browser, "upcoming"), pageSize, "one page at first")
+	shown, err := chrome.Eval[bool](browser, "document.getElementById('sale').getClientRects().length > 0")
+	require.NoError(t, err)
+	require.False(t, shown, "the landing page shows no sale card")
+	chrome.Screenshot(t, browser, filepath.Join(out, "listing.png"))
+
+	all := moreUntil(t, browser, "upcoming", 50, func([]int64) bool { return false })
+	require.Greater(t, len(all), pageSize, "More brought the next pages")
+	at := make(map[int64]int, len(all))
+	for i, id := range all {
+		_, twice := at[id]
+		require.False(t, twice, "sale %d listed twice: %v", id, all)
+		at[id] = i
+	}
+	for i, id := range upcoming {
+		require.Contains(t, at, id, "upcoming sale %d not listed: %v", id, all)
+		if i > 0 {
+			require.Greater(t, at[id], at[upcoming[i-1]], "upcoming sales are listed soonest first")
+		}
+	}
+
+	lives := moreUntil(t, browser, "live", 50, func(ids []int64) bool { return slices.Contains(ids, live) })
+	require.Contains(t, lives, live, "the live sale is listed")
+	require.NotContains(t, lives, upcoming[0], "an upcoming sale is not listed as live")
+	link := fmt.Sprintf("#live a[data-sale-id='%d']", live)
+	title, err := chrome.Eval[string](browser, fmt.Sprintf("document.querySelector(%q).querySelector('.sale-title').textContent", link))
+	require.NoError(t, err)
+	require.Equal(t, "Listed kettle", title)
+	chrome.Do(t, browser, chromedp.Click(chromedp.CSS(link)))
+	chrome.WaitPage(t, browser, "the listed sale's page", fmt.Sprintf("location.search === '?sale=%d' && document.getElementById('title').textContent === 'Listed kettle' && !document.getElementById('back').hidden && document.getElementById('listing').getClientRects().length === 0", live), 20*time.Second)
 }
