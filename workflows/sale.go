@@ -44,6 +44,8 @@ type saleWorkflow struct {
 	phase string
 	last  *domain.ReconciliationReport
 	quiet quietWatch
+	// onFirstChange is set in runs with the firstChange version.
+	onFirstChange bool
 	// changed receives domain.SignalSaleChanged.
 	changed workflow.ReceiveChannel
 }
@@ -52,7 +54,7 @@ func (w *saleWorkflow) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (any, error) {
 		if w.last == nil {
 			return domain.NoReportYet{SaleID: w.in.SaleID, Phase: w.phase,
-				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then when it changes"}, nil
+				Note: "no reconciliation report yet: the sale workflow reconciles when the live sale changes, and at its end"}, nil
 		}
 		return w.last, nil
 	}); err != nil {
