@@ -364,11 +364,14 @@ func (s *stack) waitWorkflowStatus(token string, want domain.ReservationStatus) 
 }
 
 // saleWorker runs the sale workflow on a task queue of its own.
-func (s *stack) saleWorker(queue string) {
+func (s *stack) saleWorker(queue string) { s.saleWorkerSlots(queue, nil) }
+
+// saleWorkerSlots is saleWorker with its reconciliations bounded by slots.
+func (s *stack) saleWorkerSlots(queue string, slots *activities.ReconcileSlots) {
 	s.t.Helper()
 	w := worker.New(s.c, queue, worker.Options{})
 	RegisterSale(w, &activities.SaleActivities{
-		Store: s.st, Redis: redisgateway.NewClient(s.rdb), Temporal: s.c,
+		Store: s.st, Redis: redisgateway.NewClient(s.rdb), Temporal: s.c, Slots: slots,
 		Reconciler: &reconcile.Reconciler{Store: s.st, Redis: redisgateway.NewClient(s.rdb), Temporal: s.c, Gap: 20 * time.Millisecond},
 	})
 	require.NoError(s.t, w.Start())
