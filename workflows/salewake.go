@@ -20,9 +20,9 @@ const wakeOnChange = "wake-on-change"
 // not look at the feed every few minutes until their sale ends.
 const wakeOnChangeLate = "wake-on-change-late"
 
-// firstChange drops the live sale's first look: the sale is first
-// reconciled when a change of it is signalled, so sales opened together
-// cost no reconciliations together (OrderWorkflow's rule on
+// firstChange has a live sale first reconciled when a change of it is
+// signalled, not at a first look after the opening, so sales opened
+// together cost no reconciliations together (OrderWorkflow's rule on
 // command-sequence changes).
 const firstChange = "first-change"
 
