@@ -24,6 +24,8 @@ type SaleActivities struct {
 	Redis      *redisgateway.Client
 	Temporal   client.Client
 	Reconciler *reconcile.Reconciler
+	// Slots bounds the reconciliations run at once; nil does not.
+	Slots *ReconcileSlots
 	// Metrics, when set, export each sale's latest reconciliation.
 	Metrics *Metrics
 	Logger  *slog.Logger // slog.Default() when nil
@@ -95,16 +97,22 @@ func (a *SaleActivities) WarmupSale(ctx context.Context, saleID int64) (int64, e
 }
 
 // ReconcileSale reconciles the sale, repairing what is safe, and stores the
-// report.
+// report. It waits for one of a.Slots first (heartbeating meanwhile when
+// its caller asked for heartbeats), then runs within ReconcileRunTimeout.
 func (a *SaleActivities) ReconcileSale(ctx context.Context, saleID int64, final bool) (*domain.ReconciliationReport, error) {
-	rep, err := a.Reconciler.Run(ctx, saleID, true)
+	defer keepAlive(ctx)()
+	var rep *domain.ReconciliationReport
+	err := a.Slots.Do(ctx, ReconcileRunTimeout, func(ctx context.Context) error {
+		var err error
+		if rep, err = a.Reconciler.Run(ctx, saleID, true); err != nil {
+			return err
+		}
+		a.Metrics.reconciled(rep)
+		a.Metrics.withoutWorkflow(saleID, rep.Discrepancies)
+		return a.storeReport(ctx, rep, final)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
-	}
-	a.Metrics.reconciled(rep)
-	a.Metrics.withoutWorkflow(saleID, rep.Discrepancies)
-	if err := a.storeReport(ctx, rep, final); err != nil {
-		return nil, err
 	}
 	return rep, nil
 }

@@ -197,6 +197,9 @@ type Config struct {
 	RelayDeadAfter   time.Duration // least age of an inbox entry before a refused start dead-letters it
 
 	WorkerMetricsAddr string // listen address of the worker's /metrics
+	// ReconcileConcurrency bounds the sale reconciliations a worker runs
+	// at once; the others wait their turn (activities.ReconcileSlots).
+	ReconcileConcurrency int
 
 	// FaultExitAfterReserve (SECKILL_FAULT_EXIT_AFTER_RESERVE=1, honoured only
 	// in development mode) kills the API right after a successful reserve
@@ -683,6 +686,9 @@ func (r *envReader) process(c *Config) {
 	c.RelayMinIdle = r.dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.RelayDeadAfter = r.dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)
 	c.WorkerMetricsAddr = r.str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
+	if c.ReconcileConcurrency = r.integer("SECKILL_RECONCILE_CONCURRENCY", 2); c.ReconcileConcurrency < 1 {
+		r.fail(fmt.Errorf("SECKILL_RECONCILE_CONCURRENCY: at least 1, not %d", c.ReconcileConcurrency))
+	}
 	c.FaultExitAfterReserve = r.dev && r.get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = r.switchOn("SECKILL_SALE_SWEEP", true)
 	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)

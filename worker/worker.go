@@ -186,6 +186,7 @@ func (p *process) startTemporalWorker() (tworker.Worker, error) {
 		Temporal: p.tc,
 		Metrics:  p.actMetrics,
 		Logger:   p.logger,
+		Slots:    activities.NewReconcileSlots(p.cfg.ReconcileConcurrency),
 		Reconciler: &reconcile.Reconciler{
 			Store: p.st, Redis: p.rdb, Temporal: p.tc, Start: p.startTimes.wrap("reconcile", p.start), Restart: restart, Logger: p.logger,
 		},

@@ -44,6 +44,8 @@ type saleWorkflow struct {
 	phase string
 	last  *domain.ReconciliationReport
 	quiet quietWatch
+	// onFirstChange is set in runs with the firstChange version.
+	onFirstChange bool
 	// changed receives domain.SignalSaleChanged.
 	changed workflow.ReceiveChannel
 }
@@ -52,7 +54,7 @@ func (w *saleWorkflow) setup(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, domain.QueryReport, func() (any, error) {
 		if w.last == nil {
 			return domain.NoReportYet{SaleID: w.in.SaleID, Phase: w.phase,
-				Note: "no reconciliation report yet: the sale workflow reconciles once the sale is live, then when it changes"}, nil
+				Note: "no reconciliation report yet: the sale workflow reconciles when the live sale changes, and at its end"}, nil
 		}
 		return w.last, nil
 	}); err != nil {
@@ -101,15 +103,39 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 func withSaleActivityOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
-		// Not retried: LoadSale's refusal of a missing sale row. (The
-		// list is not compared on replay; older histories say
-		// "SaleMissing", which loadSale still reads as not_found.)
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: []string{domain.ENotFound},
-		},
+		RetryPolicy:         saleRetryPolicy(),
+	})
+}
+
+// saleRetryPolicy retries the sale activities but LoadSale's refusal of a
+// missing sale row. (The list is not compared on replay; older histories
+// say "SaleMissing", which loadSale still reads as not_found.)
+func saleRetryPolicy() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        30 * time.Second,
+		NonRetryableErrorTypes: []string{domain.ENotFound},
+	}
+}
+
+// Reconciliation timeouts. A reconciliation first waits for one of its
+// worker's slots (activities.ReconcileSlots), as long as a wave of them
+// takes, then runs within activities.ReconcileRunTimeout; the deadline
+// covers both, and the heartbeats find a dead worker meanwhile.
+const (
+	reconcileDeadline  = time.Hour
+	reconcileHeartbeat = time.Minute
+)
+
+// withReconcileOptions are the reconciliation's activity options. Replay
+// compares an activity's type and id, not its timeouts, so runs recorded
+// with the sale activities' options replay unchanged.
+func withReconcileOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: reconcileDeadline,
+		HeartbeatTimeout:    reconcileHeartbeat,
+		RetryPolicy:         saleRetryPolicy(),
 	})
 }
 
@@ -363,7 +389,7 @@ func (w *saleWorkflow) loadSale(ctx workflow.Context) (*activities.SaleTimes, er
 
 func (w *saleWorkflow) reconcile(ctx workflow.Context, final bool) error {
 	var rep domain.ReconciliationReport
-	if err := workflow.ExecuteActivity(ctx, saleActs.ReconcileSale, w.in.SaleID, final).Get(ctx, &rep); err != nil {
+	if err := workflow.ExecuteActivity(withReconcileOptions(ctx), saleActs.ReconcileSale, w.in.SaleID, final).Get(ctx, &rep); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	// Keep the query answer small: the full list is in the stored report.

@@ -20,6 +20,7 @@ type saleCalls struct {
 	warmedAt     []time.Time
 	reconciledAt []time.Time
 	finals       int
+	inconsistent int // the first reports answered inconsistent
 	teardownAt   time.Time
 	running      int
 }
@@ -54,7 +55,8 @@ func newSaleEnvLoading(t *testing.T, load func(now time.Time) activities.SaleTim
 			if final {
 				calls.finals++
 			}
-			return &domain.ReconciliationReport{SaleID: saleID, Consistent: true}, nil
+			consistent := len(calls.reconciledAt) > calls.inconsistent
+			return &domain.ReconciliationReport{SaleID: saleID, Consistent: consistent}, nil
 		})
 	env.OnActivity(saleActs.RunningOrders, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, _ int64) (int64, error) {

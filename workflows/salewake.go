@@ -20,18 +20,26 @@ const wakeOnChange = "wake-on-change"
 // not look at the feed every few minutes until their sale ends.
 const wakeOnChangeLate = "wake-on-change-late"
 
+// firstChange has a live sale first reconciled when a change of it is
+// signalled, not at a first look after the opening, so sales opened
+// together cost no reconciliations together (OrderWorkflow's rule on
+// command-sequence changes).
+const firstChange = "first-change"
+
 // liveWoken is the live phase of the wakeOnChange version. The sale is
-// reconciled at its first look after it opened (a period after the
-// opening when warmed ahead of it), then whenever a change was
-// signalled (domain.SignalSaleChanged: the worker's SaleSignaller, at
-// most once a period per sale), no sooner than a period after the last
-// reconciliation began, and every period while the last report found
-// discrepancies or the change feed cannot speak for the sale (unreadable,
-// or the database path, which notes nothing). Otherwise it sleeps: a
-// quiet sale's history gains no event until its end. Once ended it waits
-// for the payment window on one timer; signals then change nothing, the
-// final reconciliation covers them.
+// reconciled whenever a change was signalled (domain.SignalSaleChanged:
+// the worker's SaleSignaller, at most once a period per sale), no sooner
+// than a period after the opening and after the last reconciliation
+// began, and every period while the last report found discrepancies or
+// the change feed cannot speak for the sale (unreadable, or the database
+// path, which notes nothing). Otherwise it sleeps: a quiet sale's history
+// gains no event until its end. Once ended it waits for the payment
+// window on one timer; signals then change nothing, the final
+// reconciliation covers them. Runs before firstChange also reconcile at
+// their first look after the opening (a period after it when warmed
+// ahead of it).
 func (w *saleWorkflow) liveWoken(ctx workflow.Context, every time.Duration) (ended bool, err error) {
+	w.onFirstChange = workflow.GetVersion(ctx, firstChange, workflow.DefaultVersion, 1) == 1
 	for {
 		sale, err := w.loadSale(ctx)
 		if err != nil {
@@ -91,12 +99,12 @@ func (w *saleWorkflow) waitForClose(ctx workflow.Context, sale *activities.SaleT
 // period since the last has passed, and answers the wait to the next look
 // and whether a signal ends that wait.
 func (w *saleWorkflow) reconcileIfDue(ctx workflow.Context, sale *activities.SaleTimes, now time.Time, every time.Duration) (time.Duration, bool, error) {
-	if !now.After(sale.StartsAt) {
+	if !w.onFirstChange && !now.After(sale.StartsAt) {
 		// Not in the opening's rush: a period after it.
 		return sale.StartsAt.Add(every).Sub(now), false, nil
 	}
-	if w.in.ReconciledAt.IsZero() || w.in.Changed || w.polled(sale) {
-		if next := w.in.ReconciledAt.Add(every); now.Before(next) {
+	if w.owed(sale) {
+		if next := w.nextReconcile(sale, every); now.Before(next) {
 			return next.Sub(now), false, nil
 		}
 		if err := w.reconcile(ctx, false); err != nil {
@@ -110,11 +118,32 @@ func (w *saleWorkflow) reconcileIfDue(ctx workflow.Context, sale *activities.Sal
 	return sale.EndsAt.Sub(now), true, nil
 }
 
+// owed reports whether the open sale is owed a reconciliation: a change
+// was signalled, or it is polled; before firstChange, also its first look.
+func (w *saleWorkflow) owed(sale *activities.SaleTimes) bool {
+	return w.in.Changed || w.polled(sale) || (!w.onFirstChange && w.in.ReconciledAt.IsZero())
+}
+
+// nextReconcile is the earliest time of the next reconciliation: a period
+// after the last began, and with firstChange not in the opening's rush
+// either (a period after the opening).
+func (w *saleWorkflow) nextReconcile(sale *activities.SaleTimes, every time.Duration) time.Time {
+	from := w.in.ReconciledAt
+	if w.onFirstChange && from.Before(sale.StartsAt) {
+		from = sale.StartsAt
+	}
+	return from.Add(every)
+}
+
 // polled reports whether the sale is reconciled every period, signal or
 // not: its last report found discrepancies, or no change of it may be
-// signalled (sale.Changes.Known false).
+// signalled (sale.Changes.Known false); before firstChange, also while
+// it has no report.
 func (w *saleWorkflow) polled(sale *activities.SaleTimes) bool {
-	return w.last == nil || !w.last.Consistent || !sale.Changes.Known
+	if w.last == nil {
+		return !w.onFirstChange || !sale.Changes.Known
+	}
+	return !w.last.Consistent || !sale.Changes.Known
 }
 
 // await waits d; when wake is set a change signal ends the wait early. A

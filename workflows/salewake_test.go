@@ -36,10 +36,10 @@ func timerLog(env *testsuite.TestWorkflowEnvironment) *[]time.Duration {
 	return &timers
 }
 
-// A quiet live sale costs Temporal nothing between its first
-// reconciliation and its end: one load and one timer to the end, then one
-// to the payment window's close and the retire margin. Over a day, the
-// whole run is these commands and no more.
+// A quiet live sale costs nothing until its end: one load and one timer
+// to the end, then one to the payment window's close and the retire
+// margin, and one reconciliation, the final one. Over a day, the whole run
+// is these commands and no more.
 func TestSaleWorkflowQuietSaleSleepsUntilItsEnd(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	start := s.NewTestWorkflowEnvironment().Now()
@@ -55,10 +55,74 @@ func TestSaleWorkflowQuietSaleSleepsUntilItsEnd(t *testing.T) {
 	// The run's own load, then the live phase's: at the opening, the end
 	// and the close.
 	require.Equal(t, []time.Duration{0, 0, 24 * time.Hour, closes}, offsets(start, calls.loadedAt))
-	require.Equal(t, []time.Duration{0, closes + domain.DefaultRetireMargin}, offsets(start, calls.reconciledAt))
+	require.Equal(t, []time.Duration{closes + domain.DefaultRetireMargin}, offsets(start, calls.reconciledAt))
 	require.Equal(t, []time.Duration{24 * time.Hour, 15 * time.Minute, domain.DefaultRetireMargin}, *timers)
 	require.Equal(t, 1, calls.finals)
 	require.Equal(t, 1, calls.running)
+}
+
+// Runs before firstChange reconcile a quiet sale once more, at their first
+// look after the opening.
+func TestSaleWorkflowQuietSaleBeforeFirstChange(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := quietTimes(start, 24*time.Hour, 15*time.Minute)
+	env, calls := newSaleEnv(t, times, 0)
+	env.OnGetVersion(firstChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	timers := timerLog(env)
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 27})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	closes := 24*time.Hour + 15*time.Minute
+	require.Equal(t, []time.Duration{0, 0, 24 * time.Hour, closes}, offsets(start, calls.loadedAt))
+	require.Equal(t, []time.Duration{0, closes + domain.DefaultRetireMargin}, offsets(start, calls.reconciledAt))
+	require.Equal(t, []time.Duration{24 * time.Hour, 15 * time.Minute, domain.DefaultRetireMargin}, *timers)
+}
+
+// A sale warmed ahead of its opening sleeps from then to its end; a change
+// signalled before the opening, or in its first period, is reconciled a
+// period after the opening, once.
+func TestSaleWorkflowReconcilesAChangeAtTheOpeningAPeriodAfterIt(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	opens := 10 * time.Minute
+	times := activities.SaleTimes{StartsAt: start.Add(opens), EndsAt: start.Add(time.Hour), PaymentWindow: time.Minute,
+		Changes: activities.ChangeMark{Known: true}}
+	env, calls := newSaleEnv(t, times, 0)
+	signal := func() { env.SignalWorkflow(domain.SignalSaleChanged, nil) }
+	env.RegisterDelayedCallback(signal, opens-domain.DefaultWarmLead/2) // buffered before the live phase
+	env.RegisterDelayedCallback(signal, opens+5*time.Second)            // in the opening's rush
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 28})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	closes := time.Hour + time.Minute
+	require.Equal(t, []time.Duration{opens + time.Minute, closes + domain.DefaultRetireMargin}, offsets(start, calls.reconciledAt))
+	warmed := opens - domain.DefaultWarmLead
+	require.Equal(t, []time.Duration{0, warmed, opens - domain.DefaultWarmLead/2, opens + time.Minute, time.Hour, closes},
+		offsets(start, calls.loadedAt), "warmed, it sleeps to the end until the first signal, then waits without a wake")
+}
+
+// A signalled reconciliation that finds discrepancies is followed by one
+// every period until one is clean; then the sale sleeps again.
+func TestSaleWorkflowPollsAfterDiscrepancies(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	start := s.NewTestWorkflowEnvironment().Now()
+	times := quietTimes(start, time.Hour, time.Minute)
+	env, calls := newSaleEnv(t, times, 0)
+	calls.inconsistent = 2
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SignalSaleChanged, nil) }, 10*time.Minute)
+	env.SetStartTime(start)
+	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 29})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	closes := time.Hour + time.Minute
+	require.Equal(t, []time.Duration{10 * time.Minute, 11 * time.Minute, 12 * time.Minute, closes + domain.DefaultRetireMargin},
+		offsets(start, calls.reconciledAt))
 }
 
 // A signalled change is reconciled at once when the last reconciliation
@@ -82,8 +146,7 @@ func TestSaleWorkflowReconcilesSignalledChangesOncePerPeriod(t *testing.T) {
 
 	closes := 2*time.Hour + time.Minute
 	require.Equal(t, []time.Duration{
-		0,
-		10 * time.Minute,
+		10 * time.Minute, // one signal, one reconciliation
 		20 * time.Minute,
 		21 * time.Minute, // the signals after 20m, once
 		closes + domain.DefaultRetireMargin,
@@ -117,7 +180,7 @@ func TestSaleWorkflowSignalsToAnEndedSaleAreHarmless(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
-	require.Len(t, calls.reconciledAt, 2, "the first look and the final one: %v", calls.reconciledAt)
+	require.Len(t, calls.reconciledAt, 1, "the final one: %v", calls.reconciledAt)
 	require.Equal(t, 1, calls.finals)
 	require.Equal(t, []time.Duration{10 * time.Minute, 15 * time.Minute, 10 * time.Second, domain.DefaultRetireMargin}, *timers,
 		"to the end, to the close, one drain wait, the margin")
