@@ -65,7 +65,7 @@ func (r *runner) market(ctx context.Context) error {
 	if m.rec1, err = r.marketRecovery(ctx, red, st, fault, "1 live"); err != nil {
 		return err
 	}
-	ids, rate, err := r.createMarket(ctx, st.api, r.o.MarketSales)
+	ids, rate, opens, err := r.createMarket(ctx, st.api, r.o.MarketSales)
 	defer func() {
 		// The worker goes first: its resync would put back the keys of a
 		// sale stopped but not yet marked finished.
@@ -76,7 +76,7 @@ func (r *runner) market(ctx context.Context) error {
 		return err
 	}
 	m.n, m.rate = len(ids), rate
-	if err := r.marketLive(ctx, red, st, fault, ids, run, &m); err != nil {
+	if err := r.marketLive(ctx, red, st, fault, ids, opens, run, &m); err != nil {
 		return err
 	}
 	r.add(marketScenario(m))
@@ -86,8 +86,8 @@ func (r *runner) market(ctx context.Context) error {
 // marketLive measures scenario 13 with the market's sales live: once
 // they settled, the idle cost, their keys' weight, the paths' rounds, the
 // faults and the listing.
-func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, run func(string) marketPaths, m *marketFigures) error {
-	m.settled, m.running = r.settleMarket(ctx, ids)
+func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, opens time.Time, run func(string) marketPaths, m *marketFigures) error {
+	m.settled, m.running = r.settleMarket(ctx, ids, opens)
 	var err error
 	if m.idleN, err = r.measureIdle(ctx, st.procs()); err != nil {
 		return err
@@ -146,14 +146,18 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label s
 }
 
 // createMarket creates and warms n sales through api's admin routes,
-// marketWorkers at a time, and returns their ids and the rate (sales
-// created and warmed per second).
-func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, float64, error) {
+// marketWorkers at a time, all opening at one time after they are made,
+// and returns their ids, the rate (sales created and warmed per second)
+// and their opening.
+func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, float64, time.Time, error) {
 	c, err := r.admin(api)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
 	now := time.Now().UTC()
+	// A wave opens together, made and warmed ahead of its opening; a sale
+	// made after it (creation slower than marketOpenRate) is made open.
+	opens := now.Add(time.Duration(n)*time.Second/marketOpenRate + 15*time.Second)
 	var (
 		mu    sync.Mutex
 		ids   []int64
@@ -168,7 +172,7 @@ func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, f
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
 				id, err := marketSale(ctx, c, client.NewSale{GoodsID: 1000 + i, Title: fmt.Sprintf("bench %s market %d", r.stamp, i),
-					PriceCents: 999, Stock: 10, Buckets: 1, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(3 * time.Hour), PaymentWindowSeconds: 900})
+					PriceCents: 999, Stock: 10, Buckets: 1, StartsAt: opens, EndsAt: now.Add(3 * time.Hour), PaymentWindowSeconds: 900})
 				mu.Lock()
 				if id > 0 {
 					ids = append(ids, id)
@@ -185,7 +189,7 @@ func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, f
 		}()
 	}
 	wg.Wait()
-	return ids, float64(len(ids)) / time.Since(start).Seconds(), first
+	return ids, float64(len(ids)) / time.Since(start).Seconds(), opens, first
 }
 
 // marketSale creates and warms one sale; its id is returned when it was
@@ -282,18 +286,20 @@ func (r *runner) terminateMarket(ctx context.Context, ids []int64) {
 }
 
 // Bounds of scenario 13's settling: the sales' workflows are all running
-// (a start the API gave up on is the worker's sweeper's), then each has
-// had its first reconciliation and its first look after it, a minute on.
+// (a start the API gave up on is the worker's sweeper's) and the sales
+// have opened, then each has had its look at the opening and what a
+// change then costs, a minute on.
 const (
+	marketOpenRate  = 150 // sales made per second the wave's opening assumes
 	marketStartWait = 5 * time.Minute
 	marketLookWait  = 75 * time.Second
 )
 
 // settleMarket waits until the market's sale workflows run (at most
-// marketStartWait), then marketLookWait, so the idle window sees idle
-// sales, not their start; it answers how long it waited and how many of
-// the workflows ran when it stopped counting.
-func (r *runner) settleMarket(ctx context.Context, ids []int64) (time.Duration, int64) {
+// marketStartWait) and the sales opened, then marketLookWait, so the idle
+// window sees idle sales, not their start; it answers how long it waited
+// and how many of the workflows ran when it stopped counting.
+func (r *runner) settleMarket(ctx context.Context, ids []int64, opens time.Time) (time.Duration, int64) {
 	start := time.Now()
 	var running int64
 	if len(ids) > 0 {
@@ -313,6 +319,7 @@ func (r *runner) settleMarket(ctx context.Context, ids []int64) (time.Duration, 
 			sleepCtx(ctx, 5*time.Second)
 		}
 	}
+	sleepCtx(ctx, time.Until(opens))
 	sleepCtx(ctx, marketLookWait)
 	return time.Since(start), running
 }
