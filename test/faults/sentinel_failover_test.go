@@ -389,7 +389,7 @@ func (f *failover) judge(scenario string, stock int64) {
 	t.Logf("%s: 202s %d before the cut, %d during it, %d after the kill, %d after the promotion (first %s after it); "+
 		"%d/%d kept (%d FAILED); refusals recorded %v; reconciliation clean %s after the promotion; "+
 		"%d returning holders cancelled and bought again; %d fresh units sold of %d unsold; "+
-		"the worker started %d workflows of holds recorded without one after Redis changed",
+		"%d workflows started by the worker's lost holds' starts (at its first look at Redis, and after the change)",
 		scenario, f.grants.Given(phaseReplicated), f.grants.Given(phaseCut), f.grants.Given(phaseKilled), f.grants.Given(phasePromoted),
 		firstAgain.Round(time.Millisecond), placed, len(given), failed, refusals, clean.Round(time.Millisecond),
 		rebought, fresh, unsold, f.lostHoldsStarted())
@@ -399,7 +399,8 @@ func (f *failover) judge(scenario string, stock int64) {
 
 // lostHoldsStarted sums the workflows the worker's lost holds' starts
 // (worker.LostHolds) reported as new: holds recorded before their 202
-// whose inbox entries Redis lost before the relay started them.
+// that had no workflow at the worker's first look at Redis or after Redis
+// changed (an inbox entry lost, or one the relay had not read yet).
 func (f *failover) lostHoldsStarted() int64 {
 	var n int64
 	for _, line := range strings.Split(f.s.worker.Log(), "\n") {
