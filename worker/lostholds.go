@@ -103,6 +103,9 @@ func (l *LostHolds) Run(ctx context.Context) {
 	l.mu.Lock()
 	wake := l.wakeLocked()
 	l.mu.Unlock()
+	// A failing round (the database or Temporal down) is tried again each
+	// tick; its outage is logged once, and its end.
+	outage := outageLog{logger: l.Logger, what: "lost holds' starts"}
 	for {
 		var tick <-chan time.Time
 		if l.open() {
@@ -114,9 +117,7 @@ func (l *LostHolds) Run(ctx context.Context) {
 		case <-wake:
 		case <-tick:
 		}
-		if err := l.Once(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			l.Logger.Warn("lost holds: a round failed; tried again next tick", "err", err)
-		}
+		outage.note(ctx, l.Once(ctx, time.Now()))
 	}
 }
 
