@@ -67,10 +67,10 @@ func TestDatabasePathRefusesAtOnceWhenSaturated(t *testing.T) {
 	require.Equal(t, 202, reserveAs(base+2).Status, "with a slot free the refused buyer buys")
 }
 
-// SECKILL_API_STARTS_REDIS_ORDERS=off leaves a Redis-path 202's start to
-// the worker's inbox relay (which reads the script's inbox entry at once):
-// the API starting it too costs a second start call and a describe on the
-// Temporal server. On (the default), the API starts it at once.
+// SECKILL_API_STARTS_REDIS_ORDERS=off (the default) leaves a Redis-path
+// 202's start to the worker's inbox relay (which reads the script's inbox
+// entry at once): the API starting it too costs a second start call and a
+// describe on the Temporal server. On, the API starts it at once.
 func TestRedisPathLeavesTheStartToTheRelay(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		h := MustHarness(t, func(c *config.Config) { c.APIStartsRedisOrders = on })

@@ -145,15 +145,14 @@ type Config struct {
 	// closes.
 	ShutdownDelay time.Duration
 
-	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default on)
+	// APIStartsRedisOrders (SECKILL_API_STARTS_REDIS_ORDERS; default off)
 	// makes the API start the order workflow of a Redis-path 202 at once,
-	// besides the worker's inbox relay. Off, the relay alone starts it:
-	// one start call per order instead of two (the second, refused, still
-	// costs the API, the relay and the Temporal server a call), but a 202
-	// whose inbox entry a failing-over Redis lost then waits for
-	// reconciliation's repair of a QUEUED reservation without a workflow
-	// (30 s and more) instead of starting at once. Either way the hold is
-	// recorded in MySQL before its 202 is answered.
+	// besides the worker's inbox relay: two start calls per order instead
+	// of one (the second, refused, still costs the API, the relay and the
+	// Temporal server a call). Off, the relay alone starts it, and a 202
+	// whose inbox entry a failing-over Redis lost is started by the
+	// worker once it sees Redis change (worker.LostHolds), from the hold
+	// that MySQL recorded before the 202 was answered.
 	APIStartsRedisOrders bool
 
 	// Read routes (storefront, sale view, reservation reads): per address
@@ -691,7 +690,7 @@ func (r *envReader) process(c *Config) {
 	}
 	c.FaultExitAfterReserve = r.dev && r.get("SECKILL_FAULT_EXIT_AFTER_RESERVE") == "1"
 	c.SaleSweep = r.switchOn("SECKILL_SALE_SWEEP", true)
-	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", true)
+	c.APIStartsRedisOrders = r.switchOn("SECKILL_API_STARTS_REDIS_ORDERS", false)
 	if r.dev {
 		c.PprofAddr = r.get("SECKILL_PPROF_ADDR")
 	}

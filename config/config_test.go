@@ -164,8 +164,8 @@ func TestSwitchesAcceptOnAndOffWords(t *testing.T) {
 	// Unset, each takes its default: the sweep runs, the relay alone starts
 	// a Redis-path order.
 	c := mustLoad(t, productionEnv())
-	if !c.SaleSweep || !c.APIStartsRedisOrders {
-		t.Errorf("defaults: sweep %v, api starts %v; want true, true", c.SaleSweep, c.APIStartsRedisOrders)
+	if !c.SaleSweep || c.APIStartsRedisOrders {
+		t.Errorf("defaults: sweep %v, api starts %v; want true, false", c.SaleSweep, c.APIStartsRedisOrders)
 	}
 }
 

@@ -143,11 +143,11 @@ func (s *Service) answerScript(ctx context.Context, r Request, token string, res
 			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		}
 		in := domain.RedisHoldInput(token, r.SaleID, r.UserID, r.RequestID)
-		// The inbox relay starts the order (the script's XADD); the API's
-		// own start (SECKILL_API_STARTS_REDIS_ORDERS, default on) does not
-		// wait for the relay to read the entry, nor for an entry a Redis
-		// failover lost, and the second start of one workflow id is
-		// refused, so it costs a call, not an order.
+		// The inbox relay starts the order (the script's XADD), and the
+		// worker an order whose entry a Redis failover lost, from the
+		// hold's record. The API's own start (SECKILL_API_STARTS_REDIS_ORDERS,
+		// default off) does not wait for either; the second start of one
+		// workflow id is refused, so it costs a call, not an order.
 		if s.set.StartsRedisOrders {
 			s.starter.Enqueue(ctx, in)
 		}

@@ -112,3 +112,9 @@ func (s *Store) SetDirectoryTiming(fresh, full time.Duration) {
 	defer s.sales.mu.Unlock()
 	s.sales.fresh, s.sales.full = fresh, full
 }
+
+// QueuedRedisHoldsStatement is QueuedRedisHolds' statement as it is sent,
+// for a test's EXPLAIN.
+func (s *Store) QueuedRedisHoldsStatement(saleID int64, since time.Time, after string, limit int) string {
+	return s.DB.NewRaw(queuedHoldsQuery, queuedHoldsArgs(saleID, since, after, limit)...).String()
+}

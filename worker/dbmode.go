@@ -39,6 +39,10 @@ type Resyncer struct {
 	// lost (wentBack false) or whose Redis went back in time, and how long
 	// it took.
 	Rebuilt func(wentBack bool, took time.Duration)
+	// HoldsLost, when set, hears at each change of Redis's identity, and
+	// at the first look, from when holds' inbox entries may be lost, and
+	// the time (LostHolds.Changed).
+	HoldsLost func(since, now time.Time)
 
 	// identity is Redis's lineage as last read (redisgateway.Client.Identity); a
 	// change means a restart or a promotion, which may have lost writes.
@@ -170,14 +174,19 @@ func (r *Resyncer) identityChanged(ctx context.Context) (changed bool, lostSince
 	if err != nil {
 		return false, 0
 	}
-	seen := r.identitySeen
-	r.identitySeen = time.Now()
+	seen, now := r.identitySeen, time.Now()
+	r.identitySeen = now
 	if id == r.identity {
 		return false, 0
 	}
+	holdsFrom := now // the first look: what went before this worker is unknown
 	if r.identity != "" {
 		r.Logger.Warn("resync: Redis restarted or failed over; checking every live sale for lost writes")
 		lostSince = seen.Add(-lostWritesSpan).UnixMicro()
+		holdsFrom = seen
+	}
+	if r.HoldsLost != nil {
+		r.HoldsLost(holdsFrom.Add(-lostWritesSpan), now)
 	}
 	r.identity = id
 	return true, lostSince

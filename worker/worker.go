@@ -195,9 +195,9 @@ func (p *process) startTemporalWorker() (tworker.Worker, error) {
 }
 
 // startLoops starts the relay, the stock recorder and follower, the
-// outbox relay, the fleet observer, the resyncer, the retirer, the sale
-// signaller and the sale sweep; the channel closes when the relay has
-// finished.
+// outbox relay, the fleet observer, the resyncer and the lost holds'
+// starts, the retirer, the sale signaller and the sale sweep; the channel
+// closes when the relay has finished.
 func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-chan struct{} {
 	st, rdb, logger, cfg := p.st, p.rdb, p.logger, p.cfg
 	relay := &Relay{Redis: rdb, Store: st, Starter: p.startTimes.wrap("inbox_relay", p.start), Consumer: cfg.RelayConsumer,
@@ -214,8 +214,13 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	outbox := &OutboxRelay{Store: st, Starter: p.startTimes.wrap("outbox_relay", p.start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
 	observer := runObserver(ctx, bg, cfg, st, rdb, logger)
+	lostHolds := &LostHolds{Store: st, OpenSales: openSaleList(st), Logger: logger,
+		Start: func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
+			return temporalgateway.StartOutcomeOf(ctx, p.tc, cfg.TaskQueue, in)
+		}}
+	bg.Go(func() { lostHolds.Run(ctx) })
 	resyncer := &Resyncer{Store: st, Redis: rdb, Temporal: p.tc, Comeback: degraded.NewComeback(cfg.Degraded, st, observer, logger),
-		Logger: logger, Rebuilt: p.metrics.Rebuilt}
+		Logger: logger, Rebuilt: p.metrics.Rebuilt, HoldsLost: lostHolds.Changed}
 	bg.Go(func() { resyncer.Run(ctx) })
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
 	bg.Go(func() { retirer.Run(ctx) })

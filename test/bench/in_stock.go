@@ -130,8 +130,8 @@ func inStockScenario(baseRes, apiRes Result, basePer, apiPer float64) Scenario {
 			{Name: "in-stock CPU / bare CPU, per 202", Value: ratio(apiPer, basePer), Unit: "×", Target: "≤ 1.5"},
 		},
 		Notes: []string{
-			"no worker runs here: the API starts each 202's workflow (SECKILL_API_STARTS_REDIS_ORDERS, default on) and no order is processed; the bench then terminates the sale's workflows, if any (one batch operation), and deletes the sale's keys",
-			"CPU: each process's user + system time (/proc) over its timed run, per answer; the API's includes its workflow starts (gRPC to Temporal), the Temporal server's is not counted; the worker's share of an order is in scenario 3",
+			"no worker runs here, so no order is processed and, as the API leaves each 202's start to the worker's relay (SECKILL_API_STARTS_REDIS_ORDERS, default off), no workflow starts; the bench then terminates the sale's workflows, if any (one batch operation), and deletes the sale's keys",
+			"CPU: each process's user + system time (/proc) over its timed run, per answer; the API's includes no workflow start (the relay's is the worker's, in scenario 3); the Temporal server's is not counted",
 		},
 	}
 }

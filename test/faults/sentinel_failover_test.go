@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -387,12 +388,31 @@ func (f *failover) judge(scenario string, stock int64) {
 	assert.Empty(t, st.StrandedUsers(), "users stranded")
 	t.Logf("%s: 202s %d before the cut, %d during it, %d after the kill, %d after the promotion (first %s after it); "+
 		"%d/%d kept (%d FAILED); refusals recorded %v; reconciliation clean %s after the promotion; "+
-		"%d returning holders cancelled and bought again; %d fresh units sold of %d unsold",
+		"%d returning holders cancelled and bought again; %d fresh units sold of %d unsold; "+
+		"%d workflows started by the worker's lost holds' starts (at its first look at Redis, and after the change)",
 		scenario, f.grants.Given(phaseReplicated), f.grants.Given(phaseCut), f.grants.Given(phaseKilled), f.grants.Given(phasePromoted),
 		firstAgain.Round(time.Millisecond), placed, len(given), failed, refusals, clean.Round(time.Millisecond),
-		rebought, fresh, unsold)
+		rebought, fresh, unsold, f.lostHoldsStarted())
 	assert.LessOrEqual(t, firstAgain, 30*time.Second, "the sale sells again within 30 s of the promotion")
 	assert.LessOrEqual(t, clean, 30*time.Second, "reconciliation is clean within 30 s of the promotion")
+}
+
+// lostHoldsStarted sums the workflows the worker's lost holds' starts
+// (worker.LostHolds) reported as new: holds recorded before their 202
+// that had no workflow at the worker's first look at Redis or after Redis
+// changed (an inbox entry lost, or one the relay had not read yet).
+func (f *failover) lostHoldsStarted() int64 {
+	var n int64
+	for _, line := range strings.Split(f.s.worker.Log(), "\n") {
+		var e struct {
+			Msg     string `json:"msg"`
+			Started int64  `json:"started"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && strings.HasPrefix(e.Msg, "lost holds: started") {
+			n += e.Started
+		}
+	}
+	return n
 }
 
 // waitClean waits until reconciliation, not repairing, finds the sale

@@ -1,0 +1,251 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
+)
+
+// The lost holds' starts.
+const (
+	// lostHoldsEvery is the tick while a window is open: a round whose
+	// start failed is tried again, and holds recorded late are found.
+	lostHoldsEvery = time.Second
+	// recordsLand bounds how long after Redis answered a hold its record
+	// may still land in the database (the API waits 3 s at most for it
+	// before its 202, then answers 503): a window is read again until then.
+	recordsLand = 5 * time.Second
+	// lostHoldsPage is how many holds a read answers, started together.
+	lostHoldsPage = 500
+	// lostHoldsParallel bounds the starts in flight.
+	lostHoldsParallel = 8
+	// lostHoldStartTimeout bounds one start.
+	lostHoldStartTimeout = 10 * time.Second
+)
+
+// LostHolds starts the order workflows of the Redis holds whose inbox
+// entries a Redis that went (a restart, a failover to a lagging replica)
+// may have lost. Each hold was recorded QUEUED in the database before its
+// 202, but the inbox entry the relay starts it from was a Redis write like
+// any other; without this, such a hold waits for reconciliation's repair
+// of a QUEUED reservation without workflow (stale after 30 s, found at the
+// sale workflow's next look), which stays the safety net.
+//
+// The resyncer tells it (Changed) when Redis changed identity, and at the
+// worker's first look at Redis, which cannot know what happened before.
+// It then starts, in pages with a bound on the starts in flight, every
+// QUEUED Redis hold recorded from a bound before the change until now
+// whose workflow it has not started yet, and reads the window again each
+// tick until the records in flight at the change have landed
+// (recordsLand) and every start succeeded. The start is the relay's
+// idempotent one: a hold whose workflow runs, or ran, costs a refused
+// start.
+type LostHolds struct {
+	Store *store.Store
+	// OpenSales lists the open sales.
+	OpenSales func(ctx context.Context) ([]*domain.Sale, error)
+	// Start starts a hold's workflow, or finds it started.
+	Start  func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error)
+	Every  time.Duration // lostHoldsEvery when zero
+	Logger *slog.Logger
+
+	mu     sync.Mutex
+	window *holdWindow
+	wake   chan struct{}
+}
+
+// holdWindow is the holds to start: those recorded since since, read
+// again until until; started names the tokens started from it.
+type holdWindow struct {
+	since, until time.Time
+	started      map[string]bool
+	gen          int // moves at each change, so a round does not close a window widened meanwhile
+}
+
+// Changed opens a window, or widens the open one, from since: Redis
+// changed identity at now. It does not wait.
+func (l *LostHolds) Changed(since, now time.Time) {
+	l.mu.Lock()
+	if l.window == nil {
+		l.window = &holdWindow{since: since, started: map[string]bool{}}
+	} else if since.Before(l.window.since) {
+		l.window.since = since
+	}
+	l.window.until = now.Add(recordsLand)
+	l.window.gen++
+	wake := l.wakeLocked()
+	l.mu.Unlock()
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *LostHolds) wakeLocked() chan struct{} {
+	if l.wake == nil {
+		l.wake = make(chan struct{}, 1)
+	}
+	return l.wake
+}
+
+// Run starts the windows' holds until ctx ends; with no window open it
+// only waits for one.
+func (l *LostHolds) Run(ctx context.Context) {
+	l.mu.Lock()
+	wake := l.wakeLocked()
+	l.mu.Unlock()
+	// A failing round (the database or Temporal down) is tried again each
+	// tick; its outage is logged once, and its end.
+	outage := outageLog{logger: l.Logger, what: "lost holds' starts"}
+	for {
+		var tick <-chan time.Time
+		if l.open() {
+			tick = time.After(orDefault(l.Every, lostHoldsEvery))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-tick:
+		}
+		outage.note(ctx, l.Once(ctx, time.Now()))
+	}
+}
+
+func (l *LostHolds) open() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.window != nil
+}
+
+// Once starts the open window's holds not started yet, and closes the
+// window once every start succeeded and its records have landed.
+func (l *LostHolds) Once(ctx context.Context, now time.Time) error {
+	l.mu.Lock()
+	w := l.window
+	var since, until time.Time
+	var gen int
+	if w != nil {
+		since, until, gen = w.since, w.until, w.gen
+	}
+	l.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	open, err := l.OpenSales(lctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("lost holds: %w", err)
+	}
+	var c startCounts
+	for _, s := range open {
+		if !s.Warmed || now.Before(s.StartsAt) || s.EndsAt.Before(since) {
+			continue // no hold of it was recorded in the window
+		}
+		if err := l.startSale(ctx, s.ID, since, w, &c); err != nil {
+			l.logRound(since, &c, err)
+			return err
+		}
+	}
+	l.logRound(since, &c, nil)
+	l.mu.Lock()
+	if l.window == w && w.gen == gen && !now.Before(until) {
+		l.window = nil
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// startCounts are a round's starts: new workflows (holds that had none)
+// and those found started.
+type startCounts struct{ started, existing atomic.Int64 }
+
+func (l *LostHolds) logRound(since time.Time, c *startCounts, err error) {
+	started, existing := c.started.Load(), c.existing.Load()
+	switch {
+	case started > 0:
+		l.Logger.Warn("lost holds: started the workflows of holds recorded in the database that had none (an inbox entry Redis lost)",
+			"since", since, "started", started, "found_started", existing, "err", err)
+	case existing > 0:
+		l.Logger.Info("lost holds: every hold recorded since Redis changed has its workflow", "since", since, "found_started", existing)
+	}
+}
+
+// startSale starts a sale's holds of the window, a page at a time; the
+// first failed start ends it (Temporal down: the next tick tries again).
+func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time, w *holdWindow, c *startCounts) error {
+	after := ""
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		holds, err := l.Store.QueuedRedisHolds(rctx, saleID, since, after, lostHoldsPage)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("lost holds: %w", err)
+		}
+		if err := l.startPage(ctx, holds, w, c); err != nil {
+			return fmt.Errorf("lost holds of sale %d: %w", saleID, err)
+		}
+		if len(holds) < lostHoldsPage {
+			return nil
+		}
+		after = holds[len(holds)-1].Token
+	}
+}
+
+// startPage starts the page's holds not started from w yet,
+// lostHoldsParallel at a time, and notes those started.
+func (l *LostHolds) startPage(ctx context.Context, holds []domain.OrderInput, w *holdWindow, c *startCounts) error {
+	l.mu.Lock()
+	todo := make([]domain.OrderInput, 0, len(holds))
+	for _, in := range holds {
+		if !w.started[in.Token] {
+			todo = append(todo, in)
+		}
+	}
+	l.mu.Unlock()
+	done := make([]bool, len(todo))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(lostHoldsParallel)
+	for i, in := range todo {
+		g.Go(func() error {
+			sctx, cancel := context.WithTimeout(gctx, lostHoldStartTimeout)
+			defer cancel()
+			outcome, err := l.Start(sctx, in)
+			if temporalgateway.StartRefused(err) {
+				// No retry changes it; reconciliation reports the hold.
+				l.Logger.Error("lost holds: Temporal refused a hold's start", "sale_id", in.SaleID, "token", in.Token, "err", err)
+				done[i] = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if outcome == temporalgateway.StartedNew {
+				c.started.Add(1)
+			} else {
+				c.existing.Add(1)
+			}
+			done[i] = true
+			return nil
+		})
+	}
+	err := g.Wait()
+	l.mu.Lock()
+	for i, in := range todo {
+		if done[i] {
+			w.started[in.Token] = true
+		}
+	}
+	l.mu.Unlock()
+	return err
+}

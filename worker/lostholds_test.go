@@ -1,0 +1,154 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/testenv"
+	"github.com/seckill/seckill/redisgateway"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/temporalgateway"
+	"github.com/seckill/seckill/test/testsale"
+)
+
+// A hold the database recorded before its 202, whose inbox entry the Redis
+// that went lost (here: it never had one) and whose workflow never
+// started, gets its workflow within seconds of the resyncer's seeing Redis
+// change identity, not at reconciliation's repair; a QUEUED hold recorded
+// long before the change, which no lost write can concern, is left alone.
+func TestLostHoldsStartAfterRedisChangedIdentity(t *testing.T) {
+	f := newLostHoldsFixture(t)
+	f.resyncer.Once(testCtx(t)) // the worker's first look: nothing recorded yet
+	require.NoError(t, f.lost.Once(testCtx(t), time.Now().Add(recordsLand)))
+	require.False(t, f.lost.open(), "the first look's window closes once its records have landed")
+
+	lost := f.recordHold("lost-01")
+	old := f.recordHold("old-01")
+	f.age(old, 10*time.Minute)
+	go f.lost.Run(f.ctx)
+	time.Sleep(2 * time.Second)
+	f.requireNoWorkflow(lost, "no change seen yet")
+
+	f.resyncer.identity = "the Redis before the failover"
+	changed := time.Now()
+	f.resyncer.Once(testCtx(t))
+	f.requireWorkflow(lost, 5*time.Second)
+	t.Logf("the lost hold's workflow started %s after the resyncer's look", time.Since(changed).Round(time.Millisecond))
+	f.requireNoWorkflow(old, "recorded before the window")
+}
+
+// At a worker's start nothing tells what a Redis change before it lost:
+// the holds recorded shortly before its first look get their workflows.
+// A start that fails is tried again on the next tick, and the window
+// closes once every start succeeded and the records in flight landed.
+func TestLostHoldsStartAtTheWorkersFirstLookAndRetry(t *testing.T) {
+	f := newLostHoldsFixture(t)
+	held := f.recordHold("start-01")
+	var mu sync.Mutex
+	calls := 0
+	start := f.lost.Start
+	f.lost.Start = func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			return 0, serviceerror.NewUnavailable("injected: Temporal unavailable")
+		}
+		return start(ctx, in)
+	}
+	f.resyncer.Once(testCtx(t))
+	now := time.Now()
+	require.Error(t, f.lost.Once(testCtx(t), now), "the injected failure")
+	f.requireNoWorkflow(held, "its start failed")
+	require.True(t, f.lost.open(), "a failed start keeps the window open")
+
+	require.NoError(t, f.lost.Once(testCtx(t), now))
+	f.requireWorkflow(held, time.Second)
+	require.True(t, f.lost.open(), "records may still land")
+	require.NoError(t, f.lost.Once(testCtx(t), now.Add(recordsLand)))
+	require.False(t, f.lost.open())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, calls, "a started hold is not started again in its window")
+}
+
+// lostHoldsFixture is a warmed sale in the worker's own database, a
+// resyncer that tells its lost holds' starter of Redis changes, and a
+// task queue no worker polls, so a started workflow stays as started.
+type lostHoldsFixture struct {
+	t        *testing.T
+	ctx      context.Context
+	st       *store.Store
+	tc       client.Client
+	sale     *domain.Sale
+	lost     *LostHolds
+	resyncer *Resyncer
+}
+
+func newLostHoldsFixture(t *testing.T) *lostHoldsFixture {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	tc := testenv.MustTemporal(t)
+	sale := testenv.MustSale(t, st, 5)
+	testsale.MustWarm(t, st, rdb, sale)
+	queue := fmt.Sprintf("worker-lost-holds-%d", testenv.UniqueUser())
+	lost := &LostHolds{Store: st, OpenSales: openSaleList(st), Every: 100 * time.Millisecond, Logger: testLogger(),
+		Start: func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
+			return temporalgateway.StartOutcomeOf(ctx, tc, queue, in)
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute),
+		Logger: testLogger(), HoldsLost: lost.Changed}
+	return &lostHoldsFixture{t: t, ctx: ctx, st: st, tc: tc, sale: sale, lost: lost, resyncer: r}
+}
+
+// recordHold records a Redis hold as the API does before its 202, with no
+// inbox entry and no workflow.
+func (f *lostHoldsFixture) recordHold(req string) domain.OrderInput {
+	user := testenv.UniqueUser()
+	in := domain.RedisHoldInput(domain.DeriveToken(testKey, f.sale.ID, user, req), f.sale.ID, user, req)
+	rec, err := f.st.RecordRedisHold(testCtx(f.t), in, f.sale.ModeEpoch, 0, true)
+	require.NoError(f.t, err)
+	require.True(f.t, rec.Promised())
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// Leave no workflow behind; most were never started.
+		_ = f.tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(in.Token), "", "worker test cleanup")
+	})
+	return in
+}
+
+// age moves a hold's record back by d.
+func (f *lostHoldsFixture) age(in domain.OrderInput, d time.Duration) {
+	_, err := f.st.DB.ExecContext(testCtx(f.t), "UPDATE reservations SET created_at = created_at - INTERVAL ? SECOND WHERE token = ?",
+		int64(d/time.Second), in.Token)
+	require.NoError(f.t, err)
+}
+
+func (f *lostHoldsFixture) requireWorkflow(in domain.OrderInput, within time.Duration) {
+	f.t.Helper()
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		_, err := f.tc.DescribeWorkflow(testCtx(f.t), domain.OrderWorkflowID(in.Token), "")
+		assert.NoError(c, err)
+	}, within, 50*time.Millisecond, "the workflow of hold %s", in.Token)
+}
+
+func (f *lostHoldsFixture) requireNoWorkflow(in domain.OrderInput, why string) {
+	f.t.Helper()
+	_, err := f.tc.DescribeWorkflow(testCtx(f.t), domain.OrderWorkflowID(in.Token), "")
+	var missing *serviceerror.NotFound
+	require.True(f.t, errors.As(err, &missing), "no workflow of hold %s (%s): %v", in.Token, why, err)
+}
