@@ -67,7 +67,9 @@ func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (res
 	t := kept.(dbSaleTerms)
 	o := orderFor(in.Token, in.SaleID, in.UserID, t.PriceCents, t.PaymentWindowSeconds, t.Buckets)
 	o.Quota = true
-	committed, err := s.dbpath.record(ctx, s.DB, in.SaleID, func(time.Time) []step { return dbGroupPart(in, o, t) })
+	committed, err := s.dbpath.record(ctx, s.DB, in.SaleID, func(_ time.Time, follows bool) []step {
+		return dbGroupPart(in, o, t, follows)
+	})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, true, fmt.Errorf("reserve in db: %w", err)
@@ -78,18 +80,37 @@ func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (res
 }
 
 // dbGroupPart is a reservation's part of a group: the pick of a bucket
-// with a unit of stock and quota (one read, without locks); the
+// with a unit of stock and quota (one read, without locks), unless the
+// part follows one of the same sale, whose pick it shares; the
 // reservation inserted from the sale row under the shared lock and every
 // check of the per-reservation path (no row, or a duplicate of the
 // replay key or of the user's live reservation: that path decides, its
 // read telling a replay from a QUEUED hold or a purchase); its outbox
 // row; its order and ledger rows naming the bucket picked; and last the
 // unit from that bucket, waiting for its row at most wantLockWait.
-func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms) []step {
+//
+// A shared pick costs the group nothing in waits: the group is one
+// transaction, so its takes from one bucket queue no one but other
+// transactions, as a single take would, and the bucket's row is locked
+// from the first take to the commit either way. A part that finds the
+// shared bucket run dry rolls back alone (errStalePick), and the
+// per-reservation path picks again. The read it saves is among a part's
+// costliest statements.
+func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms, follows bool) []step {
+	part := dbGroupRows(in, o, t)
+	if follows {
+		return part
+	}
+	pick := step{stmt: stmt{`SELECT ` + openBucketColumn(true) + ` INTO @seckill_db_bucket FROM sales WHERE id = ?`,
+		[]any{in.SaleID}}, what: "pick a bucket"}
+	return append([]step{pick}, part...)
+}
+
+// dbGroupRows are a group part's writes, with the bucket picked
+// (@seckill_db_bucket).
+func dbGroupRows(in domain.OrderInput, o newOrder, t dbSaleTerms) []step {
 	stopped, paused := string(domain.ControlStopped), string(domain.ControlPaused)
 	return []step{
-		{stmt: stmt{`SELECT ` + openBucketColumn(true) + ` INTO @seckill_db_bucket FROM sales WHERE id = ?`,
-			[]any{in.SaleID}}, what: "pick a bucket"},
 		{stmt: stmt{`INSERT INTO reservations
 			(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
 			SELECT ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ?
