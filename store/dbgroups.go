@@ -15,9 +15,10 @@ import (
 // (commitGroups) without a read of their own: each part checks on the sale
 // row, under the shared lock every path takes, everything the read and
 // admits check (the terms unchanged, the mode and epoch, the operator's
-// control, the window, the hold-off, an open quota, the user's QUEUED
-// holds) and probes the replay key by its insert. A part that meets any of
-// them, or finds its picked bucket empty or held too long, rolls back
+// control, the window, the hold-off, an open quota), and by its insert
+// probes the replay key and the user's live reservations (a QUEUED hold
+// included: reservations_live_user). A part that meets any of them, or
+// finds its picked bucket empty or held too long, rolls back
 // alone, and the per-reservation path (reserveInDB) decides it as it
 // decides a lone reservation: the group only ever answers success.
 
@@ -66,7 +67,9 @@ func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (res
 	t := kept.(dbSaleTerms)
 	o := orderFor(in.Token, in.SaleID, in.UserID, t.PriceCents, t.PaymentWindowSeconds, t.Buckets)
 	o.Quota = true
-	committed, err := s.dbpath.record(ctx, s.DB, in.SaleID, func(time.Time) []step { return dbGroupPart(in, o, t) })
+	committed, err := s.dbpath.record(ctx, s.DB, in.SaleID, func(_ time.Time, follows bool) []step {
+		return dbGroupPart(in, o, t, follows)
+	})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, true, fmt.Errorf("reserve in db: %w", err)
@@ -77,24 +80,43 @@ func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (res
 }
 
 // dbGroupPart is a reservation's part of a group: the pick of a bucket
-// with a unit of stock and quota and the probe of the user's QUEUED holds
-// (one read, without locks); the reservation inserted from the sale row
-// under the shared lock and every check of the per-reservation path (no
-// row: that path decides); its outbox row; its order and ledger rows
-// naming the bucket picked; and last the unit from that bucket, waiting
-// for its row at most wantLockWait.
-func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms) []step {
+// with a unit of stock and quota (one read, without locks), unless the
+// part follows one of the same sale, whose pick it shares; the
+// reservation inserted from the sale row under the shared lock and every
+// check of the per-reservation path (no row, or a duplicate of the
+// replay key or of the user's live reservation: that path decides, its
+// read telling a replay from a QUEUED hold or a purchase); its outbox
+// row; its order and ledger rows naming the bucket picked; and last the
+// unit from that bucket, waiting for its row at most wantLockWait.
+//
+// A shared pick costs the group nothing in waits: the group is one
+// transaction, so its takes from one bucket queue no one but other
+// transactions, as a single take would, and the bucket's row is locked
+// from the first take to the commit either way. A part that finds the
+// shared bucket run dry rolls back alone (errStalePick), and the
+// per-reservation path picks again. The read it saves is among a part's
+// costliest statements.
+func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms, follows bool) []step {
+	part := dbGroupRows(in, o, t)
+	if follows {
+		return part
+	}
+	pick := step{stmt: stmt{`SELECT ` + openBucketColumn(true) + ` INTO @seckill_db_bucket FROM sales WHERE id = ?`,
+		[]any{in.SaleID}}, what: "pick a bucket"}
+	return append([]step{pick}, part...)
+}
+
+// dbGroupRows are a group part's writes, with the bucket picked
+// (@seckill_db_bucket).
+func dbGroupRows(in domain.OrderInput, o newOrder, t dbSaleTerms) []step {
 	stopped, paused := string(domain.ControlStopped), string(domain.ControlPaused)
 	return []step{
-		{stmt: stmt{`SELECT EXISTS (SELECT 1 FROM reservations q WHERE q.sale_id = sales.id AND q.user_id = ? AND q.status = ?), ` +
-			openBucketColumn(true) + ` INTO @seckill_db_queued, @seckill_db_bucket FROM sales WHERE id = ?`,
-			[]any{in.UserID, string(domain.StatusQueued), in.SaleID}}, what: "pick a bucket"},
 		{stmt: stmt{`INSERT INTO reservations
 			(token, sale_id, user_id, request_id, path, status, order_no, amount_cents, pay_by, created_at, updated_at)
 			SELECT ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM sales WHERE id = ? AND mode = ? AND mode_epoch = ?
 			AND price_cents = ? AND payment_window_seconds = ? AND buckets = ? AND control NOT IN (?, ?)
 			AND NOW(3) >= starts_at AND NOW(3) < ends_at AND COALESCE(db_sell_after <= NOW(3), TRUE) AND db_quota >= 1
-			AND @seckill_db_queued = 0 AND @seckill_db_bucket IS NOT NULL LOCK IN SHARE MODE`, []any{
+			AND @seckill_db_bucket IS NOT NULL LOCK IN SHARE MODE`, []any{
 			in.Token, in.UserID, in.RequestID, string(domain.PathDatabase), string(domain.StatusPendingPayment),
 			o.OrderNo, o.AmountCents, o.PayBy, o.Now, o.Now,
 			in.SaleID, string(domain.ModeDatabase), t.Epoch, t.PriceCents, t.PaymentWindowSeconds, t.Buckets, stopped, paused}},

@@ -250,3 +250,31 @@ func questions(tb testing.TB, st *store.Store) int64 {
 	require.NoError(tb, st.DB.QueryRowContext(c, "SHOW SESSION STATUS LIKE 'Questions'").Scan(&name, &n))
 	return n
 }
+
+// The parts of a group that reserve in one sale share one pick of a
+// bucket: reservations arriving together take their units from no more
+// buckets than there were groups, and each order and its ledger row name
+// the bucket its unit came from.
+func TestDatabasePathGroupSharesItsPickOfABucket(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := mustDatabaseSale(t, st, 1000, 16)
+	base := testenv.UniqueUser() * 1000
+	_, _, err := st.ReserveInDB(ctx(t), dbInput(sale, base, "share-0")) // keeps the sale's terms
+	require.NoError(t, err)
+	var ins []domain.OrderInput
+	for i := 1; i <= 48; i++ {
+		ins = append(ins, dbInput(sale, base+int64(i), fmt.Sprintf("share-%d", i)))
+	}
+	groups0, _ := st.DBGroupsSent()
+	buckets := map[int]bool{}
+	for _, a := range reserveTogether(t, st, ins) {
+		require.NoError(t, a.err, a.in.RequestID)
+		o, l := orderBuckets(t, st, a.in.Token)
+		require.Equal(t, o, l, "the order and its ledger row name one bucket")
+		buckets[o] = true
+	}
+	groups, _ := st.DBGroupsSent()
+	t.Logf("48 reservations in %d groups, from %d buckets", groups-groups0, len(buckets))
+	require.LessOrEqual(t, int64(len(buckets)), groups-groups0)
+	require.EqualValues(t, 1000-49, sumOf(bucketsOf(t, st, sale.ID)))
+}

@@ -86,12 +86,14 @@ type groupShard struct {
 	sending bool
 }
 
-// pendingPart is a write waiting for its group: its steps, written at the
-// group's time.
+// pendingPart is a write of a sale waiting for its group: its steps,
+// written at the group's time, knowing whether the part just before it in
+// the group writes the same sale (follows).
 type pendingPart struct {
-	ctx   context.Context
-	steps func(now time.Time) []step
-	done  chan groupAnswer
+	ctx    context.Context
+	saleID int64
+	steps  func(now time.Time, follows bool) []step
+	done   chan groupAnswer
 }
 
 // groupAnswer is a part's share of its group's outcome.
@@ -107,8 +109,8 @@ var errGroupLeft = errors.New("the caller left before its group was sent")
 // the group: committed when the part committed; not committed when the
 // caller's statement-by-statement path must decide it; an error when the
 // group's outcome is unknown or the caller's context ended.
-func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, steps func(now time.Time) []step) (bool, error) {
-	p := &pendingPart{ctx: ctx, steps: steps, done: make(chan groupAnswer, 1)}
+func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, steps func(now time.Time, follows bool) []step) (bool, error) {
+	p := &pendingPart{ctx: ctx, saleID: saleID, steps: steps, done: make(chan groupAnswer, 1)}
 	sh := &g.shards[uint64(saleID)%groupShards]
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, p)
@@ -176,7 +178,8 @@ func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
 		if d.After(deadline) {
 			deadline = d
 		}
-		g.add(p.steps(now)...)
+		follows := len(members) > 0 && members[len(members)-1].saleID == p.saleID
+		g.add(p.steps(now, follows)...)
 		members = append(members, p)
 	}
 	if len(members) == 0 {

@@ -133,7 +133,7 @@ func (s *Store) HoldProgress() (last time.Time, roundTrip time.Duration) {
 // transaction may meet is this hold's own.
 func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (recorded, lost bool, err error) {
 	if seq > 0 {
-		committed, err := s.holds.record(ctx, s.DB, in.SaleID, func(now time.Time) []step { return holdSteps(in, guard, seq, now) })
+		committed, err := s.holds.record(ctx, s.DB, in.SaleID, func(now time.Time, _ bool) []step { return holdSteps(in, guard, seq, now) })
 		if err == nil || ctx.Err() != nil {
 			return committed, false, err
 		}
