@@ -75,9 +75,12 @@ type server struct {
 	tracing fiber.Handler
 
 	// The connection edge, the refusals decided on headers until
-	// answered (transport.go), and the read routes' buckets.
+	// answered (transport.go), the principals verified on headers until
+	// their route's guard takes them (auth.go), and the read routes'
+	// buckets.
 	edge      *edge.Edge
 	refusals  edge.Refusals
+	verified  headerPrincipals
 	readLimit routeLimit
 	// Payments and cancels: buckets of the reservation path's sizes, their
 	// own, so paying spends nothing of a user's reservation budget.
