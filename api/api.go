@@ -410,9 +410,13 @@ func (s *server) limitRoute(c *fiber.Ctx, l *routeLimit) error {
 }
 
 // observeRequests counts and times every answer by route template and
-// status, in one pass over the request.
+// status, in one pass over the request, from when the server handed the
+// request on (its clock read once for both).
 func (s *server) observeRequests(c *fiber.Ctx) error {
-	start := time.Now()
+	start := c.Context().Time()
+	if start.IsZero() { // a handler called without the server
+		start = time.Now()
+	}
 	err := c.Next()
 	route := "unmatched"
 	if r := c.Route(); r != nil && r.Path != "/" {

@@ -108,7 +108,7 @@ func principalOf(claims jwt.MapClaims, userClaim string, role func(jwt.MapClaims
 // secrets never change: a rotation restarts the API with new ones, and
 // with them a new, empty cache.
 type Verifier struct {
-	check func(raw string) (Principal, time.Time, error)
+	check func(raw string, now time.Time) (Principal, time.Time, error)
 	cache *tokenCache // nil: every token is verified
 }
 
@@ -143,16 +143,17 @@ func (k Secrets) keys() *keys {
 	return &keys{user: newOwnKeys(k.User), admin: newOwnKeys(k.Admin), idp: k.IdP, operators: k.Operators}
 }
 
-// check verifies raw by its signer (keys.check).
-func (k Secrets) check(raw string) (Principal, time.Time, error) { return k.keys().check(raw) }
+// check verifies raw by its signer (keys.check) now.
+func (k Secrets) check(raw string) (Principal, time.Time, error) {
+	return k.keys().check(raw, time.Now())
+}
 
 // check verifies raw by its signer: a user-signed token claiming role admin
 // is refused (401, not 403: its signer had no right to say it), and an
 // admin-signed token must claim role admin. A user token of the identity
 // provider that carries the operators' admin role is refused too: only the
 // operators' issuer and audience grant it.
-func (k *keys) check(raw string) (Principal, time.Time, error) {
-	now := time.Now()
+func (k *keys) check(raw string, now time.Time) (Principal, time.Time, error) {
 	for _, key := range k.user {
 		if p, exp, err := key.verify(raw, now); err == nil {
 			if p.Admin {
@@ -190,7 +191,7 @@ func (v *Verifier) Verify(raw string, now time.Time) (Principal, error) {
 			return p, nil
 		}
 	}
-	p, exp, err := v.check(raw)
+	p, exp, err := v.check(raw, now)
 	if err != nil {
 		return Principal{}, err
 	}
