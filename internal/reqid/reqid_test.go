@@ -15,7 +15,7 @@ func TestFreshIDReadsAsItsHeader(t *testing.T) {
 	if id := From(ctx); id != string(header) || !Valid(id) {
 		t.Fatalf("id %q, header %q", id, header)
 	}
-	if From(ctx) != From(ctx) || From(next) != string(nextHeader) || string(header) == string(nextHeader) {
+	if again := From(ctx); again != string(header) || From(next) != string(nextHeader) || string(header) == string(nextHeader) {
 		t.Fatalf("ids %q and %q", header, nextHeader)
 	}
 	if ctx.Value(other{}) != "kept" {
