@@ -27,7 +27,38 @@ func signed(t *testing.T, secret []byte, claims jwt.MapClaims) string {
 // the library refuses; whatever it leaves undecided the library decides.
 func TestVerifyOwnQuickDecidesOnlyAsTheLibrary(t *testing.T) {
 	secret := []byte("quick-secret-of-thirty-two-bytes")
-	now := time.Now()
+	key := newOwnKey(secret)
+	for name, c := range quickCases(t, secret, time.Now()) {
+		t.Run(name, func(t *testing.T) {
+			qp, qexp, v := key.verifyQuick(c.raw, time.Now())
+			lp, lexp, lerr := verifyByLibrary(secret, c.raw)
+			require.Equal(t, c.want, v, "quick path")
+			switch v {
+			case accepted:
+				require.NoError(t, lerr, "accepted by the quick path, refused by the library")
+				require.Equal(t, lp, qp)
+				require.True(t, lexp.Equal(qexp))
+			case refused:
+				require.Error(t, lerr, "refused by the quick path, accepted by the library")
+			}
+			p, vexp, err := verifyToken(secret, c.raw)
+			require.Equal(t, lerr == nil, err == nil, "verifyToken decides as the library")
+			if err == nil {
+				require.Equal(t, lp, p)
+				require.True(t, lexp.Equal(vexp))
+			}
+		})
+	}
+}
+
+// quickCase is a token and the quick path's verdict on it.
+type quickCase struct {
+	raw  string
+	want verdict
+}
+
+// quickCases are own tokens, near misses and others, signed with secret.
+func quickCases(t *testing.T, secret []byte, now time.Time) map[string]quickCase {
 	exp := now.Add(time.Hour).Unix()
 	mintAs := func(user int64, role string) string {
 		tok, err := authtoken.Mint(secret, user, role, time.Hour)
@@ -47,10 +78,7 @@ func TestVerifyOwnQuickDecidesOnlyAsTheLibrary(t *testing.T) {
 	}
 	expText := strconv.FormatInt(exp, 10)
 
-	cases := map[string]struct {
-		raw  string
-		want verdict
-	}{
+	return map[string]quickCase{
 		"own user token":          {own, accepted},
 		"own admin token":         {mintAs(7, authtoken.RoleAdmin), accepted},
 		"own token without role":  {mintAs(7, ""), accepted},
@@ -83,28 +111,6 @@ func TestVerifyOwnQuickDecidesOnlyAsTheLibrary(t *testing.T) {
 		"alg none":                {"eyJhbGciOiJub25lIn0.eyJzdWIiOiI0MiJ9.", undecided},
 		"claims not base64":       {resign(t, secret, header+".e30*"), undecided},
 		"claims over the scratch": {claims(`{"exp":` + expText + `,"sub":"42","pad":"` + strings.Repeat("x", quickMax) + `"}`), undecided},
-	}
-	key := newOwnKey(secret)
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			qp, qexp, v := key.verifyQuick(c.raw, time.Now())
-			lp, lexp, lerr := verifyByLibrary(secret, c.raw)
-			require.Equal(t, c.want, v, "quick path")
-			switch v {
-			case accepted:
-				require.NoError(t, lerr, "accepted by the quick path, refused by the library")
-				require.Equal(t, lp, qp)
-				require.True(t, lexp.Equal(qexp))
-			case refused:
-				require.Error(t, lerr, "refused by the quick path, accepted by the library")
-			}
-			p, vexp, err := verifyToken(secret, c.raw)
-			require.Equal(t, lerr == nil, err == nil, "verifyToken decides as the library")
-			if err == nil {
-				require.Equal(t, lp, p)
-				require.True(t, lexp.Equal(vexp))
-			}
-		})
 	}
 }
 
