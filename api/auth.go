@@ -91,6 +91,13 @@ type headerPrincipal struct {
 
 var headerPrincipalPool = sync.Pool{New: func() any { return new(headerPrincipal) }}
 
+// release returns e to the pool, its copy of the token wiped: like the
+// token cache, the pool keeps no token to replay.
+func (e *headerPrincipal) release() {
+	clear(e.authorization)
+	headerPrincipalPool.Put(e)
+}
+
 // put keeps p, verified on h's authorization for a route of admin's kind.
 func (hp *headerPrincipals) put(h *fasthttp.RequestHeader, authorization []byte, admin bool, p auth.Principal) {
 	e := headerPrincipalPool.Get().(*headerPrincipal)
@@ -103,7 +110,7 @@ func (hp *headerPrincipals) put(h *fasthttp.RequestHeader, authorization []byte,
 	hp.m[h] = e
 	hp.mu.Unlock()
 	if replaced {
-		headerPrincipalPool.Put(old)
+		old.release()
 	} else {
 		hp.n.Add(1)
 	}
@@ -117,7 +124,7 @@ func (hp *headerPrincipals) take(h *fasthttp.RequestHeader, authorization string
 		return auth.Principal{}, false
 	}
 	p, ok := e.p, e.admin == admin && string(e.authorization) == authorization && now.Before(e.p.Expires)
-	headerPrincipalPool.Put(e)
+	e.release()
 	if !ok {
 		return auth.Principal{}, false
 	}
@@ -127,7 +134,7 @@ func (hp *headerPrincipals) take(h *fasthttp.RequestHeader, authorization string
 // drop forgets h's entry, if any.
 func (hp *headerPrincipals) drop(h *fasthttp.RequestHeader) {
 	if e := hp.remove(h); e != nil {
-		headerPrincipalPool.Put(e)
+		e.release()
 	}
 }
 
