@@ -75,9 +75,12 @@ type server struct {
 	tracing fiber.Handler
 
 	// The connection edge, the refusals decided on headers until
-	// answered (transport.go), and the read routes' buckets.
+	// answered (transport.go), the principals verified on headers until
+	// their route's guard takes them (auth.go), and the read routes'
+	// buckets.
 	edge      *edge.Edge
 	refusals  edge.Refusals
+	verified  headerPrincipals
 	readLimit routeLimit
 	// Payments and cancels: buckets of the reservation path's sizes, their
 	// own, so paying spends nothing of a user's reservation budget.
@@ -407,9 +410,13 @@ func (s *server) limitRoute(c *fiber.Ctx, l *routeLimit) error {
 }
 
 // observeRequests counts and times every answer by route template and
-// status, in one pass over the request.
+// status, in one pass over the request, from when the server handed the
+// request on (its clock read once for both).
 func (s *server) observeRequests(c *fiber.Ctx) error {
-	start := time.Now()
+	start := c.Context().Time()
+	if start.IsZero() { // a handler called without the server
+		start = time.Now()
+	}
 	err := c.Next()
 	route := "unmatched"
 	if r := c.Route(); r != nil && r.Path != "/" {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -15,18 +16,20 @@ import (
 // X-Request-Id, logged with every line of the request (s.log) and carried
 // into the workflows the request starts (reqid.Propagator).
 func requestID(c *fiber.Ctx) error {
-	id := c.Get(reqid.Header)
-	if !reqid.Valid(id) {
-		id = reqid.New()
-	} else {
-		// fasthttp reuses the header's bytes after the request.
-		id = string([]byte(id))
-	}
 	// The request's context is the id's one home: its log lines and the
 	// calls made with it (workflow starts and updates, background work it
 	// hands on) read it there.
-	c.SetUserContext(reqid.With(c.UserContext(), id))
-	c.Set(reqid.Header, id)
+	if id := c.Get(reqid.Header); reqid.Valid(id) {
+		// fasthttp reuses the header's bytes after the request.
+		id = strings.Clone(id)
+		c.SetUserContext(reqid.With(c.UserContext(), id))
+		c.Set(reqid.Header, id)
+		return c.Next()
+	}
+	var buf [32]byte
+	ctx, id := reqid.Fresh(c.UserContext(), buf[:0])
+	c.SetUserContext(ctx)
+	c.Response().Header.SetBytesV(reqid.Header, id)
 	return c.Next()
 }
 

@@ -24,6 +24,7 @@ const routeTransport = "transport"
 // and ambiguous framing (400, connection closed).
 func (s *server) wrapHandler(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
+		defer s.verified.drop(&ctx.Request.Header)
 		if r, ok := s.refusals.Take(&ctx.Request.Header); ok {
 			// The refused body arrived with the headers; it is not looked at.
 			s.transportAnswer(ctx, r.Code, r.Message)
@@ -67,6 +68,9 @@ func (s *server) headerRefusal(h *fasthttp.RequestHeader) (code, message string)
 // the body read fail at once, so a refused body is never read (the error
 // handler then gives the refusal and closes the connection).
 func (s *server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	// A principal an earlier request's headers left on this context is
+	// not this request's.
+	s.verified.drop(h)
 	if n := h.ContentLength(); (n > 0 || n == -1) && !bytes.EqualFold(h.Peek(fasthttp.HeaderExpect), []byte("100-continue")) {
 		if code, msg := s.headerRefusal(h); code != "" {
 			s.refusals.Put(h, edge.Refusal{Code: code, Message: msg})
@@ -97,6 +101,7 @@ func (s *server) expect(ctx *fasthttp.RequestCtx) int {
 // transportError is fasthttp's ErrorHandler: the request could not be read.
 // A connection that never started a request is closed without an answer.
 func (s *server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	s.verified.drop(&ctx.Request.Header)
 	var nerr net.Error
 	timeout := errors.As(err, &nerr) && nerr.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
 	if timeout && edge.SilenceIdle(ctx.Conn()) {

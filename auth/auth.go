@@ -6,14 +6,9 @@
 package auth
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -53,65 +48,13 @@ func VerifyToken(secret []byte, raw string) (Principal, error) {
 }
 
 func verifyToken(secret []byte, raw string) (Principal, time.Time, error) {
-	if p, exp, ok := verifyOwnQuick(secret, raw, time.Now()); ok {
-		return p, exp, nil
-	}
-	return verifyByLibrary(secret, raw)
+	return newOwnKey(secret).verify(raw, time.Now())
 }
 
 // verifyByLibrary is verifyToken through golang-jwt's parser.
 func verifyByLibrary(secret []byte, raw string) (Principal, time.Time, error) {
 	return parseToken(raw, func(*jwt.Token) (any, error) { return secret, nil }, "sub", roleOfOwnToken,
 		jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
-}
-
-// ownHeader is the header segment of the project's own tokens
-// (internal/authtoken mints them with golang-jwt's encoding of it).
-var ownHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
-
-// verifyOwnQuick accepts a token with ownHeader whose signature and claims
-// pass verifyToken's rules, without the library's general parse (in a
-// flash sale every buyer's first request verifies a token never seen, and
-// that parse was most of it). It accepts only what the library accepts:
-// the same segment decoding, HMAC and claim reads; ok false leaves the
-// decision, refusal included, to the library.
-func verifyOwnQuick(secret []byte, raw string, now time.Time) (_ Principal, _ time.Time, ok bool) {
-	header, rest, found := strings.Cut(raw, ".")
-	if !found || header != ownHeader {
-		return Principal{}, time.Time{}, false
-	}
-	payload, sigSeg, found := strings.Cut(rest, ".")
-	if !found || strings.Contains(sigSeg, ".") {
-		return Principal{}, time.Time{}, false
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(sigSeg)
-	if err != nil {
-		return Principal{}, time.Time{}, false
-	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(raw[:len(header)+1+len(payload)]))
-	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return Principal{}, time.Time{}, false
-	}
-	body, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil {
-		return Principal{}, time.Time{}, false
-	}
-	claims := jwt.MapClaims{}
-	if err := json.Unmarshal(body, &claims); err != nil {
-		return Principal{}, time.Time{}, false
-	}
-	// The library's validation with WithExpirationRequired: exp present
-	// and after now, nbf (when present) not after now.
-	nbf, err := claims.GetNotBefore()
-	if err != nil || (nbf != nil && now.Before(nbf.Time)) {
-		return Principal{}, time.Time{}, false
-	}
-	p, exp, err := principalOf(claims, "sub", roleOfOwnToken)
-	if err != nil || !now.Before(exp) {
-		return Principal{}, time.Time{}, false
-	}
-	return p, exp, true
 }
 
 // roleOfOwnToken reads the "role" claim of the project's own HS256
@@ -165,7 +108,7 @@ func principalOf(claims jwt.MapClaims, userClaim string, role func(jwt.MapClaims
 // secrets never change: a rotation restarts the API with new ones, and
 // with them a new, empty cache.
 type Verifier struct {
-	check func(raw string) (Principal, time.Time, error)
+	check func(raw string, now time.Time) (Principal, time.Time, error)
 	cache *tokenCache // nil: every token is verified
 }
 
@@ -176,7 +119,7 @@ func NewVerifier(secrets Secrets, max int) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verifier: %w", err)
 	}
-	return &Verifier{check: secrets.check, cache: c}, nil
+	return &Verifier{check: secrets.keys().check, cache: c}, nil
 }
 
 // Secrets are the HS256 secrets of the two signers, each current
@@ -188,33 +131,50 @@ type Secrets struct {
 	Operators *AdminProvider
 }
 
+// keys are Secrets ready to verify with: each HS256 secret with its MACs
+// kept for reuse.
+type keys struct {
+	user, admin []*ownKey
+	idp         *IdentityProvider
+	operators   *AdminProvider
+}
+
+func (k Secrets) keys() *keys {
+	return &keys{user: newOwnKeys(k.User), admin: newOwnKeys(k.Admin), idp: k.IdP, operators: k.Operators}
+}
+
+// check verifies raw by its signer (keys.check) now.
+func (k Secrets) check(raw string) (Principal, time.Time, error) {
+	return k.keys().check(raw, time.Now())
+}
+
 // check verifies raw by its signer: a user-signed token claiming role admin
 // is refused (401, not 403: its signer had no right to say it), and an
 // admin-signed token must claim role admin. A user token of the identity
 // provider that carries the operators' admin role is refused too: only the
 // operators' issuer and audience grant it.
-func (k Secrets) check(raw string) (Principal, time.Time, error) {
-	for _, secret := range k.User {
-		if p, exp, err := verifyToken(secret, raw); err == nil {
+func (k *keys) check(raw string, now time.Time) (Principal, time.Time, error) {
+	for _, key := range k.user {
+		if p, exp, err := key.verify(raw, now); err == nil {
 			if p.Admin {
 				return Principal{}, time.Time{}, errBadToken
 			}
 			return p, exp, nil
 		}
 	}
-	for _, secret := range k.Admin {
-		if p, exp, err := verifyToken(secret, raw); err == nil && p.Admin {
+	for _, key := range k.admin {
+		if p, exp, err := key.verify(raw, now); err == nil && p.Admin {
 			p.Subject = SecretSubject(p.UserID)
 			return p, exp, nil
 		}
 	}
-	if k.IdP != nil {
-		if p, exp, err := k.IdP.verify(raw, k.Operators.roleGrant()); err == nil && !p.Admin {
+	if k.idp != nil {
+		if p, exp, err := k.idp.verify(raw, k.operators.roleGrant()); err == nil && !p.Admin {
 			return p, exp, nil
 		}
 	}
-	if k.Operators != nil {
-		p, exp, err := k.Operators.verify(raw)
+	if k.operators != nil {
+		p, exp, err := k.operators.verify(raw)
 		if err == nil || errors.Is(err, ErrNotAdmin) {
 			return p, exp, err
 		}
@@ -231,7 +191,7 @@ func (v *Verifier) Verify(raw string, now time.Time) (Principal, error) {
 			return p, nil
 		}
 	}
-	p, exp, err := v.check(raw)
+	p, exp, err := v.check(raw, now)
 	if err != nil {
 		return Principal{}, err
 	}

@@ -2,9 +2,10 @@ package auth
 
 import (
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
 // BenchmarkVerifier compares, in one run, verification with the cache and
@@ -53,14 +54,13 @@ func BenchmarkVerifier(b *testing.B) {
 	}
 }
 
-// processCPU is the user and system CPU time the process has used, in
-// nanoseconds.
-func processCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+// processCPU is the CPU time the process has used.
+func processCPU(b *testing.B) time.Duration {
+	cpu, err := proc.SelfCPU()
+	if err != nil {
+		b.Fatal(err)
 	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
+	return cpu
 }
 
 // BenchmarkVerifierBurst verifies distinct users' tokens from 256

@@ -23,9 +23,9 @@ func countedVerifier(t testing.TB, secrets Secrets, max int) (*Verifier, *atomic
 	require.NoError(t, err)
 	var n atomic.Int64
 	check := v.check
-	v.check = func(raw string) (Principal, time.Time, error) {
+	v.check = func(raw string, now time.Time) (Principal, time.Time, error) {
 		n.Add(1)
-		return check(raw)
+		return check(raw, now)
 	}
 	return v, &n
 }

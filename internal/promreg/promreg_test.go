@@ -51,3 +51,22 @@ func TestOutcomeCountsAndSeriesCache(t *testing.T) {
 		t.Fatal("the cached series is not the vector's")
 	}
 }
+
+// BenchmarkSeriesCache: a hot path's lookup of a resolved pair, among the
+// few dozen a server counts.
+func BenchmarkSeriesCache(b *testing.B) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "b_total", Help: "b"}, []string{"layer", "outcome"})
+	var c SeriesCache[prometheus.Counter]
+	layers := []string{"validation", "global_limit", "addr_limit", "sale", "gate", "sold_out", "user_limit", "blacklist"}
+	for _, l := range layers {
+		for _, o := range []string{"pass", "rate_limited", "sold_out", "not_found"} {
+			c.Get(vec, l, o)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		c.Get(vec, layers[i%len(layers)], "pass").Inc()
+		i++
+	}
+}

@@ -56,15 +56,38 @@ func newPrefix() string {
 }
 
 // New makes an id: a per-process random prefix and a counter.
-func New() string {
-	buf := make([]byte, 0, 32)
-	buf = append(buf, prefix...)
-	buf = append(buf, '-')
-	buf = strconv.AppendUint(buf, counter.Add(1), 36)
-	return string(buf)
+func New() string { return string(appendID(make([]byte, 0, 32), counter.Add(1))) }
+
+func appendID(b []byte, n uint64) []byte {
+	b = append(b, prefix...)
+	b = append(b, '-')
+	return strconv.AppendUint(b, n, 36)
 }
 
 type ctxKey struct{}
+
+// Fresh returns ctx carrying a new id (as New makes them) and b with the
+// id appended, for the answer's header. The id becomes a string only when
+// read from the context (a log line, a workflow start), which most
+// requests, refusals above all, never do.
+func Fresh(ctx context.Context, b []byte) (context.Context, []byte) {
+	n := counter.Add(1)
+	return &freshCtx{Context: ctx, n: n}, appendID(b, n)
+}
+
+// freshCtx carries the id numbered n; each read formats it again, so
+// concurrent readers share nothing mutable.
+type freshCtx struct {
+	context.Context
+	n uint64
+}
+
+func (c *freshCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return string(appendID(make([]byte, 0, 32), c.n))
+	}
+	return c.Context.Value(key)
+}
 
 // With returns ctx carrying id.
 func With(ctx context.Context, id string) context.Context {

@@ -111,3 +111,22 @@ func TestFreeAddrNeverRepeats(t *testing.T) {
 		seen[addr] = true
 	}
 }
+
+// The process's CPU time grows with work done.
+func TestSelfCPUCountsWork(t *testing.T) {
+	before, err := SelfCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline, sink := time.Now().Add(20*time.Millisecond), 0
+	for time.Now().Before(deadline) {
+		sink++
+	}
+	after, err := SelfCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 5*time.Millisecond {
+		t.Fatalf("CPU time grew by %v over 20 ms of work (%d rounds)", after-before, sink)
+	}
+}
