@@ -24,6 +24,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
+	"github.com/seckill/seckill/redisgateway"
 )
 
 var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
@@ -116,6 +117,20 @@ func (s *stack) MustPending(tb testing.TB, saleID int64) (user int64, token stri
 	require.Equal(tb, http.StatusAccepted, code, "%v", body)
 	token = body["token"].(string)
 	s.waitStatus(tb, user, token, "PENDING_PAYMENT")
+	// The worker may start the order before its relay reads the inbox (at
+	// its first look, it starts recent holds itself); the relay then
+	// starts the token's workflow too, which is a new run if a test has
+	// terminated the first. Pending means the relay handed the entry on.
+	rdb := redisgateway.NewClient(testenv.MustRedis(tb))
+	require.EventuallyWithT(tb, func(c *assert.CollectT) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		g, err := rdb.InboxGroupState(ctx, saleID)
+		if assert.NoError(c, err) {
+			assert.Zero(c, g.Pending, "entries delivered, not acknowledged")
+			assert.Zero(c, g.Lag, "entries not delivered")
+		}
+	}, 60*time.Second, 100*time.Millisecond, "the relay hands the inbox's entries on")
 	return user, token
 }
 
