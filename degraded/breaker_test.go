@@ -42,3 +42,31 @@ func TestHeartbeatTellsAnsweringFromSilentRedis(t *testing.T) {
 	silent.Store(false)
 	require.Eventually(t, func() bool { return hb.answeredSince(time.Now()) }, 2*time.Second, 10*time.Millisecond)
 }
+
+// An idle heartbeat pings every heartbeatIdleEvery, not every
+// heartbeatEvery: four pings a second per server for an instance nobody
+// calls. Judging a stall sends a ping at once and speeds them up.
+func TestHeartbeatIdlesAtItsIdleRate(t *testing.T) {
+	var pings atomic.Int64
+	hb := NewHeartbeat(100 * time.Millisecond)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hb.run(stop, func(context.Context) error { pings.Add(1); return nil })
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+
+	const idle = 2 * time.Second
+	time.Sleep(idle)
+	n := pings.Load()
+	require.LessOrEqual(t, n, int64(idle/heartbeatIdleEvery)+1, "idle pings")
+	require.GreaterOrEqual(t, n, int64(idle/heartbeatIdleEvery)-2, "idle pings (Up needs them)")
+
+	began := time.Now()
+	require.True(t, hb.answeredSince(began))
+	require.Less(t, time.Since(began), heartbeatIdleEvery/2, "a stall judged is pinged at once")
+	base := pings.Load()
+	time.Sleep(time.Second)
+	require.GreaterOrEqual(t, pings.Load()-base, int64(time.Second/heartbeatEvery)/2, "pings while stalls are judged")
+}
