@@ -22,13 +22,13 @@ func TestARefreshOlderThanALocalWriteKeepsTheWrite(t *testing.T) {
 	readAt := time.Now() // the refresh reads the paused sale...
 	time.Sleep(time.Millisecond)
 	c.Put(active) // ...the operator resumes...
-	c.apply(map[int64]*domain.Sale{7: paused}, readAt, nil, nil, false)
+	c.apply(map[int64]*domain.Sale{7: paused}, true, readAt, nil, nil, false)
 	e, err := c.Get(t.Context(), 7)
 	require.NoError(t, err)
 	require.Equal(t, domain.ControlActive, e.Sale().Control, "the older read replaced the resume")
 
 	// A read that began after the write is newer and wins.
-	c.apply(map[int64]*domain.Sale{7: paused}, time.Now(), nil, nil, false)
+	c.apply(map[int64]*domain.Sale{7: paused}, true, time.Now(), nil, nil, false)
 	require.Equal(t, domain.ControlPaused, e.Sale().Control)
 }
 
