@@ -62,15 +62,18 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 	assert.Empty(t, rec.retry)
 }
 
-// The recorder's and the control follower's ticks cost the database the
-// same statements with 1,000 idle sales open as with 2,000: the sales
-// directory re-reads only changed rows, and no tick lists the open sales.
+// The recorder's, the control follower's and the sale signaller's ticks
+// cost the database the same statements with 1,000 idle sales open as
+// with 2,000: the sales directory re-reads only changed rows, and no tick
+// lists the open sales.
 func TestIdleSalesCostTheLoopsNoStatementsEach(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rec := testenv.Record(st)
 	rdb := redisgateway.NewClient(testenv.MustRedis(t))
 	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: testLogger()}
 	follower := &Follower{Redis: rdb, Store: st, Logger: testLogger()}
+	signaller := (&process{st: st, rdb: rdb, logger: testLogger()}).saleSignaller()
+	signaller.Signal = func(context.Context, int64) error { return nil }
 	ticks := func() []string {
 		time.Sleep(store.DirectoryMargin + time.Second) // the inserts are no change any more
 		rec.Take()
@@ -79,6 +82,7 @@ func TestIdleSalesCostTheLoopsNoStatementsEach(t *testing.T) {
 			_, err := recorder.RecordOnce(testCtx(t))
 			require.NoError(t, err)
 			require.NoError(t, follower.Once(testCtx(t)))
+			require.NoError(t, signaller.Once(testCtx(t), time.Now()))
 		}
 		return rec.Take()
 	}
