@@ -49,6 +49,9 @@ type breaker struct {
 	heartbeat *Heartbeat
 	state     prometheus.Gauge
 	logger    *slog.Logger
+	// left receives when the breaker changes state: the probe sleeps on it
+	// while the breaker is closed.
+	left chan struct{}
 }
 
 // errClientStall wraps a timed-out call while Redis answered pings: the
@@ -64,7 +67,7 @@ func (e errClientStall) Unwrap() error { return e.err }
 func IsClientStall(err error) bool { return err != nil && errors.As(err, new(errClientStall)) }
 
 func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *Heartbeat) *breaker {
-	b := &breaker{state: state, logger: logger, heartbeat: hb}
+	b := &breaker{state: state, logger: logger, heartbeat: hb, left: make(chan struct{}, 1)}
 	b.cb = gobreaker.NewCircuitBreaker[redisgateway.ReserveResult](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: breakerProbes,
@@ -77,6 +80,10 @@ func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *Heartbeat) *bre
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			state.Set(float64(to))
 			logger.Warn("circuit breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+			select {
+			case b.left <- struct{}{}:
+			default: // the probe has yet to take the last one
+			}
 		},
 	})
 	state.Set(float64(gobreaker.StateClosed))
@@ -218,11 +225,19 @@ func (h *Heartbeat) answeredSince(began time.Time) bool {
 	}
 }
 
-// probe pings Redis through the breaker while it is not closed, until stop.
+// probe pings Redis through the breaker while it is not closed, until
+// stop; while it is closed the probe sleeps until it changes state.
 func (b *breaker) probe(stop <-chan struct{}, ping func(context.Context) error) {
 	t := time.NewTicker(breakerProbeEvery)
 	defer t.Stop()
 	for {
+		if b.cb.State() == gobreaker.StateClosed {
+			select {
+			case <-stop:
+				return
+			case <-b.left:
+			}
+		}
 		select {
 		case <-stop:
 			return
