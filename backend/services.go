@@ -253,19 +253,15 @@ func (sv *Services) refresh(ctx context.Context) {
 		sv.logger.Warn("gate refresh", "err", err)
 	}
 	sv.Lottery.Sweep(open, time.Now())
-	sv.forgetRetired(open)
+	sv.forgetRetired()
 	sv.Waitlist.HandOverAll(ctx, time.Now())
 }
 
 // forgetRetired drops the status reader's state of every sale the cache
 // no longer holds (retired ones); the cache, the gate's allowlists and the
 // lottery drop theirs in their own refresh.
-func (sv *Services) forgetRetired(open []*domain.Sale) {
-	ids := make(map[int64]bool, len(open))
-	for _, sale := range open {
-		ids[sale.ID] = true
-	}
-	sv.Reads.KeepSales(func(id int64) bool { return ids[id] })
+func (sv *Services) forgetRetired() {
+	sv.Reads.KeepSales(func(id int64) bool { return sv.Cache.Cached(id) != nil })
 }
 
 // Ping checks the database answers (readiness).

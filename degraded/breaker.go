@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +26,9 @@ const (
 	breakerProbes      = 3                      // successes in half-open that close it
 	breakerProbeEvery  = 250 * time.Millisecond // health pings while not closed
 	breakerCountWindow = 10 * time.Second       // closed-state counts reset
-	heartbeatEvery     = 50 * time.Millisecond  // pings on the aside connections
+	heartbeatEvery     = 50 * time.Millisecond  // pings on the aside connections while a stall is judged
+	heartbeatIdleEvery = 250 * time.Millisecond // pings otherwise (Up's witness: four answers within DownAfter)
+	heartbeatBusyFor   = 5 * time.Second        // heartbeatEvery lasts this long after a stall was judged
 	probeTimeout       = 500 * time.Millisecond // each probe's ping
 )
 
@@ -46,6 +49,9 @@ type breaker struct {
 	heartbeat *Heartbeat
 	state     prometheus.Gauge
 	logger    *slog.Logger
+	// left receives when the breaker changes state: the probe sleeps on it
+	// while the breaker is closed.
+	left chan struct{}
 }
 
 // errClientStall wraps a timed-out call while Redis answered pings: the
@@ -61,7 +67,7 @@ func (e errClientStall) Unwrap() error { return e.err }
 func IsClientStall(err error) bool { return err != nil && errors.As(err, new(errClientStall)) }
 
 func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *Heartbeat) *breaker {
-	b := &breaker{state: state, logger: logger, heartbeat: hb}
+	b := &breaker{state: state, logger: logger, heartbeat: hb, left: make(chan struct{}, 1)}
 	b.cb = gobreaker.NewCircuitBreaker[redisgateway.ReserveResult](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: breakerProbes,
@@ -74,6 +80,10 @@ func newBreaker(logger *slog.Logger, state prometheus.Gauge, hb *Heartbeat) *bre
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			state.Set(float64(to))
 			logger.Warn("circuit breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+			select {
+			case b.left <- struct{}{}:
+			default: // the probe has yet to take the last one
+			}
 		},
 	})
 	state.Set(float64(gobreaker.StateClosed))
@@ -99,8 +109,9 @@ func (b *breaker) execute(fn func() (redisgateway.ReserveResult, error)) (redisg
 	})
 }
 
-// Heartbeat pings every Redis server every heartbeatEvery on aside
-// connections (redisgateway.Client.Aside), without waiting for earlier pings, and
+// Heartbeat pings every Redis server (heartbeatIdleEvery, heartbeatEvery
+// while a stall is judged) on aside connections
+// (redisgateway.Client.Aside), without waiting for earlier pings, and
 // keeps when an answer last arrived and when the latest unanswered ping
 // was sent. It is this instance's own view of Redis in the fleet's (Up)
 // and the breaker's witness of a stalled process.
@@ -112,12 +123,17 @@ type Heartbeat struct {
 	answered, lost time.Time
 	changed        chan struct{} // closed, and replaced, at each ping's end
 	started        time.Time
+	// judged is when answeredSince last asked (unix ns): pings run every
+	// heartbeatEvery for heartbeatBusyFor after it, every
+	// heartbeatIdleEvery otherwise; kick has the next ping sent at once.
+	judged atomic.Int64
+	kick   chan struct{}
 }
 
 // NewHeartbeat is a heartbeat whose pings wait at most timeout (the hot
 // path's Redis timeout). The Guard runs it (Watch).
 func NewHeartbeat(timeout time.Duration) *Heartbeat {
-	return &Heartbeat{timeout: timeout, changed: make(chan struct{}), started: time.Now()}
+	return &Heartbeat{timeout: timeout, changed: make(chan struct{}), started: time.Now(), kick: make(chan struct{}, 1)}
 }
 
 // Up reports this instance's own view of Redis in the fleet's: Redis
@@ -133,11 +149,14 @@ func (h *Heartbeat) upWithin(d time.Duration) bool {
 	return time.Since(h.answered) < d || time.Since(h.started) < d
 }
 
-// run pings until stop. Each ping has the hot path's timeout.
+// run pings until stop. Each ping has the hot path's timeout. An idle
+// instance pings every heartbeatIdleEvery, enough for Up; a stall being
+// judged (answeredSince) has a ping sent at once and every heartbeatEvery
+// for heartbeatBusyFor, as a burst of timeouts asks again and again.
 func (h *Heartbeat) run(stop <-chan struct{}, ping func(context.Context) error) {
 	var pings sync.WaitGroup
 	defer pings.Wait()
-	t := time.NewTicker(heartbeatEvery)
+	t := time.NewTimer(heartbeatIdleEvery)
 	defer t.Stop()
 	for {
 		pings.Go(func() {
@@ -147,12 +166,22 @@ func (h *Heartbeat) run(stop <-chan struct{}, ping func(context.Context) error) 
 			cancel()
 			h.record(sent, err == nil)
 		})
+		t.Reset(h.interval(time.Now()))
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		case <-h.kick:
 		}
 	}
+}
+
+// interval is the wait before the next ping.
+func (h *Heartbeat) interval(now time.Time) time.Duration {
+	if now.UnixNano()-h.judged.Load() < int64(heartbeatBusyFor) {
+		return heartbeatEvery
+	}
+	return heartbeatIdleEvery
 }
 
 func (h *Heartbeat) record(sent time.Time, answered bool) {
@@ -171,6 +200,11 @@ func (h *Heartbeat) record(sent time.Time, answered bool) {
 // waits, at most a ping's timeout and interval, until an answer arrives
 // after began or a ping sent after began goes unanswered.
 func (h *Heartbeat) answeredSince(began time.Time) bool {
+	h.judged.Store(time.Now().UnixNano())
+	select {
+	case h.kick <- struct{}{}:
+	default: // a ping is due at once already
+	}
 	deadline := time.NewTimer(h.timeout + heartbeatEvery)
 	defer deadline.Stop()
 	for {
@@ -191,11 +225,19 @@ func (h *Heartbeat) answeredSince(began time.Time) bool {
 	}
 }
 
-// probe pings Redis through the breaker while it is not closed, until stop.
+// probe pings Redis through the breaker while it is not closed, until
+// stop; while it is closed the probe sleeps until it changes state.
 func (b *breaker) probe(stop <-chan struct{}, ping func(context.Context) error) {
 	t := time.NewTicker(breakerProbeEvery)
 	defer t.Stop()
 	for {
+		if b.cb.State() == gobreaker.StateClosed {
+			select {
+			case <-stop:
+				return
+			case <-b.left:
+			}
+		}
 		select {
 		case <-stop:
 			return

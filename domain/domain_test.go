@@ -217,3 +217,17 @@ func TestIDSyntax(t *testing.T) {
 		t.Error("payment_ref syntax")
 	}
 }
+
+func TestSaleOfWorkflowIDInvertsSaleWorkflowID(t *testing.T) {
+	for _, id := range []int64{1, 42, 9_000_000_000} {
+		got, ok := SaleOfWorkflowID(SaleWorkflowID(id))
+		if !ok || got != id {
+			t.Fatalf("SaleOfWorkflowID(SaleWorkflowID(%d)) = %d, %v", id, got, ok)
+		}
+	}
+	for _, other := range []string{"order:abc", "sale:", "sale:x", "sale:-3", "sale:0"} {
+		if _, ok := SaleOfWorkflowID(other); ok {
+			t.Fatalf("SaleOfWorkflowID(%q) took another workflow's id", other)
+		}
+	}
+}

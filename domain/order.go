@@ -55,7 +55,20 @@ func TokenOfOrderWorkflowID(id string) (string, bool) {
 const orderWorkflowPrefix = "order:"
 
 // SaleWorkflowID names the one workflow of a sale.
-func SaleWorkflowID(saleID int64) string { return "sale:" + strconv.FormatInt(saleID, 10) }
+func SaleWorkflowID(saleID int64) string { return saleWorkflowPrefix + strconv.FormatInt(saleID, 10) }
+
+// SaleOfWorkflowID is SaleWorkflowID's inverse; false for the id of
+// another workflow.
+func SaleOfWorkflowID(id string) (int64, bool) {
+	n, ok := strings.CutPrefix(id, saleWorkflowPrefix)
+	if !ok {
+		return 0, false
+	}
+	saleID, err := strconv.ParseInt(n, 10, 64)
+	return saleID, err == nil && saleID > 0
+}
+
+const saleWorkflowPrefix = "sale:"
 
 // OrderInput starts an OrderWorkflow. Build it with RedisHoldInput,
 // DatabasePathInput or Reservation.OrderInput.

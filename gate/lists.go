@@ -72,9 +72,11 @@ func (l *lists) current(saleID, version int64) *allowlist {
 
 // keepOnly forgets the allowlists of sales no longer open or restricted.
 func (l *lists) keepOnly(sales []*domain.Sale) {
-	keep := make(map[int64]bool, len(sales))
+	keep := map[int64]bool{} // the restricted ones: few among many sales
 	for _, s := range sales {
-		keep[s.ID] = s.Restricted
+		if s.Restricted {
+			keep[s.ID] = true
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

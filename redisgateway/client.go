@@ -487,6 +487,11 @@ type StatusEvents struct {
 	// sent only on a tick where it answers true, so an instance whose
 	// cache serves nobody sends none.
 	Wanted func() bool
+	// Resume, when set beside Wanted, receives when fences are wanted
+	// again after a pause: while none are wanted the listener looks every
+	// subscriptionIdleTick, not every FencePeriod, and a receive has it
+	// send a fence at once.
+	Resume <-chan struct{}
 }
 
 // FencePeriod is how often ListenStatusEvents sends a fence while wanted.
@@ -499,6 +504,10 @@ const (
 	// subscriptionDead: a ping unanswered this long closes the connection
 	// and subscribes again on a new one.
 	subscriptionDead = 5 * time.Second
+	// subscriptionIdleTick is the pinger's tick while no fence is wanted
+	// (StatusEvents.Resume): fine enough for subscriptionQuiet and
+	// subscriptionDead, and 4 wake-ups a second instead of 100.
+	subscriptionIdleTick = 250 * time.Millisecond
 	// fencePrefix marks a fence's PING payload (a health ping has none).
 	fencePrefix = "f"
 )
@@ -538,7 +547,7 @@ func (c *Client) listenOnce(ctx context.Context, ev StatusEvents, fencing bool) 
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ps := c.rdb.PSubscribe(lctx, EventChannelPattern)
-	p := &subscriptionPinger{ps: ps, base: time.Now(), fencing: fencing, wanted: ev.Wanted}
+	p := &subscriptionPinger{ps: ps, base: time.Now(), fencing: fencing, wanted: ev.Wanted, resume: ev.Resume}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -601,18 +610,28 @@ type subscriptionPinger struct {
 	base    time.Time
 	fencing bool
 	wanted  func() bool
+	resume  <-chan struct{}
 	heard   atomic.Int64 // the last message of any kind
 	dead    atomic.Bool
 }
 
 func (p *subscriptionPinger) since() int64 { return int64(time.Since(p.base)) }
 
+// tick is the wait for the next look: FencePeriod while fences are
+// wanted, or may be wanted without a word (no Resume).
+func (p *subscriptionPinger) tick() time.Duration {
+	if p.resume == nil || (p.fencing && (p.wanted == nil || p.wanted())) {
+		return FencePeriod
+	}
+	return subscriptionIdleTick
+}
+
 // run pings every FencePeriod while fences are wanted, else after
 // subscriptionQuiet of silence, until ctx ends or a ping stays unanswered
 // for subscriptionDead (dead). A failed ping is not retried: the next one
 // is due soon.
 func (p *subscriptionPinger) run(ctx context.Context) {
-	tick := time.NewTicker(FencePeriod)
+	tick := time.NewTimer(FencePeriod)
 	defer tick.Stop()
 	var lastPing, unanswered int64 = 0, -1 // unanswered: the first ping sent after the last message heard
 	for {
@@ -620,7 +639,9 @@ func (p *subscriptionPinger) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-p.resume:
 		}
+		tick.Reset(p.tick())
 		now, heard := p.since(), p.heard.Load()
 		if unanswered >= 0 && heard >= unanswered {
 			unanswered = -1

@@ -148,11 +148,13 @@ func TestStatusEventsArriveBeforeALaterFence(t *testing.T) {
 
 // TestFencesOnlyWhileWanted: a listener whose cache serves nobody publishes
 // no fences (each one is a PUBLISH matched against every instance's
-// patterns); fences resume on the next tick once wanted.
+// patterns) and looks a few times a second, not every FencePeriod; fences
+// resume at once when Resume says they are wanted.
 func TestFencesOnlyWhileWanted(t *testing.T) {
 	client := redisgateway.NewClient(testenv.MustRedis(t))
 	require.True(t, client.Fences())
 	var wanted atomic.Bool
+	resume := make(chan struct{}, 1)
 	fences := make(chan time.Time, 1<<12)
 	subscribed := make(chan struct{}, 1)
 	stop := make(chan struct{})
@@ -164,6 +166,7 @@ func TestFencesOnlyWhileWanted(t *testing.T) {
 			Subscribed: func() { subscribed <- struct{}{} },
 			Fence:      func(at time.Time) { fences <- at },
 			Wanted:     wanted.Load,
+			Resume:     resume,
 		})
 	}()
 	t.Cleanup(func() {
@@ -174,8 +177,11 @@ func TestFencesOnlyWhileWanted(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	require.Empty(t, fences, "no fence while nobody wants one")
 	wanted.Store(true)
+	asked := time.Now()
+	resume <- struct{}{}
 	select {
-	case <-fences:
+	case at := <-fences:
+		require.Less(t, at.Sub(asked), 100*time.Millisecond, "the fence is sent at once, not on the idle tick")
 	case <-time.After(5 * time.Second):
 		t.Fatal("no fence once wanted")
 	}

@@ -137,6 +137,12 @@ func (l *Lottery) rank(ctx context.Context, saleID, userID int64) (int64, error)
 
 // Sweep forgets the sales whose lottery is over.
 func (l *Lottery) Sweep(open []*domain.Sale, now time.Time) {
+	l.mu.Lock()
+	none := len(l.entered) == 0 && len(l.ranks) == 0
+	l.mu.Unlock()
+	if none {
+		return // nothing to forget: no map of every open sale each second
+	}
 	live := map[int64]bool{}
 	for _, s := range open {
 		live[s.ID] = now.Before(s.StartsAt.Add(l.pool + lotteryMax))

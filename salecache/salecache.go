@@ -186,6 +186,10 @@ type Cache struct {
 	feedMu   sync.Mutex
 	lastFeed time.Time
 	ticks    int64
+	// lastDir is the directory's picture the last refresh that read Redis
+	// applied: while the next one holds the same sales, only the sales due
+	// are stored again, not every open sale each second.
+	lastDir *store.OpenSales
 }
 
 // blacklistChange is an operator's change of a user's blacklisting made on
@@ -471,19 +475,15 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	// The directory's picture holds what was committed when its read
 	// began: older than a write this instance made since.
 	readAt := dir.At
-	open := make(map[int64]*domain.Sale, dir.Len())
-	for _, s := range dir.List() {
-		open[s.ID] = s
-	}
 	if err := c.loadKnown(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	due := c.dueSales(ctx, open, readAt)
+	open, due, whole := c.dueSales(ctx, dir, readAt)
 	stocks, counters, err := c.readRedis(ctx, due)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
 	}
-	needDB := c.apply(open, readAt, stocks, counters, err == nil)
+	needDB := c.apply(open, whole, readAt, stocks, counters, err == nil)
 	redisOK := err == nil
 	if redisOK {
 		if err := c.readWaitlists(ctx, due); err != nil {
@@ -497,6 +497,7 @@ func (c *Cache) Refresh(ctx context.Context) error {
 		c.feedMu.Lock()
 		c.lastFeed = readAt
 		c.ticks++
+		c.lastDir = dir
 		c.feedMu.Unlock()
 	}
 	if err := c.showDBStock(ctx, needDB); err != nil {
@@ -508,15 +509,27 @@ func (c *Cache) Refresh(ctx context.Context) error {
 // dueSales picks the open sales whose Redis state the refresh reads: all
 // of them on the first refresh and when the feed is unreadable, else those
 // the feed names since the last read, those new to the cache, those whose
-// row moved and this refresh's share of the full pass.
-func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now time.Time) map[int64]*domain.Sale {
+// row moved and this refresh's share of the full pass. open is what the
+// refresh stores: every open sale (whole) when the directory's picture
+// changed since the last refresh, on the first tick of each full pass and
+// whenever every sale is due, else only the due ones, so an idle sale costs
+// the refresh nothing between its shares.
+func (c *Cache) dueSales(ctx context.Context, dir *store.OpenSales, now time.Time) (open, due map[int64]*domain.Sale, whole bool) {
 	c.feedMu.Lock()
-	since, ticks := c.lastFeed, c.ticks
+	since, ticks, same := c.lastFeed, c.ticks, dir.Same(c.lastDir)
 	c.feedMu.Unlock()
-	if since.IsZero() {
-		return open
+	all := func() (map[int64]*domain.Sale, map[int64]*domain.Sale, bool) {
+		open := make(map[int64]*domain.Sale, dir.Len())
+		for _, s := range dir.List() {
+			open[s.ID] = s
+		}
+		return open, open, true
 	}
-	if ticks%fullShares == 0 {
+	if since.IsZero() {
+		return all()
+	}
+	share := ticks % fullShares
+	if share == 0 {
 		c.pruneFeed(ctx, now)
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -524,22 +537,24 @@ func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now t
 	cancel()
 	if err != nil {
 		c.logger.Warn("sale cache: change feed unreadable; reading every sale", "err", err)
-		return open
+		return all()
 	}
-	due := make(map[int64]*domain.Sale, len(changed))
+	due = make(map[int64]*domain.Sale, len(changed))
 	for _, id := range changed {
-		if s, ok := open[id]; ok {
+		if s, ok := dir.Get(id); ok {
 			due[id] = s
 		}
 	}
-	share := ticks % fullShares
+	for _, s := range dir.Share(fullShares, share) {
+		due[s.ID] = s // this tick's share of the full pass
+	}
+	if same && share != 0 {
+		return due, due, false // no sale opened, closed or changed since the last refresh
+	}
+	open, _, _ = all()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for id, s := range open {
-		if domain.PassShare(id, fullShares) == share {
-			due[id] = s // this tick's share of the full pass
-			continue
-		}
 		e := c.entries[id]
 		if e == nil {
 			due[id] = s
@@ -549,7 +564,7 @@ func (c *Cache) dueSales(ctx context.Context, open map[int64]*domain.Sale, now t
 			due[id] = s
 		}
 	}
-	return due
+	return open, due, true
 }
 
 // pruneFeed keeps the change feed as long as its recent sales.
@@ -655,14 +670,16 @@ func (c *Cache) readWaitlists(ctx context.Context, open map[int64]*domain.Sale) 
 }
 
 // apply stores the open sales and what Redis said of them, drops entries
-// of sales no longer open and marks a moved counter voids; it answers the
-// Sales whose Redis keys are missing.
-func (c *Cache) apply(open map[int64]*domain.Sale, readAt time.Time, stocks, counters map[int64]redisgateway.Counter, redisOK bool) (needDB []int64) {
+// of sales no longer open when open is every open sale (whole) and marks a
+// moved counter voids; it answers the Sales whose Redis keys are missing.
+func (c *Cache) apply(open map[int64]*domain.Sale, whole bool, readAt time.Time, stocks, counters map[int64]redisgateway.Counter, redisOK bool) (needDB []int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id := range c.entries {
-		if _, ok := open[id]; !ok {
-			delete(c.entries, id) // finished or gone: reloaded on demand
+	if whole {
+		for id := range c.entries {
+			if _, ok := open[id]; !ok {
+				delete(c.entries, id) // finished or gone: reloaded on demand
+			}
 		}
 	}
 	for id, s := range open {

@@ -22,13 +22,13 @@ func TestARefreshOlderThanALocalWriteKeepsTheWrite(t *testing.T) {
 	readAt := time.Now() // the refresh reads the paused sale...
 	time.Sleep(time.Millisecond)
 	c.Put(active) // ...the operator resumes...
-	c.apply(map[int64]*domain.Sale{7: paused}, readAt, nil, nil, false)
+	c.apply(map[int64]*domain.Sale{7: paused}, true, readAt, nil, nil, false)
 	e, err := c.Get(t.Context(), 7)
 	require.NoError(t, err)
 	require.Equal(t, domain.ControlActive, e.Sale().Control, "the older read replaced the resume")
 
 	// A read that began after the write is newer and wins.
-	c.apply(map[int64]*domain.Sale{7: paused}, time.Now(), nil, nil, false)
+	c.apply(map[int64]*domain.Sale{7: paused}, true, time.Now(), nil, nil, false)
 	require.Equal(t, domain.ControlPaused, e.Sale().Control)
 }
 
@@ -51,4 +51,23 @@ func TestABlacklistReadOlderThanALocalChangeKeepsTheChange(t *testing.T) {
 	require.True(t, c.Blacklisted(8))
 	require.True(t, c.Blacklisted(9))
 	require.Empty(t, c.local, "changes a newer read saw are dropped")
+}
+
+// A refresh that stores only the sales due (the directory's picture
+// unchanged) keeps the other entries; one that stores every open sale
+// drops the entries of sales no longer open.
+func TestOnlyAWholeRefreshDropsEntries(t *testing.T) {
+	c := New(nil, nil, time.Second, slog.New(slog.DiscardHandler))
+	for id := int64(1); id <= 3; id++ {
+		c.Put(&domain.Sale{ID: id})
+	}
+	time.Sleep(time.Millisecond)
+	due := map[int64]*domain.Sale{2: {ID: 2, Control: domain.ControlPaused}}
+	c.apply(due, false, time.Now(), nil, nil, false)
+	require.Equal(t, 3, c.Len(), "the sales not due are kept")
+	require.Equal(t, domain.ControlPaused, c.Cached(2).Sale().Control, "the sale due is stored")
+
+	c.apply(due, true, time.Now(), nil, nil, false)
+	require.Equal(t, 1, c.Len(), "the sales no longer open are dropped")
+	require.NotNil(t, c.Cached(2))
 }

@@ -50,6 +50,9 @@ type liveViews struct {
 	fence   atomic.Int64 // since base: send time of the newest fence arrived
 	arrived atomic.Int64 // since base: when it arrived
 	asked   atomic.Int64 // since base: the last read that wanted a fresh fence
+	// resume receives when a read wants fences after liveIdle without
+	// (redisgateway.StatusEvents.Resume).
+	resume chan struct{}
 }
 
 type liveEntry struct {
@@ -70,7 +73,8 @@ const (
 )
 
 func newLiveViews(enabled bool, max int) *liveViews {
-	l := &liveViews{enabled: enabled, base: time.Now(), sales: make(map[int64]uint64), m: make(map[string]liveEntry), max: max}
+	l := &liveViews{enabled: enabled, base: time.Now(), sales: make(map[int64]uint64), m: make(map[string]liveEntry), max: max,
+		resume: make(chan struct{}, 1)}
 	l.fence.Store(math.MinInt64 / 2)
 	l.asked.Store(math.MinInt64 / 2)
 	return l
@@ -87,7 +91,12 @@ func (l *liveViews) fresh(now int64) bool {
 func (l *liveViews) get(token string, saleID int64) (Owned, bool) {
 	now := l.since(time.Now())
 	if l.enabled && now-l.asked.Load() > int64(liveFresh) {
-		l.asked.Store(now)
+		if now-l.asked.Swap(now) > int64(liveIdle) {
+			select {
+			case l.resume <- struct{}{}:
+			default: // the listener has yet to take the last one
+			}
+		}
 	}
 	if !l.fresh(now) {
 		return Owned{}, false

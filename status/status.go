@@ -267,6 +267,7 @@ func (r *Reader) Events(wakeToken func(token string), wakeAll func()) redisgatew
 		},
 		Fence:  live.fenced,
 		Wanted: live.wantsFences,
+		Resume: live.resume,
 	}
 }
 

@@ -71,6 +71,31 @@ func list(ctx context.Context, tc client.Client, saleID int64, status string) (m
 	}
 }
 
+// RunningSales lists the sales whose SaleWorkflow runs (one visibility
+// query, paged): the sale sweep's recheck, a call per thousand sales
+// where starting each sale's workflow again cost one each.
+func RunningSales(ctx context.Context, tc client.Client) (map[int64]bool, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", domain.SaleWorkflowName)
+	out := map[int64]bool{}
+	var next []byte
+	for {
+		lctx, cancel := context.WithTimeout(ctx, readTimeout)
+		resp, err := tc.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000, NextPageToken: next})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("list running sale workflows: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if id, ok := domain.SaleOfWorkflowID(e.GetExecution().GetWorkflowId()); ok {
+				out[id] = true
+			}
+		}
+		if next = resp.GetNextPageToken(); len(next) == 0 {
+			return out, nil
+		}
+	}
+}
+
 // Input reads the input a token's order workflow started with (its
 // history's first event).
 func Input(ctx context.Context, tc client.Client, token string) (domain.OrderInput, error) {

@@ -120,22 +120,35 @@ func (s *StockRecorder) record(ctx context.Context, sales []*domain.Sale) (n int
 		return 0, nil, fmt.Errorf("record redis stock: read stock: %w", err)
 	}
 	var errs []error
+	batch := make(map[int64]int64, min(len(sales), stockBatch))
+	flush := func() {
+		if err := s.Store.RecordRedisStocks(ctx, batch, readAt); err != nil {
+			errs = append(errs, err)
+			for id := range batch {
+				failed[id] = true
+			}
+		} else {
+			n += len(batch)
+		}
+		clear(batch)
+	}
 	for _, sale := range sales {
 		v, err := stocks[sale.ID].N, stocks[sale.ID].Err
-		if errors.Is(err, redisgateway.ErrMissing) {
+		switch {
+		case errors.Is(err, redisgateway.ErrMissing):
 			continue // not warmed, or torn down
-		}
-		if err == nil {
-			err = s.Store.RecordRedisStock(ctx, sale.ID, v, readAt)
-		} else {
-			err = fmt.Errorf("stock of sale %d: %w", sale.ID, err)
-		}
-		if err != nil {
-			errs = append(errs, err)
+		case err != nil:
+			errs = append(errs, fmt.Errorf("stock of sale %d: %w", sale.ID, err))
 			failed[sale.ID] = true
 			continue
 		}
-		n++
+		if batch[sale.ID] = v; len(batch) == stockBatch {
+			flush()
+		}
 	}
+	flush()
 	return n, failed, errors.Join(errs...)
 }
+
+// stockBatch bounds the samples one statement records.
+const stockBatch = 500

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,15 +63,18 @@ func TestStockRecorderRetriesOnlyTheFailedSales(t *testing.T) {
 	assert.Empty(t, rec.retry)
 }
 
-// The recorder's and the control follower's ticks cost the database the
-// same statements with 1,000 idle sales open as with 2,000: the sales
-// directory re-reads only changed rows, and no tick lists the open sales.
+// The recorder's, the control follower's and the sale signaller's ticks
+// cost the database the same statements with 1,000 idle sales open as
+// with 2,000: the sales directory re-reads only changed rows, and no tick
+// lists the open sales.
 func TestIdleSalesCostTheLoopsNoStatementsEach(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rec := testenv.Record(st)
 	rdb := redisgateway.NewClient(testenv.MustRedis(t))
 	recorder := &StockRecorder{Redis: rdb, Store: st, Logger: testLogger()}
 	follower := &Follower{Redis: rdb, Store: st, Logger: testLogger()}
+	signaller := (&process{st: st, rdb: rdb, logger: testLogger()}).saleSignaller()
+	signaller.Signal = func(context.Context, int64) error { return nil }
 	ticks := func() []string {
 		time.Sleep(store.DirectoryMargin + time.Second) // the inserts are no change any more
 		rec.Take()
@@ -79,6 +83,7 @@ func TestIdleSalesCostTheLoopsNoStatementsEach(t *testing.T) {
 			_, err := recorder.RecordOnce(testCtx(t))
 			require.NoError(t, err)
 			require.NoError(t, follower.Once(testCtx(t)))
+			require.NoError(t, signaller.Once(testCtx(t), time.Now()))
 		}
 		return rec.Take()
 	}
@@ -93,5 +98,41 @@ func TestIdleSalesCostTheLoopsNoStatementsEach(t *testing.T) {
 	assert.LessOrEqual(t, len(at1000), 3*3, "three ticks: %q", at1000)
 	for _, q := range append(at1000, at2000...) {
 		assert.NotContains(t, q, "finished_at IS NULL", "no tick lists the open sales")
+	}
+}
+
+// A tick records its samples in one statement per stockBatch sales, not
+// one per sale: 600 sales sampled at once cost the database two writes.
+func TestStockRecorderWritesItsSamplesInBatches(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	ids := testenv.MustIdleSales(t, st, 600)
+	pipe := rdb.Pipeline()
+	for i, id := range ids {
+		pipe.Set(testCtx(t), redisgateway.SaleKeys(id).Stock, i%7, time.Hour)
+	}
+	_, err := pipe.Exec(testCtx(t))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, id := range ids {
+			_ = rdb.Del(context.Background(), redisgateway.SaleKeys(id).Stock).Err()
+		}
+	})
+	rec := testenv.Record(st)
+	recorder := &StockRecorder{Redis: redisgateway.NewClient(rdb), Store: st, Logger: testLogger(), Every: time.Second, FullEvery: time.Hour}
+	n, err := recorder.RecordOnce(testCtx(t)) // the first tick samples every sale
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, len(ids))
+	var writes int
+	for _, q := range rec.Take() {
+		if strings.Contains(q, "redis_stock_seen = CASE") {
+			writes++
+		}
+	}
+	require.Equal(t, (n+stockBatch-1)/stockBatch, writes, "one write per %d samples", stockBatch)
+	for _, i := range []int{0, 1, 599} {
+		var v sql.NullInt64
+		require.NoError(t, st.DB.QueryRowContext(testCtx(t), "SELECT redis_stock_seen FROM sales WHERE id = ?", ids[i]).Scan(&v))
+		require.Equal(t, sql.NullInt64{Int64: int64(i % 7), Valid: true}, v, "sale %d's sample", ids[i])
 	}
 }

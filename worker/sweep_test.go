@@ -13,16 +13,20 @@ import (
 )
 
 // The sweeper starts every sale's workflow in its first round, then only
-// new sales and each round's share of the rest, so that over RecheckEvery
-// each sale is looked at once more; a failed start is tried again next
+// new sales; once per RecheckEvery it lists the running workflows once and
+// starts only the sales missing from the list (so an idle marketplace
+// costs Temporal no start); a failed start or listing is tried again next
 // round; a sale no longer open is forgotten.
-func TestSaleSweeperStartsNewSalesAtOnceAndRechecksTheRestByShares(t *testing.T) {
+func TestSaleSweeperStartsNewSalesAtOnceAndRechecksByOneListing(t *testing.T) {
 	var open []*domain.Sale
+	running := map[int64]bool{}
 	for id := range int64(1000) {
 		open = append(open, &domain.Sale{ID: 5_000_000 + id})
+		running[5_000_000+id] = true
 	}
 	starts := map[int64]int{}
-	var fail bool
+	var fail, failList bool
+	lists := 0
 	s := &SaleSweeper{
 		OpenSales: func(context.Context) ([]*domain.Sale, error) { return open, nil },
 		Start: func(_ context.Context, in domain.SaleInput) error {
@@ -32,39 +36,63 @@ func TestSaleSweeperStartsNewSalesAtOnceAndRechecksTheRestByShares(t *testing.T)
 			starts[in.SaleID]++
 			return nil
 		},
+		Running: func(context.Context) (map[int64]bool, error) {
+			if failList {
+				return nil, errors.New("visibility down")
+			}
+			lists++
+			return running, nil
+		},
 		Every: 30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: slog.New(slog.DiscardHandler),
 	}
 	ctx := context.Background()
-	s.Once(ctx)
+	now := time.Now()
+	s.Once(ctx, now)
 	require.Equal(t, 1000, len(starts), "every sale started in the first round")
 
-	// A new sale is started in the next round, beside a share of the rest.
+	// Until RecheckEvery has passed a round starts only new sales, and
+	// lists nothing.
 	open = append(open, &domain.Sale{ID: 9_000_000})
+	running[9_000_000] = true
 	clear(starts)
-	s.Once(ctx)
-	require.Equal(t, 1, starts[9_000_000])
-	require.Less(t, len(starts), 1000/20*2, "a share of the known sales, not all of them")
+	for i := range 19 {
+		now = now.Add(s.Every)
+		s.Once(ctx, now)
+		require.Zero(t, lists, "round %d listed", i)
+	}
+	require.Equal(t, map[int64]int{9_000_000: 1}, starts, "only the new sale started")
 
-	// Over the rest of RecheckEvery's 20 rounds each sale is looked at
-	// once (the first round's share among them).
-	for range 19 {
-		s.Once(ctx)
-	}
-	require.Equal(t, 1001, len(starts), "each sale rechecked within RecheckEvery")
-	for id, n := range starts {
-		if id != 9_000_000 {
-			require.Equal(t, 1, n, "sale %d rechecked once", id)
-		}
-	}
+	// The recheck: one listing; the sale whose workflow an operator
+	// terminated is started again, no other.
+	delete(running, 5_000_007)
+	clear(starts)
+	now = now.Add(s.Every)
+	s.Once(ctx, now)
+	require.Equal(t, 1, lists)
+	require.Equal(t, map[int64]int{5_000_007: 1}, starts)
+	now = now.Add(s.Every)
+	s.Once(ctx, now)
+	require.Equal(t, 1, lists, "one listing per RecheckEvery")
+
+	// A failed listing is tried next round.
+	now = now.Add(s.RecheckEvery)
+	failList = true
+	s.Once(ctx, now)
+	failList = false
+	now = now.Add(s.Every)
+	s.Once(ctx, now)
+	require.Equal(t, 2, lists, "the failed listing tried again")
 
 	// A start that fails is tried again next round, and a closed sale is
 	// forgotten.
 	fail = true
 	open = append(open[:10], &domain.Sale{ID: 9_000_001})
-	s.Once(ctx)
+	now = now.Add(s.Every)
+	s.Once(ctx, now)
 	fail = false
 	clear(starts)
-	s.Once(ctx)
-	require.Equal(t, 1, starts[9_000_001], "the failed start tried again")
+	now = now.Add(s.Every)
+	s.Once(ctx, now)
+	require.Equal(t, map[int64]int{9_000_001: 1}, starts, "the failed start tried again")
 	require.Len(t, s.started, 11)
 }

@@ -224,19 +224,26 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	bg.Go(func() { resyncer.Run(ctx) })
 	retirer := &Retirer{Store: st, Redis: rdb, Metrics: p.metrics, ActMetrics: p.actMetrics, Logger: logger}
 	bg.Go(func() { retirer.Run(ctx) })
-	signaller := &SaleSignaller{Redis: rdb, OpenSales: st.ListOpenSales, Logger: logger,
-		Signal: func(ctx context.Context, saleID int64) error {
-			return temporalgateway.SignalSaleChanged(ctx, p.tc, saleID)
-		}}
+	signaller := p.saleSignaller()
 	bg.Go(func() { signaller.Run(ctx) })
 	if cfg.SaleSweep {
 		sweeper := &SaleSweeper{OpenSales: openSaleList(st), Every: 30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: logger,
 			Start: func(ctx context.Context, in domain.SaleInput) error {
 				return temporalgateway.StartSale(ctx, p.tc, cfg.TaskQueue, in)
-			}}
+			},
+			Running: func(ctx context.Context) (map[int64]bool, error) { return temporalgateway.RunningSales(ctx, p.tc) }}
 		bg.Go(func() { sweeper.Run(ctx) })
 	}
 	return relayDone
+}
+
+// saleSignaller is the process's sale signaller, reading the sales
+// directory (an idle tick costs no statement).
+func (p *process) saleSignaller() *SaleSignaller {
+	return &SaleSignaller{Redis: p.rdb, OpenSales: openSaleList(p.st), Logger: p.logger,
+		Signal: func(ctx context.Context, saleID int64) error {
+			return temporalgateway.SignalSaleChanged(ctx, p.tc, saleID)
+		}}
 }
 
 // openSaleList is the store's directory of open sales as a list.
