@@ -24,7 +24,7 @@ const (
 	defaultConcurrency  = 32
 	defaultStartTimeout = 10 * time.Second
 	defaultReclaimEvery = 5 * time.Second
-	defaultRefreshEvery = 3 * time.Second
+	defaultRefreshEvery = time.Second
 	defaultMinIdle      = 30 * time.Second
 	defaultMaxDelivery  = 10
 
@@ -71,7 +71,7 @@ type Relay struct {
 	StartTimeout time.Duration // per start; 10s when zero
 	ReclaimEvery time.Duration // 5s when zero
 	RetireAfter  time.Duration // redisgateway.RetireAfter when zero
-	RefreshEvery time.Duration // open-sales refresh; 3s when zero
+	RefreshEvery time.Duration // open-sales refresh; 1s when zero
 	// IdleAfter is how long a sale's loop runs without reading an entry,
 	// retiring a record or holding a pending entry before it ends; the
 	// change feed or the full pass starts it again. RetireAfter + 30s when
