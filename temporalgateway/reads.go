@@ -51,18 +51,28 @@ var orderTypes = fmt.Sprintf("WorkflowType IN ('%s', '%s')", domain.OrderWorkflo
 
 func list(ctx context.Context, tc client.Client, saleID int64, status string) (map[string]bool, error) {
 	q := fmt.Sprintf("%s AND %s = %d AND %s", orderTypes, domain.SearchAttrSaleID, saleID, status)
-	out := map[string]bool{}
+	out, err := listIDs(ctx, tc, q, domain.TokenOfOrderWorkflowID)
+	if err != nil {
+		return nil, fmt.Errorf("list order workflows of sale %d (%s): %w", saleID, status, err)
+	}
+	return out, nil
+}
+
+// listIDs answers what parse reads from the ids of the workflows the
+// visibility query q lists (paged), those it can read.
+func listIDs[K comparable](ctx context.Context, tc client.Client, q string, parse func(workflowID string) (K, bool)) (map[K]bool, error) {
+	out := map[K]bool{}
 	var next []byte
 	for {
 		lctx, cancel := context.WithTimeout(ctx, readTimeout)
 		resp, err := tc.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000, NextPageToken: next})
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("list order workflows of sale %d (%s): %w", saleID, status, err)
+			return nil, err
 		}
 		for _, e := range resp.GetExecutions() {
-			if token, ok := domain.TokenOfOrderWorkflowID(e.GetExecution().GetWorkflowId()); ok {
-				out[token] = true
+			if k, ok := parse(e.GetExecution().GetWorkflowId()); ok {
+				out[k] = true
 			}
 		}
 		if next = resp.GetNextPageToken(); len(next) == 0 {
@@ -76,24 +86,11 @@ func list(ctx context.Context, tc client.Client, saleID int64, status string) (m
 // where starting each sale's workflow again cost one each.
 func RunningSales(ctx context.Context, tc client.Client) (map[int64]bool, error) {
 	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", domain.SaleWorkflowName)
-	out := map[int64]bool{}
-	var next []byte
-	for {
-		lctx, cancel := context.WithTimeout(ctx, readTimeout)
-		resp, err := tc.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: 1000, NextPageToken: next})
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("list running sale workflows: %w", err)
-		}
-		for _, e := range resp.GetExecutions() {
-			if id, ok := domain.SaleOfWorkflowID(e.GetExecution().GetWorkflowId()); ok {
-				out[id] = true
-			}
-		}
-		if next = resp.GetNextPageToken(); len(next) == 0 {
-			return out, nil
-		}
+	out, err := listIDs(ctx, tc, q, domain.SaleOfWorkflowID)
+	if err != nil {
+		return nil, fmt.Errorf("list running sale workflows: %w", err)
 	}
+	return out, nil
 }
 
 // Input reads the input a token's order workflow started with (its
