@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/temporalgateway"
@@ -213,33 +211,24 @@ func (l *LostHolds) startPage(ctx context.Context, holds []domain.OrderInput, w 
 		}
 	}
 	l.mu.Unlock()
-	done := make([]bool, len(todo))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(lostHoldsParallel)
-	for i, in := range todo {
-		g.Go(func() error {
-			sctx, cancel := context.WithTimeout(gctx, lostHoldStartTimeout)
-			defer cancel()
-			outcome, err := l.Start(sctx, in)
-			if temporalgateway.StartRefused(err) {
-				// No retry changes it; reconciliation reports the hold.
-				l.Logger.Error("lost holds: Temporal refused a hold's start", "sale_id", in.SaleID, "token", in.Token, "err", err)
-				done[i] = true
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if outcome == temporalgateway.StartedNew {
-				c.started.Add(1)
-			} else {
-				c.existing.Add(1)
-			}
-			done[i] = true
+	done, err := eachParallel(ctx, len(todo), lostHoldsParallel, lostHoldStartTimeout, func(sctx context.Context, i int) error {
+		in := todo[i]
+		outcome, err := l.Start(sctx, in)
+		if temporalgateway.StartRefused(err) {
+			// No retry changes it; reconciliation reports the hold.
+			l.Logger.Error("lost holds: Temporal refused a hold's start", "sale_id", in.SaleID, "token", in.Token, "err", err)
 			return nil
-		})
-	}
-	err := g.Wait()
+		}
+		if err != nil {
+			return err
+		}
+		if outcome == temporalgateway.StartedNew {
+			c.started.Add(1)
+		} else {
+			c.existing.Add(1)
+		}
+		return nil
+	})
 	l.mu.Lock()
 	for i, in := range todo {
 		if done[i] {

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/redisgateway"
 )
@@ -191,21 +189,9 @@ func (s *SaleSignaller) due(open []*domain.Sale, notes map[int64]time.Time, now 
 // signal signals the sales, signalParallel at a time; the first failure
 // stops the rest, which stay owed for the next tick.
 func (s *SaleSignaller) signal(ctx context.Context, ids []int64, now time.Time) error {
-	done := make([]bool, len(ids))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(signalParallel)
-	for i, id := range ids {
-		g.Go(func() error {
-			sctx, cancel := context.WithTimeout(gctx, signalTimeout)
-			defer cancel()
-			if err := s.Signal(sctx, id); err != nil {
-				return err
-			}
-			done[i] = true
-			return nil
-		})
-	}
-	err := g.Wait()
+	done, err := eachParallel(ctx, len(ids), signalParallel, signalTimeout, func(sctx context.Context, i int) error {
+		return s.Signal(sctx, ids[i])
+	})
 	for i, id := range ids {
 		st := s.sales[id]
 		switch {

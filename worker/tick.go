@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // everyTick is the worker loops' one ticker: it runs fn every period until
@@ -27,4 +29,26 @@ func everyTick(ctx context.Context, period time.Duration, atOnce bool, fn func()
 		case <-tick.C:
 		}
 	}
+}
+
+// eachParallel runs fn for 0..n-1, limit at a time, each call bounded by
+// timeout; the first failure cancels the calls not yet done. It answers
+// which calls succeeded, and the first failure.
+func eachParallel(ctx context.Context, n, limit int, timeout time.Duration, fn func(ctx context.Context, i int) error) ([]bool, error) {
+	done := make([]bool, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i := range n {
+		g.Go(func() error {
+			cctx, cancel := context.WithTimeout(gctx, timeout)
+			defer cancel()
+			if err := fn(cctx, i); err != nil {
+				return err
+			}
+			done[i] = true
+			return nil
+		})
+	}
+	err := g.Wait()
+	return done, err
 }
