@@ -53,7 +53,7 @@ type Starter func(ctx context.Context, in domain.OrderInput) error
 type Relay struct {
 	Redis    *redisgateway.Client
 	Store    *store.Store
-	Starter  Starter
+	Starter  Starter // temporalgateway.Start, timed (worker.go)
 	Consumer string
 	MinIdle  time.Duration // idle time before a pending entry is reclaimed
 	// DeadAfter and MaxDelivery bound the retries of an entry whose start
