@@ -14,10 +14,11 @@ import (
 // Bounds of the background starts of created sales' workflows.
 const (
 	// saleStartsInFlight: Temporal's dev server on two cores takes about
-	// 70 sale-workflow starts a second, one start taking some 50 ms when
-	// none waits at the server. Four in flight keep up with that; more only
-	// queue at the server, where a wave of creations' starts, all sent at
-	// once, each waited out its timeout.
+	// 70 sale-workflow starts a second; starts beyond what it takes only
+	// wait at the server, each on its own timeout (a wave of creations'
+	// starts sent at once timed out by thousands). Four in flight carry 70
+	// a second while a start answers within some 55 ms, and leave the
+	// server room for the order starts.
 	saleStartsInFlight = 4
 	// saleStartQueue bounds the sales waiting for their start: about two
 	// minutes of what Temporal takes. Beyond it the worker's sweeper, which
