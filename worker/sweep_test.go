@@ -27,21 +27,18 @@ func TestSaleSweeperStartsNewSalesAtOnceAndRechecksByOneListing(t *testing.T) {
 		open = append(open, &domain.Sale{ID: 5_000_000 + id})
 		running[5_000_000+id] = true
 	}
-	starts := map[int64]int{}
-	var mu sync.Mutex // the starts run in parallel
 	var fail, failList bool
 	lists := 0
+	f := &sweepFake{started: map[int64]int{}, fail: func(int64) error {
+		if fail {
+			return errors.New("temporal down")
+		}
+		return nil
+	}}
+	starts := f.started
 	s := &SaleSweeper{
 		OpenSales: func(context.Context) ([]*domain.Sale, error) { return open, nil },
-		Start: func(_ context.Context, in domain.SaleInput) error {
-			if fail {
-				return errors.New("temporal down")
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			starts[in.SaleID]++
-			return nil
-		},
+		Start:     f.start,
 		Running: func(context.Context) (map[int64]bool, error) {
 			if failList {
 				return nil, errors.New("visibility down")
