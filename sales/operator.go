@@ -40,10 +40,26 @@ type OperatorDeps struct {
 // cache in step at once, and, when the database changed but Redis did
 // not, has Redis follow in the background. Refusals and failures are
 // *domain.Error.
-type Operator struct{ d OperatorDeps }
+type Operator struct {
+	d      OperatorDeps
+	starts *saleStarts // nil without Temporal
+}
 
 // NewOperator is the operators' use cases of d.
-func NewOperator(d OperatorDeps) *Operator { return &Operator{d: d} }
+func NewOperator(d OperatorDeps) *Operator {
+	if d.Temporal == nil {
+		return &Operator{d: d}
+	}
+	return newOperator(d, func(ctx context.Context, in domain.SaleInput) error {
+		return temporalgateway.StartSale(ctx, d.Temporal, d.TaskQueue, in)
+	}, saleStartQueue)
+}
+
+// newOperator is the operators' use cases of d, starting sale workflows
+// with start from a queue of queued sales.
+func newOperator(d OperatorDeps, start func(ctx context.Context, in domain.SaleInput) error, queued int) *Operator {
+	return &Operator{d: d, starts: newSaleStarts(start, queued, d.Go, d.Stop, d.Logger)}
+}
 
 // Create stores a new sale (once per idempotency ref) and answers the
 // stored row: what the database kept (time precision, text) is what every
@@ -65,19 +81,13 @@ func (o *Operator) Create(ctx context.Context, sale *domain.Sale, ref string) (*
 }
 
 // startWorkflow starts the sale's SaleWorkflow (warm-up ahead of the
-// opening, reconciliation, tear-down) without holding up the answer; when
-// Temporal is down the worker's sweeper starts it later.
+// opening, reconciliation, tear-down) in the background, paced to what
+// Temporal takes (saleStarts); a start not made there the worker's sweeper
+// makes.
 func (o *Operator) startWorkflow(reqCtx context.Context, sale *domain.Sale) {
-	if o.d.Temporal == nil {
-		return
+	if o.starts != nil {
+		o.starts.Enqueue(reqCtx, sale.ID)
 	}
-	o.d.Go(func() {
-		ctx, cancel := context.WithTimeout(reqid.With(context.Background(), reqid.From(reqCtx)), 10*time.Second)
-		defer cancel()
-		if err := temporalgateway.StartSale(ctx, o.d.Temporal, o.d.TaskQueue, domain.SaleInput{SaleID: sale.ID}); err != nil {
-			reqid.Logger(ctx, o.d.Logger).Warn("start sale workflow; the worker's sweeper will", "sale_id", sale.ID, "err", err)
-		}
-	})
 }
 
 // Sale reads a sale for an operator (404 for an unknown one).

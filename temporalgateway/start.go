@@ -137,6 +137,16 @@ func StartRefused(err error) bool {
 	return errors.As(err, &invalid)
 }
 
+// StartUnavailable tells whether a start failed because Temporal is down
+// or shedding load (Unavailable, ResourceExhausted): the next start would
+// fail the same way, so a caller starting many stops rather than hammer it.
+// A timed-out start is not one: it may be a slow call among good ones.
+func StartUnavailable(err error) bool {
+	var down *serviceerror.Unavailable
+	var shedding *serviceerror.ResourceExhausted
+	return errors.As(err, &down) || errors.As(err, &shedding)
+}
+
 // StartSale starts a sale's workflow, or finds it started or finished.
 func StartSale(ctx context.Context, c client.Client, taskQueue string, in domain.SaleInput) error {
 	_, err := startOnce(ctx, c, client.StartWorkflowOptions{

@@ -3,11 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/seckill/seckill/domain"
 )
@@ -24,18 +27,18 @@ func TestSaleSweeperStartsNewSalesAtOnceAndRechecksByOneListing(t *testing.T) {
 		open = append(open, &domain.Sale{ID: 5_000_000 + id})
 		running[5_000_000+id] = true
 	}
-	starts := map[int64]int{}
 	var fail, failList bool
 	lists := 0
+	f := &sweepFake{started: map[int64]int{}, fail: func(int64) error {
+		if fail {
+			return errors.New("temporal down")
+		}
+		return nil
+	}}
+	starts := f.started
 	s := &SaleSweeper{
 		OpenSales: func(context.Context) ([]*domain.Sale, error) { return open, nil },
-		Start: func(_ context.Context, in domain.SaleInput) error {
-			if fail {
-				return errors.New("temporal down")
-			}
-			starts[in.SaleID]++
-			return nil
-		},
+		Start:     f.start,
 		Running: func(context.Context) (map[int64]bool, error) {
 			if failList {
 				return nil, errors.New("visibility down")
@@ -95,4 +98,117 @@ func TestSaleSweeperStartsNewSalesAtOnceAndRechecksByOneListing(t *testing.T) {
 	s.Once(ctx, now)
 	require.Equal(t, map[int64]int{9_000_001: 1}, starts, "the failed start tried again")
 	require.Len(t, s.started, 11)
+}
+
+// sweepFake is a Start that counts its calls and the most in flight at
+// once, each call taking delay and answering fail's error for its sale.
+type sweepFake struct {
+	delay          time.Duration
+	fail           func(id int64) error
+	mu             sync.Mutex
+	inFlight, most int
+	calls          int
+	started        map[int64]int
+}
+
+func (f *sweepFake) start(ctx context.Context, in domain.SaleInput) error {
+	f.mu.Lock()
+	f.calls++
+	f.inFlight++
+	f.most = max(f.most, f.inFlight)
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.mu.Unlock()
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(f.delay):
+	}
+	if f.fail != nil {
+		if err := f.fail(in.SaleID); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started == nil {
+		f.started = map[int64]int{}
+	}
+	f.started[in.SaleID]++
+	return nil
+}
+
+func sweeperOf(n int, f *sweepFake) *SaleSweeper {
+	open := make([]*domain.Sale, n)
+	for i := range open {
+		open[i] = &domain.Sale{ID: 7_000_000 + int64(i)}
+	}
+	return &SaleSweeper{
+		OpenSales: func(context.Context) ([]*domain.Sale, error) { return open, nil },
+		Start:     f.start,
+		Running:   func(context.Context) (map[int64]bool, error) { return map[int64]bool{}, nil },
+		Every:     30 * time.Second, RecheckEvery: 10 * time.Minute, Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+// A catch-up of many missing sales starts them sweepParallel at a time:
+// in parallel, never more.
+func TestSaleSweeperStartsMissingSalesBoundedInFlight(t *testing.T) {
+	f := &sweepFake{delay: 5 * time.Millisecond}
+	s := sweeperOf(200, f)
+	s.Once(context.Background(), time.Now())
+	require.Len(t, f.started, 200, "every missing sale started")
+	require.Equal(t, 200, f.calls, "each once")
+	require.Equal(t, sweepParallel, f.most, "starts in flight at most")
+	require.Len(t, s.started, 200)
+}
+
+// Temporal unavailable stops the round at once (only the starts already
+// in flight are made); the next round, Temporal back, starts them all.
+func TestSaleSweeperStartStopsTheRoundWhenTemporalIsUnavailable(t *testing.T) {
+	down := true
+	f := &sweepFake{delay: time.Millisecond, fail: func(int64) error {
+		if down {
+			return fmt.Errorf("start sale workflow: %w", serviceerror.NewUnavailable("connection refused"))
+		}
+		return nil
+	}}
+	s := sweeperOf(200, f)
+	now := time.Now()
+	s.Once(context.Background(), now)
+	require.LessOrEqual(t, f.calls, sweepParallel, "starts after Temporal said it is unavailable")
+	require.Empty(t, f.started)
+	down = false
+	s.Once(context.Background(), now.Add(s.Every))
+	require.Len(t, f.started, 200, "the next round starts every sale")
+}
+
+// A lone timed-out start among successes does not stop the catch-up: the
+// others start, and the next round tries only that sale. Timeouts with no
+// start between them (Temporal hung) stop the round.
+func TestSaleSweeperStartLoneDeadlineDoesNotStopTheOthers(t *testing.T) {
+	slow := int64(7_000_000 + 17)
+	f := &sweepFake{delay: time.Millisecond, fail: func(id int64) error {
+		if id == slow {
+			return fmt.Errorf("start sale workflow %d: %w", id, context.DeadlineExceeded)
+		}
+		return nil
+	}}
+	s := sweeperOf(200, f)
+	now := time.Now()
+	s.Once(context.Background(), now)
+	require.Equal(t, 200, f.calls, "every sale tried")
+	require.Len(t, f.started, 199, "all but the slow one started")
+	f.fail, f.calls = nil, 0
+	s.Once(context.Background(), now.Add(s.Every))
+	require.Equal(t, 1, f.calls, "the next round tries only the slow one")
+	require.Len(t, f.started, 200)
+
+	hung := &sweepFake{delay: time.Millisecond, fail: func(int64) error { return context.DeadlineExceeded }}
+	s = sweeperOf(200, hung)
+	s.Once(context.Background(), now)
+	require.Less(t, hung.calls, 2*sweepParallel, "starts after %d timeouts in a row", sweepParallel)
 }

@@ -13,7 +13,8 @@ import (
 type marketFigures struct {
 	n            int
 	settled      time.Duration // from the last sale warmed to the idle window
-	running      int64         // sale workflows running when the wait for them ended
+	created      time.Duration // from the first sale made to the last warmed
+	starts       []startSample // sale workflows running, counted while waiting for them
 	rate         float64
 	idle0, idleN marketIdleCost // before the sales were created, and after
 	keyBytes     float64
@@ -38,7 +39,8 @@ func (ic marketIdleCost) perSecond(v float64) float64 { return v / ic.window.Sec
 
 // marketScenario is scenario 13's report.
 func marketScenario(m marketFigures) Scenario {
-	figures := append(marketIdleFigures(m), marketPathFigures(m)...)
+	figures := append(marketStartFigures(m), marketIdleFigures(m)...)
+	figures = append(figures, marketPathFigures(m)...)
 	figures = append(figures, marketRecoveryFigures(m)...)
 	figures = append(figures,
 		Figure{Name: "sales listed by GET /api/v1/sales?status=live (pages of 200)", Value: float64(m.listed), Unit: "sales", Target: fmt.Sprintf("%d, each once", m.n)},
@@ -164,7 +166,8 @@ func marketNotes(m marketFigures) []string {
 		rounds = append(rounds, fmt.Sprintf("%s/%s", num(ratio(m.many[i].soldOut.RPS, m.one[i].soldOut.RPS)), num(ratio(m.many[i].inStock.RPS, m.one[i].inStock.RPS))))
 	}
 	return []string{
-		fmt.Sprintf("a Redis of the scenario's own (the product's settings), which the faults freeze; two idle windows of %s with nobody buying, %d instances (three APIs, one worker): before the sales were created (the scenario's three sales live) and after, %s after the last was warmed (%d of the %d sale workflows running, then 75 s); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, m.settled.Round(time.Second), m.running, m.n),
+		fmt.Sprintf("a Redis of the scenario's own (the product's settings), which the faults freeze; two idle windows of %s with nobody buying, %d instances (three APIs, one worker): before the sales were created (the scenario's three sales live) and after, %s after the last was warmed (%d of the %d sale workflows running, then 75 s); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, m.settled.Round(time.Second), lastRunning(m.starts), m.n),
+		"sale workflows running (a visibility count every 5 s, at most " + marketStartWait.String() + ") by time since the last sale was warmed: " + startSeries(m.starts, 30*time.Second),
 		"Redis calls from INFO commandstats, the bench's own INFO taken out; most called before: " + i0.topCommands(6) + "; with the sales: " + iN.topCommands(6),
 		"CPU: user + system time from /proc over each window; Temporal: " + cmp.Or(iN.temporalWhat, "not on this host, not metered"),
 		fmt.Sprintf("the paths: 64 connections on an API whose task queue nobody polls, the sold-out sale of one unit and an in-stock sale, %d rounds with the scenario's three sales live, then %d with the others created, warmed and idle beside them (the machine's drift counts against the second); many / 1 live, sold-out/in-stock, round by round: %s", len(m.one), len(m.many), strings.Join(rounds, ", ")),
@@ -173,4 +176,66 @@ func marketNotes(m marketFigures) []string {
 		fmt.Sprintf("one API cut: a fourth instance reaches Redis through a proxy, cut for one run of 64 connections reserving on the paths' API (the healthy one), after one run before it; the cut instance's /readyz at the cut's end: %d, %d (503: it knew)", m.rec1.cutReady, m.recN.cutReady),
 		"listing: the storefront's list of live sales walked page by page with its cursor (client.AllSales)",
 	}
+}
+
+// startSample is a count of scenario 13's running sale workflows, at its
+// time since the last sale was warmed.
+type startSample struct {
+	at      time.Duration
+	running int64
+}
+
+// lastRunning is the last count of samples (0 without one).
+func lastRunning(samples []startSample) int64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	return samples[len(samples)-1].running
+}
+
+// marketStartFigures are how the market's sale workflows came to run:
+// how many ran when the wait for them ended, and the pace of their
+// starts from the first sale made (the API's starts run during the
+// creations) and over the wait.
+func marketStartFigures(m marketFigures) []Figure {
+	running, all := lastRunning(m.starts), "NOT all within "+marketStartWait.String()+": the idle window measured their starts too"
+	var over time.Duration
+	if len(m.starts) > 0 {
+		last := m.starts[len(m.starts)-1]
+		over = m.created + last.at
+		if running >= int64(m.n) {
+			all = fmt.Sprintf("all %s after the last was warmed", last.at.Round(time.Second))
+		}
+	}
+	pace := fmt.Sprintf("workflows/s over %s (%s while waiting)", over.Round(time.Second), num(waitPace(m.starts)))
+	return []Figure{
+		{Name: "sale workflows running when the wait for them ended", Value: float64(running), Unit: "workflows (" + all + ")",
+			Target: commas(int64(m.n)) + ", all"},
+		{Name: "sale workflow start pace: running over the time from the first sale made", Value: ratio(float64(running), over.Seconds()), Unit: pace},
+	}
+}
+
+// waitPace is the running count's growth a second over the samples.
+func waitPace(samples []startSample) float64 {
+	if len(samples) < 2 {
+		return 0
+	}
+	first, last := samples[0], samples[len(samples)-1]
+	return ratio(float64(last.running-first.running), (last.at - first.at).Seconds())
+}
+
+// startSeries is the running counts about every step, and the last.
+func startSeries(samples []startSample, step time.Duration) string {
+	var parts []string
+	next := time.Duration(0)
+	for i, s := range samples {
+		if s.at >= next || i == len(samples)-1 {
+			parts = append(parts, fmt.Sprintf("%s %s", s.at.Round(time.Second), commas(s.running)))
+			next = s.at.Truncate(step) + step
+		}
+	}
+	if len(parts) == 0 {
+		return "no count answered"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,4 +92,32 @@ func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
 	check("one API cut: the healthy one's 503s during the cut, 300 live", 3, "0")
 	check("one API cut: the healthy one's 202/s during / before, 300 live", 0.5, "≥ 0.80 (1 live − 0.1)")
 	check("one API cut: the fault sale's mode switches, 300 live", 1, "0")
+}
+
+func TestMarketStartFiguresSayWhetherEveryWorkflowRan(t *testing.T) {
+	figures := func(samples ...startSample) map[string]Figure {
+		got := map[string]Figure{}
+		for _, f := range marketStartFigures(marketFigures{n: 1_000, created: 10 * time.Second, starts: samples}) {
+			got[f.Name] = f
+		}
+		return got
+	}
+	const running, pace = "sale workflows running when the wait for them ended", "sale workflow start pace: running over the time from the first sale made"
+	all := figures(startSample{0, 400}, startSample{5 * time.Second, 500}, startSample{30 * time.Second, 1_000})
+	if f := all[running]; f.Value != 1_000 || f.Unit != "workflows (all 30s after the last was warmed)" || f.Target != "1,000, all" {
+		t.Errorf("all ran: %+v", f)
+	}
+	if f := all[pace]; f.Value != 25 || f.Unit != "workflows/s over 40s (20.0 while waiting)" {
+		t.Errorf("pace: %+v", f)
+	}
+	short := figures(startSample{0, 400}, startSample{marketStartWait, 900})
+	if f := short[running]; f.Value != 900 || !strings.HasPrefix(f.Unit, "workflows (NOT all within 10m0s") {
+		t.Errorf("not all ran: %+v", f)
+	}
+	if got := startSeries([]startSample{{0, 1}, {5 * time.Second, 2}, {30 * time.Second, 3}, {35 * time.Second, 4}, {50 * time.Second, 5}}, 30*time.Second); got != "0s 1, 30s 3, 50s 5" {
+		t.Errorf("series: %q", got)
+	}
+	if got := startSeries(nil, 30*time.Second); got != "no count answered" {
+		t.Errorf("no samples: %q", got)
+	}
 }
