@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testkit/inflight"
 )
 
 // A wave of reconciliations (30 sales ending together) never runs more
@@ -16,20 +18,17 @@ func TestReconcileSlotsBoundAWave(t *testing.T) {
 	const bound, wave = 3, 30
 	slots := NewReconcileSlots(bound)
 	var (
-		mu                 sync.Mutex
-		running, peak, ran int
-		wg                 sync.WaitGroup
+		running inflight.Gauge
+		mu      sync.Mutex
+		ran     int
+		wg      sync.WaitGroup
 	)
 	for range wave {
 		wg.Go(func() {
 			err := slots.Do(context.Background(), time.Minute, func(context.Context) error {
-				mu.Lock()
-				running++
-				peak = max(peak, running)
-				mu.Unlock()
+				defer running.Enter()()
 				time.Sleep(10 * time.Millisecond)
 				mu.Lock()
-				running--
 				ran++
 				mu.Unlock()
 				return nil
@@ -39,7 +38,7 @@ func TestReconcileSlotsBoundAWave(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, wave, ran)
-	require.Equal(t, bound, peak, "at most the bound at once, and the bound used")
+	require.Equal(t, bound, running.Most(), "at most the bound at once, and the bound used")
 }
 
 // A reconciliation waits for a slot only while its deadline leaves it its

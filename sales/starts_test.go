@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/inflight"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/salecache"
@@ -25,9 +26,8 @@ import (
 type slowTemporal struct {
 	answer   chan struct{}
 	err      error
+	inFlight inflight.Gauge
 	mu       sync.Mutex
-	inFlight int
-	most     int
 	started  map[int64]int
 }
 
@@ -36,15 +36,7 @@ func newSlowTemporal(err error) *slowTemporal {
 }
 
 func (f *slowTemporal) start(ctx context.Context, in domain.SaleInput) error {
-	f.mu.Lock()
-	f.inFlight++
-	f.most = max(f.most, f.inFlight)
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inFlight--
-		f.mu.Unlock()
-	}()
+	defer f.inFlight.Enter()()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -62,7 +54,7 @@ func (f *slowTemporal) start(ctx context.Context, in domain.SaleInput) error {
 func (f *slowTemporal) counts() (inFlight, most, started int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.inFlight, f.most, len(f.started)
+	return f.inFlight.Now(), f.inFlight.Most(), len(f.started)
 }
 
 // startsOperator is an operator on the package's database and Redis whose

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/inflight"
 )
 
 // The sweeper starts every sale's workflow in its first round, then only
@@ -103,25 +104,19 @@ func TestSaleSweeperStartsNewSalesAtOnceAndRechecksByOneListing(t *testing.T) {
 // sweepFake is a Start that counts its calls and the most in flight at
 // once, each call taking delay and answering fail's error for its sale.
 type sweepFake struct {
-	delay          time.Duration
-	fail           func(id int64) error
-	mu             sync.Mutex
-	inFlight, most int
-	calls          int
-	started        map[int64]int
+	delay    time.Duration
+	fail     func(id int64) error
+	inFlight inflight.Gauge
+	mu       sync.Mutex
+	calls    int
+	started  map[int64]int
 }
 
 func (f *sweepFake) start(ctx context.Context, in domain.SaleInput) error {
+	defer f.inFlight.Enter()()
 	f.mu.Lock()
 	f.calls++
-	f.inFlight++
-	f.most = max(f.most, f.inFlight)
 	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inFlight--
-		f.mu.Unlock()
-	}()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -162,7 +157,7 @@ func TestSaleSweeperStartsMissingSalesBoundedInFlight(t *testing.T) {
 	s.Once(context.Background(), time.Now())
 	require.Len(t, f.started, 200, "every missing sale started")
 	require.Equal(t, 200, f.calls, "each once")
-	require.Equal(t, sweepParallel, f.most, "starts in flight at most")
+	require.Equal(t, sweepParallel, f.inFlight.Most(), "starts in flight at most")
 	require.Len(t, s.started, 200)
 }
 
