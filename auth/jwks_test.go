@@ -45,7 +45,7 @@ func (k testKey) jwk() map[string]string {
 	panic("unknown key type")
 }
 
-func newTestKeys(t *testing.T) []testKey {
+func newTestKeys(t testing.TB) []testKey {
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -61,7 +61,7 @@ type jwksServer struct {
 	body atomic.Value // []byte
 }
 
-func serveJWKS(t *testing.T, keys []testKey) *jwksServer {
+func serveJWKS(t testing.TB, keys []testKey) *jwksServer {
 	s := &jwksServer{}
 	s.publish(t, keys)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -72,7 +72,7 @@ func serveJWKS(t *testing.T, keys []testKey) *jwksServer {
 	return s
 }
 
-func (s *jwksServer) publish(t *testing.T, keys []testKey) {
+func (s *jwksServer) publish(t testing.TB, keys []testKey) {
 	set := make([]map[string]string, len(keys))
 	for i, k := range keys {
 		set[i] = k.jwk()
@@ -82,7 +82,7 @@ func (s *jwksServer) publish(t *testing.T, keys []testKey) {
 	s.body.Store(b)
 }
 
-func (k testKey) sign(t *testing.T, claims jwt.MapClaims) string {
+func (k testKey) sign(t testing.TB, claims jwt.MapClaims) string {
 	tok := jwt.NewWithClaims(k.method, claims)
 	tok.Header["kid"] = k.kid
 	s, err := tok.SignedString(k.priv)
