@@ -10,9 +10,11 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,7 +171,7 @@ func TestIdentityProviderUnreachableAtStart(t *testing.T) {
 	require.ErrorContains(t, err, "fetch JWKS")
 }
 
-func mustECKey(t *testing.T) *ecdsa.PrivateKey {
+func mustECKey(t testing.TB) *ecdsa.PrivateKey {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	return k
@@ -189,4 +191,44 @@ func hsWithPublicKey(t *testing.T, k testKey, claims jwt.MapClaims) string {
 	s, err := tok.SignedString(k.priv.Public().(*rsa.PublicKey).N.Bytes())
 	require.NoError(t, err)
 	return s
+}
+
+// testProvider is an identity provider of users, and operators at the same
+// JWKS, signing with one ES256 key.
+type testProvider struct {
+	users     *IdentityProvider
+	operators *AdminProvider
+	key       testKey
+}
+
+const (
+	testOperatorsIssuer   = "https://idp.example/ops"
+	testOperatorsAudience = "seckill-admin-api"
+)
+
+var testOperatorsRole = RoleGrant{Claim: "groups", Value: "seckill-admin"}
+
+func newTestProvider(t testing.TB) testProvider {
+	key := testKey{"ec-1", jwt.SigningMethodES256, mustECKey(t)}
+	srv := serveJWKS(t, []testKey{key})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	users, err := NewIdentityProvider(ctx, srv.URL, "https://idp.example", "seckill", IdentityClaims{User: "sub", Role: "role"}, 5*time.Second)
+	require.NoError(t, err)
+	ops, err := NewAdminProvider(ctx, srv.URL, testOperatorsIssuer, testOperatorsAudience, testOperatorsRole, 5*time.Second)
+	require.NoError(t, err)
+	return testProvider{users: users, operators: ops, key: key}
+}
+
+// user signs a user token for user valid for ttl, with extra claims.
+func (p testProvider) user(t testing.TB, user int64, ttl time.Duration, extra jwt.MapClaims) string {
+	claims := jwt.MapClaims{"sub": strconv.FormatInt(user, 10), "exp": time.Now().Add(ttl).Unix(), "iss": "https://idp.example", "aud": "seckill"}
+	maps.Copy(claims, extra)
+	return p.key.sign(t, claims)
+}
+
+// operator signs an operator's token for sub with groups.
+func (p testProvider) operator(t testing.TB, sub string, groups any) string {
+	return p.key.sign(t, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "iss": testOperatorsIssuer,
+		"aud": testOperatorsAudience, "groups": groups})
 }
