@@ -154,11 +154,16 @@ func (k Secrets) check(raw string) (Principal, time.Time, error) {
 	return k.keys().check(raw, time.Now())
 }
 
-// check verifies raw by its signer: the own keys (checkOwn), else the
-// identity providers (checkProviders), which accept no HS256 token.
+// check verifies raw by its signer: the own keys (checkOwn) when its
+// header names HS256, else, or when they refuse it, the identity providers
+// (checkProviders), which accept no HS256 token. The own keys would refuse
+// any other alg too, but only after the library's parse of the claims,
+// once for each key: a provider token's miss would pay for it.
 func (k *keys) check(raw string, now time.Time) (Principal, time.Time, error) {
-	if p, exp, err := k.checkOwn(raw, now); err == nil {
-		return p, exp, nil
+	if alg, ok := headerAlg(raw); ok && alg == jwt.SigningMethodHS256.Alg() {
+		if p, exp, err := k.checkOwn(raw, now); err == nil {
+			return p, exp, nil
+		}
 	}
 	return k.checkProviders(raw)
 }
