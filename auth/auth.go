@@ -2,7 +2,8 @@
 // tokens (a user signer and an admin signer, each with a previous secret
 // during a rotation), an identity provider's user tokens, and operators'
 // admin tokens from an identity provider, each by its JWKS. A verified
-// token is remembered, by a salted hash, until it expires or for a minute.
+// token of an identity provider is remembered, by a salted hash, until it
+// expires or for a minute; the own tokens are verified each time.
 package auth
 
 import (
@@ -101,25 +102,30 @@ func principalOf(claims jwt.MapClaims, userClaim string, role func(jwt.MapClaims
 	return p, exp.Time, nil
 }
 
-// Verifier verifies tokens and remembers those verified, so a user
-// retrying in a flash sale costs a hash and a map lookup instead of an HMAC
-// (or an RSA or ECDSA check) and a JSON parse. Only verified tokens are
-// remembered, each until its exp or MaxCacheAge, whichever is first. Its
-// secrets never change: a rotation restarts the API with new ones, and
-// with them a new, empty cache.
+// Verifier verifies tokens, and remembers those of the identity providers,
+// so a user retrying in a flash sale costs a hash and a map lookup instead
+// of an RSA or ECDSA check and a JSON parse. The project's own tokens are
+// verified each time: their keyed MAC costs less than a miss of the cache
+// (a hash, a shard's lock and a write), and in a flash sale's crowd most
+// tokens are new. Only verified tokens are remembered, each until its exp
+// or MaxCacheAge, whichever is first. Its secrets never change: a rotation
+// restarts the API with new ones, and with them a new, empty cache.
 type Verifier struct {
-	check func(raw string, now time.Time) (Principal, time.Time, error)
-	cache *tokenCache // nil: every token is verified
+	// own verifies a token with the own tokens' header (keys.checkOwn),
+	// check any other (keys.check).
+	own, check func(raw string, now time.Time) (Principal, time.Time, error)
+	cache      *tokenCache // nil: every token is verified
 }
 
 // NewVerifier verifies tokens under secrets and remembers up to max of
-// them; max 0 remembers none.
+// the identity providers' tokens; max 0 remembers none.
 func NewVerifier(secrets Secrets, max int) (*Verifier, error) {
 	c, err := newTokenCache(max)
 	if err != nil {
 		return nil, fmt.Errorf("verifier: %w", err)
 	}
-	return &Verifier{check: secrets.keys().check, cache: c}, nil
+	k := secrets.keys()
+	return &Verifier{own: k.checkOwn, check: k.check, cache: c}, nil
 }
 
 // Secrets are the HS256 secrets of the two signers, each current
@@ -148,12 +154,25 @@ func (k Secrets) check(raw string) (Principal, time.Time, error) {
 	return k.keys().check(raw, time.Now())
 }
 
-// check verifies raw by its signer: a user-signed token claiming role admin
-// is refused (401, not 403: its signer had no right to say it), and an
-// admin-signed token must claim role admin. A user token of the identity
-// provider that carries the operators' admin role is refused too: only the
-// operators' issuer and audience grant it.
+// check verifies raw by its signer: the own keys (checkOwn) when its
+// header names HS256, else, or when they refuse it, the identity providers
+// (checkProviders), which accept no HS256 token. The own keys would refuse
+// any other alg too, but only after the library's parse of the claims,
+// once for each key: a provider token's miss would pay for it.
 func (k *keys) check(raw string, now time.Time) (Principal, time.Time, error) {
+	if alg, ok := headerAlg(raw); ok && alg == jwt.SigningMethodHS256.Alg() {
+		if p, exp, err := k.checkOwn(raw, now); err == nil {
+			return p, exp, nil
+		}
+	}
+	return k.checkProviders(raw)
+}
+
+// checkOwn verifies raw by the own keys, each signer's current secret then
+// its previous one: a user-signed token claiming role admin is refused
+// (401, not 403: its signer had no right to say it), and an admin-signed
+// token must claim role admin.
+func (k *keys) checkOwn(raw string, now time.Time) (Principal, time.Time, error) {
 	for _, key := range k.user {
 		if p, exp, err := key.verify(raw, now); err == nil {
 			if p.Admin {
@@ -168,6 +187,13 @@ func (k *keys) check(raw string, now time.Time) (Principal, time.Time, error) {
 			return p, exp, nil
 		}
 	}
+	return Principal{}, time.Time{}, errBadToken
+}
+
+// checkProviders verifies raw by the identity providers: a user token that
+// carries the operators' admin role is refused, as only the operators'
+// issuer and audience grant it.
+func (k *keys) checkProviders(raw string) (Principal, time.Time, error) {
 	if k.idp != nil {
 		if p, exp, err := k.idp.verify(raw, k.operators.roleGrant()); err == nil && !p.Admin {
 			return p, exp, nil
@@ -182,8 +208,23 @@ func (k *keys) check(raw string, now time.Time) (Principal, time.Time, error) {
 	return Principal{}, time.Time{}, errBadToken
 }
 
-// Verify answers from the cache or verifies raw and remembers it.
+// hasOwnHeader reports whether raw starts with the header segment the own
+// tokens are minted with. Only the own keys can verify such a token (its
+// alg is HS256, which no identity provider is trusted with), so it is
+// verified by them alone and never remembered. An HS256 token with any
+// other header, which the own keys may verify too, goes through check and
+// the cache.
+func hasOwnHeader(raw string) bool {
+	return len(raw) > len(ownHeader) && raw[len(ownHeader)] == '.' && raw[:len(ownHeader)] == ownHeader
+}
+
+// Verify verifies raw: a token with the own header by the own keys, any
+// other from the cache or verified and remembered.
 func (v *Verifier) Verify(raw string, now time.Time) (Principal, error) {
+	if hasOwnHeader(raw) {
+		p, exp, err := v.own(raw, now)
+		return live(p, exp, err, now)
+	}
 	var k tokenKey
 	if v.cache != nil {
 		k = v.cache.key(raw)
@@ -192,6 +233,16 @@ func (v *Verifier) Verify(raw string, now time.Time) (Principal, error) {
 		}
 	}
 	p, exp, err := v.check(raw, now)
+	p, err = live(p, exp, err, now)
+	if err == nil && v.cache != nil {
+		v.cache.put(&k, p, now)
+	}
+	return p, err
+}
+
+// live is the principal of a token verified with err, refused from its exp
+// on, else carrying it.
+func live(p Principal, exp time.Time, err error, now time.Time) (Principal, error) {
 	if err != nil {
 		return Principal{}, err
 	}
@@ -199,8 +250,5 @@ func (v *Verifier) Verify(raw string, now time.Time) (Principal, error) {
 		return Principal{}, errBadToken
 	}
 	p.Expires = exp
-	if v.cache != nil {
-		v.cache.put(&k, p, now)
-	}
 	return p, nil
 }

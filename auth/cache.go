@@ -15,9 +15,8 @@ const MaxCacheAge = time.Minute
 
 const (
 	maxShards = 64
-	// hashBuf is the token length hashed without a heap allocation: the
-	// project's own tokens are about 150 bytes, an identity provider's
-	// RS256 tokens up to a kilobyte.
+	// hashBuf is the token length hashed without a heap allocation: an
+	// identity provider's RS256 tokens are up to a kilobyte.
 	hashBuf = 1024
 )
 

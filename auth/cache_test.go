@@ -16,15 +16,25 @@ import (
 	"github.com/seckill/seckill/internal/authtoken"
 )
 
-// countedVerifier is a Verifier whose verifications (the cache's misses)
-// are counted.
-func countedVerifier(t testing.TB, secrets Secrets, max int) (*Verifier, *atomic.Int64) {
+// verifications counts a Verifier's verifications: of own tokens, and of
+// the others (the cache's misses).
+type verifications struct{ own, check atomic.Int64 }
+
+// Load is the verifications of either kind.
+func (c *verifications) Load() int64 { return c.own.Load() + c.check.Load() }
+
+// countedVerifier is a Verifier whose verifications are counted.
+func countedVerifier(t testing.TB, secrets Secrets, max int) (*Verifier, *verifications) {
 	v, err := NewVerifier(secrets, max)
 	require.NoError(t, err)
-	var n atomic.Int64
-	check := v.check
+	var n verifications
+	own, check := v.own, v.check
+	v.own = func(raw string, now time.Time) (Principal, time.Time, error) {
+		n.own.Add(1)
+		return own(raw, now)
+	}
 	v.check = func(raw string, now time.Time) (Principal, time.Time, error) {
-		n.Add(1)
+		n.check.Add(1)
 		return check(raw, now)
 	}
 	return v, &n
@@ -48,9 +58,9 @@ func tamper(tok string) string {
 }
 
 func TestVerifierCachesOnlyWhatVerified(t *testing.T) {
-	secret := []byte("cache-test-secret")
-	tok := mint(t, secret, 42, time.Hour)
-	v, checks := countedVerifier(t, Secrets{User: [][]byte{secret}}, 16)
+	idp := newTestProvider(t)
+	tok := idp.user(t, 42, time.Hour, nil)
+	v, checks := countedVerifier(t, Secrets{IdP: idp.users}, 16)
 	now := time.Now()
 
 	for range 3 {
@@ -83,9 +93,9 @@ func TestVerifierCachesOnlyWhatVerified(t *testing.T) {
 }
 
 func TestVerifierKeepsATokenUntilItsExp(t *testing.T) {
-	secret := []byte("cache-test-secret")
-	tok := mint(t, secret, 7, 30*time.Second)
-	v, checks := countedVerifier(t, Secrets{User: [][]byte{secret}}, 16)
+	idp := newTestProvider(t)
+	tok := idp.user(t, 7, 30*time.Second, nil)
+	v, checks := countedVerifier(t, Secrets{IdP: idp.users}, 16)
 	now := time.Now()
 	p, err := v.Verify(tok, now)
 	require.NoError(t, err)
@@ -101,9 +111,9 @@ func TestVerifierKeepsATokenUntilItsExp(t *testing.T) {
 }
 
 func TestVerifierKeepsNoTokenPastMaxCacheAge(t *testing.T) {
-	secret := []byte("cache-test-secret")
-	tok := mint(t, secret, 7, time.Hour)
-	v, checks := countedVerifier(t, Secrets{User: [][]byte{secret}}, 16)
+	idp := newTestProvider(t)
+	tok := idp.user(t, 7, time.Hour, nil)
+	v, checks := countedVerifier(t, Secrets{IdP: idp.users}, 16)
 	now := time.Now()
 	_, err := v.Verify(tok, now)
 	require.NoError(t, err)
@@ -124,35 +134,43 @@ func TestVerifierKeepsNoTokenPastMaxCacheAge(t *testing.T) {
 }
 
 // A rotation restarts the API with the new secrets, that is a new
-// Verifier: nothing the old one verified is trusted by it, not even by
-// the same token's cache key.
+// Verifier: nothing the old one verified is trusted by it, not even by the
+// same token's cache key. During the rotation an own token of the previous
+// secret verifies; after it, it is refused.
 func TestRotationStartsFromAnEmptyCache(t *testing.T) {
 	oldSecret, newSecret := []byte("secret-before-the-rotation"), []byte("secret-after-the-rotation")
-	tok := mint(t, oldSecret, 9, time.Hour)
+	idp := newTestProvider(t)
+	own, theirs := mint(t, oldSecret, 9, time.Hour), idp.user(t, 9, time.Hour, nil)
 	now := time.Now()
 
-	before, _ := countedVerifier(t, Secrets{User: [][]byte{oldSecret}}, 16)
-	_, err := before.Verify(tok, now)
-	require.NoError(t, err)
+	before, _ := countedVerifier(t, Secrets{User: [][]byte{oldSecret}, IdP: idp.users}, 16)
+	for _, tok := range []string{own, theirs} {
+		_, err := before.Verify(tok, now)
+		require.NoError(t, err)
+	}
 
-	during, checks := countedVerifier(t, Secrets{User: [][]byte{newSecret, oldSecret}}, 16)
-	require.NotEqual(t, before.cache.key(tok), during.cache.key(tok), "each verifier salts its keys")
-	_, err = during.Verify(tok, now)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, checks.Load(), "verified under the previous secret, not taken from another cache")
+	during, checks := countedVerifier(t, Secrets{User: [][]byte{newSecret, oldSecret}, IdP: idp.users}, 16)
+	require.NotEqual(t, before.cache.key(theirs), during.cache.key(theirs), "each verifier salts its keys")
+	for _, tok := range []string{own, theirs} {
+		p, err := during.Verify(tok, now)
+		require.NoError(t, err)
+		require.EqualValues(t, 9, p.UserID)
+	}
+	require.EqualValues(t, 1, checks.own.Load(), "verified under the previous secret")
+	require.EqualValues(t, 1, checks.check.Load(), "verified, not taken from another cache")
 
-	after, _ := countedVerifier(t, Secrets{User: [][]byte{newSecret}}, 16)
-	_, err = after.Verify(tok, now)
+	after, _ := countedVerifier(t, Secrets{User: [][]byte{newSecret}, IdP: idp.users}, 16)
+	_, err := after.Verify(own, now)
 	require.ErrorIs(t, err, errBadToken, "the dropped secret's token is refused")
 }
 
 func TestVerifierCacheIsBounded(t *testing.T) {
-	secret := []byte("cache-test-secret")
+	idp := newTestProvider(t)
 	const max = 100
-	v, checks := countedVerifier(t, Secrets{User: [][]byte{secret}}, max)
+	v, checks := countedVerifier(t, Secrets{IdP: idp.users}, max)
 	now := time.Now()
 	for i := int64(1); i <= 2000; i++ {
-		tok := mint(t, secret, i, time.Hour)
+		tok := idp.user(t, i, time.Hour, nil)
 		_, err := v.Verify(tok, now)
 		require.NoError(t, err)
 		require.LessOrEqual(t, v.cache.len(), max)
@@ -167,17 +185,20 @@ func TestVerifierCacheIsBounded(t *testing.T) {
 
 func TestVerifierWithoutCache(t *testing.T) {
 	secret := []byte("cache-test-secret")
-	tok := mint(t, secret, 3, time.Hour)
-	v, checks := countedVerifier(t, Secrets{User: [][]byte{secret}}, 0)
+	idp := newTestProvider(t)
+	v, checks := countedVerifier(t, Secrets{User: [][]byte{secret}, IdP: idp.users}, 0)
 	require.Nil(t, v.cache)
-	for range 3 {
-		p, err := v.Verify(tok, time.Now())
-		require.NoError(t, err)
-		require.EqualValues(t, 3, p.UserID)
+	for _, tok := range []string{mint(t, secret, 3, time.Hour), idp.user(t, 3, time.Hour, nil)} {
+		n := checks.Load()
+		for range 3 {
+			p, err := v.Verify(tok, time.Now())
+			require.NoError(t, err)
+			require.EqualValues(t, 3, p.UserID)
+		}
+		require.EqualValues(t, n+3, checks.Load())
+		_, err := v.Verify(tamper(tok), time.Now())
+		require.ErrorIs(t, err, errBadToken)
 	}
-	require.EqualValues(t, 3, checks.Load())
-	_, err := v.Verify(tamper(tok), time.Now())
-	require.ErrorIs(t, err, errBadToken)
 }
 
 // A full shard drops the entry it took in first; an entry verified again
@@ -216,20 +237,26 @@ func TestTokenShardsKeepOffEachOthersCacheLines(t *testing.T) {
 	require.Zero(t, unsafe.Sizeof(tokenShard{})%64)
 }
 
-// Many goroutines verifying repeated and distinct tokens through a cache
-// smaller than their set each get their own token's user (run with -race).
+// Many goroutines verifying repeated and distinct tokens, own and an
+// identity provider's, through a cache smaller than their set each get
+// their own token's user (run with -race).
 func TestVerifierConcurrentUse(t *testing.T) {
 	secret := []byte("cache-test-secret")
+	idp := newTestProvider(t)
 	toks := make([]string, 300)
 	for i := range toks {
-		toks[i] = mint(t, secret, int64(i+1), time.Hour)
+		if i%2 == 0 {
+			toks[i] = mint(t, secret, int64(i+1), time.Hour)
+		} else {
+			toks[i] = idp.user(t, int64(i+1), time.Hour, nil)
+		}
 	}
-	v, _ := countedVerifier(t, Secrets{User: [][]byte{secret}}, 64)
+	v, _ := countedVerifier(t, Secrets{User: [][]byte{secret}, IdP: idp.users}, 64)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := range 16 {
 		wg.Go(func() {
-			for i := range 2000 {
+			for i := range 500 {
 				j := (g*7 + i*(g+1)) % len(toks)
 				raw := toks[j]
 				if i%5 == 0 {

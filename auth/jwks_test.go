@@ -10,9 +10,11 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,7 +47,7 @@ func (k testKey) jwk() map[string]string {
 	panic("unknown key type")
 }
 
-func newTestKeys(t *testing.T) []testKey {
+func newTestKeys(t testing.TB) []testKey {
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -61,7 +63,7 @@ type jwksServer struct {
 	body atomic.Value // []byte
 }
 
-func serveJWKS(t *testing.T, keys []testKey) *jwksServer {
+func serveJWKS(t testing.TB, keys []testKey) *jwksServer {
 	s := &jwksServer{}
 	s.publish(t, keys)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -72,7 +74,7 @@ func serveJWKS(t *testing.T, keys []testKey) *jwksServer {
 	return s
 }
 
-func (s *jwksServer) publish(t *testing.T, keys []testKey) {
+func (s *jwksServer) publish(t testing.TB, keys []testKey) {
 	set := make([]map[string]string, len(keys))
 	for i, k := range keys {
 		set[i] = k.jwk()
@@ -82,7 +84,7 @@ func (s *jwksServer) publish(t *testing.T, keys []testKey) {
 	s.body.Store(b)
 }
 
-func (k testKey) sign(t *testing.T, claims jwt.MapClaims) string {
+func (k testKey) sign(t testing.TB, claims jwt.MapClaims) string {
 	tok := jwt.NewWithClaims(k.method, claims)
 	tok.Header["kid"] = k.kid
 	s, err := tok.SignedString(k.priv)
@@ -169,7 +171,7 @@ func TestIdentityProviderUnreachableAtStart(t *testing.T) {
 	require.ErrorContains(t, err, "fetch JWKS")
 }
 
-func mustECKey(t *testing.T) *ecdsa.PrivateKey {
+func mustECKey(t testing.TB) *ecdsa.PrivateKey {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	return k
@@ -189,4 +191,44 @@ func hsWithPublicKey(t *testing.T, k testKey, claims jwt.MapClaims) string {
 	s, err := tok.SignedString(k.priv.Public().(*rsa.PublicKey).N.Bytes())
 	require.NoError(t, err)
 	return s
+}
+
+// testProvider is an identity provider of users, and operators at the same
+// JWKS, signing with one ES256 key.
+type testProvider struct {
+	users     *IdentityProvider
+	operators *AdminProvider
+	key       testKey
+}
+
+const (
+	testOperatorsIssuer   = "https://idp.example/ops"
+	testOperatorsAudience = "seckill-admin-api"
+)
+
+var testOperatorsRole = RoleGrant{Claim: "groups", Value: "seckill-admin"}
+
+func newTestProvider(t testing.TB) testProvider {
+	key := testKey{"ec-1", jwt.SigningMethodES256, mustECKey(t)}
+	srv := serveJWKS(t, []testKey{key})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	users, err := NewIdentityProvider(ctx, srv.URL, "https://idp.example", "seckill", IdentityClaims{User: "sub", Role: "role"}, 5*time.Second)
+	require.NoError(t, err)
+	ops, err := NewAdminProvider(ctx, srv.URL, testOperatorsIssuer, testOperatorsAudience, testOperatorsRole, 5*time.Second)
+	require.NoError(t, err)
+	return testProvider{users: users, operators: ops, key: key}
+}
+
+// user signs a user token for user valid for ttl, with extra claims.
+func (p testProvider) user(t testing.TB, user int64, ttl time.Duration, extra jwt.MapClaims) string {
+	claims := jwt.MapClaims{"sub": strconv.FormatInt(user, 10), "exp": time.Now().Add(ttl).Unix(), "iss": "https://idp.example", "aud": "seckill"}
+	maps.Copy(claims, extra)
+	return p.key.sign(t, claims)
+}
+
+// operator signs an operator's token for sub with groups.
+func (p testProvider) operator(t testing.TB, sub string, groups any) string {
+	return p.key.sign(t, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "iss": testOperatorsIssuer,
+		"aud": testOperatorsAudience, "groups": groups})
 }

@@ -23,6 +23,24 @@ import (
 // (internal/authtoken mints them with golang-jwt's encoding of it).
 var ownHeader = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 
+// headerAlg is the alg raw's header names, read as golang-jwt reads it: the
+// segment before the first dot base64url-decoded, a JSON object whose
+// "alg" is a string. ok false: the header cannot be read, and the library
+// refuses the token.
+func headerAlg(raw string) (alg string, ok bool) {
+	seg, _, _ := strings.Cut(raw, ".")
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return "", false
+	}
+	var header map[string]any
+	if err := json.Unmarshal(b, &header); err != nil {
+		return "", false
+	}
+	alg, ok = header["alg"].(string)
+	return alg, ok
+}
+
 const (
 	// sigLen is the base64url length of an HS256 signature.
 	sigLen = 43

@@ -3,6 +3,7 @@ package auth
 import (
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,5 +182,48 @@ func BenchmarkVerifyOwnQuick(b *testing.B) {
 			}
 			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// keys.check leaves out the own keys only for tokens they refuse: a header
+// naming another alg, or one the library cannot read, read as it does.
+func TestCheckSkipsOwnKeysOnlyForWhatTheyRefuse(t *testing.T) {
+	secret := []byte("quick-secret-of-thirty-two-bytes")
+	now := time.Now()
+	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"exp":` + strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + `,"sub":"42"}`))
+	withHeader := func(h string) string {
+		return resign(t, secret, base64.RawURLEncoding.EncodeToString([]byte(h))+"."+claims)
+	}
+	accepted := map[string]string{
+		"keys reordered":        withHeader(`{"typ":"JWT","alg":"HS256"}`),
+		"alg twice, HS256 last": withHeader(`{"alg":"RS256","alg":"HS256"}`),
+		"ALG in capitals too":   withHeader(`{"alg":"HS256","ALG":"RS256"}`),
+		"with a kid":            withHeader(`{"alg":"HS256","kid":"k"}`),
+	}
+	toks := map[string]string{
+		"alg twice, RS256 last": withHeader(`{"alg":"HS256","alg":"RS256"}`),
+		"ALG only":              withHeader(`{"ALG":"HS256"}`),
+		"alg in lower case":     withHeader(`{"alg":"hs256"}`),
+		"alg a number":          withHeader(`{"alg":256}`),
+		"alg none":              withHeader(`{"alg":"none"}`),
+		"header not JSON":       withHeader(`alg=HS256`),
+		"header not base64":     resign(t, secret, "e30*."+claims),
+		"one segment":           "eyJhbGciOiJIUzI1NiJ9",
+		"empty":                 "",
+	}
+	maps.Copy(toks, accepted)
+	for name, c := range quickCases(t, secret, now) {
+		toks["quick case: "+name] = c.raw
+	}
+	k := Secrets{User: [][]byte{secret}}.keys()
+	for name, raw := range toks {
+		op, oexp, oerr := k.checkOwn(raw, now)
+		p, exp, err := k.check(raw, now)
+		require.Equal(t, oerr == nil, err == nil, name)
+		require.Equal(t, op, p, name)
+		require.True(t, oexp.Equal(exp), name)
+		if _, ok := accepted[name]; ok {
+			require.NoError(t, err, name)
+		}
 	}
 }
