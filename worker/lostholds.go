@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/redisgateway"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/temporalgateway"
 )
@@ -46,9 +47,16 @@ const (
 // tick until the records in flight at the change have landed
 // (recordsLand) and every start succeeded. The start is the relay's
 // idempotent one: a hold whose workflow runs, or ran, costs a refused
-// start.
+// start, so a hold the relay has started since the change (its token in
+// the sale's started set) is not started again. At a worker's start during
+// a sale the window holds the relay's whole backlog, and without that
+// check each of its holds would cost two starts.
 type LostHolds struct {
 	Store *store.Store
+	// Redis, when set, is where the relay's started set is read; a hold
+	// found there is not started again. A failed read starts the hold
+	// anyway.
+	Redis *redisgateway.Client
 	// OpenSales lists the open sales.
 	OpenSales func(ctx context.Context) ([]*domain.Sale, error)
 	// Start starts a hold's workflow, or finds it started.
@@ -213,6 +221,10 @@ func (l *LostHolds) startPage(ctx context.Context, holds []domain.OrderInput, w 
 	l.mu.Unlock()
 	done, err := eachParallel(ctx, len(todo), lostHoldsParallel, lostHoldStartTimeout, func(sctx context.Context, i int) error {
 		in := todo[i]
+		if l.relayStarted(sctx, in) {
+			c.existing.Add(1)
+			return nil
+		}
 		outcome, err := l.Start(sctx, in)
 		if temporalgateway.StartRefused(err) {
 			// No retry changes it; reconciliation reports the hold.
@@ -237,4 +249,23 @@ func (l *LostHolds) startPage(ctx context.Context, holds []domain.OrderInput, w 
 	}
 	l.mu.Unlock()
 	return err
+}
+
+// relayStarted reports whether the relay has started the hold's workflow
+// (its token is in the sale's started set, written only once Temporal
+// confirmed the start). Checked just before the start: the relay works
+// through its backlog meanwhile. A failed read answers false, as the start
+// is idempotent and Redis may be what changed.
+func (l *LostHolds) relayStarted(ctx context.Context, in domain.OrderInput) bool {
+	if l.Redis == nil {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	known, err := l.Redis.Started(rctx, in.SaleID, []string{in.Token})
+	if err != nil {
+		l.Logger.Debug("lost holds: read the started set; starting the hold", "sale_id", in.SaleID, "err", err)
+		return false
+	}
+	return len(known) == 1 && known[0]
 }

@@ -83,6 +83,33 @@ func TestLostHoldsStartAtTheWorkersFirstLookAndRetry(t *testing.T) {
 	require.Equal(t, 2, calls, "a started hold is not started again in its window")
 }
 
+// A hold the relay started since the change (its token in the started
+// set) is not started again: at a worker's start during a sale the window
+// holds the relay's backlog, which the relay starts meanwhile. A hold not
+// in the set is started.
+func TestLostHoldsSkipHoldsTheRelayStarted(t *testing.T) {
+	f := newLostHoldsFixture(t)
+	relayed := f.recordHold("relayed-01")
+	lost := f.recordHold("lost-02")
+	require.NoError(t, f.lost.Redis.MarkStarted(testCtx(t), f.sale.ID, relayed.Token))
+	var mu sync.Mutex
+	var asked []string
+	start := f.lost.Start
+	f.lost.Start = func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
+		mu.Lock()
+		asked = append(asked, in.Token)
+		mu.Unlock()
+		return start(ctx, in)
+	}
+	f.resyncer.Once(testCtx(t))
+	require.NoError(t, f.lost.Once(testCtx(t), time.Now().Add(recordsLand)))
+	f.requireWorkflow(lost, time.Second)
+	f.requireNoWorkflow(relayed, "the relay started it (here: only its started mark)")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{lost.Token}, asked, "only the hold the relay has not started is started")
+}
+
 // lostHoldsFixture is a warmed sale in the worker's own database, a
 // resyncer that tells its lost holds' starter of Redis changes, and a
 // task queue no worker polls, so a started workflow stays as started.
@@ -103,13 +130,13 @@ func newLostHoldsFixture(t *testing.T) *lostHoldsFixture {
 	sale := testenv.MustSale(t, st, 5)
 	testsale.MustWarm(t, st, rdb, sale)
 	queue := fmt.Sprintf("worker-lost-holds-%d", testenv.UniqueUser())
-	lost := &LostHolds{Store: st, OpenSales: openSaleList(st), Every: 100 * time.Millisecond, Logger: testLogger(),
+	lost := &LostHolds{Store: st, Redis: redisgateway.NewClient(rdb), OpenSales: openSaleList(st), Every: 100 * time.Millisecond, Logger: testLogger(),
 		Start: func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
 			return temporalgateway.StartOutcomeOf(ctx, tc, queue, in)
 		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(rdb), Comeback: comeback(st, time.Hour, time.Minute),
+	r := &Resyncer{Store: st, Redis: lost.Redis, Comeback: comeback(st, time.Hour, time.Minute),
 		Logger: testLogger(), HoldsLost: lost.Changed}
 	return &lostHoldsFixture{t: t, ctx: ctx, st: st, tc: tc, sale: sale, lost: lost, resyncer: r}
 }
