@@ -2,11 +2,13 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/temporalgateway"
 )
 
@@ -58,15 +60,15 @@ func (a *Activities) BeginOrder(ctx context.Context, req BeginRequest) (Step, er
 }
 
 func (a *Activities) begin(ctx context.Context, req BeginRequest) (domain.OrderState, error) {
-	st, err := a.RecordReservation(ctx, req.Input)
-	if err != nil || st.Status != domain.StatusQueued {
-		return st, err
-	}
 	token := req.Input.Token
 	if req.Cancel {
+		st, err := a.RecordReservation(ctx, req.Input)
+		if err != nil || st.Status != domain.StatusQueued {
+			return st, err
+		}
 		return a.EndQueued(ctx, token, domain.StatusCancelled, req.CancelReason)
 	}
-	placed, err := a.PlaceOrder(ctx, token)
+	placed, err := a.recordAndPlace(ctx, req.Input)
 	var reason string
 	switch temporalgateway.RefusalCode(err) {
 	case "":
@@ -89,6 +91,24 @@ func (a *Activities) begin(ctx context.Context, req BeginRequest) (domain.OrderS
 		ended.FailReason = reason
 	}
 	return ended, nil
+}
+
+// recordAndPlace places the reservation's order, recording the reservation
+// first when the database has no row of it. Most have one (a Redis hold is
+// recorded before its 202, a database-path reservation in its transaction),
+// and PlaceOrder reads the row anyway: trying it first saves
+// RecordReservation's read. A row found not QUEUED (ended, or placed by an
+// earlier attempt) is answered as it stands, as RecordReservation would.
+func (a *Activities) recordAndPlace(ctx context.Context, in domain.OrderInput) (domain.OrderState, error) {
+	placed, err := a.PlaceOrder(ctx, in.Token)
+	if !errors.Is(err, store.ErrNotFound) {
+		return placed, err
+	}
+	st, err := a.RecordReservation(ctx, in)
+	if err != nil || st.Status != domain.StatusQueued {
+		return st, err
+	}
+	return a.PlaceOrder(ctx, in.Token)
 }
 
 // MarkPaidAndSync records the payment (MarkPaid) and has Redis follow.

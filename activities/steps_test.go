@@ -124,3 +124,28 @@ func TestStepBeginNoStockFails(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, redisStock, "no unit comes back for a hold the database could not fill")
 }
+
+// A hold recorded as the API records it before its 202 (its unit taken)
+// gets its order from the row as it stands, repeated or not; its unit is
+// not taken twice.
+func TestStepBeginPlacesARecordedHold(t *testing.T) {
+	a := MustActivities(t)
+	ctx := testCtx(t)
+	in := mustHeldOrder(t, a, 2)
+	sale, err := a.Store.GetSale(ctx, in.SaleID)
+	require.NoError(t, err)
+	rec, err := a.Store.RecordRedisHold(ctx, in, sale.ModeEpoch, 0, true)
+	require.NoError(t, err)
+	require.True(t, rec.Promised())
+	for range 2 {
+		st, err := a.BeginOrder(ctx, BeginRequest{Input: in, Sync: true})
+		require.NoError(t, err)
+		require.True(t, st.Synced, st.RedisError)
+		require.Equal(t, domain.StatusPendingPayment, st.State.Status)
+		require.NotEmpty(t, st.State.OrderNo)
+	}
+	dbStock, err := a.Store.DBStock(ctx, in.SaleID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), dbStock, "the hold's one unit, taken when it was recorded")
+	require.Equal(t, "ordered:"+fmt.Sprint(in.UserID), redisToken(t, in))
+}
