@@ -172,18 +172,20 @@ func (l *LostHolds) Once(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// startCounts are a round's starts: new workflows (holds that had none)
-// and those found started.
-type startCounts struct{ started, existing atomic.Int64 }
+// startCounts are a round's holds: new workflows (holds that had none),
+// those whose start found the workflow, and those the relay had started
+// (no start).
+type startCounts struct{ started, existing, relayed atomic.Int64 }
 
 func (l *LostHolds) logRound(since time.Time, c *startCounts, err error) {
-	started, existing := c.started.Load(), c.existing.Load()
+	started, existing, relayed := c.started.Load(), c.existing.Load(), c.relayed.Load()
 	switch {
 	case started > 0:
 		l.Logger.Warn("lost holds: started the workflows of holds recorded in the database that had none (an inbox entry Redis lost)",
-			"since", since, "started", started, "found_started", existing, "err", err)
-	case existing > 0:
-		l.Logger.Info("lost holds: every hold recorded since Redis changed has its workflow", "since", since, "found_started", existing)
+			"since", since, "started", started, "found_started", existing, "relay_started", relayed, "err", err)
+	case existing+relayed > 0:
+		l.Logger.Info("lost holds: every hold recorded since Redis changed has its workflow", "since", since,
+			"found_started", existing, "relay_started", relayed)
 	}
 }
 
@@ -222,7 +224,7 @@ func (l *LostHolds) startPage(ctx context.Context, holds []domain.OrderInput, w 
 	done, err := eachParallel(ctx, len(todo), lostHoldsParallel, lostHoldStartTimeout, func(sctx context.Context, i int) error {
 		in := todo[i]
 		if l.relayStarted(sctx, in) {
-			c.existing.Add(1)
+			c.relayed.Add(1)
 			return nil
 		}
 		outcome, err := l.Start(sctx, in)
