@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill/seckill/domain"
@@ -576,27 +577,29 @@ type batchStarts struct {
 	firstErr  error
 }
 
-// startAll starts the entries not started before, with bounded
-// concurrency.
+// startAll starts the entries not started before, oldest first, with
+// bounded concurrency. A few goroutines take the entries in turn, rather
+// than one goroutine an entry: a start's payload walk in the SDK grows its
+// goroutine's stack, which a fresh goroutine pays for on every start.
 func (r *Relay) startAll(ctx context.Context, entries []inboxEntry, known []bool, deliveries map[string]int64) *batchStarts {
 	b := &batchStarts{}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, orDefault(r.Concurrency, defaultConcurrency))
+	todo := make([]inboxEntry, 0, len(entries))
 	for i, e := range entries {
 		if known[i] {
-			// Under the lock: the starts before it append to the same list.
-			b.mu.Lock()
 			b.ackIDs = append(b.ackIDs, e.msg.ID)
-			b.mu.Unlock()
-			continue
+		} else {
+			todo = append(todo, e)
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			r.startEntry(ctx, e, deliveries[e.msg.ID], b)
-		}()
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(orDefault(r.Concurrency, defaultConcurrency), len(todo)) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(todo)); i = next.Add(1) - 1 {
+				e := todo[i]
+				r.startEntry(ctx, e, deliveries[e.msg.ID], b)
+			}
+		})
 	}
 	wg.Wait()
 	return b

@@ -238,6 +238,37 @@ func TestRelayAcksStartedTokensBesideStarts(t *testing.T) {
 	assert.Equal(t, 10.0, testutil.ToFloat64(r.Metrics.Acked))
 }
 
+// A batch's starts run Concurrency at a time, each entry started once and
+// acknowledged.
+func TestRelayStartsABatchConcurrencyAtATime(t *testing.T) {
+	w := MustWarmSale(t, 20)
+	rec := newRecorder(nil)
+	var inFlight, most atomic.Int64
+	r := MustRelay(t, w, func(ctx context.Context, in domain.OrderInput) error {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+		return rec.start(ctx, in)
+	})
+	r.Concurrency = 3
+	var toks []string
+	for range 12 {
+		tok, _ := w.MustReserve(t)
+		toks = append(toks, tok)
+	}
+	n, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 12, n)
+	for _, tok := range toks {
+		assert.Equal(t, 1, rec.count(tok), "starts of %s", tok)
+	}
+	assert.Equal(t, int64(3), most.Load(), "starts in flight at most")
+	assert.Zero(t, w.pending(t), "every entry acknowledged")
+	assert.Equal(t, 12.0, testutil.ToFloat64(r.Metrics.Acked))
+}
+
 func TestRelayRetriesFailedStartAfterReclaim(t *testing.T) {
 	w := MustWarmSale(t, 10)
 	ok, _ := w.MustReserve(t)
