@@ -57,6 +57,10 @@ type LostHolds struct {
 	// found there is not started again. A failed read starts the hold
 	// anyway.
 	Redis *redisgateway.Client
+	// InRelay, when set, tells whether this process's relay has the hold's
+	// inbox entry in hand (read, its start not yet acknowledged): the
+	// current Redis has the entry, and the relay starts it.
+	InRelay func(token string) bool
 	// OpenSales lists the open sales.
 	OpenSales func(ctx context.Context) ([]*domain.Sale, error)
 	// Start starts a hold's workflow, or finds it started.
@@ -253,12 +257,15 @@ func (l *LostHolds) startPage(ctx context.Context, holds []domain.OrderInput, w 
 	return err
 }
 
-// relayStarted reports whether the relay has started the hold's workflow
-// (its token is in the sale's started set, written only once Temporal
-// confirmed the start). Checked just before the start: the relay works
-// through its backlog meanwhile. A failed read answers false, as the start
-// is idempotent and Redis may be what changed.
+// relayStarted reports whether the relay has the hold in hand (InRelay) or
+// has started its workflow (its token is in the sale's started set,
+// written only once Temporal confirmed the start). Checked just before the
+// start: the relay works through its backlog meanwhile. A failed read
+// answers false, as the start is idempotent and Redis may be what changed.
 func (l *LostHolds) relayStarted(ctx context.Context, in domain.OrderInput) bool {
+	if l.InRelay != nil && l.InRelay(in.Token) {
+		return true
+	}
 	if l.Redis == nil {
 		return false
 	}

@@ -84,14 +84,16 @@ func TestLostHoldsStartAtTheWorkersFirstLookAndRetry(t *testing.T) {
 }
 
 // A hold the relay started since the change (its token in the started
-// set) is not started again: at a worker's start during a sale the window
-// holds the relay's backlog, which the relay starts meanwhile. A hold not
-// in the set is started.
+// set), or has in hand, is not started again: at a worker's start during a
+// sale the window holds the relay's backlog, which the relay starts
+// meanwhile. Any other hold is started.
 func TestLostHoldsSkipHoldsTheRelayStarted(t *testing.T) {
 	f := newLostHoldsFixture(t)
 	relayed := f.recordHold("relayed-01")
+	inHand := f.recordHold("in-hand-01")
 	lost := f.recordHold("lost-02")
 	require.NoError(t, f.lost.Redis.MarkStarted(testCtx(t), f.sale.ID, relayed.Token))
+	f.lost.InRelay = func(token string) bool { return token == inHand.Token }
 	var mu sync.Mutex
 	var asked []string
 	start := f.lost.Start
@@ -105,6 +107,7 @@ func TestLostHoldsSkipHoldsTheRelayStarted(t *testing.T) {
 	require.NoError(t, f.lost.Once(testCtx(t), time.Now().Add(recordsLand)))
 	f.requireWorkflow(lost, time.Second)
 	f.requireNoWorkflow(relayed, "the relay started it (here: only its started mark)")
+	f.requireNoWorkflow(inHand, "the relay has its entry in hand (here: only says so)")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{lost.Token}, asked, "only the hold the relay has not started is started")

@@ -82,6 +82,15 @@ type Relay struct {
 
 	watch   changeWatch
 	touched sync.Map // sale id -> time.Time the feed last named it, for its running loop
+	inHand  sync.Map // token -> struct{}: entries read and not yet acknowledged (InHand)
+}
+
+// InHand tells whether the relay holds the token's inbox entry: read, and
+// its start or acknowledgement not yet done. The entry is in the current
+// Redis's inbox, so the relay starts it (or retries it, pending).
+func (r *Relay) InHand(token string) bool {
+	_, ok := r.inHand.Load(token)
+	return ok
 }
 
 func orDefault[T int | int64 | time.Duration](v, def T) T {
@@ -519,6 +528,14 @@ func (r *Relay) process(ctx context.Context, saleID int64, msgs []redisgateway.I
 	if len(entries) == 0 {
 		return 0, errors.Join(errs...)
 	}
+	for _, e := range entries {
+		r.inHand.Store(e.in.Token, struct{}{})
+	}
+	defer func() {
+		for _, e := range entries {
+			r.inHand.Delete(e.in.Token)
+		}
+	}()
 	known, err := r.startedBefore(ctx, saleID, entries)
 	if err != nil {
 		// Nothing is acknowledged; the entries stay pending and come back.

@@ -269,6 +269,26 @@ func TestRelayStartsABatchConcurrencyAtATime(t *testing.T) {
 	assert.Equal(t, 12.0, testutil.ToFloat64(r.Metrics.Acked))
 }
 
+// The relay has an entry in hand from its read until its batch is
+// acknowledged.
+func TestRelayHasEntriesInHandUntilAcknowledged(t *testing.T) {
+	w := MustWarmSale(t, 10)
+	var r *Relay
+	rec := newRecorder(nil)
+	var seen atomic.Bool
+	r = MustRelay(t, w, func(ctx context.Context, in domain.OrderInput) error {
+		seen.Store(r.InHand(in.Token))
+		return rec.start(ctx, in)
+	})
+	tok, _ := w.MustReserve(t)
+	require.False(t, r.InHand(tok), "not read yet")
+	n, err := r.ReadOnce(testCtx(t), w.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.True(t, seen.Load(), "in hand during its start")
+	require.False(t, r.InHand(tok), "acknowledged: no longer in hand")
+}
+
 func TestRelayRetriesFailedStartAfterReclaim(t *testing.T) {
 	w := MustWarmSale(t, 10)
 	ok, _ := w.MustReserve(t)

@@ -214,7 +214,7 @@ func (p *process) startLoops(ctx, work context.Context, bg *sync.WaitGroup) <-ch
 	outbox := &OutboxRelay{Store: st, Starter: p.startTimes.wrap("outbox_relay", p.start), MinAge: 3 * time.Second, Every: time.Second, Logger: logger}
 	bg.Go(func() { outbox.Run(ctx) })
 	observer := runObserver(ctx, bg, cfg, st, rdb, logger)
-	lostHolds := &LostHolds{Store: st, Redis: rdb, OpenSales: openSaleList(st), Logger: logger,
+	lostHolds := &LostHolds{Store: st, Redis: rdb, InRelay: relay.InHand, OpenSales: openSaleList(st), Logger: logger,
 		Start: func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
 			return temporalgateway.StartOutcomeOf(ctx, p.tc, cfg.TaskQueue, in)
 		}}
