@@ -174,6 +174,7 @@ func marketNotes(m marketFigures) []string {
 		fmt.Sprintf("recovery, on an in-stock sale of the paths' API, with the three sales live, then with all: keys deleted (all but the inbox) while %d connections reserve for fresh users, until the next 202; Redis frozen (SIGSTOP) for %s under the same probe, from the thaw until the sale's mode is redis again (it left: %t, %t); -1: not within %s (or, for the keys, no 202 before the deletion)", probeConns, marketPause, m.rec1.left, m.recN.left, marketRecoverWithin),
 		fmt.Sprintf("the probes' answers, keys deleted: %s (1 live), %s (%d live); Redis frozen: %s, %s", m.rec1.keysProbe, m.recN.keysProbe, m.n, m.rec1.pauseProbe, m.recN.pauseProbe),
 		fmt.Sprintf("one API cut: a fourth instance reaches Redis through a proxy, cut for one run of 64 connections reserving on the paths' API (the healthy one), after one run before it; the cut instance's /readyz at the cut's end: %d, %d (503: it knew)", m.rec1.cutReady, m.recN.cutReady),
+		fmt.Sprintf("one API cut: the healthy API's outcomes (its /metrics, layer/outcome and hold/outcome; a 503's body says only unavailable), before the cut / during it: %s / %s (1 live); %s / %s (%d live)", m.rec1.cutBeforeWhy, m.rec1.cutDuringWhy, m.recN.cutBeforeWhy, m.recN.cutDuringWhy, m.n),
 		"listing: the storefront's list of live sales walked page by page with its cursor (client.AllSales)",
 	}
 }
