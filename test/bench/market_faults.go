@@ -34,13 +34,16 @@ const (
 
 // marketRecovery is one round of scenario 13's faults on its fault sale.
 type marketRecovery struct {
-	keys       float64 // seconds from the keys' deletion to the next 202
-	left       bool    // the sale left Redis while it was frozen
-	back       float64 // seconds from the thaw to the sale back on Redis
-	keysProbe  string  // the probes' answers around the keys' deletion
-	pauseProbe string  // and around the freeze
-	cutBefore  Result  // the healthy instance before the other's cut
-	cutDuring  Result  // and during it
+	keys float64 // seconds from the keys' deletion to the next 202
+	left bool    // the sale left Redis while it was frozen
+	back float64 // seconds from the thaw to the sale back on Redis
+	// sells is the seconds from then to the healthy instance's first 202
+	// on the sale (-1: none within marketRecoverWithin).
+	sells      float64
+	keysProbe  string // the probes' answers around the keys' deletion
+	pauseProbe string // and around the freeze
+	cutBefore  Result // the healthy instance before the other's cut
+	cutDuring  Result // and during it
 	// cutBeforeWhy and cutDuringWhy are the healthy instance's outcomes
 	// over each run (pathsOutcomes' difference, outcomesLine).
 	cutBeforeWhy, cutDuringWhy string
@@ -154,12 +157,16 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 		return rec, err
 	}
 	rec.left, rec.back, err = r.pausedRedis(ctx, red, p, s.ID)
+	rec.sells = -1
+	if err == nil && rec.back >= 0 {
+		rec.sells = r.sellsAgain(ctx, p, s.ID)
+	}
 	rec.pauseProbe = p.take()
 	if err != nil {
 		return rec, err
 	}
 	err = r.cutInstance(ctx, st, url, s.ID, label, &rec)
-	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back,
+	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
 		"cut_503", rec.cutDuring.Count(http.StatusServiceUnavailable), "cut_ready", rec.cutReady)
 	return rec, err
 }
@@ -242,6 +249,22 @@ func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProb
 		return true, -1, nil
 	}
 	return true, time.Since(thawed).Seconds(), nil
+}
+
+// sellsAgain probes the fault sale until the healthy instance sells it
+// again, and answers the seconds that took (-1: not within
+// marketRecoverWithin). The database has the sale back on Redis first; an
+// instance learns it at its sale cache's next refresh and until then
+// answers 503 (the sale is switching back, retry): what a client sees, and
+// so what the runs that follow wait for.
+func (r *runner) sellsAgain(ctx context.Context, p *faultProbe, saleID int64) float64 {
+	began := time.Now()
+	at, err := p.firstAccepted(ctx, marketRecoverWithin)
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: the healthy instance does not sell the sale again", "sale_id", saleID, "err", err)
+		return -1
+	}
+	return at.Sub(began).Seconds()
 }
 
 // cutInstance runs reservations on the healthy paths' API for o.Dur, then
