@@ -363,7 +363,7 @@ func promLabels(set string) map[string]string {
 }
 
 // outcomesLine renders the outcomes counted from before to after, the
-// most frequent first: "redis/ok×2307 redis/resync×23178".
+// most frequent first: "redis/resync×23178 redis/ok×2307".
 func outcomesLine(before, after map[string]float64) string {
 	type count struct {
 		what string
