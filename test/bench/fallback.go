@@ -275,31 +275,53 @@ func (r *runner) globalStatus(ctx context.Context, name string) (int64, error) {
 // metricSum is the sum of a metric's samples (every label set) in the
 // /metrics text at metricsURL.
 func metricSum(ctx context.Context, metricsURL, name string) (float64, error) {
+	samples, err := metricSamples(ctx, metricsURL, name)
+	sum := 0.0
+	for _, v := range samples {
+		sum += v
+	}
+	return sum, err
+}
+
+// metricSamples are a metric's samples in the /metrics text at
+// metricsURL, by their label set as written ("" without labels).
+func metricSamples(ctx context.Context, metricsURL, name string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
-		return 0, fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	sum := 0.0
+	out := map[string]float64{}
 	for line := range strings.Lines(string(body)) {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || (rest[0] != ' ' && rest[0] != '{') {
 			continue
 		}
-		fields := strings.Fields(rest)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			sum += v
+		labels, value := "", strings.TrimSpace(rest)
+		if rest[0] == '{' {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				continue
+			}
+			labels, value = rest[1:end], strings.TrimSpace(rest[end+1:])
+		}
+		fields := strings.Fields(value)
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			out[labels] += v
 		}
 	}
-	return sum, nil
+	return out, nil
 }

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,15 +34,21 @@ const (
 
 // marketRecovery is one round of scenario 13's faults on its fault sale.
 type marketRecovery struct {
-	keys        float64 // seconds from the keys' deletion to the next 202
-	left        bool    // the sale left Redis while it was frozen
-	back        float64 // seconds from the thaw to the sale back on Redis
-	keysProbe   string  // the probes' answers around the keys' deletion
-	pauseProbe  string  // and around the freeze
-	cutBefore   Result  // the healthy instance before the other's cut
-	cutDuring   Result  // and during it
-	cutReady    int     // the cut instance's /readyz answer at the cut's end
-	cutSwitches int64   // the fault sale's mode switches during the cut
+	keys float64 // seconds from the keys' deletion to the next 202
+	left bool    // the sale left Redis while it was frozen
+	back float64 // seconds from the thaw to the sale back on Redis
+	// sells is the seconds from then to the healthy instance's first 202
+	// on the sale (-1: none within marketRecoverWithin).
+	sells      float64
+	keysProbe  string // the probes' answers around the keys' deletion
+	pauseProbe string // and around the freeze
+	cutBefore  Result // the healthy instance before the other's cut
+	cutDuring  Result // and during it
+	// cutBeforeWhy and cutDuringWhy are the healthy instance's outcomes
+	// over each run (pathsOutcomes' difference, outcomesLine).
+	cutBeforeWhy, cutDuringWhy string
+	cutReady                   int   // the cut instance's /readyz answer at the cut's end
+	cutSwitches                int64 // the fault sale's mode switches during the cut
 }
 
 // faultProbe reserves on the fault sale, each request for a fresh user.
@@ -149,12 +157,16 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 		return rec, err
 	}
 	rec.left, rec.back, err = r.pausedRedis(ctx, red, p, s.ID)
+	rec.sells = -1
+	if err == nil && rec.back >= 0 {
+		rec.sells = r.sellsAgain(ctx, p, s.ID)
+	}
 	rec.pauseProbe = p.take()
 	if err != nil {
 		return rec, err
 	}
 	err = r.cutInstance(ctx, st, url, s.ID, label, &rec)
-	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back,
+	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
 		"cut_503", rec.cutDuring.Count(http.StatusServiceUnavailable), "cut_ready", rec.cutReady)
 	return rec, err
 }
@@ -239,6 +251,22 @@ func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProb
 	return true, time.Since(thawed).Seconds(), nil
 }
 
+// sellsAgain probes the fault sale until the healthy instance sells it
+// again, and answers the seconds that took (-1: not within
+// marketRecoverWithin). The database has the sale back on Redis first; an
+// instance learns it at its sale cache's next refresh and until then
+// answers 503 (the sale is switching back, retry): what a client sees, and
+// so what the runs that follow wait for.
+func (r *runner) sellsAgain(ctx context.Context, p *faultProbe, saleID int64) float64 {
+	began := time.Now()
+	at, err := p.firstAccepted(ctx, marketRecoverWithin)
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: the healthy instance does not sell the sale again", "sale_id", saleID, "err", err)
+		return -1
+	}
+	return at.Sub(began).Seconds()
+}
+
 // cutInstance runs reservations on the healthy paths' API for o.Dur, then
 // cuts the other API from Redis and runs them again, the cut lasting the
 // run; it then waits for the cut instance to serve again.
@@ -249,13 +277,18 @@ func (r *runner) cutInstance(ctx context.Context, st *marketStack, url string, s
 		return err
 	}
 	c := newDoer(conns)
-	rec.cutBefore = ClosedLoop(ctx, "healthy API, before the cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[:cutUsers]))
+	metrics := st.paths.URL + "/metrics"
+	rec.cutBefore, rec.cutBeforeWhy = r.explained(ctx, metrics, func() Result {
+		return ClosedLoop(ctx, "healthy API, before the cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[:cutUsers]))
+	})
 	s0, err := r.st.GetSale(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("scenario 13: read the fault sale: %w", err)
 	}
 	st.proxy.SetCut(true)
-	rec.cutDuring = ClosedLoop(ctx, "healthy API, the other cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[cutUsers:]))
+	rec.cutDuring, rec.cutDuringWhy = r.explained(ctx, metrics, func() Result {
+		return ClosedLoop(ctx, "healthy API, the other cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[cutUsers:]))
+	})
 	rec.cutReady, err = c.do(ctx, "GET", st.cut.URL+"/readyz", "", nil)
 	st.proxy.SetCut(false)
 	if err != nil {
@@ -271,4 +304,81 @@ func (r *runner) cutInstance(ctx context.Context, st *marketStack, url string, s
 		return fmt.Errorf("scenario 13: after the cut: %w", err)
 	}
 	return nil
+}
+
+// explained runs run and answers its result with the outcomes the API of
+// metricsURL counted meanwhile (outcomesLine), which tell its 503s apart:
+// their bodies share one code.
+func (r *runner) explained(ctx context.Context, metricsURL string, run func() Result) (Result, string) {
+	before, err := pathsOutcomes(ctx, metricsURL)
+	res := run()
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: the healthy API's outcomes", "err", err)
+		return res, "unknown"
+	}
+	after, err := pathsOutcomes(ctx, metricsURL)
+	if err != nil {
+		r.o.Logger.Warn("scenario 13: the healthy API's outcomes", "err", err)
+		return res, "unknown"
+	}
+	return res, outcomesLine(before, after)
+}
+
+// pathsOutcomes are an API's reservation outcomes so far: each filter
+// layer's refusals and the reserve step's outcomes as layer/outcome (a
+// layer's passes left out), and the hold records' as hold/outcome.
+func pathsOutcomes(ctx context.Context, metricsURL string) (map[string]float64, error) {
+	out := map[string]float64{}
+	filter, err := metricSamples(ctx, metricsURL, "seckill_filter_total")
+	if err != nil {
+		return nil, err
+	}
+	for labels, v := range filter {
+		l := promLabels(labels)
+		if l["outcome"] != "pass" {
+			out[l["layer"]+"/"+l["outcome"]] += v
+		}
+	}
+	holds, err := metricSamples(ctx, metricsURL, "seckill_hold_records_total")
+	if err != nil {
+		return nil, err
+	}
+	for labels, v := range holds {
+		out["hold/"+promLabels(labels)["outcome"]] += v
+	}
+	return out, nil
+}
+
+// promLabels reads a sample's label set (a="x",b="y"); values holding a
+// quote or a comma are not expected here.
+func promLabels(set string) map[string]string {
+	out := map[string]string{}
+	for pair := range strings.SplitSeq(set, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if ok {
+			out[strings.TrimSpace(k)] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+// outcomesLine renders the outcomes counted from before to after, the
+// most frequent first: "redis/resync×23178 redis/ok×2307".
+func outcomesLine(before, after map[string]float64) string {
+	type count struct {
+		what string
+		n    int64
+	}
+	var counts []count
+	for k, v := range after {
+		if n := int64(v - before[k]); n > 0 {
+			counts = append(counts, count{k, n})
+		}
+	}
+	slices.SortFunc(counts, func(a, b count) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.what, b.what)) })
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = fmt.Sprintf("%s×%d", c.what, c.n)
+	}
+	return cmp.Or(strings.Join(parts, " "), "none")
 }

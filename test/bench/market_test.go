@@ -1,6 +1,11 @@
 package bench
 
 import (
+	"context"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +124,37 @@ func TestMarketStartFiguresSayWhetherEveryWorkflowRan(t *testing.T) {
 	}
 	if got := startSeries(nil, 30*time.Second); got != "no count answered" {
 		t.Errorf("no samples: %q", got)
+	}
+}
+
+func TestMarketCutOutcomesTellThe503sApart(t *testing.T) {
+	metrics := "# HELP seckill_filter_total x\n" +
+		"seckill_filter_total{layer=\"sale_cache\",outcome=\"pass\"} 9000\n" +
+		"seckill_filter_total{layer=\"redis\",outcome=\"ok\"} 2307\n" +
+		"seckill_filter_total{layer=\"redis\",outcome=\"resync\"} 23178\n" +
+		"seckill_filter_total_other 5\n" +
+		"seckill_hold_records_total{outcome=\"refused\"} 40\n" +
+		"seckill_hold_records_total{outcome=\"recorded\"} 2307\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, metrics)
+	}))
+	defer srv.Close()
+	got, err := pathsOutcomes(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"redis/ok": 2307, "redis/resync": 23178, "hold/refused": 40, "hold/recorded": 2307}
+	if !maps.Equal(got, want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+	before := map[string]float64{"redis/ok": 7, "hold/refused": 40, "hold/recorded": 7}
+	if line := outcomesLine(before, got); line != "redis/resync×23178 hold/recorded×2300 redis/ok×2300" {
+		t.Fatalf("line %q", line)
+	}
+	if line := outcomesLine(got, got); line != "none" {
+		t.Fatalf("no change: %q", line)
+	}
+	if _, err := pathsOutcomes(context.Background(), "http://127.0.0.1:1/metrics"); err == nil {
+		t.Fatal("no error from an API that does not answer")
 	}
 }
