@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,23 +24,32 @@ import (
 // bucket, a lock held too long) is rolled back alone and decided by its
 // caller's statement-by-statement path, as a lone request's would be.
 //
-// The writes of one sale always fall in the same shard, and a shard sends
-// one group at a time, so two groups of one kind never take a sale's
-// bucket rows in opposite orders (no deadlock between them); the shards
-// bound the groups in flight, and with them the connections they use. At
-// low load a write goes alone at once: a group forms only while another
-// waits.
+// The writes of one sale always fall in the same shard. A shard sends one
+// group at a time, so two groups of one kind never take a sale's bucket
+// rows in opposite orders (no deadlock between them), unless its kind's
+// parts take their buckets in one order (holdSteps: a group's parts sorted
+// by sale, each sale's buckets in ascending order); such a kind's shards
+// send up to inFlight groups at once, so one sale's records use more than
+// one of the database's threads. The shards bound the groups in flight,
+// and with them the connections they use. At low load a write goes alone
+// at once: a group forms only while another waits.
 const (
 	groupShards   = 8
 	groupMaxParts = 64
 	// groupTimeout bounds a group whose members set no deadline.
 	groupTimeout = 5 * time.Second
+	// holdGroupsInFlight is how many groups of holds' records a shard
+	// sends at once.
+	holdGroupsInFlight = 2
 )
 
 // commitGroups are the shards' queues of one kind of write; the zero value
-// is ready.
+// is ready, and sends one group a shard at a time.
 type commitGroups struct {
-	shards [groupShards]groupShard
+	// inFlight is how many groups a shard may send at once (0 is 1): more
+	// than one only for a kind whose parts take their rows in one order.
+	inFlight int
+	shards   [groupShards]groupShard
 	// groups and grouped count the groups sent and the parts in them.
 	groups, grouped atomic.Int64
 	// trips: the groups' round trips that answered.
@@ -83,7 +94,7 @@ func (r *roundTrips) read() (time.Time, time.Duration) {
 type groupShard struct {
 	mu      sync.Mutex
 	pending []*pendingPart
-	sending bool
+	senders int // groups being sent
 }
 
 // pendingPart is a write of a sale waiting for its group: its steps,
@@ -114,8 +125,10 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	sh := &g.shards[uint64(saleID)%groupShards]
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, p)
-	start := !sh.sending
-	sh.sending = true
+	start := sh.senders < max(g.inFlight, 1)
+	if start {
+		sh.senders++
+	}
 	sh.mu.Unlock()
 	if start {
 		go sh.send(db, g)
@@ -128,13 +141,14 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	}
 }
 
-// send sends the shard's groups, one at a time, until none waits.
+// send sends groups of the shard, one at a time, until none waits; other
+// senders of the shard may run beside it (commitGroups.inFlight).
 func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 	for {
 		sh.mu.Lock()
 		n := min(len(sh.pending), groupMaxParts)
 		if n == 0 {
-			sh.sending = false
+			sh.senders--
 			sh.mu.Unlock()
 			return
 		}
@@ -166,6 +180,8 @@ func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
 		deadline time.Time
 	)
 	now := time.Now().UTC().Truncate(time.Millisecond)
+	// A sale's parts together, so each follows the one before it.
+	slices.SortStableFunc(batch, func(a, b *pendingPart) int { return cmp.Compare(a.saleID, b.saleID) })
 	for _, p := range batch {
 		if p.ctx.Err() != nil {
 			p.done <- groupAnswer{err: errGroupLeft}
