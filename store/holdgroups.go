@@ -50,8 +50,11 @@ type commitGroups struct {
 	// than one only for a kind whose parts take their rows in one order.
 	inFlight int
 	shards   [groupShards]groupShard
-	// groups and grouped count the groups sent and the parts in them.
-	groups, grouped atomic.Int64
+	// groups and grouped count the groups sent and the parts in them;
+	// undecided the parts a group did not commit (left to their callers'
+	// statement-by-statement path); peak is the most groups a shard had in
+	// flight at once.
+	groups, grouped, undecided, peak atomic.Int64
 	// trips: the groups' round trips that answered.
 	trips roundTrips
 }
@@ -128,6 +131,8 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	start := sh.senders < max(g.inFlight, 1)
 	if start {
 		sh.senders++
+		for n, old := int64(sh.senders), g.peak.Load(); n > old && !g.peak.CompareAndSwap(old, n); old = g.peak.Load() {
+		}
 	}
 	sh.mu.Unlock()
 	if start {
@@ -159,21 +164,23 @@ func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 		}
 		sh.mu.Unlock()
 		began := time.Now()
-		n, answered := sendGroup(db, batch)
+		n, committed, answered := sendGroup(db, batch)
 		if answered {
 			g.trips.note(began)
 		}
 		if n > 0 {
 			g.groups.Add(1)
 			g.grouped.Add(int64(n))
+			g.undecided.Add(int64(n - committed))
 		}
 	}
 }
 
 // sendGroup sends the parts whose callers still wait, as one group, under
 // the latest of their deadlines, and answers each. It returns how many
-// parts the group carried, and whether the database answered it.
-func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
+// parts the group carried, how many it committed, and whether the
+// database answered it.
+func sendGroup(db bun.IDB, batch []*pendingPart) (n, committedParts int, answered bool) {
 	var (
 		g        group
 		members  []*pendingPart
@@ -199,7 +206,7 @@ func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
 		members = append(members, p)
 	}
 	if len(members) == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -209,7 +216,10 @@ func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
 			p.done <- groupAnswer{err: fmt.Errorf("send a group of %d parts: %w", len(members), err)}
 			continue
 		}
+		if committed[i] {
+			committedParts++
+		}
 		p.done <- groupAnswer{committed: committed[i]}
 	}
-	return len(members), err == nil
+	return len(members), committedParts, err == nil
 }

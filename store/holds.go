@@ -177,28 +177,35 @@ func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, gua
 }
 
 // holdSteps are the statements of a hold's one-round-trip record, for a
-// script of its own (recordHoldScript) or a part of a group (commitGroups).
+// script of its own (recordHoldScript) or a part of a group (commitGroups):
+// the row inserted with the bucket it picked, the ledger's deduct row, and
+// last the unit taken from that bucket by the conditional update. The
+// bucket is picked inside the INSERT ... SELECT, a consistent read under
+// READ COMMITTED: a SET's subquery reads the buckets under shared locks,
+// which two groups in flight would each want to raise to an update's.
 //
 // A shard has several groups in flight at once, so their bucket locks must
 // be taken in one order, or two groups could each wait on the other's: a
 // part that follows one of its sale in the group (follows) takes its unit
-// from the first bucket with stock at or above the bucket the one before
-// it took (@seckill_hold_floor), never below; a part with none there is
-// rolled back alone and decided statement by statement, which takes one
-// bucket in a transaction of its own. A sale's first part in a group, as a
-// lone script, picks from any bucket.
+// from the bucket the one before it picked (@seckill_hold_floor) while it
+// has stock, else from the next one above with stock, never below; a part
+// with none there is rolled back alone and decided statement by statement,
+// which takes one bucket in a transaction of its own. A sale's first part
+// in a group, as a lone script, picks from any bucket.
 func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time, follows bool) []step {
 	bucket := openBucketColumn(false)
 	if follows {
-		bucket = `(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no >= COALESCE(@seckill_hold_floor, 0) AND b.stock >= 1 ORDER BY b.bucket_no LIMIT 1)`
+		bucket = `COALESCE(
+			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no = @seckill_hold_floor AND b.stock >= 1),
+			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no > COALESCE(@seckill_hold_floor, -1) AND b.stock >= 1 ORDER BY b.bucket_no LIMIT 1))`
 	}
 	return []step{
 		{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)
 			SELECT ?, id, ?, ?, ?, ?, NULL, ` + bucket + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
 			append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), nullSeq(seq), now, now}, guard...)},
 			what: "insert hold", dup: errHoldSlowPath, none: errHoldSlowPath},
-		// MariaDB reads a variable a SET assigns before the SET: the floor
-		// reads the row again.
+		// MariaDB reads a variable a SET assigns as it was before the SET:
+		// the floor reads the row again.
 		{stmt: stmt{`SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?),
 			@seckill_hold_floor = COALESCE((SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?), @seckill_hold_floor)`,
 			[]any{in.Token, in.UserID, in.Token, in.UserID}}, what: "read the picked bucket"},
