@@ -29,8 +29,10 @@ import (
 // rows in opposite orders (no deadlock between them), unless its kind's
 // parts take their buckets in one order (holdSteps: a group's parts sorted
 // by sale, each sale's buckets in ascending order); such a kind's shards
-// send up to inFlight groups at once, so one sale's records use more than
-// one of the database's threads. The shards bound the groups in flight,
+// send up to inFlight groups at once, another beside the one in flight
+// only once groupOverlapParts wait, so one sale's records use more than
+// one of the database's threads without splitting a crowd into small
+// groups. The shards bound the groups in flight,
 // and with them the connections they use. At low load a write goes alone
 // at once: a group forms only while another waits.
 const (
@@ -41,6 +43,10 @@ const (
 	// holdGroupsInFlight is how many groups of holds' records a shard
 	// sends at once.
 	holdGroupsInFlight = 2
+	// groupOverlapParts is how many parts must wait for another group to
+	// go beside the one in flight: smaller groups cost the database more
+	// per part than their wait.
+	groupOverlapParts = 16
 )
 
 // commitGroups are the shards' queues of one kind of write; the zero value
@@ -128,7 +134,7 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	sh := &g.shards[uint64(saleID)%groupShards]
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, p)
-	start := sh.senders < max(g.inFlight, 1)
+	start := sh.senders == 0 || (sh.senders < g.inFlight && len(sh.pending) >= groupOverlapParts)
 	if start {
 		sh.senders++
 		for n, old := int64(sh.senders), g.peak.Load(); n > old && !g.peak.CompareAndSwap(old, n); old = g.peak.Load() {
