@@ -187,28 +187,25 @@ func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, gua
 // A shard has several groups in flight at once, so their bucket locks must
 // be taken in one order, or two groups could each wait on the other's: a
 // part that follows one of its sale in the group (follows) takes its unit
-// from the bucket the one before it picked (@seckill_hold_floor) while it
-// has stock, else from the next one above with stock, never below; a part
-// with none there is rolled back alone and decided statement by statement,
-// which takes one bucket in a transaction of its own. A sale's first part
-// in a group, as a lone script, picks from any bucket.
+// from the bucket the one before it picked (@seckill_hold_bucket) while it
+// has stock, else from the next one above with stock, never below (none
+// picked before: none above); a part with none there is rolled back alone
+// and decided statement by statement, which takes one bucket in a
+// transaction of its own. A sale's first part in a group, as a lone
+// script, picks from any bucket.
 func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time, follows bool) []step {
 	bucket := openBucketColumn(false)
 	if follows {
 		bucket = `COALESCE(
-			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no = @seckill_hold_floor AND b.stock >= 1),
-			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no > COALESCE(@seckill_hold_floor, -1) AND b.stock >= 1 ORDER BY b.bucket_no LIMIT 1))`
+			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no = @seckill_hold_bucket AND b.stock >= 1),
+			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no > COALESCE(@seckill_hold_bucket, ` + noBucketAbove + `) AND b.stock >= 1 ORDER BY b.bucket_no LIMIT 1))`
 	}
 	return []step{
 		{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)
 			SELECT ?, id, ?, ?, ?, ?, NULL, ` + bucket + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
 			append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), nullSeq(seq), now, now}, guard...)},
 			what: "insert hold", dup: errHoldSlowPath, none: errHoldSlowPath},
-		// MariaDB reads a variable a SET assigns as it was before the SET:
-		// the floor reads the row again.
-		{stmt: stmt{`SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?),
-			@seckill_hold_floor = COALESCE((SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?), @seckill_hold_floor)`,
-			[]any{in.Token, in.UserID, in.Token, in.UserID}}, what: "read the picked bucket"},
+		{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?)", []any{in.Token, in.UserID}}, what: "read the picked bucket"},
 		{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'deduct', ?, COALESCE(@seckill_hold_bucket, -1), -1, ?)`, []any{in.Token, in.SaleID, now}},
 			what: "ledger deduct", dup: errHoldSlowPath},
@@ -216,6 +213,10 @@ func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time, foll
 			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath, lockWait: 1},
 	}
 }
+
+// noBucketAbove is above every bucket number (a sale has at most 1,024):
+// a part following one that found no bucket finds none either.
+const noBucketAbove = "1073741824"
 
 // recordHoldTx decides a hold statement by statement, in one transaction:
 // a replay, a user who holds a unit, a number Redis handed out before, a
