@@ -187,29 +187,29 @@ func (h *Holds) insert(ctx context.Context, in domain.OrderInput, epoch, seq int
 
 // recordContext is a record's context: it ends after holdRecordMax, or
 // once the database has made no progress for as long as stallBound allows
-// (errRecordStalled as its cause).
+// (errRecordStalled as its cause). The stall is checked by a timer's
+// function, not a goroutine of each record's: a record mostly ends long
+// before it fires.
 func (h *Holds) recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	began := time.Now()
 	ctx, cancelMax := context.WithTimeout(ctx, holdRecordMax)
 	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		t := time.NewTimer(h.stallLeft(began))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				left := h.stallLeft(began)
-				if left <= 0 {
-					cancel(errRecordStalled)
-					return
-				}
-				t.Reset(left)
-			}
+	var t atomic.Pointer[time.Timer]
+	var check func()
+	check = func() {
+		if ctx.Err() != nil {
+			return
 		}
-	}()
+		left := h.stallLeft(began)
+		if left <= 0 {
+			cancel(errRecordStalled)
+			return
+		}
+		t.Store(time.AfterFunc(left, check))
+	}
+	t.Store(time.AfterFunc(h.stallLeft(began), check))
 	return ctx, func() {
+		t.Load().Stop()
 		cancel(nil)
 		cancelMax()
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -344,4 +345,36 @@ func TestHoldRecordsReportTheirProgress(t *testing.T) {
 	record(t, st, sale, base, "progress-1", 0)
 	last, _ = st.HoldProgress()
 	require.False(t, last.Before(replayed), "a replay's read answered")
+}
+
+// A crowd's new holds go in groups of which a shard sends two at once, so
+// one sale's records use two of the database's threads; each sale's parts
+// take their buckets in ascending order, so two groups in flight never
+// wait on each other's bucket locks in a cycle: with units in every
+// bucket, every part commits in its group (a deadlock would roll a whole
+// group back to its callers' own paths).
+func TestHoldGroupsOverlapTakingBucketsInOrder(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock, holds, workers = 64_000, 2_000, 64
+	sale := testenv.MustSale(t, st, stock, func(s *domain.Sale) { s.Buckets = 16 })
+	base := testenv.UniqueUser() * 10_000
+	_, undecided0 := st.HoldGroupsOverlap()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= holds; i = next.Add(1) {
+				rec, err := st.RecordRedisHold(ctx(t), redisHold(sale, base+i, fmt.Sprintf("overlap-%05d", i)), sale.ModeEpoch, i, true)
+				if !assert.NoError(t, err) || !assert.True(t, rec.Promised(), "hold %d: %+v", i, rec) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	peak, undecided := st.HoldGroupsOverlap()
+	require.EqualValues(t, 2, peak, "a shard sent two groups at once")
+	require.Zero(t, undecided-undecided0, "every part committed in its group")
+	require.EqualValues(t, stock-holds, sumOf(bucketsOf(t, st, sale.ID)))
+	require.Equal(t, holds, ledgerCount(t, st, sale.ID, "deduct"))
 }

@@ -58,6 +58,12 @@ func (s *Store) HoldGroupsSent() (groups, holds int64) {
 	return s.holds.groups.Load(), s.holds.grouped.Load()
 }
 
+// HoldGroupsOverlap is the most groups of new holds a shard has had in
+// flight at once, and how many holds their groups did not commit.
+func (s *Store) HoldGroupsOverlap() (peak, undecided int64) {
+	return s.holds.peak.Load(), s.holds.undecided.Load()
+}
+
 // RecordRedisHoldAlone records a new hold as a lone record does (its own
 // one-round-trip script), not in a group: the baseline of the groups'
 // benchmark. It reports whether the script recorded it.

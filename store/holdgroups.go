@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,25 +24,43 @@ import (
 // bucket, a lock held too long) is rolled back alone and decided by its
 // caller's statement-by-statement path, as a lone request's would be.
 //
-// The writes of one sale always fall in the same shard, and a shard sends
-// one group at a time, so two groups of one kind never take a sale's
-// bucket rows in opposite orders (no deadlock between them); the shards
-// bound the groups in flight, and with them the connections they use. At
-// low load a write goes alone at once: a group forms only while another
-// waits.
+// The writes of one sale always fall in the same shard. A shard sends one
+// group at a time, so two groups of one kind never take a sale's bucket
+// rows in opposite orders (no deadlock between them), unless its kind's
+// parts take their buckets in one order (holdSteps: a group's parts sorted
+// by sale, each sale's buckets in ascending order); such a kind's shards
+// send up to inFlight groups at once, another beside the one in flight
+// only once groupOverlapParts wait, so one sale's records use more than
+// one of the database's threads without splitting a crowd into small
+// groups. The shards bound the groups in flight,
+// and with them the connections they use. At low load a write goes alone
+// at once: a group forms only while another waits.
 const (
 	groupShards   = 8
 	groupMaxParts = 64
 	// groupTimeout bounds a group whose members set no deadline.
 	groupTimeout = 5 * time.Second
+	// holdGroupsInFlight is how many groups of holds' records a shard
+	// sends at once.
+	holdGroupsInFlight = 2
+	// groupOverlapParts is how many parts must wait for another group to
+	// go beside the one in flight: smaller groups cost the database more
+	// per part than their wait.
+	groupOverlapParts = 16
 )
 
 // commitGroups are the shards' queues of one kind of write; the zero value
-// is ready.
+// is ready, and sends one group a shard at a time.
 type commitGroups struct {
-	shards [groupShards]groupShard
-	// groups and grouped count the groups sent and the parts in them.
-	groups, grouped atomic.Int64
+	// inFlight is how many groups a shard may send at once (0 is 1): more
+	// than one only for a kind whose parts take their rows in one order.
+	inFlight int
+	shards   [groupShards]groupShard
+	// groups and grouped count the groups sent and the parts in them;
+	// undecided the parts a group did not commit (left to their callers'
+	// statement-by-statement path); peak is the most groups a shard had in
+	// flight at once.
+	groups, grouped, undecided, peak atomic.Int64
 	// trips: the groups' round trips that answered.
 	trips roundTrips
 }
@@ -83,7 +103,7 @@ func (r *roundTrips) read() (time.Time, time.Duration) {
 type groupShard struct {
 	mu      sync.Mutex
 	pending []*pendingPart
-	sending bool
+	senders int // groups being sent
 }
 
 // pendingPart is a write of a sale waiting for its group: its steps,
@@ -114,8 +134,12 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	sh := &g.shards[uint64(saleID)%groupShards]
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, p)
-	start := !sh.sending
-	sh.sending = true
+	start := sh.senders == 0 || (sh.senders < g.inFlight && len(sh.pending) >= groupOverlapParts)
+	if start {
+		sh.senders++
+		for n, old := int64(sh.senders), g.peak.Load(); n > old && !g.peak.CompareAndSwap(old, n); old = g.peak.Load() {
+		}
+	}
 	sh.mu.Unlock()
 	if start {
 		go sh.send(db, g)
@@ -128,13 +152,14 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	}
 }
 
-// send sends the shard's groups, one at a time, until none waits.
+// send sends groups of the shard, one at a time, until none waits; other
+// senders of the shard may run beside it (commitGroups.inFlight).
 func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 	for {
 		sh.mu.Lock()
 		n := min(len(sh.pending), groupMaxParts)
 		if n == 0 {
-			sh.sending = false
+			sh.senders--
 			sh.mu.Unlock()
 			return
 		}
@@ -145,27 +170,31 @@ func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 		}
 		sh.mu.Unlock()
 		began := time.Now()
-		n, answered := sendGroup(db, batch)
+		n, committed, answered := sendGroup(db, batch)
 		if answered {
 			g.trips.note(began)
 		}
 		if n > 0 {
 			g.groups.Add(1)
 			g.grouped.Add(int64(n))
+			g.undecided.Add(int64(n - committed))
 		}
 	}
 }
 
 // sendGroup sends the parts whose callers still wait, as one group, under
 // the latest of their deadlines, and answers each. It returns how many
-// parts the group carried, and whether the database answered it.
-func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
+// parts the group carried, how many it committed, and whether the
+// database answered it.
+func sendGroup(db bun.IDB, batch []*pendingPart) (n, committedParts int, answered bool) {
 	var (
 		g        group
 		members  []*pendingPart
 		deadline time.Time
 	)
 	now := time.Now().UTC().Truncate(time.Millisecond)
+	// A sale's parts together, so each follows the one before it.
+	slices.SortStableFunc(batch, func(a, b *pendingPart) int { return cmp.Compare(a.saleID, b.saleID) })
 	for _, p := range batch {
 		if p.ctx.Err() != nil {
 			p.done <- groupAnswer{err: errGroupLeft}
@@ -183,7 +212,7 @@ func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
 		members = append(members, p)
 	}
 	if len(members) == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -193,7 +222,10 @@ func sendGroup(db bun.IDB, batch []*pendingPart) (int, bool) {
 			p.done <- groupAnswer{err: fmt.Errorf("send a group of %d parts: %w", len(members), err)}
 			continue
 		}
+		if committed[i] {
+			committedParts++
+		}
 		p.done <- groupAnswer{committed: committed[i]}
 	}
-	return len(members), err == nil
+	return len(members), committedParts, err == nil
 }

@@ -133,7 +133,7 @@ func (s *Store) HoldProgress() (last time.Time, roundTrip time.Duration) {
 // transaction may meet is this hold's own.
 func (s *Store) recordHoldFast(ctx context.Context, in domain.OrderInput, guard []any, seq int64) (recorded, lost bool, err error) {
 	if seq > 0 {
-		committed, err := s.holds.record(ctx, s.DB, in.SaleID, func(now time.Time, _ bool) []step { return holdSteps(in, guard, seq, now) })
+		committed, err := s.holds.record(ctx, s.DB, in.SaleID, func(now time.Time, follows bool) []step { return holdSteps(in, guard, seq, now, follows) })
 		if err == nil || ctx.Err() != nil {
 			return committed, false, err
 		}
@@ -172,16 +172,37 @@ func nullSeq(seq int64) any {
 // conditional update. Any surprise rolls it back whole: errHoldSlowPath.
 func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, guard []any, seq int64) error {
 	var sc script
-	sc.add(holdSteps(in, guard, seq, time.Now().UTC().Truncate(time.Millisecond))...)
+	sc.add(holdSteps(in, guard, seq, time.Now().UTC().Truncate(time.Millisecond), false)...)
 	return sc.run(ctx, db)
 }
 
 // holdSteps are the statements of a hold's one-round-trip record, for a
-// script of its own (recordHoldScript) or a part of a group (commitGroups).
-func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []step {
+// script of its own (recordHoldScript) or a part of a group (commitGroups):
+// the row inserted with the bucket it picked, the ledger's deduct row, and
+// last the unit taken from that bucket by the conditional update. The
+// bucket is picked inside the INSERT ... SELECT, a consistent read under
+// READ COMMITTED: a SET's subquery reads the buckets under shared locks,
+// which two groups in flight would each want to raise to an update's.
+//
+// A shard has several groups in flight at once, so their bucket locks must
+// be taken in one order, or two groups could each wait on the other's: a
+// part that follows one of its sale in the group (follows) takes its unit
+// from the bucket the one before it picked (@seckill_hold_bucket) while it
+// has stock, else from the next one above with stock, never below (none
+// picked before: none above); a part with none there is rolled back alone
+// and decided statement by statement, which takes one bucket in a
+// transaction of its own. A sale's first part in a group, as a lone
+// script, picks from any bucket.
+func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time, follows bool) []step {
+	bucket := openBucketColumn(false)
+	if follows {
+		bucket = `COALESCE(
+			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no = @seckill_hold_bucket AND b.stock >= 1),
+			(SELECT b.bucket_no FROM stock_buckets b WHERE b.sale_id = sales.id AND b.bucket_no > COALESCE(@seckill_hold_bucket, ` + noBucketAbove + `) AND b.stock >= 1 ORDER BY b.bucket_no LIMIT 1))`
+	}
 	return []step{
 		{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)
-			SELECT ?, id, ?, ?, ?, ?, NULL, ` + openBucketColumn(false) + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
+			SELECT ?, id, ?, ?, ?, ?, NULL, ` + bucket + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
 			append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), nullSeq(seq), now, now}, guard...)},
 			what: "insert hold", dup: errHoldSlowPath, none: errHoldSlowPath},
 		{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?)", []any{in.Token, in.UserID}}, what: "read the picked bucket"},
@@ -192,6 +213,10 @@ func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time) []st
 			[]any{in.SaleID}}, what: "deduct bucket", none: errHoldSlowPath, lockWait: 1},
 	}
 }
+
+// noBucketAbove is above every bucket number (a sale has at most 1,024):
+// a part following one that found no bucket finds none either.
+const noBucketAbove = "1073741824"
 
 // recordHoldTx decides a hold statement by statement, in one transaction:
 // a replay, a user who holds a unit, a number Redis handed out before, a

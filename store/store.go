@@ -87,6 +87,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	st := &Store{}
+	st.holds.inFlight = holdGroupsInFlight
 	st.DB = bun.NewDB(sqldb, mysqldialect.New()).WithQueryHook(salesWrites{&st.sales})
 	st.setDialect(d)
 	return st, nil

@@ -54,7 +54,8 @@ type Options struct {
 	// Scenarios selects scenarios by number ("1".."11", "13"); empty runs all.
 	Scenarios []string
 	// ProfileDir, when set, receives CPU profiles of scenario 3's API and
-	// worker over its burst and drain (api.pprof, worker.pprof).
+	// worker over its burst and drain (api.pprof, worker.pprof), and of
+	// scenario 2's API over its closed run (api-instock.pprof).
 	ProfileDir string
 	// SaleIDFloor is the least id of this run's sales: runs on several
 	// databases share Redis and Temporal, where a sale is known by its id
