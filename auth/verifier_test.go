@@ -100,7 +100,9 @@ func TestVerifierCachesOnlyProviderTokens(t *testing.T) {
 		Admin: [][]byte{[]byte("admin-secret-after-rotation"), []byte("admin-secret-before-rotation")},
 		IdP:   idp.users, Operators: idp.operators,
 	}
-	v, counts := countedVerifier(t, s, 64)
+	// Room for every case in each shard: with one entry a shard (64 for
+	// 64 shards) two remembered tokens of one shard would evict each other.
+	v, counts := countedVerifier(t, s, 64*maxShards)
 	for name, c := range routeCases(t, s, idp, []byte("user-secret-dropped-long-ago")) {
 		t.Run(name, func(t *testing.T) {
 			require.Equal(t, c.own, hasOwnHeader(c.raw))
