@@ -427,3 +427,50 @@ func sessionCounters(tb testing.TB, st *store.Store, names []string) map[string]
 	require.Len(tb, out, len(names))
 	return out
 }
+
+// A grouped hold takes its unit from the bucket its insert picked, and its
+// ledger row names that bucket: after a crowd's holds in groups, each
+// bucket gave up exactly the units of the holds naming it (unit_bucket),
+// and every hold's ledger row names its hold's bucket.
+func TestGroupedHoldsTakeTheBucketTheirInsertPicked(t *testing.T) {
+	st := testenv.MustStore(t)
+	const holds, workers = 240, 24
+	sale := testenv.MustSale(t, st, 8_000, func(s *domain.Sale) { s.Buckets = 8 })
+	base := testenv.UniqueUser() * 10_000
+	before := bucketsOf(t, st, sale.ID)
+	groups0, _ := st.HoldGroupsSent()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= holds; i = next.Add(1) {
+				rec, err := st.RecordRedisHold(ctx(t), redisHold(sale, base+i, fmt.Sprintf("picked-%d", i)), sale.ModeEpoch, i, true)
+				if !assert.NoError(t, err) || !assert.True(t, rec.Promised(), "hold %d: %+v", i, rec) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	groups, _ := st.HoldGroupsSent()
+	require.Less(t, groups-groups0, int64(holds), "holds went in groups")
+	var named []struct {
+		Bucket int   `bun:"unit_bucket"`
+		Holds  int64 `bun:"holds"`
+	}
+	require.NoError(t, st.DB.NewRaw("SELECT unit_bucket, COUNT(*) AS holds FROM reservations WHERE sale_id = ? GROUP BY unit_bucket", sale.ID).Scan(ctx(t), &named))
+	after := bucketsOf(t, st, sale.ID)
+	taken := make([]int64, len(before))
+	for _, n := range named {
+		require.True(t, n.Bucket >= 0 && n.Bucket < len(before), "a hold names bucket %d", n.Bucket)
+		taken[n.Bucket] = n.Holds
+	}
+	for b := range before {
+		require.Equal(t, before[b]-after[b], taken[b], "bucket %d gave up its holds' units", b)
+	}
+	var astray int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM reservations r
+		LEFT JOIN stock_ledger l ON l.token = r.token AND l.operation = 'deduct' AND l.bucket_no = r.unit_bucket
+		WHERE r.sale_id = ? AND l.token IS NULL`, sale.ID).Scan(&astray))
+	require.Zero(t, astray, "every hold's ledger row names its bucket")
+}
