@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
@@ -377,4 +379,98 @@ func TestHoldGroupsOverlapTakingBucketsInOrder(t *testing.T) {
 	require.Zero(t, undecided-undecided0, "every part committed in its group")
 	require.EqualValues(t, stock-holds, sumOf(bucketsOf(t, st, sale.ID)))
 	require.Equal(t, holds, ledgerCount(t, st, sale.ID, "deduct"))
+}
+
+// The statements a new hold's record runs in MariaDB, counted on the
+// store's one connection by its session's counters of each kind (which
+// count the statements inside a compound statement and a trigger's): one
+// round trip (Questions), the hold inserted from the sale row with the
+// bucket it picked, the token's key (the trigger), the ledger row, the
+// unit taken and the group's answer; no read of the row back for its
+// bucket.
+func TestAHoldsRecordRunsItsStatementsOnce(t *testing.T) {
+	st := testenv.MustStore(t)
+	st.DB.SetMaxOpenConns(1)
+	sale := testenv.MustSale(t, st, 100, func(s *domain.Sale) { s.Buckets = 4 })
+	base := testenv.UniqueUser() * 1000
+	record(t, st, sale, base, "count-0", 1) // the connection's first use
+	kinds := []string{"Questions", "Com_insert_select", "Com_insert", "Com_update", "Com_set_option", "Com_select"}
+	before := sessionCounters(t, st, kinds)
+	_, rec := record(t, st, sale, base+1, "count-1", 2)
+	require.True(t, rec.Promised())
+	after := sessionCounters(t, st, kinds)
+	got := map[string]int64{}
+	for _, k := range kinds {
+		got[k] = after[k] - before[k]
+	}
+	got["Questions"]-- // the second reading counts itself
+	require.Equal(t, map[string]int64{"Questions": 1, "Com_insert_select": 1, "Com_insert": 2, "Com_update": 1, "Com_set_option": 0, "Com_select": 1}, got)
+}
+
+// sessionCounters reads the session's status counters named, on the
+// store's one connection.
+func sessionCounters(tb testing.TB, st *store.Store, names []string) map[string]int64 {
+	tb.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := st.DB.QueryContext(c, "SHOW SESSION STATUS WHERE Variable_name IN (?)", bun.List(names))
+	require.NoError(tb, err)
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var n int64
+		require.NoError(tb, rows.Scan(&name, &n))
+		out[name] = n
+	}
+	require.NoError(tb, rows.Err())
+	require.Len(tb, out, len(names))
+	return out
+}
+
+// A grouped hold takes its unit from the bucket its insert picked, and its
+// ledger row names that bucket: after a crowd's holds in groups, each
+// bucket gave up exactly the units of the holds naming it (unit_bucket),
+// and every hold's ledger row names its hold's bucket.
+func TestGroupedHoldsTakeTheBucketTheirInsertPicked(t *testing.T) {
+	st := testenv.MustStore(t)
+	const holds, workers = 240, 24
+	sale := testenv.MustSale(t, st, 8_000, func(s *domain.Sale) { s.Buckets = 8 })
+	base := testenv.UniqueUser() * 10_000
+	before := bucketsOf(t, st, sale.ID)
+	groups0, _ := st.HoldGroupsSent()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= holds; i = next.Add(1) {
+				rec, err := st.RecordRedisHold(ctx(t), redisHold(sale, base+i, fmt.Sprintf("picked-%d", i)), sale.ModeEpoch, i, true)
+				if !assert.NoError(t, err) || !assert.True(t, rec.Promised(), "hold %d: %+v", i, rec) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	groups, _ := st.HoldGroupsSent()
+	require.Less(t, groups-groups0, int64(holds), "holds went in groups")
+	var named []struct {
+		Bucket int   `bun:"unit_bucket"`
+		Holds  int64 `bun:"holds"`
+	}
+	require.NoError(t, st.DB.NewRaw("SELECT unit_bucket, COUNT(*) AS holds FROM reservations WHERE sale_id = ? GROUP BY unit_bucket", sale.ID).Scan(ctx(t), &named))
+	after := bucketsOf(t, st, sale.ID)
+	taken := make([]int64, len(before))
+	for _, n := range named {
+		require.True(t, n.Bucket >= 0 && n.Bucket < len(before), "a hold names bucket %d", n.Bucket)
+		taken[n.Bucket] = n.Holds
+	}
+	for b := range before {
+		require.Equal(t, before[b]-after[b], taken[b], "bucket %d gave up its holds' units", b)
+	}
+	var astray int
+	require.NoError(t, st.DB.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM reservations r
+		LEFT JOIN stock_ledger l ON l.token = r.token AND l.operation = 'deduct' AND l.bucket_no = r.unit_bucket
+		WHERE r.sale_id = ? AND l.token IS NULL`, sale.ID).Scan(&astray))
+	require.Zero(t, astray, "every hold's ledger row names its bucket")
 }

@@ -95,7 +95,9 @@ func (s *Store) reserveInDBGroup(ctx context.Context, in domain.OrderInput) (res
 // from the first take to the commit either way. A part that finds the
 // shared bucket run dry rolls back alone (errStalePick), and the
 // per-reservation path picks again. The read it saves is among a part's
-// costliest statements.
+// costliest statements. A sale's two groups in flight at once
+// (dbGroupsInFlight) pick apart most often; a group whose pick the other
+// holds waits for that one's commit, as a lone take would.
 func dbGroupPart(in domain.OrderInput, o newOrder, t dbSaleTerms, follows bool) []step {
 	part := dbGroupRows(in, o, t)
 	if follows {

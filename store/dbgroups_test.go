@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/domain"
@@ -277,4 +279,100 @@ func TestDatabasePathGroupSharesItsPickOfABucket(t *testing.T) {
 	t.Logf("48 reservations in %d groups, from %d buckets", groups-groups0, len(buckets))
 	require.LessOrEqual(t, int64(len(buckets)), groups-groups0)
 	require.EqualValues(t, 1000-49, sumOf(bucketsOf(t, st, sale.ID)))
+}
+
+// A group that the database stalls does not hold up the reservations that
+// arrive meanwhile in its shard: once it has been out longer than its
+// kind's round trips take, the next group goes beside it. Here sale A's
+// group waits on A's row, locked by another transaction, and a
+// reservation of sale B (same shard) commits in a group of its own while
+// A's still waits; A's commits once the row is free.
+func TestDatabasePathGroupGoesBesideAStalledOne(t *testing.T) {
+	st := testenv.MustStore(t)
+	a := mustDatabaseSale(t, st, 100, 4)
+	b := mustDatabaseSale(t, st, 100, 4)
+	for b.ID%8 != a.ID%8 { // the groups' shards: the sale id modulo 8
+		b = mustDatabaseSale(t, st, 100, 4)
+	}
+	base := testenv.UniqueUser() * 1000
+	for _, in := range []domain.OrderInput{dbInput(a, base, "beside-a0"), dbInput(b, base+1, "beside-b0")} {
+		_, _, err := st.ReserveInDB(ctx(t), in) // keeps the sale's terms
+		require.NoError(t, err)
+	}
+
+	lock, err := st.DB.BeginTx(ctx(t), nil)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback() }()
+	_, err = lock.ExecContext(ctx(t), "SELECT id FROM sales WHERE id = ? FOR UPDATE", a.ID)
+	require.NoError(t, err)
+	stalled := make(chan error, 1)
+	go func() {
+		_, _, err := st.ReserveInDB(ctx(t), dbInput(a, base+2, "beside-a1"))
+		stalled <- err
+	}()
+	time.Sleep(time.Second) // A's group is in flight, waiting on A's row
+
+	groups0, _ := st.DBGroupsSent()
+	c, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	defer cancel()
+	res, _, err := st.ReserveInDB(c, dbInput(b, base+3, "beside-b1"))
+	require.NoError(t, err, "B's reservation went beside A's stalled group")
+	require.Equal(t, domain.StatusPendingPayment, res.Status)
+	groups, _ := st.DBGroupsSent()
+	require.EqualValues(t, 1, groups-groups0, "B's group answered while A's waits")
+	peak, _ := st.DBGroupsOverlap()
+	require.EqualValues(t, 2, peak, "the shard had two groups in flight")
+	select {
+	case err := <-stalled:
+		t.Fatalf("A's reservation answered while its row was locked: %v", err)
+	default:
+	}
+
+	require.NoError(t, lock.Rollback())
+	require.NoError(t, <-stalled, "A's group commits once the row is free")
+	require.EqualValues(t, 100-2, sumOf(bucketsOf(t, st, a.ID)))
+	require.EqualValues(t, 100-2, sumOf(bucketsOf(t, st, b.ID)))
+}
+
+// A crowd of two sales' database-path reservations in one shard go in
+// groups of which the shard sends two at once; each group takes one
+// bucket a sale, the sales in ascending order, so two groups in flight
+// never wait on each other's locks in a cycle: every reservation commits,
+// none twice, and the buckets give up exactly the units sold.
+func TestDatabasePathGroupsOverlapWithoutDeadlock(t *testing.T) {
+	st := testenv.MustStore(t)
+	const stock, each = 10_000, 300
+	a := mustDatabaseSale(t, st, stock, 16)
+	b := mustDatabaseSale(t, st, stock, 16)
+	for b.ID%8 != a.ID%8 {
+		b = mustDatabaseSale(t, st, stock, 16)
+	}
+	base := testenv.UniqueUser() * 10_000
+	var ins []domain.OrderInput
+	for i := range each {
+		ins = append(ins, dbInput(a, base+int64(i), fmt.Sprintf("crowd-a%d", i)), dbInput(b, base+int64(i), fmt.Sprintf("crowd-b%d", i)))
+	}
+	for _, in := range ins[:2] {
+		_, _, err := st.ReserveInDB(ctx(t), in) // keeps the sale's terms
+		require.NoError(t, err)
+	}
+	var next atomic.Int64
+	next.Store(2)
+	var wg sync.WaitGroup
+	for range 48 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(ins)); i = next.Add(1) - 1 {
+				_, _, err := st.ReserveInDB(ctx(t), ins[i])
+				if !assert.NoError(t, err, ins[i].RequestID) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	peak, undecided := st.DBGroupsOverlap()
+	require.EqualValues(t, 2, peak, "a shard sent two groups at once")
+	require.Zero(t, undecided, "every part committed in its group")
+	require.EqualValues(t, stock-each, sumOf(bucketsOf(t, st, a.ID)))
+	require.EqualValues(t, stock-each, sumOf(bucketsOf(t, st, b.ID)))
 }

@@ -87,6 +87,13 @@ func (s *Store) DBGroupsSent() (groups, reservations int64) {
 	return s.dbpath.groups.Load(), s.dbpath.grouped.Load()
 }
 
+// DBGroupsOverlap is the most groups of database-path reservations a
+// shard has had in flight at once, and how many reservations their groups
+// did not commit.
+func (s *Store) DBGroupsOverlap() (peak, undecided int64) {
+	return s.dbpath.peak.Load(), s.dbpath.undecided.Load()
+}
+
 // ListReservationsSQL is the statement ListReservations sends, its
 // arguments in place.
 func (s *Store) ListReservationsSQL(userID, saleID int64, limit int) string {

@@ -27,14 +27,17 @@ import (
 // The writes of one sale always fall in the same shard. A shard sends one
 // group at a time, so two groups of one kind never take a sale's bucket
 // rows in opposite orders (no deadlock between them), unless its kind's
-// parts take their buckets in one order (holdSteps: a group's parts sorted
-// by sale, each sale's buckets in ascending order); such a kind's shards
-// send up to inFlight groups at once, another beside the one in flight
-// only once groupOverlapParts wait, so one sale's records use more than
-// one of the database's threads without splitting a crowd into small
-// groups. The shards bound the groups in flight,
-// and with them the connections they use. At low load a write goes alone
-// at once: a group forms only while another waits.
+// parts take their buckets in one order (a group's parts sorted by sale,
+// each sale's buckets in ascending order: holdSteps; or one bucket a sale:
+// dbGroupPart); such a kind's shards send up to inFlight groups at once,
+// another beside the one in flight once groupOverlapParts wait, so one
+// sale's writes use more than one of the database's threads without
+// splitting a crowd into small groups, or once the group in flight has
+// taken longer than groupStalled, so the writes arriving meanwhile do not
+// wait out a group the database stalls (a commit, a page flush, a thread
+// off the CPU). The shards bound the groups in flight, and with them the
+// connections they use. At low load a write goes alone at once: a group
+// forms only while another waits.
 const (
 	groupShards   = 8
 	groupMaxParts = 64
@@ -43,11 +46,25 @@ const (
 	// holdGroupsInFlight is how many groups of holds' records a shard
 	// sends at once.
 	holdGroupsInFlight = 2
+	// dbGroupsInFlight is how many groups of database-path reservations a
+	// shard sends at once.
+	dbGroupsInFlight = 2
 	// groupOverlapParts is how many parts must wait for another group to
 	// go beside the one in flight: smaller groups cost the database more
 	// per part than their wait.
 	groupOverlapParts = 16
+	// groupStallFloor is the least time a group is in flight before
+	// another goes beside it for being slow (groupStalled).
+	groupStallFloor = 10 * time.Millisecond
 )
+
+// groupStalled reports whether a group sent at sent has been in flight long
+// enough at now for another to go beside it: twice the kind's typical
+// round trip, and at least groupStallFloor. A stall that long is the
+// database's, not the group's size; most groups take less.
+func groupStalled(sent, now time.Time, typical time.Duration) bool {
+	return !sent.IsZero() && now.Sub(sent) > max(2*typical, groupStallFloor)
+}
 
 // commitGroups are the shards' queues of one kind of write; the zero value
 // is ready, and sends one group a shard at a time.
@@ -104,6 +121,8 @@ type groupShard struct {
 	mu      sync.Mutex
 	pending []*pendingPart
 	senders int // groups being sent
+	// sent is when the shard's latest group went.
+	sent time.Time
 }
 
 // pendingPart is a write of a sale waiting for its group: its steps,
@@ -134,7 +153,7 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	sh := &g.shards[uint64(saleID)%groupShards]
 	sh.mu.Lock()
 	sh.pending = append(sh.pending, p)
-	start := sh.senders == 0 || (sh.senders < g.inFlight && len(sh.pending) >= groupOverlapParts)
+	start := sh.senders == 0 || (sh.senders < g.inFlight && (len(sh.pending) >= groupOverlapParts || g.stalled(sh.sent)))
 	if start {
 		sh.senders++
 		for n, old := int64(sh.senders), g.peak.Load(); n > old && !g.peak.CompareAndSwap(old, n); old = g.peak.Load() {
@@ -150,6 +169,13 @@ func (g *commitGroups) record(ctx context.Context, db bun.IDB, saleID int64, ste
 	case <-ctx.Done():
 		return false, fmt.Errorf("wait for the group: %w", ctx.Err())
 	}
+}
+
+// stalled reports whether a group sent at sent is taking long enough for
+// another to go beside it (groupStalled).
+func (g *commitGroups) stalled(sent time.Time) bool {
+	_, typical := g.trips.read()
+	return groupStalled(sent, time.Now(), typical)
 }
 
 // send sends groups of the shard, one at a time, until none waits; other
@@ -168,8 +194,9 @@ func (sh *groupShard) send(db bun.IDB, g *commitGroups) {
 		if len(sh.pending) == 0 {
 			sh.pending = nil
 		}
-		sh.mu.Unlock()
 		began := time.Now()
+		sh.sent = began
+		sh.mu.Unlock()
 		n, committed, answered := sendGroup(db, batch)
 		if answered {
 			g.trips.note(began)

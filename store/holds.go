@@ -182,7 +182,11 @@ func recordHoldScript(ctx context.Context, db bun.IDB, in domain.OrderInput, gua
 // last the unit taken from that bucket by the conditional update. The
 // bucket is picked inside the INSERT ... SELECT, a consistent read under
 // READ COMMITTED: a SET's subquery reads the buckets under shared locks,
-// which two groups in flight would each want to raise to an update's.
+// which two groups in flight would each want to raise to an update's. The
+// same statement keeps its pick in @seckill_hold_bucket for the statements
+// after it (an assignment in the select list, which MySQL 8 still runs,
+// deprecated): a read of the row back was a seventh of MariaDB's work
+// for a hold.
 //
 // A shard has several groups in flight at once, so their bucket locks must
 // be taken in one order, or two groups could each wait on the other's: a
@@ -202,10 +206,9 @@ func holdSteps(in domain.OrderInput, guard []any, seq int64, now time.Time, foll
 	}
 	return []step{
 		{stmt: stmt{"INSERT INTO reservations (" + holdColumns + `)
-			SELECT ?, id, ?, ?, ?, ?, NULL, ` + bucket + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
+			SELECT ?, id, ?, ?, ?, ?, NULL, @seckill_hold_bucket := ` + bucket + `, ?, ?, ? FROM sales WHERE ` + holdGuard + ` LOCK IN SHARE MODE`,
 			append([]any{in.Token, in.UserID, in.RequestID, string(domain.PathRedis), string(domain.StatusQueued), nullSeq(seq), now, now}, guard...)},
 			what: "insert hold", dup: errHoldSlowPath, none: errHoldSlowPath},
-		{stmt: stmt{"SET @seckill_hold_bucket = (SELECT unit_bucket FROM reservations WHERE token = ? AND user_id = ?)", []any{in.Token, in.UserID}}, what: "read the picked bucket"},
 		{stmt: stmt{`INSERT INTO stock_ledger (token, operation, sale_id, bucket_no, delta, created_at)
 			VALUES (?, 'deduct', ?, COALESCE(@seckill_hold_bucket, -1), -1, ?)`, []any{in.Token, in.SaleID, now}},
 			what: "ledger deduct", dup: errHoldSlowPath},

@@ -88,6 +88,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	}
 	st := &Store{}
 	st.holds.inFlight = holdGroupsInFlight
+	st.dbpath.inFlight = dbGroupsInFlight
 	st.DB = bun.NewDB(sqldb, mysqldialect.New()).WithQueryHook(salesWrites{&st.sales})
 	st.setDialect(d)
 	return st, nil
