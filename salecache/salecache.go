@@ -463,8 +463,10 @@ const (
 // to the cache, and those whose row moved (warmed, mode, epoch), and a
 // share of the others, so each open sale is read at least once a minute;
 // every open sale on the first refresh and whenever the feed cannot be
-// read. A moved release counter or stock above zero drops a sold-out
-// mark, so released units sell again even if no one told us.
+// read while Redis answers a PING; none while it does not (the database's
+// changes are still stored). A moved release counter or stock above zero
+// drops a sold-out mark, so released units sell again even if no one told
+// us.
 func (c *Cache) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
