@@ -227,8 +227,8 @@ func marketNotes(m marketFigures) []string {
 func pathsCostLine(rounds []marketPaths) string {
 	parts := make([]string, len(rounds))
 	for i, rd := range rounds {
-		parts[i] = fmt.Sprintf("%s/%s µs, %s MB, %s GCs", num(rd.soldOutCost.perAnswerUS(rd.soldOut)), num(rd.inStockCost.perAnswerUS(rd.inStock)),
-			num(rd.soldOutCost.heap/1e6), num(rd.soldOutCost.gcs))
+		parts[i] = fmt.Sprintf("%s/%s µs, %s MB, %.0f GCs", num(rd.soldOutCost.perAnswerUS(rd.soldOut)), num(rd.inStockCost.perAnswerUS(rd.inStock)),
+			num(rd.soldOutCost.heap/1e6), rd.soldOutCost.gcs)
 	}
 	return strings.Join(parts, ", ")
 }
