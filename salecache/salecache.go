@@ -190,6 +190,11 @@ type Cache struct {
 	// applied: while the next one holds the same sales, only the sales due
 	// are stored again, not every open sale each second.
 	lastDir *store.OpenSales
+	// storedDir is the directory's picture the last refresh stored whole,
+	// whether it read Redis or not; unanswered says the last refresh could
+	// not read Redis, so the next asks it a PING before anything per sale.
+	storedDir  *store.OpenSales
+	unanswered bool
 }
 
 // blacklistChange is an operator's change of a user's blacklisting made on
@@ -458,8 +463,10 @@ const (
 // to the cache, and those whose row moved (warmed, mode, epoch), and a
 // share of the others, so each open sale is read at least once a minute;
 // every open sale on the first refresh and whenever the feed cannot be
-// read. A moved release counter or stock above zero drops a sold-out
-// mark, so released units sell again even if no one told us.
+// read while Redis answers a PING; none while it does not (the database's
+// changes are still stored). A moved release counter or stock above zero
+// drops a sold-out mark, so released units sell again even if no one told
+// us.
 func (c *Cache) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -478,7 +485,14 @@ func (c *Cache) Refresh(ctx context.Context) error {
 	if err := c.loadKnown(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	open, due, whole := c.dueSales(ctx, dir, readAt)
+	open, due, whole, err := c.dueSales(ctx, dir, readAt)
+	if err != nil {
+		// Redis does not answer this instance: the database's changes
+		// are stored, and the marks stay for the refresh that reaches it.
+		c.apply(open, whole, readAt, nil, nil, false)
+		c.refreshed(dir, whole, false)
+		return errors.Join(append(errs, err)...)
+	}
 	stocks, counters, err := c.readRedis(ctx, due)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("refresh redis stock: %w", err))
@@ -491,42 +505,67 @@ func (c *Cache) Refresh(ctx context.Context) error {
 			redisOK = false
 		}
 	}
-	// A pass that could not read Redis leaves its marks where they were,
-	// so the next refresh reads the same changes (or every sale) again.
-	if redisOK {
-		c.feedMu.Lock()
-		c.lastFeed = readAt
-		c.ticks++
-		c.lastDir = dir
-		c.feedMu.Unlock()
-	}
+	c.refreshed(dir, whole, redisOK)
 	if err := c.showDBStock(ctx, needDB); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// dueSales picks the open sales whose Redis state the refresh reads: all
-// of them on the first refresh and when the feed is unreadable, else those
-// the feed names since the last read, those new to the cache, those whose
-// row moved and this refresh's share of the full pass. open is what the
-// refresh stores: every open sale (whole) when the directory's picture
-// changed since the last refresh, on the first tick of each full pass and
-// whenever every sale is due, else only the due ones, so an idle sale costs
-// the refresh nothing between its shares.
-func (c *Cache) dueSales(ctx context.Context, dir *store.OpenSales, now time.Time) (open, due map[int64]*domain.Sale, whole bool) {
+// refreshed records a refresh of the directory's picture dir, stored
+// whole or not, that read Redis (redisOK) or not. A pass that could not
+// read Redis leaves its marks where they were, so the next refresh reads
+// the same changes (or every sale) again.
+func (c *Cache) refreshed(dir *store.OpenSales, whole, redisOK bool) {
 	c.feedMu.Lock()
-	since, ticks, same := c.lastFeed, c.ticks, dir.Same(c.lastDir)
+	defer c.feedMu.Unlock()
+	if whole {
+		c.storedDir = dir
+	}
+	c.unanswered = !redisOK
+	if redisOK {
+		c.lastFeed = dir.At
+		c.ticks++
+		c.lastDir = dir
+	}
+}
+
+// dueSales picks the open sales whose Redis state the refresh reads: all
+// of them on the first refresh, when the feed is unreadable and when the
+// last read is older than the feed keeps, else those the feed names since
+// the last read, those new to the cache, those whose row moved and this
+// refresh's share of the full pass. open is what the refresh stores: every
+// open sale (whole) when the directory's picture changed since the last
+// refresh, on the first tick of each full pass and whenever every sale is
+// due, else only the due ones, so an idle sale costs the refresh nothing
+// between its shares. When Redis does not answer this instance, err says
+// so and nothing is due: reading each sale would fail as the feed did.
+func (c *Cache) dueSales(ctx context.Context, dir *store.OpenSales, now time.Time) (open, due map[int64]*domain.Sale, whole bool, err error) {
+	c.feedMu.Lock()
+	since, ticks, same, stored, unanswered := c.lastFeed, c.ticks, dir.Same(c.lastDir), dir.Same(c.storedDir), c.unanswered
 	c.feedMu.Unlock()
-	all := func() (map[int64]*domain.Sale, map[int64]*domain.Sale, bool) {
+	all := func() (map[int64]*domain.Sale, map[int64]*domain.Sale, bool, error) {
 		open := make(map[int64]*domain.Sale, dir.Len())
 		for _, s := range dir.List() {
 			open[s.ID] = s
 		}
-		return open, open, true
+		return open, open, true, nil
 	}
-	if since.IsZero() {
-		return all()
+	cutOff := func(err error) (map[int64]*domain.Sale, map[int64]*domain.Sale, bool, error) {
+		err = fmt.Errorf("sale cache: redis does not answer: %w", err)
+		if stored {
+			return nil, nil, false, err // no sale opened, closed or changed since the last store
+		}
+		open, _, _, _ := all()
+		return open, nil, true, err
+	}
+	if unanswered {
+		if err := c.ping(ctx); err != nil {
+			return cutOff(err)
+		}
+	}
+	if since.IsZero() || now.Sub(since) > redisgateway.ChangesKeep-feedMargin {
+		return all() // first read, or the feed may have dropped notes since
 	}
 	share := ticks % fullShares
 	if share == 0 {
@@ -536,6 +575,9 @@ func (c *Cache) dueSales(ctx context.Context, dir *store.OpenSales, now time.Tim
 	changed, err := c.rdb.ChangedSince(rctx, since.Add(-feedMargin))
 	cancel()
 	if err != nil {
+		if perr := c.ping(ctx); perr != nil {
+			return cutOff(err)
+		}
 		c.logger.Warn("sale cache: change feed unreadable; reading every sale", "err", err)
 		return all()
 	}
@@ -549,9 +591,9 @@ func (c *Cache) dueSales(ctx context.Context, dir *store.OpenSales, now time.Tim
 		due[s.ID] = s // this tick's share of the full pass
 	}
 	if same && share != 0 {
-		return due, due, false // no sale opened, closed or changed since the last refresh
+		return due, due, false, nil // no sale opened, closed or changed since the last refresh
 	}
-	open, _, _ = all()
+	open, _, _, _ = all()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for id, s := range open {
@@ -564,7 +606,14 @@ func (c *Cache) dueSales(ctx context.Context, dir *store.OpenSales, now time.Tim
 			due[id] = s
 		}
 	}
-	return open, due, true
+	return open, due, true, nil
+}
+
+// ping asks Redis whether it answers this instance.
+func (c *Cache) ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return c.rdb.Ping(pctx)
 }
 
 // pruneFeed keeps the change feed as long as its recent sales.

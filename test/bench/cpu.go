@@ -168,7 +168,7 @@ func servicesCPU(redisAddr string, ports []string) (cpuMeter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("services: %w", err)
 	}
-	redisPID, mysqlPIDs := 0, map[string]int{}
+	redisPID := 0
 	for _, p := range procs {
 		args, err := p.CmdLine()
 		if err != nil || len(args) == 0 {
@@ -178,16 +178,39 @@ func servicesCPU(redisAddr string, ports []string) (cpuMeter, error) {
 		if strings.HasPrefix(args[0], "redis-server") && slices.Contains(strings.Fields(strings.Join(args, " ")), redisAddr) {
 			redisPID = p.PID
 		}
+	}
+	if redisPID == 0 {
+		return nil, fmt.Errorf("redis-server %s not found here", redisAddr)
+	}
+	m, err := mariadbCPU(ports)
+	if err != nil {
+		return nil, err
+	}
+	return append(cpuMeter{func() (float64, error) { return pidCPU(redisPID) }}, m...), nil
+}
+
+// mariadbCPU meters the mariadbd processes serving ports on this host.
+func mariadbCPU(ports []string) (cpuMeter, error) {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("mariadb: %w", err)
+	}
+	mysqlPIDs := map[string]int{}
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err != nil || len(args) == 0 {
+			continue
+		}
 		for _, port := range ports {
 			if strings.HasSuffix(args[0], "mariadbd") && hasFlag(args, port, "--port") {
 				mysqlPIDs[port] = p.PID
 			}
 		}
 	}
-	if redisPID == 0 || len(mysqlPIDs) != len(ports) {
-		return nil, fmt.Errorf("redis-server %s (pid %d) or mariadbd on ports %v (found %v) not found here", redisAddr, redisPID, ports, mysqlPIDs)
+	if len(mysqlPIDs) != len(ports) {
+		return nil, fmt.Errorf("mariadbd on ports %v not found here (found %v)", ports, mysqlPIDs)
 	}
-	m := cpuMeter{func() (float64, error) { return pidCPU(redisPID) }}
+	var m cpuMeter
 	for _, pid := range mysqlPIDs {
 		m = append(m, func() (float64, error) { return pidCPU(pid) })
 	}

@@ -24,8 +24,13 @@ const marketWorkers = 16
 // marketIdle is the length of scenario 13's idle window.
 const marketIdle = 30 * time.Second
 
-// marketPaths are one round of scenario 13's two paths on one sale.
-type marketPaths struct{ soldOut, inStock Result }
+// marketPaths are one round of scenario 13's two paths on one sale, with
+// the paths' API's cost over each run.
+type marketPaths struct {
+	soldOut, inStock         Result
+	soldOutCost, inStockCost runCost
+	profile                  string // the note of the sold-out run's CPU profile, if taken
+}
 
 // market: scenario 13, a marketplace's day, on a Redis of its own. With
 // only its own few sales live it measures the sold-out and in-stock paths
@@ -50,7 +55,7 @@ func (r *runner) market(ctx context.Context) error {
 		return err
 	}
 	defer st.stop(r)
-	run, err := r.marketPathsRunner(ctx, st.paths)
+	run, err := r.marketPathsRunner(ctx, st.paths, st.pathsPprof)
 	if err != nil {
 		return err
 	}
@@ -118,8 +123,9 @@ func (r *runner) marketRounds(run func(string) marketPaths, label string) []mark
 
 // marketPathsRunner makes the two paths' sales on api (a sold-out one of
 // one unit, an in-stock one of ten million) and returns a function that
-// runs one round of both, each for o.Dur, on fresh users.
-func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label string) marketPaths, error) {
+// runs one round of both, each for o.Dur, on fresh users, metering api
+// over each run and profiling it (at pprofURL) over the sold-out one.
+func (r *runner) marketPathsRunner(ctx context.Context, api *Proc, pprofURL string) (func(label string) marketPaths, error) {
 	const conns = 64
 	c, soldURL, soldToks, err := r.soldOutSale(ctx, api, "market sold-out", conns)
 	if err != nil {
@@ -134,7 +140,13 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label s
 	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
 	return func(label string) marketPaths {
 		var p marketPaths
-		p.soldOut = ClosedLoop(ctx, "sold-out reserve, "+label, conns, r.o.Dur, 0, reserveOp(c, soldURL, soldToks))
+		p.soldOut, p.profile = r.profiledRun(ctx, pprofURL, "sold-out "+label, func() Result {
+			res, cost := r.costed(ctx, api, func() Result {
+				return ClosedLoop(ctx, "sold-out reserve, "+label, conns, r.o.Dur, 0, reserveOp(c, soldURL, soldToks))
+			})
+			p.soldOutCost = cost
+			return res
+		})
 		if n := p.soldOut.Count(http.StatusAccepted); n > 0 {
 			r.violation("scenario 13: %d reservations accepted on a sold-out sale of 1 unit", n)
 		}
@@ -143,7 +155,9 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label s
 			r.o.Logger.Warn("scenario 13: mint users", "err", err)
 			return p
 		}
-		p.inStock = ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
+		p.inStock, p.inStockCost = r.costed(ctx, api, func() Result {
+			return ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
+		})
 		return p
 	}, nil
 }

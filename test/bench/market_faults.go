@@ -47,8 +47,11 @@ type marketRecovery struct {
 	// cutBeforeWhy and cutDuringWhy are the healthy instance's outcomes
 	// over each run (pathsOutcomes' difference, outcomesLine).
 	cutBeforeWhy, cutDuringWhy string
-	cutReady                   int   // the cut instance's /readyz answer at the cut's end
-	cutSwitches                int64 // the fault sale's mode switches during the cut
+	// cutBeforeCost and cutDuringCost are the processes' costs over each
+	// run (cutCost).
+	cutBeforeCost, cutDuringCost cutCost
+	cutReady                     int   // the cut instance's /readyz answer at the cut's end
+	cutSwitches                  int64 // the fault sale's mode switches during the cut
 }
 
 // faultProbe reserves on the fault sale, each request for a fresh user.
@@ -165,7 +168,7 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 	if err != nil {
 		return rec, err
 	}
-	err = r.cutInstance(ctx, st, url, s.ID, label, &rec)
+	err = r.cutInstance(ctx, red, st, url, s.ID, label, &rec)
 	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
 		"cut_503", rec.cutDuring.Count(http.StatusServiceUnavailable), "cut_ready", rec.cutReady)
 	return rec, err
@@ -269,25 +272,36 @@ func (r *runner) sellsAgain(ctx context.Context, p *faultProbe, saleID int64) fl
 
 // cutInstance runs reservations on the healthy paths' API for o.Dur, then
 // cuts the other API from Redis and runs them again, the cut lasting the
-// run; it then waits for the cut instance to serve again.
-func (r *runner) cutInstance(ctx context.Context, st *marketStack, url string, saleID int64, label string, rec *marketRecovery) error {
+// run, metering the processes over each run; it then waits for the cut
+// instance to serve again.
+func (r *runner) cutInstance(ctx context.Context, red *marketRedis, st *marketStack, url string, saleID int64, label string, rec *marketRecovery) error {
 	const conns = 64
 	toks, _, err := r.users(2 * cutUsers)
 	if err != nil {
 		return err
 	}
+	meter, err := r.newCutMeter(st, red)
+	if err != nil {
+		return fmt.Errorf("scenario 13: meter the cut: %w", err)
+	}
 	c := newDoer(conns)
 	metrics := st.paths.URL + "/metrics"
-	rec.cutBefore, rec.cutBeforeWhy = r.explained(ctx, metrics, func() Result {
-		return ClosedLoop(ctx, "healthy API, before the cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[:cutUsers]))
+	rec.cutBefore, rec.cutBeforeWhy = r.explained(ctx, metrics, func() (res Result) {
+		res, rec.cutBeforeCost = meter.over(ctx, func() Result {
+			return ClosedLoop(ctx, "healthy API, before the cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[:cutUsers]))
+		})
+		return res
 	})
 	s0, err := r.st.GetSale(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("scenario 13: read the fault sale: %w", err)
 	}
 	st.proxy.SetCut(true)
-	rec.cutDuring, rec.cutDuringWhy = r.explained(ctx, metrics, func() Result {
-		return ClosedLoop(ctx, "healthy API, the other cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[cutUsers:]))
+	rec.cutDuring, rec.cutDuringWhy = r.explained(ctx, metrics, func() (res Result) {
+		res, rec.cutDuringCost = meter.over(ctx, func() Result {
+			return ClosedLoop(ctx, "healthy API, the other cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[cutUsers:]))
+		})
+		return res
 	})
 	rec.cutReady, err = c.do(ctx, "GET", st.cut.URL+"/readyz", "", nil)
 	st.proxy.SetCut(false)

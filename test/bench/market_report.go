@@ -88,37 +88,56 @@ func marketIdleFigures(m marketFigures) []Figure {
 }
 
 // marketPathFigures are the paths' medians over the rounds and their
-// ratios.
+// ratios: the rates, and the paths' API's CPU per answer, which the
+// machine's other work disturbs less than a rate.
 func marketPathFigures(m marketFigures) []Figure {
-	soldOut := func(p marketPaths) Result { return p.soldOut }
-	inStock := func(p marketPaths) Result { return p.inStock }
 	var figures []Figure
-	for _, path := range []struct {
-		name string
-		pick func(marketPaths) Result
-	}{{"sold-out", soldOut}, {"in-stock", inStock}} {
-		one, many := medianRPS(m.one, path.pick), medianRPS(m.many, path.pick)
+	for _, path := range marketPathKinds {
+		one, many := medianOf(m.one, path.rps), medianOf(m.many, path.rps)
 		rounds := fmt.Sprintf("req/s (median of %d rounds)", len(m.one))
+		cpu1, cpuN := medianOf(m.one, path.cpu), medianOf(m.many, path.cpu)
+		perAnswer := fmt.Sprintf("µs of CPU per answer, user + system (median of %d rounds)", len(m.one))
 		figures = append(figures,
 			Figure{Name: path.name + " req/s, 1 live", Value: one, Unit: rounds},
 			Figure{Name: fmt.Sprintf("%s req/s, %d live", path.name, m.n), Value: many, Unit: rounds},
-			Figure{Name: path.name + ", many live / 1 live", Value: ratio(many, one), Unit: "× (the medians)", Target: "≥ 0.95"})
+			Figure{Name: path.name + ", many live / 1 live", Value: ratio(many, one), Unit: "× (the medians)", Target: "≥ 0.95"},
+			Figure{Name: path.name + " paths' API CPU per answer, 1 live", Value: cpu1, Unit: perAnswer},
+			Figure{Name: fmt.Sprintf("%s paths' API CPU per answer, %d live", path.name, m.n), Value: cpuN, Unit: perAnswer},
+			Figure{Name: path.name + " CPU per answer, many live / 1 live", Value: ratio(cpuN, cpu1), Unit: "× (the medians)", Target: "≤ 1.05"})
 	}
 	return figures
 }
 
-// medianRPS is the median rate of the runs pick takes from the rounds
-// (the mean of the middle two of an even number).
+// marketPathKinds are the two paths of a round: their name, rate and the
+// paths' API's CPU per answer (-1 unread).
+var marketPathKinds = []struct {
+	name     string
+	rps, cpu func(marketPaths) float64
+}{
+	{"sold-out", func(p marketPaths) float64 { return p.soldOut.RPS }, func(p marketPaths) float64 { return p.soldOutCost.perAnswerUS(p.soldOut) }},
+	{"in-stock", func(p marketPaths) float64 { return p.inStock.RPS }, func(p marketPaths) float64 { return p.inStockCost.perAnswerUS(p.inStock) }},
+}
+
+// medianRPS is the median rate of the runs pick takes from the rounds.
 func medianRPS(rounds []marketPaths, pick func(marketPaths) Result) float64 {
-	if len(rounds) == 0 {
-		return 0
+	return medianOf(rounds, func(p marketPaths) float64 { return pick(p).RPS })
+}
+
+// medianOf is the median of the rounds' values (the mean of the middle
+// two of an even number), those below zero (unread) left out; -1 when
+// none is left.
+func medianOf(rounds []marketPaths, value func(marketPaths) float64) float64 {
+	var vs []float64
+	for _, rd := range rounds {
+		if v := value(rd); v >= 0 {
+			vs = append(vs, v)
+		}
 	}
-	rates := make([]float64, len(rounds))
-	for i, rd := range rounds {
-		rates[i] = pick(rd).RPS
+	if len(vs) == 0 {
+		return -1
 	}
-	slices.Sort(rates)
-	return (rates[(len(rates)-1)/2] + rates[len(rates)/2]) / 2
+	slices.Sort(vs)
+	return (vs[(len(vs)-1)/2] + vs[len(vs)/2]) / 2
 }
 
 // accepted202 is a run's 202s a second.
@@ -155,7 +174,27 @@ func marketRecoveryFigures(m marketFigures) []Figure {
 			Unit:   fmt.Sprintf("× (%s → %s 202/s; 1 live: %s ×)", num(accepted202(many.cutBefore)), num(accepted202(many.cutDuring)), num(one.cutRatio())),
 			Target: fmt.Sprintf("≥ %s (1 live − %g)", num(one.cutRatio()-marketRatioTol), marketRatioTol)},
 		{Name: "one API cut: the fault sale's mode switches, " + live, Value: float64(many.cutSwitches), Unit: fmt.Sprintf("switches (1 live: %d)", one.cutSwitches), Target: "0"},
+		{Name: "one API cut: the healthy one's CPU per 202 during / before, " + live, Value: many.cutCPURatio(),
+			Unit: fmt.Sprintf("× (%s → %s ms; 1 live: %s ×)", num(per202MS(many.cutBeforeCost.paths, many.cutBefore)),
+				num(per202MS(many.cutDuringCost.paths, many.cutDuring)), num(one.cutCPURatio())),
+			Target: fmt.Sprintf("≤ %s (1 live + %g)", num(one.cutCPURatio()+marketRatioTol), marketRatioTol)},
+		{Name: "one API cut: the cut instance's CPU during the cut, " + live, Value: many.cutDuringCost.share(many.cutDuringCost.cut),
+			Unit: fmt.Sprintf("%% of a core (before: %s; 1 live: %s, before: %s)", num(many.cutBeforeCost.share(many.cutBeforeCost.cut)),
+				num(one.cutDuringCost.share(one.cutDuringCost.cut)), num(one.cutBeforeCost.share(one.cutBeforeCost.cut)))},
+		{Name: "one API cut: MariaDB statements/s during the cut, " + live, Value: many.cutDuringCost.rate(many.cutDuringCost.statements),
+			Unit: fmt.Sprintf("statements/s (before: %s; 1 live: %s, before: %s)", num(many.cutBeforeCost.rate(many.cutBeforeCost.statements)),
+				num(one.cutDuringCost.rate(one.cutDuringCost.statements)), num(one.cutBeforeCost.rate(one.cutBeforeCost.statements)))},
 	}
+}
+
+// cutCPURatio is the healthy instance's CPU per 202 during the other's
+// cut over its CPU per 202 before (-1 unread).
+func (rec marketRecovery) cutCPURatio() float64 {
+	before, during := per202MS(rec.cutBeforeCost.paths, rec.cutBefore), per202MS(rec.cutDuringCost.paths, rec.cutDuring)
+	if before <= 0 || during < 0 {
+		return -1
+	}
+	return during / before
 }
 
 // marketNotes are scenario 13's notes.
@@ -175,8 +214,37 @@ func marketNotes(m marketFigures) []string {
 		fmt.Sprintf("the probes' answers, keys deleted: %s (1 live), %s (%d live); Redis frozen: %s, %s", m.rec1.keysProbe, m.recN.keysProbe, m.n, m.rec1.pauseProbe, m.recN.pauseProbe),
 		fmt.Sprintf("one API cut: a fourth instance reaches Redis through a proxy, cut for one run of 64 connections reserving on the paths' API (the healthy one), after one run before it; the cut instance's /readyz at the cut's end: %d, %d (503: it knew)", m.rec1.cutReady, m.recN.cutReady),
 		fmt.Sprintf("one API cut: the healthy API's outcomes (its /metrics, layer/outcome and hold/outcome; a 503's body says only unavailable), before the cut / during it: %s / %s (1 live); %s / %s (%d live)", m.rec1.cutBeforeWhy, m.rec1.cutDuringWhy, m.recN.cutBeforeWhy, m.recN.cutDuringWhy, m.n),
+		fmt.Sprintf("one API cut, what it cost before the cut / during it: %s / %s (1 live); %s / %s (%d live)",
+			m.rec1.cutBeforeCost.line(m.rec1.cutBefore), m.rec1.cutDuringCost.line(m.rec1.cutDuring),
+			m.recN.cutBeforeCost.line(m.recN.cutBefore), m.recN.cutDuringCost.line(m.recN.cutDuring), m.n),
+		"the paths' API, round by round (1 live, then many): " + pathsCostLine(m.one) + "; " + pathsCostLine(m.many) + profileNotes(m),
 		"listing: the storefront's list of live sales walked page by page with its cursor (client.AllSales)",
 	}
+}
+
+// pathsCostLine is each round's CPU per answer (µs, sold-out/in-stock),
+// heap in use after the sold-out run (MB) and GC cycles over it.
+func pathsCostLine(rounds []marketPaths) string {
+	parts := make([]string, len(rounds))
+	for i, rd := range rounds {
+		parts[i] = fmt.Sprintf("%s/%s µs, %s MB, %.0f GCs", num(rd.soldOutCost.perAnswerUS(rd.soldOut)), num(rd.inStockCost.perAnswerUS(rd.inStock)),
+			num(rd.soldOutCost.heap/1e6), rd.soldOutCost.gcs)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// profileNotes names the sold-out runs' CPU profiles, when taken.
+func profileNotes(m marketFigures) string {
+	var notes []string
+	for _, rd := range append(slices.Clone(m.one), m.many...) {
+		if rd.profile != "" {
+			notes = append(notes, rd.profile)
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; CPU profiles of the sold-out runs: " + strings.Join(notes, ", ")
 }
 
 // startSample is a count of scenario 13's running sale workflows, at its

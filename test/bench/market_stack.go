@@ -85,6 +85,7 @@ func (r *runner) useRedis(m *marketRedis) func() {
 type marketStack struct {
 	api, worker, paths, cut *Proc
 	proxy                   *netproxy.Proxy
+	pathsPprof              string // the paths' API's profiler, when Options.ProfileDir asks for one
 }
 
 // procs are the stack's instances, metered in the idle windows.
@@ -114,7 +115,16 @@ func (r *runner) startMarketStack(ctx context.Context) (*marketStack, error) {
 		return nil, err
 	}
 	unpolled := "bench-unpolled-market-" + r.stamp
-	if s.paths, err = r.startAPI(ctx, "api-market-paths", unpolled); err != nil {
+	pathsEnv := r.env(unpolled)
+	if r.o.ProfileDir != "" {
+		addr, err := proc.FreeAddr()
+		if err != nil {
+			s.stop(r)
+			return nil, err
+		}
+		s.pathsPprof, pathsEnv["SECKILL_PPROF_ADDR"] = "http://"+addr, addr
+	}
+	if s.paths, err = r.startAPIEnv(ctx, "api-market-paths", pathsEnv); err != nil {
 		s.stop(r)
 		return nil, err
 	}

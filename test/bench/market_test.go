@@ -76,8 +76,11 @@ func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
 	}
 	one := marketRecovery{keys: 1.5, left: true, back: 6}
 	one.cutBefore, one.cutDuring = cut(1000, 900)
+	// CPU per 202: 1 ms before, 1 ms during (1 live); 1 ms, then 2 ms.
+	one.cutBeforeCost, one.cutDuringCost = cutCost{paths: 1, cut: 0.02, statements: 4000, seconds: 2}, cutCost{paths: 0.9, cut: 0.04, statements: 3600, seconds: 2}
 	many := marketRecovery{keys: 2, left: true, back: 8, cutSwitches: 1}
 	many.cutBefore, many.cutDuring = cut(1000, 500)
+	many.cutBeforeCost, many.cutDuringCost = cutCost{paths: 1, cut: 0.02, statements: 4000, seconds: 2}, cutCost{paths: 1, cut: 0.5, statements: -1, seconds: 2}
 	got := map[string]Figure{}
 	for _, f := range marketRecoveryFigures(marketFigures{n: 300, rec1: one, recN: many}) {
 		got[f.Name] = f
@@ -97,6 +100,37 @@ func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
 	check("one API cut: the healthy one's 503s during the cut, 300 live", 3, "0")
 	check("one API cut: the healthy one's 202/s during / before, 300 live", 0.5, "≥ 0.80 (1 live − 0.1)")
 	check("one API cut: the fault sale's mode switches, 300 live", 1, "0")
+	check("one API cut: the healthy one's CPU per 202 during / before, 300 live", 2, "≤ 1.10 (1 live + 0.1)")
+	check("one API cut: the cut instance's CPU during the cut, 300 live", 25, "")
+	check("one API cut: MariaDB statements/s during the cut, 300 live", -1, "")
+	if u := got["one API cut: MariaDB statements/s during the cut, 300 live"].Unit; u != "statements/s (before: 2,000; 1 live: 1,800, before: 2,000)" {
+		t.Errorf("statements' unit: %q", u)
+	}
+}
+
+// The CPU per answer of each path is compared by the medians of the
+// rounds, an unread round left out.
+func TestMarketPathsCompareTheCPUPerAnswer(t *testing.T) {
+	round := func(requests int64, cpu float64) marketPaths {
+		return marketPaths{soldOut: Result{Requests: requests}, inStock: Result{Requests: requests / 10},
+			soldOutCost: runCost{cpu: cpu}, inStockCost: runCost{cpu: cpu}}
+	}
+	// µs per sold-out answer: 10, 20, 12 (1 live); 11, unread, 13 (many).
+	one := []marketPaths{round(100_000, 1), round(100_000, 2), round(100_000, 1.2)}
+	many := []marketPaths{round(100_000, 1.1), round(100_000, -1), round(100_000, 1.3)}
+	want := map[string]float64{"sold-out paths' API CPU per answer, 1 live": 12, "sold-out paths' API CPU per answer, 300 live": 12,
+		"sold-out CPU per answer, many live / 1 live": 1, "in-stock paths' API CPU per answer, 1 live": 120}
+	for _, f := range marketPathFigures(marketFigures{n: 300, one: one, many: many}) {
+		if w, ok := want[f.Name]; ok {
+			if f.Value < w-1e-9 || f.Value > w+1e-9 {
+				t.Errorf("%s: %v, want %v", f.Name, f.Value, w)
+			}
+			delete(want, f.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("figures missing: %v", want)
+	}
 }
 
 func TestMarketStartFiguresSayWhetherEveryWorkflowRan(t *testing.T) {
