@@ -781,3 +781,51 @@ func growDatabaseShare(ctx context.Context, tx bun.Tx, saleID int64) error {
 	}
 	return nil
 }
+
+// TokenSync is what sales.SyncToken reads of a token, in one statement:
+// the reservation, its sale's mode, and whether its user holds another
+// live reservation of the sale.
+type TokenSync struct {
+	Reservation   *domain.Reservation
+	Mode          domain.SaleMode
+	ModeChangedAt time.Time // zero: never changed
+	// AnotherLive is HoldsAnotherLive, read only for an ended reservation
+	// (its release keeps the buyer mark then); false for any other.
+	AnotherLive bool
+}
+
+// ReadTokenSync reads a token's TokenSync; ErrNotFound when the database
+// has no reservation of it. The reservation, the sale and the user's other
+// reservations are read in one snapshot.
+func (s *Store) ReadTokenSync(ctx context.Context, token string) (*TokenSync, error) {
+	var read struct {
+		reservationRow
+		SaleMode          string     `bun:"sale_mode"`
+		SaleModeChangedAt *time.Time `bun:"sale_mode_changed_at"`
+		AnotherLive       bool       `bun:"another_live"`
+	}
+	err := s.DB.NewRaw(`SELECT r.*, sales.mode AS sale_mode, sales.mode_changed_at AS sale_mode_changed_at,
+		r.status IN (?) AND EXISTS (SELECT 1 FROM reservations o
+			WHERE o.user_id = r.user_id AND o.sale_id = r.sale_id AND o.token <> r.token AND o.status IN (?)) AS another_live
+		FROM reservations r JOIN sales ON sales.id = r.sale_id WHERE r.token = ? AND r.user_id = `+tokenUser,
+		bun.List(endedStatuses), bun.List(liveStatuses), token, token).Scan(ctx, &read)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read token sync %s: %w", token, err)
+	}
+	return &TokenSync{
+		Reservation:   read.reservationRow.domain(),
+		Mode:          domain.SaleMode(read.SaleMode),
+		ModeChangedAt: utcOrZero(read.SaleModeChangedAt),
+		AnotherLive:   read.AnotherLive,
+	}, nil
+}
+
+// The statuses of a reservation that ended without its unit, and of one
+// that holds it (HoldsAnotherLive's).
+var (
+	endedStatuses = []string{string(domain.StatusExpired), string(domain.StatusCancelled), string(domain.StatusFailed)}
+	liveStatuses  = []string{string(domain.StatusQueued), string(domain.StatusPendingPayment), string(domain.StatusPaid)}
+)
