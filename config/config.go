@@ -199,6 +199,13 @@ type Config struct {
 	// ReconcileConcurrency bounds the sale reconciliations a worker runs
 	// at once; the others wait their turn (activities.ReconcileSlots).
 	ReconcileConcurrency int
+	// WorkerGOGC (SECKILL_WORKER_GOGC; default 400) is the worker's
+	// garbage-collection target, as Go's GOGC: each order's workflow task
+	// and steps leave short-lived garbage, and a heap let grow further
+	// between collections costs the worker fewer of them per order. Go's
+	// own GOGC, when set, is left in force (0 here); GOMEMLIMIT still
+	// bounds the heap either way.
+	WorkerGOGC int
 
 	// FaultExitAfterReserve (SECKILL_FAULT_EXIT_AFTER_RESERVE=1, honoured only
 	// in development mode) kills the API right after a successful reserve
@@ -685,6 +692,9 @@ func (r *envReader) process(c *Config) {
 	c.RelayMinIdle = r.dur("SECKILL_RELAY_MIN_IDLE", 30*time.Second)
 	c.RelayDeadAfter = r.dur("SECKILL_RELAY_DEAD_AFTER", 10*time.Minute)
 	c.WorkerMetricsAddr = r.str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
+	if c.WorkerGOGC = r.integer("SECKILL_WORKER_GOGC", 400); r.get("GOGC") != "" {
+		c.WorkerGOGC = 0
+	}
 	if c.ReconcileConcurrency = r.integer("SECKILL_RECONCILE_CONCURRENCY", 2); c.ReconcileConcurrency < 1 {
 		r.fail(fmt.Errorf("SECKILL_RECONCILE_CONCURRENCY: at least 1, not %d", c.ReconcileConcurrency))
 	}

@@ -318,3 +318,22 @@ func TestReadReplicaSettings(t *testing.T) {
 		}
 	}
 }
+
+// The worker's GC target: 400 by default, as set, 0 (Go's own) when Go's
+// GOGC is set.
+func TestWorkerGOGC(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want int
+	}{
+		{nil, 400},
+		{[]string{"SECKILL_WORKER_GOGC", "200"}, 200},
+		{[]string{"SECKILL_WORKER_GOGC", "0"}, 0},
+		{[]string{"GOGC", "off"}, 0},
+		{[]string{"GOGC", "150", "SECKILL_WORKER_GOGC", "800"}, 0},
+	} {
+		if got := mustLoad(t, productionEnv(tc.env...)).WorkerGOGC; got != tc.want {
+			t.Errorf("%v: WorkerGOGC %d, want %d", tc.env, got, tc.want)
+		}
+	}
+}

@@ -144,28 +144,40 @@ func New() *Scripts {
 // keepBuyer keeps the user's buyer mark: the database knows another live
 // reservation of the user in this sale.
 func (s *Scripts) Release(ctx context.Context, rdb redis.Scripter, saleID, userID int64, token string, restore, keepBuyer bool) (bool, error) {
-	k := SaleKeys(saleID)
-	n, err := s.release.Run(ctx, rdb, []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence, k.Mine, k.Journal, k.Ended},
-		token, strconv.FormatInt(userID, 10), flag(restore), flag(keepBuyer), StepJournal).Int64()
+	keys, args := releaseCall(saleID, userID, token, restore, keepBuyer)
+	n, err := s.release.Run(ctx, rdb, keys, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release script: %w", err)
 	}
 	return n == 1, nil
 }
 
+// releaseCall is release.lua's keys and arguments.
+func releaseCall(saleID, userID int64, token string, restore, keepBuyer bool) ([]string, []any) {
+	k := SaleKeys(saleID)
+	return []string{k.Stock, k.Buyers, k.Tokens, k.Released, k.Fence, k.Mine, k.Journal, k.Ended},
+		[]any{token, strconv.FormatInt(userID, 10), flag(restore), flag(keepBuyer), StepJournal}
+}
+
 // Advance moves a token's Redis state to `to` if it is in one of `from`.
 func (s *Scripts) Advance(ctx context.Context, rdb redis.Scripter, saleID int64, token, to string, from ...string) (bool, error) {
+	keys, args := advanceCall(saleID, token, to, from)
+	n, err := s.advance.Run(ctx, rdb, keys, args...).Int64()
+	if err != nil {
+		return false, fmt.Errorf("advance script: %w", err)
+	}
+	return n == 1, nil
+}
+
+// advanceCall is advance.lua's keys and arguments.
+func advanceCall(saleID int64, token, to string, from []string) ([]string, []any) {
 	k := SaleKeys(saleID)
 	args := make([]any, 0, 3+len(from))
 	args = append(args, token, to, StepJournal)
 	for _, f := range from {
 		args = append(args, f)
 	}
-	n, err := s.advance.Run(ctx, rdb, []string{k.Tokens, k.Fence, k.Journal}, args...).Int64()
-	if err != nil {
-		return false, fmt.Errorf("advance script: %w", err)
-	}
-	return n == 1, nil
+	return []string{k.Tokens, k.Fence, k.Journal}, args
 }
 
 // RestoreLive puts a live order's token state (ordered or paid) and its

@@ -38,6 +38,7 @@ func (s *Scripts) ScriptLatencyHook(reg prometheus.Registerer) (redis.Hook, erro
 		"reserve": s.reserve, "release": s.release, "advance": s.advance, "warmup": s.warmup,
 		"adjust": s.adjust, "snapshot": s.snapshot, "repair_stock": s.repairStock, "rebuild": s.rebuild,
 		"restore": s.restore, "retire": retireScript,
+		"sync_advance": syncAdvanceScript, "sync_release": syncReleaseScript,
 	} {
 		obs := scriptObservers{ok: hist.WithLabelValues(name, "ok"), failed: hist.WithLabelValues(name, "error")}
 		h.byKey[sc.Hash()] = obs
@@ -51,6 +52,7 @@ var scriptSources = map[string]string{
 	"reserve": reserveSrc, "release": releaseSrc, "advance": advanceSrc, "warmup": warmupSrc,
 	"adjust": adjustSrc, "snapshot": snapshotSrc, "repair_stock": repairStockSrc, "rebuild": rebuildSrc,
 	"restore": restoreSrc, "retire": retireSrc,
+	"sync_advance": syncAdvanceSrc, "sync_release": syncReleaseSrc,
 }
 
 type scriptObservers struct{ ok, failed prometheus.Observer }

@@ -102,13 +102,18 @@ func SaleOfEventChannel(ch string) (int64, bool) {
 // whether the record changed. r.Epoch is ignored: the script stamps the
 // sale's current epoch.
 func (s *Scripts) WriteStatus(ctx context.Context, rdb redis.Scripter, saleID int64, token string, r StatusRecord) (bool, error) {
-	k := SaleKeys(saleID)
-	n, err := statusScript.Run(ctx, rdb, []string{k.Status, k.Meta},
-		token, r.Seq, r.encode(), EventChannel(saleID)).Int64()
+	keys, args := statusCall(saleID, token, r)
+	n, err := statusScript.Run(ctx, rdb, keys, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("status script: %w", err)
 	}
 	return n == 1, nil
+}
+
+// statusCall is status.lua's keys and arguments.
+func statusCall(saleID int64, token string, r StatusRecord) ([]string, []any) {
+	k := SaleKeys(saleID)
+	return []string{k.Status, k.Meta}, []any{token, r.Seq, r.encode(), EventChannel(saleID)}
 }
 
 // ForgetStatus deletes a reservation's status record, so reads fall back

@@ -22,7 +22,7 @@ import (
 var tokenKey = []byte("sales-test-token-key")
 
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	st      *store.Store
 	rdb     redis.UniversalClient
@@ -32,7 +32,7 @@ type fixture struct {
 	keys    redisgateway.Keys
 }
 
-func mustFixture(t *testing.T, stock int64) *fixture {
+func mustFixture(t testing.TB, stock int64) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	f := &fixture{t: t, ctx: ctx, st: testenv.MustStore(t), rdb: testenv.MustRedis(t), scripts: redisgateway.New()}
@@ -212,7 +212,7 @@ func TestSyncTokenRestoresOnlyWhatTheDatabaseKept(t *testing.T) {
 	require.EqualValues(t, 3, mustInt(t, f.rdb.Get(f.ctx, f.keys.Stock)), "4 - 2 holds + 1 restored")
 }
 
-func mustInt(t *testing.T, c *redis.StringCmd) int64 {
+func mustInt(t testing.TB, c *redis.StringCmd) int64 {
 	t.Helper()
 	n, err := c.Int64()
 	require.NoError(t, err)

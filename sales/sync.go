@@ -33,43 +33,32 @@ const forgetTimeout = 100 * time.Millisecond
 // after this reservation's database write, which is already committed.
 // It reports whether Redis changed.
 func SyncToken(ctx context.Context, st *store.Store, rdb *redisgateway.Client, token string) (bool, error) {
-	res, err := st.GetReservation(ctx, token)
+	ts, err := st.ReadTokenSync(ctx, token)
 	if err != nil {
 		return false, fmt.Errorf("sync token %s: %w", token, err)
 	}
-	sale, err := st.GetSale(ctx, res.SaleID)
-	if err != nil {
-		return false, fmt.Errorf("sync token %s: %w", token, err)
+	res := ts.Reservation
+	if ts.Mode == domain.ModeDatabase {
+		return false, forgetInDatabaseMode(ctx, rdb, res.SaleID, ts.ModeChangedAt, token)
 	}
-	if sale.Mode == domain.ModeDatabase {
-		return false, forgetInDatabaseMode(ctx, rdb, sale, token)
-	}
+	// The status record follows the token's Redis state in the same
+	// script, before the workflow acknowledges the change to anyone.
+	rec := StatusRecordOf(res)
 	var changed bool
 	switch res.Status {
 	case domain.StatusPendingPayment:
-		changed, err = rdb.Advance(ctx, res.SaleID, token, domain.TokenOrdered, domain.TokenHeld)
+		changed, err = rdb.AdvanceWithStatus(ctx, res.SaleID, token, rec, domain.TokenOrdered, domain.TokenHeld)
 	case domain.StatusPaid:
-		changed, err = rdb.Advance(ctx, res.SaleID, token, domain.TokenPaid, domain.TokenHeld, domain.TokenOrdered)
+		changed, err = rdb.AdvanceWithStatus(ctx, res.SaleID, token, rec, domain.TokenPaid, domain.TokenHeld, domain.TokenOrdered)
 	case domain.StatusExpired, domain.StatusCancelled, domain.StatusFailed:
 		// A FAILED hold's unit goes back only when the database is known
 		// to have it (the user's unit was another order's); restoring one
 		// the database lacks would promise a unit that does not exist.
 		restore := res.Status != domain.StatusFailed || domain.KeepsUnitOnFailure(res.FailReason)
-		var keepBuyer bool
-		if keepBuyer, err = st.HoldsAnotherLive(ctx, res.SaleID, res.UserID, token); err != nil {
-			return false, fmt.Errorf("sync token %s: %w", token, err)
-		}
-		changed, err = rdb.Release(ctx, res.SaleID, res.UserID, token, restore, keepBuyer)
+		changed, err = rdb.ReleaseWithStatus(ctx, res.SaleID, res.UserID, token, restore, ts.AnotherLive, rec)
 	}
 	if err != nil {
 		return false, fmt.Errorf("sync token %s: %w", token, err)
-	}
-	// The status record follows the token's Redis state in the same step,
-	// before the workflow acknowledges the change to anyone.
-	if res.Status != domain.StatusQueued {
-		if _, err := rdb.WriteStatus(ctx, res.SaleID, token, StatusRecordOf(res)); err != nil {
-			return false, fmt.Errorf("sync token %s: %w", token, err)
-		}
 	}
 	return changed, nil
 }
@@ -82,14 +71,14 @@ func SyncToken(ctx context.Context, st *store.Store, rdb *redisgateway.Client, t
 // acknowledgement waits until every instance has learnt of the switch
 // (degraded.EveryInstanceLearnt), after which none reads the record; the next
 // rebuild's epoch voids it anyway.
-func forgetInDatabaseMode(ctx context.Context, rdb *redisgateway.Client, sale *domain.Sale, token string) error {
+func forgetInDatabaseMode(ctx context.Context, rdb *redisgateway.Client, saleID int64, modeChangedAt time.Time, token string) error {
 	fctx, cancel := context.WithTimeout(ctx, forgetTimeout)
-	err := rdb.ForgetStatus(fctx, sale.ID, token)
+	err := rdb.ForgetStatus(fctx, saleID, token)
 	cancel()
 	if err == nil {
 		return nil
 	}
-	wait := time.Until(degraded.EveryInstanceLearnt(sale.ModeChangedAt))
+	wait := time.Until(degraded.EveryInstanceLearnt(modeChangedAt))
 	slog.Warn("sync token: forget status record; waiting until every instance reads the database", "token", token, "wait", wait, "err", err)
 	if wait <= 0 {
 		return nil

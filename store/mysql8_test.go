@@ -41,7 +41,7 @@ func TestMySQL8ParserRefusesMariaDBForms(t *testing.T) {
 // parses as MySQL 8.0: the Redis holds (in groups, a replay, a refused
 // holder), orders placed from a hold's unit and from a bucket picked (a
 // lock wait bound), paid, cancelled, a queued hold ended, the reads by
-// token and by user, the database path, a snapshot.
+// token and by user, a sync's read, the database path, a snapshot.
 func TestMySQL8StatementsKeepTheRulesAndParse(t *testing.T) {
 	st, rec := speakingMySQL8(t)
 	sale := testenv.MustSale(t, st, 6, func(s *domain.Sale) { s.Buckets = 2 })
@@ -90,6 +90,20 @@ func TestMySQL8StatementsKeepTheRulesAndParse(t *testing.T) {
 	gone, err := st.EndedReservations(ctx(t), []string{hold.Token, second.Token, other.Token})
 	require.NoError(t, err)
 	require.Len(t, gone, 2)
+	for tok, want := range map[string]struct {
+		status      domain.ReservationStatus
+		anotherLive bool
+	}{
+		hold.Token:   {domain.StatusPaid, false},
+		second.Token: {domain.StatusFailed, true}, // its user paid the first hold
+		other.Token:  {domain.StatusCancelled, false},
+	} {
+		ts, err := st.ReadTokenSync(ctx(t), tok)
+		require.NoError(t, err)
+		require.Equal(t, want.status, ts.Reservation.Status)
+		require.Equal(t, want.anotherLive, ts.AnotherLive, "another live reservation of the user, %s", want.status)
+		require.Equal(t, domain.ModeRedis, ts.Mode)
+	}
 
 	mysql8DatabasePath(t, st, sale)
 	left, err := st.DBStock(ctx(t), sale.ID)

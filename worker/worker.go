@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -44,6 +45,9 @@ const (
 // Temporal worker stops, the clients close. A cancelled ctx is a clean stop
 // (nil), during start-up too.
 func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	if cfg.WorkerGOGC > 0 {
+		debug.SetGCPercent(cfg.WorkerGOGC)
+	}
 	p := &process{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
 	if err := p.registerMetrics(); err != nil {
 		return fmt.Errorf("worker: %w", err)
