@@ -447,6 +447,31 @@ func (c *Client) SaleKeysLost(ctx context.Context, saleID int64) (bool, error) {
 	return n < 2, nil
 }
 
+// SalesKeysLost is SaleKeysLost for many sales in one pipeline (one
+// round trip however many): the sales of saleIDs whose metadata or stock
+// Redis lacks.
+func (c *Client) SalesKeysLost(ctx context.Context, saleIDs []int64) (map[int64]bool, error) {
+	if len(saleIDs) == 0 {
+		return nil, nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(saleIDs))
+	for i, id := range saleIDs {
+		k := SaleKeys(id)
+		cmds[i] = pipe.Exists(ctx, k.Meta, k.Stock)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("check keys of %d sales: %w", len(saleIDs), err)
+	}
+	lost := map[int64]bool{}
+	for i, id := range saleIDs {
+		if cmds[i].Val() < 2 {
+			lost[id] = true
+		}
+	}
+	return lost, nil
+}
+
 // DeleteSale removes every key and stream of a sale, and announces it
 // (SaleWide): views cached from its status records are void.
 func (c *Client) DeleteSale(ctx context.Context, saleID int64) error {
