@@ -28,16 +28,17 @@ const marketIdle = 30 * time.Second
 type marketPaths struct{ soldOut, inStock Result }
 
 // market: scenario 13, a marketplace's day, on a Redis of its own. With
-// only its own few sales live it measures the sold-out and in-stock paths
-// (o.MarketRounds rounds), the fleet's idle cost and the recovery from
-// three faults on a sale of its own; it then creates and warms
-// o.MarketSales more sales and measures the same again with all of them
-// live beside (the idle difference is what the sales cost), and whether a
-// listing reaches every sale. The paths and the faults run on an API of
-// their own whose task queue nobody polls (the in-stock orders then leave
-// no backlog for the worker to drain while it is metered); that API, and
-// the one the cut fault cuts from Redis, idle with the others and count as
-// instances.
+// only its own few sales live it measures the fleet's idle cost (before
+// any path round), the sold-out and in-stock paths (o.MarketRounds
+// rounds) and the recovery from three faults on a sale of its own; it
+// then creates and warms o.MarketSales more sales and measures the same
+// again with all of them live beside (the idle difference is what the
+// sales cost), and whether a listing reaches every sale. The paths and
+// the faults run on an API of their own whose task queue nobody polls;
+// the worker's relay starts their holds' order workflows on its own, so
+// the idle window with the sales waits for that backlog to drain first.
+// That API, and the one the cut fault cuts from Redis, idle with the
+// others and count as instances.
 func (r *runner) market(ctx context.Context) error {
 	red, err := r.startMarketRedis(ctx)
 	if err != nil {
@@ -50,7 +51,7 @@ func (r *runner) market(ctx context.Context) error {
 		return err
 	}
 	defer st.stop(r)
-	run, err := r.marketPathsRunner(ctx, st.paths)
+	run, holds, err := r.marketPathsRunner(ctx, st.paths)
 	if err != nil {
 		return err
 	}
@@ -58,10 +59,12 @@ func (r *runner) market(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m := marketFigures{one: r.marketRounds(run, "1 live")}
-	if m.idle0, err = r.measureIdle(ctx, st.procs()); err != nil {
+	m := marketFigures{holdSales: append(holds, fault.ID)}
+	m.wait0 = []marketWait{r.waitQuiet(ctx, st.worker, "the scenario's three sales' opening")}
+	if m.idle0, err = r.measureIdleOf(ctx, st, "market-idle-before"); err != nil {
 		return err
 	}
+	m.one = r.marketRounds(run, "1 live")
 	if m.rec1, err = r.marketRecovery(ctx, red, st, fault, "1 live"); err != nil {
 		return err
 	}
@@ -86,13 +89,24 @@ func (r *runner) market(ctx context.Context) error {
 	return nil
 }
 
-// marketLive measures scenario 13 with the market's sales live: once
-// they settled, the idle cost, their keys' weight, the paths' rounds, the
-// faults and the listing.
+// measureIdleOf is measureIdle over the stack's instances, with the
+// worker's CPU profile over the window when profiles are asked for.
+func (r *runner) measureIdleOf(ctx context.Context, st *marketStack, profile string) (marketIdleCost, error) {
+	wait := r.profileIdle(ctx, st.worker, profile)
+	ic, err := r.measureIdle(ctx, st.procs())
+	ic.profile = wait()
+	return ic, err
+}
+
+// marketLive measures scenario 13 with the market's sales live: once the
+// paths' backlog drained and the sales settled, the idle cost, their
+// keys' weight, the paths' rounds, the faults and the listing.
 func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, opens time.Time, run func(string) marketPaths, m *marketFigures) error {
 	m.settled, m.starts = r.settleMarket(ctx, ids, opens)
+	m.waitN = []marketWait{r.waitInboxes(ctx, m.holdSales)}
+	m.waitN = append(m.waitN, r.waitQuiet(ctx, st.worker, "the sales' opening and the paths' orders"))
 	var err error
-	if m.idleN, err = r.measureIdle(ctx, st.procs()); err != nil {
+	if m.idleN, err = r.measureIdleOf(ctx, st, "market-idle-with-sales"); err != nil {
 		return err
 	}
 	if m.keyBytes, err = r.saleKeyBytes(ctx, ids); err != nil {
@@ -118,16 +132,18 @@ func (r *runner) marketRounds(run func(string) marketPaths, label string) []mark
 
 // marketPathsRunner makes the two paths' sales on api (a sold-out one of
 // one unit, an in-stock one of ten million) and returns a function that
-// runs one round of both, each for o.Dur, on fresh users.
-func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label string) marketPaths, error) {
+// runs one round of both, each for o.Dur, on fresh users, and the
+// in-stock sale's id (the sold-out one holds one unit, taken at its
+// set-up).
+func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label string) marketPaths, []int64, error) {
 	const conns = 64
 	c, soldURL, soldToks, err := r.soldOutSale(ctx, api, "market sold-out", conns)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s, err := r.sale(ctx, api, "market in-stock", 10_000_000, 16, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inURL := api.URL + client.ReservationsPath(s.ID)
 	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
@@ -145,7 +161,7 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label s
 		}
 		p.inStock = ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
 		return p
-	}, nil
+	}, []int64{s.ID}, nil
 }
 
 // createMarket creates and warms n sales through api's admin routes,
