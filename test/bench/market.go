@@ -24,6 +24,11 @@ const marketWorkers = 16
 // marketIdle is the length of scenario 13's idle window.
 const marketIdle = 30 * time.Second
 
+// marketPayWindow is the payment window of the sales scenario 13 takes
+// holds on: longer than the scenario, so no order of theirs expires
+// (waking its workflow) during an idle window.
+const marketPayWindow = 3 * 3600
+
 // marketPaths are one round of scenario 13's two paths on one sale.
 type marketPaths struct{ soldOut, inStock Result }
 
@@ -55,7 +60,7 @@ func (r *runner) market(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fault, err := r.sale(ctx, st.paths, "market fault", 10_000_000, 16, true)
+	fault, err := r.saleWindow(ctx, st.paths, "market fault", 10_000_000, 16, true, marketPayWindow)
 	if err != nil {
 		return err
 	}
@@ -141,7 +146,7 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label s
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := r.sale(ctx, api, "market in-stock", 10_000_000, 16, true)
+	s, err := r.saleWindow(ctx, api, "market in-stock", 10_000_000, 16, true, marketPayWindow)
 	if err != nil {
 		return nil, nil, err
 	}
