@@ -151,10 +151,16 @@ func (c *Client) ReadUsersReservations(ctx context.Context, saleID int64, userID
 	return c.scripts.ReadUsersReservations(ctx, c.rdb, saleID, userIDs)
 }
 
-// Warmup loads a sale into Redis (Scripts.Warmup).
+// Warmup loads a sale into Redis (Scripts.Warmup). Only a warm-up that
+// changed Redis is noted in the change feed: a sale workflow's warm-up of
+// a sale the operator warmed already costs the fleet nothing (noted, a
+// live sale would be signalled and reconciled).
 func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
-	defer c.NoteChange(a.SaleID)
-	return c.scripts.Warmup(ctx, c.rdb, a)
+	outcome, stock, changed, err := c.scripts.warmupRun(ctx, c.rdb, a)
+	if err != nil || changed {
+		c.NoteChange(a.SaleID) // a failed script may have written
+	}
+	return outcome, stock, err
 }
 
 // Adjust changes a sale's Redis stock (Scripts.Adjust).
