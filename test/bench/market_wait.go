@@ -19,9 +19,12 @@ const (
 	// worker's relay starts, at what Temporal takes.
 	marketDrainWait = 10 * time.Minute
 	// marketQuietFor is how long the worker's work counters must stay
-	// unchanged; marketQuietWait bounds the wait for it.
+	// unchanged; marketQuietWait bounds the wait for it: "running" is
+	// Temporal's word for a started workflow, whose first tasks (a load,
+	// a warm-up, a load) the worker may take minutes more to get through
+	// for ten thousand sales on a loaded host.
 	marketQuietFor  = 30 * time.Second
-	marketQuietWait = 5 * time.Minute
+	marketQuietWait = 10 * time.Minute
 	marketWaitPoll  = time.Second
 )
 
