@@ -26,7 +26,8 @@ const marketIdle = 30 * time.Second
 
 // marketPayWindow is the payment window of the sales scenario 13 takes
 // holds on: longer than the scenario, so no order of theirs expires
-// (waking its workflow) during an idle window.
+// (waking its workflow) during an idle window, and the sold-out sale's
+// one unit does not come back for sale.
 const marketPayWindow = 3 * 3600
 
 // marketPaths are one round of scenario 13's two paths on one sale.
@@ -142,7 +143,7 @@ func (r *runner) marketRounds(run func(string) marketPaths, label string) []mark
 // set-up).
 func (r *runner) marketPathsRunner(ctx context.Context, api *Proc) (func(label string) marketPaths, []int64, error) {
 	const conns = 64
-	c, soldURL, soldToks, err := r.soldOutSale(ctx, api, "market sold-out", conns)
+	c, soldURL, soldToks, err := r.soldOutSaleWindow(ctx, api, "market sold-out", conns, marketPayWindow)
 	if err != nil {
 		return nil, nil, err
 	}
