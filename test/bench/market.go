@@ -74,6 +74,10 @@ func (r *runner) market(ctx context.Context) error {
 	if m.rec1, err = r.marketRecovery(ctx, red, st, fault, "1 live"); err != nil {
 		return err
 	}
+	// After the rounds: their holds' records are no part of the sales'.
+	if m.memBefore, err = redisUsedMemory(ctx, r.rdb); err != nil {
+		return err
+	}
 	ids, rate, opens, err := r.createMarket(ctx, st.api, r.o.MarketSales)
 	defer func() {
 		// The worker goes first: its resync would put back the keys of a

@@ -20,6 +20,7 @@ type marketFigures struct {
 	wait0, waitN []marketWait   // what each idle window waited for
 	holdSales    []int64        // the sales the paths and faults take holds on
 	keyBytes     float64
+	memBefore    int64          // Redis used_memory just before the sales were made
 	one, many    []marketPaths  // the rounds with few sales live, and with all
 	rec1, recN   marketRecovery // the faults with few sales live, and with all
 	listed, dup  int
@@ -85,8 +86,8 @@ func marketIdleFigures(m marketFigures) []Figure {
 	memGoal := fmt.Sprintf("≤ %s", commas(marketMemGoal))
 	return append(figures,
 		Figure{Name: "Redis memory per idle sale: its keys (MEMORY USAGE)", Value: m.keyBytes, Unit: "bytes", Target: memGoal},
-		Figure{Name: "Redis memory per idle sale: used_memory growth", Value: float64(iN.mem-i0.mem) / n,
-			Unit: fmt.Sprintf("bytes (%s before the sales, %s after)", commas(i0.mem), commas(iN.mem)), Target: memGoal})
+		Figure{Name: "Redis memory per idle sale: used_memory growth", Value: float64(iN.mem-m.memBefore) / n,
+			Unit: fmt.Sprintf("bytes (%s before the sales, %s after)", commas(m.memBefore), commas(iN.mem)), Target: memGoal})
 }
 
 // marketPathFigures are the paths' medians over the rounds and their
