@@ -151,10 +151,16 @@ func (c *Client) ReadUsersReservations(ctx context.Context, saleID int64, userID
 	return c.scripts.ReadUsersReservations(ctx, c.rdb, saleID, userIDs)
 }
 
-// Warmup loads a sale into Redis (Scripts.Warmup).
+// Warmup loads a sale into Redis (Scripts.Warmup). Only a warm-up that
+// changed Redis is noted in the change feed: a sale workflow's warm-up of
+// a sale the operator warmed already costs the fleet nothing (noted, a
+// live sale would be signalled and reconciled).
 func (c *Client) Warmup(ctx context.Context, a WarmupArgs) (outcome string, stock int64, err error) {
-	defer c.NoteChange(a.SaleID)
-	return c.scripts.Warmup(ctx, c.rdb, a)
+	outcome, stock, changed, err := c.scripts.warmupRun(ctx, c.rdb, a)
+	if err != nil || changed {
+		c.NoteChange(a.SaleID) // a failed script may have written
+	}
+	return outcome, stock, err
 }
 
 // Adjust changes a sale's Redis stock (Scripts.Adjust).
@@ -445,6 +451,31 @@ func (c *Client) SaleKeysLost(ctx context.Context, saleID int64) (bool, error) {
 		return false, fmt.Errorf("check keys of sale %d: %w", saleID, err)
 	}
 	return n < 2, nil
+}
+
+// SalesKeysLost is SaleKeysLost for many sales in one pipeline (one
+// round trip however many): the sales of saleIDs whose metadata or stock
+// Redis lacks.
+func (c *Client) SalesKeysLost(ctx context.Context, saleIDs []int64) (map[int64]bool, error) {
+	if len(saleIDs) == 0 {
+		return nil, nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(saleIDs))
+	for i, id := range saleIDs {
+		k := SaleKeys(id)
+		cmds[i] = pipe.Exists(ctx, k.Meta, k.Stock)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("check keys of %d sales: %w", len(saleIDs), err)
+	}
+	lost := map[int64]bool{}
+	for i, id := range saleIDs {
+		if cmds[i].Val() < 2 {
+			lost[id] = true
+		}
+	}
+	return lost, nil
 }
 
 // DeleteSale removes every key and stream of a sale, and announces it

@@ -228,6 +228,14 @@ func WarmupRefusal(outcome string) error {
 // Warmup loads a sale into Redis; it answers WarmupAlreadyLive and changes
 // nothing once the sale has taken a reservation.
 func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) (outcome string, stock int64, err error) {
+	outcome, stock, _, err = s.warmupRun(ctx, rdb, a)
+	return outcome, stock, err
+}
+
+// warmupRun is Warmup, also answering whether the script changed Redis
+// (false for a repeated warm-up that found the sale as it would write it,
+// or one refused as already live).
+func (s *Scripts) warmupRun(ctx context.Context, rdb redis.Scripter, a WarmupArgs) (outcome string, stock int64, changed bool, err error) {
 	k := SaleKeys(a.SaleID)
 	args := []any{a.StartsMS, a.EndsMS, a.Control, a.Epoch, a.Mode, a.Stock, InboxGroup}
 	for _, b := range a.Buyers {
@@ -235,14 +243,15 @@ func (s *Scripts) Warmup(ctx context.Context, rdb redis.Scripter, a WarmupArgs) 
 	}
 	v, err := s.warmup.Run(ctx, rdb, []string{k.Meta, k.Stock, k.Buyers, k.Reserved, k.Inbox, k.Mine, EventChannel(a.SaleID)}, args...).Slice()
 	if err != nil {
-		return "", 0, fmt.Errorf("warmup script: %w", err)
+		return "", 0, false, fmt.Errorf("warmup script: %w", err)
 	}
-	if len(v) != 2 {
-		return "", 0, fmt.Errorf("warmup script: unexpected reply %v", v)
+	if len(v) != 3 {
+		return "", 0, false, fmt.Errorf("warmup script: unexpected reply %v", v)
 	}
 	outcome, _ = v[0].(string)
 	stock, _ = v[1].(int64)
-	return outcome, stock, nil
+	n, _ := v[2].(int64)
+	return outcome, stock, n != 0, nil
 }
 
 // AdjustOutcome is what adjust.lua did, parsed from its reply here so

@@ -218,6 +218,56 @@ func TestWarmupRefusedOnceLive(t *testing.T) {
 	require.Equal(t, redisgateway.InboxGroup, groups[0].Name)
 }
 
+// A warm-up repeated on a sale Redis holds as it would write it changes
+// nothing and is not noted in the change feed (a sale workflow's warm-up of
+// a sale the operator warmed would have every live sale signalled and
+// reconciled); one that changes the sale is noted.
+func TestWarmupRepeatedUnchangedIsNotNoted(t *testing.T) {
+	f := mustWarmSale(t, 3)
+	c := redisgateway.NewClient(f.rdb)
+	args := redisgateway.WarmupArgs{SaleID: f.saleID, StartsMS: 1000, EndsMS: time.Now().Add(time.Hour).UnixMilli(),
+		Control: "active", Epoch: 1, Mode: "redis", Stock: 3, Buyers: []int64{7, 9}}
+	noted := func() bool {
+		_, ok, err := c.LastChange(ctx(t), f.saleID)
+		require.NoError(t, err)
+		return ok
+	}
+	forget := func() {
+		time.Sleep(300 * time.Millisecond) // past the note's throttle
+		require.NoError(t, f.rdb.ZRem(ctx(t), redisgateway.ChangesKey, f.saleID).Err())
+	}
+	_, _, err := c.Warmup(ctx(t), args)
+	require.NoError(t, err)
+	require.Eventually(t, noted, 5*time.Second, 20*time.Millisecond, "the first warm-up changed the sale")
+	forget()
+	outcome, stock, err := c.Warmup(ctx(t), args)
+	require.NoError(t, err)
+	require.Equal(t, redisgateway.WarmupOK, outcome)
+	require.EqualValues(t, 3, stock)
+	time.Sleep(500 * time.Millisecond)
+	require.False(t, noted(), "the same warm-up again is not noted")
+	for _, edit := range []func(*redisgateway.WarmupArgs){
+		func(a *redisgateway.WarmupArgs) { a.Stock = 4 },
+		func(a *redisgateway.WarmupArgs) { a.Epoch = 2 },
+		func(a *redisgateway.WarmupArgs) { a.Buyers = []int64{7} },
+		func(a *redisgateway.WarmupArgs) { a.Buyers = []int64{7, 8} },
+	} {
+		forget()
+		edit(&args)
+		_, _, err := c.Warmup(ctx(t), args)
+		require.NoError(t, err)
+		require.Eventually(t, noted, 5*time.Second, 20*time.Millisecond, "a changed warm-up is noted: %+v", args)
+	}
+	forget()
+	require.NoError(t, f.rdb.Del(ctx(t), f.keys.Inbox).Err())
+	_, _, err = c.Warmup(ctx(t), args)
+	require.NoError(t, err)
+	require.Eventually(t, noted, 5*time.Second, 20*time.Millisecond, "the inbox group made again is noted")
+	groups, err := f.rdb.XInfoGroups(ctx(t), f.keys.Inbox).Result()
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+}
+
 func TestAdjust(t *testing.T) {
 	f := mustWarmSale(t, 3)
 	outcome, stock, err := f.scripts.Adjust(ctx(t), f.rdb, f.saleID, -4, "")

@@ -73,7 +73,10 @@ func (r *Resyncer) Run(ctx context.Context) {
 	everyTick(ctx, degraded.ResyncEvery, true, func() { r.Once(ctx) })
 }
 
-// Once checks every open sale once.
+// Once checks every open sale once. The live sales on Redis due for a
+// key check (changeWatch) are checked together, before the sales off
+// Redis are handled: one round trip however many are due, so a sale the
+// feed names is rebuilt within the tick whatever the number of sales.
 func (r *Resyncer) Once(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	dir, err := r.Store.OpenSales(lctx)
@@ -97,45 +100,96 @@ func (r *Resyncer) Once(ctx context.Context) {
 		r.dropLostLeaves(ctx, now)
 	}
 	due := r.due(ctx, now, pingErr == nil)
+	var check, off []*domain.Sale
 	for _, s := range open {
-		switch s.Mode {
-		case domain.ModeRedis:
+		switch {
+		case s.Mode != domain.ModeRedis:
+			off = append(off, s)
+		case pingErr == nil && liveOnRedis(s, now):
 			// Live sales only: an ended or stopped one is being torn down,
 			// which deletes its keys on purpose.
-			if pingErr == nil && s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped {
-				lostSince, verify := r.unverified[s.ID]
-				if verify {
-					own := *s // verifyCounters may mark it; the directory's sale is shared
-					s = &own
-				}
-				if verify && r.verifyCounters(ctx, s, lostSince) {
-					delete(r.unverified, s.ID)
-				}
-				if verify || due.has(s.ID) || s.RedisWentBack {
-					r.rebuildIfLost(ctx, s)
-				}
+			if s, ok := r.checked(ctx, s, due); ok {
+				check = append(check, s)
 			}
-		case domain.ModeResync:
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			rolled, err := r.Comeback.AbortStalled(actx, s.ID)
-			cancel()
-			if err != nil {
-				r.Logger.Warn("resync: roll back a stalled resync", "sale_id", s.ID, "err", err)
-			} else if rolled {
-				r.Logger.Warn("resync: rolled back a stalled resync to database mode", "sale_id", s.ID)
-			}
-		case domain.ModeDatabase:
-			if !r.Comeback.MayReturn(ctx, s, now) {
-				continue
-			}
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			done, err := sales.Resync(rctx, r.Store, r.Redis, r.Temporal, s.ID)
-			cancel()
-			if err != nil {
-				r.Logger.Error("resync: sale stays in database mode", "sale_id", s.ID, "err", err)
-			} else if done {
-				r.Logger.Info("resync: sale is back on Redis", "sale_id", s.ID)
-			}
+		}
+	}
+	r.rebuildLost(ctx, check)
+	for _, s := range off {
+		r.offRedis(ctx, s, now)
+	}
+}
+
+// liveOnRedis reports whether a sale on Redis sells at now: warmed, not
+// ended, not stopped.
+func liveOnRedis(s *domain.Sale, now time.Time) bool {
+	return s.Warmed && now.Before(s.EndsAt) && s.Control != domain.ControlStopped
+}
+
+// checked answers whether a live sale on Redis has its keys checked on
+// this tick: due, marked went back, or unverified since Redis changed
+// (whose counters are compared first, which may mark it went back: the
+// sale answered is then a copy, as the directory's is shared).
+func (r *Resyncer) checked(ctx context.Context, s *domain.Sale, due dueSet) (*domain.Sale, bool) {
+	lostSince, verify := r.unverified[s.ID]
+	if verify {
+		own := *s
+		s = &own
+		if r.verifyCounters(ctx, s, lostSince) {
+			delete(r.unverified, s.ID)
+		}
+	}
+	return s, verify || due.has(s.ID) || s.RedisWentBack
+}
+
+// offRedis handles a sale off Redis: a stalled resync is rolled back, a
+// sale in database mode goes back to Redis when the way back allows.
+func (r *Resyncer) offRedis(ctx context.Context, s *domain.Sale, now time.Time) {
+	switch s.Mode {
+	case domain.ModeResync:
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rolled, err := r.Comeback.AbortStalled(actx, s.ID)
+		cancel()
+		if err != nil {
+			r.Logger.Warn("resync: roll back a stalled resync", "sale_id", s.ID, "err", err)
+		} else if rolled {
+			r.Logger.Warn("resync: rolled back a stalled resync to database mode", "sale_id", s.ID)
+		}
+	case domain.ModeDatabase:
+		if !r.Comeback.MayReturn(ctx, s, now) {
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		done, err := sales.Resync(rctx, r.Store, r.Redis, r.Temporal, s.ID)
+		cancel()
+		if err != nil {
+			r.Logger.Error("resync: sale stays in database mode", "sale_id", s.ID, "err", err)
+		} else if done {
+			r.Logger.Info("resync: sale is back on Redis", "sale_id", s.ID)
+		}
+	}
+}
+
+// rebuildLost rebuilds the sales of check whose Redis went back in time,
+// and those whose keys Redis lost, found by one check of them all
+// (redisgateway.Client.SalesKeysLost). A check that fails leaves the
+// sales to the next tick: Redis failing is the breaker's and the ping's
+// business.
+func (r *Resyncer) rebuildLost(ctx context.Context, check []*domain.Sale) {
+	ids := make([]int64, 0, len(check))
+	for _, s := range check {
+		if !s.RedisWentBack {
+			ids = append(ids, s.ID)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	lost, err := r.Redis.SalesKeysLost(cctx, ids)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		r.Logger.Warn("resync: check live sales' keys", "sales", len(ids), "err", err)
+	}
+	for _, s := range check {
+		if s.RedisWentBack || lost[s.ID] {
+			r.rebuild(ctx, s)
 		}
 	}
 }
@@ -305,29 +359,26 @@ func waiters(joins []store.WaitJoin) []redisgateway.Waiter {
 	return out
 }
 
-// rebuildIfLost rebuilds a live sale whose keys Redis lost (a key deleted,
-// a restart without its AOF, a failover to an empty replica): the reserve
+// rebuild rebuilds a live sale whose keys Redis lost (a key deleted, a
+// restart without its AOF, a failover to an empty replica): the reserve
 // script answers not_ready for it, which no breaker counts, so nothing
 // else would bring it back. It rebuilds a sale whose Redis went back in
 // time (a failover to a lagging replica, an AOF missing its tail: a hold
 // found its number in the database, store.MarkRedisWentBack) the same
 // way: the database decided every hold meanwhile, and the rebuild gives
 // Redis back the holds, buyer marks and stock it lost.
-func (r *Resyncer) rebuildIfLost(ctx context.Context, s *domain.Sale) {
+func (r *Resyncer) rebuild(ctx context.Context, s *domain.Sale) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	why := "Redis went back in time (lost acknowledged writes)"
-	if !s.RedisWentBack {
-		lost, err := r.Redis.SaleKeysLost(cctx, s.ID)
-		if err != nil || !lost {
-			return // Redis failing is the breaker's and the ping's business
+	why := "Redis lost a live sale's keys"
+	if s.RedisWentBack {
+		why = "Redis went back in time (lost acknowledged writes)"
+		if took, err := r.Store.TakeRedisWentBack(cctx, s.ID); err != nil || !took {
+			if err != nil {
+				r.Logger.Warn("resync: take the went-back mark", "sale_id", s.ID, "err", err)
+			}
+			return // another worker took it
 		}
-		why = "Redis lost a live sale's keys"
-	} else if took, err := r.Store.TakeRedisWentBack(cctx, s.ID); err != nil || !took {
-		if err != nil {
-			r.Logger.Warn("resync: take the went-back mark", "sale_id", s.ID, "err", err)
-		}
-		return // another worker took it
 	}
 	began := time.Now()
 	r.Logger.Warn("resync: rebuilding a sale from the database", "sale_id", s.ID, "why", why)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/degraded"
@@ -259,4 +261,86 @@ func (h afterRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h afterRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// A resyncer tick costs Redis the same round trips with 3,000 live sales
+// open as with 1,500: the keys of the sales due (the feed's and the
+// tick's share of the full pass, which grows with the sales) are checked
+// in one pipeline. A sale whose keys were deleted, named by the feed, is
+// rebuilt within one tick among the 3,000.
+func TestResyncerTickCostsRoundTripsIndependentOfTheLiveSales(t *testing.T) {
+	_, st := MustIsolatedStore(t)
+	rdb := testenv.MustRedis(t)
+	counted := testenv.MustRedis(t)
+	trips := &roundTrips{}
+	counted.AddHook(trips)
+	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(counted), Comeback: comeback(st, time.Hour, time.Minute), Logger: testLogger()}
+	r.Once(testCtx(t)) // the first look at this Redis, before the sales
+	tick := func() int64 {
+		time.Sleep(store.DirectoryFresh) // the tick reads the directory afresh
+		trips.n.Store(0)
+		r.Once(testCtx(t))
+		return trips.n.Load()
+	}
+	mustLiveIdleSales(t, st, rdb, 1500)
+	tick() // the first tick with the new sales
+	at1500 := tick()
+	mustLiveIdleSales(t, st, rdb, 1500)
+	tick()
+	at3000 := tick()
+	require.Equal(t, at1500, at3000, "round trips of a tick with 1,500 live sales, then 3,000")
+	require.LessOrEqual(t, at3000, int64(6), "ping, identity, waitlist leaves, feed, the keys' pipeline")
+
+	sale := testenv.MustSale(t, st, 5)
+	testsale.MustWarm(t, st, rdb, sale)
+	tick() // the sale is in the directory
+	k := redisgateway.SaleKeys(sale.ID)
+	require.NoError(t, rdb.Del(testCtx(t), k.All()...).Err())
+	require.NoError(t, redisgateway.NewClient(rdb).WriteChange(testCtx(t), sale.ID, time.Now()))
+	tick()
+	require.EqualValues(t, 5, mustGetInt(t, rdb, k.Stock), "rebuilt within one tick")
+}
+
+// mustLiveIdleSales makes n idle sales warmed, whose keys the resyncer
+// checks are in Redis.
+func mustLiveIdleSales(t *testing.T, st *store.Store, rdb redis.UniversalClient, n int) {
+	t.Helper()
+	ids := testenv.MustIdleSales(t, st, n)
+	_, err := st.DB.NewUpdate().Table("sales").Set("warmed_at = NOW(3)").Where("id IN (?)", bun.List(ids)).Exec(testCtx(t))
+	require.NoError(t, err)
+	pipe := rdb.Pipeline()
+	for _, id := range ids {
+		k := redisgateway.SaleKeys(id)
+		pipe.Set(testCtx(t), k.Meta, "idle", time.Hour)
+		pipe.Set(testCtx(t), k.Stock, 1, time.Hour)
+	}
+	_, err = pipe.Exec(testCtx(t))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		pipe := rdb.Pipeline()
+		for _, id := range ids {
+			k := redisgateway.SaleKeys(id)
+			pipe.Del(context.Background(), k.Meta, k.Stock)
+		}
+		_, _ = pipe.Exec(context.Background())
+	})
+}
+
+// roundTrips counts a client's round trips: a command or a pipeline.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
 }

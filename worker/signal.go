@@ -41,7 +41,9 @@ const (
 //     or Redis lost the mark (redisgateway.SignalledKey), or Redis restarted or
 //     failed over since the last tick (redisgateway.Client.Identity: its last
 //     notes may be lost), it signals every live sale once, spread over
-//     FullEvery.
+//     FullEvery: every sale open at that tick, as a sale opened after it
+//     notes its changes where this signaller reads them (a marketplace
+//     creating thousands of sales just after is not reconciled whole).
 //
 // A sale not on Redis writes no notes: it is signalled when first seen so,
 // and its workflow then reconciles every period until it is back.
@@ -60,6 +62,7 @@ type SaleSignaller struct {
 	identity string                 // Redis's lineage at the last tick
 	sales    map[int64]*saleSignals // the live sales
 	fullLeft int64                  // ticks left of the full pass
+	passOpen map[int64]bool         // the sales open when the full pass began
 }
 
 // saleSignals is what a signaller knows of a live sale. A change is owed
@@ -91,7 +94,7 @@ func (s *SaleSignaller) Once(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("sale signaller: %w", err)
 	}
-	notes, err := s.readFeed(ctx, now)
+	notes, err := s.readFeed(ctx, now, open)
 	if err != nil {
 		return err
 	}
@@ -105,8 +108,8 @@ func (s *SaleSignaller) Once(ctx context.Context, now time.Time) error {
 }
 
 // readFeed answers the notes since the last read, and starts a full pass
-// when notes may have been lost unread.
-func (s *SaleSignaller) readFeed(ctx context.Context, now time.Time) (map[int64]time.Time, error) {
+// over the open sales when notes may have been lost unread.
+func (s *SaleSignaller) readFeed(ctx context.Context, now time.Time, open []*domain.Sale) (map[int64]time.Time, error) {
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	id, err := s.Redis.Identity(rctx)
@@ -115,7 +118,7 @@ func (s *SaleSignaller) readFeed(ctx context.Context, now time.Time) (map[int64]
 	}
 	if s.identity != "" && id != s.identity {
 		s.Logger.Warn("sale signaller: Redis restarted or failed over; signalling every live sale")
-		s.startFullPass()
+		s.startFullPass(open)
 	}
 	since := s.lastFeed.Add(-feedMargin)
 	if s.lastFeed.IsZero() {
@@ -126,7 +129,7 @@ func (s *SaleSignaller) readFeed(ctx context.Context, now time.Time) (map[int64]
 		since = now.Add(-redisgateway.ChangesKeep)
 		if !ok || mark.Before(since.Add(feedMargin)) {
 			s.Logger.Info("sale signaller: the feed may have dropped notes unread; signalling every live sale", "mark_found", ok, "mark", mark)
-			s.startFullPass()
+			s.startFullPass(open)
 		}
 	}
 	notes, err := s.Redis.NotesSince(rctx, since)
@@ -137,8 +140,14 @@ func (s *SaleSignaller) readFeed(ctx context.Context, now time.Time) (map[int64]
 	return notes, nil
 }
 
-func (s *SaleSignaller) startFullPass() {
+// startFullPass owes every sale of open a signal, spread over the pass's
+// ticks.
+func (s *SaleSignaller) startFullPass(open []*domain.Sale) {
 	s.fullLeft = s.fullShares()
+	s.passOpen = make(map[int64]bool, len(open))
+	for _, sale := range open {
+		s.passOpen[sale.ID] = true
+	}
 }
 
 func (s *SaleSignaller) fullShares() int64 {
@@ -146,7 +155,8 @@ func (s *SaleSignaller) fullShares() int64 {
 }
 
 // due answers the live sales to signal now: those owed (a note newer than
-// the last signal covered, or this tick's share of a full pass) whose last
+// the last signal covered, or this tick's share of a full pass over the
+// sales open when it began) whose last
 // signal is a Period old, and those first seen off Redis. It forgets the
 // sales no longer live.
 func (s *SaleSignaller) due(open []*domain.Sale, notes map[int64]time.Time, now time.Time) []int64 {
@@ -155,6 +165,8 @@ func (s *SaleSignaller) due(open []*domain.Sale, notes map[int64]time.Time, now 
 	if s.fullLeft > 0 {
 		share = s.fullShares() - s.fullLeft
 		s.fullLeft--
+	} else {
+		s.passOpen = nil
 	}
 	live := make(map[int64]*saleSignals, len(open))
 	var due []int64
@@ -177,7 +189,7 @@ func (s *SaleSignaller) due(open []*domain.Sale, notes map[int64]time.Time, now 
 			continue
 		}
 		st.offRedis = false
-		st.forced = st.forced || domain.PassShare(sale.ID, s.fullShares()) == share
+		st.forced = st.forced || (s.passOpen[sale.ID] && domain.PassShare(sale.ID, s.fullShares()) == share)
 		if (st.forced || st.noted.After(st.covered)) && now.Sub(st.at) >= period {
 			due = append(due, sale.ID)
 		}

@@ -165,6 +165,46 @@ func TestSaleSignallerSignalsEverySaleWhenNotesMayBeLost(t *testing.T) {
 	pass(2 * time.Minute)
 }
 
+// A full pass signals the sales open when it began; a sale opened after
+// it (a marketplace's wave of creations) notes its changes where the
+// signaller reads them, so only a note of its own has it signalled.
+func TestSaleSignallerFullPassLeavesTheSalesOpenedAfterIt(t *testing.T) {
+	raw := testenv.MustRedis(t)
+	rdb := redisgateway.NewClient(raw)
+	// Ids past this package's sales and the other pass test's.
+	base := testenv.MustSale(t, testenv.MustStore(t), 1).ID + 2_000_000
+	ctx := testCtx(t)
+	t0 := time.Now()
+	var open []*domain.Sale
+	for i := range int64(240) {
+		open = append(open, liveSale(base+i, t0))
+	}
+	before, after := open[:120:120], open[120:]
+	open = before
+	require.NoError(t, raw.Del(ctx, redisgateway.SignalledKey).Err()) // a fresh Redis: no mark
+	rec := &signalRecorder{}
+	s := mustSignaller(t, rdb, &open, rec)
+	counts := map[int64]int{}
+	for i := range 12 { // FullEvery / Every
+		if i == 1 {
+			open = append(before, after...) // created and opened once the pass began
+		}
+		require.NoError(t, s.Once(ctx, t0.Add(time.Duration(i)*5*time.Second)))
+		for _, id := range rec.take() {
+			counts[id]++
+		}
+	}
+	for _, sale := range before {
+		require.Equal(t, 1, counts[sale.ID], "sale %d, open when the pass began, signalled once", sale.ID)
+	}
+	for _, sale := range after {
+		require.Zero(t, counts[sale.ID], "sale %d, opened after the pass began", sale.ID)
+	}
+	require.NoError(t, rdb.WriteChange(ctx, after[0].ID, t0.Add(61*time.Second)))
+	require.NoError(t, s.Once(ctx, t0.Add(65*time.Second)))
+	require.Equal(t, []int64{after[0].ID}, rec.take(), "its own note")
+}
+
 // scheduled counts the sale workflow's events: activities of the type
 // scheduled and signals received.
 func scheduled(t *testing.T, tc client.Client, saleID int64, activity string) (acts, signals, events int) {

@@ -24,6 +24,12 @@ const marketWorkers = 16
 // marketIdle is the length of scenario 13's idle window.
 const marketIdle = 30 * time.Second
 
+// marketPayWindow is the payment window of the sales scenario 13 takes
+// holds on: longer than the scenario, so no order of theirs expires
+// (waking its workflow) during an idle window, and the sold-out sale's
+// one unit does not come back for sale.
+const marketPayWindow = 3 * 3600
+
 // marketPaths are one round of scenario 13's two paths on one sale, with
 // the paths' API's cost over each run.
 type marketPaths struct {
@@ -33,16 +39,17 @@ type marketPaths struct {
 }
 
 // market: scenario 13, a marketplace's day, on a Redis of its own. With
-// only its own few sales live it measures the sold-out and in-stock paths
-// (o.MarketRounds rounds), the fleet's idle cost and the recovery from
-// three faults on a sale of its own; it then creates and warms
-// o.MarketSales more sales and measures the same again with all of them
-// live beside (the idle difference is what the sales cost), and whether a
-// listing reaches every sale. The paths and the faults run on an API of
-// their own whose task queue nobody polls (the in-stock orders then leave
-// no backlog for the worker to drain while it is metered); that API, and
-// the one the cut fault cuts from Redis, idle with the others and count as
-// instances.
+// only its own few sales live it measures the fleet's idle cost (before
+// any path round), the sold-out and in-stock paths (o.MarketRounds
+// rounds) and the recovery from three faults on a sale of its own; it
+// then creates and warms o.MarketSales more sales and measures the same
+// again with all of them live beside (the idle difference is what the
+// sales cost), and whether a listing reaches every sale. The paths and
+// the faults run on an API of their own whose task queue nobody polls;
+// the worker's relay starts their holds' order workflows on its own, so
+// the idle window with the sales waits for that backlog to drain first.
+// That API, and the one the cut fault cuts from Redis, idle with the
+// others and count as instances.
 func (r *runner) market(ctx context.Context) error {
 	red, err := r.startMarketRedis(ctx)
 	if err != nil {
@@ -55,19 +62,25 @@ func (r *runner) market(ctx context.Context) error {
 		return err
 	}
 	defer st.stop(r)
-	run, err := r.marketPathsRunner(ctx, st.paths, st.pathsPprof)
+	run, holds, err := r.marketPathsRunner(ctx, st.paths, st.pathsPprof)
 	if err != nil {
 		return err
 	}
-	fault, err := r.sale(ctx, st.paths, "market fault", 10_000_000, 16, true)
+	fault, err := r.saleWindow(ctx, st.paths, "market fault", 10_000_000, 16, true, marketPayWindow)
 	if err != nil {
 		return err
 	}
-	m := marketFigures{one: r.marketRounds(run, "1 live")}
-	if m.idle0, err = r.measureIdle(ctx, st.procs()); err != nil {
+	m := marketFigures{holdSales: append(holds, fault.ID)}
+	m.wait0 = []marketWait{r.waitQuiet(ctx, st.worker, "the scenario's three sales' opening")}
+	if m.idle0, err = r.measureIdleOf(ctx, st, "market-idle-before"); err != nil {
 		return err
 	}
+	m.one = r.marketRounds(run, "1 live")
 	if m.rec1, err = r.marketRecovery(ctx, red, st, fault, "1 live"); err != nil {
+		return err
+	}
+	// After the rounds: their holds' records are no part of the sales'.
+	if m.memBefore, err = redisUsedMemory(ctx, r.rdb); err != nil {
 		return err
 	}
 	ids, rate, opens, err := r.createMarket(ctx, st.api, r.o.MarketSales)
@@ -91,13 +104,24 @@ func (r *runner) market(ctx context.Context) error {
 	return nil
 }
 
-// marketLive measures scenario 13 with the market's sales live: once
-// they settled, the idle cost, their keys' weight, the paths' rounds, the
-// faults and the listing.
+// measureIdleOf is measureIdle over the stack's instances, with the
+// worker's CPU profile over the window when profiles are asked for.
+func (r *runner) measureIdleOf(ctx context.Context, st *marketStack, profile string) (marketIdleCost, error) {
+	wait := r.profileIdle(ctx, st.worker, profile)
+	ic, err := r.measureIdle(ctx, st.procs())
+	ic.profile = wait()
+	return ic, err
+}
+
+// marketLive measures scenario 13 with the market's sales live: once the
+// paths' backlog drained and the sales settled, the idle cost, their
+// keys' weight, the paths' rounds, the faults and the listing.
 func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, opens time.Time, run func(string) marketPaths, m *marketFigures) error {
 	m.settled, m.starts = r.settleMarket(ctx, ids, opens)
+	m.waitN = []marketWait{r.waitInboxes(ctx, m.holdSales)}
+	m.waitN = append(m.waitN, r.waitQuiet(ctx, st.worker, "the sales' opening and the paths' orders"))
 	var err error
-	if m.idleN, err = r.measureIdle(ctx, st.procs()); err != nil {
+	if m.idleN, err = r.measureIdleOf(ctx, st, "market-idle-with-sales"); err != nil {
 		return err
 	}
 	if m.keyBytes, err = r.saleKeyBytes(ctx, ids); err != nil {
@@ -124,16 +148,18 @@ func (r *runner) marketRounds(run func(string) marketPaths, label string) []mark
 // marketPathsRunner makes the two paths' sales on api (a sold-out one of
 // one unit, an in-stock one of ten million) and returns a function that
 // runs one round of both, each for o.Dur, on fresh users, metering api
-// over each run and profiling it (at pprofURL) over the sold-out one.
-func (r *runner) marketPathsRunner(ctx context.Context, api *Proc, pprofURL string) (func(label string) marketPaths, error) {
+// over each run and profiling it (at pprofURL) over the sold-out one, and
+// the in-stock sale's id (the sold-out one holds one unit, taken at its
+// set-up).
+func (r *runner) marketPathsRunner(ctx context.Context, api *Proc, pprofURL string) (func(label string) marketPaths, []int64, error) {
 	const conns = 64
-	c, soldURL, soldToks, err := r.soldOutSale(ctx, api, "market sold-out", conns)
+	c, soldURL, soldToks, err := r.soldOutSaleWindow(ctx, api, "market sold-out", conns, marketPayWindow)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s, err := r.sale(ctx, api, "market in-stock", 10_000_000, 16, true)
+	s, err := r.saleWindow(ctx, api, "market in-stock", 10_000_000, 16, true, marketPayWindow)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inURL := api.URL + client.ReservationsPath(s.ID)
 	health := func(ctx context.Context, _ int64) (int, error) { return c.do(ctx, "GET", api.URL+"/healthz", "", nil) }
@@ -159,7 +185,7 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc, pprofURL stri
 			return ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
 		})
 		return p
-	}, nil
+	}, []int64{s.ID}, nil
 }
 
 // createMarket creates and warms n sales through api's admin routes,

@@ -27,7 +27,8 @@ type marketIdleCost struct {
 	apiCPU, workerCPU float64          // seconds over the window (the APIs together)
 	temporalCPU       float64          // seconds; -1 when the server was not found here
 	temporalWhat      string
-	mem               int64 // Redis used_memory at the window's end
+	mem               int64  // Redis used_memory at the window's end
+	profile           string // the worker's CPU profile over the window, when taken
 }
 
 // measureIdle meters the fleet over marketIdle with nobody buying: procs

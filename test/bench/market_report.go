@@ -16,8 +16,11 @@ type marketFigures struct {
 	created      time.Duration // from the first sale made to the last warmed
 	starts       []startSample // sale workflows running, counted while waiting for them
 	rate         float64
-	idle0, idleN marketIdleCost // before the sales were created, and after
+	idle0, idleN marketIdleCost // before any path round, and with the sales
+	wait0, waitN []marketWait   // what each idle window waited for
+	holdSales    []int64        // the sales the paths and faults take holds on
 	keyBytes     float64
+	memBefore    int64          // Redis used_memory just before the sales were made
 	one, many    []marketPaths  // the rounds with few sales live, and with all
 	rec1, recN   marketRecovery // the faults with few sales live, and with all
 	listed, dup  int
@@ -83,8 +86,8 @@ func marketIdleFigures(m marketFigures) []Figure {
 	memGoal := fmt.Sprintf("≤ %s", commas(marketMemGoal))
 	return append(figures,
 		Figure{Name: "Redis memory per idle sale: its keys (MEMORY USAGE)", Value: m.keyBytes, Unit: "bytes", Target: memGoal},
-		Figure{Name: "Redis memory per idle sale: used_memory growth", Value: float64(iN.mem-i0.mem) / n,
-			Unit: fmt.Sprintf("bytes (%s before the sales, %s after)", commas(i0.mem), commas(iN.mem)), Target: memGoal})
+		Figure{Name: "Redis memory per idle sale: used_memory growth", Value: float64(iN.mem-m.memBefore) / n,
+			Unit: fmt.Sprintf("bytes (%s before the sales, %s after)", commas(m.memBefore), commas(iN.mem)), Target: memGoal})
 }
 
 // marketPathFigures are the paths' medians over the rounds and their
@@ -204,8 +207,9 @@ func marketNotes(m marketFigures) []string {
 	for i := range min(len(m.one), len(m.many)) {
 		rounds = append(rounds, fmt.Sprintf("%s/%s", num(ratio(m.many[i].soldOut.RPS, m.one[i].soldOut.RPS)), num(ratio(m.many[i].inStock.RPS, m.one[i].inStock.RPS))))
 	}
-	return []string{
-		fmt.Sprintf("a Redis of the scenario's own (the product's settings), which the faults freeze; two idle windows of %s with nobody buying, %d instances (three APIs, one worker): before the sales were created (the scenario's three sales live) and after, %s after the last was warmed (%d of the %d sale workflows running, then 75 s); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, m.settled.Round(time.Second), lastRunning(m.starts), m.n),
+	notes := []string{
+		fmt.Sprintf("a Redis of the scenario's own (the product's settings), which the faults freeze; two idle windows of %s with nobody buying, %d instances (three APIs, one worker): before any path round, the scenario's three sales live, and with the sales, once %d of the %d sale workflows ran and the sales had opened, then %s (%s after the last was warmed); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, lastRunning(m.starts), m.n, marketLookWait, m.settled.Round(time.Second)),
+		"what each idle window waited for (and how long): before: " + waits(m.wait0) + "; with the sales: " + waits(m.waitN),
 		"sale workflows running (a visibility count every 5 s, at most " + marketStartWait.String() + ") by time since the last sale was warmed: " + startSeries(m.starts, 30*time.Second),
 		"Redis calls from INFO commandstats, the bench's own INFO taken out; most called before: " + i0.topCommands(6) + "; with the sales: " + iN.topCommands(6),
 		"CPU: user + system time from /proc over each window; Temporal: " + cmp.Or(iN.temporalWhat, "not on this host, not metered"),
@@ -220,6 +224,21 @@ func marketNotes(m marketFigures) []string {
 		"the paths' API, round by round (1 live, then many): " + pathsCostLine(m.one) + "; " + pathsCostLine(m.many) + profileNotes(m),
 		"listing: the storefront's list of live sales walked page by page with its cursor (client.AllSales)",
 	}
+	for _, ic := range []marketIdleCost{i0, iN} {
+		if ic.profile != "" {
+			notes = append(notes, ic.profile)
+		}
+	}
+	return notes
+}
+
+// waits are the waits before an idle window, in words.
+func waits(ws []marketWait) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = w.String()
+	}
+	return strings.Join(parts, "; then ")
 }
 
 // pathsCostLine is each round's CPU per answer (µs, sold-out/in-stock),

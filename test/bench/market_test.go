@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testkit/proc"
 )
 
 func TestParseCommandStatsReadsCallsByCommand(t *testing.T) {
@@ -191,4 +195,26 @@ func TestMarketCutOutcomesTellThe503sApart(t *testing.T) {
 	if _, err := pathsOutcomes(context.Background(), "http://127.0.0.1:1/metrics"); err == nil {
 		t.Fatal("no error from an API that does not answer")
 	}
+}
+
+// The quiet wait reads the worker's work as the sum of its relay starts
+// and the tasks Temporal handed it, every label set; a worker exporting
+// none of them is an error, not a quiet worker.
+func TestMarketWorkerWorkSumsItsCounters(t *testing.T) {
+	body := "# TYPE seckill_inbox_started_total counter\nseckill_inbox_started_total 7\n" +
+		"temporal_workflow_task_queue_poll_succeed_total{namespace=\"default\",task_queue=\"q\"} 3\n" +
+		"temporal_workflow_task_queue_poll_succeed_total{namespace=\"default\",task_queue=\"sticky\"} 2\n" +
+		"temporal_activity_execution_latency_seconds_count{activity_type=\"A\"} 4\n" +
+		"temporal_workflow_task_queue_poll_succeed_totalx 100\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }))
+	defer srv.Close()
+	n, err := workerWorkDone(context.Background(), &Proc{Proc: &proc.Proc{Name: "worker"}, URL: srv.URL})
+	require.NoError(t, err)
+	require.Equal(t, 16.0, n)
+
+	body = "go_goroutines 12\n"
+	_, err = workerWorkDone(context.Background(), &Proc{Proc: &proc.Proc{Name: "worker"}, URL: srv.URL})
+	require.ErrorContains(t, err, "exports none")
+	require.Equal(t, "x: NOT within 5m0s", marketWait{what: "x", took: 5 * time.Minute}.String())
+	require.Equal(t, "x: 12s", marketWait{what: "x", took: 12 * time.Second, came: true}.String())
 }

@@ -91,7 +91,14 @@ func medianRound(rounds []abRound) abRound {
 // client of conns connections, the sale's reservation URL and the users'
 // tokens left for the measured loop (the two setup users taken out).
 func (r *runner) soldOutSale(ctx context.Context, api *Proc, label string, conns int) (httpDoer, string, []string, error) {
-	s, err := r.sale(ctx, api, label, 1, 1, true)
+	return r.soldOutSaleWindow(ctx, api, label, conns, 900)
+}
+
+// soldOutSaleWindow is soldOutSale with a payment window of window
+// seconds: the sold unit's order expires after it, and the unit is for
+// sale again.
+func (r *runner) soldOutSaleWindow(ctx context.Context, api *Proc, label string, conns, window int) (httpDoer, string, []string, error) {
+	s, err := r.saleWindow(ctx, api, label, 1, 1, true, window)
 	if err != nil {
 		return httpDoer{}, "", nil, err
 	}
