@@ -3,7 +3,6 @@ package salecache
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,26 +15,6 @@ import (
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/redisgateway"
 )
-
-// commandCount counts the commands a client sends or tries to, one by one
-// or in pipelines.
-type commandCount struct{ n atomic.Int64 }
-
-func (h *commandCount) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *commandCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *commandCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
 
 // An API cut from Redis (the rest of the fleet still selling) must stay
 // cheap whatever the number of sales: its refresher asks Redis nothing per
@@ -53,7 +32,7 @@ func TestACacheCutFromRedisReadsNoSaleFromIt(t *testing.T) {
 	defer func() { require.NoError(t, proxy.Close()) }()
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DialTimeout: time.Second})
 	defer rdb.Close()
-	var sent commandCount
+	var sent testenv.RedisCounter
 	rdb.AddHook(&sent)
 	raw := testenv.MustRedis(t)
 	direct := redisgateway.NewClient(raw)
@@ -64,12 +43,12 @@ func TestACacheCutFromRedisReadsNoSaleFromIt(t *testing.T) {
 
 	proxy.SetCut(true)
 	statements := testenv.Record(st)
-	sent.n.Store(0)
+	sent.Reset()
 	const refreshes = 5
 	for i := range refreshes {
 		require.Error(t, c.Refresh(ctx), "refresh %d: Redis does not answer", i)
 	}
-	require.LessOrEqual(t, sent.n.Load(), int64(10*refreshes), "commands tried while cut: a PING (and its retries) each refresh, none per sale")
+	require.LessOrEqual(t, sent.Commands(), int64(10*refreshes), "commands tried while cut: a PING (and its retries) each refresh, none per sale")
 	require.LessOrEqual(t, len(statements.Take()), 3*refreshes, "statements while cut: none per sale")
 
 	// The database's changes still reach the cache; a change noted in
@@ -102,18 +81,18 @@ func BenchmarkCutRefresh(b *testing.B) {
 	defer func() { require.NoError(b, proxy.Close()) }()
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DialTimeout: time.Second})
 	defer rdb.Close()
-	var sent commandCount
+	var sent testenv.RedisCounter
 	rdb.AddHook(&sent)
 	c := New(st, redisgateway.NewClient(rdb), time.Second, slog.New(slog.DiscardHandler))
 	require.NoError(b, c.Refresh(ctx))
 	require.NoError(b, c.Refresh(ctx))
 	proxy.SetCut(true)
-	sent.n.Store(0)
+	sent.Reset()
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := c.Refresh(ctx); err == nil {
 			b.Fatal("a refresh cut from Redis reported no error")
 		}
 	}
-	b.ReportMetric(float64(sent.n.Load())/float64(b.N), "redis-cmds/op")
+	b.ReportMetric(float64(sent.Commands())/float64(b.N), "redis-cmds/op")
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -272,15 +271,15 @@ func TestResyncerTickCostsRoundTripsIndependentOfTheLiveSales(t *testing.T) {
 	_, st := MustIsolatedStore(t)
 	rdb := testenv.MustRedis(t)
 	counted := testenv.MustRedis(t)
-	trips := &roundTrips{}
+	trips := &testenv.RedisCounter{}
 	counted.AddHook(trips)
 	r := &Resyncer{Store: st, Redis: redisgateway.NewClient(counted), Comeback: comeback(st, time.Hour, time.Minute), Logger: testLogger()}
 	r.Once(testCtx(t)) // the first look at this Redis, before the sales
 	tick := func() int64 {
 		time.Sleep(store.DirectoryFresh) // the tick reads the directory afresh
-		trips.n.Store(0)
+		trips.Reset()
 		r.Once(testCtx(t))
-		return trips.n.Load()
+		return trips.RoundTrips()
 	}
 	mustLiveIdleSales(t, st, rdb, 1500)
 	tick() // the first tick with the new sales
@@ -324,23 +323,4 @@ func mustLiveIdleSales(t *testing.T, st *store.Store, rdb redis.UniversalClient,
 		}
 		_, _ = pipe.Exec(context.Background())
 	})
-}
-
-// roundTrips counts a client's round trips: a command or a pipeline.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
 }
