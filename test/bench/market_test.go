@@ -58,17 +58,7 @@ func TestMarketPathsCompareTheMediansOfTheRounds(t *testing.T) {
 	// An outlier round on either side moves neither median.
 	sc := marketScenario(marketFigures{n: 300, one: rounds(1000, 10, 1100), many: rounds(990, 2000, 900)})
 	want := map[string]float64{"sold-out req/s, 1 live": 1000, "sold-out req/s, 300 live": 990, "sold-out, many live / 1 live": 0.99, "in-stock, many live / 1 live": 0.99}
-	for _, f := range sc.Figures {
-		if w, ok := want[f.Name]; ok {
-			if f.Value < w-1e-9 || f.Value > w+1e-9 {
-				t.Errorf("%s: %v, want %v", f.Name, f.Value, w)
-			}
-			delete(want, f.Name)
-		}
-	}
-	if len(want) > 0 {
-		t.Fatalf("figures missing: %v", want)
-	}
+	requireFigures(t, sc.Figures, want)
 	if got := medianRPS(rounds(1, 3, 2, 4), func(p marketPaths) Result { return p.soldOut }); got != 2.5 {
 		t.Fatalf("median of an even number of rounds: %v, want 2.5", got)
 	}
@@ -124,17 +114,7 @@ func TestMarketPathsCompareTheCPUPerAnswer(t *testing.T) {
 	many := []marketPaths{round(100_000, 1.1), round(100_000, -1), round(100_000, 1.3)}
 	want := map[string]float64{"sold-out paths' API CPU per answer, 1 live": 12, "sold-out paths' API CPU per answer, 300 live": 12,
 		"sold-out CPU per answer, many live / 1 live": 1, "in-stock paths' API CPU per answer, 1 live": 120}
-	for _, f := range marketPathFigures(marketFigures{n: 300, one: one, many: many}) {
-		if w, ok := want[f.Name]; ok {
-			if f.Value < w-1e-9 || f.Value > w+1e-9 {
-				t.Errorf("%s: %v, want %v", f.Name, f.Value, w)
-			}
-			delete(want, f.Name)
-		}
-	}
-	if len(want) > 0 {
-		t.Fatalf("figures missing: %v", want)
-	}
+	requireFigures(t, marketPathFigures(marketFigures{n: 300, one: one, many: many}), want)
 }
 
 func TestMarketStartFiguresSayWhetherEveryWorkflowRan(t *testing.T) {
@@ -217,4 +197,21 @@ func TestMarketWorkerWorkSumsItsCounters(t *testing.T) {
 	require.ErrorContains(t, err, "exports none")
 	require.Equal(t, "x: NOT within 5m0s", marketWait{what: "x", took: 5 * time.Minute}.String())
 	require.Equal(t, "x: 12s", marketWait{what: "x", took: 12 * time.Second, came: true}.String())
+}
+
+// requireFigures checks that figures hold each of want's, by name, to
+// within rounding.
+func requireFigures(t *testing.T, figures []Figure, want map[string]float64) {
+	t.Helper()
+	for _, f := range figures {
+		if w, ok := want[f.Name]; ok {
+			if f.Value < w-1e-9 || f.Value > w+1e-9 {
+				t.Errorf("%s: %v, want %v", f.Name, f.Value, w)
+			}
+			delete(want, f.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Fatalf("figures missing: %v", want)
+	}
 }
