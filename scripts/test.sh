@@ -65,6 +65,12 @@ step "promtool" need_packages promtool:prometheus
 # library, under Debian's Node (the lock file pins it; npm's registry).
 altcha_lib() {
 	need_packages node:nodejs npm:npm || return
+	# Node trusts its own CA list, not the system's: where the registry is
+	# reached through a proxy whose CA only the system bundle holds, npm
+	# fails with SELF_SIGNED_CERT_IN_CHAIN unless Node is given the bundle.
+	if [[ -z "${NODE_EXTRA_CA_CERTS:-}" && -r /etc/ssl/certs/ca-certificates.crt ]]; then
+		export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+	fi
 	[ -d internal/altcha/testdata/node/node_modules/altcha-lib ] ||
 		npm ci --no-audit --no-fund --prefix internal/altcha/testdata/node
 }
