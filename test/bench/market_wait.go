@@ -32,7 +32,7 @@ const (
 	// Temporal server their activities' start-to-close timers to fire,
 	// each workflows.SaleActivityTimeout after its attempt began (and
 	// their workflow tasks' timeouts, seconds after), a no-op task each
-	// of about 0.6 ms of the dev server's CPU; at the pace the worker
+	// of about 0.7 ms of the dev server's CPU; at the pace the worker
 	// takes first tasks they cost it several percent of a core for that
 	// long after the worker's last task, so the window waits them out.
 	marketSettledQuietFor = workflows.SaleActivityTimeout + 15*time.Second
