@@ -100,9 +100,16 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 	return result, nil
 }
 
+// SaleActivityTimeout bounds each attempt of a sale activity but the
+// reconciliation. The server fires an activity's start-to-close timer this
+// long after the attempt started, whether or not it has completed by then
+// (a no-op task then), so a sale workflow's first task (a load, a warm-up,
+// a load) leaves the server work this long after it.
+const SaleActivityTimeout = 2 * time.Minute
+
 func withSaleActivityOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: SaleActivityTimeout,
 		RetryPolicy:         saleRetryPolicy(),
 	})
 }

@@ -71,7 +71,7 @@ func (r *runner) market(ctx context.Context) error {
 		return err
 	}
 	m := marketFigures{holdSales: append(holds, fault.ID)}
-	m.wait0 = []marketWait{r.waitQuiet(ctx, st.worker, "the scenario's three sales' opening")}
+	m.wait0 = []marketWait{r.waitQuiet(ctx, st.worker, "the scenario's three sales' opening", marketQuietFor)}
 	if m.idle0, err = r.measureIdleOf(ctx, st, "market-idle-before"); err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (r *runner) measureIdleOf(ctx context.Context, st *marketStack, profile str
 func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, opens time.Time, run func(string) marketPaths, m *marketFigures) error {
 	m.settled, m.starts = r.settleMarket(ctx, ids, opens)
 	m.waitN = []marketWait{r.waitInboxes(ctx, m.holdSales)}
-	m.waitN = append(m.waitN, r.waitQuiet(ctx, st.worker, "the sales' opening and the paths' orders"))
+	m.waitN = append(m.waitN, r.waitQuiet(ctx, st.worker, "the sales' opening and the paths' orders", marketSettledQuietFor))
 	var err error
 	if m.idleN, err = r.measureIdleOf(ctx, st, "market-idle-with-sales"); err != nil {
 		return err

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/testkit/proc"
+	"github.com/seckill/seckill/workflows"
 )
 
 func TestParseCommandStatsReadsCallsByCommand(t *testing.T) {
@@ -214,4 +217,21 @@ func requireFigures(t *testing.T, figures []Figure, want map[string]float64) {
 	if len(want) > 0 {
 		t.Fatalf("figures missing: %v", want)
 	}
+}
+
+// The idle window with the sales begins once the server has fired the
+// start-to-close timers of the worker's last sale activities, and
+// waitQuiet waits its quietFor after the worker's last change.
+func TestMarketSettledWaitOutlastsTheSaleActivitiesTimers(t *testing.T) {
+	require.Greater(t, marketSettledQuietFor, workflows.SaleActivityTimeout)
+	start := time.Now()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		// The counter moves for the first two seconds, then stands still.
+		_, _ = fmt.Fprintf(w, "seckill_inbox_started_total %d\n", min(time.Since(start)/time.Second, 2))
+	}))
+	defer srv.Close()
+	r := &runner{o: Options{Logger: slog.New(slog.DiscardHandler)}}
+	w := r.waitQuiet(context.Background(), &Proc{Proc: &proc.Proc{Name: "worker"}, URL: srv.URL}, "x", 2*time.Second)
+	require.True(t, w.came)
+	require.GreaterOrEqual(t, time.Since(start), 4*time.Second)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/redisgateway"
+	"github.com/seckill/seckill/workflows"
 )
 
 // Bounds of the waits before scenario 13's idle windows: each idle window
@@ -26,6 +27,15 @@ const (
 	marketQuietFor  = 30 * time.Second
 	marketQuietWait = 10 * time.Minute
 	marketWaitPoll  = time.Second
+	// marketSettledQuietFor is marketQuietFor before the idle window with
+	// the sales: the first tasks of the sales' workflows leave the
+	// Temporal server their activities' start-to-close timers to fire,
+	// each workflows.SaleActivityTimeout after its attempt began (and
+	// their workflow tasks' timeouts, seconds after), a no-op task each
+	// of about 0.7 ms of the dev server's CPU; at the pace the worker
+	// takes first tasks they cost it several percent of a core for that
+	// long after the worker's last task, so the window waits them out.
+	marketSettledQuietFor = workflows.SaleActivityTimeout + 15*time.Second
 )
 
 // workerWork are the worker's /metrics counters of work handed to it or
@@ -104,9 +114,9 @@ func inboxesLeft(ctx context.Context, rc *redisgateway.Client, ids []int64) (int
 }
 
 // waitQuiet waits (at most marketQuietWait) until worker's work counters
-// (workerWork) stay unchanged for marketQuietFor.
-func (r *runner) waitQuiet(ctx context.Context, worker *Proc, what string) marketWait {
-	w := marketWait{what: fmt.Sprintf("%s: the worker's relay starts, Temporal tasks and calls unchanged for %s", what, marketQuietFor)}
+// (workerWork) stay unchanged for quietFor.
+func (r *runner) waitQuiet(ctx context.Context, worker *Proc, what string, quietFor time.Duration) marketWait {
+	w := marketWait{what: fmt.Sprintf("%s: the worker's relay starts, Temporal tasks and calls unchanged for %s", what, quietFor)}
 	start, since := time.Now(), time.Now()
 	last := -1.0
 	for ; time.Since(start) < marketQuietWait && ctx.Err() == nil; sleepCtx(ctx, marketWaitPoll) {
@@ -120,7 +130,7 @@ func (r *runner) waitQuiet(ctx context.Context, worker *Proc, what string) marke
 			last, since = n, time.Now()
 			continue
 		}
-		if time.Since(since) >= marketQuietFor {
+		if time.Since(since) >= quietFor {
 			w.came = true
 			break
 		}
