@@ -25,7 +25,13 @@ const (
 	// under; workers still run it, for those workflows and for starts from
 	// a process of an earlier release during a deploy.
 	OrderWorkflowV1Name = "OrderWorkflow"
-	SaleWorkflowName    = "SaleWorkflow"
+	// SaleWorkflowName is the type sales start under: the newest branch of
+	// every change, without version markers (see OrderWorkflowName).
+	SaleWorkflowName = "SaleWorkflowV2"
+	// SaleWorkflowV1Name is the type earlier releases started sales under;
+	// workers still run it, for those chains (they continue as it) and for
+	// starts from a process of an earlier release during a deploy.
+	SaleWorkflowV1Name = "SaleWorkflow"
 
 	// Updates of OrderWorkflow. The update id of "pay" is the payment_ref, so
 	// Temporal deduplicates a repeated payment as well.

@@ -85,7 +85,7 @@ func listIDs[K comparable](ctx context.Context, tc client.Client, q string, pars
 // query, paged): the sale sweep's recheck, a call per thousand sales
 // where starting each sale's workflow again cost one each.
 func RunningSales(ctx context.Context, tc client.Client) (map[int64]bool, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", domain.SaleWorkflowName)
+	q := fmt.Sprintf("WorkflowType IN ('%s', '%s') AND ExecutionStatus = 'Running'", domain.SaleWorkflowName, domain.SaleWorkflowV1Name)
 	out, err := listIDs(ctx, tc, q, domain.SaleOfWorkflowID)
 	if err != nil {
 		return nil, fmt.Errorf("list running sale workflows: %w", err)

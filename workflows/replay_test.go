@@ -14,9 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
-
-	"github.com/seckill/seckill/domain"
 )
 
 // Histories of real runs, replayed against the current code: a change to
@@ -53,7 +50,7 @@ const (
 func newReplayer() worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
 	RegisterOrderTypes(r)
-	r.RegisterWorkflowWithOptions(SaleWorkflow, workflow.RegisterOptions{Name: domain.SaleWorkflowName})
+	RegisterSaleTypes(r)
 	return r
 }
 

@@ -31,8 +31,34 @@ const continueAsNewAfter = 2000
 // retirement rule written there); a sale's workflow lives as long as the
 // sale, across continue-as-new, so "closed" means the whole chain.
 func SaleWorkflow(ctx workflow.Context, in domain.SaleInput) (domain.SaleResult, error) {
-	w := &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport,
+	return newSaleWorkflow(ctx, in, false).start(ctx)
+}
+
+// SaleWorkflowV2 is the sale workflow sales start as
+// (domain.SaleWorkflowName): SaleWorkflow's newest branch of every change
+// (wakeOnChange, firstChange, retireMarginChange) without asking
+// GetVersion, so without the version markers and the
+// TemporalChangeVersion upserts (visibility writes) the SDK makes with
+// them, and with the sale's loads as local activities: a load reads one
+// row and one key, and as an activity it cost the server an activity
+// task, a workflow task more and a start-to-close timer firing after it
+// completed (a sale's first task loads twice). A new type, not a new
+// GetVersion, because the markers are what it drops; its chain continues
+// as SaleWorkflowV2. A worker of an earlier release does not know the type
+// and fails its workflow task until a worker that does takes it.
+//
+// Its command sequence changes under OrderWorkflow's rule, with histories
+// recorded under a new tag.
+func SaleWorkflowV2(ctx workflow.Context, in domain.SaleInput) (domain.SaleResult, error) {
+	return newSaleWorkflow(ctx, in, true).start(ctx)
+}
+
+func newSaleWorkflow(ctx workflow.Context, in domain.SaleInput, v2 bool) *saleWorkflow {
+	return &saleWorkflow{in: in, phase: domain.PhaseWaiting, last: in.LastReport, v2: v2,
 		changed: workflow.GetSignalChannel(ctx, domain.SignalSaleChanged)}
+}
+
+func (w *saleWorkflow) start(ctx workflow.Context) (domain.SaleResult, error) {
 	if err := w.setup(ctx); err != nil {
 		return domain.SaleResult{}, err
 	}
@@ -46,6 +72,8 @@ type saleWorkflow struct {
 	quiet quietWatch
 	// onFirstChange is set in runs with the firstChange version.
 	onFirstChange bool
+	// v2 is set in SaleWorkflowV2: the newest branches, no GetVersion.
+	v2 bool
 	// changed receives domain.SignalSaleChanged.
 	changed workflow.ReceiveChannel
 }
@@ -180,7 +208,7 @@ func (w *saleWorkflow) live(ctx workflow.Context) (ended bool, err error) {
 	if every <= 0 {
 		every = domain.DefaultReconcileEvery
 	}
-	if workflow.GetVersion(ctx, wakeOnChange, workflow.DefaultVersion, 1) == 1 {
+	if w.v2 || workflow.GetVersion(ctx, wakeOnChange, workflow.DefaultVersion, 1) == 1 {
 		return w.liveWoken(ctx, every)
 	}
 	onChange := workflow.GetVersion(ctx, reconcileOnChange, workflow.DefaultVersion, 1) == 1
@@ -328,7 +356,7 @@ const retireMarginChange = "retire-margin"
 // once the sale has settled, so its last reservations' reads and replays
 // are still answered from Redis for a while.
 func (w *saleWorkflow) margin(ctx workflow.Context) error {
-	if workflow.GetVersion(ctx, retireMarginChange, workflow.DefaultVersion, 1) != 1 {
+	if !w.v2 && workflow.GetVersion(ctx, retireMarginChange, workflow.DefaultVersion, 1) != 1 {
 		return nil
 	}
 	wait := w.in.RetireMargin
@@ -366,6 +394,9 @@ func (w *saleWorkflow) continueAsNewIfLong(ctx workflow.Context) error {
 	w.takeSignals()
 	next := w.in
 	next.LastReport = w.last
+	if w.v2 {
+		return workflow.NewContinueAsNewError(ctx, SaleWorkflowV2, next)
+	}
 	return workflow.NewContinueAsNewError(ctx, SaleWorkflow, next)
 }
 
@@ -379,11 +410,21 @@ func (w *saleWorkflow) historyLimit() int {
 	return continueAsNewAfter
 }
 
+// saleLoadTotal bounds a local load's retries: as long as a sale lives
+// (the activity SaleWorkflow runs instead retries without bound).
+const saleLoadTotal = 30 * 24 * time.Hour
+
 // loadSale returns nil, the workflow then in PhaseSaleMissing, when the
 // sale row does not exist.
 func (w *saleWorkflow) loadSale(ctx workflow.Context) (*activities.SaleTimes, error) {
 	var sale activities.SaleTimes
-	err := workflow.ExecuteActivity(ctx, saleActs.LoadSale, w.in.SaleID).Get(ctx, &sale)
+	var f workflow.Future
+	if w.v2 {
+		f = workflow.ExecuteLocalActivity(localWithin(ctx, activityAttemptTimeout, saleLoadTotal, saleRetryPolicy()), saleActs.LoadSale, w.in.SaleID)
+	} else {
+		f = workflow.ExecuteActivity(ctx, saleActs.LoadSale, w.in.SaleID)
+	}
+	err := f.Get(ctx, &sale)
 	if refusal(err, domain.ENotFound) { // "SaleMissing" in older histories
 		w.phase = domain.PhaseSaleMissing
 		return nil, nil
@@ -409,6 +450,13 @@ func (w *saleWorkflow) reconcile(ctx workflow.Context, final bool) error {
 
 // RegisterSale registers the sale workflow and its activities.
 func RegisterSale(r worker.Registry, a *activities.SaleActivities) {
-	r.RegisterWorkflowWithOptions(SaleWorkflow, workflow.RegisterOptions{Name: domain.SaleWorkflowName})
+	RegisterSaleTypes(r)
 	r.RegisterActivity(a)
+}
+
+// RegisterSaleTypes registers both sale workflow types under their
+// contract names (a worker, a replayer).
+func RegisterSaleTypes(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(SaleWorkflowV2, workflow.RegisterOptions{Name: domain.SaleWorkflowName})
+	r.RegisterWorkflowWithOptions(SaleWorkflow, workflow.RegisterOptions{Name: domain.SaleWorkflowV1Name})
 }

@@ -84,7 +84,7 @@ func TestSaleWorkflowWarmsAheadReconcilesAndTearsDown(t *testing.T) {
 	}
 	env, calls := newSaleEnv(t, times, 2)
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 7})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 7})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -121,7 +121,7 @@ func TestSaleWorkflowWarmsAPastSaleAtOnce(t *testing.T) {
 	}
 	env, calls := newSaleEnv(t, times, 0)
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 8})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 8})
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, calls.warmedAt, 1)
 	require.Equal(t, start, calls.warmedAt[0])
@@ -147,7 +147,7 @@ func TestSaleWorkflowAnswersItsLatestReport(t *testing.T) {
 		require.NoError(t, v.Get(&phase))
 		require.Equal(t, domain.PhaseLive, phase)
 	}, 3*time.Minute)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 9})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 9})
 	require.NoError(t, env.GetWorkflowError())
 }
 
@@ -168,7 +168,7 @@ func TestSaleWorkflowReportQueryBeforeTheFirstReport(t *testing.T) {
 		require.Equal(t, domain.PhaseWaiting, none.Phase)
 		require.Contains(t, none.Note, "no reconciliation report yet")
 	}, time.Minute)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 11})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 11})
 	require.NoError(t, env.GetWorkflowError())
 }
 
@@ -186,7 +186,7 @@ func TestSaleWorkflowRetiresAfterTheMargin(t *testing.T) {
 	env, calls := newSaleEnv(t, times, 1)
 	env.SetStartTime(start)
 	const margin = 7 * time.Minute
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 12, RetireMargin: margin})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 12, RetireMargin: margin})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, 2, calls.running, "drained: one check found orders, the next none")
@@ -254,7 +254,7 @@ func TestSaleWorkflowReconcilesEveryPeriodWithoutTheFeed(t *testing.T) {
 	times := activities.SaleTimes{StartsAt: start.Add(-time.Minute), EndsAt: start.Add(10 * time.Minute), PaymentWindow: time.Minute}
 	env, calls := newSaleEnv(t, times, 0)
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 14})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 14})
 	require.NoError(t, env.GetWorkflowError())
 	require.GreaterOrEqual(t, len(calls.reconciledAt), 10)
 }

@@ -39,7 +39,7 @@ const firstChange = "first-change"
 // their first look after the opening (a period after it when warmed
 // ahead of it).
 func (w *saleWorkflow) liveWoken(ctx workflow.Context, every time.Duration) (ended bool, err error) {
-	w.onFirstChange = workflow.GetVersion(ctx, firstChange, workflow.DefaultVersion, 1) == 1
+	w.onFirstChange = w.v2 || workflow.GetVersion(ctx, firstChange, workflow.DefaultVersion, 1) == 1
 	for {
 		sale, err := w.loadSale(ctx)
 		if err != nil {

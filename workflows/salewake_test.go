@@ -47,7 +47,7 @@ func TestSaleWorkflowQuietSaleSleepsUntilItsEnd(t *testing.T) {
 	env, calls := newSaleEnv(t, times, 0)
 	timers := timerLog(env)
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 21})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 21})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -95,7 +95,7 @@ func TestSaleWorkflowReconcilesAChangeAtTheOpeningAPeriodAfterIt(t *testing.T) {
 	env.RegisterDelayedCallback(signal, opens-domain.DefaultWarmLead/2) // buffered before the live phase
 	env.RegisterDelayedCallback(signal, opens+5*time.Second)            // in the opening's rush
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 28})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 28})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -116,7 +116,7 @@ func TestSaleWorkflowPollsAfterDiscrepancies(t *testing.T) {
 	calls.inconsistent = 2
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SignalSaleChanged, nil) }, 10*time.Minute)
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 29})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 29})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -140,7 +140,7 @@ func TestSaleWorkflowReconcilesSignalledChangesOncePerPeriod(t *testing.T) {
 		env.RegisterDelayedCallback(signal, 20*time.Minute+time.Duration(i)*time.Second)
 	}
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 22})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 22})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -176,7 +176,7 @@ func TestSaleWorkflowSignalsToAnEndedSaleAreHarmless(t *testing.T) {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(domain.SignalSaleChanged, nil) }, at)
 	}
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 23})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 23})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -195,7 +195,7 @@ func TestSaleWorkflowPollsWhatSignalsCannotCover(t *testing.T) {
 	times.Changes.Known = false // the database path notes nothing
 	env, calls := newSaleEnv(t, times, 0)
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 24})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 24})
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, calls.reconciledAt, 11, "ten periods live, then the final one")
 }
@@ -214,10 +214,11 @@ func TestSaleWorkflowContinueAsNewKeepsASignalledChange(t *testing.T) {
 		env.SignalWorkflow(domain.SignalSaleChanged, nil)
 	}, 10*time.Minute+10*time.Second)
 	env.SetStartTime(start)
-	env.ExecuteWorkflow(SaleWorkflow, domain.SaleInput{SaleID: 25})
+	env.ExecuteWorkflow(SaleWorkflowV2, domain.SaleInput{SaleID: 25})
 	require.True(t, env.IsWorkflowCompleted())
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "continued as new: %v", env.GetWorkflowError())
+	require.Equal(t, domain.SaleWorkflowName, can.WorkflowType.Name, "the chain continues as its own type")
 	var next domain.SaleInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	require.True(t, next.Changed, "the change signalled at 10m10s is owed")
@@ -228,7 +229,7 @@ func TestSaleWorkflowContinueAsNewKeepsASignalledChange(t *testing.T) {
 	// The next run reconciles it a period after the last, then sleeps.
 	env2, calls := newSaleEnv(t, times, 0)
 	env2.SetStartTime(start.Add(10*time.Minute + 10*time.Second))
-	env2.ExecuteWorkflow(SaleWorkflow, next)
+	env2.ExecuteWorkflow(SaleWorkflowV2, next)
 	require.NoError(t, env2.GetWorkflowError())
 	require.Empty(t, calls.warmedAt)
 	require.Equal(t, 11*time.Minute, calls.reconciledAt[0].Sub(start))
