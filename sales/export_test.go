@@ -18,3 +18,7 @@ const SaleStartsInFlight = saleStartsInFlight
 func NewOperatorStartingWith(d OperatorDeps, start func(ctx context.Context, in domain.SaleInput) error, queued int) *Operator {
 	return newOperator(d, start, queued)
 }
+
+// UnrecordedHolds is the rebuild's listing of the holds whose workflows
+// run unrecorded.
+var UnrecordedHolds = unrecordedHolds
