@@ -142,7 +142,10 @@ func TestRebuildLostStepTimes(t *testing.T) {
 	for i := range toks {
 		toks[i] = f.redisHold(testenv.UniqueUser(), false)
 	}
-	startUnpolled(t, f, tc, toks)
+	startUnpolled(t, f, tc, toks, int64(len(toks)))
+	var stopped int64 // the pages read once the resync stopped the paths
+	sales.SetAfterSnapshot(func() { stopped = tc.pages.Load() })
+	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
 	step := func(name string, do func() error) {
 		began, pages := time.Now(), tc.pages.Load()
 		require.NoError(t, do())
@@ -165,14 +168,15 @@ func TestRebuildLostStepTimes(t *testing.T) {
 			return err
 		})
 		step("RebuildLost", func() error { _, err := sales.RebuildLost(ctx, f.st, f.client, tc, f.sale.ID); return err })
+		t.Logf("of which after the snapshot: %d visibility page(s)", tc.pages.Load()-stopped)
 		require.EqualValues(t, 100, mustInt(t, f.rdb.Get(ctx, f.keys.Stock)), "every recorded hold counted once")
 	}
 }
 
-// startUnpolled starts the holds' order workflows on a task queue nobody
-// polls, waits until visibility lists them all, and terminates them at
-// the end of the test.
-func startUnpolled(t *testing.T, f *fixture, tc client.Client, toks []string) {
+// startUnpolled starts the recorded holds' order workflows on a task
+// queue nobody polls, waits until visibility lists the sale's running
+// ones, and terminates them at the end of the test.
+func startUnpolled(t *testing.T, f *fixture, tc client.Client, toks []string, running int64) {
 	queue := fmt.Sprintf("sales-test-unpolled-%d", testenv.UniqueUser())
 	each := func(do func(tok string) error) {
 		var wg sync.WaitGroup
@@ -204,6 +208,76 @@ func startUnpolled(t *testing.T, f *fixture, tc client.Client, toks []string) {
 	})
 	require.Eventually(t, func() bool {
 		n, err := temporalgateway.CountRunning(f.ctx, tc, f.sale.ID)
-		return err == nil && n == int64(len(toks))
+		return err == nil && n == running
 	}, 2*time.Minute, 200*time.Millisecond, "visibility lists every workflow")
+}
+
+// A resync takes its full listing of the sale's QUEUED workflows before it
+// stops the sale's paths, and once stopped lists only what started since:
+// one visibility page with a thousand recorded holds running QUEUED (two
+// before). It still counts every unrecorded hold: one whose workflow
+// started long before (found by the full listing, still running), one
+// started after the snapshot; not one whose workflow ended meanwhile.
+func TestResyncListsOnlyWhatStartedSinceItsFullListing(t *testing.T) {
+	const recorded = 1000
+	f := mustFixture(t, recorded+10)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	f.ctx = ctx
+	tc := &listCounter{Client: testenv.MustTemporal(t)}
+	early, ended := f.unrecordedHold(tc), f.unrecordedHold(tc)
+	toks := make([]string, recorded)
+	for i := range toks {
+		toks[i] = f.redisHold(testenv.UniqueUser(), false)
+	}
+	startUnpolled(t, f, tc, toks, recorded+2)
+	time.Sleep(time.Until(early.began.Add(sales.ListedLag + time.Second)))
+
+	var late unrecorded
+	var stopped int64
+	sales.SetAfterSnapshot(func() {
+		require.NoError(t, tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(ended.token), "", "ended meanwhile"))
+		late = f.unrecordedHold(tc)
+		stopped = tc.pages.Load()
+	})
+	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
+	require.NoError(t, f.rdb.Del(ctx, f.keys.All()...).Err())
+	done, err := sales.RebuildLost(ctx, f.st, f.client, tc, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+
+	require.EqualValues(t, 1, tc.pages.Load()-stopped, "visibility pages read with the paths stopped")
+	require.EqualValues(t, 8, mustInt(t, f.rdb.Get(ctx, f.keys.Stock)), "1,010 units - 1,000 recorded holds - 2 running unrecorded ones")
+	for tok, want := range map[string]bool{early.token: true, late.token: true, ended.token: false} {
+		_, _, ok, err := f.client.TokenHold(ctx, f.sale.ID, tok)
+		require.NoError(t, err)
+		require.Equal(t, want, ok, tok)
+	}
+}
+
+// unrecorded is a hold whose workflow runs while the database has no record of it.
+type unrecorded struct {
+	token string
+	began time.Time
+}
+
+// unrecordedHold starts the workflow of a hold the database has not
+// recorded (its record failed) on a queue nobody polls, and waits until
+// visibility lists it.
+func (f *fixture) unrecordedHold(tc client.Client) unrecorded {
+	user := testenv.UniqueUser()
+	req := fmt.Sprintf("req-%d", user)
+	h := unrecorded{token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), began: time.Now()}
+	queue := fmt.Sprintf("sales-test-unpolled-%d", user)
+	require.NoError(f.t, temporalgateway.Start(f.ctx, tc, queue, domain.RedisHoldInput(h.token, f.sale.ID, user, req)))
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(h.token), "", "test over")
+	})
+	require.Eventually(f.t, func() bool {
+		running, err := temporalgateway.Queued(f.ctx, tc, f.sale.ID)
+		return err == nil && running[h.token]
+	}, 10*time.Second, 50*time.Millisecond, "the workflow is visible as running")
+	return h
 }
