@@ -3,6 +3,8 @@ package sales
 import (
 	"context"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/seckill/seckill/domain"
 )
 
@@ -18,3 +20,13 @@ const SaleStartsInFlight = saleStartsInFlight
 func NewOperatorStartingWith(d OperatorDeps, start func(ctx context.Context, in domain.SaleInput) error, queued int) *Operator {
 	return newOperator(d, start, queued)
 }
+
+// UnrecordedHolds is the rebuild's listing of the holds whose workflows
+// run unrecorded, with no full listing taken before.
+func UnrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known func(token string) bool, inputs map[string]domain.OrderInput) ([]domain.OrderInput, error) {
+	return unrecordedHolds(ctx, tc, saleID, known, inputs, nil)
+}
+
+// ListedLag is how much earlier than the full listing the resync's
+// second listing begins.
+const ListedLag = listedLag

@@ -1,16 +1,23 @@
 package sales_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/sales"
+	"github.com/seckill/seckill/temporalgateway"
 )
 
 // A resync of a sale with 5,000 live orders while 50 of them are paid and
@@ -96,4 +103,181 @@ func TestResyncUnderPaymentsAndCancelsFinishesInOnePass(t *testing.T) {
 		require.True(t, f.rdb.SIsMember(f.ctx, f.keys.Retired, r.UserID).Val(), "a cancel made before the snapshot retires its user")
 		return true
 	})
+}
+
+// listCounter counts a Temporal client's visibility list calls (pages).
+type listCounter struct {
+	client.Client
+	pages atomic.Int64
+}
+
+func (c *listCounter) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	c.pages.Add(1)
+	return c.Client.ListWorkflow(ctx, req)
+}
+
+// scaleEnv reads a size of the rebuild's timing from the environment.
+func scaleEnv(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n >= 0 {
+		return n
+	}
+	return def
+}
+
+// The steps of a rebuild of lost keys, timed, with live sales beside and
+// recorded holds whose order workflows run QUEUED on the lost sale (nobody
+// polls their task queue): SECKILL_TEST_REBUILD_SALES live sales (2,000)
+// and SECKILL_TEST_REBUILD_QUEUED holds (1,000). The times and the
+// visibility pages read are logged; docs/benchmarks.md keeps the
+// measurement. The rebuild counts every hold once.
+func TestRebuildLostStepTimes(t *testing.T) {
+	live, queued := scaleEnv("SECKILL_TEST_REBUILD_SALES", 2000), scaleEnv("SECKILL_TEST_REBUILD_QUEUED", 1000)
+	f := mustFixture(t, int64(queued+100))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
+	f.ctx = ctx
+	testenv.MustIdleSales(t, f.st, live)
+	tc := &listCounter{Client: testenv.MustTemporal(t)}
+	toks := make([]string, queued)
+	for i := range toks {
+		toks[i] = f.redisHold(testenv.UniqueUser(), false)
+	}
+	startUnpolled(t, f, tc, toks, int64(len(toks)))
+	var stopped int64 // the pages read once the resync stopped the paths
+	sales.SetAfterSnapshot(func() { stopped = tc.pages.Load() })
+	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
+	step := func(name string, do func() error) {
+		began, pages := time.Now(), tc.pages.Load()
+		require.NoError(t, do())
+		t.Logf("%-15s %8s, %d visibility page(s)", name, time.Since(began).Round(100*time.Microsecond), tc.pages.Load()-pages)
+	}
+	for range 2 {
+		require.NoError(t, f.rdb.Del(ctx, f.keys.All()...).Err())
+		step("ReadFence", func() error { _, err := f.client.ReadFence(ctx, f.sale.ID); return err })
+		step("PresentTokens", func() error { _, err := f.client.PresentTokens(ctx, f.sale.ID); return err })
+		known := map[string]bool{}
+		step("ReadRedisState", func() error {
+			s, err := f.st.ReadRedisState(ctx, f.sale.ID)
+			for _, h := range s.Tokens {
+				known[h.Token] = true
+			}
+			return err
+		})
+		step("unrecordedHolds", func() error {
+			_, err := sales.UnrecordedHolds(ctx, tc, f.sale.ID, func(tok string) bool { return known[tok] }, map[string]domain.OrderInput{})
+			return err
+		})
+		step("RebuildLost", func() error { _, err := sales.RebuildLost(ctx, f.st, f.client, tc, f.sale.ID); return err })
+		t.Logf("of which after the snapshot: %d visibility page(s)", tc.pages.Load()-stopped)
+		require.EqualValues(t, 100, mustInt(t, f.rdb.Get(ctx, f.keys.Stock)), "every recorded hold counted once")
+	}
+}
+
+// startUnpolled starts the recorded holds' order workflows on a task
+// queue nobody polls, waits until visibility lists the sale's running
+// ones, and terminates them at the end of the test.
+func startUnpolled(t *testing.T, f *fixture, tc client.Client, toks []string, running int64) {
+	queue := fmt.Sprintf("sales-test-unpolled-%d", testenv.UniqueUser())
+	each := func(do func(tok string) error) {
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				for j := i; j < len(toks); j += 16 {
+					if err := do(toks[j]); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	each(func(tok string) error {
+		r, err := f.st.GetReservation(f.ctx, tok)
+		if err != nil {
+			return err
+		}
+		return temporalgateway.Start(f.ctx, tc, queue, domain.RedisHoldInput(tok, f.sale.ID, r.UserID, r.RequestID))
+	})
+	t.Cleanup(func() {
+		each(func(tok string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(tok), "", "test over")
+			return nil
+		})
+	})
+	require.Eventually(t, func() bool {
+		n, err := temporalgateway.CountRunning(f.ctx, tc, f.sale.ID)
+		return err == nil && n == running
+	}, 2*time.Minute, 200*time.Millisecond, "visibility lists every workflow")
+}
+
+// A resync takes its full listing of the sale's QUEUED workflows before it
+// stops the sale's paths, and once stopped lists only what started since:
+// one visibility page with a thousand recorded holds running QUEUED (two
+// before). It still counts every unrecorded hold: one whose workflow
+// started long before (found by the full listing, still running), one
+// started after the snapshot; not one whose workflow ended meanwhile.
+func TestResyncListsOnlyWhatStartedSinceItsFullListing(t *testing.T) {
+	const recorded = 1000
+	f := mustFixture(t, recorded+10)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	f.ctx = ctx
+	tc := &listCounter{Client: testenv.MustTemporal(t)}
+	early, ended := f.unrecordedHold(tc), f.unrecordedHold(tc)
+	toks := make([]string, recorded)
+	for i := range toks {
+		toks[i] = f.redisHold(testenv.UniqueUser(), false)
+	}
+	startUnpolled(t, f, tc, toks, recorded+2)
+	time.Sleep(time.Until(early.began.Add(sales.ListedLag + time.Second)))
+
+	var late unrecorded
+	var stopped int64
+	sales.SetAfterSnapshot(func() {
+		require.NoError(t, tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(ended.token), "", "ended meanwhile"))
+		late = f.unrecordedHold(tc)
+		stopped = tc.pages.Load()
+	})
+	t.Cleanup(func() { sales.SetAfterSnapshot(nil) })
+	require.NoError(t, f.rdb.Del(ctx, f.keys.All()...).Err())
+	done, err := sales.RebuildLost(ctx, f.st, f.client, tc, f.sale.ID)
+	require.NoError(t, err)
+	require.True(t, done)
+
+	require.EqualValues(t, 1, tc.pages.Load()-stopped, "visibility pages read with the paths stopped")
+	require.EqualValues(t, 8, mustInt(t, f.rdb.Get(ctx, f.keys.Stock)), "1,010 units - 1,000 recorded holds - 2 running unrecorded ones")
+	for tok, want := range map[string]bool{early.token: true, late.token: true, ended.token: false} {
+		_, _, ok, err := f.client.TokenHold(ctx, f.sale.ID, tok)
+		require.NoError(t, err)
+		require.Equal(t, want, ok, tok)
+	}
+}
+
+// unrecorded is a hold whose workflow runs while the database has no record of it.
+type unrecorded struct {
+	token string
+	began time.Time
+}
+
+// unrecordedHold starts the workflow of a hold the database has not
+// recorded (its record failed) on a queue nobody polls, and waits until
+// visibility lists it.
+func (f *fixture) unrecordedHold(tc client.Client) unrecorded {
+	user := testenv.UniqueUser()
+	req := fmt.Sprintf("req-%d", user)
+	h := unrecorded{token: domain.DeriveToken(tokenKey, f.sale.ID, user, req), began: time.Now()}
+	queue := fmt.Sprintf("sales-test-unpolled-%d", user)
+	require.NoError(f.t, temporalgateway.Start(f.ctx, tc, queue, domain.RedisHoldInput(h.token, f.sale.ID, user, req)))
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tc.TerminateWorkflow(ctx, domain.OrderWorkflowID(h.token), "", "test over")
+	})
+	require.Eventually(f.t, func() bool {
+		running, err := temporalgateway.Queued(f.ctx, tc, f.sale.ID)
+		return err == nil && running[h.token]
+	}, 10*time.Second, 50*time.Millisecond, "the workflow is visible as running")
+	return h
 }

@@ -128,6 +128,13 @@ func Teardown(ctx context.Context, st *store.Store, rdb *redisgateway.Client, sa
 // no path can change during the rebuild; a hold Redis promised that the
 // database cannot honour ends FAILED, never as a unit sold twice.
 func Resync(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc client.Client, saleID int64) (bool, error) {
+	// The full listing of the sale's QUEUED workflows first, while the
+	// database path still sells: with thousands of orders it takes
+	// seconds, and the stopped rebuild then lists only what started since.
+	listed, err := listQueued(ctx, tc, saleID)
+	if err != nil {
+		return false, fmt.Errorf("resync sale %d: %w", saleID, err)
+	}
 	epoch, err := st.BeginResync(ctx, saleID)
 	if errors.Is(err, domain.ErrSaleResyncing) {
 		return false, nil
@@ -135,7 +142,7 @@ func Resync(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc c
 	if err != nil {
 		return false, fmt.Errorf("resync sale %d: %w", saleID, err)
 	}
-	if err := rebuild(ctx, st, rdb, tc, saleID, epoch); err != nil {
+	if err := rebuild(ctx, st, rdb, tc, saleID, epoch, listed); err != nil {
 		if _, aerr := st.AbortResync(context.WithoutCancel(ctx), saleID, epoch, 0); aerr != nil {
 			return false, fmt.Errorf("resync sale %d: %w (and rolling back: %v)", saleID, err, aerr)
 		}
@@ -153,7 +160,7 @@ const rebuildAttempts = 5
 // the rebuild script: where a release racing the resync lands.
 var afterSnapshot func()
 
-func rebuild(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc client.Client, saleID, epoch int64) error {
+func rebuild(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc client.Client, saleID, epoch int64, listed *queuedListing) error {
 	sale, err := st.GetSale(ctx, saleID)
 	if err != nil {
 		return err
@@ -202,7 +209,7 @@ func rebuild(ctx context.Context, st *store.Store, rdb *redisgateway.Client, tc 
 		}
 		// After the snapshot: a workflow that recorded its hold since is
 		// in the list and not in the snapshot, so it is counted once.
-		unrecorded, err := unrecordedHolds(ctx, tc, saleID, func(token string) bool { return known[token] }, inputs)
+		unrecorded, err := unrecordedHolds(ctx, tc, saleID, func(token string) bool { return known[token] }, inputs, listed)
 		if err != nil {
 			return err
 		}

@@ -2,13 +2,45 @@ package sales
 
 import (
 	"context"
+	"fmt"
+	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/temporalgateway"
 )
+
+// listedLag is how much earlier than a full listing of a sale's QUEUED
+// workflows the resync's second listing begins: a workflow the full
+// listing could miss (the Temporal server's clock behind the worker's, a
+// start not yet visible) started after its time less this.
+const listedLag = 10 * time.Second
+
+// queuedListing is a full listing of a sale's running QUEUED order
+// workflows (temporalgateway.Queued) taken before the resync stops the
+// sale's paths: with thousands of orders it takes seconds, which the
+// database path then still sells through. The rebuild lists only what
+// started since (unrecordedHolds).
+type queuedListing struct {
+	at     time.Time // when the listing began
+	tokens map[string]bool
+}
+
+// listQueued takes the full listing; nil without a Temporal client.
+func listQueued(ctx context.Context, tc client.Client, saleID int64) (*queuedListing, error) {
+	if tc == nil {
+		return nil, nil
+	}
+	at := time.Now()
+	tokens, err := temporalgateway.Queued(ctx, tc, saleID)
+	if err != nil {
+		return nil, err
+	}
+	return &queuedListing{at: at, tokens: tokens}, nil
+}
 
 // unrecordedHolds lists the Redis holds whose order workflows run but whose
 // reservations the database did not have when known was read: a 202 the
@@ -18,11 +50,11 @@ import (
 // workflows' inputs across a rebuild's attempts (after a long database
 // outage there can be thousands). With no Temporal client (tests, tools)
 // it lists nothing.
-func unrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known func(token string) bool, inputs map[string]domain.OrderInput) ([]domain.OrderInput, error) {
+func unrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known func(token string) bool, inputs map[string]domain.OrderInput, listed *queuedListing) ([]domain.OrderInput, error) {
 	if tc == nil {
 		return nil, nil
 	}
-	running, err := temporalgateway.Queued(ctx, tc, saleID)
+	running, err := runningQueued(ctx, tc, saleID, known, listed)
 	if err != nil {
 		return nil, err
 	}
@@ -55,4 +87,44 @@ func unrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known 
 		}
 	}
 	return out, nil
+}
+
+// runningQueued answers the tokens of the sale's running QUEUED order
+// workflows that may be unrecorded. Without a full listing it takes one;
+// with one, it lists only the workflows started since (less listedLag)
+// and adds the full listing's tokens the database does not know, each
+// still running (a closed workflow holds nothing).
+func runningQueued(ctx context.Context, tc client.Client, saleID int64, known func(token string) bool, listed *queuedListing) (map[string]bool, error) {
+	if listed == nil {
+		return temporalgateway.Queued(ctx, tc, saleID)
+	}
+	running, err := temporalgateway.QueuedSince(ctx, tc, saleID, listed.at.Add(-listedLag))
+	if err != nil {
+		return nil, err
+	}
+	var check []string
+	for token := range listed.tokens {
+		if !running[token] && !known(token) {
+			check = append(check, token)
+		}
+	}
+	still := make([]bool, len(check))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, token := range check {
+		g.Go(func() error {
+			status, ok, err := temporalgateway.LatestRun(gctx, tc, token)
+			still[i] = ok && status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("recheck listed workflows of sale %d: %w", saleID, err)
+	}
+	for i, token := range check {
+		if still[i] {
+			running[token] = true
+		}
+	}
+	return running, nil
 }

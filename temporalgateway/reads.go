@@ -36,6 +36,13 @@ func Queued(ctx context.Context, tc client.Client, saleID int64) (map[string]boo
 	return list(ctx, tc, saleID, fmt.Sprintf("ExecutionStatus = 'Running' AND %s = '%s'", domain.SearchAttrOrderStatus, domain.StatusQueued))
 }
 
+// QueuedSince is Queued for the workflows started at since or later (by
+// the Temporal server's clock): what started after a full listing.
+func QueuedSince(ctx context.Context, tc client.Client, saleID int64, since time.Time) (map[string]bool, error) {
+	return list(ctx, tc, saleID, fmt.Sprintf("ExecutionStatus = 'Running' AND %s = '%s' AND StartTime >= '%s'",
+		domain.SearchAttrOrderStatus, domain.StatusQueued, since.UTC().Format(time.RFC3339Nano)))
+}
+
 // Closed lists the tokens with a closed order workflow run in a sale
 // (one visibility query, paged); a token restarted since has a running run
 // too. While a burst drains this list is nearly empty where the running

@@ -149,13 +149,12 @@ func (p *faultProbe) firstAccepted(ctx context.Context, within time.Duration) (t
 // and the healthy instance's load through the paths' API.
 func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marketStack, s *domain.Sale, label string) (marketRecovery, error) {
 	var rec marketRecovery
-	url := st.paths.URL + client.ReservationsPath(s.ID)
-	p, err := r.newFaultProbe(newDoer(probeConns), url, 40_000)
-	if err != nil {
+	var err error
+	if rec.keys, rec.keysProbe, err = r.freshKeysDeleted(ctx, st, label); err != nil {
 		return rec, err
 	}
-	rec.keys, err = r.keysDeleted(ctx, p, s.ID)
-	rec.keysProbe = p.take()
+	url := st.paths.URL + client.ReservationsPath(s.ID)
+	p, err := r.newFaultProbe(newDoer(probeConns), url, 40_000)
 	if err != nil {
 		return rec, err
 	}
@@ -172,6 +171,23 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
 		"cut_503", rec.cutDuring.Count(http.StatusServiceUnavailable), "cut_ready", rec.cutReady)
 	return rec, err
+}
+
+// freshKeysDeleted runs keysDeleted on a sale made for it, so the two
+// sides of the comparison (few sales live, all of them) delete the keys
+// of sales of the same shape: the fault sale gathers the orders of the
+// runs on it, which a rebuild reads.
+func (r *runner) freshKeysDeleted(ctx context.Context, st *marketStack, label string) (float64, string, error) {
+	s, err := r.saleWindow(ctx, st.paths, "market keys deleted, "+label, 10_000_000, 16, true, marketPayWindow)
+	if err != nil {
+		return 0, "", err
+	}
+	p, err := r.newFaultProbe(newDoer(probeConns), st.paths.URL+client.ReservationsPath(s.ID), 20_000)
+	if err != nil {
+		return 0, "", err
+	}
+	keys, err := r.keysDeleted(ctx, p, s.ID)
+	return keys, p.take(), err
 }
 
 // keysDeleted deletes the sale's keys once it sells (all but its inbox,
