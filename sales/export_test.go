@@ -2,6 +2,8 @@ package sales
 
 import (
 	"context"
+	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -27,6 +29,10 @@ func UnrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known 
 	return unrecordedHolds(ctx, tc, saleID, known, inputs, nil)
 }
 
-// ListedLag is how much earlier than the full listing the resync's
-// second listing begins.
-const ListedLag = listedLag
+// SetListedLag sets how much earlier than the full listing the resync's
+// second listing begins, until the test ends.
+func SetListedLag(t testing.TB, d time.Duration) {
+	was := listedLag
+	listedLag = d
+	t.Cleanup(func() { listedLag = was })
+}

@@ -126,12 +126,12 @@ func scaleEnv(name string, def int) int {
 
 // The steps of a rebuild of lost keys, timed, with live sales beside and
 // recorded holds whose order workflows run QUEUED on the lost sale (nobody
-// polls their task queue): SECKILL_TEST_REBUILD_SALES live sales (2,000)
+// polls their task queue): SECKILL_TEST_REBUILD_SALES live sales (500)
 // and SECKILL_TEST_REBUILD_QUEUED holds (1,000). The times and the
 // visibility pages read are logged; docs/benchmarks.md keeps the
 // measurement. The rebuild counts every hold once.
 func TestRebuildLostStepTimes(t *testing.T) {
-	live, queued := scaleEnv("SECKILL_TEST_REBUILD_SALES", 2000), scaleEnv("SECKILL_TEST_REBUILD_QUEUED", 1000)
+	live, queued := scaleEnv("SECKILL_TEST_REBUILD_SALES", 500), scaleEnv("SECKILL_TEST_REBUILD_QUEUED", 1000)
 	f := mustFixture(t, int64(queued+100))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	t.Cleanup(cancel)
@@ -219,7 +219,8 @@ func startUnpolled(t *testing.T, f *fixture, tc client.Client, toks []string, ru
 // started long before (found by the full listing, still running), one
 // started after the snapshot; not one whose workflow ended meanwhile.
 func TestResyncListsOnlyWhatStartedSinceItsFullListing(t *testing.T) {
-	const recorded = 1000
+	const recorded, lag = 1000, 3 * time.Second
+	sales.SetListedLag(t, lag)
 	f := mustFixture(t, recorded+10)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
@@ -231,7 +232,7 @@ func TestResyncListsOnlyWhatStartedSinceItsFullListing(t *testing.T) {
 		toks[i] = f.redisHold(testenv.UniqueUser(), false)
 	}
 	startUnpolled(t, f, tc, toks, recorded+2)
-	time.Sleep(time.Until(early.began.Add(sales.ListedLag + time.Second)))
+	time.Sleep(time.Until(early.began.Add(lag + time.Second)))
 
 	var late unrecorded
 	var stopped int64

@@ -16,8 +16,10 @@ import (
 // listedLag is how much earlier than a full listing of a sale's QUEUED
 // workflows the resync's second listing begins: a workflow the full
 // listing could miss (the Temporal server's clock behind the worker's, a
-// start not yet visible) started after its time less this.
-const listedLag = 10 * time.Second
+// start not yet visible: visibility trails the start by milliseconds,
+// seconds on an overloaded server) started after its time less this. A
+// variable only so that tests can wait less.
+var listedLag = 30 * time.Second
 
 // queuedListing is a full listing of a sale's running QUEUED order
 // workflows (temporalgateway.Queued) taken before the resync stops the
