@@ -115,16 +115,17 @@ func marketPathFigures(m marketFigures) []Figure {
 }
 
 // allocFigures are a path's heap allocations per answer in the paths'
-// API (the background's included), medians of the rounds and their ratio:
-// a count the machine's other work does not move, where the CPU per answer
-// moves with it.
+// API, medians of the rounds and their ratio: a count, steady within a
+// side where the CPU per answer is not; the background's allocations (the
+// refresher's, which grow with the sales) are spread over the answers, so
+// the ratio moves with the rate and has no goal of its own.
 func allocFigures(m marketFigures, path string, allocs func(marketPaths) float64) []Figure {
 	one, many := medianOf(m.one, allocs), medianOf(m.many, allocs)
 	unit := fmt.Sprintf("allocations per answer (median of %d rounds)", len(m.one))
 	return []Figure{
 		{Name: path + " paths' API allocations per answer, 1 live", Value: one, Unit: unit},
 		{Name: fmt.Sprintf("%s paths' API allocations per answer, %d live", path, m.n), Value: many, Unit: unit},
-		{Name: path + " allocations per answer, many live / 1 live", Value: ratio(many, one), Unit: "× (the medians)", Target: "≤ 1.05"},
+		{Name: path + " allocations per answer, many live / 1 live", Value: ratio(many, one), Unit: "× (the medians)"},
 	}
 }
 
