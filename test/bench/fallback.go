@@ -286,23 +286,38 @@ func metricSum(ctx context.Context, metricsURL, name string) (float64, error) {
 // metricSamples are a metric's samples in the /metrics text at
 // metricsURL, by their label set as written ("" without labels).
 func metricSamples(ctx context.Context, metricsURL, name string) (map[string]float64, error) {
+	page, err := metricsPage(ctx, metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	return samplesIn(page, name), nil
+}
+
+// metricsPage is the text of a /metrics page.
+func metricsPage(ctx context.Context, metricsURL string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return "", fmt.Errorf("metrics: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return "", fmt.Errorf("metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return "", fmt.Errorf("metrics: %w", err)
 	}
+	return string(body), nil
+}
+
+// samplesIn are the samples of the metric name on a /metrics page, by
+// their label set, summed.
+func samplesIn(page, name string) map[string]float64 {
 	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(page) {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || (rest[0] != ' ' && rest[0] != '{') {
 			continue
@@ -323,5 +338,5 @@ func metricSamples(ctx context.Context, metricsURL, name string) (map[string]flo
 			out[labels] += v
 		}
 	}
-	return out, nil
+	return out
 }

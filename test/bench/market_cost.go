@@ -13,11 +13,15 @@ import (
 // on a shared machine compare by work done per answer, not only by rate.
 
 // runCost is the paths' API over one run: its CPU (user + system, s), its
-// heap in use at the run's end and its GC cycles over the run (-1: not
-// read).
+// heap in use at the run's end, and over the run its GC cycles, heap
+// allocations and bytes allocated (-1: not read).
 type runCost struct {
 	cpu, heap, gcs float64
+	allocs, bytes  float64
 }
+
+// unreadCost is a runCost none of whose readings was taken.
+var unreadCost = runCost{cpu: -1, heap: -1, gcs: -1, allocs: -1, bytes: -1}
 
 // perAnswerUS is the run's CPU per answer of res, in µs (-1 unread).
 func (c runCost) perAnswerUS(res Result) float64 {
@@ -27,34 +31,47 @@ func (c runCost) perAnswerUS(res Result) float64 {
 	return c.cpu * 1e6 / float64(res.Requests)
 }
 
-// apiGauges reads an API's heap in use and GC cycles so far from its
+// perAnswer is a count over the run per answer of res (-1 unread): the
+// heap allocations or bytes, which the machine's other work does not move.
+func perAnswer(v float64, res Result) float64 {
+	if v < 0 || res.Requests == 0 {
+		return -1
+	}
+	return v / float64(res.Requests)
+}
+
+// apiGauges are an API's Go runtime readings so far, from one read of its
 // /metrics (Go's collector).
-func apiGauges(ctx context.Context, api *Proc) (heap, gcs float64, err error) {
-	h, err := metricSamples(ctx, api.URL+"/metrics", "go_memstats_heap_inuse_bytes")
+type apiGauges struct {
+	heap, gcs, allocs, bytes float64
+}
+
+// readGauges reads an API's apiGauges.
+func readGauges(ctx context.Context, api *Proc) (apiGauges, error) {
+	page, err := metricsPage(ctx, api.URL+"/metrics")
 	if err != nil {
-		return 0, 0, err
+		return apiGauges{}, err
 	}
-	g, err := metricSamples(ctx, api.URL+"/metrics", "go_gc_duration_seconds_count")
-	if err != nil {
-		return 0, 0, err
-	}
-	return h[""], g[""], nil
+	return apiGauges{
+		heap: samplesIn(page, "go_memstats_heap_inuse_bytes")[""], gcs: samplesIn(page, "go_gc_duration_seconds_count")[""],
+		allocs: samplesIn(page, "go_memstats_mallocs_total")[""], bytes: samplesIn(page, "go_memstats_alloc_bytes_total")[""],
+	}, nil
 }
 
 // costed runs run and answers its result with api's cost over it; an
 // unreadable reading leaves the cost -1, logged.
 func (r *runner) costed(ctx context.Context, api *Proc, run func() Result) (Result, runCost) {
-	cost := runCost{cpu: -1, heap: -1, gcs: -1}
+	cost := unreadCost
 	cpu0, errCPU := api.CPU()
-	_, gc0, errGC := apiGauges(ctx, api)
+	g0, errGC := readGauges(ctx, api)
 	res := run()
 	if cpu1, err := api.CPU(); err == nil && errCPU == nil {
 		cost.cpu = cpu1 - cpu0
 	} else {
 		r.o.Logger.Warn("scenario 13: the paths' API's CPU", "err", cmp.Or(errCPU, err))
 	}
-	if heap, gc1, err := apiGauges(ctx, api); err == nil && errGC == nil {
-		cost.heap, cost.gcs = heap, gc1-gc0
+	if g1, err := readGauges(ctx, api); err == nil && errGC == nil {
+		cost.heap, cost.gcs, cost.allocs, cost.bytes = g1.heap, g1.gcs-g0.gcs, g1.allocs-g0.allocs, g1.bytes-g0.bytes
 	} else {
 		r.o.Logger.Warn("scenario 13: the paths' API's heap", "err", cmp.Or(errGC, err))
 	}

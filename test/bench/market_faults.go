@@ -40,18 +40,24 @@ type marketRecovery struct {
 	// sells is the seconds from then to the healthy instance's first 202
 	// on the sale (-1: none within marketRecoverWithin).
 	sells      float64
-	keysProbe  string // the probes' answers around the keys' deletion
-	pauseProbe string // and around the freeze
-	cutBefore  Result // the healthy instance before the other's cut
-	cutDuring  Result // and during it
-	// cutBeforeWhy and cutDuringWhy are the healthy instance's outcomes
-	// over each run (pathsOutcomes' difference, outcomesLine).
-	cutBeforeWhy, cutDuringWhy string
-	// cutBeforeCost and cutDuringCost are the processes' costs over each
-	// run (cutCost).
-	cutBeforeCost, cutDuringCost cutCost
-	cutReady                     int   // the cut instance's /readyz answer at the cut's end
-	cutSwitches                  int64 // the fault sale's mode switches during the cut
+	keysProbe  string    // the probes' answers around the keys' deletion
+	pauseProbe string    // and around the freeze
+	cuts       []cutPair // the API cut's pairs of runs, in the order taken
+}
+
+// cutPair is one pair of the API cut's runs on the healthy instance: one
+// with the other instance reaching Redis (before) and one with it cut
+// (during).
+type cutPair struct {
+	before, during Result
+	// beforeWhy and duringWhy are the healthy instance's outcomes over
+	// each run (pathsOutcomes' difference, outcomesLine).
+	beforeWhy, duringWhy string
+	// beforeCost and duringCost are the processes' costs over each run
+	// (cutCost).
+	beforeCost, duringCost cutCost
+	ready                  int   // the cut instance's /readyz answer at the cut's end
+	switches               int64 // the fault sale's mode switches during the cut
 }
 
 // faultProbe reserves on the fault sale, each request for a fresh user.
@@ -167,9 +173,9 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 	if err != nil {
 		return rec, err
 	}
-	err = r.cutInstance(ctx, red, st, url, s.ID, label, &rec)
+	rec.cuts, err = r.cutInstance(ctx, red, st, url, s.ID, label)
 	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
-		"cut_503", rec.cutDuring.Count(http.StatusServiceUnavailable), "cut_ready", rec.cutReady)
+		"cut_503", rec.cut503s(), "cut_ratio", rec.cutRatio())
 	return rec, err
 }
 
@@ -286,40 +292,77 @@ func (r *runner) sellsAgain(ctx context.Context, p *faultProbe, saleID int64) fl
 	return at.Sub(began).Seconds()
 }
 
-// cutInstance runs reservations on the healthy paths' API for o.Dur, then
-// cuts the other API from Redis and runs them again, the cut lasting the
-// run, metering the processes over each run; it then waits for the cut
-// instance to serve again.
-func (r *runner) cutInstance(ctx context.Context, red *marketRedis, st *marketStack, url string, saleID int64, label string, rec *marketRecovery) error {
-	const conns = 64
-	toks, _, err := r.users(2 * cutUsers)
+// cutInstance runs max(o.MarketRounds, 1) pairs of reservation runs on
+// the healthy paths' API, each run o.Dur: one with the other API reaching
+// Redis, one with it cut from Redis for the run, the pairs taking them in
+// turns (before first, then during first) so the machine's drift charges
+// both alike; after each cut it waits for the cut instance to serve again.
+func (r *runner) cutInstance(ctx context.Context, red *marketRedis, st *marketStack, url string, saleID int64, label string) ([]cutPair, error) {
+	meter, err := r.newCutMeter(st, red)
+	if err != nil {
+		return nil, fmt.Errorf("scenario 13: meter the cut: %w", err)
+	}
+	pairs := make([]cutPair, max(r.o.MarketRounds, 1))
+	for i := range pairs {
+		pl := fmt.Sprintf("%s, pair %d", label, i+1)
+		if i%2 == 0 {
+			err = r.uncutRun(ctx, meter, st, url, pl, &pairs[i])
+			if err == nil {
+				err = r.cutRun(ctx, meter, st, url, saleID, pl, &pairs[i])
+			}
+		} else {
+			err = r.cutRun(ctx, meter, st, url, saleID, pl, &pairs[i])
+			if err == nil {
+				err = r.uncutRun(ctx, meter, st, url, pl, &pairs[i])
+			}
+		}
+		if err != nil {
+			return pairs[:i], err
+		}
+	}
+	return pairs, nil
+}
+
+// cutConns are the connections of each run of the API cut.
+const cutConns = 64
+
+// uncutRun is the pair's run on the healthy API with the other reaching
+// Redis.
+func (r *runner) uncutRun(ctx context.Context, meter *cutMeter, st *marketStack, url, label string, p *cutPair) error {
+	toks, _, err := r.users(cutUsers)
 	if err != nil {
 		return err
 	}
-	meter, err := r.newCutMeter(st, red)
-	if err != nil {
-		return fmt.Errorf("scenario 13: meter the cut: %w", err)
-	}
-	c := newDoer(conns)
-	metrics := st.paths.URL + "/metrics"
-	rec.cutBefore, rec.cutBeforeWhy = r.explained(ctx, metrics, func() (res Result) {
-		res, rec.cutBeforeCost = meter.over(ctx, func() Result {
-			return ClosedLoop(ctx, "healthy API, before the cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[:cutUsers]))
+	c := newDoer(cutConns)
+	p.before, p.beforeWhy = r.explained(ctx, st.paths.URL+"/metrics", func() (res Result) {
+		res, p.beforeCost = meter.over(ctx, func() Result {
+			return ClosedLoop(ctx, "healthy API, the other reaching Redis, "+label, cutConns, r.o.Dur, cutUsers, reserveOp(c, url, toks))
 		})
 		return res
 	})
+	return nil
+}
+
+// cutRun is the pair's run on the healthy API with the other cut from
+// Redis for the run; it then waits for the cut instance to serve again.
+func (r *runner) cutRun(ctx context.Context, meter *cutMeter, st *marketStack, url string, saleID int64, label string, p *cutPair) error {
+	toks, _, err := r.users(cutUsers)
+	if err != nil {
+		return err
+	}
+	c := newDoer(cutConns)
 	s0, err := r.st.GetSale(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("scenario 13: read the fault sale: %w", err)
 	}
 	st.proxy.SetCut(true)
-	rec.cutDuring, rec.cutDuringWhy = r.explained(ctx, metrics, func() (res Result) {
-		res, rec.cutDuringCost = meter.over(ctx, func() Result {
-			return ClosedLoop(ctx, "healthy API, the other cut, "+label, conns, r.o.Dur, cutUsers, reserveOp(c, url, toks[cutUsers:]))
+	p.during, p.duringWhy = r.explained(ctx, st.paths.URL+"/metrics", func() (res Result) {
+		res, p.duringCost = meter.over(ctx, func() Result {
+			return ClosedLoop(ctx, "healthy API, the other cut, "+label, cutConns, r.o.Dur, cutUsers, reserveOp(c, url, toks))
 		})
 		return res
 	})
-	rec.cutReady, err = c.do(ctx, "GET", st.cut.URL+"/readyz", "", nil)
+	p.ready, err = c.do(ctx, "GET", st.cut.URL+"/readyz", "", nil)
 	st.proxy.SetCut(false)
 	if err != nil {
 		return fmt.Errorf("scenario 13: the cut instance's /readyz: %w", err)
@@ -328,7 +371,7 @@ func (r *runner) cutInstance(ctx context.Context, red *marketRedis, st *marketSt
 	if err != nil {
 		return fmt.Errorf("scenario 13: read the fault sale: %w", err)
 	}
-	rec.cutSwitches = s1.ModeEpoch - s0.ModeEpoch
+	p.switches = s1.ModeEpoch - s0.ModeEpoch
 	healed := proc.HTTPReady(st.cut.URL + "/readyz")
 	if err := proc.Poll(ctx, time.Minute, "the cut instance ready again", healed); err != nil {
 		return fmt.Errorf("scenario 13: after the cut: %w", err)

@@ -54,7 +54,9 @@ func marketScenario(m marketFigures) Scenario {
 		runs = append(runs, rd.soldOut, rd.inStock)
 	}
 	for _, rec := range []marketRecovery{m.rec1, m.recN} {
-		runs = append(runs, rec.cutBefore, rec.cutDuring)
+		for _, p := range rec.cuts {
+			runs = append(runs, p.before, p.during)
+		}
 	}
 	return Scenario{
 		ID: "13 market", Title: fmt.Sprintf("A marketplace: %d live sales, their idle cost, one sale's paths and recovery beside them", m.n),
@@ -107,18 +109,36 @@ func marketPathFigures(m marketFigures) []Figure {
 			Figure{Name: path.name + " paths' API CPU per answer, 1 live", Value: cpu1, Unit: perAnswer},
 			Figure{Name: fmt.Sprintf("%s paths' API CPU per answer, %d live", path.name, m.n), Value: cpuN, Unit: perAnswer},
 			Figure{Name: path.name + " CPU per answer, many live / 1 live", Value: ratio(cpuN, cpu1), Unit: "× (the medians)", Target: "≤ 1.05"})
+		figures = append(figures, allocFigures(m, path.name, path.allocs)...)
 	}
 	return figures
 }
 
+// allocFigures are a path's heap allocations per answer in the paths'
+// API, medians of the rounds and their ratio: a count, steady within a
+// side where the CPU per answer is not; the background's allocations (the
+// refresher's, which grow with the sales) are spread over the answers, so
+// the ratio moves with the rate and has no goal of its own.
+func allocFigures(m marketFigures, path string, allocs func(marketPaths) float64) []Figure {
+	one, many := medianOf(m.one, allocs), medianOf(m.many, allocs)
+	unit := fmt.Sprintf("allocations per answer (median of %d rounds)", len(m.one))
+	return []Figure{
+		{Name: path + " paths' API allocations per answer, 1 live", Value: one, Unit: unit},
+		{Name: fmt.Sprintf("%s paths' API allocations per answer, %d live", path, m.n), Value: many, Unit: unit},
+		{Name: path + " allocations per answer, many live / 1 live", Value: ratio(many, one), Unit: "× (the medians)"},
+	}
+}
+
 // marketPathKinds are the two paths of a round: their name, rate and the
-// paths' API's CPU per answer (-1 unread).
+// paths' API's CPU and heap allocations per answer (-1 unread).
 var marketPathKinds = []struct {
-	name     string
-	rps, cpu func(marketPaths) float64
+	name             string
+	rps, cpu, allocs func(marketPaths) float64
 }{
-	{"sold-out", func(p marketPaths) float64 { return p.soldOut.RPS }, func(p marketPaths) float64 { return p.soldOutCost.perAnswerUS(p.soldOut) }},
-	{"in-stock", func(p marketPaths) float64 { return p.inStock.RPS }, func(p marketPaths) float64 { return p.inStockCost.perAnswerUS(p.inStock) }},
+	{"sold-out", func(p marketPaths) float64 { return p.soldOut.RPS }, func(p marketPaths) float64 { return p.soldOutCost.perAnswerUS(p.soldOut) },
+		func(p marketPaths) float64 { return perAnswer(p.soldOutCost.allocs, p.soldOut) }},
+	{"in-stock", func(p marketPaths) float64 { return p.inStock.RPS }, func(p marketPaths) float64 { return p.inStockCost.perAnswerUS(p.inStock) },
+		func(p marketPaths) float64 { return perAnswer(p.inStockCost.allocs, p.inStock) }},
 }
 
 // medianRPS is the median rate of the runs pick takes from the rounds.
@@ -129,7 +149,7 @@ func medianRPS(rounds []marketPaths, pick func(marketPaths) Result) float64 {
 // medianOf is the median of the rounds' values (the mean of the middle
 // two of an even number), those below zero (unread) left out; -1 when
 // none is left.
-func medianOf(rounds []marketPaths, value func(marketPaths) float64) float64 {
+func medianOf[T any](rounds []T, value func(T) float64) float64 {
 	var vs []float64
 	for _, rd := range rounds {
 		if v := value(rd); v >= 0 {
@@ -151,55 +171,6 @@ func accepted202(res Result) float64 {
 	return float64(res.Count(http.StatusAccepted)) / res.Seconds
 }
 
-// cutRatio is the healthy instance's 202/s during the other's cut over
-// its 202/s before.
-func (rec marketRecovery) cutRatio() float64 {
-	return ratio(accepted202(rec.cutDuring), accepted202(rec.cutBefore))
-}
-
-// marketRecoveryFigures are the faults' figures with all the sales live,
-// each beside its figure with few live, the goal.
-func marketRecoveryFigures(m marketFigures) []Figure {
-	one, many := m.rec1, m.recN
-	live := fmt.Sprintf("%d live", m.n)
-	noise := func(v float64) string { return fmt.Sprintf("≤ %s (1 live + %g s)", num(v+marketNoise), marketNoise) }
-	back := fmt.Sprintf("s after the thaw (1 live: %s)", num(one.back))
-	if !one.left || !many.left {
-		back = fmt.Sprintf("s after the thaw (1 live: %s; left Redis: %t 1 live, %t %s)", num(one.back), one.left, many.left, live)
-	}
-	return []Figure{
-		{Name: "keys deleted → the next 202, " + live, Value: many.keys, Unit: fmt.Sprintf("s (1 live: %s)", num(one.keys)), Target: noise(one.keys)},
-		{Name: fmt.Sprintf("Redis frozen %s → the sale back on Redis, %s", marketPause, live), Value: many.back, Unit: back, Target: noise(one.back)},
-		{Name: "one API cut: the healthy one's 503s during the cut, " + live, Value: float64(many.cutDuring.Count(http.StatusServiceUnavailable)),
-			Unit: fmt.Sprintf("answers (before the cut: %d; 1 live: %d, before: %d)", many.cutBefore.Count(http.StatusServiceUnavailable),
-				one.cutDuring.Count(http.StatusServiceUnavailable), one.cutBefore.Count(http.StatusServiceUnavailable)), Target: "0"},
-		{Name: "one API cut: the healthy one's 202/s during / before, " + live, Value: many.cutRatio(),
-			Unit:   fmt.Sprintf("× (%s → %s 202/s; 1 live: %s ×)", num(accepted202(many.cutBefore)), num(accepted202(many.cutDuring)), num(one.cutRatio())),
-			Target: fmt.Sprintf("≥ %s (1 live − %g)", num(one.cutRatio()-marketRatioTol), marketRatioTol)},
-		{Name: "one API cut: the fault sale's mode switches, " + live, Value: float64(many.cutSwitches), Unit: fmt.Sprintf("switches (1 live: %d)", one.cutSwitches), Target: "0"},
-		{Name: "one API cut: the healthy one's CPU per 202 during / before, " + live, Value: many.cutCPURatio(),
-			Unit: fmt.Sprintf("× (%s → %s ms; 1 live: %s ×)", num(per202MS(many.cutBeforeCost.paths, many.cutBefore)),
-				num(per202MS(many.cutDuringCost.paths, many.cutDuring)), num(one.cutCPURatio())),
-			Target: fmt.Sprintf("≤ %s (1 live + %g)", num(one.cutCPURatio()+marketRatioTol), marketRatioTol)},
-		{Name: "one API cut: the cut instance's CPU during the cut, " + live, Value: many.cutDuringCost.share(many.cutDuringCost.cut),
-			Unit: fmt.Sprintf("%% of a core (before: %s; 1 live: %s, before: %s)", num(many.cutBeforeCost.share(many.cutBeforeCost.cut)),
-				num(one.cutDuringCost.share(one.cutDuringCost.cut)), num(one.cutBeforeCost.share(one.cutBeforeCost.cut)))},
-		{Name: "one API cut: MariaDB statements/s during the cut, " + live, Value: many.cutDuringCost.rate(many.cutDuringCost.statements),
-			Unit: fmt.Sprintf("statements/s (before: %s; 1 live: %s, before: %s)", num(many.cutBeforeCost.rate(many.cutBeforeCost.statements)),
-				num(one.cutDuringCost.rate(one.cutDuringCost.statements)), num(one.cutBeforeCost.rate(one.cutBeforeCost.statements)))},
-	}
-}
-
-// cutCPURatio is the healthy instance's CPU per 202 during the other's
-// cut over its CPU per 202 before (-1 unread).
-func (rec marketRecovery) cutCPURatio() float64 {
-	before, during := per202MS(rec.cutBeforeCost.paths, rec.cutBefore), per202MS(rec.cutDuringCost.paths, rec.cutDuring)
-	if before <= 0 || during < 0 {
-		return -1
-	}
-	return during / before
-}
-
 // marketNotes are scenario 13's notes.
 func marketNotes(m marketFigures) []string {
 	i0, iN := m.idle0, m.idleN
@@ -216,14 +187,10 @@ func marketNotes(m marketFigures) []string {
 		fmt.Sprintf("the paths: 64 connections on an API whose task queue nobody polls, the sold-out sale of one unit and an in-stock sale, %d rounds with the scenario's three sales live, then %d with the others created, warmed and idle beside them (the machine's drift counts against the second); many / 1 live, sold-out/in-stock, round by round: %s", len(m.one), len(m.many), strings.Join(rounds, ", ")),
 		fmt.Sprintf("recovery, on an in-stock sale of the paths' API, with the three sales live, then with all: keys deleted (all but the inbox) while %d connections reserve for fresh users, until the next 202; Redis frozen (SIGSTOP) for %s under the same probe, from the thaw until the sale's mode is redis again (it left: %t, %t); -1: not within %s (or, for the keys, no 202 before the deletion); then the same probe until the paths' API sells it again (it learns the switch back at its sale cache's refresh, answering 503 resync until then): %s s, %s s after the database had it back", probeConns, marketPause, m.rec1.left, m.recN.left, marketRecoverWithin, num(m.rec1.sells), num(m.recN.sells)),
 		fmt.Sprintf("the probes' answers, keys deleted: %s (1 live), %s (%d live); Redis frozen: %s, %s", m.rec1.keysProbe, m.recN.keysProbe, m.n, m.rec1.pauseProbe, m.recN.pauseProbe),
-		fmt.Sprintf("one API cut: a fourth instance reaches Redis through a proxy, cut for one run of 64 connections reserving on the paths' API (the healthy one), after one run before it; the cut instance's /readyz at the cut's end: %d, %d (503: it knew)", m.rec1.cutReady, m.recN.cutReady),
-		fmt.Sprintf("one API cut: the healthy API's outcomes (its /metrics, layer/outcome and hold/outcome; a 503's body says only unavailable), before the cut / during it: %s / %s (1 live); %s / %s (%d live)", m.rec1.cutBeforeWhy, m.rec1.cutDuringWhy, m.recN.cutBeforeWhy, m.recN.cutDuringWhy, m.n),
-		fmt.Sprintf("one API cut, what it cost before the cut / during it: %s / %s (1 live); %s / %s (%d live)",
-			m.rec1.cutBeforeCost.line(m.rec1.cutBefore), m.rec1.cutDuringCost.line(m.rec1.cutDuring),
-			m.recN.cutBeforeCost.line(m.recN.cutBefore), m.recN.cutDuringCost.line(m.recN.cutDuring), m.n),
 		"the paths' API, round by round (1 live, then many): " + pathsCostLine(m.one) + "; " + pathsCostLine(m.many) + profileNotes(m),
 		"listing: the storefront's list of live sales walked page by page with its cursor (client.AllSales)",
 	}
+	notes = append(notes, cutNotes(m)...)
 	for _, ic := range []marketIdleCost{i0, iN} {
 		if ic.profile != "" {
 			notes = append(notes, ic.profile)
@@ -241,13 +208,15 @@ func waits(ws []marketWait) string {
 	return strings.Join(parts, "; then ")
 }
 
-// pathsCostLine is each round's CPU per answer (µs, sold-out/in-stock),
-// heap in use after the sold-out run (MB) and GC cycles over it.
+// pathsCostLine is each round's CPU and heap allocations per answer
+// (sold-out/in-stock), and the sold-out run's bytes allocated per answer,
+// heap in use at its end (MB) and GC cycles over it.
 func pathsCostLine(rounds []marketPaths) string {
 	parts := make([]string, len(rounds))
 	for i, rd := range rounds {
-		parts[i] = fmt.Sprintf("%s/%s µs, %s MB, %.0f GCs", num(rd.soldOutCost.perAnswerUS(rd.soldOut)), num(rd.inStockCost.perAnswerUS(rd.inStock)),
-			num(rd.soldOutCost.heap/1e6), rd.soldOutCost.gcs)
+		so, is := rd.soldOutCost, rd.inStockCost
+		parts[i] = fmt.Sprintf("%s/%s µs, %s/%s allocs, %s B, %s MB, %.0f GCs", num(so.perAnswerUS(rd.soldOut)), num(is.perAnswerUS(rd.inStock)),
+			num(perAnswer(so.allocs, rd.soldOut)), num(perAnswer(is.allocs, rd.inStock)), num(perAnswer(so.bytes, rd.soldOut)), num(so.heap/1e6), so.gcs)
 	}
 	return strings.Join(parts, ", ")
 }

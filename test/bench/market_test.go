@@ -68,16 +68,16 @@ func TestMarketPathsCompareTheMediansOfTheRounds(t *testing.T) {
 }
 
 func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
-	cut := func(before, during int64) (Result, Result) {
-		return Result{Seconds: 2, Status: map[string]int64{"202": before}}, Result{Seconds: 2, Status: map[string]int64{"202": during, "503": 3}}
+	cut := func(before, during int64) cutPair {
+		return cutPair{before: Result{Seconds: 2, Status: map[string]int64{"202": before}}, during: Result{Seconds: 2, Status: map[string]int64{"202": during, "503": 3}},
+			beforeCost: cutCost{paths: 1, cut: 0.02, statements: 4000, seconds: 2}}
 	}
-	one := marketRecovery{keys: 1.5, left: true, back: 6}
-	one.cutBefore, one.cutDuring = cut(1000, 900)
+	one := marketRecovery{keys: 1.5, left: true, back: 6, cuts: []cutPair{cut(1000, 900)}}
 	// CPU per 202: 1 ms before, 1 ms during (1 live); 1 ms, then 2 ms.
-	one.cutBeforeCost, one.cutDuringCost = cutCost{paths: 1, cut: 0.02, statements: 4000, seconds: 2}, cutCost{paths: 0.9, cut: 0.04, statements: 3600, seconds: 2}
-	many := marketRecovery{keys: 2, left: true, back: 8, cutSwitches: 1}
-	many.cutBefore, many.cutDuring = cut(1000, 500)
-	many.cutBeforeCost, many.cutDuringCost = cutCost{paths: 1, cut: 0.02, statements: 4000, seconds: 2}, cutCost{paths: 1, cut: 0.5, statements: -1, seconds: 2}
+	one.cuts[0].duringCost = cutCost{paths: 0.9, cut: 0.04, statements: 3600, seconds: 2}
+	many := marketRecovery{keys: 2, left: true, back: 8, cuts: []cutPair{cut(1000, 500)}}
+	many.cuts[0].switches = 1
+	many.cuts[0].duringCost = cutCost{paths: 1, cut: 0.5, statements: -1, seconds: 2}
 	got := map[string]Figure{}
 	for _, f := range marketRecoveryFigures(marketFigures{n: 300, rec1: one, recN: many}) {
 		got[f.Name] = f
@@ -100,8 +100,43 @@ func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
 	check("one API cut: the healthy one's CPU per 202 during / before, 300 live", 2, "≤ 1.10 (1 live + 0.1)")
 	check("one API cut: the cut instance's CPU during the cut, 300 live", 25, "")
 	check("one API cut: MariaDB statements/s during the cut, 300 live", -1, "")
-	if u := got["one API cut: MariaDB statements/s during the cut, 300 live"].Unit; u != "statements/s (before: 2,000; 1 live: 1,800, before: 2,000)" {
+	if u := got["one API cut: MariaDB statements/s during the cut, 300 live"].Unit; u != "statements/s, median (before: 2,000; 1 live: 1,800, before: 2,000)" {
 		t.Errorf("statements' unit: %q", u)
+	}
+}
+
+// The cut's ratios are the medians of the pairs' own ratios: a pair
+// whose two runs both ran slow (the machine busy) moves neither, where
+// the ratio of the runs' medians would pair a fast run with a slow one.
+func TestMarketCutComparesEachPairsOwnRatio(t *testing.T) {
+	pair := func(before, during int64, cpuBefore, cpuDuring float64) cutPair {
+		return cutPair{before: Result{Seconds: 1, Status: map[string]int64{"202": before}}, during: Result{Seconds: 1, Status: map[string]int64{"202": during}},
+			beforeCost: cutCost{paths: cpuBefore, seconds: 1}, duringCost: cutCost{paths: cpuDuring, seconds: 1}}
+	}
+	// 202/s ratios 1.0, 0.95, 1.1; the runs' medians 1,000 → 950 (0.95).
+	// CPU per 202 ratios 1.0, 1.05, 0.9 (an unread pair left out).
+	rec := marketRecovery{cuts: []cutPair{pair(1400, 1400, 1.4, 1.4), pair(1000, 950, 1, 0.9975), pair(500, 550, 0.5, 0.495), pair(0, 10, -1, 1)}}
+	if got := rec.cutRatio(); got < 0.999 || got > 1.001 {
+		t.Errorf("202/s ratio %v, want the median of the pairs' ratios, 1.0", got)
+	}
+	if got := rec.cutCPURatio(); got < 0.999 || got > 1.001 {
+		t.Errorf("CPU per 202 ratio %v, want the median of the pairs' ratios, 1.0", got)
+	}
+}
+
+// A warm-up round of the paths runs first and is left out of the rounds.
+func TestMarketRoundsLeaveTheWarmUpOut(t *testing.T) {
+	r := &runner{o: Options{MarketRounds: 3}}
+	var labels []string
+	rounds := r.marketRounds(func(label string) marketPaths {
+		labels = append(labels, label)
+		return marketPaths{soldOut: Result{RPS: float64(len(labels))}}
+	}, "1 live")
+	if len(labels) != 4 || !strings.Contains(labels[0], "warm-up") {
+		t.Fatalf("runs %q: want a warm-up, then 3 rounds", labels)
+	}
+	if len(rounds) != 3 || rounds[0].soldOut.RPS != 2 {
+		t.Fatalf("rounds %v: want the 3 after the warm-up", rounds)
 	}
 }
 
