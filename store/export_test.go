@@ -128,6 +128,6 @@ func (s *Store) SetDirectoryTiming(fresh, full time.Duration) {
 
 // QueuedRedisHoldsStatement is QueuedRedisHolds' statement as it is sent,
 // for a test's EXPLAIN.
-func (s *Store) QueuedRedisHoldsStatement(saleID int64, since time.Time, after string, limit int) string {
-	return s.DB.NewRaw(queuedHoldsQuery, queuedHoldsArgs(saleID, since, after, limit)...).String()
+func (s *Store) QueuedRedisHoldsStatement(saleID int64, since time.Time, untilAgo time.Duration, after string, limit int) string {
+	return s.DB.NewRaw(queuedHoldsQuery, queuedHoldsArgs(saleID, since, untilAgo, after, limit)...).String()
 }

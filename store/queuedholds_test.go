@@ -48,7 +48,7 @@ func TestQueuedRedisHoldsSinceATime(t *testing.T) {
 	after := ""
 	for page := 0; ; page++ {
 		require.Less(t, page, 5, "pages of two end")
-		holds, err := st.QueuedRedisHolds(ctx(t), sale.ID, since, after, 2)
+		holds, err := st.QueuedRedisHolds(ctx(t), sale.ID, since, -time.Minute, after, 2)
 		require.NoError(t, err)
 		for _, in := range holds {
 			require.Equal(t, domain.PathRedis, in.Path)
@@ -63,7 +63,32 @@ func TestQueuedRedisHoldsSinceATime(t *testing.T) {
 	require.ElementsMatch(t, want, got, "the sale's QUEUED holds since the time, each once")
 	require.IsIncreasing(t, got, "in token order")
 
-	plan := explain(t, st, st.QueuedRedisHoldsStatement(sale.ID, since, "", 1000))
+	plan := explain(t, st, st.QueuedRedisHoldsStatement(sale.ID, since, 0, "", 1000))
 	require.Equal(t, "reservations_sale_status", plan["key"], "the (sale, status) index: %v", plan)
 	require.Equal(t, "const,const", plan["ref"], "the sale's QUEUED rows only: %v", plan)
+}
+
+// The holds' upper bound is on the database's clock: a hold recorded less
+// than untilAgo before its now is not read, one recorded earlier is.
+func TestQueuedRedisHoldsUntilABoundBeforeTheDatabasesNow(t *testing.T) {
+	st := testenv.MustStore(t)
+	sale := testenv.MustSale(t, st, 10)
+	base := testenv.UniqueUser() * 1000
+	early := redisHold(sale, base, "until-early")
+	late := redisHold(sale, base+1, "until-late")
+	for _, in := range []domain.OrderInput{early, late} {
+		counted, err := recordHold(t, st, in, sale.ModeEpoch)
+		require.NoError(t, err)
+		require.True(t, counted)
+	}
+	_, err := st.DB.ExecContext(ctx(t), "UPDATE reservations SET created_at = created_at - INTERVAL 30 SECOND WHERE token = ?", early.Token)
+	require.NoError(t, err)
+
+	holds, err := st.QueuedRedisHolds(ctx(t), sale.ID, time.Now().Add(-time.Minute), 10*time.Second, "", 10)
+	require.NoError(t, err)
+	require.Len(t, holds, 1, "only the hold recorded at least 10 s before the database's now")
+	require.Equal(t, early.Token, holds[0].Token)
+	holds, err = st.QueuedRedisHolds(ctx(t), sale.ID, time.Now().Add(-time.Minute), -time.Second, "", 10)
+	require.NoError(t, err)
+	require.Len(t, holds, 2, "a bound after the database's now reads both")
 }

@@ -42,9 +42,10 @@ const (
 // The resyncer tells it (Changed) when Redis changed identity, and at the
 // worker's first look at Redis, which cannot know what happened before.
 // It then starts, in pages with a bound on the starts in flight, every
-// QUEUED Redis hold recorded from a bound before the change until now
-// whose workflow it has not started yet, and reads the window again each
-// tick until the records in flight at the change have landed
+// QUEUED Redis hold recorded from a bound before the change until the
+// records in flight at the change have landed (later ones are in the new
+// Redis's inbox: the relay's) whose workflow it has not started yet, and
+// reads the window again each tick until those records have landed
 // (recordsLand) and every start succeeded. The start is the relay's
 // idempotent one: a hold whose workflow runs, or ran, costs a refused
 // start, so a hold the relay has started since the change (its token in
@@ -162,7 +163,7 @@ func (l *LostHolds) Once(ctx context.Context, now time.Time) error {
 		if !s.Warmed || now.Before(s.StartsAt) || s.EndsAt.Before(since) {
 			continue // no hold of it was recorded in the window
 		}
-		if err := l.startSale(ctx, s.ID, since, w, &c); err != nil {
+		if err := l.startSale(ctx, s.ID, since, now.Sub(until), w, &c); err != nil {
 			l.logRound(since, &c, err)
 			return err
 		}
@@ -195,11 +196,18 @@ func (l *LostHolds) logRound(since time.Time, c *startCounts, err error) {
 
 // startSale starts a sale's holds of the window, a page at a time; the
 // first failed start ends it (Temporal down: the next tick tries again).
-func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time, w *holdWindow, c *startCounts) error {
+// The window's holds are those recorded from since to its until, which
+// was untilAgo before now (negative: is still ahead): a hold recorded
+// later was written to Redis after the change (recordsLand bounds the
+// gap), into the inbox the relay reads, and starting it would only race
+// the relay's start (at a worker's start during a burst, the whole
+// burst's holds). The bound is taken on the database's clock, which
+// recorded them, by the time elapsed here.
+func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time, untilAgo time.Duration, w *holdWindow, c *startCounts) error {
 	after := ""
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		holds, err := l.Store.QueuedRedisHolds(rctx, saleID, since, after, lostHoldsPage)
+		holds, err := l.Store.QueuedRedisHolds(rctx, saleID, since, untilAgo, after, lostHoldsPage)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("lost holds: %w", err)

@@ -47,6 +47,36 @@ func TestLostHoldsStartAfterRedisChangedIdentity(t *testing.T) {
 	f.requireNoWorkflow(old, "recorded before the window")
 }
 
+// A window's holds are those recorded until the change's records have
+// landed: a hold recorded later was written to the Redis after the change,
+// whose inbox the relay starts it from, so it is not started here (at a
+// worker's start during a burst these were the burst's holds, each a
+// second start beside the relay's). The bound is on the database's clock.
+func TestLostHoldsLeaveHoldsRecordedAfterTheWindowToTheRelay(t *testing.T) {
+	f := newLostHoldsFixture(t)
+	changed := time.Now().Add(-time.Minute)
+	f.lost.Changed(changed.Add(-lostWritesSpan), changed) // the window ends at changed + recordsLand
+	inWindow := f.recordHold("in-window-01")
+	f.age(inWindow, time.Minute-time.Second)
+	after := f.recordHold("after-window-01")
+	var mu sync.Mutex
+	var asked []string
+	start := f.lost.Start
+	f.lost.Start = func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
+		mu.Lock()
+		asked = append(asked, in.Token)
+		mu.Unlock()
+		return start(ctx, in)
+	}
+	require.NoError(t, f.lost.Once(testCtx(t), time.Now()))
+	f.requireWorkflow(inWindow, time.Second)
+	f.requireNoWorkflow(after, "recorded after the window: the relay's")
+	require.False(t, f.lost.open(), "the window has passed")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{inWindow.Token}, asked, "one start: the hold recorded in the window")
+}
+
 // At a worker's start nothing tells what a Redis change before it lost:
 // the holds recorded shortly before its first look get their workflows.
 // A start that fails is tried again on the next tick, and the window

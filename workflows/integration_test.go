@@ -50,6 +50,13 @@ func MustStack(tb testing.TB) *stack {
 // own Redis client (nil: the stack's).
 func mustStackWorkerRedis(tb testing.TB, workerRedis redis.UniversalClient) *stack {
 	tb.Helper()
+	return mustStackWith(tb, workerRedis)
+}
+
+// mustStackWith is mustStackWorkerRedis with the stack's client (the
+// worker's and the starts') adjusted by opts.
+func mustStackWith(tb testing.TB, workerRedis redis.UniversalClient, opts ...func(*client.Options)) *stack {
+	tb.Helper()
 	t, ok := tb.(*testing.T)
 	if !ok {
 		tb.Fatal("MustStack needs a *testing.T")
@@ -58,7 +65,7 @@ func mustStackWorkerRedis(tb testing.TB, workerRedis redis.UniversalClient) *sta
 		t:       t,
 		st:      testenv.MustStore(tb),
 		rdb:     testenv.MustRedis(tb),
-		c:       testenv.MustTemporal(tb),
+		c:       testenv.MustTemporal(tb, opts...),
 		scripts: redisgateway.New(),
 		queue:   fmt.Sprintf("seckill-test-orders-%d", time.Now().UnixNano()),
 	}

@@ -72,6 +72,7 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	m := r.burstMeters(api, worker)
 	api0, worker0, server0, svc0 := m.read(m.api), m.read(m.worker), m.read(m.server), m.read(m.services)
 	relay0 := r.relayCalls(ctx, worker, m)
+	workerCalls0, apiCalls0 := r.temporalCalls(ctx, m, worker), r.temporalCalls(ctx, m, api)
 	// The drain clock runs from the burst's first request until every
 	// unit's order is PENDING_PAYMENT in MySQL.
 	start := time.Now()
@@ -102,6 +103,8 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 	}
 	br := burstRuns{stock: r.o.BurstStock, users: len(toks), conns: conns, res: res, settled: settled, reserved: reserved, drain: drain, m: m}
 	br.relayPerOrder = (r.relayCalls(ctx, worker, m) - relay0) / float64(r.o.BurstStock)
+	br.workerCalls, br.workerCallOps = r.temporalCalls(ctx, m, worker).perOrder(workerCalls0, r.o.BurstStock)
+	br.apiCalls, br.apiCallOps = r.temporalCalls(ctx, m, api).perOrder(apiCalls0, r.o.BurstStock)
 	br.notes = append(notes, waitProfiles()...) // before the hello run, which they must not see
 	helloServer0 := m.read(m.server)
 	if br.helloRate, br.helloTime, err = HelloRate(ctx, r.tc, "bench-hello-"+r.stamp, int(r.o.BurstStock), 64); err != nil {
@@ -160,6 +163,8 @@ type burstRuns struct {
 	settled                                       Settled
 	drain, helloTime                              time.Duration
 	helloRate, relayPerOrder                      float64
+	workerCalls, apiCalls                         float64
+	workerCallOps, apiCallOps                     string
 	serverPerOrder, serverPerHello, stackPerOrder float64
 	workerPerOrder, apiPerRequest, svcPerOrder    float64
 	m                                             *burstMeters
@@ -194,12 +199,15 @@ func (br burstRuns) scenario() Scenario {
 			{Name: "API + worker CPU per order", Value: stackPerOrder, Unit: "ms"},
 			{Name: "worker CPU per order", Value: br.workerPerOrder, Unit: "ms"},
 			{Name: "relay's workflow starts per order", Value: br.relayPerOrder, Unit: "calls"},
+			{Name: "worker's Temporal calls per order", Value: br.workerCalls, Unit: "calls"},
+			{Name: "API's Temporal calls per order", Value: br.apiCalls, Unit: "calls"},
 			{Name: "API CPU per burst request (refusals included)", Value: br.apiPerRequest, Unit: "µs"},
 			{Name: "Redis + MariaDB CPU per order", Value: svcPerOrder, Unit: "ms"},
 			{Name: "CPU per order, every process", Value: allPerOrder, Unit: "ms"},
 			{Name: "drain ceiling of this host's cores", Value: ratio(float64(runtime.NumCPU())*1000, allPerOrder), Unit: "orders/s"},
 		},
-		Notes: append(append(notes, "the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters",
+		Notes: append(append(notes, "Temporal calls per order over the burst and drain, by operation (the SDK's temporal_request_total and temporal_long_request_total): the worker's "+orNone(br.workerCallOps)+"; the API's "+orNone(br.apiCallOps),
+			"the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters",
 			settleNote,
 			"CPU: user + system time (/proc) of "+m.serverName+" over the burst and drain, per order, and over the hello run, per hello workflow; of the API and worker together, and of Redis and MariaDB together, over the burst and drain, per order (it includes the burst's refusals); the drain ceiling is the host's cores over every process's CPU per order: the rate at which the cores would be fully busy"), m.notes...),
 	}

@@ -199,15 +199,20 @@ func MustMySQLProxy(tb testing.TB) (*netproxy.Proxy, string) {
 	return proxy, cfg.FormatDSN()
 }
 
-// MustTemporal returns a client of the test Temporal dev server.
-func MustTemporal(tb testing.TB) client.Client {
+// MustTemporal returns a client of the test Temporal dev server; opts
+// adjust its options (e.g. TemporalCalls.Option).
+func MustTemporal(tb testing.TB, opts ...func(*client.Options)) client.Client {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{
+	o := client.Options{
 		HostPort: TemporalAddress(),
 		Logger:   quietLogger(),
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c, err := client.DialContext(ctx, o)
 	if err != nil {
 		tb.Fatalf("testenv: Temporal at %s is not reachable (run the tests with `go tool task test`): %v", TemporalAddress(), err)
 	}
