@@ -97,10 +97,12 @@ func TestAnonymousReadsAreNotADatabaseAmplifier(t *testing.T) {
 		took = time.Since(start)
 	})
 	require.Zero(t, bad.Load(), "unexpected answers")
-	// The once-a-second refresher runs whatever the traffic; what the
-	// requests cost is the rest.
-	t.Logf("2,000 unknown-id GETs and 200 storefront GETs in %s: %d SELECTs besides the 1 s refresher's", took.Round(time.Millisecond), selects)
-	require.LessOrEqual(t, selects, int64(10))
+	// The once-a-second refresher runs whatever the traffic, and so do the
+	// API's other periodic reads, over as long as the requests took (on a
+	// loaded host, seconds): what the requests cost is the rest.
+	idle := countSelects(t, h, func() { time.Sleep(took) })
+	t.Logf("2,000 unknown-id GETs and 200 storefront GETs in %s: %d SELECTs besides the 1 s refresher's (%d idle over as long)", took.Round(time.Millisecond), selects, idle)
+	require.LessOrEqual(t, selects, 10+idle)
 }
 
 // TestReadRoutesAreRateLimited: read routes have buckets per user and per
