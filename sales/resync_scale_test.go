@@ -28,6 +28,9 @@ import (
 func TestResyncUnderPaymentsAndCancelsFinishesInOnePass(t *testing.T) {
 	const orders, payEvery, cancelEvery = 5000, 20 * time.Millisecond, 200 * time.Millisecond
 	f := mustFixture(t, orders+100)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // 5,000 orders one by one: a minute on a loaded host
+	t.Cleanup(cancel)
+	f.ctx = ctx
 	f.toDatabaseMode()
 	began := time.Now()
 	tokens := make([]string, orders)
