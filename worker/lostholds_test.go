@@ -59,22 +59,12 @@ func TestLostHoldsLeaveHoldsRecordedAfterTheWindowToTheRelay(t *testing.T) {
 	inWindow := f.recordHold("in-window-01")
 	f.age(inWindow, time.Minute-time.Second)
 	after := f.recordHold("after-window-01")
-	var mu sync.Mutex
-	var asked []string
-	start := f.lost.Start
-	f.lost.Start = func(ctx context.Context, in domain.OrderInput) (temporalgateway.StartOutcome, error) {
-		mu.Lock()
-		asked = append(asked, in.Token)
-		mu.Unlock()
-		return start(ctx, in)
-	}
+	asked := f.countStarts()
 	require.NoError(t, f.lost.Once(testCtx(t), time.Now()))
 	f.requireWorkflow(inWindow, time.Second)
 	f.requireNoWorkflow(after, "recorded after the window: the relay's")
 	require.False(t, f.lost.open(), "the window has passed")
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{inWindow.Token}, asked, "one start: the hold recorded in the window")
+	require.Equal(t, []string{inWindow.Token}, asked(), "one start: the hold recorded in the window")
 }
 
 // At a worker's start nothing tells what a Redis change before it lost:
@@ -124,6 +114,18 @@ func TestLostHoldsSkipHoldsTheRelayStarted(t *testing.T) {
 	lost := f.recordHold("lost-02")
 	require.NoError(t, f.lost.Redis.MarkStarted(testCtx(t), f.sale.ID, relayed.Token))
 	f.lost.InRelay = func(token string) bool { return token == inHand.Token }
+	asked := f.countStarts()
+	f.resyncer.Once(testCtx(t))
+	require.NoError(t, f.lost.Once(testCtx(t), time.Now().Add(recordsLand)))
+	f.requireWorkflow(lost, time.Second)
+	f.requireNoWorkflow(relayed, "the relay started it (here: only its started mark)")
+	f.requireNoWorkflow(inHand, "the relay has its entry in hand (here: only says so)")
+	require.Equal(t, []string{lost.Token}, asked(), "only the hold the relay has not started is started")
+}
+
+// countStarts records the tokens the lost holds' starter asks to start;
+// the answer lists them so far.
+func (f *lostHoldsFixture) countStarts() func() []string {
 	var mu sync.Mutex
 	var asked []string
 	start := f.lost.Start
@@ -133,14 +135,11 @@ func TestLostHoldsSkipHoldsTheRelayStarted(t *testing.T) {
 		mu.Unlock()
 		return start(ctx, in)
 	}
-	f.resyncer.Once(testCtx(t))
-	require.NoError(t, f.lost.Once(testCtx(t), time.Now().Add(recordsLand)))
-	f.requireWorkflow(lost, time.Second)
-	f.requireNoWorkflow(relayed, "the relay started it (here: only its started mark)")
-	f.requireNoWorkflow(inHand, "the relay has its entry in hand (here: only says so)")
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{lost.Token}, asked, "only the hold the relay has not started is started")
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), asked...)
+	}
 }
 
 // lostHoldsFixture is a warmed sale in the worker's own database, a
