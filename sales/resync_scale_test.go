@@ -28,9 +28,7 @@ import (
 func TestResyncUnderPaymentsAndCancelsFinishesInOnePass(t *testing.T) {
 	const orders, payEvery, cancelEvery = 5000, 20 * time.Millisecond, 200 * time.Millisecond
 	f := mustFixture(t, orders+100)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // 5,000 orders one by one: a minute on a loaded host
-	t.Cleanup(cancel)
-	f.ctx = ctx
+	f.within(10 * time.Minute) // 5,000 orders one by one: a minute on a loaded host
 	f.toDatabaseMode()
 	began := time.Now()
 	tokens := make([]string, orders)
@@ -136,9 +134,8 @@ func scaleEnv(name string, def int) int {
 func TestRebuildLostStepTimes(t *testing.T) {
 	live, queued := scaleEnv("SECKILL_TEST_REBUILD_SALES", 500), scaleEnv("SECKILL_TEST_REBUILD_QUEUED", 1000)
 	f := mustFixture(t, int64(queued+100))
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	t.Cleanup(cancel)
-	f.ctx = ctx
+	f.within(15 * time.Minute)
+	ctx := f.ctx
 	testenv.MustIdleSales(t, f.st, live)
 	tc := &listCounter{Client: testenv.MustTemporal(t)}
 	toks := make([]string, queued)
@@ -225,9 +222,8 @@ func TestResyncListsOnlyWhatStartedSinceItsFullListing(t *testing.T) {
 	const recorded, lag = 1000, 3 * time.Second
 	sales.SetListedLag(t, lag)
 	f := mustFixture(t, recorded+10)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel)
-	f.ctx = ctx
+	f.within(10 * time.Minute)
+	ctx := f.ctx
 	tc := &listCounter{Client: testenv.MustTemporal(t)}
 	early, ended := f.unrecordedHold(tc), f.unrecordedHold(tc)
 	toks := make([]string, recorded)

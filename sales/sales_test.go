@@ -43,6 +43,14 @@ func mustFixture(t testing.TB, stock int64) *fixture {
 	return f
 }
 
+// within gives the fixture's calls d in all, not the minute a fixture
+// has (tests of thousands of orders).
+func (f *fixture) within(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	f.t.Cleanup(cancel)
+	f.ctx = ctx
+}
+
 func (f *fixture) epoch() int64 {
 	s, err := f.st.GetSale(f.ctx, f.sale.ID)
 	require.NoError(f.t, err)
