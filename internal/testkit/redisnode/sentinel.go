@@ -29,10 +29,13 @@ const SentinelMaster = "seckill"
 // SentinelDownAfter is down in a sentinel's eyes, two of the three must
 // agree (the quorum) before one of them, elected by a majority, fails
 // over; SentinelFailoverTimeout bounds the failover's steps, and a
-// sentinel whose attempt failed tries again after twice it.
+// sentinel whose attempt failed tries again after twice it. At one second
+// (the sentinels' ping period) a sentinel's new link to a just-promoted
+// master, whose first reply a loaded host delayed past it, called the
+// master down and failed over to the old one restarted empty.
 const (
 	SentinelQuorum          = 2
-	SentinelDownAfter       = time.Second
+	SentinelDownAfter       = 2 * time.Second
 	SentinelFailoverTimeout = 5 * time.Second
 )
 
