@@ -131,8 +131,9 @@ func (w *saleWorkflow) run(ctx workflow.Context) (domain.SaleResult, error) {
 // SaleActivityTimeout bounds each attempt of a sale activity but the
 // reconciliation. The server fires an activity's start-to-close timer this
 // long after the attempt started, whether or not it has completed by then
-// (a no-op task then), so a sale workflow's first task (a load, a warm-up,
-// a load) leaves the server work this long after it.
+// (a no-op task then), so a sale workflow's first task (its warm-up; a
+// load, a warm-up and a load in SaleWorkflow) leaves the server work this
+// long after it.
 const SaleActivityTimeout = 2 * time.Minute
 
 func withSaleActivityOptions(ctx workflow.Context) workflow.Context {
