@@ -66,17 +66,10 @@ func unrecordedHolds(ctx context.Context, tc client.Client, saleID int64, known 
 			missing = append(missing, token)
 		}
 	}
-	read := make([]domain.OrderInput, len(missing))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, token := range missing {
-		g.Go(func() error {
-			in, err := temporalgateway.Input(gctx, tc, token)
-			read[i] = in
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	read, err := perToken(ctx, missing, func(ctx context.Context, token string) (domain.OrderInput, error) {
+		return temporalgateway.Input(ctx, tc, token)
+	})
+	if err != nil {
 		return nil, err
 	}
 	for _, in := range read {
@@ -110,17 +103,11 @@ func runningQueued(ctx context.Context, tc client.Client, saleID int64, known fu
 			check = append(check, token)
 		}
 	}
-	still := make([]bool, len(check))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, token := range check {
-		g.Go(func() error {
-			status, ok, err := temporalgateway.LatestRun(gctx, tc, token)
-			still[i] = ok && status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	still, err := perToken(ctx, check, func(ctx context.Context, token string) (bool, error) {
+		status, ok, err := temporalgateway.LatestRun(ctx, tc, token)
+		return ok && status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("recheck listed workflows of sale %d: %w", saleID, err)
 	}
 	for i, token := range check {
@@ -129,4 +116,23 @@ func runningQueued(ctx context.Context, tc client.Client, saleID int64, known fu
 		}
 	}
 	return running, nil
+}
+
+// perTokenReads bounds perToken's calls to Temporal in flight.
+const perTokenReads = 8
+
+// perToken runs read for each token, perTokenReads at a time, and
+// answers the results in the tokens' order; the first error ends it.
+func perToken[T any](ctx context.Context, tokens []string, read func(ctx context.Context, token string) (T, error)) ([]T, error) {
+	out := make([]T, len(tokens))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(perTokenReads)
+	for i, token := range tokens {
+		g.Go(func() error {
+			v, err := read(gctx, token)
+			out[i] = v
+			return err
+		})
+	}
+	return out, g.Wait()
 }
