@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,41 @@ func TestInboxOperations(t *testing.T) {
 	require.ErrorIs(t, err, redisgateway.ErrNoInbox)
 	_, err = c.InboxGroupState(ctx(t), f.saleID+1_000_000)
 	require.ErrorIs(t, err, redisgateway.ErrNoInbox)
+}
+
+// The relay has delivered an inbox through a time when nothing is
+// undelivered, or when its last delivered entry was appended at or after
+// it; pending entries (delivered, unacknowledged) count as delivered. An
+// inbox that is gone has nothing to deliver.
+func TestRelayDelivered(t *testing.T) {
+	f := mustWarmSale(t, 5)
+	c := redisgateway.NewClient(f.rdb)
+	delivered := func(through time.Time) bool {
+		t.Helper()
+		ok, err := c.RelayDelivered(ctx(t), f.saleID, through)
+		require.NoError(t, err)
+		return ok
+	}
+	require.True(t, delivered(time.Now().Add(time.Hour)), "an empty inbox")
+	for u := int64(1); u <= 2; u++ {
+		_, err := c.Reserve(ctx(t), redisgateway.ReserveArgs{SaleID: f.saleID, UserID: u, RequestID: fmt.Sprint("r", u), Token: fmt.Sprint("t", u), Epoch: 1})
+		require.NoError(t, err)
+	}
+	require.False(t, delivered(time.Now().Add(-time.Hour)), "two entries undelivered")
+	got, err := c.ReadInbox(ctx(t), f.saleID, "a", false, 1, -1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	appended, _, _ := strings.Cut(got[0].ID, "-")
+	ms, err := strconv.ParseInt(appended, 10, 64)
+	require.NoError(t, err)
+	require.True(t, delivered(time.UnixMilli(ms)), "delivered through the first entry's time, the second undelivered")
+	require.False(t, delivered(time.UnixMilli(ms+1)), "the second entry, appended later, is undelivered")
+	_, err = c.ReadInbox(ctx(t), f.saleID, "a", false, 1, -1)
+	require.NoError(t, err)
+	require.True(t, delivered(time.Now().Add(time.Hour)), "both pending: nothing undelivered")
+	gone, err := c.RelayDelivered(ctx(t), f.saleID+1_000_000, time.Now())
+	require.NoError(t, err)
+	require.True(t, gone, "no inbox: nothing to deliver")
 }
 
 // BenchmarkReserveCall: the API's reserve call through redisgateway.Client against

@@ -67,17 +67,27 @@ func parseEntries(msgs []redis.XMessage) []InboxEntry {
 	return out
 }
 
-// EntryAge is how long ago a stream entry was added, from its id.
+// EntryAge is how long ago a stream entry was added, from its id (0 for
+// an id that is not one).
 func EntryAge(id string) time.Duration {
-	ms, _, ok := strings.Cut(id, "-")
+	at, ok := entryTime(id)
 	if !ok {
 		return 0
 	}
+	return time.Since(at)
+}
+
+// entryTime is when a stream entry was added, from its id (Redis's clock).
+func entryTime(id string) (time.Time, bool) {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return time.Time{}, false
+	}
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if err != nil {
-		return 0
+		return time.Time{}, false
 	}
-	return time.Since(time.UnixMilli(n))
+	return time.UnixMilli(n), true
 }
 
 func isNoGroup(err error) bool {
@@ -279,6 +289,33 @@ func (c *Client) InboxGroupState(ctx context.Context, saleID int64) (InboxGroupI
 		}
 	}
 	return InboxGroupInfo{}, ErrNoInbox
+}
+
+// RelayDelivered reports whether the relay group has delivered every
+// entry of the sale's inbox appended before through (by the entries' ids,
+// Redis's clock): none is undelivered, or the last delivered one was
+// appended at or after through. Delivered entries are the relay's to start
+// (pending: read, or claimed from a consumer that died). An inbox or group
+// that is gone holds nothing the relay will deliver: true.
+func (c *Client) RelayDelivered(ctx context.Context, saleID int64, through time.Time) (bool, error) {
+	g, err := c.InboxGroupState(ctx, saleID)
+	if errors.Is(err, ErrNoInbox) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if at, ok := entryTime(g.LastDeliveredID); g.Lag == 0 || ok && !at.Before(through) {
+		return true, nil
+	}
+	if g.Lag > 0 {
+		return false, nil
+	}
+	next, err := c.FirstUndelivered(ctx, saleID, g.LastDeliveredID)
+	if err != nil {
+		return false, err
+	}
+	return next == "", nil
 }
 
 // OldestPending is the id of the group's oldest pending entry ("" if none).

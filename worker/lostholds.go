@@ -29,6 +29,10 @@ const (
 	lostHoldsParallel = 8
 	// lostHoldStartTimeout bounds one start.
 	lostHoldStartTimeout = 10 * time.Second
+	// relayCatchUp bounds how long a window waits, after its change, for
+	// the relay to deliver a sale's inbox through the window's end before
+	// it starts the sale's holds anyway (the relay stuck or slow).
+	relayCatchUp = 30 * time.Second
 )
 
 // LostHolds starts the order workflows of the Redis holds whose inbox
@@ -51,7 +55,12 @@ const (
 // start, so a hold the relay has started since the change (its token in
 // the sale's started set) is not started again. At a worker's start during
 // a sale the window holds the relay's whole backlog, and without that
-// check each of its holds would cost two starts.
+// check each of its holds would cost two starts; a hold whose entry the
+// current inbox has not delivered yet is in neither, so a sale's holds
+// wait (at most relayCatchUp) until the relay has delivered the sale's
+// inbox through the window's end: then a hold in neither is one the
+// current Redis does not have, or one another worker's relay has pending
+// (a refused start).
 type LostHolds struct {
 	Store *store.Store
 	// Redis, when set, is where the relay's started set is read; a hold
@@ -78,6 +87,7 @@ type LostHolds struct {
 // again until until; started names the tokens started from it.
 type holdWindow struct {
 	since, until time.Time
+	changed      time.Time // the latest change, from which relayCatchUp runs
 	started      map[string]bool
 	gen          int // moves at each change, so a round does not close a window widened meanwhile
 }
@@ -92,6 +102,7 @@ func (l *LostHolds) Changed(since, now time.Time) {
 		l.window.since = since
 	}
 	l.window.until = now.Add(recordsLand)
+	l.window.changed = now
 	l.window.gen++
 	wake := l.wakeLocked()
 	l.mu.Unlock()
@@ -139,14 +150,15 @@ func (l *LostHolds) open() bool {
 }
 
 // Once starts the open window's holds not started yet, and closes the
-// window once every start succeeded and its records have landed.
+// window once every start succeeded, its records have landed and no sale's
+// holds wait for the relay's delivery.
 func (l *LostHolds) Once(ctx context.Context, now time.Time) error {
 	l.mu.Lock()
 	w := l.window
-	var since, until time.Time
+	var since, until, changed time.Time
 	var gen int
 	if w != nil {
-		since, until, gen = w.since, w.until, w.gen
+		since, until, changed, gen = w.since, w.until, w.changed, w.gen
 	}
 	l.mu.Unlock()
 	if w == nil {
@@ -159,18 +171,19 @@ func (l *LostHolds) Once(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("lost holds: %w", err)
 	}
 	var c startCounts
+	waitRelay := now.Sub(changed) < relayCatchUp
 	for _, s := range open {
 		if !s.Warmed || now.Before(s.StartsAt) || s.EndsAt.Before(since) {
 			continue // no hold of it was recorded in the window
 		}
-		if err := l.startSale(ctx, s.ID, since, now.Sub(until), w, &c); err != nil {
+		if err := l.startSale(ctx, s.ID, since, now.Sub(until), waitRelay, w, &c); err != nil {
 			l.logRound(since, &c, err)
 			return err
 		}
 	}
 	l.logRound(since, &c, nil)
 	l.mu.Lock()
-	if l.window == w && w.gen == gen && !now.Before(until) {
+	if l.window == w && w.gen == gen && !now.Before(until) && c.deferred.Load() == 0 {
 		l.window = nil
 	}
 	l.mu.Unlock()
@@ -179,18 +192,21 @@ func (l *LostHolds) Once(ctx context.Context, now time.Time) error {
 
 // startCounts are a round's holds: new workflows (holds that had none),
 // those whose start found the workflow, and those the relay had started
-// (no start).
-type startCounts struct{ started, existing, relayed atomic.Int64 }
+// (no start); and the sales whose holds wait for the relay.
+type startCounts struct{ started, existing, relayed, deferred atomic.Int64 }
 
 func (l *LostHolds) logRound(since time.Time, c *startCounts, err error) {
-	started, existing, relayed := c.started.Load(), c.existing.Load(), c.relayed.Load()
+	started, existing, relayed, deferred := c.started.Load(), c.existing.Load(), c.relayed.Load(), c.deferred.Load()
 	switch {
 	case started > 0:
 		l.Logger.Warn("lost holds: started the workflows of holds recorded in the database that had none (an inbox entry Redis lost)",
-			"since", since, "started", started, "found_started", existing, "relay_started", relayed, "err", err)
-	case existing+relayed > 0:
+			"since", since, "started", started, "found_started", existing, "relay_started", relayed, "sales_waiting_on_relay", deferred, "err", err)
+	case existing+relayed > 0 && deferred == 0:
 		l.Logger.Info("lost holds: every hold recorded since Redis changed has its workflow", "since", since,
 			"found_started", existing, "relay_started", relayed)
+	case deferred > 0:
+		l.Logger.Debug("lost holds: waiting for the relay to deliver the inboxes", "since", since,
+			"sales_waiting_on_relay", deferred, "found_started", existing, "relay_started", relayed)
 	}
 }
 
@@ -202,8 +218,10 @@ func (l *LostHolds) logRound(since time.Time, c *startCounts, err error) {
 // gap), into the inbox the relay reads, and starting it would only race
 // the relay's start (at a worker's start during a burst, the whole
 // burst's holds). The bound is taken on the database's clock, which
-// recorded them, by the time elapsed here.
-func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time, untilAgo time.Duration, w *holdWindow, c *startCounts) error {
+// recorded them, by the time elapsed here. With waitRelay, a sale with a
+// hold to start whose inbox the relay has not delivered through the
+// window's end is left for a later round (counted deferred).
+func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time, untilAgo time.Duration, waitRelay bool, w *holdWindow, c *startCounts) error {
 	after := ""
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -211,6 +229,13 @@ func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time
 		cancel()
 		if err != nil {
 			return fmt.Errorf("lost holds: %w", err)
+		}
+		if waitRelay && l.anyToStart(holds, w) {
+			if !l.relayDelivered(ctx, saleID, w) {
+				c.deferred.Add(1)
+				return nil
+			}
+			waitRelay = false
 		}
 		if err := l.startPage(ctx, holds, w, c); err != nil {
 			return fmt.Errorf("lost holds of sale %d: %w", saleID, err)
@@ -263,6 +288,41 @@ func (l *LostHolds) startPage(ctx context.Context, holds []domain.OrderInput, w 
 	}
 	l.mu.Unlock()
 	return err
+}
+
+// anyToStart reports whether a hold of the page has not been started from
+// the window yet.
+func (l *LostHolds) anyToStart(holds []domain.OrderInput, w *holdWindow) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, in := range holds {
+		if !w.started[in.Token] {
+			return true
+		}
+	}
+	return false
+}
+
+// relayDelivered reports whether the relay has delivered the sale's
+// current inbox through the window's end, so that a hold of the window
+// neither in the relay's hand nor in its started set is not in that inbox
+// unread. Without Redis, or when the read fails, it answers true: the
+// start is idempotent, a race with the relay costs a refused start.
+func (l *LostHolds) relayDelivered(ctx context.Context, saleID int64, w *holdWindow) bool {
+	if l.Redis == nil {
+		return true
+	}
+	l.mu.Lock()
+	until := w.until
+	l.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	done, err := l.Redis.RelayDelivered(rctx, saleID, until)
+	if err != nil {
+		l.Logger.Debug("lost holds: read the relay's progress; starting the sale's holds", "sale_id", saleID, "err", err)
+		return true
+	}
+	return done
 }
 
 // relayStarted reports whether the relay has the hold in hand (InRelay) or

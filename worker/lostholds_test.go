@@ -123,6 +123,79 @@ func TestLostHoldsSkipHoldsTheRelayStarted(t *testing.T) {
 	require.Equal(t, []string{lost.Token}, asked(), "only the hold the relay has not started is started")
 }
 
+// A hold whose entry the current inbox has not delivered is the relay's:
+// at a worker's start during a burst the window's holds are the relay's
+// backlog, in neither its started set nor its hand. A sale's holds wait
+// until the relay has delivered the sale's inbox through the window's
+// end; then a hold in neither is one the current Redis does not have, and
+// only it is started.
+func TestLostHoldsWaitForTheRelayToDeliverItsInbox(t *testing.T) {
+	f := newLostHoldsFixture(t)
+	queued := f.reserveHold("queued-01")
+	lost := f.recordHold("lost-03")
+	asked := f.countStarts()
+	f.resyncer.Once(testCtx(t)) // the worker's first look opens a window
+	now := time.Now()
+	require.NoError(t, f.lost.Once(testCtx(t), now.Add(recordsLand)))
+	require.Empty(t, asked(), "an entry of the sale's inbox is undelivered: its holds wait for the relay")
+	require.True(t, f.lost.open(), "holds wait for the relay: the window stays open past its records' landing")
+
+	f.relayTakes(1)
+	require.NoError(t, f.lost.Once(testCtx(t), now.Add(recordsLand)))
+	f.requireWorkflow(lost, time.Second)
+	f.requireNoWorkflow(queued, "the relay started it (here: only marked it started)")
+	require.Equal(t, []string{lost.Token}, asked(), "one start: the hold the current inbox did not have")
+	require.False(t, f.lost.open())
+}
+
+// A relay that does not deliver the inbox within relayCatchUp of the
+// change (stuck, or slow) does not hold the window's holds back longer:
+// they are started beside it.
+func TestLostHoldsStartBesideARelayThatDoesNotCatchUp(t *testing.T) {
+	f := newLostHoldsFixture(t)
+	changed := time.Now().Add(-relayCatchUp)
+	f.lost.Changed(changed.Add(-lostWritesSpan), changed)
+	queued := f.reserveHold("stuck-01")
+	f.age(queued, relayCatchUp-time.Second) // recorded a second after the change
+	asked := f.countStarts()
+	require.NoError(t, f.lost.Once(testCtx(t), changed.Add(recordsLand)))
+	require.Empty(t, asked(), "within relayCatchUp of the change the holds wait for the relay")
+	require.True(t, f.lost.open())
+	require.NoError(t, f.lost.Once(testCtx(t), time.Now()))
+	f.requireWorkflow(queued, time.Second)
+	require.Equal(t, []string{queued.Token}, asked(), "past relayCatchUp the hold is started")
+	require.False(t, f.lost.open())
+}
+
+// reserveHold reserves a unit in Redis through the real reserve script
+// (which appends the inbox entry) and records the hold, as the API does
+// before its 202; no workflow starts.
+func (f *lostHoldsFixture) reserveHold(req string) domain.OrderInput {
+	user := testenv.UniqueUser()
+	in := domain.RedisHoldInput(domain.DeriveToken(testKey, f.sale.ID, user, req), f.sale.ID, user, req)
+	res, err := f.lost.Redis.Reserve(testCtx(f.t), redisgateway.ReserveArgs{
+		SaleID: f.sale.ID, UserID: user, RequestID: req, Token: in.Token, Epoch: f.sale.ModeEpoch})
+	require.NoError(f.t, err)
+	require.Equal(f.t, redisgateway.OutcomeOK, res.Outcome)
+	return f.record(in)
+}
+
+// relayTakes does what the relay does with n unread entries of the sale's
+// inbox but the start: reads them, marks them started and acknowledges
+// them.
+func (f *lostHoldsFixture) relayTakes(n int64) {
+	entries, err := f.lost.Redis.ReadInbox(testCtx(f.t), f.sale.ID, "lost-holds-test", false, n, -1)
+	require.NoError(f.t, err)
+	require.Len(f.t, entries, int(n))
+	ids, tokens := make([]string, len(entries)), make([]string, len(entries))
+	for i, e := range entries {
+		ids[i], tokens[i] = e.ID, e.Token
+	}
+	acked, err := f.lost.Redis.AckInbox(testCtx(f.t), f.sale.ID, ids, tokens)
+	require.NoError(f.t, err)
+	require.Equal(f.t, n, acked)
+}
+
 // countStarts records the tokens the lost holds' starter asks to start;
 // the answer lists them so far.
 func (f *lostHoldsFixture) countStarts() func() []string {
@@ -177,7 +250,11 @@ func newLostHoldsFixture(t *testing.T) *lostHoldsFixture {
 // inbox entry and no workflow.
 func (f *lostHoldsFixture) recordHold(req string) domain.OrderInput {
 	user := testenv.UniqueUser()
-	in := domain.RedisHoldInput(domain.DeriveToken(testKey, f.sale.ID, user, req), f.sale.ID, user, req)
+	return f.record(domain.RedisHoldInput(domain.DeriveToken(testKey, f.sale.ID, user, req), f.sale.ID, user, req))
+}
+
+// record records a hold as the API does before its 202.
+func (f *lostHoldsFixture) record(in domain.OrderInput) domain.OrderInput {
 	rec, err := f.st.RecordRedisHold(testCtx(f.t), in, f.sale.ModeEpoch, 0, true)
 	require.NoError(f.t, err)
 	require.True(f.t, rec.Promised())
