@@ -67,6 +67,7 @@ type faultProbe struct {
 	n       int64 // users minted
 	mu      sync.Mutex
 	answers Result // the answers since the last take
+	lastErr error  // the latest transport error, for a warning
 }
 
 // newFaultProbe mints the probe's users and returns it.
@@ -113,6 +114,7 @@ func (p *faultProbe) tally(status int, err error) {
 	}
 	if err != nil {
 		p.answers.Errors++
+		p.lastErr = err
 		return
 	}
 	p.answers.Status[strconv.Itoa(status)]++
@@ -124,6 +126,18 @@ func (p *faultProbe) take() string {
 	defer p.mu.Unlock()
 	line := strings.TrimSpace(p.answers.StatusLine())
 	p.answers = Result{}
+	return line
+}
+
+// sofar answers the answers counted so far, by status, and the latest
+// transport error, for a warning.
+func (p *faultProbe) sofar() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := strings.TrimSpace(p.answers.StatusLine())
+	if p.lastErr != nil {
+		line += "; latest error: " + p.lastErr.Error()
+	}
 	return line
 }
 
@@ -164,10 +178,17 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 	if err != nil {
 		return rec, err
 	}
-	rec.left, rec.back, err = r.pausedRedis(ctx, red, p, s.ID)
-	rec.sells = -1
-	if err == nil && rec.back >= 0 {
-		rec.sells = r.sellsAgain(ctx, p, s.ID)
+	var why string
+	_, why = r.explained(ctx, st.paths.URL+"/metrics", func() Result {
+		rec.left, rec.back, err = r.pausedRedis(ctx, red, p, s.ID)
+		rec.sells = -1
+		if err == nil && rec.back >= 0 {
+			rec.sells = r.sellsAgain(ctx, p, s.ID)
+		}
+		return Result{}
+	})
+	if !rec.left || rec.sells < 0 {
+		r.o.Logger.Warn("scenario 13: the healthy API's outcomes over the freeze", "sale_id", s.ID, "outcomes", why)
 	}
 	rec.pauseProbe = p.take()
 	if err != nil {
@@ -256,7 +277,7 @@ func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProb
 		return false, 0, fmt.Errorf("scenario 13: read the fault sale: %w", err)
 	}
 	if s1.ModeEpoch == s0.ModeEpoch {
-		r.o.Logger.Warn("scenario 13: the sale did not leave Redis while it was frozen", "sale_id", saleID)
+		r.o.Logger.Warn("scenario 13: the sale did not leave Redis while it was frozen", "sale_id", saleID, "answers", p.sofar())
 		return false, 0, nil
 	}
 	err = proc.Poll(ctx, marketRecoverWithin, "the fault sale back on Redis", func(ctx context.Context) error {
@@ -286,7 +307,7 @@ func (r *runner) sellsAgain(ctx context.Context, p *faultProbe, saleID int64) fl
 	began := time.Now()
 	at, err := p.firstAccepted(ctx, marketRecoverWithin)
 	if err != nil {
-		r.o.Logger.Warn("scenario 13: the healthy instance does not sell the sale again", "sale_id", saleID, "err", err)
+		r.o.Logger.Warn("scenario 13: the healthy instance does not sell the sale again", "sale_id", saleID, "err", err, "answers", p.sofar())
 		return -1
 	}
 	return at.Sub(began).Seconds()
