@@ -47,7 +47,8 @@ type marketPaths struct {
 // sales cost), and whether a listing reaches every sale. The paths and
 // the faults run on an API of their own whose task queue nobody polls;
 // the worker's relay starts their holds' order workflows on its own, so
-// the idle window with the sales waits for that backlog to drain first.
+// the sales are made, and the idle window with them measured, once that
+// backlog has drained.
 // That API, and the one the cut fault cuts from Redis, idle with the
 // others and count as instances.
 func (r *runner) market(ctx context.Context) error {
@@ -83,6 +84,9 @@ func (r *runner) market(ctx context.Context) error {
 	if m.memBefore, err = redisUsedMemory(ctx, r.rdb); err != nil {
 		return err
 	}
+	// The sales' starts would wait behind the relay's starts of the
+	// rounds' holds (on the dev server, 4 sales a second against 100).
+	m.waitMake = r.waitInboxes(ctx, m.holdSales)
 	ids, rate, opens, err := r.createMarket(ctx, st.api, r.o.MarketSales)
 	defer func() {
 		// The worker goes first: its resync would put back the keys of a

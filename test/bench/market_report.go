@@ -18,6 +18,7 @@ type marketFigures struct {
 	rate         float64
 	idle0, idleN marketIdleCost // before any path round, and with the sales
 	wait0, waitN []marketWait   // what each idle window waited for
+	waitMake     marketWait     // what the sales' making waited for
 	holdSales    []int64        // the sales the paths and faults take holds on
 	keyBytes     float64
 	memBefore    int64          // Redis used_memory just before the sales were made
@@ -180,7 +181,7 @@ func marketNotes(m marketFigures) []string {
 	}
 	notes := []string{
 		fmt.Sprintf("a Redis of the scenario's own (the product's settings), which the faults freeze; two idle windows of %s with nobody buying, %d instances (three APIs, one worker): before any path round, the scenario's three sales live, and with the sales, once %d of the %d sale workflows ran and the sales had opened, then %s (%s after the last was warmed); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, lastRunning(m.starts), m.n, marketLookWait, m.settled.Round(time.Second)),
-		"what each idle window waited for (and how long): before: " + waits(m.wait0) + "; with the sales: " + waits(m.waitN),
+		"what each idle window waited for (and how long): before: " + waits(m.wait0) + "; with the sales: " + waits(m.waitN) + "; the sales were made after " + m.waitMake.String(),
 		"sale workflows running (a visibility count every 5 s, at most " + marketStartWait.String() + ") by time since the last sale was warmed: " + startSeries(m.starts, 30*time.Second),
 		"Redis calls from INFO commandstats, the bench's own INFO taken out; most called before: " + i0.topCommands(6) + "; with the sales: " + iN.topCommands(6),
 		"CPU: user + system time from /proc over each window; Temporal: " + cmp.Or(iN.temporalWhat, "not on this host, not metered"),
