@@ -165,7 +165,8 @@ func (p *faultProbe) firstAccepted(ctx context.Context, within time.Duration) (t
 	return first, nil
 }
 
-// marketRecovery runs the three faults on the fault sale s, the probe
+// marketRecovery runs the three faults, the keys' deletion and the freeze
+// each on a sale made for it, the cut on the fault sale s, with the probe
 // and the healthy instance's load through the paths' API.
 func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marketStack, s *domain.Sale, label string) (marketRecovery, error) {
 	var rec marketRecovery
@@ -173,13 +174,31 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 	if rec.keys, rec.keysProbe, err = r.freshKeysDeleted(ctx, st, label); err != nil {
 		return rec, err
 	}
-	url := st.paths.URL + client.ReservationsPath(s.ID)
-	p, err := r.newFaultProbe(newDoer(probeConns), url, 40_000)
-	if err != nil {
+	if err = r.freshFreeze(ctx, red, st, label, &rec); err != nil {
 		return rec, err
 	}
-	var why string
-	_, why = r.explained(ctx, st.paths.URL+"/metrics", func() Result {
+	url := st.paths.URL + client.ReservationsPath(s.ID)
+	rec.cuts, err = r.cutInstance(ctx, red, st, url, s.ID, label)
+	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
+		"cut_503", rec.cut503s(), "cut_ratio", rec.cutRatio())
+	return rec, err
+}
+
+// freshFreeze freezes Redis under the probe of a sale made for it and
+// notes whether the sale left Redis, when it came back and when the
+// healthy instance sold it again. A sale of its own, as for the keys: a
+// resync lists the sale's QUEUED order workflows, and the fault sale
+// gathers the cut runs' (tens of thousands, seconds of listing).
+func (r *runner) freshFreeze(ctx context.Context, red *marketRedis, st *marketStack, label string, rec *marketRecovery) error {
+	s, err := r.saleWindow(ctx, st.paths, "market freeze, "+label, 10_000_000, 16, true, marketPayWindow)
+	if err != nil {
+		return err
+	}
+	p, err := r.newFaultProbe(newDoer(probeConns), st.paths.URL+client.ReservationsPath(s.ID), 40_000)
+	if err != nil {
+		return err
+	}
+	_, why := r.explained(ctx, st.paths.URL+"/metrics", func() Result {
 		rec.left, rec.back, err = r.pausedRedis(ctx, red, p, s.ID)
 		rec.sells = -1
 		if err == nil && rec.back >= 0 {
@@ -191,19 +210,13 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 		r.o.Logger.Warn("scenario 13: the healthy API's outcomes over the freeze", "sale_id", s.ID, "outcomes", why)
 	}
 	rec.pauseProbe = p.take()
-	if err != nil {
-		return rec, err
-	}
-	rec.cuts, err = r.cutInstance(ctx, red, st, url, s.ID, label)
-	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
-		"cut_503", rec.cut503s(), "cut_ratio", rec.cutRatio())
-	return rec, err
+	return err
 }
 
 // freshKeysDeleted runs keysDeleted on a sale made for it, so the two
 // sides of the comparison (few sales live, all of them) delete the keys
 // of sales of the same shape: the fault sale gathers the orders of the
-// runs on it, which a rebuild reads.
+// cut runs, which a rebuild reads.
 func (r *runner) freshKeysDeleted(ctx context.Context, st *marketStack, label string) (float64, string, error) {
 	s, err := r.saleWindow(ctx, st.paths, "market keys deleted, "+label, 10_000_000, 16, true, marketPayWindow)
 	if err != nil {
