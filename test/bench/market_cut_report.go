@@ -77,12 +77,15 @@ func marketRecoveryFigures(m marketFigures) []Figure {
 	one, many := m.rec1, m.recN
 	live := fmt.Sprintf("%d live", m.n)
 	noise := func(v float64) string { return fmt.Sprintf("≤ %s (1 live + %g s)", num(v+marketNoise), marketNoise) }
-	back := fmt.Sprintf("s after the thaw (1 live: %s)", num(one.back))
+	rounds := func(what string, one, many []float64) string {
+		return fmt.Sprintf("s%s, median of %d: %s (1 live: %s)", what, len(many), joinNums(many), joinNums(one))
+	}
+	back := rounds(" after the thaw", one.backEach, many.backEach)
 	if !one.left || !many.left {
-		back = fmt.Sprintf("s after the thaw (1 live: %s; left Redis: %t 1 live, %t %s)", num(one.back), one.left, many.left, live)
+		back += fmt.Sprintf("; left Redis every time: %t 1 live, %t %s", one.left, many.left, live)
 	}
 	return append([]Figure{
-		{Name: "keys deleted → the next 202, " + live, Value: many.keys, Unit: fmt.Sprintf("s (1 live: %s)", num(one.keys)), Target: noise(one.keys)},
+		{Name: "keys deleted → the next 202, " + live, Value: many.keys, Unit: rounds("", one.keysEach, many.keysEach), Target: noise(one.keys)},
 		{Name: fmt.Sprintf("Redis frozen %s → the sale back on Redis, %s", marketPause, live), Value: many.back, Unit: back, Target: noise(one.back)},
 	}, cutFigures(one, many, live)...)
 }

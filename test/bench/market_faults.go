@@ -32,17 +32,28 @@ const (
 	cutUsers = 30_000
 )
 
-// marketRecovery is one round of scenario 13's faults on its fault sale.
+// marketRecovery is scenario 13's faults on one side: the keys' deletion
+// and the freeze -market-rounds times each, each on a sale made for it
+// (their figures the medians of the rounds, -1 when a round did not
+// recover), and the cut's pairs on the fault sale.
 type marketRecovery struct {
 	keys float64 // seconds from the keys' deletion to the next 202
-	left bool    // the sale left Redis while it was frozen
+	left bool    // the sale left Redis while it was frozen, every round
 	back float64 // seconds from the thaw to the sale back on Redis
 	// sells is the seconds from then to the healthy instance's first 202
 	// on the sale (-1: none within marketRecoverWithin).
-	sells      float64
-	keysProbe  string    // the probes' answers around the keys' deletion
-	pauseProbe string    // and around the freeze
-	cuts       []cutPair // the API cut's pairs of runs, in the order taken
+	sells                 float64
+	keysEach, backEach    []float64 // each round's keys and back
+	keysProbe, pauseProbe string    // the probes' answers around the deletions, and the freezes
+	cuts                  []cutPair // the API cut's pairs of runs, in the order taken
+}
+
+// recovered is the rounds' median, or -1 when a round did not recover.
+func recovered(rounds []float64) float64 {
+	if slices.ContainsFunc(rounds, func(v float64) bool { return v < 0 }) {
+		return -1
+	}
+	return median(rounds)
 }
 
 // cutPair is one pair of the API cut's runs on the healthy instance: one
@@ -165,23 +176,50 @@ func (p *faultProbe) firstAccepted(ctx context.Context, within time.Duration) (t
 	return first, nil
 }
 
-// marketRecovery runs the three faults, the keys' deletion and the freeze
-// each on a sale made for it, the cut on the fault sale s, with the probe
-// and the healthy instance's load through the paths' API.
+// marketRecovery runs the three faults: the keys' deletion and the freeze
+// -market-rounds times each, each on a sale made for it, then the cut on
+// the fault sale s, with the probe and the healthy instance's load through
+// the paths' API.
 func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marketStack, s *domain.Sale, label string) (marketRecovery, error) {
-	var rec marketRecovery
-	var err error
-	if rec.keys, rec.keysProbe, err = r.freshKeysDeleted(ctx, st, label); err != nil {
-		return rec, err
+	rec := marketRecovery{left: true}
+	var sells []float64
+	for range max(r.o.MarketRounds, 1) {
+		keys, probe, err := r.freshKeysDeleted(ctx, st, label)
+		if err != nil {
+			return rec, err
+		}
+		rec.keysEach, rec.keysProbe = append(rec.keysEach, keys), joinProbes(rec.keysProbe, probe)
 	}
-	if err = r.freshFreeze(ctx, red, st, label, &rec); err != nil {
-		return rec, err
+	for range max(r.o.MarketRounds, 1) {
+		f, err := r.freshFreeze(ctx, red, st, label)
+		if err != nil {
+			return rec, err
+		}
+		rec.left = rec.left && f.left
+		rec.backEach, sells = append(rec.backEach, f.back), append(sells, f.sells)
+		rec.pauseProbe = joinProbes(rec.pauseProbe, f.probe)
 	}
+	rec.keys, rec.back, rec.sells = recovered(rec.keysEach), recovered(rec.backEach), recovered(sells)
 	url := st.paths.URL + client.ReservationsPath(s.ID)
+	var err error
 	rec.cuts, err = r.cutInstance(ctx, red, st, url, s.ID, label)
-	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keys, "left_redis", rec.left, "back_s", rec.back, "sells_s", rec.sells,
+	r.o.Logger.Info("scenario 13: recovery", "live", label, "keys_s", rec.keysEach, "left_redis", rec.left, "back_s", rec.backEach, "sells_s", sells,
 		"cut_503", rec.cut503s(), "cut_ratio", rec.cutRatio())
 	return rec, err
+}
+
+func joinProbes(sofar, next string) string {
+	if sofar == "" {
+		return next
+	}
+	return sofar + "; " + next
+}
+
+// freezeRound is one freeze's outcome (marketRecovery's fields).
+type freezeRound struct {
+	left        bool
+	back, sells float64
+	probe       string
 }
 
 // freshFreeze freezes Redis under the probe of a sale made for it and
@@ -189,28 +227,28 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 // healthy instance sold it again. A sale of its own, as for the keys: a
 // resync lists the sale's QUEUED order workflows, and the fault sale
 // gathers the cut runs' (tens of thousands, seconds of listing).
-func (r *runner) freshFreeze(ctx context.Context, red *marketRedis, st *marketStack, label string, rec *marketRecovery) error {
+func (r *runner) freshFreeze(ctx context.Context, red *marketRedis, st *marketStack, label string) (freezeRound, error) {
+	f := freezeRound{sells: -1}
 	s, err := r.saleWindow(ctx, st.paths, "market freeze, "+label, 10_000_000, 16, true, marketPayWindow)
 	if err != nil {
-		return err
+		return f, err
 	}
 	p, err := r.newFaultProbe(newDoer(probeConns), st.paths.URL+client.ReservationsPath(s.ID), 40_000)
 	if err != nil {
-		return err
+		return f, err
 	}
 	_, why := r.explained(ctx, st.paths.URL+"/metrics", func() Result {
-		rec.left, rec.back, err = r.pausedRedis(ctx, red, p, s.ID)
-		rec.sells = -1
-		if err == nil && rec.back >= 0 {
-			rec.sells = r.sellsAgain(ctx, p, s.ID)
+		f.left, f.back, err = r.pausedRedis(ctx, red, p, s.ID)
+		if err == nil && f.back >= 0 {
+			f.sells = r.sellsAgain(ctx, p, s.ID)
 		}
 		return Result{}
 	})
-	if !rec.left || rec.sells < 0 {
+	if !f.left || f.sells < 0 {
 		r.o.Logger.Warn("scenario 13: the healthy API's outcomes over the freeze", "sale_id", s.ID, "outcomes", why)
 	}
-	rec.pauseProbe = p.take()
-	return err
+	f.probe = p.take()
+	return f, err
 }
 
 // freshKeysDeleted runs keysDeleted on a sale made for it, so the two

@@ -72,10 +72,10 @@ func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
 		return cutPair{before: Result{Seconds: 2, Status: map[string]int64{"202": before}}, during: Result{Seconds: 2, Status: map[string]int64{"202": during, "503": 3}},
 			beforeCost: cutCost{paths: 1, cut: 0.02, statements: 4000, seconds: 2}}
 	}
-	one := marketRecovery{keys: 1.5, left: true, back: 6, cuts: []cutPair{cut(1000, 900)}}
+	one := marketRecovery{keys: 1.5, left: true, back: 6, keysEach: []float64{1.5}, backEach: []float64{6}, cuts: []cutPair{cut(1000, 900)}}
 	// CPU per 202: 1 ms before, 1 ms during (1 live); 1 ms, then 2 ms.
 	one.cuts[0].duringCost = cutCost{paths: 0.9, cut: 0.04, statements: 3600, seconds: 2}
-	many := marketRecovery{keys: 2, left: true, back: 8, cuts: []cutPair{cut(1000, 500)}}
+	many := marketRecovery{keys: 2, left: true, back: 8, keysEach: []float64{3, 2, 1}, backEach: []float64{8, 9, 7}, cuts: []cutPair{cut(1000, 500)}}
 	many.cuts[0].switches = 1
 	many.cuts[0].duringCost = cutCost{paths: 1, cut: 0.5, statements: -1, seconds: 2}
 	got := map[string]Figure{}
@@ -100,6 +100,12 @@ func TestMarketRecoveryStandsBesideItsFewLiveBaseline(t *testing.T) {
 	check("one API cut: the healthy one's CPU per 202 during / before, 300 live", 2, "≤ 1.10 (1 live + 0.1)")
 	check("one API cut: the cut instance's CPU during the cut, 300 live", 25, "")
 	check("one API cut: MariaDB statements/s during the cut, 300 live", -1, "")
+	if u := got["keys deleted → the next 202, 300 live"].Unit; u != "s, median of 3: 3.00, 2.00, 1.00 (1 live: 1.50)" {
+		t.Errorf("keys' unit: %q", u)
+	}
+	if u := got["Redis frozen 4s → the sale back on Redis, 300 live"].Unit; u != "s after the thaw, median of 3: 8.00, 9.00, 7.00 (1 live: 6.00)" {
+		t.Errorf("freeze's unit: %q", u)
+	}
 	if u := got["one API cut: MariaDB statements/s during the cut, 300 live"].Unit; u != "statements/s, median (before: 2,000; 1 live: 1,800, before: 2,000)" {
 		t.Errorf("statements' unit: %q", u)
 	}
@@ -269,4 +275,15 @@ func TestMarketSettledWaitOutlastsTheSaleActivitiesTimers(t *testing.T) {
 	w := r.waitQuiet(context.Background(), &Proc{Proc: &proc.Proc{Name: "worker"}, URL: srv.URL}, "x", 2*time.Second)
 	require.True(t, w.came)
 	require.GreaterOrEqual(t, time.Since(start), 4*time.Second)
+}
+
+// A side's recovery figure is the median of its rounds, or -1 when a
+// round did not recover: a median would hide it.
+func TestMarketRecoveredIsTheMedianUnlessARoundFailed(t *testing.T) {
+	if got := recovered([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median of 3, 1, 2: %v", got)
+	}
+	if got := recovered([]float64{3, -1, 2}); got != -1 {
+		t.Errorf("a round that did not recover: %v, want -1", got)
+	}
 }
