@@ -23,7 +23,7 @@ import (
 const (
 	marketPause         = 4 * time.Second
 	marketRecoverWithin = 2 * time.Minute
-	// probeConns reservations at a time probe the fault sale, each
+	// probeConns reservations at a time probe a fault's sale, each
 	// connection probeGap apart: enough to see a 202 within tens of
 	// milliseconds, few enough to leave the machine to the recovery.
 	probeConns = 4
@@ -71,7 +71,7 @@ type cutPair struct {
 	switches               int64 // the fault sale's mode switches during the cut
 }
 
-// faultProbe reserves on the fault sale, each request for a fresh user.
+// faultProbe reserves on the probed sale, each request for a fresh user.
 type faultProbe struct {
 	op      Op
 	next    atomic.Int64
@@ -208,6 +208,7 @@ func (r *runner) marketRecovery(ctx context.Context, red *marketRedis, st *marke
 	return rec, err
 }
 
+// joinProbes adds a round's probe answers to the rounds' so far.
 func joinProbes(sofar, next string) string {
 	if sofar == "" {
 		return next
@@ -275,7 +276,7 @@ func (r *runner) freshKeysDeleted(ctx context.Context, st *marketStack, label st
 // stay).
 func (r *runner) keysDeleted(ctx context.Context, p *faultProbe, saleID int64) (float64, error) {
 	if _, err := p.firstAccepted(ctx, marketRecoverWithin); err != nil {
-		r.o.Logger.Warn("scenario 13: the fault sale does not sell; its keys stay", "sale_id", saleID, "err", err)
+		r.o.Logger.Warn("scenario 13: the probed sale does not sell; its keys stay", "sale_id", saleID, "err", err)
 		return -1, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -305,7 +306,7 @@ func (r *runner) keysDeleted(ctx context.Context, p *faultProbe, saleID int64) (
 func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProbe, saleID int64) (bool, float64, error) {
 	s0, err := r.st.GetSale(ctx, saleID)
 	if err != nil {
-		return false, 0, fmt.Errorf("scenario 13: read the fault sale: %w", err)
+		return false, 0, fmt.Errorf("scenario 13: read the probed sale: %w", err)
 	}
 	lctx, stopLoad := context.WithCancel(ctx)
 	loaded := make(chan struct{})
@@ -325,13 +326,13 @@ func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProb
 	thawed := time.Now()
 	s1, err := r.st.GetSale(ctx, saleID)
 	if err != nil {
-		return false, 0, fmt.Errorf("scenario 13: read the fault sale: %w", err)
+		return false, 0, fmt.Errorf("scenario 13: read the probed sale: %w", err)
 	}
 	if s1.ModeEpoch == s0.ModeEpoch {
 		r.o.Logger.Warn("scenario 13: the sale did not leave Redis while it was frozen", "sale_id", saleID, "answers", p.sofar())
 		return false, 0, nil
 	}
-	err = proc.Poll(ctx, marketRecoverWithin, "the fault sale back on Redis", func(ctx context.Context) error {
+	err = proc.Poll(ctx, marketRecoverWithin, "the probed sale back on Redis", func(ctx context.Context) error {
 		s, err := r.st.GetSale(ctx, saleID)
 		switch {
 		case err != nil:
@@ -348,7 +349,7 @@ func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProb
 	return true, time.Since(thawed).Seconds(), nil
 }
 
-// sellsAgain probes the fault sale until the healthy instance sells it
+// sellsAgain probes the probed sale until the healthy instance sells it
 // again, and answers the seconds that took (-1: not within
 // marketRecoverWithin). The database has the sale back on Redis first; an
 // instance learns it at its sale cache's next refresh and until then
