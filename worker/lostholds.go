@@ -171,12 +171,15 @@ func (l *LostHolds) Once(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("lost holds: %w", err)
 	}
 	var c startCounts
-	waitRelay := now.Sub(changed) < relayCatchUp
+	var relayThrough time.Time // zero: past relayCatchUp, no wait
+	if now.Sub(changed) < relayCatchUp {
+		relayThrough = until
+	}
 	for _, s := range open {
 		if !s.Warmed || now.Before(s.StartsAt) || s.EndsAt.Before(since) {
 			continue // no hold of it was recorded in the window
 		}
-		if err := l.startSale(ctx, s.ID, since, now.Sub(until), waitRelay, w, &c); err != nil {
+		if err := l.startSale(ctx, s.ID, since, now.Sub(until), relayThrough, w, &c); err != nil {
 			l.logRound(since, &c, err)
 			return err
 		}
@@ -218,10 +221,10 @@ func (l *LostHolds) logRound(since time.Time, c *startCounts, err error) {
 // gap), into the inbox the relay reads, and starting it would only race
 // the relay's start (at a worker's start during a burst, the whole
 // burst's holds). The bound is taken on the database's clock, which
-// recorded them, by the time elapsed here. With waitRelay, a sale with a
-// hold to start whose inbox the relay has not delivered through the
-// window's end is left for a later round (counted deferred).
-func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time, untilAgo time.Duration, waitRelay bool, w *holdWindow, c *startCounts) error {
+// recorded them, by the time elapsed here. With relayThrough set (the
+// window's end), a sale with a hold to start whose inbox the relay has not
+// delivered through it is left for a later round (counted deferred).
+func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time, untilAgo time.Duration, relayThrough time.Time, w *holdWindow, c *startCounts) error {
 	after := ""
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -230,12 +233,12 @@ func (l *LostHolds) startSale(ctx context.Context, saleID int64, since time.Time
 		if err != nil {
 			return fmt.Errorf("lost holds: %w", err)
 		}
-		if waitRelay && l.anyToStart(holds, w) {
-			if !l.relayDelivered(ctx, saleID, w) {
+		if !relayThrough.IsZero() && l.anyToStart(holds, w) {
+			if !l.relayDelivered(ctx, saleID, relayThrough) {
 				c.deferred.Add(1)
 				return nil
 			}
-			waitRelay = false
+			relayThrough = time.Time{}
 		}
 		if err := l.startPage(ctx, holds, w, c); err != nil {
 			return fmt.Errorf("lost holds of sale %d: %w", saleID, err)
@@ -308,16 +311,13 @@ func (l *LostHolds) anyToStart(holds []domain.OrderInput, w *holdWindow) bool {
 // neither in the relay's hand nor in its started set is not in that inbox
 // unread. Without Redis, or when the read fails, it answers true: the
 // start is idempotent, a race with the relay costs a refused start.
-func (l *LostHolds) relayDelivered(ctx context.Context, saleID int64, w *holdWindow) bool {
+func (l *LostHolds) relayDelivered(ctx context.Context, saleID int64, through time.Time) bool {
 	if l.Redis == nil {
 		return true
 	}
-	l.mu.Lock()
-	until := w.until
-	l.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
-	done, err := l.Redis.RelayDelivered(rctx, saleID, until)
+	done, err := l.Redis.RelayDelivered(rctx, saleID, through)
 	if err != nil {
 		l.Logger.Debug("lost holds: read the relay's progress; starting the sale's holds", "sale_id", saleID, "err", err)
 		return true
