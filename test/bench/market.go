@@ -39,20 +39,20 @@ type marketPaths struct {
 }
 
 // market: scenario 13, a marketplace's day, on a Redis of its own. With
-// only its own few sales live it measures the fleet's idle cost (before
-// any path round), the sold-out and in-stock paths (o.MarketRounds
-// rounds) and the recovery from three faults on a sale of its own; it
-// then creates and warms o.MarketSales more sales and measures the same
-// again with all of them live beside (the idle difference is what the
-// sales cost), and whether a listing reaches every sale. The paths and
-// the faults run on an API of their own whose task queue nobody polls;
-// the worker's relay starts their holds' order workflows on its own, so
-// the sales are made, and the idle window with them measured, once that
-// backlog has drained.
+// only its own few sales live it measures the fleet's idle cost and the
+// recovery from three faults on sales of its own; it then creates and
+// warms o.MarketSales more sales and measures the same again with all of
+// them live beside (the idle difference is what the sales cost), whether
+// a listing reaches every sale, and the sold-out and in-stock paths on one
+// sale, in rounds taking turns with the same paths on a twin of the stack
+// with only those sales live (marketTwin). The paths and the faults run on
+// an API of their own whose task queue nobody polls; the worker's relay
+// starts their holds' order workflows on its own, so the sales are made,
+// and the idle window with them measured, once that backlog has drained.
 // That API, and the one the cut fault cuts from Redis, idle with the
 // others and count as instances.
 func (r *runner) market(ctx context.Context) error {
-	red, err := r.startMarketRedis(ctx)
+	red, err := r.startMarketRedis(ctx, "redis-market")
 	if err != nil {
 		return err
 	}
@@ -71,21 +71,27 @@ func (r *runner) market(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m := marketFigures{holdSales: append(holds, fault.ID)}
-	m.wait0 = []marketWait{r.waitQuiet(ctx, st.worker, "the scenario's three sales' opening", marketQuietFor)}
+	twin, err := r.startMarketTwin(ctx)
+	if err != nil {
+		return err
+	}
+	defer twin.stop(context.WithoutCancel(ctx), r)
+	m := marketFigures{holdSales: append(holds, fault.ID), few: twin.live}
+	m.wait0 = []marketWait{r.waitQuiet(ctx, st.worker, "the scenario's three sales' opening", marketQuietFor),
+		r.waitQuiet(ctx, twin.worker, "the twin's two sales' opening", marketQuietFor)}
 	if m.idle0, err = r.measureIdleOf(ctx, st, "market-idle-before"); err != nil {
 		return err
 	}
-	m.one = r.marketRounds(run, "1 live")
 	if m.rec1, err = r.marketRecovery(ctx, red, st, fault, "1 live"); err != nil {
 		return err
 	}
-	// After the rounds: their holds' records are no part of the sales'.
+	// After the faults: their holds' records are no part of the sales'.
 	if m.memBefore, err = redisUsedMemory(ctx, r.rdb); err != nil {
 		return err
 	}
 	// The sales' starts would wait behind the relay's starts of the
-	// rounds' holds (on the dev server, 4 sales a second against 100).
+	// faults' holds (on the dev server, 4 sales a second against 100 with
+	// tens of thousands of holds to start).
 	m.waitMake = r.waitInboxes(ctx, m.holdSales)
 	ids, rate, opens, err := r.createMarket(ctx, st.api, r.o.MarketSales)
 	defer func() {
@@ -101,7 +107,7 @@ func (r *runner) market(ctx context.Context) error {
 	if rate > 0 {
 		m.created = time.Duration(float64(m.n) / rate * float64(time.Second))
 	}
-	if err := r.marketLive(ctx, red, st, fault, ids, opens, run, &m); err != nil {
+	if err := r.marketLive(ctx, red, st, fault, ids, opens, marketSides{many: run, few: twin.run}, &m); err != nil {
 		return err
 	}
 	r.add(marketScenario(m))
@@ -117,13 +123,18 @@ func (r *runner) measureIdleOf(ctx context.Context, st *marketStack, profile str
 	return ic, err
 }
 
+// marketSides run a round of the paths with the market's sales live,
+// and on the twin.
+type marketSides struct{ many, few func(string) marketPaths }
+
 // marketLive measures scenario 13 with the market's sales live: once the
 // paths' backlog drained and the sales settled, the idle cost, their
-// keys' weight, the paths' rounds, the faults and the listing.
-func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, opens time.Time, run func(string) marketPaths, m *marketFigures) error {
+// keys' weight, the faults, the paths' rounds in turns with the twin's,
+// and the listing.
+func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, opens time.Time, sides marketSides, m *marketFigures) error {
 	m.settled, m.starts = r.settleMarket(ctx, ids, opens)
 	m.waitN = []marketWait{r.waitInboxes(ctx, m.holdSales)}
-	m.waitN = append(m.waitN, r.waitQuiet(ctx, st.worker, "the sales' opening and the paths' orders", marketSettledQuietFor))
+	m.waitN = append(m.waitN, r.waitQuiet(ctx, st.worker, "the sales' opening and the faults' orders", marketSettledQuietFor))
 	var err error
 	if m.idleN, err = r.measureIdleOf(ctx, st, "market-idle-with-sales"); err != nil {
 		return err
@@ -132,24 +143,39 @@ func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketSta
 		return err
 	}
 	label := fmt.Sprintf("%d live", len(ids))
-	m.many = r.marketRounds(run, label)
 	if m.recN, err = r.marketRecovery(ctx, red, st, fault, label); err != nil {
 		return err
 	}
+	// The faults' holds (the cut's runs, thousands) would be started by the
+	// market's relay during the turns, beside the twin's none.
+	m.waitTurns = r.waitInboxes(ctx, m.holdSales)
+	m.many, m.one = r.marketTurns(sides.many, sides.few, label, fmt.Sprintf("%d live (twin)", m.few))
 	m.listed, m.dup, err = r.listed(ctx, st.api, ids)
 	return err
 }
 
-// marketRounds runs a round of the two paths left out (the API's first
-// burst after an idle window: its heap and the host's caches grow into
-// it), then o.MarketRounds rounds.
-func (r *runner) marketRounds(run func(string) marketPaths, label string) []marketPaths {
-	run(label + ", warm-up (left out)")
-	rounds := make([]marketPaths, max(r.o.MarketRounds, 1))
-	for i := range rounds {
-		rounds[i] = run(fmt.Sprintf("%s, round %d", label, i+1))
+// marketTurns runs a round of the two paths on each side left out (the
+// API's first burst after an idle window: its heap and the host's caches
+// grow into it), then o.MarketRounds rounds on each, the sides taking
+// turns: many first in odd rounds, few first in even ones, so a round's
+// two sides run back to back and neither always follows the other.
+func (r *runner) marketTurns(many, few func(string) marketPaths, manyLabel, fewLabel string) (manyRounds, fewRounds []marketPaths) {
+	many(manyLabel + ", warm-up (left out)")
+	few(fewLabel + ", warm-up (left out)")
+	n := max(r.o.MarketRounds, 1)
+	manyRounds, fewRounds = make([]marketPaths, n), make([]marketPaths, n)
+	for i := range n {
+		runMany := func() { manyRounds[i] = many(fmt.Sprintf("%s, round %d", manyLabel, i+1)) }
+		runFew := func() { fewRounds[i] = few(fmt.Sprintf("%s, round %d", fewLabel, i+1)) }
+		if i%2 == 0 {
+			runMany()
+			runFew()
+		} else {
+			runFew()
+			runMany()
+		}
 	}
-	return rounds
+	return manyRounds, fewRounds
 }
 
 // marketPathsRunner makes the two paths' sales on api (a sold-out one of

@@ -19,10 +19,12 @@ type marketFigures struct {
 	idle0, idleN marketIdleCost // before any path round, and with the sales
 	wait0, waitN []marketWait   // what each idle window waited for
 	waitMake     marketWait     // what the sales' making waited for
+	waitTurns    marketWait     // what the paths' turns waited for
 	holdSales    []int64        // the sales the paths and faults take holds on
 	keyBytes     float64
 	memBefore    int64          // Redis used_memory just before the sales were made
-	one, many    []marketPaths  // the rounds with few sales live, and with all
+	one, many    []marketPaths  // the rounds with few sales live (the twin's), and with all, taken in turns
+	few          int            // the twin's sales, live in its rounds
 	rec1, recN   marketRecovery // the faults with few sales live, and with all
 	listed, dup  int
 }
@@ -93,26 +95,39 @@ func marketIdleFigures(m marketFigures) []Figure {
 			Unit: fmt.Sprintf("bytes (%s before the sales, %s after)", commas(m.memBefore), commas(iN.mem)), Target: memGoal})
 }
 
-// marketPathFigures are the paths' medians over the rounds and their
-// ratios: the rates, and the paths' API's CPU per answer, which the
+// marketPathFigures are the paths' medians over the rounds on each side
+// and their ratios, each the median of the rounds' own (a round's two
+// sides run back to back, so the machine's drift between rounds cancels
+// in it): the rates, and the paths' API's CPU per answer, which the
 // machine's other work disturbs less than a rate.
 func marketPathFigures(m marketFigures) []Figure {
 	var figures []Figure
+	few, many := fmt.Sprintf("%d live", m.few), fmt.Sprintf("%d live", m.n)
+	rounds := fmt.Sprintf("req/s (median of %d rounds)", len(m.one))
+	perAnswer := fmt.Sprintf("µs of CPU per answer, user + system (median of %d rounds)", len(m.one))
+	ratios := fmt.Sprintf("× (median of %d rounds' own)", len(m.one))
 	for _, path := range marketPathKinds {
-		one, many := medianOf(m.one, path.rps), medianOf(m.many, path.rps)
-		rounds := fmt.Sprintf("req/s (median of %d rounds)", len(m.one))
-		cpu1, cpuN := medianOf(m.one, path.cpu), medianOf(m.many, path.cpu)
-		perAnswer := fmt.Sprintf("µs of CPU per answer, user + system (median of %d rounds)", len(m.one))
 		figures = append(figures,
-			Figure{Name: path.name + " req/s, 1 live", Value: one, Unit: rounds},
-			Figure{Name: fmt.Sprintf("%s req/s, %d live", path.name, m.n), Value: many, Unit: rounds},
-			Figure{Name: path.name + ", many live / 1 live", Value: ratio(many, one), Unit: "× (the medians)", Target: "≥ 0.95"},
-			Figure{Name: path.name + " paths' API CPU per answer, 1 live", Value: cpu1, Unit: perAnswer},
-			Figure{Name: fmt.Sprintf("%s paths' API CPU per answer, %d live", path.name, m.n), Value: cpuN, Unit: perAnswer},
-			Figure{Name: path.name + " CPU per answer, many live / 1 live", Value: ratio(cpuN, cpu1), Unit: "× (the medians)", Target: "≤ 1.05"})
+			Figure{Name: path.name + " req/s, " + few, Value: medianOf(m.one, path.rps), Unit: rounds},
+			Figure{Name: path.name + " req/s, " + many, Value: medianOf(m.many, path.rps), Unit: rounds},
+			Figure{Name: path.name + ", many live / few live", Value: m.pathsRatio(path.rps), Unit: ratios, Target: "≥ 0.95"},
+			Figure{Name: path.name + " paths' API CPU per answer, " + few, Value: medianOf(m.one, path.cpu), Unit: perAnswer},
+			Figure{Name: path.name + " paths' API CPU per answer, " + many, Value: medianOf(m.many, path.cpu), Unit: perAnswer},
+			Figure{Name: path.name + " CPU per answer, many live / few live", Value: m.pathsRatio(path.cpu), Unit: ratios, Target: "≤ 1.05"})
 		figures = append(figures, allocFigures(m, path.name, path.allocs)...)
 	}
 	return figures
+}
+
+// pathsRatio is the median over the rounds of a reading's many-live /
+// few-live ratio, rounds unread on either side left out (-1 if none is
+// left).
+func (m marketFigures) pathsRatio(value func(marketPaths) float64) float64 {
+	ratios := make([]float64, min(len(m.one), len(m.many)))
+	for i := range ratios {
+		ratios[i] = pairRatio(value(m.one[i]), value(m.many[i]))
+	}
+	return medianOf(ratios, func(v float64) float64 { return v })
 }
 
 // allocFigures are a path's heap allocations per answer in the paths'
@@ -121,12 +136,11 @@ func marketPathFigures(m marketFigures) []Figure {
 // refresher's, which grow with the sales) are spread over the answers, so
 // the ratio moves with the rate and has no goal of its own.
 func allocFigures(m marketFigures, path string, allocs func(marketPaths) float64) []Figure {
-	one, many := medianOf(m.one, allocs), medianOf(m.many, allocs)
 	unit := fmt.Sprintf("allocations per answer (median of %d rounds)", len(m.one))
 	return []Figure{
-		{Name: path + " paths' API allocations per answer, 1 live", Value: one, Unit: unit},
-		{Name: fmt.Sprintf("%s paths' API allocations per answer, %d live", path, m.n), Value: many, Unit: unit},
-		{Name: path + " allocations per answer, many live / 1 live", Value: ratio(many, one), Unit: "× (the medians)"},
+		{Name: fmt.Sprintf("%s paths' API allocations per answer, %d live", path, m.few), Value: medianOf(m.one, allocs), Unit: unit},
+		{Name: fmt.Sprintf("%s paths' API allocations per answer, %d live", path, m.n), Value: medianOf(m.many, allocs), Unit: unit},
+		{Name: path + " allocations per answer, many live / few live", Value: m.pathsRatio(allocs), Unit: fmt.Sprintf("× (median of %d rounds' own)", len(m.one))},
 	}
 }
 
@@ -181,14 +195,14 @@ func marketNotes(m marketFigures) []string {
 	}
 	notes := []string{
 		fmt.Sprintf("a Redis of the scenario's own (the product's settings), which the faults freeze; two idle windows of %s with nobody buying, %d instances (three APIs, one worker): before any path round, the scenario's three sales live, and with the sales, once %d of the %d sale workflows ran and the sales had opened, then %s (%s after the last was warmed); per live sale: the difference over the sales and the instances", iN.window.Round(time.Second), iN.instances, lastRunning(m.starts), m.n, marketLookWait, m.settled.Round(time.Second)),
-		"what each idle window waited for (and how long): before: " + waits(m.wait0) + "; with the sales: " + waits(m.waitN) + "; the sales were made after " + m.waitMake.String(),
+		"what each idle window waited for (and how long): before: " + waits(m.wait0) + "; with the sales: " + waits(m.waitN) + "; the sales were made after " + m.waitMake.String() + "; the paths' turns began after " + m.waitTurns.String(),
 		"sale workflows running (a visibility count every 5 s, at most " + marketStartWait.String() + ") by time since the last sale was warmed: " + startSeries(m.starts, 30*time.Second),
 		"Redis calls from INFO commandstats, the bench's own INFO taken out; most called before: " + i0.topCommands(6) + "; with the sales: " + iN.topCommands(6),
 		"CPU: user + system time from /proc over each window; Temporal: " + cmp.Or(iN.temporalWhat, "not on this host, not metered"),
-		fmt.Sprintf("the paths: 64 connections on an API whose task queue nobody polls, the sold-out sale of one unit and an in-stock sale, %d rounds with the scenario's three sales live, then %d with the others created, warmed and idle beside them (the machine's drift counts against the second); many / 1 live, sold-out/in-stock, round by round: %s", len(m.one), len(m.many), strings.Join(rounds, ", ")),
+		fmt.Sprintf("the paths: 64 connections on an API whose task queue nobody polls, a sold-out sale of one unit and an in-stock sale; %d live: the market's paths API once its sales are made, warmed and idle; %d live: the twin's, the same processes (an API, a worker, a paths API) on a Redis and a database of their own on the same servers, with only its paths' sales; after a warm-up round each (left out), %d rounds, the two sides taking turns (the market's first in odd rounds, the twin's in even), so the machine's drift meets both; many / few live, sold-out/in-stock, round by round: %s", m.n, m.few, len(m.one), strings.Join(rounds, ", ")),
 		fmt.Sprintf("recovery, each fault on an in-stock sale of the paths' API made for it, with the three sales live, then with all: keys deleted (all but the inbox) while %d connections reserve for fresh users, until the next 202; Redis frozen (SIGSTOP) for %s under the same probe, from the thaw until the sale's mode is redis again (it left: %t, %t); -1: not within %s (or, for the keys, no 202 before the deletion); then the same probe until the paths' API sells it again (it learns the switch back at its sale cache's refresh, answering 503 resync until then): %s s, %s s after the database had it back", probeConns, marketPause, m.rec1.left, m.recN.left, marketRecoverWithin, num(m.rec1.sells), num(m.recN.sells)),
 		fmt.Sprintf("the probes' answers, keys deleted: %s (1 live), %s (%d live); Redis frozen: %s, %s", m.rec1.keysProbe, m.recN.keysProbe, m.n, m.rec1.pauseProbe, m.recN.pauseProbe),
-		"the paths' API, round by round (1 live, then many): " + pathsCostLine(m.one) + "; " + pathsCostLine(m.many) + profileNotes(m),
+		"the paths' API, round by round (few live, then many): " + pathsCostLine(m.one) + "; " + pathsCostLine(m.many) + profileNotes(m),
 		"listing: the storefront's list of live sales walked page by page with its cursor (client.AllSales)",
 	}
 	notes = append(notes, cutNotes(m)...)

@@ -29,33 +29,34 @@ type marketRedis struct {
 	dir  string
 }
 
-// startMarketRedis starts a redis-server with the product's settings
-// (redisnode.Args) on a free port, its data under the log directory.
-func (r *runner) startMarketRedis(ctx context.Context) (*marketRedis, error) {
+// startMarketRedis starts a redis-server named name with the product's
+// settings (redisnode.Args) on a free port, its data under the log
+// directory.
+func (r *runner) startMarketRedis(ctx context.Context, name string) (*marketRedis, error) {
 	addr, err := proc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	_, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("market redis: address %q: %w", addr, err)
+		return nil, fmt.Errorf("%s: address %q: %w", name, addr, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("market redis: port %q: %w", portStr, err)
+		return nil, fmt.Errorf("%s: port %q: %w", name, portStr, err)
 	}
-	dir := filepath.Join(r.o.LogDir, "redis-market-"+r.stamp)
+	dir := filepath.Join(r.o.LogDir, name+"-"+r.stamp)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("market redis: dir: %w", err)
+		return nil, fmt.Errorf("%s: dir: %w", name, err)
 	}
 	m := &marketRedis{addr: addr, dir: dir,
 		rdb: redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}, PoolSize: 256, ReadTimeout: 10 * time.Second})}
-	m.Proc = &proc.Proc{Name: "redis-market", Bin: "redis-server", LogPath: filepath.Join(r.o.LogDir, "redis-market.log"),
+	m.Proc = &proc.Proc{Name: name, Bin: "redis-server", LogPath: filepath.Join(r.o.LogDir, name+".log"),
 		Args:  redisnode.Args(redisnode.Options{Port: port, Dir: dir}),
 		Ready: func(ctx context.Context) error { return m.rdb.Ping(ctx).Err() }}
 	if err := m.Start(ctx, 60*time.Second); err != nil {
 		m.stop(r)
-		return nil, fmt.Errorf("market redis: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil
 }

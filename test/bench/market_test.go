@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,9 @@ func TestMarketCostPerSaleIsTheGrowthOverSalesAndInstances(t *testing.T) {
 	t.Fatal("no per-sale figure")
 }
 
-func TestMarketPathsCompareTheMediansOfTheRounds(t *testing.T) {
+// Each side's figure is the median of its rounds; the ratio is the
+// median of the rounds' own ratios, not the ratio of the medians.
+func TestMarketPathsCompareRoundByRound(t *testing.T) {
 	rounds := func(rps ...float64) []marketPaths {
 		var out []marketPaths
 		for _, v := range rps {
@@ -58,9 +61,9 @@ func TestMarketPathsCompareTheMediansOfTheRounds(t *testing.T) {
 		}
 		return out
 	}
-	// An outlier round on either side moves neither median.
-	sc := marketScenario(marketFigures{n: 300, one: rounds(1000, 10, 1100), many: rounds(990, 2000, 900)})
-	want := map[string]float64{"sold-out req/s, 1 live": 1000, "sold-out req/s, 300 live": 990, "sold-out, many live / 1 live": 0.99, "in-stock, many live / 1 live": 0.99}
+	// Rounds' ratios 0.99, 1.2, 0.818...: median 0.99; the medians' 0.9.
+	sc := marketScenario(marketFigures{n: 300, few: 2, one: rounds(1000, 500, 1100), many: rounds(990, 600, 900)})
+	want := map[string]float64{"sold-out req/s, 2 live": 1000, "sold-out req/s, 300 live": 900, "sold-out, many live / few live": 0.99, "in-stock, many live / few live": 0.99}
 	requireFigures(t, sc.Figures, want)
 	if got := medianRPS(rounds(1, 3, 2, 4), func(p marketPaths) Result { return p.soldOut }); got != 2.5 {
 		t.Fatalf("median of an even number of rounds: %v, want 2.5", got)
@@ -130,35 +133,50 @@ func TestMarketCutComparesEachPairsOwnRatio(t *testing.T) {
 	}
 }
 
-// A warm-up round of the paths runs first and is left out of the rounds.
-func TestMarketRoundsLeaveTheWarmUpOut(t *testing.T) {
+// A warm-up round of the paths runs first on each side and is left out;
+// then the sides take turns, each going first in every other round.
+func TestMarketTurnsLeaveTheWarmUpsOutAndAlternate(t *testing.T) {
 	r := &runner{o: Options{MarketRounds: 3}}
 	var labels []string
-	rounds := r.marketRounds(func(label string) marketPaths {
+	side := func(label string) marketPaths {
 		labels = append(labels, label)
 		return marketPaths{soldOut: Result{RPS: float64(len(labels))}}
-	}, "1 live")
-	if len(labels) != 4 || !strings.Contains(labels[0], "warm-up") {
-		t.Fatalf("runs %q: want a warm-up, then 3 rounds", labels)
 	}
-	if len(rounds) != 3 || rounds[0].soldOut.RPS != 2 {
-		t.Fatalf("rounds %v: want the 3 after the warm-up", rounds)
+	many, few := r.marketTurns(side, side, "many", "few")
+	want := []string{"many, warm-up (left out)", "few, warm-up (left out)", "many, round 1", "few, round 1",
+		"few, round 2", "many, round 2", "many, round 3", "few, round 3"}
+	if !slices.Equal(labels, want) {
+		t.Fatalf("runs %q, want %q", labels, want)
+	}
+	rps := func(rounds []marketPaths) []float64 {
+		var out []float64
+		for _, rd := range rounds {
+			out = append(out, rd.soldOut.RPS)
+		}
+		return out
+	}
+	if got := rps(many); !slices.Equal(got, []float64{3, 6, 7}) {
+		t.Errorf("many rounds %v, want the runs 3, 6, 7", got)
+	}
+	if got := rps(few); !slices.Equal(got, []float64{4, 5, 8}) {
+		t.Errorf("few rounds %v, want the runs 4, 5, 8", got)
 	}
 }
 
-// The CPU per answer of each path is compared by the medians of the
-// rounds, an unread round left out.
+// The CPU per answer of each path is compared round by round, an unread
+// round left out.
 func TestMarketPathsCompareTheCPUPerAnswer(t *testing.T) {
 	round := func(requests int64, cpu float64) marketPaths {
 		return marketPaths{soldOut: Result{Requests: requests}, inStock: Result{Requests: requests / 10},
 			soldOutCost: runCost{cpu: cpu}, inStockCost: runCost{cpu: cpu}}
 	}
-	// µs per sold-out answer: 10, 20, 12 (1 live); 11, unread, 13 (many).
+	// µs per sold-out answer: 10, 20, 12 (few live); 11, unread, 13
+	// (many): the rounds' ratios 1.1 and 13/12, the unread one left out.
 	one := []marketPaths{round(100_000, 1), round(100_000, 2), round(100_000, 1.2)}
 	many := []marketPaths{round(100_000, 1.1), round(100_000, -1), round(100_000, 1.3)}
-	want := map[string]float64{"sold-out paths' API CPU per answer, 1 live": 12, "sold-out paths' API CPU per answer, 300 live": 12,
-		"sold-out CPU per answer, many live / 1 live": 1, "in-stock paths' API CPU per answer, 1 live": 120}
-	requireFigures(t, marketPathFigures(marketFigures{n: 300, one: one, many: many}), want)
+	want := map[string]float64{"sold-out paths' API CPU per answer, 2 live": 12, "sold-out paths' API CPU per answer, 300 live": 12,
+		"sold-out CPU per answer, many live / few live": (1.1 + 13.0/12) / 2, "in-stock paths' API CPU per answer, 2 live": 120}
+	requireFigures(t, marketPathFigures(marketFigures{n: 300, few: 2, one: one, many: many}), want)
 }
 
 func TestMarketStartFiguresSayWhetherEveryWorkflowRan(t *testing.T) {
@@ -285,5 +303,18 @@ func TestMarketRecoveredIsTheMedianUnlessARoundFailed(t *testing.T) {
 	}
 	if got := recovered([]float64{3, -1, 2}); got != -1 {
 		t.Errorf("a round that did not recover: %v, want -1", got)
+	}
+}
+
+// The twin's sale ids begin between the dev database's and the bench's,
+// at a place of each run's own.
+func TestTwinSaleIDsMoveEachRunBelowTheBenchs(t *testing.T) {
+	now := time.Unix(1_796_000_000, 0)
+	a, b := twinSaleFloor(now), twinSaleFloor(now.Add(time.Second))
+	if a < twinSaleBase || b >= benchSaleBase || b-a != 100_000 {
+		t.Fatalf("floors %d, %d: want 10⁵ apart in [%d, %d)", a, b, twinSaleBase, benchSaleBase)
+	}
+	if last := twinSaleFloor(time.Unix(9_999_999, 0)); last+100_000 > benchSaleBase {
+		t.Fatalf("the last floor %d leaves no room below %d", last, benchSaleBase)
 	}
 }

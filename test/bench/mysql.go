@@ -150,26 +150,34 @@ func BenchDSN(ctx context.Context, dsn string) (string, error) {
 	if c.DBName == "" || strings.HasSuffix(c.DBName, "_bench") {
 		name = c.DBName
 	}
-	server := c.Clone()
-	server.DBName = ""
-	db, err := sql.Open("mysql", server.FormatDSN())
-	if err != nil {
-		return "", fmt.Errorf("open mysql server: %w", err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
+	if err := onServer(ctx, c, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
 		return "", fmt.Errorf("create bench database %s: %w", name, err)
 	}
 	c.DBName = name
 	return c.FormatDSN(), nil
 }
 
-// raiseSaleIDs moves the sales table's next id to floor (at least
-// benchSaleBase) if below.
+// onServer runs stmts in turn on the server of c, outside any database.
+func onServer(ctx context.Context, c *mysql.Config, stmts ...string) error {
+	server := c.Clone()
+	server.DBName = ""
+	db, err := sql.Open("mysql", server.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("open mysql server: %w", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, stmt := range stmts {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// raiseSaleIDs moves the sales table's next id to floor if below.
 func raiseSaleIDs(ctx context.Context, st *store.Store, floor int64) error {
-	floor = max(floor, benchSaleBase)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var maxID sql.NullInt64

@@ -91,9 +91,12 @@ type runner struct {
 	nextUser int64
 	stamp    string
 	saleIDs  []int64 // every sale this run created, torn down at the end
-	procs    []*Proc
-	adminMu  sync.Mutex
-	admins   map[string]*seckill.Client // admin, by API base URL
+	// twinSaleIDs are the sales of scenario 13's twin, in a database of
+	// its own: the cleanup terminates their workflows with the run's.
+	twinSaleIDs []int64
+	procs       []*Proc
+	adminMu     sync.Mutex
+	admins      map[string]*seckill.Client // admin, by API base URL
 }
 
 // Run runs every scenario and returns the report. A correctness violation
@@ -219,7 +222,7 @@ func (r *runner) connect(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	r.st = st
-	if err := raiseSaleIDs(cctx, st, r.o.SaleIDFloor); err != nil {
+	if err := raiseSaleIDs(cctx, st, max(r.o.SaleIDFloor, benchSaleBase)); err != nil {
 		return err
 	}
 	r.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.o.RedisAddr}, PoolSize: 256})
@@ -268,7 +271,7 @@ func (r *runner) close() {
 // server-side batch (the dev server runs one batch at a time).
 func (r *runner) terminate(ctx context.Context) {
 	var ids []string
-	for _, id := range r.saleIDs {
+	for _, id := range append(slices.Clone(r.saleIDs), r.twinSaleIDs...) {
 		if id < fakeSaleBase {
 			ids = append(ids, strconv.FormatInt(id, 10))
 		}
