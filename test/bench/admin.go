@@ -40,10 +40,14 @@ func (r *runner) sale(ctx context.Context, api *Proc, title string, stock int64,
 	return r.saleWindow(ctx, api, title, stock, buckets, warm, 900)
 }
 
+// saleTitle is the title of a sale this run makes: "bench", the run's
+// stamp, then what the sale is for.
+func (r *runner) saleTitle(what string) string { return "bench " + r.stamp + " " + what }
+
 // saleWindow is sale with a payment window of window seconds.
 func (r *runner) saleWindow(ctx context.Context, api *Proc, title string, stock int64, buckets int, warm bool, window int) (*domain.Sale, error) {
 	now := time.Now().UTC()
-	return r.createSale(ctx, api, client.NewSale{GoodsID: 1, Title: "bench " + r.stamp + " " + title, PriceCents: 999,
+	return r.createSale(ctx, api, client.NewSale{GoodsID: 1, Title: r.saleTitle(title), PriceCents: 999,
 		Stock: stock, Buckets: buckets, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PaymentWindowSeconds: window}, warm)
 }
 

@@ -221,7 +221,7 @@ func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, f
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
-				id, err := marketSale(ctx, c, client.NewSale{GoodsID: 1000 + i, Title: fmt.Sprintf("bench %s market %d", r.stamp, i),
+				id, err := marketSale(ctx, c, client.NewSale{GoodsID: 1000 + i, Title: r.saleTitle(fmt.Sprintf("market %d", i)),
 					PriceCents: 999, Stock: 10, Buckets: 1, StartsAt: opens, EndsAt: now.Add(3 * time.Hour), PaymentWindowSeconds: 900})
 				mu.Lock()
 				if id > 0 {
