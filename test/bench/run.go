@@ -242,7 +242,8 @@ func (r *runner) close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, id := range r.saleIDs {
+	own := r.ownSaleIDs(ctx)
+	for _, id := range own {
 		if id < fakeSaleBase {
 			if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
 				r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
@@ -258,17 +259,17 @@ func (r *runner) close() {
 			}
 		}
 	}
-	r.terminate(ctx)
+	r.terminate(ctx, own)
 	r.tc.Close()
 	_ = r.rdb.Close()
 	_ = r.st.Close()
 }
 
-// terminate ends every running workflow of the bench's sales in one
+// terminate ends every running workflow of the bench's sales own in one
 // server-side batch (the dev server runs one batch at a time).
-func (r *runner) terminate(ctx context.Context) {
+func (r *runner) terminate(ctx context.Context, own []int64) {
 	var ids []string
-	for _, id := range r.saleIDs {
+	for _, id := range own {
 		if id < fakeSaleBase {
 			ids = append(ids, strconv.FormatInt(id, 10))
 		}
