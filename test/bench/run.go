@@ -265,7 +265,7 @@ func (r *runner) close() {
 	_ = r.st.Close()
 }
 
-// terminate ends every running workflow of the bench's sales own in one
+// terminate ends every running workflow of the sales own (ownSaleIDs) in one
 // server-side batch (the dev server runs one batch at a time).
 func (r *runner) terminate(ctx context.Context, own []int64) {
 	var ids []string
