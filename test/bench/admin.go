@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/client"
@@ -40,10 +42,14 @@ func (r *runner) sale(ctx context.Context, api *Proc, title string, stock int64,
 	return r.saleWindow(ctx, api, title, stock, buckets, warm, 900)
 }
 
+// saleTitle is the title of a sale this run makes: "bench", the run's
+// stamp, then what the sale is for.
+func (r *runner) saleTitle(what string) string { return "bench " + r.stamp + " " + what }
+
 // saleWindow is sale with a payment window of window seconds.
 func (r *runner) saleWindow(ctx context.Context, api *Proc, title string, stock int64, buckets int, warm bool, window int) (*domain.Sale, error) {
 	now := time.Now().UTC()
-	return r.createSale(ctx, api, client.NewSale{GoodsID: 1, Title: "bench " + r.stamp + " " + title, PriceCents: 999,
+	return r.createSale(ctx, api, client.NewSale{GoodsID: 1, Title: r.saleTitle(title), PriceCents: 999,
 		Stock: stock, Buckets: buckets, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), PaymentWindowSeconds: window}, warm)
 }
 
@@ -74,6 +80,44 @@ func (r *runner) createSale(ctx context.Context, api *Proc, ns client.NewSale, w
 	return s, nil
 }
 
+// errNotOurs: a sale id this run holds names a sale it cannot tell it
+// made.
+var errNotOurs = errors.New("left alone: not known to be this run's sale (its title must carry the run's stamp; the database may have been started anew under the run)")
+
+// checkOwn answers nil when this run made sale id: its title carries the
+// run's stamp (saleTitle); a sale only in Redis (fakeSaleBase) has no row
+// to tell and is the run's. Sale ids start over with a new database, so a
+// run whose services were started anew under it holds ids that name the
+// next run's sales: stopped and finished, such a sale refuses every
+// reservation before Redis. A sale it cannot read is left alone too.
+func (r *runner) checkOwn(ctx context.Context, id int64) error {
+	if id >= fakeSaleBase {
+		return nil
+	}
+	s, err := r.st.GetSale(ctx, id)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotOurs, err)
+	}
+	if !strings.HasPrefix(s.Title, r.saleTitle("")) {
+		return fmt.Errorf("%w: sale %d is %q", errNotOurs, id, s.Title)
+	}
+	return nil
+}
+
+// ownSaleIDs is the sales this run made (saleIDs) that checkOwn finds its
+// own; each other is logged and left alone.
+func (r *runner) ownSaleIDs(ctx context.Context) []int64 {
+	own := make([]int64, 0, len(r.saleIDs))
+	for _, id := range r.saleIDs {
+		if err := r.checkOwn(ctx, id); err != nil {
+			r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
+			continue
+		}
+		own = append(own, id)
+	}
+	return own
+}
+
 // stopSales stops every sale made so far through api (the store's rows
 // say so at once, Redis follows).
 func (r *runner) stopSales(ctx context.Context, api *Proc) {
@@ -82,7 +126,7 @@ func (r *runner) stopSales(ctx context.Context, api *Proc) {
 		r.o.Logger.Warn("stop bench sales", "err", err)
 		return
 	}
-	for _, id := range r.saleIDs {
+	for _, id := range r.ownSaleIDs(ctx) {
 		if _, err := c.Stop(ctx, id); err != nil {
 			r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
 		}

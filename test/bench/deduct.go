@@ -50,7 +50,7 @@ func (r *runner) mysql(ctx context.Context) error {
 		{"1 ms RTT, 16 buckets", via, oneWay, 16, 6000},
 	} {
 		proxy.SetDelay(c.delay)
-		s, err := NewSale(ctx, r.st, "bench "+r.stamp+" deduct "+c.label, 1_000_000, c.buckets)
+		s, err := NewSale(ctx, r.st, r.saleTitle("deduct "+c.label), 1_000_000, c.buckets)
 		if err != nil {
 			return err
 		}

@@ -164,6 +164,6 @@ func (r *runner) fairRun(ctx context.Context, api *Proc, lottery bool) (fairRun,
 
 // saleOpening creates and warms a sale that opens at opens through api.
 func (r *runner) saleOpening(ctx context.Context, api *Proc, title string, stock int64, opens time.Time) (*domain.Sale, error) {
-	return r.createSale(ctx, api, client.NewSale{GoodsID: 1, Title: "bench " + r.stamp + " " + title, PriceCents: 999, Stock: stock,
+	return r.createSale(ctx, api, client.NewSale{GoodsID: 1, Title: r.saleTitle(title), PriceCents: 999, Stock: stock,
 		Buckets: 4, StartsAt: opens.UTC(), EndsAt: opens.Add(time.Hour).UTC(), PaymentWindowSeconds: 900}, true)
 }

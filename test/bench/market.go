@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -247,7 +248,7 @@ func (r *runner) createMarket(ctx context.Context, api *Proc, n int) ([]int64, f
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
-				id, err := marketSale(ctx, c, client.NewSale{GoodsID: 1000 + i, Title: fmt.Sprintf("bench %s market %d", r.stamp, i),
+				id, err := marketSale(ctx, c, client.NewSale{GoodsID: 1000 + i, Title: r.saleTitle(fmt.Sprintf("market %d", i)),
 					PriceCents: 999, Stock: 10, Buckets: 1, StartsAt: opens, EndsAt: now.Add(3 * time.Hour), PaymentWindowSeconds: 900})
 				mu.Lock()
 				if id > 0 {
@@ -321,8 +322,7 @@ func (r *runner) teardownMarket(api *Proc, ids []int64) {
 		r.o.Logger.Warn("scenario 13: tear down", "err", err)
 		return
 	}
-	var next atomic.Int64
-	var failed atomic.Int64
+	var next, failed, notOurs atomic.Int64
 	var wg sync.WaitGroup
 	for range marketWorkers {
 		wg.Add(1)
@@ -331,13 +331,21 @@ func (r *runner) teardownMarket(api *Proc, ids []int64) {
 			for i := next.Add(1) - 1; i < int64(len(ids)) && ctx.Err() == nil; i = next.Add(1) - 1 {
 				if err := r.teardownSale(ctx, c, ids[i]); err != nil {
 					failed.Add(1)
+					if errors.Is(err, errNotOurs) {
+						notOurs.Add(1)
+					}
 					r.o.Logger.Warn("scenario 13: tear down sale", "sale_id", ids[i], "err", err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	r.o.Logger.Info("scenario 13: sales torn down", "n", len(ids), "failed", failed.Load())
+	r.o.Logger.Info("scenario 13: sales torn down", "n", len(ids), "failed", failed.Load(), "not_ours", notOurs.Load())
+	if notOurs.Load() > 0 {
+		// The batch names a range of ids, some of them another run's.
+		r.o.Logger.Warn("scenario 13: the sales' workflows are left running", "err", errNotOurs)
+		return
+	}
 	r.terminateMarket(ctx, ids)
 }
 

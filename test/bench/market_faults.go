@@ -302,8 +302,14 @@ func (r *runner) keysDeleted(ctx context.Context, p *faultProbe, saleID int64) (
 // pausedRedis freezes Redis for marketPause while the probe reserves on
 // the sale, and answers whether the sale left Redis and the seconds from
 // the thaw until it was back (mode redis at a later epoch; -1: not within
-// marketRecoverWithin).
+// marketRecoverWithin). It freezes once the sale sells, as keysDeleted
+// deletes: a sale refused before Redis (stopped, ended) would neither
+// leave Redis nor sell again whatever the freeze did (-1, no freeze).
 func (r *runner) pausedRedis(ctx context.Context, red *marketRedis, p *faultProbe, saleID int64) (bool, float64, error) {
+	if _, err := p.firstAccepted(ctx, marketRecoverWithin); err != nil {
+		r.o.Logger.Warn("scenario 13: the probed sale does not sell; Redis is not frozen", "sale_id", saleID, "err", err, "answers", p.sofar())
+		return false, -1, nil
+	}
 	s0, err := r.st.GetSale(ctx, saleID)
 	if err != nil {
 		return false, 0, fmt.Errorf("scenario 13: read the probed sale: %w", err)

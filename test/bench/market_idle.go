@@ -170,6 +170,9 @@ func (ic marketIdleCost) topCommands(n int) string {
 // teardownSale stops one market sale through the admin API, then deletes
 // its keys and marks it finished.
 func (r *runner) teardownSale(ctx context.Context, c *client.Client, id int64) error {
+	if err := r.checkOwn(ctx, id); err != nil {
+		return err
+	}
 	if _, err := c.Stop(ctx, id); err != nil {
 		return fmt.Errorf("stop sale %d: %w", id, err)
 	}

@@ -87,7 +87,7 @@ func (r *runner) finishSales(ctx context.Context, api *Proc) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	r.stopSales(ctx, api)
-	for _, id := range r.saleIDs {
+	for _, id := range r.ownSaleIDs(ctx) {
 		if err := sales.Teardown(ctx, r.st, redisgateway.NewClient(r.rdb), id); err != nil {
 			r.o.Logger.Warn("tear down bench sale", "sale_id", id, "err", err)
 		}

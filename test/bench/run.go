@@ -245,7 +245,8 @@ func (r *runner) close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, id := range r.saleIDs {
+	own := r.ownSaleIDs(ctx)
+	for _, id := range own {
 		if id < fakeSaleBase {
 			if _, err := r.st.SetSaleControl(ctx, id, domain.ControlStopped); err != nil {
 				r.o.Logger.Warn("stop bench sale", "sale_id", id, "err", err)
@@ -261,17 +262,19 @@ func (r *runner) close() {
 			}
 		}
 	}
-	r.terminate(ctx)
+	r.terminate(ctx, own)
 	r.tc.Close()
 	_ = r.rdb.Close()
 	_ = r.st.Close()
 }
 
-// terminate ends every running workflow of the bench's sales in one
-// server-side batch (the dev server runs one batch at a time).
-func (r *runner) terminate(ctx context.Context) {
+// terminate ends every running workflow of the sales own (ownSaleIDs) and
+// of scenario 13's twin (its database gone by now; its ids are its run's
+// alone, twinSaleFloor) in one server-side batch (the dev server runs one
+// batch at a time).
+func (r *runner) terminate(ctx context.Context, own []int64) {
 	var ids []string
-	for _, id := range append(slices.Clone(r.saleIDs), r.twinSaleIDs...) {
+	for _, id := range append(slices.Clone(own), r.twinSaleIDs...) {
 		if id < fakeSaleBase {
 			ids = append(ids, strconv.FormatInt(id, 10))
 		}
