@@ -87,13 +87,13 @@ func temporalServerCPU(addr string) (cpuMeter, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("temporal server: %w", err)
 	}
+	if pid, ok := devServer(procs, port); ok {
+		return cpuMeter{func() (float64, error) { return pidCPU(pid) }}, "the Temporal dev server", nil
+	}
 	for _, p := range procs {
 		args, err := p.CmdLine()
 		if err != nil || len(args) < 2 {
 			continue
-		}
-		if slices.Contains(args, "start-dev") && hasFlag(args, port, "--port", "-p") {
-			return cpuMeter{func() (float64, error) { return pidCPU(p.PID) }}, "the Temporal dev server", nil
 		}
 		if !strings.HasSuffix(args[0], "temporal-server") {
 			continue
@@ -116,6 +116,17 @@ func temporalServerCPU(addr string) (cpuMeter, string, error) {
 			"the Temporal server and its PostgreSQL", nil
 	}
 	return nil, "", fmt.Errorf("temporal server on %s: no dev server or temporal-server process found", addr)
+}
+
+// devServer finds the Temporal dev server serving port among procs.
+func devServer(procs procfs.Procs, port string) (int, bool) {
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err == nil && slices.Contains(args, "start-dev") && hasFlag(args, port, "--port", "-p") {
+			return p.PID, true
+		}
+	}
+	return 0, false
 }
 
 func hasFlag(args []string, value string, names ...string) bool {

@@ -27,6 +27,7 @@ type marketIdleCost struct {
 	apiCPU, workerCPU float64          // seconds over the window (the APIs together)
 	temporalCPU       float64          // seconds; -1 when the server was not found here
 	temporalWhat      string
+	serverWork        string // what the dev server did over the window, by its own counters
 	mem               int64  // Redis used_memory at the window's end
 	profile           string // the worker's CPU profile over the window, when taken
 }
@@ -46,6 +47,7 @@ func (r *runner) measureIdle(ctx context.Context, procs []*Proc) (marketIdleCost
 	} else {
 		meters, ic.temporalWhat = append(meters, tm.read), what
 	}
+	work := r.serverWorkOver(ctx)
 	cs0, err := commandStats(ctx, r.rdb)
 	if err != nil {
 		return ic, err
@@ -65,6 +67,7 @@ func (r *runner) measureIdle(ctx context.Context, procs []*Proc) (marketIdleCost
 		return ic, err
 	}
 	ic.window = time.Since(start)
+	ic.serverWork = work()
 	ic.byCommand = map[string]int64{}
 	for name, n := range cs1 {
 		if d := n - cs0[name]; d > 0 {
@@ -87,6 +90,27 @@ func (r *runner) measureIdle(ctx context.Context, procs []*Proc) (marketIdleCost
 	}
 	ic.mem, err = redisUsedMemory(ctx, r.rdb)
 	return ic, err
+}
+
+// serverWorkOver reads the dev server's work counters now and returns a
+// function that says, in words, what it did since; "not read" (why) when
+// the server is not a dev server here or its counters do not answer.
+func (r *runner) serverWorkOver(ctx context.Context) func() string {
+	url, err := devServerMetrics(ctx, r.o.TemporalAddress)
+	if err != nil {
+		return func() string { return "not read (" + err.Error() + ")" }
+	}
+	w0, err := readServerWork(ctx, url)
+	if err != nil {
+		return func() string { return "not read (" + err.Error() + ")" }
+	}
+	return func() string {
+		w1, err := readServerWork(ctx, url)
+		if err != nil {
+			return "not read (" + err.Error() + ")"
+		}
+		return w1.since(w0, 8)
+	}
 }
 
 func readAll(meters []func() (float64, error)) ([]float64, error) {

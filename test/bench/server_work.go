@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// serverWork is the Temporal dev server's own count of the work it did,
+// from its metrics page: history tasks (task_requests) and persistence
+// calls (persistence_requests) by operation, summed over the other
+// labels. An idle window that costs the server CPU says what the CPU
+// went on.
+type serverWork map[string]float64
+
+// serverWorkMetrics are the counters serverWork reads, by their name in
+// it.
+var serverWorkMetrics = map[string]string{"task_requests": "task", "persistence_requests": "persistence"}
+
+// devServerMetrics finds the metrics page of the dev server serving the
+// Temporal address: the dev server picks its metrics port at random, so
+// each port it listens on is asked for /metrics until one serves
+// Temporal's counters.
+func devServerMetrics(ctx context.Context, addr string) (string, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("dev server metrics: %w", err)
+	}
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return "", fmt.Errorf("dev server metrics: %w", err)
+	}
+	pid, ok := devServer(procs, port)
+	if !ok {
+		return "", fmt.Errorf("dev server metrics: no dev server serves %s", addr)
+	}
+	ports, err := listeningPorts(pid)
+	if err != nil {
+		return "", fmt.Errorf("dev server metrics: %w", err)
+	}
+	for _, p := range ports {
+		url := "http://127.0.0.1:" + strconv.FormatUint(p, 10) + "/metrics"
+		if page, err := metricsPage(ctx, url); err == nil && strings.Contains(page, "task_requests") {
+			return url, nil
+		}
+	}
+	return "", fmt.Errorf("dev server metrics: none of its ports %v serves them", ports)
+}
+
+// listeningPorts are the TCP ports pid listens on: its sockets (by inode)
+// that /proc/net/tcp and tcp6 list listening.
+func listeningPorts(pid int) ([]uint64, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := p.FileDescriptorTargets()
+	if err != nil {
+		return nil, err
+	}
+	var ports []uint64
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			return nil, fmt.Errorf("listening ports: %w", err)
+		}
+		for line := range strings.Lines(string(b)) {
+			// sl local_address rem_address st ... uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			port, err := strconv.ParseUint(hexPort, 16, 16)
+			if ok && err == nil && slices.Contains(targets, "socket:["+f[9]+"]") && !slices.Contains(ports, port) {
+				ports = append(ports, port)
+			}
+		}
+	}
+	return ports, nil
+}
+
+// readServerWork reads the dev server's counters at url.
+func readServerWork(ctx context.Context, url string) (serverWork, error) {
+	page, err := metricsPage(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("dev server work: %w", err)
+	}
+	w := serverWork{}
+	for metric, short := range serverWorkMetrics {
+		for labels, v := range samplesIn(page, metric) {
+			w[short+" "+cmp.Or(labelValue(labels, "operation"), "?")] += v
+		}
+	}
+	return w, nil
+}
+
+// since is what the server did from before to w, the n largest counts
+// first, in words.
+func (w serverWork) since(before serverWork, n int) string {
+	type count struct {
+		what string
+		d    float64
+	}
+	var counts []count
+	for k, v := range w {
+		if d := v - before[k]; d > 0 {
+			counts = append(counts, count{k, d})
+		}
+	}
+	slices.SortFunc(counts, func(a, b count) int { return cmp.Or(cmp.Compare(b.d, a.d), cmp.Compare(a.what, b.what)) })
+	parts := make([]string, 0, n)
+	for _, c := range counts[:min(n, len(counts))] {
+		parts = append(parts, fmt.Sprintf("%s %s", c.what, num(c.d)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
