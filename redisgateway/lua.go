@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,31 +67,45 @@ type Keys struct {
 	Retired  string // set of users some of whose ended reservations' records moved out to the database (retire.lua)
 }
 
-// SaleKeys returns the keys of a sale.
-func SaleKeys(saleID int64) Keys {
-	p := "{sale:" + strconv.FormatInt(saleID, 10) + "}:"
-	return Keys{
-		Meta:     p + "meta",
-		Stock:    p + "stock",
-		Buyers:   p + "buyers",
-		Tokens:   p + "tokens",
-		Requests: p + "requests",
-		Inbox:    p + "inbox",
-		Dead:     p + "dead",
-		Released: p + "released",
-		Reserved: p + "reserved",
-		Started:  p + "started",
-		Fence:    p + "fence",
-		Journal:  p + "journal",
-		Adjusts:  p + "adjusts",
-		Status:   p + "status",
-		Mine:     p + "mine",
-		Pool:     p + "pool",
-		Waitlist: p + "waitlist",
-		WaitSeq:  p + "waitseq",
-		Ended:    p + "ended",
-		Retired:  p + "retired",
+// keyNames are the names of a sale's keys after its hash tag, in Keys'
+// field order.
+var keyNames = [...]string{"meta", "stock", "buyers", "tokens", "requests", "inbox", "dead", "released", "reserved",
+	"started", "fence", "journal", "adjusts", "status", "mine", "pool", "waitlist", "waitseq", "ended", "retired"}
+
+// keyNamesLen is the length of keyNames together.
+var keyNamesLen = func() int {
+	n := 0
+	for _, name := range keyNames {
+		n += len(name)
 	}
+	return n
+}()
+
+// SaleKeys returns the keys of a sale, "{sale:ID}:name" each. They are
+// built on every reservation and on every refresh of every sale due, so
+// all are cut from one string: one allocation, not one a key.
+func SaleKeys(saleID int64) Keys {
+	var num [20]byte
+	id := strconv.AppendInt(num[:0], saleID, 10)
+	var b strings.Builder
+	b.Grow(len(keyNames)*(len("{sale:}:")+len(id)) + keyNamesLen)
+	var ends [len(keyNames)]int
+	for i, name := range keyNames {
+		b.WriteString("{sale:")
+		b.Write(id)
+		b.WriteString("}:")
+		b.WriteString(name)
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	var k [len(keyNames)]string
+	start := 0
+	for i, end := range ends {
+		k[i], start = all[start:end], end
+	}
+	return Keys{Meta: k[0], Stock: k[1], Buyers: k[2], Tokens: k[3], Requests: k[4], Inbox: k[5], Dead: k[6], Released: k[7],
+		Reserved: k[8], Started: k[9], Fence: k[10], Journal: k[11], Adjusts: k[12], Status: k[13], Mine: k[14], Pool: k[15],
+		Waitlist: k[16], WaitSeq: k[17], Ended: k[18], Retired: k[19]}
 }
 
 // All lists every key of the sale, for tear-down.

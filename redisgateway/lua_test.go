@@ -3,6 +3,8 @@ package redisgateway_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -286,6 +288,24 @@ func TestKeysShareOneSlot(t *testing.T) {
 	for _, key := range k.All() {
 		require.Contains(t, key, "{sale:42}")
 	}
+}
+
+// Each key is its sale's hash tag and its name, whatever the id's length,
+// and all of them cost one allocation (a reservation builds them).
+func TestSaleKeysAreNamedByTheirSaleAndCheap(t *testing.T) {
+	names := []string{"meta", "stock", "buyers", "tokens", "requests", "inbox", "dead", "released", "reserved",
+		"started", "fence", "journal", "adjusts", "status", "mine", "pool", "waitlist", "waitseq", "ended", "retired"}
+	for _, id := range []int64{0, 7, 42, -3, 8_000_000_000_123, math.MaxInt64} {
+		got := redisgateway.SaleKeys(id).All()
+		require.Len(t, got, len(names))
+		for i, name := range names {
+			require.Equal(t, "{sale:"+strconv.FormatInt(id, 10)+"}:"+name, got[i])
+		}
+	}
+	var k redisgateway.Keys
+	allocs := testing.AllocsPerRun(100, func() { k = redisgateway.SaleKeys(8_000_000_000_123) })
+	require.LessOrEqual(t, allocs, 1.0, "allocations per SaleKeys")
+	require.Equal(t, "{sale:8000000000123}:retired", k.Retired)
 }
 
 // A script that runs after its caller's deadline (a frozen Redis resuming
