@@ -131,7 +131,7 @@ func (r *runner) measureIdleOf(ctx context.Context, st *marketStack, profile str
 type marketSides struct{ many, few func(string) marketPaths }
 
 // marketLive measures scenario 13 with the market's sales live: once the
-// paths' backlog drained and the sales settled, the idle cost, their
+// faults' backlog drained and the sales settled, the idle cost, their
 // keys' weight, the faults, the paths' rounds in turns with the twin's,
 // and the listing.
 func (r *runner) marketLive(ctx context.Context, red *marketRedis, st *marketStack, fault *domain.Sale, ids []int64, opens time.Time, sides marketSides, m *marketFigures) error {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -87,16 +86,9 @@ func (r *runner) twinDatabase(ctx context.Context) (string, *store.Store, error)
 	dsn := c.FormatDSN()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, dsn)
+	st, err := openBenchStore(ctx, dsn, twinSaleFloor(time.Now()))
 	if err != nil {
-		return "", nil, fmt.Errorf("open the twin's store: %w", err)
-	}
-	err = st.Migrate(ctx)
-	if err == nil {
-		err = raiseSaleIDs(ctx, st, twinSaleFloor(time.Now()))
-	}
-	if err != nil {
-		return "", nil, errors.Join(fmt.Errorf("the twin's store: %w", err), st.Close())
+		return "", nil, fmt.Errorf("the twin's store: %w", err)
 	}
 	return dsn, st, nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -174,6 +175,25 @@ func onServer(ctx context.Context, c *mysql.Config, stmts ...string) error {
 		}
 	}
 	return nil
+}
+
+// openBenchStore opens the store of a bench database, migrated, its next
+// sale id at least floor.
+func openBenchStore(ctx context.Context, dsn string, floor int64) (*store.Store, error) {
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	err = st.Migrate(ctx)
+	if err != nil {
+		err = fmt.Errorf("migrate: %w", err)
+	} else {
+		err = raiseSaleIDs(ctx, st, floor)
+	}
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	return st, nil
 }
 
 // raiseSaleIDs moves the sales table's next id to floor if below.

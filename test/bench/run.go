@@ -213,16 +213,7 @@ func (r *runner) connect(ctx context.Context) error {
 		return err
 	}
 	r.o.MySQLDSN = dsn // the started API and workers use it too
-	st, err := store.Open(cctx, r.o.MySQLDSN)
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	if err := st.Migrate(cctx); err != nil {
-		st.Close()
-		return fmt.Errorf("migrate: %w", err)
-	}
-	r.st = st
-	if err := raiseSaleIDs(cctx, st, max(r.o.SaleIDFloor, benchSaleBase)); err != nil {
+	if r.st, err = openBenchStore(cctx, r.o.MySQLDSN, max(r.o.SaleIDFloor, benchSaleBase)); err != nil {
 		return err
 	}
 	r.rdb = redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.o.RedisAddr}, PoolSize: 256})
