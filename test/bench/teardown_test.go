@@ -67,3 +67,18 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// A bench database is opened migrated, its sales numbered from the floor
+// asked for (the twin's, below the bench's).
+func TestOpenBenchStoreMigratesAndNumbersSalesFromItsFloor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	floor := twinSaleFloor(time.Now())
+	st, err := openBenchStore(ctx, testenv.MustEmptyDatabase(t), floor)
+	require.NoError(t, err)
+	defer st.Close()
+	s, err := NewSale(ctx, st, "bench floor", 10, 1)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, s.ID, floor)
+	require.Less(t, s.ID, int64(benchSaleBase))
+}
