@@ -92,27 +92,6 @@ func (r *runner) measureIdle(ctx context.Context, procs []*Proc) (marketIdleCost
 	return ic, err
 }
 
-// serverWorkOver reads the dev server's work counters now and returns a
-// function that says, in words, what it did since; "not read" (why) when
-// the server is not a dev server here or its counters do not answer.
-func (r *runner) serverWorkOver(ctx context.Context) func() string {
-	url, err := devServerMetrics(ctx, r.o.TemporalAddress)
-	if err != nil {
-		return func() string { return "not read (" + err.Error() + ")" }
-	}
-	w0, err := readServerWork(ctx, url)
-	if err != nil {
-		return func() string { return "not read (" + err.Error() + ")" }
-	}
-	return func() string {
-		w1, err := readServerWork(ctx, url)
-		if err != nil {
-			return "not read (" + err.Error() + ")"
-		}
-		return w1.since(w0, 8)
-	}
-}
-
 func readAll(meters []func() (float64, error)) ([]float64, error) {
 	out := make([]float64, len(meters))
 	for i, m := range meters {

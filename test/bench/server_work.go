@@ -125,3 +125,25 @@ func (w serverWork) since(before serverWork, n int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// serverWorkOver reads the dev server's work counters now and returns a
+// function that says, in words, what it did since; "not read" (why) when
+// the server is not a dev server here or its counters do not answer.
+func (r *runner) serverWorkOver(ctx context.Context) func() string {
+	notRead := func(err error) string { return "not read (" + err.Error() + ")" }
+	url, err := devServerMetrics(ctx, r.o.TemporalAddress)
+	var w0 serverWork
+	if err == nil {
+		w0, err = readServerWork(ctx, url)
+	}
+	if err != nil {
+		return func() string { return notRead(err) }
+	}
+	return func() string {
+		w1, err := readServerWork(ctx, url)
+		if err != nil {
+			return notRead(err)
+		}
+		return w1.since(w0, 8)
+	}
+}
