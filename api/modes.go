@@ -6,8 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// saleModeCollector exports, per cached sale, whether it is in database
-// mode (1) or not (0).
+// saleModeCollector exports a series (1) for each cached sale off the
+// Redis path, none for the others: a scrape costs what the sales under a
+// fault cost, not one series for each of the thousands live.
 type saleModeCollector struct {
 	cache saleCache
 	desc  *prometheus.Desc
@@ -15,17 +16,13 @@ type saleModeCollector struct {
 
 func newSaleModeCollector(cache saleCache) *saleModeCollector {
 	return &saleModeCollector{cache: cache, desc: prometheus.NewDesc("seckill_sale_database_mode",
-		"1 while the sale takes reservations on the database path (or is switching back), else 0.", []string{"sale"}, nil)}
+		"1 while the sale takes reservations on the database path (or is switching back); absent for a sale on the Redis path.", []string{"sale"}, nil)}
 }
 
 func (c *saleModeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *saleModeCollector) Collect(ch chan<- prometheus.Metric) {
-	for id, dbMode := range c.cache.DatabaseModes() {
-		v := 0.0
-		if dbMode {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, strconv.FormatInt(id, 10))
+	for _, id := range c.cache.DatabaseModeSales() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, strconv.FormatInt(id, 10))
 	}
 }

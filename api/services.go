@@ -35,7 +35,7 @@ type application interface {
 
 // saleCache is the sale cache (salecache.Cache).
 type saleCache interface {
-	DatabaseModes() map[int64]bool
+	DatabaseModeSales() []int64
 	Get(ctx context.Context, id int64) (*salecache.Entry, error)
 	Len() int
 	SetBlacklisted(userID int64, on bool)

@@ -796,17 +796,18 @@ func (c *Cache) showDBStock(ctx context.Context, needDB []int64) error {
 // RefreshQueries is how many statements the refresher has run.
 func (c *Cache) RefreshQueries() int64 { return c.refreshQueries.Load() }
 
-// DatabaseModes tells, for each cached sale, whether it takes reservations
-// on the database path (or is switching back).
-func (c *Cache) DatabaseModes() map[int64]bool {
+// DatabaseModeSales lists the cached sales off the Redis path: taking
+// reservations on the database path or switching back.
+func (c *Cache) DatabaseModeSales() []int64 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make(map[int64]bool, len(c.entries))
+	var ids []int64
 	for id, e := range c.entries {
-		s := e.sale.Load()
-		out[id] = s != nil && s.Mode != domain.ModeRedis
+		if s := e.sale.Load(); s != nil && s.Mode != domain.ModeRedis {
+			ids = append(ids, id)
+		}
 	}
-	return out
+	return ids
 }
 
 // Len is how many sales the cache holds: the open ones, and for a second

@@ -166,7 +166,7 @@ func saleOverview() *dashboard.DashboardBuilder {
 			query(`max(seckill_redis_breaker_state)`, "breaker"))).
 		WithPanel(single("Sales on the database path", "none",
 			"Sales taking reservations on the database path (1 each) because Redis failed.",
-			query(`sum(max by (sale) (seckill_sale_database_mode{sale=~"$sale"}))`, "database mode"))).
+			query(`count(max by (sale) (seckill_sale_database_mode{sale=~"$sale"})) or vector(0)`, "database mode"))).
 		WithPanel(single("Starter queue", "short",
 			"Workflow starts waiting in the APIs' in-process queues.",
 			query(`sum(seckill_starter_queue_length)`, "queued"))).
