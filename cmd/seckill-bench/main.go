@@ -100,7 +100,7 @@ func runFlags(fs *flag.FlagSet, logger *slog.Logger) func(context.Context) error
 	out := fs.String("out", "test/bench/results", "results directory")
 	scenarios := fs.String("scenarios", "", "comma-separated scenario numbers to run, e.g. 5 or 1,3 (default: all)")
 	fs.StringVar(&o.LogDir, "logs", "", "directory of the started processes' logs (default: a temp dir)")
-	fs.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of scenario 3's API and worker over the burst and drain (api.pprof, worker.pprof), of scenario 2's API over its closed run (api-instock.pprof) and of scenario 13's worker over its idle windows (market-idle-before.pprof, market-idle-with-sales.pprof)")
+	fs.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of scenario 3's API and worker over the burst and drain (api.pprof, worker.pprof), of scenario 2's API over its closed run (api-instock.pprof), of scenario 13's worker over its idle windows (market-idle-before.pprof, market-idle-with-sales.pprof) and of its two paths' APIs over each paths run (market-sold-out-....pprof, market-in-stock-....pprof)")
 	stacks := fs.String("temporal-stacks", "", "scenario 12 alone: the burst on each Temporal stack in turn, name=host:port,... (e.g. dev=127.0.0.1:7233,server-8=127.0.0.1:7533)")
 	ab := fs.String("ab", "", "scenario 12 alone as an A/B: the burst with the API and worker given KEY=VALUE, then without, on -temporal")
 	db := fs.String("db", "", "scenarios 3 and 5 on each database tier in turn, e.g. single,galera: single is one MariaDB, galera three nodes behind HAProxy, each started by the run with the same settings; ratios to the first")

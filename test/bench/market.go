@@ -38,7 +38,7 @@ const marketPayWindow = 3 * 3600
 type marketPaths struct {
 	soldOut, inStock         Result
 	soldOutCost, inStockCost runCost
-	profile                  string // the note of the sold-out run's CPU profile, if taken
+	profiles                 []string // the notes of the runs' CPU profiles, if taken
 }
 
 // market: scenario 13, a marketplace's day, on a Redis of its own. With
@@ -184,7 +184,7 @@ func (r *runner) marketTurns(many, few func(string) marketPaths, manyLabel, fewL
 // marketPathsRunner makes the two paths' sales on api (a sold-out one of
 // one unit, an in-stock one of ten million) and returns a function that
 // runs one round of both, each for o.Dur, on fresh users, metering api
-// over each run and profiling it (at pprofURL) over the sold-out one, and
+// over each run and profiling it (at pprofURL) over each, and
 // the in-stock sale's id (the sold-out one holds one unit, taken at its
 // set-up).
 func (r *runner) marketPathsRunner(ctx context.Context, api *Proc, pprofURL string) (func(label string) marketPaths, []int64, error) {
@@ -202,12 +202,10 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc, pprofURL stri
 	ClosedLoop(ctx, "warm-up", conns, time.Second, 0, health)
 	return func(label string) marketPaths {
 		var p marketPaths
-		p.soldOut, p.profile = r.profiledRun(ctx, pprofURL, "sold-out "+label, func() Result {
-			res, cost := r.costed(ctx, api, func() Result {
+		p.soldOut, p.soldOutCost = r.costed(ctx, api, func() Result {
+			return r.profiledRun(ctx, pprofURL, "sold-out "+label, &p.profiles, func() Result {
 				return ClosedLoop(ctx, "sold-out reserve, "+label, conns, r.o.Dur, 0, reserveOp(c, soldURL, soldToks))
 			})
-			p.soldOutCost = cost
-			return res
 		})
 		if n := p.soldOut.Count(http.StatusAccepted); n > 0 {
 			r.violation("scenario 13: %d reservations accepted on a sold-out sale of 1 unit", n)
@@ -218,7 +216,9 @@ func (r *runner) marketPathsRunner(ctx context.Context, api *Proc, pprofURL stri
 			return p
 		}
 		p.inStock, p.inStockCost = r.costed(ctx, api, func() Result {
-			return ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
+			return r.profiledRun(ctx, pprofURL, "in-stock "+label, &p.profiles, func() Result {
+				return ClosedLoop(ctx, "in-stock reserve, "+label, conns, r.o.Dur, int64(len(toks)), reserveOp(c, inURL, toks))
+			})
 		})
 		return p
 	}, []int64{s.ID}, nil

@@ -59,11 +59,12 @@ func readGauges(ctx context.Context, api *Proc) (apiGauges, error) {
 }
 
 // costed runs run and answers its result with api's cost over it; an
-// unreadable reading leaves the cost -1, logged.
+// unreadable reading leaves the cost -1, logged. The CPU window lies
+// inside the two reads of /metrics: a scrape is no part of the run.
 func (r *runner) costed(ctx context.Context, api *Proc, run func() Result) (Result, runCost) {
 	cost := unreadCost
-	cpu0, errCPU := api.CPU()
 	g0, errGC := readGauges(ctx, api)
+	cpu0, errCPU := api.CPU()
 	res := run()
 	if cpu1, err := api.CPU(); err == nil && errCPU == nil {
 		cost.cpu = cpu1 - cpu0
@@ -80,19 +81,21 @@ func (r *runner) costed(ctx context.Context, api *Proc, run func() Result) (Resu
 
 // profiledRun runs run while the paths' API is profiled over it, when
 // asked for (Options.ProfileDir and the API's profiler), into a file
-// named by label; the note says where, or why not.
-func (r *runner) profiledRun(ctx context.Context, pprofURL, label string, run func() Result) (Result, string) {
+// named by label; a note of where, or why not, joins notes.
+func (r *runner) profiledRun(ctx context.Context, pprofURL, label string, notes *[]string, run func() Result) Result {
 	if r.o.ProfileDir == "" || pprofURL == "" {
-		return run(), ""
+		return run()
 	}
 	path := filepath.Join(r.o.ProfileDir, "market-"+slug(label)+".pprof")
 	done := make(chan error, 1)
 	go func() { done <- profileCPU(ctx, pprofURL, int(max(1, r.o.Dur.Seconds())), path) }()
 	res := run()
 	if err := <-done; err != nil {
-		return res, fmt.Sprintf("%s: %v", label, err)
+		*notes = append(*notes, fmt.Sprintf("%s: %v", label, err))
+	} else {
+		*notes = append(*notes, label+": "+path)
 	}
-	return res, label + ": " + path
+	return res
 }
 
 // slug is label as a file name: lower case, words joined by dashes.

@@ -237,18 +237,16 @@ func pathsCostLine(rounds []marketPaths) string {
 	return strings.Join(parts, ", ")
 }
 
-// profileNotes names the sold-out runs' CPU profiles, when taken.
+// profileNotes names the paths' runs' CPU profiles, when taken.
 func profileNotes(m marketFigures) string {
 	var notes []string
 	for _, rd := range append(slices.Clone(m.one), m.many...) {
-		if rd.profile != "" {
-			notes = append(notes, rd.profile)
-		}
+		notes = append(notes, rd.profiles...)
 	}
 	if len(notes) == 0 {
 		return ""
 	}
-	return "; CPU profiles of the sold-out runs: " + strings.Join(notes, ", ")
+	return "; CPU profiles of the paths' runs: " + strings.Join(notes, ", ")
 }
 
 // startSample is a count of scenario 13's running sale workflows, at its

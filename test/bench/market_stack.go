@@ -106,6 +106,22 @@ func (s *marketStack) stop(r *runner) {
 	}
 }
 
+// startPathsAPI starts an API for the paths' runs on the task queue
+// queue, which no worker polls, with its profiler when Options.ProfileDir
+// asks for profiles (pprofURL, else "").
+func (r *runner) startPathsAPI(ctx context.Context, name, queue string) (api *Proc, pprofURL string, err error) {
+	env := r.env(queue)
+	if r.o.ProfileDir != "" {
+		addr, err := proc.FreeAddr()
+		if err != nil {
+			return nil, "", err
+		}
+		pprofURL, env["SECKILL_PPROF_ADDR"] = "http://"+addr, addr
+	}
+	api, err = r.startAPIEnv(ctx, name, env)
+	return api, pprofURL, err
+}
+
 // startMarketStack starts the stack on the runner's Redis; on an error,
 // what started is stopped.
 func (r *runner) startMarketStack(ctx context.Context) (*marketStack, error) {
@@ -116,16 +132,7 @@ func (r *runner) startMarketStack(ctx context.Context) (*marketStack, error) {
 		return nil, err
 	}
 	unpolled := "bench-unpolled-market-" + r.stamp
-	pathsEnv := r.env(unpolled)
-	if r.o.ProfileDir != "" {
-		addr, err := proc.FreeAddr()
-		if err != nil {
-			s.stop(r)
-			return nil, err
-		}
-		s.pathsPprof, pathsEnv["SECKILL_PPROF_ADDR"] = "http://"+addr, addr
-	}
-	if s.paths, err = r.startAPIEnv(ctx, "api-market-paths", pathsEnv); err != nil {
+	if s.paths, s.pathsPprof, err = r.startPathsAPI(ctx, "api-market-paths", unpolled); err != nil {
 		s.stop(r)
 		return nil, err
 	}

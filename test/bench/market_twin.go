@@ -35,6 +35,7 @@ type marketTwin struct {
 	st                 *store.Store
 	dsn                string
 	api, worker, paths *Proc
+	pathsPprof         string // the paths' API's profiler, when Options.ProfileDir asks for one
 	run                func(label string) marketPaths
 	live               int // its sales
 }
@@ -58,7 +59,7 @@ func (r *runner) startMarketTwin(ctx context.Context) (*marketTwin, error) {
 		return nil, err
 	}
 	made := len(r.saleIDs)
-	run, _, err := r.marketPathsRunner(ctx, t.paths, "")
+	run, _, err := r.marketPathsRunner(ctx, t.paths, t.pathsPprof)
 	// The run's teardown reads the bench database: the twin's sales go
 	// with the twin's database, their workflows with the run's.
 	r.twinSaleIDs = append(r.twinSaleIDs, r.saleIDs[made:]...)
@@ -99,7 +100,7 @@ func (r *runner) startTwinProcs(ctx context.Context, t *marketTwin) error {
 	if t.api, t.worker, err = r.startStackEnv(ctx, "api-market-twin", "worker-market-twin", r.env("bench-market-twin-"+r.stamp)); err != nil {
 		return err
 	}
-	t.paths, err = r.startAPIEnv(ctx, "api-market-twin-paths", r.env("bench-unpolled-market-twin-"+r.stamp))
+	t.paths, t.pathsPprof, err = r.startPathsAPI(ctx, "api-market-twin-paths", "bench-unpolled-market-twin-"+r.stamp)
 	return err
 }
 
