@@ -16,9 +16,13 @@ import (
 // serverWork is the Temporal dev server's own count of the work it did,
 // from its metrics page: history tasks (task_requests) and persistence
 // calls (persistence_requests) by operation, summed over the other
-// labels. An idle window that costs the server CPU says what the CPU
-// went on.
-type serverWork map[string]float64
+// labels, and its Go runtime's collections so far and heap in use. An
+// idle window that costs the server CPU says what the CPU went on: work,
+// or a collection of a heap that grew with the open workflows.
+type serverWork struct {
+	counts    map[string]float64
+	gcs, heap float64
+}
 
 // serverWorkMetrics are the counters serverWork reads, by their name in
 // it.
@@ -91,27 +95,39 @@ func listeningPorts(pid int) ([]uint64, error) {
 func readServerWork(ctx context.Context, url string) (serverWork, error) {
 	page, err := metricsPage(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("dev server work: %w", err)
+		return serverWork{}, fmt.Errorf("dev server work: %w", err)
 	}
-	w := serverWork{}
+	w := serverWork{counts: map[string]float64{}}
 	for metric, short := range serverWorkMetrics {
 		for labels, v := range samplesIn(page, metric) {
-			w[short+" "+cmp.Or(labelValue(labels, "operation"), "?")] += v
+			w.counts[short+" "+cmp.Or(labelValue(labels, "operation"), "?")] += v
 		}
+	}
+	// One runtime serves every service: each reports the same figures.
+	for _, v := range samplesIn(page, "memory_num_gc_last") {
+		w.gcs = max(w.gcs, v)
+	}
+	for _, v := range samplesIn(page, "memory_heapinuse") {
+		w.heap = max(w.heap, v)
 	}
 	return w, nil
 }
 
-// since is what the server did from before to w, the n largest counts
-// first, in words.
+// since is what the server did from before to w, in words: its
+// collections and heap, then the n largest counts.
 func (w serverWork) since(before serverWork, n int) string {
+	return fmt.Sprintf("%.0f GC cycles, heap in use %.0f MB; %s", w.gcs-before.gcs, w.heap/(1<<20), w.countsSince(before, n))
+}
+
+// countsSince is the n largest counts from before to w, in words.
+func (w serverWork) countsSince(before serverWork, n int) string {
 	type count struct {
 		what string
 		d    float64
 	}
 	var counts []count
-	for k, v := range w {
-		if d := v - before[k]; d > 0 {
+	for k, v := range w.counts {
+		if d := v - before.counts[k]; d > 0 {
 			counts = append(counts, count{k, d})
 		}
 	}
