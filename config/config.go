@@ -206,6 +206,16 @@ type Config struct {
 	// own GOGC, when set, is left in force (0 here); GOMEMLIMIT still
 	// bounds the heap either way.
 	WorkerGOGC int
+	// WorkerStickyCache (SECKILL_WORKER_STICKY_CACHE; default 2,000) is how
+	// many workflow runs the worker keeps in memory between their tasks
+	// (the Temporal SDK's sticky cache, least recently used first out). A
+	// run kept is a parked goroutine and its state (about 47 KB), marked by
+	// every collection; one not kept replays its short history at its next
+	// task. A live sale's workflow sleeps until a change or its end, so
+	// with thousands of sales the SDK's default (10,000) keeps mostly
+	// sleepers: 2,000 holds a thousand-unit sale's pending orders and the
+	// sales that woke last.
+	WorkerStickyCache int
 
 	// FaultExitAfterReserve (SECKILL_FAULT_EXIT_AFTER_RESERVE=1, honoured only
 	// in development mode) kills the API right after a successful reserve
@@ -694,6 +704,9 @@ func (r *envReader) process(c *Config) {
 	c.WorkerMetricsAddr = r.str("WORKER_METRICS_ADDR", "127.0.0.1:9091")
 	if c.WorkerGOGC = r.integer("SECKILL_WORKER_GOGC", 400); r.get("GOGC") != "" {
 		c.WorkerGOGC = 0
+	}
+	if c.WorkerStickyCache = r.integer("SECKILL_WORKER_STICKY_CACHE", 2000); c.WorkerStickyCache < 1 {
+		r.fail(fmt.Errorf("SECKILL_WORKER_STICKY_CACHE: at least 1, not %d", c.WorkerStickyCache))
 	}
 	if c.ReconcileConcurrency = r.integer("SECKILL_RECONCILE_CONCURRENCY", 2); c.ReconcileConcurrency < 1 {
 		r.fail(fmt.Errorf("SECKILL_RECONCILE_CONCURRENCY: at least 1, not %d", c.ReconcileConcurrency))

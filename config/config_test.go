@@ -337,3 +337,20 @@ func TestWorkerGOGC(t *testing.T) {
 		}
 	}
 }
+
+// The worker's sticky cache: 2,000 runs by default, as set, and at least
+// one (the SDK takes 0 to mean no cache at all, which is not a size).
+func TestWorkerStickyCache(t *testing.T) {
+	if got := mustLoad(t, productionEnv()).WorkerStickyCache; got != 2000 {
+		t.Errorf("unset: WorkerStickyCache %d, want 2000", got)
+	}
+	if got := mustLoad(t, productionEnv("SECKILL_WORKER_STICKY_CACHE", "500")).WorkerStickyCache; got != 500 {
+		t.Errorf("500: WorkerStickyCache %d, want 500", got)
+	}
+	for _, bad := range []string{"0", "-1", "many"} {
+		_, err := load(productionEnv("SECKILL_WORKER_STICKY_CACHE", bad))
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_WORKER_STICKY_CACHE") {
+			t.Errorf("%s: error %v, want one naming SECKILL_WORKER_STICKY_CACHE", bad, err)
+		}
+	}
+}

@@ -48,6 +48,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if cfg.WorkerGOGC > 0 {
 		debug.SetGCPercent(cfg.WorkerGOGC)
 	}
+	// Process-wide in the SDK: set before any worker starts.
+	tworker.SetStickyWorkflowCacheSize(cfg.WorkerStickyCache)
 	p := &process{cfg: cfg, logger: logger, reg: prometheus.NewRegistry()}
 	if err := p.registerMetrics(); err != nil {
 		return fmt.Errorf("worker: %w", err)
