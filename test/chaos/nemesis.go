@@ -247,7 +247,10 @@ func (n *Nemesis) one(ctx context.Context, p Planned) {
 	m := n.lock(resource(p))
 	m.Lock()
 	defer m.Unlock()
-	ev := Event{Kind: KindFault, Op: p.Class, FaultID: p.ID, WritesLost: writesLost(p.Class)}
+	// The span begins when the injection does: some faults take their
+	// whole effect inside inject (an AOF loss kills, truncates and
+	// restarts Redis), and what the system does meanwhile is their doing.
+	ev := Event{Kind: KindFault, Op: p.Class, FaultID: p.ID, WritesLost: writesLost(p.Class), T: time.Now()}
 	heal, target, sale, err := n.inject(ctx, p)
 	ev.Target, ev.Sale = target, sale
 	if err != nil {
