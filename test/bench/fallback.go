@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -62,11 +64,8 @@ func (r *runner) fallback(ctx context.Context) error {
 	// Redis dies. The first requests fail (503, outcome unknown) until the
 	// breaker opens; the first database-path reservation switches the sale.
 	proxy.SetCut(true)
-	tripping, err := tripBreaker(ctx, op, &next)
+	tripping, err := r.tripToDatabase(ctx, s.ID, op, &next)
 	if err != nil {
-		return err
-	}
-	if err := r.checkDatabaseMode(ctx, s.ID); err != nil {
 		return err
 	}
 	quota := int64(stock - 1) // what Redis had unsold when last seen
@@ -76,7 +75,10 @@ func (r *runner) fallback(ctx context.Context) error {
 	first := next
 	load := func(ctx context.Context, i int64) (int, error) { return op(ctx, first+i) }
 	var res Result
-	questions, err := r.questionsDuring(ctx, func() { res = OpenLoop(ctx, "database path via the API", offered, r.o.Dur, 256, load) })
+	var split string
+	questions, err := r.questionsDuring(ctx, func() {
+		split = r.cpuSplitOver(api, worker, func() { res = OpenLoop(ctx, "database path via the API", offered, r.o.Dur, 256, load) })
+	})
 	if err != nil {
 		return err
 	}
@@ -94,8 +96,47 @@ func (r *runner) fallback(ctx context.Context) error {
 	}
 	proxy.SetCut(false)
 
-	r.add(fallbackScenario(r.o.FallbackRPS, offered, res, outcomes, float64(questions)/float64(max(accepted, 1)), acceptedRate, tripping))
+	sc := fallbackScenario(r.o.FallbackRPS, offered, res, outcomes, float64(questions)/float64(max(accepted, 1)), acceptedRate, tripping)
+	sc.Notes = append(sc.Notes, split)
+	r.add(sc)
 	return nil
+}
+
+// cpuSplitOver runs f and says what share of the host's cores each
+// process used meanwhile: the API, the worker, the Temporal server,
+// Redis with MariaDB and the load generator (this process). Every
+// process shares the cores, so a latency's tail is read against it.
+func (r *runner) cpuSplitOver(api, worker *Proc, f func()) string {
+	m := r.burstMeters(api, worker)
+	self := cpuMeter{func() (float64, error) { return pidCPU(os.Getpid()) }}
+	meters := []cpuMeter{m.api, m.worker, m.server, m.services, self}
+	before := make([]float64, len(meters))
+	for i, c := range meters {
+		before[i] = m.read(c)
+	}
+	start := time.Now()
+	f()
+	secs := time.Since(start).Seconds()
+	names := []string{"API", "worker", m.serverName, "Redis + MariaDB", "load generator"}
+	parts := make([]string, len(meters))
+	for i, c := range meters {
+		parts[i] = fmt.Sprintf("%s %.2f", names[i], (m.read(c)-before[i])/secs)
+	}
+	note := fmt.Sprintf("cores used over the open loop (of %d): %s", runtime.NumCPU(), strings.Join(parts, ", "))
+	if len(m.notes) > 0 {
+		note += " (" + strings.Join(m.notes, "; ") + ")"
+	}
+	return note
+}
+
+// tripToDatabase trips the breaker (tripBreaker) and checks that the
+// sale then is in database mode.
+func (r *runner) tripToDatabase(ctx context.Context, saleID int64, op Op, next *int64) ([]int, error) {
+	tripping, err := tripBreaker(ctx, op, next)
+	if err != nil {
+		return tripping, err
+	}
+	return tripping, r.checkDatabaseMode(ctx, saleID)
 }
 
 // checkDatabaseMode: after a database-path reservation the sale is in
