@@ -5,36 +5,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/histories"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 )
-
-// eventCount is what an order's history costs: its events, and those of
-// them that are billed actions or visibility writes.
-type eventCount struct {
-	Total, Markers, Upserts, TimersStarted, WorkflowTasks int
-}
-
-func countEvents(events []*historypb.HistoryEvent) eventCount {
-	var c eventCount
-	c.Total = len(events)
-	for _, ev := range events {
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			c.Markers++
-		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-			c.Upserts++
-		case enumspb.EVENT_TYPE_TIMER_STARTED:
-			c.TimersStarted++
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			c.WorkflowTasks++
-		}
-	}
-	return c
-}
 
 // TestOrderEventsPerOrder counts the history of an order of each kind on
 // the real stack, exactly (an OrderWorkflowV2: no version marker, no
@@ -65,16 +40,16 @@ func TestOrderEventsPerOrder(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		token string
-		want  eventCount
+		want  histories.Count
 	}{
-		{"expired", expired.Token, eventCount{Total: 12, Markers: 2, TimersStarted: 1, WorkflowTasks: 2}},
-		{"paid", paid.Token, eventCount{Total: 13, Markers: 2, TimersStarted: 1, WorkflowTasks: 2}},
+		{"expired", expired.Token, histories.Count{Total: 12, Markers: 2, TimersStarted: 1, WorkflowTasks: 2}},
+		{"paid", paid.Token, histories.Count{Total: 13, Markers: 2, TimersStarted: 1, WorkflowTasks: 2}},
 	} {
 		events := s.history(domain.OrderWorkflowID(c.token), "")
 		for _, ev := range events {
 			t.Log(c.name, ev.GetEventId(), ev.GetEventType())
 		}
 		require.Equal(t, domain.OrderWorkflowName, events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName())
-		require.Equal(t, c.want, countEvents(events), "%s order's history", c.name)
+		require.Equal(t, c.want, histories.CountEvents(events), "%s order's history", c.name)
 	}
 }

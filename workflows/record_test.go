@@ -19,6 +19,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testkit/histories"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/redisgateway"
@@ -544,15 +545,9 @@ func recordSaleContinueAsNew(s *stack) (string, string) {
 
 func (s *stack) history(workflowID, runID string) []*historypb.HistoryEvent {
 	s.t.Helper()
-	ctx := ctxT(s.t, 30*time.Second)
-	iter := s.c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var out []*historypb.HistoryEvent
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(s.t, err)
-		out = append(out, ev)
-	}
-	return out
+	events, err := histories.Read(ctxT(s.t, 30*time.Second), s.c, workflowID, runID)
+	require.NoError(s.t, err)
+	return events
 }
 
 func (s *stack) saveHistory(path, workflowID, runID string) {

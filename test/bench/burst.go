@@ -111,6 +111,9 @@ func (r *runner) burst(ctx context.Context, api, worker *Proc) error {
 		return fmt.Errorf("hello baseline: %w", err)
 	}
 	helloServer1 := m.read(m.server)
+	if br.histories, err = r.orderHistories(ctx, api); err != nil {
+		return err
+	}
 	br.serverPerOrder = perRequestMS(server1-server0, r.o.BurstStock)
 	br.serverPerHello = perRequestMS(helloServer1-helloServer0, r.o.BurstStock)
 	br.stackPerOrder = perRequestMS(api1-api0+worker1-worker0, r.o.BurstStock)
@@ -167,6 +170,7 @@ type burstRuns struct {
 	workerCallOps, apiCallOps                     string
 	serverPerOrder, serverPerHello, stackPerOrder float64
 	workerPerOrder, apiPerRequest, svcPerOrder    float64
+	histories                                     orderHistories
 	m                                             *burstMeters
 	notes                                         []string
 }
@@ -183,7 +187,7 @@ func (br burstRuns) scenario() Scenario {
 	return Scenario{
 		ID: "3 burst", Title: fmt.Sprintf("Flash-sale burst: stock %d, %d users, %d connections", stock, br.users, br.conns),
 		Runs: []Result{res, hello},
-		Figures: []Figure{
+		Figures: append([]Figure{
 			{Name: "reservation answers/s", Value: res.RPS, Unit: "req/s", Published: pubJMeter},
 			{Name: "burst p99", Value: res.P99MS, Unit: "ms", Published: "p99 95 ms (same JMeter run)"},
 			{Name: "units reserved", Value: float64(br.reserved), Unit: "units", Target: fmt.Sprintf("exactly %d", stock)},
@@ -205,8 +209,8 @@ func (br burstRuns) scenario() Scenario {
 			{Name: "Redis + MariaDB CPU per order", Value: svcPerOrder, Unit: "ms"},
 			{Name: "CPU per order, every process", Value: allPerOrder, Unit: "ms"},
 			{Name: "drain ceiling of this host's cores", Value: ratio(float64(runtime.NumCPU())*1000, allPerOrder), Unit: "orders/s"},
-		},
-		Notes: append(append(notes, "Temporal calls per order over the burst and drain, by operation (the SDK's temporal_request_total and temporal_long_request_total): the worker's "+orNone(br.workerCallOps)+"; the API's "+orNone(br.apiCallOps),
+		}, br.histories.figures()...),
+		Notes: append(append(notes, br.histories.note(), "Temporal calls per order over the burst and drain, by operation (the SDK's temporal_request_total and temporal_long_request_total): the worker's "+orNone(br.workerCallOps)+"; the API's "+orNone(br.apiCallOps),
 			"the drain clock starts at the burst's first request, so it includes the burst itself; the hello baseline runs right after, on an idle API, with 64 starters",
 			settleNote,
 			"CPU: user + system time (/proc) of "+m.serverName+" over the burst and drain, per order, and over the hello run, per hello workflow; of the API and worker together, and of Redis and MariaDB together, over the burst and drain, per order (it includes the burst's refusals); the drain ceiling is the host's cores over every process's CPU per order: the rate at which the cores would be fully busy"), m.notes...),
