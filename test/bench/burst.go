@@ -15,8 +15,9 @@ import (
 // burst and most of its drain on this machine.
 const burstProfileSeconds = 20
 
-// burstMeters read the CPU of scenario 3's processes: the API and worker,
-// the Temporal server, and Redis with MariaDB.
+// burstMeters read the CPU of a stack's processes: the API and worker,
+// the Temporal server, and Redis with MariaDB (scenario 3's figures,
+// scenario 5's split of the cores).
 type burstMeters struct {
 	api, worker, server, services cpuMeter
 	serverName                    string
