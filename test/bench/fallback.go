@@ -108,19 +108,23 @@ func (r *runner) fallback(ctx context.Context) error {
 // process shares the cores, so a latency's tail is read against it.
 func (r *runner) cpuSplitOver(api, worker *Proc, f func()) string {
 	m := r.burstMeters(api, worker)
-	self := cpuMeter{func() (float64, error) { return pidCPU(os.Getpid()) }}
-	meters := []cpuMeter{m.api, m.worker, m.server, m.services, self}
-	before := make([]float64, len(meters))
-	for i, c := range meters {
-		before[i] = m.read(c)
+	procs := []struct {
+		name  string
+		meter cpuMeter
+	}{
+		{"API", m.api}, {"worker", m.worker}, {m.serverName, m.server}, {"Redis + MariaDB", m.services},
+		{"load generator", cpuMeter{func() (float64, error) { return pidCPU(os.Getpid()) }}},
+	}
+	before := make([]float64, len(procs))
+	for i, p := range procs {
+		before[i] = m.read(p.meter)
 	}
 	start := time.Now()
 	f()
 	secs := time.Since(start).Seconds()
-	names := []string{"API", "worker", m.serverName, "Redis + MariaDB", "load generator"}
-	parts := make([]string, len(meters))
-	for i, c := range meters {
-		parts[i] = fmt.Sprintf("%s %.2f", names[i], (m.read(c)-before[i])/secs)
+	parts := make([]string, len(procs))
+	for i, p := range procs {
+		parts[i] = fmt.Sprintf("%s %.2f", p.name, (m.read(p.meter)-before[i])/secs)
 	}
 	note := fmt.Sprintf("cores used over the open loop (of %d): %s", runtime.NumCPU(), strings.Join(parts, ", "))
 	if len(m.notes) > 0 {
